@@ -1,0 +1,80 @@
+package kinformer
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Backoff is the retry policy after a failed list or watch: the first wait is
+// Initial, each next one Factor times longer up to Max, and each is shortened
+// by a random fraction of up to Jitter so that informers restarted together
+// spread out. After ResetAfter without a failure the wait starts again from
+// Initial.
+//
+// The defaults (DefaultBackoff) follow the Kubernetes clients' experience:
+// 800 ms is short enough not to be noticed after a blip, 30 s long enough
+// that thousands of clients do not flatten a recovering API server, and two
+// minutes of health means the last trouble is over.
+type Backoff struct {
+	Initial    time.Duration
+	Max        time.Duration
+	Factor     float64
+	Jitter     float64 // in [0, 1]
+	ResetAfter time.Duration
+}
+
+// DefaultBackoff is the policy used for any zero field of Options.Backoff.
+var DefaultBackoff = Backoff{
+	Initial:    800 * time.Millisecond,
+	Max:        30 * time.Second,
+	Factor:     2,
+	Jitter:     0.25,
+	ResetAfter: 2 * time.Minute,
+}
+
+func (b Backoff) withDefaults() Backoff {
+	if b.Initial <= 0 {
+		b.Initial = DefaultBackoff.Initial
+	}
+	if b.Max <= 0 {
+		b.Max = DefaultBackoff.Max
+	}
+	if b.Max < b.Initial {
+		b.Max = b.Initial
+	}
+	if b.Factor < 1 {
+		b.Factor = DefaultBackoff.Factor
+	}
+	if b.Jitter <= 0 || b.Jitter > 1 {
+		b.Jitter = DefaultBackoff.Jitter
+	}
+	if b.ResetAfter <= 0 {
+		b.ResetAfter = DefaultBackoff.ResetAfter
+	}
+	return b
+}
+
+// backoffState is one informer's position in its Backoff policy. It is used
+// by the watch loop's goroutine only.
+type backoffState struct {
+	policy      Backoff
+	next        time.Duration // un-jittered wait for the next failure
+	lastFailure time.Time
+	rand        func() float64 // in [0, 1); injectable for tests
+}
+
+func newBackoffState(p Backoff) *backoffState {
+	return &backoffState{policy: p, next: p.Initial, rand: rand.Float64}
+}
+
+// fail records a failure at now and returns how long to wait before the
+// next attempt.
+func (s *backoffState) fail(now time.Time) time.Duration {
+	if !s.lastFailure.IsZero() && now.Sub(s.lastFailure) >= s.policy.ResetAfter {
+		s.next = s.policy.Initial
+	}
+	s.lastFailure = now
+	d := s.next
+	s.next = min(time.Duration(float64(s.next)*s.policy.Factor), s.policy.Max)
+	return d - time.Duration(float64(d)*s.policy.Jitter*s.rand())
+}

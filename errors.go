@@ -1,0 +1,92 @@
+package kinformer
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var (
+	// ErrExpired means the server no longer has the history the informer
+	// asked for (410 Gone, or an expired continue token). The informer
+	// re-lists and diffs against its cache; ERROR events carry it so that
+	// handlers can tell a re-list is under way.
+	ErrExpired = errors.New("resource version expired")
+
+	// ErrTooLargeResourceVersion means the server has not yet caught up to
+	// the resourceVersion asked for (HTTP 504 "Too large resource version").
+	// The informer re-lists, like for ErrExpired.
+	ErrTooLargeResourceVersion = errors.New("too large resource version")
+
+	// ErrIdle means a watch received nothing, not even a bookmark, for longer
+	// than its server-side timeout plus a margin: the connection is taken as
+	// dead, dropped, and the watch resumed.
+	ErrIdle = errors.New("watch idle for too long")
+
+	// ErrUnexpectedObject means the server sent an event the informer cannot
+	// use: an unknown event type, or an object of the wrong type. The event
+	// is skipped and the watch goes on.
+	ErrUnexpectedObject = errors.New("unexpected watch event")
+
+	// ErrTransform wraps an error returned by Options.Transform. The object
+	// it concerns is not cached and the informer goes on.
+	ErrTransform = errors.New("transform failed")
+
+	// ErrUnknownEventType is returned by AddEventHandler for a type that is
+	// not one of Added, Modified, Deleted, Bookmark or Error.
+	ErrUnknownEventType = errors.New("unknown event type")
+
+	// ErrUnknownIndex is returned by Cache.ByIndex for an index that was not
+	// configured.
+	ErrUnknownIndex = errors.New("unknown index")
+
+	// ErrRunning is returned by Run when the informer is already running.
+	ErrRunning = errors.New("informer already running")
+)
+
+// classify adds the informer's sentinel to a server error, keeping the
+// original in the chain so apierrors.IsXxx still works.
+func classify(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrExpired), errors.Is(err, ErrTooLargeResourceVersion):
+		return err
+	case apierrors.IsResourceExpired(err), apierrors.IsGone(err):
+		return fmt.Errorf("%w: %w", ErrExpired, err)
+	case isTooLargeResourceVersion(err):
+		return fmt.Errorf("%w: %w", ErrTooLargeResourceVersion, err)
+	}
+	return err
+}
+
+// needsRelist reports whether an error means the remembered resourceVersion
+// is unusable and only a fresh list can continue.
+func needsRelist(err error) bool {
+	return errors.Is(err, ErrExpired) || errors.Is(err, ErrTooLargeResourceVersion)
+}
+
+// isPersistent reports whether retrying cannot help without someone changing
+// something: permissions, the resource, or the selector. WaitForSync returns
+// such errors instead of waiting; the informer still retries with backoff.
+func isPersistent(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) ||
+		apierrors.IsNotFound(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsInvalid(err) || apierrors.IsMethodNotSupported(err) ||
+		apierrors.IsNotAcceptable(err) || apierrors.IsUnsupportedMediaType(err)
+}
+
+// isTooLargeResourceVersion recognises the server's 504 "Too large resource
+// version": by its status cause, or by its message on servers that predate
+// the cause.
+func isTooLargeResourceVersion(err error) bool {
+	if apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+		return true
+	}
+	var st apierrors.APIStatus
+	return apierrors.IsTimeout(err) && errors.As(err, &st) &&
+		strings.Contains(st.Status().Message, "Too large resource version")
+}

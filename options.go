@@ -1,0 +1,88 @@
+package kinformer
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Options configure an Informer. The zero value (or a nil *Options) is
+// valid: every field has a default, given in its comment.
+type Options[T Object] struct {
+	// LabelSelector and FieldSelector restrict what is listed and watched.
+	// An object that stops matching fires Deleted.
+	LabelSelector string
+	FieldSelector string
+
+	// ResyncPeriod, if positive, re-lists from the server on its own clock,
+	// whether or not the watch is busy, and fires events only for the
+	// differences found: a consistency check, not a replay of the cache.
+	ResyncPeriod time.Duration
+
+	// KeyFunc keys the cache. Default MetaNamespaceKey.
+	KeyFunc KeyFunc[T]
+
+	// Indexers adds named indexes to the cache, queried with
+	// Cache.ByIndex. IndexNamespace is always present.
+	Indexers map[string]IndexFunc[T]
+
+	// Transform is applied to every object before it is cached and handed to
+	// handlers; it may modify the object in place and return it. An error
+	// fires an Error event wrapping ErrTransform, and the object is skipped.
+	// It runs after managedFields have been stripped.
+	Transform func(T) (T, error)
+
+	// KeepManagedFields keeps metadata.managedFields, which by default are
+	// dropped: they are often half an object's size and rarely read.
+	KeepManagedFields bool
+
+	// PageSize is the limit of each page of a list. Default 500.
+	PageSize int64
+
+	// WatchTimeout is the shortest server-side timeout asked for a watch;
+	// each watch asks for a random duration in [WatchTimeout, 2*WatchTimeout)
+	// so that many informers do not reconnect in step. Default 5 minutes.
+	WatchTimeout time.Duration
+
+	// IdleMargin is how long past its server-side timeout a watch may stay
+	// silent (no event, no bookmark, not closed) before the informer takes
+	// the connection for dead, drops it and resumes. Default 30 seconds.
+	IdleMargin time.Duration
+
+	// Backoff paces retries after failed lists and watches.
+	// Zero fields take DefaultBackoff's values.
+	Backoff Backoff
+
+	// Logger receives the informer's logs. Default: discarded.
+	Logger *slog.Logger
+}
+
+const (
+	defaultPageSize     = 500
+	defaultWatchTimeout = 5 * time.Minute
+	defaultIdleMargin   = 30 * time.Second
+)
+
+// withDefaults returns a copy of o with every zero field set to its default.
+func (o *Options[T]) withDefaults() Options[T] {
+	var out Options[T]
+	if o != nil {
+		out = *o
+	}
+	if out.KeyFunc == nil {
+		out.KeyFunc = MetaNamespaceKey[T]
+	}
+	if out.PageSize <= 0 {
+		out.PageSize = defaultPageSize
+	}
+	if out.WatchTimeout <= 0 {
+		out.WatchTimeout = defaultWatchTimeout
+	}
+	if out.IdleMargin <= 0 {
+		out.IdleMargin = defaultIdleMargin
+	}
+	out.Backoff = out.Backoff.withDefaults()
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	return out
+}

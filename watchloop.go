@@ -1,0 +1,364 @@
+package kinformer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// The watch loop is a small state machine. Its phase says what the informer
+// needs next; each attempt ends with an outcome; step maps (phase, outcome)
+// to the next phase and whether to back off first. All the recovery rules
+// are in step:
+//
+//   - a list that worked → watch from its resourceVersion;
+//   - a watch the server ended normally → watch again from the last
+//     resourceVersion, at once, without re-listing;
+//   - 410 Gone or "too large resource version" → re-list at once;
+//   - any other failure → the same phase again, after a backoff;
+//   - resync due → re-list at once.
+type phase uint8
+
+const (
+	phaseList  phase = iota // no usable resourceVersion: list, diff, replace
+	phaseWatch              // watch from the remembered resourceVersion
+)
+
+func (p phase) String() string {
+	if p == phaseList {
+		return "list"
+	}
+	return "watch"
+}
+
+type outcomeKind uint8
+
+const (
+	listDone    outcomeKind = iota // a list replaced the cache
+	listFailed                     // a list failed; err says why
+	watchEnded                     // the server closed a healthy watch
+	watchFailed                    // a watch could not open, or ended in error; err says why
+	resyncDue                      // the resync period has passed
+)
+
+type outcome struct {
+	kind outcomeKind
+	err  error
+}
+
+// step is the transition function of the watch loop.
+func step(p phase, o outcome) (next phase, backoff bool) {
+	switch o.kind {
+	case listDone, watchEnded:
+		return phaseWatch, false
+	case resyncDue:
+		return phaseList, false
+	case watchFailed:
+		if needsRelist(o.err) {
+			return phaseList, false
+		}
+		return phaseWatch, true
+	default: // listFailed
+		return phaseList, true
+	}
+}
+
+// minHealthyWatch: a watch the server closes sooner than this without
+// sending anything counts as failed, so a server that accepts and drops
+// watches gets backoff instead of a hot loop.
+const minHealthyWatch = time.Second
+
+// loop runs the state machine until ctx is done.
+func (inf *Informer[T]) loop(ctx context.Context) {
+	p := phaseList
+	if inf.ResourceVersion() != "" {
+		p = phaseWatch // restarted: resume from the kept resourceVersion
+	}
+	bo := newBackoffState(inf.opts.Backoff)
+	var resyncAt time.Time // zero: no resync scheduled
+	for ctx.Err() == nil {
+		var o outcome
+		switch p {
+		case phaseList:
+			o = inf.list(ctx)
+			if o.kind == listDone && inf.opts.ResyncPeriod > 0 {
+				resyncAt = time.Now().Add(inf.opts.ResyncPeriod)
+			}
+		case phaseWatch:
+			o = inf.watch(ctx, resyncAt)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if o.err != nil {
+			inf.reportError(o.err)
+		}
+		next, wait := step(p, o)
+		if next == phaseList && p == phaseWatch {
+			inf.log.Info("kinformer: re-listing", "reason", reasonOf(o), "resourceVersion", inf.ResourceVersion())
+		}
+		if wait {
+			d := bo.fail(time.Now())
+			inf.log.Debug("kinformer: backing off", "phase", p.String(), "wait", d)
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		p = next
+	}
+}
+
+func reasonOf(o outcome) string {
+	if o.kind == resyncDue {
+		return "resync"
+	}
+	if o.err != nil {
+		return o.err.Error()
+	}
+	return ""
+}
+
+// reportError logs err, queues an Error event, and records it for
+// WaitForSync if it is persistent and the cache has not synced yet.
+func (inf *Informer[T]) reportError(err error) {
+	inf.log.Warn("kinformer: "+err.Error(), "resourceVersion", inf.ResourceVersion())
+	inf.handlersMu.RLock()
+	inf.emit(Event[T]{Type: Error, Err: err, ResourceVersion: inf.ResourceVersion()})
+	inf.handlersMu.RUnlock()
+	if !inf.synced.Load() && isPersistent(err) {
+		inf.setSyncState(false, err)
+	}
+}
+
+func (inf *Informer[T]) setRV(rv string) {
+	if rv != "" {
+		inf.rv.Store(&rv)
+	}
+}
+
+func (inf *Informer[T]) listOptions() metav1.ListOptions {
+	return metav1.ListOptions{LabelSelector: inf.opts.LabelSelector, FieldSelector: inf.opts.FieldSelector}
+}
+
+// list reads the whole collection page by page into a new map, then swaps
+// it into the cache and emits the differences.
+func (inf *Informer[T]) list(ctx context.Context) outcome {
+	items := map[string]T{}
+	opts := inf.listOptions()
+	opts.Limit = inf.opts.PageSize
+	var rv string
+	for {
+		l, err := inf.listFn(ctx, opts)
+		if err == nil && isNil(l) {
+			err = fmt.Errorf("%w: the client returned no list and no error", ErrUnexpectedObject)
+		}
+		if err != nil {
+			err = classify(err)
+			if opts.Continue != "" && errors.Is(err, ErrExpired) {
+				// The continue token outlived etcd's compaction window. A
+				// paged list would only expire again on a busy cluster, so
+				// take the rest in one unpaged, consistent read.
+				inf.log.Info("kinformer: continue token expired, listing without paging")
+				clear(items)
+				opts.Continue, opts.Limit = "", 0
+				continue
+			}
+			return outcome{kind: listFailed, err: fmt.Errorf("list: %w", err)}
+		}
+		lm, err := meta.ListAccessor(l)
+		if err != nil {
+			return outcome{kind: listFailed, err: fmt.Errorf("list: %w: %v", ErrUnexpectedObject, err)}
+		}
+		err = meta.EachListItem(l, func(o runtime.Object) error {
+			obj, ok := o.(T)
+			if !ok {
+				inf.reportError(fmt.Errorf("list: %w: item of type %T, want %T", ErrUnexpectedObject, o, *new(T)))
+				return nil
+			}
+			if obj, ok = inf.transform(obj); ok {
+				items[inf.cache.keyFunc(obj)] = obj
+			}
+			return nil
+		})
+		if err != nil {
+			return outcome{kind: listFailed, err: fmt.Errorf("list: %w: %v", ErrUnexpectedObject, err)}
+		}
+		rv = lm.GetResourceVersion()
+		if opts.Continue = lm.GetContinue(); opts.Continue == "" {
+			break
+		}
+	}
+	if rv == "" {
+		return outcome{kind: listFailed, err: fmt.Errorf("list: %w: the list has no resourceVersion", ErrUnexpectedObject)}
+	}
+	inf.handlersMu.RLock()
+	inf.cache.replace(items, func(typ EventType, obj, old T) {
+		e := Event[T]{Type: typ, Object: obj, ResourceVersion: rv}
+		if typ == Modified {
+			e.Old = old
+		}
+		inf.emit(e)
+	})
+	inf.setRV(rv)
+	inf.handlersMu.RUnlock()
+	inf.setSyncState(true, nil)
+	return outcome{kind: listDone}
+}
+
+// isNil reports whether a client returned a nil list, typed or not.
+func isNil(o runtime.Object) bool {
+	if o == nil {
+		return true
+	}
+	v := reflect.ValueOf(o)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// transform strips managedFields (unless kept) and applies Options.Transform.
+func (inf *Informer[T]) transform(obj T) (T, bool) {
+	if !inf.opts.KeepManagedFields {
+		obj.SetManagedFields(nil)
+	}
+	if inf.opts.Transform == nil {
+		return obj, true
+	}
+	out, err := inf.opts.Transform(obj)
+	if err != nil {
+		inf.reportError(fmt.Errorf("%w for %s: %w", ErrTransform, inf.cache.keyFunc(obj), err))
+		return out, false
+	}
+	return out, true
+}
+
+// watchTimeout picks the server-side timeout of one watch, at random in
+// [WatchTimeout, 2*WatchTimeout), so that informers started together do not
+// all reconnect at the same instant.
+func (inf *Informer[T]) watchTimeout() time.Duration {
+	d := inf.opts.WatchTimeout
+	return (d + rand.N(d)).Truncate(time.Second)
+}
+
+// watch opens a watch from the remembered resourceVersion and applies its
+// events until it ends, fails, goes idle, or the resync is due.
+func (inf *Informer[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
+	var resyncC <-chan time.Time
+	if !resyncAt.IsZero() {
+		wait := time.Until(resyncAt)
+		if wait <= 0 {
+			return outcome{kind: resyncDue}
+		}
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		resyncC = t.C
+	}
+
+	timeout := inf.watchTimeout()
+	secs := int64(max(timeout/time.Second, 1))
+	opts := inf.listOptions()
+	opts.ResourceVersion = inf.ResourceVersion()
+	opts.AllowWatchBookmarks = true
+	opts.TimeoutSeconds = &secs
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := inf.watchFn(wctx, opts)
+	if err == nil && w == nil {
+		err = fmt.Errorf("%w: the client returned no watch and no error", ErrUnexpectedObject)
+	}
+	if err != nil {
+		return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", classify(err))}
+	}
+	defer w.Stop()
+
+	idleAfter := timeout + inf.opts.IdleMargin
+	idle := time.NewTimer(idleAfter)
+	defer idle.Stop()
+	started, received := time.Now(), false
+	for {
+		select {
+		case <-ctx.Done():
+			return outcome{}
+		case <-resyncC:
+			return outcome{kind: resyncDue}
+		case <-idle.C:
+			return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w: nothing received for %s", ErrIdle, idleAfter)}
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				if !received && time.Since(started) < minHealthyWatch {
+					return outcome{kind: watchFailed, err: errors.New("watch: closed by the server as soon as opened")}
+				}
+				return outcome{kind: watchEnded}
+			}
+			received = true
+			idle.Reset(idleAfter)
+			if err := inf.apply(ev); err != nil {
+				return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err)}
+			}
+		}
+	}
+}
+
+// apply applies one watch event to the cache and queues it for handlers.
+// It returns an error only when the watch must end: the server sent an
+// ERROR event. Garbage is reported and skipped.
+func (inf *Informer[T]) apply(ev watch.Event) error {
+	switch ev.Type {
+	case watch.Error:
+		return classify(apierrors.FromObject(ev.Object))
+	case watch.Bookmark:
+		m, err := meta.Accessor(ev.Object)
+		if err != nil || m.GetResourceVersion() == "" {
+			inf.reportError(fmt.Errorf("watch: %w: bookmark without resourceVersion (%T)", ErrUnexpectedObject, ev.Object))
+			return nil
+		}
+		obj, _ := ev.Object.(T)
+		inf.handlersMu.RLock()
+		inf.setRV(m.GetResourceVersion())
+		inf.emit(Event[T]{Type: Bookmark, Object: obj, ResourceVersion: m.GetResourceVersion()})
+		inf.handlersMu.RUnlock()
+		return nil
+	case watch.Added, watch.Modified, watch.Deleted:
+	default:
+		inf.reportError(fmt.Errorf("watch: %w: event type %q", ErrUnexpectedObject, ev.Type))
+		return nil
+	}
+	obj, ok := ev.Object.(T)
+	if !ok || isNil(obj) {
+		inf.reportError(fmt.Errorf("watch: %w: %s event with object of type %T, want %T", ErrUnexpectedObject, ev.Type, ev.Object, *new(T)))
+		return nil
+	}
+	rv := obj.GetResourceVersion()
+	if obj, ok = inf.transform(obj); !ok {
+		inf.setRV(rv) // the error names the object; a resync or re-list brings it back
+		return nil
+	}
+	key := inf.cache.keyFunc(obj)
+
+	inf.handlersMu.RLock()
+	defer inf.handlersMu.RUnlock()
+	inf.setRV(rv)
+	e := Event[T]{Object: obj, ResourceVersion: inf.ResourceVersion()}
+	if ev.Type == watch.Deleted {
+		e.Type = Deleted
+		inf.cache.remove(key)
+	} else if old, existed := inf.cache.put(key, obj); existed {
+		e.Type, e.Old = Modified, old
+	} else {
+		e.Type = Added
+	}
+	inf.emit(e)
+	return nil
+}
