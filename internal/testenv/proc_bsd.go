@@ -1,0 +1,12 @@
+//go:build darwin || freebsd || netbsd || openbsd || dragonfly
+
+package testenv
+
+import "syscall"
+
+// sysProcAttr puts the server in its own process group so that Kill can
+// signal everything it started. (There is no parent-death signal on these
+// systems; Stop and the stale-directory sweep do the cleanup.)
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}
