@@ -126,11 +126,15 @@ func waitReady(ctx context.Context, adminCfg, restrictedCfg *rest.Config, logf f
 	}); err != nil {
 		return err
 	}
-	if err := poll("namespace default", func(ctx context.Context) error {
-		_, err := admin.CoreV1().Namespaces().Get(ctx, metav1.NamespaceDefault, metav1.GetOptions{})
-		return err
-	}); err != nil {
-		return err
+	// The system namespaces are created by a post-start controller; tests
+	// (and the apiserver's own controllers) expect them.
+	for _, ns := range []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic} {
+		if err := poll("namespace "+ns, func(ctx context.Context) error {
+			_, err := admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			return err
+		}); err != nil {
+			return err
+		}
 	}
 	if err := poll("restricted user's RBAC objects", func(ctx context.Context) error {
 		return ensureRestricted(ctx, admin)
