@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 )
 
 // Registration identifies a handler added with AddEventHandler or
@@ -38,6 +39,8 @@ type listener[T Object] struct {
 	queue   []Event[T]
 	removed bool
 	wake    chan struct{} // capacity 1: "the queue may be non-empty"
+	// backlog counts events queued or being handled, for Pending.
+	backlog atomic.Int64
 }
 
 func newListener[T Object](mask uint8, fn func(Event[T]), log *slog.Logger) *listener[T] {
@@ -49,11 +52,7 @@ func (l *listener[T]) wants(t EventType) bool {
 	return l.mask&bit != 0
 }
 
-func (l *listener[T]) pending() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.queue)
-}
+func (l *listener[T]) pending() int { return int(l.backlog.Load()) }
 
 // push appends an event to the queue; it never blocks.
 func (l *listener[T]) push(e Event[T]) {
@@ -63,6 +62,7 @@ func (l *listener[T]) push(e Event[T]) {
 		return
 	}
 	l.queue = append(l.queue, e)
+	l.backlog.Add(1)
 	l.mu.Unlock()
 	select {
 	case l.wake <- struct{}{}:
@@ -76,6 +76,7 @@ func (l *listener[T]) remove() {
 	l.mu.Lock()
 	l.removed = true
 	l.queue = nil
+	l.backlog.Store(0)
 	l.mu.Unlock()
 	select {
 	case l.wake <- struct{}{}:
@@ -102,6 +103,7 @@ func (l *listener[T]) run(ctx context.Context) {
 				return
 			}
 			l.call(batch[i])
+			l.backlog.Add(-1)
 			var zero Event[T]
 			batch[i] = zero // let the object go as soon as it is handled
 			if l.isRemoved() {

@@ -298,7 +298,10 @@ func (inf *Informer[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				if !received && time.Since(started) < minHealthyWatch {
-					return outcome{kind: watchFailed, err: errors.New("watch: closed by the server as soon as opened")}
+					// Not an error worth an event (servers do this when
+					// shutting down), but no reason to hammer them either.
+					inf.log.Debug("kinformer: watch closed as soon as opened")
+					return outcome{kind: watchFailed}
 				}
 				return outcome{kind: watchEnded}
 			}

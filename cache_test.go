@@ -1,0 +1,253 @@
+package kinformer
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestMetaNamespaceKey(t *testing.T) {
+	for _, tc := range []struct {
+		obj  *corev1.ConfigMap
+		want string
+	}{
+		{cm("default", "web"), "default/web"},
+		{cm("", "cluster-wide"), "cluster-wide"},
+	} {
+		if got := MetaNamespaceKey(tc.obj); got != tc.want {
+			t.Errorf("MetaNamespaceKey(%s/%s) = %q, want %q", tc.obj.Namespace, tc.obj.Name, got, tc.want)
+		}
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}}
+	if got := MetaNamespaceKey(ns); got != "kube-system" {
+		t.Errorf("cluster-scoped key = %q", got)
+	}
+}
+
+func TestCachePutRemoveReplace(t *testing.T) {
+	c := NewCache[*corev1.ConfigMap](nil, nil)
+	a, b := cm("ns", "a"), cm("ns", "b")
+	a.ResourceVersion, b.ResourceVersion = "1", "2"
+	if _, existed := c.put("ns/a", a); existed {
+		t.Fatal("put into empty cache reported an existing object")
+	}
+	c.put("ns/b", b)
+	if got, ok := c.Get(cm("ns", "a")); !ok || got != a {
+		t.Fatalf("Get(a) = %v, %v", got, ok)
+	}
+	if _, ok := c.GetByKey("ns/zzz"); ok {
+		t.Fatal("GetByKey found a missing key")
+	}
+	a2 := cm("ns", "a")
+	a2.ResourceVersion = "3"
+	if old, existed := c.put("ns/a", a2); !existed || old != a {
+		t.Fatalf("put returned old=%v existed=%v", old, existed)
+	}
+	if old, existed := c.remove("ns/b"); !existed || old != b {
+		t.Fatalf("remove returned %v %v", old, existed)
+	}
+	if _, existed := c.remove("ns/b"); existed {
+		t.Fatal("second remove found the object")
+	}
+	if c.Len() != 1 || c.ListKeys()[0] != "ns/a" {
+		t.Fatalf("keys = %v", c.ListKeys())
+	}
+
+	// replace: a unchanged (same rv), x new, a2 stays the cached instance.
+	same := cm("ns", "a")
+	same.ResourceVersion = "3"
+	x := cm("ns", "x")
+	x.ResourceVersion = "4"
+	var got []string
+	c.replace(map[string]*corev1.ConfigMap{"ns/a": same, "ns/x": x}, func(typ EventType, obj, old *corev1.ConfigMap) {
+		got = append(got, string(typ)+" "+obj.Name)
+	})
+	if strings.Join(got, ",") != "ADDED x" {
+		t.Fatalf("replace events = %v, want only ADDED x", got)
+	}
+	if o, _ := c.GetByKey("ns/a"); o != a2 {
+		t.Fatal("replace swapped an unchanged object instead of keeping the cached one")
+	}
+	// replace: a changed, x gone.
+	changed := cm("ns", "a")
+	changed.ResourceVersion = "5"
+	got = nil
+	var oldSeen *corev1.ConfigMap
+	c.replace(map[string]*corev1.ConfigMap{"ns/a": changed}, func(typ EventType, obj, old *corev1.ConfigMap) {
+		got = append(got, string(typ)+" "+obj.Name)
+		if typ == Modified {
+			oldSeen = old
+		}
+	})
+	sort.Strings(got)
+	if strings.Join(got, ",") != "DELETED x,MODIFIED a" || oldSeen != a2 {
+		t.Fatalf("replace events = %v (old %v)", got, oldSeen)
+	}
+	if c.Len() != 1 {
+		t.Fatalf("Len = %d", c.Len())
+	}
+}
+
+func TestCacheCustomKeyFunc(t *testing.T) {
+	c := NewCache(func(o *corev1.ConfigMap) string { return "k:" + o.Name }, nil)
+	c.put(c.Key(cm("ns", "a")), cm("ns", "a"))
+	if _, ok := c.GetByKey("k:a"); !ok {
+		t.Fatal("custom key not used")
+	}
+	if _, ok := c.Get(cm("other", "a")); !ok {
+		t.Fatal("Get does not use the custom key func")
+	}
+}
+
+func TestCacheIndexes(t *testing.T) {
+	byApp := func(o *corev1.ConfigMap) []string {
+		if v, ok := o.Labels["app"]; ok {
+			return []string{v}
+		}
+		return nil
+	}
+	c := NewCache(nil, map[string]IndexFunc[*corev1.ConfigMap]{"app": byApp})
+	c.put("a/1", cm("a", "1", "app", "web"))
+	c.put("a/2", cm("a", "2", "app", "db"))
+	c.put("b/3", cm("b", "3", "app", "web"))
+	c.put("b/4", cm("b", "4"))
+
+	names := func(objs []*corev1.ConfigMap, err error) string {
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		var s []string
+		for _, o := range objs {
+			s = append(s, o.Name)
+		}
+		sort.Strings(s)
+		return strings.Join(s, ",")
+	}
+	for _, tc := range []struct{ index, value, want string }{
+		{"app", "web", "1,3"},
+		{"app", "db", "2"},
+		{"app", "none", ""},
+		{IndexNamespace, "a", "1,2"},
+		{IndexNamespace, "b", "3,4"},
+	} {
+		if got := names(c.ByIndex(tc.index, tc.value)); got != tc.want {
+			t.Errorf("ByIndex(%s, %s) = %q, want %q", tc.index, tc.value, got, tc.want)
+		}
+	}
+	if _, err := c.ByIndex("nope", "x"); !errors.Is(err, ErrUnknownIndex) {
+		t.Errorf("unknown index error = %v", err)
+	}
+
+	// Re-indexing on update and removal.
+	c.put("a/1", cm("a", "1", "app", "db"))
+	c.remove("a/2")
+	if got := names(c.ByIndex("app", "web")); got != "3" {
+		t.Errorf("after update, web = %q", got)
+	}
+	if got := names(c.ByIndex("app", "db")); got != "1" {
+		t.Errorf("after update, db = %q", got)
+	}
+	keys, _ := c.IndexKeys(IndexNamespace, "a")
+	if len(keys) != 1 || keys[0] != "a/1" {
+		t.Errorf("IndexKeys = %v", keys)
+	}
+
+	// A replace rebuilds the indexes.
+	c.replace(map[string]*corev1.ConfigMap{"c/9": cm("c", "9", "app", "web")}, func(EventType, *corev1.ConfigMap, *corev1.ConfigMap) {})
+	if got := names(c.ByIndex("app", "web")); got != "9" {
+		t.Errorf("after replace, web = %q", got)
+	}
+	if got := names(c.ByIndex(IndexNamespace, "a")); got != "" {
+		t.Errorf("after replace, namespace a = %q", got)
+	}
+}
+
+func TestCacheConcurrentWriters(t *testing.T) {
+	c := NewCache[*corev1.ConfigMap](nil, nil)
+	const writers, perWriter = 8, 300
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := range perWriter {
+				key := fmt.Sprintf("ns%d/o%d", w, i)
+				c.put(key, cm(fmt.Sprintf("ns%d", w), fmt.Sprintf("o%d", i)))
+				if i%3 == 0 {
+					c.remove(key)
+				}
+			}
+		}()
+		go func() { // readers alongside
+			defer wg.Done()
+			for range perWriter {
+				c.List()
+				c.ByIndex(IndexNamespace, fmt.Sprintf("ns%d", w))
+				c.Len()
+			}
+		}()
+	}
+	wg.Wait()
+	want := writers * (perWriter - perWriter/3)
+	if c.Len() != want {
+		t.Fatalf("Len = %d, want %d", c.Len(), want)
+	}
+	for w := range writers {
+		objs, _ := c.ByIndex(IndexNamespace, fmt.Sprintf("ns%d", w))
+		if len(objs) != perWriter-perWriter/3 {
+			t.Fatalf("namespace index for ns%d has %d objects", w, len(objs))
+		}
+	}
+}
+
+// A reader never sees a half-applied replace: every List is all "old-" or
+// all "new-" objects.
+func TestCacheReplaceIsAtomic(t *testing.T) {
+	c := NewCache[*corev1.ConfigMap](nil, nil)
+	gen := func(prefix string) map[string]*corev1.ConfigMap {
+		m := map[string]*corev1.ConfigMap{}
+		for i := range 500 {
+			o := cm("ns", fmt.Sprintf("%s%d", prefix, i))
+			m[MetaNamespaceKey(o)] = o
+		}
+		return m
+	}
+	noop := func(EventType, *corev1.ConfigMap, *corev1.ConfigMap) {}
+	c.replace(gen("old-"), noop)
+	done := make(chan struct{})
+	var mixed, reads int
+	go func() {
+		defer close(done)
+		for range 2000 {
+			var old, nw int
+			for _, o := range c.List() {
+				if strings.HasPrefix(o.Name, "old-") {
+					old++
+				} else {
+					nw++
+				}
+			}
+			reads++
+			if old != 0 && nw != 0 || old+nw != 500 {
+				mixed++
+			}
+		}
+	}()
+	for i := range 50 {
+		if i%2 == 0 {
+			c.replace(gen("new-"), noop)
+		} else {
+			c.replace(gen("old-"), noop)
+		}
+	}
+	<-done
+	if mixed != 0 {
+		t.Fatalf("%d of %d reads saw a half-applied replace", mixed, reads)
+	}
+}

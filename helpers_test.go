@@ -1,0 +1,147 @@
+package kinformer
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type cmEvent = Event[*corev1.ConfigMap]
+
+// recorder collects the events a handler receives.
+type recorder struct {
+	mu     sync.Mutex // guards events
+	events []cmEvent
+}
+
+func (r *recorder) handle(e cmEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *recorder) all() []cmEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]cmEvent(nil), r.events...)
+}
+
+// lines renders the recorded events as "TYPE key", sorted unless ordered.
+func (r *recorder) lines(sorted bool, types ...EventType) []string {
+	var out []string
+	for _, e := range r.all() {
+		if len(types) > 0 && !contains(types, e.Type) {
+			continue
+		}
+		s := string(e.Type)
+		if e.Object != nil && e.Type != Bookmark {
+			s += " " + MetaNamespaceKey(e.Object)
+		}
+		out = append(out, s)
+	}
+	if sorted {
+		sort.Strings(out)
+	}
+	return out
+}
+
+func (r *recorder) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = nil
+}
+
+func contains[E comparable](s []E, v E) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// eventually polls cond until it holds or 10 s pass.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// cacheState returns key -> resourceVersion of everything cached.
+func cacheState(c *Cache[*corev1.ConfigMap]) map[string]string {
+	out := map[string]string{}
+	for _, o := range c.List() {
+		out[MetaNamespaceKey(o)] = o.ResourceVersion
+	}
+	return out
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func diffMaps(a, b map[string]string) string {
+	var d []string
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			d = append(d, fmt.Sprintf("%s: %q vs %q", k, v, w))
+		}
+	}
+	for k, w := range b {
+		if _, ok := a[k]; !ok {
+			d = append(d, fmt.Sprintf("%s: missing vs %q", k, w))
+		}
+	}
+	sort.Strings(d)
+	return strings.Join(d, "; ")
+}
+
+// fastBackoff keeps unit tests quick; the real policy is tested with
+// synctest.
+var fastBackoff = Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond, Factor: 2, Jitter: 0.1, ResetAfter: time.Second}
+
+// startInformer builds an informer over s with the given options, a
+// recorder on every event type, starts it, and waits for sync.
+func startInformer(t *testing.T, s *fakeServer, opts *Options[*corev1.ConfigMap]) (*Informer[*corev1.ConfigMap], *recorder) {
+	t.Helper()
+	if opts == nil {
+		opts = &Options[*corev1.ConfigMap]{}
+	}
+	if opts.Backoff == (Backoff{}) {
+		opts.Backoff = fastBackoff
+	}
+	inf := New[*corev1.ConfigMap](s, opts)
+	rec := &recorder{}
+	inf.AddHandler(rec.handle)
+	inf.Start()
+	t.Cleanup(inf.Stop)
+	if err := inf.WaitForSync(t.Context()); err != nil {
+		t.Fatalf("WaitForSync: %v", err)
+	}
+	// Handlers run asynchronously: let the initial ADDED events arrive so
+	// tests can reason about what comes next.
+	n := inf.Cache().Len()
+	eventually(t, "initial events", func() bool { return len(rec.lines(false, Added)) >= n })
+	return inf, rec
+}
