@@ -71,6 +71,9 @@ func (s *fakeServer) apply(typ watch.EventType, obj *corev1.ConfigMap) *corev1.C
 		if old == nil {
 			panic("delete of missing " + key)
 		}
+		// The server sends the last state, with the deletion's version.
+		obj = old.DeepCopy()
+		obj.ResourceVersion = strconv.FormatInt(s.rv, 10)
 		delete(s.objs, key)
 	default:
 		if old == nil {

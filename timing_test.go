@@ -1,0 +1,265 @@
+package kinformer
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+func TestStep(t *testing.T) {
+	expired := errors.Join(ErrExpired, errors.New("410"))
+	tooLarge := errors.Join(ErrTooLargeResourceVersion, errors.New("504"))
+	other := errors.New("connection reset")
+	for _, tc := range []struct {
+		name        string
+		from        phase
+		o           outcome
+		want        phase
+		wantBackoff bool
+	}{
+		{"list ok → watch", phaseList, outcome{kind: listDone}, phaseWatch, false},
+		{"list failed → list again after backoff", phaseList, outcome{kind: listFailed, err: other}, phaseList, true},
+		{"list expired → list again after backoff", phaseList, outcome{kind: listFailed, err: expired}, phaseList, true},
+		{"watch ended → resume at once", phaseWatch, outcome{kind: watchEnded}, phaseWatch, false},
+		{"watch 410 → re-list at once", phaseWatch, outcome{kind: watchFailed, err: expired}, phaseList, false},
+		{"watch too large rv → re-list at once", phaseWatch, outcome{kind: watchFailed, err: tooLarge}, phaseList, false},
+		{"watch error → resume after backoff", phaseWatch, outcome{kind: watchFailed, err: other}, phaseWatch, true},
+		{"watch closed at once → resume after backoff", phaseWatch, outcome{kind: watchFailed}, phaseWatch, true},
+		{"idle → resume after backoff", phaseWatch, outcome{kind: watchFailed, err: ErrIdle}, phaseWatch, true},
+		{"resync → re-list at once", phaseWatch, outcome{kind: resyncDue}, phaseList, false},
+	} {
+		got, backoff := step(tc.from, tc.o)
+		if got != tc.want || backoff != tc.wantBackoff {
+			t.Errorf("%s: step = %v, backoff %v; want %v, %v", tc.name, got, backoff, tc.want, tc.wantBackoff)
+		}
+	}
+}
+
+func TestBackoffSequence(t *testing.T) {
+	b := newBackoffState(DefaultBackoff)
+	b.rand = func() float64 { return 0 } // no jitter: exact sequence
+	now := time.Unix(0, 0)
+	var got []time.Duration
+	for range 8 {
+		got = append(got, b.fail(now))
+		now = now.Add(time.Second)
+	}
+	want := []time.Duration{800 * time.Millisecond, 1600 * time.Millisecond, 3200 * time.Millisecond,
+		6400 * time.Millisecond, 12800 * time.Millisecond, 25600 * time.Millisecond, 30 * time.Second, 30 * time.Second}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("waits = %v, want %v", got, want)
+		}
+	}
+	// Two minutes without a failure: back to the start.
+	if d := b.fail(now.Add(2 * time.Minute)); d != 800*time.Millisecond {
+		t.Fatalf("after 2 min healthy, wait = %v", d)
+	}
+	// Jitter shortens by at most 25%.
+	b.rand = func() float64 { return 0.999 }
+	if d := b.fail(now.Add(2*time.Minute + time.Second)); d > 1600*time.Millisecond || d < 1200*time.Millisecond {
+		t.Fatalf("jittered wait = %v, want in [1.2s, 1.6s]", d)
+	}
+}
+
+func TestBackoffTimingAgainstFailingList(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFakeServer()
+		unavailable := apierrors.NewServiceUnavailable("down")
+		s.listErrs = []error{unavailable, unavailable, unavailable, unavailable, unavailable}
+		inf := New[*corev1.ConfigMap](s, nil) // default backoff
+		start := time.Now()
+		var at []time.Duration
+		inf.AddEventHandler(Error, func(cmEvent) { at = append(at, time.Since(start)) })
+		inf.Start()
+		if err := inf.WaitForSync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		synced := time.Since(start)
+		inf.Stop()
+		// Failures at 0, then waits of ≤0.8, ≤1.6, ≤3.2, ≤6.4 s (minus up to
+		// 25% jitter) before the 6th list succeeds.
+		lo := 0.75 * (0.8 + 1.6 + 3.2 + 6.4 + 12.8)
+		hi := 0.8 + 1.6 + 3.2 + 6.4 + 12.8
+		if synced.Seconds() < lo || synced.Seconds() > hi {
+			t.Fatalf("synced after %v, want within [%.1fs, %.1fs] of backoff", synced, lo, hi)
+		}
+		if len(at) != 5 {
+			t.Fatalf("%d error events, want 5", len(at))
+		}
+		for i := 1; i < len(at); i++ {
+			gap := at[i] - at[i-1]
+			want := time.Duration(800<<(i-1)) * time.Millisecond
+			if gap > want || gap < want*3/4 {
+				t.Errorf("gap %d = %v, want in [%v, %v]", i, gap, want*3/4, want)
+			}
+		}
+	})
+}
+
+func TestWatchFailuresBackOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFakeServer()
+		s.put(cm("ns", "a"))
+		inf := New[*corev1.ConfigMap](s, nil)
+		inf.Start()
+		defer inf.Stop()
+		if err := inf.WaitForSync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		s.mu.Lock()
+		for range 4 {
+			s.watchErrs = append(s.watchErrs, errors.New("connection refused"))
+		}
+		s.mu.Unlock()
+		time.Sleep(2 * time.Second) // a healthy watch, then the server ends it
+		s.closeWatches()
+		// Reconnect at once (a normal end), then 4 failures spaced by
+		// backoff waits of 0.6-0.8, 1.2-1.6, 2.4-3.2 and 4.8-6.4 s: the
+		// successful 6th watch comes between 9 and 12 s later.
+		time.Sleep(8900 * time.Millisecond)
+		synctest.Wait()
+		if _, w := s.counts(); w >= 6 {
+			t.Fatalf("after 8.9 s: %d watch calls; backoff too short", w)
+		}
+		time.Sleep(3200 * time.Millisecond)
+		synctest.Wait()
+		if _, w := s.counts(); w != 6 || s.openWatches() != 1 {
+			t.Fatalf("after 12.1 s: %d watch calls (%d open), want 6 with 1 open", w, s.openWatches())
+		}
+		if l, _ := s.counts(); l != 1 {
+			t.Fatalf("watch failures caused a re-list")
+		}
+	})
+}
+
+func TestResyncRelistsOnItsOwnClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFakeServer()
+		s.put(cm("ns", "a"))
+		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{ResyncPeriod: time.Minute})
+		rec := &recorder{}
+		inf.AddHandler(rec.handle)
+		inf.Start()
+		defer inf.Stop()
+		if err := inf.WaitForSync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		// Quiet cluster: nothing arrives, yet a re-list happens every minute.
+		time.Sleep(59 * time.Second)
+		synctest.Wait()
+		if l, _ := s.counts(); l != 1 {
+			t.Fatalf("re-listed before the period: %d lists", l)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if l, _ := s.counts(); l != 2 {
+			t.Fatalf("after 61 s of quiet: %d lists, want 2", l)
+		}
+		// Busy cluster: an event every 10 s does not postpone the resync.
+		for range 6 {
+			time.Sleep(10 * time.Second)
+			s.put(cm("ns", "a", "t", time.Now().String()))
+		}
+		synctest.Wait()
+		if l, _ := s.counts(); l != 3 {
+			t.Fatalf("after 2 min with events: %d lists, want 3", l)
+		}
+		// Unchanged objects fire nothing on re-list: only the 6 updates.
+		if n := len(rec.lines(false, Modified)); n != 6 {
+			t.Fatalf("%d MODIFIED events, want 6 (resync must not fire for unchanged objects)", n)
+		}
+		// A change the watch missed is found by the resync.
+		s.mu.Lock()
+		s.objs["ns/missed"] = cm("ns", "missed")
+		s.objs["ns/missed"].ResourceVersion = "999"
+		s.mu.Unlock()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if _, ok := inf.Cache().GetByKey("ns/missed"); !ok {
+			t.Fatal("resync did not find an object the watch missed")
+		}
+	})
+}
+
+func TestIdleWatchIsDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFakeServer()
+		s.put(cm("ns", "a"))
+		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{WatchTimeout: time.Minute, IdleMargin: 10 * time.Second})
+		rec := &recorder{}
+		inf.AddEventHandler(Error, rec.handle)
+		inf.Start()
+		defer inf.Stop()
+		if err := inf.WaitForSync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		_, watches := s.calls()
+		secs := *watches[0].TimeoutSeconds
+		if secs < 60 || secs >= 120 {
+			t.Fatalf("server timeout %d s, want in [60, 120)", secs)
+		}
+		// The fake server never closes watches by itself: it behaves like
+		// a connection that silently died.
+		time.Sleep(time.Duration(secs)*time.Second + 9*time.Second)
+		synctest.Wait()
+		if _, w := s.counts(); w != 1 {
+			t.Fatalf("watch dropped before timeout+margin: %d watches", w)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		time.Sleep(time.Second) // the backoff after the idle drop
+		synctest.Wait()
+		if _, w := s.counts(); w != 2 {
+			t.Fatalf("idle watch not replaced: %d watches", w)
+		}
+		if errs := rec.all(); len(errs) != 1 || !errors.Is(errs[0].Err, ErrIdle) {
+			t.Fatalf("want one ErrIdle event, got %v", errs)
+		}
+		// Bookmarks keep a watch alive.
+		for range 10 {
+			time.Sleep(time.Minute)
+			s.bookmark()
+		}
+		synctest.Wait()
+		if _, w := s.counts(); w != 2 {
+			t.Fatalf("a watch receiving bookmarks was dropped: %d watches", w)
+		}
+	})
+}
+
+// closingServer accepts every watch and closes it at once, like a server
+// shutting down: the informer must not spin.
+type closingServer struct{ *fakeServer }
+
+func (c closingServer) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := c.fakeServer.Watch(ctx, opts)
+	if err == nil {
+		w.Stop()
+	}
+	return w, err
+}
+
+func TestWatchClosedAtOnceIsNotAHotLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFakeServer()
+		inf := New[*corev1.ConfigMap](closingServer{s}, nil)
+		inf.Start()
+		defer inf.Stop()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		// Waits 0.6-0.8, 1.2-1.6, 2.4-3.2, 4.8-6.4 s: at most 5 watches in 10 s.
+		if _, w := s.counts(); w < 3 || w > 5 {
+			t.Fatalf("%d watches in 10 s against a server closing them at once", w)
+		}
+	})
+}
