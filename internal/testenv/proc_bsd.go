@@ -2,7 +2,10 @@
 
 package testenv
 
-import "syscall"
+import (
+	"os/exec"
+	"syscall"
+)
 
 // sysProcAttr puts the server in its own process group so that Kill can
 // signal everything it started. (There is no parent-death signal on these
@@ -10,3 +13,5 @@ import "syscall"
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
+
+func startProcess(cmd *exec.Cmd) error { return cmd.Start() }

@@ -5,6 +5,7 @@ package testenv
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"syscall"
 )
 
@@ -16,3 +17,4 @@ func killGroup(int, syscall.Signal) error     { return errUnsupported }
 func signalProcess(int, syscall.Signal) error { return errUnsupported }
 func processAlive(int) bool                   { return false }
 func sysProcAttr() *syscall.SysProcAttr       { return nil }
+func startProcess(*exec.Cmd) error            { return errUnsupported }

@@ -222,7 +222,7 @@ func (s *Server) start(ctx context.Context) error {
 	cmd.Stdout = outW
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
+	if err := startProcess(cmd); err != nil {
 		outR.Close()
 		outW.Close()
 		return fmt.Errorf("testenv: starting %s: %w", s.bin, err)
