@@ -1,0 +1,245 @@
+// Package integration proves the informer against a real kube-apiserver
+// (tools/localapi, started through internal/testenv). No fakes here.
+package integration
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kinformer/kinformer"
+	"github.com/kinformer/kinformer/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// counting wraps a real client and counts and timestamps its calls, so tests
+// can check paging, re-lists, resume points and backoff.
+type counting[L runtime.Object] struct {
+	kinformer.ListerWatcher[L]
+	mu      sync.Mutex // guards the slices
+	lists   []metav1.ListOptions
+	watches []metav1.ListOptions
+	times   []time.Time // of every call
+}
+
+func (c *counting[L]) List(ctx context.Context, o metav1.ListOptions) (L, error) {
+	c.mu.Lock()
+	c.lists = append(c.lists, o)
+	c.times = append(c.times, time.Now())
+	c.mu.Unlock()
+	return c.ListerWatcher.List(ctx, o)
+}
+
+func (c *counting[L]) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	c.mu.Lock()
+	c.watches = append(c.watches, o)
+	c.times = append(c.times, time.Now())
+	c.mu.Unlock()
+	return c.ListerWatcher.Watch(ctx, o)
+}
+
+func (c *counting[L]) counts() (lists, watches int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.lists), len(c.watches)
+}
+
+func (c *counting[L]) calls() (lists, watches []metav1.ListOptions, times []time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]metav1.ListOptions(nil), c.lists...), append([]metav1.ListOptions(nil), c.watches...), append([]time.Time(nil), c.times...)
+}
+
+// recorder collects every event a handler receives, in order.
+type recorder[T kinformer.Object] struct {
+	mu     sync.Mutex // guards events
+	events []kinformer.Event[T]
+}
+
+func (r *recorder[T]) handle(e kinformer.Event[T]) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *recorder[T]) all() []kinformer.Event[T] {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]kinformer.Event[T](nil), r.events...)
+}
+
+func (r *recorder[T]) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = nil
+}
+
+// lines renders object events as sorted "TYPE name" strings.
+func (r *recorder[T]) lines(types ...kinformer.EventType) []string {
+	var out []string
+	for _, e := range r.all() {
+		for _, t := range types {
+			if e.Type == t {
+				out = append(out, string(e.Type)+" "+e.Object.GetName())
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (r *recorder[T]) count(t kinformer.EventType) int {
+	n := 0
+	for _, e := range r.all() {
+		if e.Type == t {
+			n++
+		}
+	}
+	return n
+}
+
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func clientset(t testing.TB, cfg *rest.Config) *kubernetes.Clientset {
+	t.Helper()
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 500, 1000
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func configMap(ns, name string, labels map[string]string, data string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Data:       map[string]string{"v": data},
+	}
+}
+
+func mustCreate(t testing.TB, c kubernetes.Interface, cm *corev1.ConfigMap) *corev1.ConfigMap {
+	t.Helper()
+	out, err := c.CoreV1().ConfigMaps(cm.Namespace).Create(context.Background(), cm, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create %s: %v", cm.Name, err)
+	}
+	return out
+}
+
+func mustUpdate(t testing.TB, c kubernetes.Interface, ns, name, data string) *corev1.ConfigMap {
+	t.Helper()
+	ctx := context.Background()
+	cm, err := c.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get %s: %v", name, err)
+	}
+	cm.Data = map[string]string{"v": data}
+	out, err := c.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("update %s: %v", name, err)
+	}
+	return out
+}
+
+func mustDelete(t testing.TB, c kubernetes.Interface, ns, name string) {
+	t.Helper()
+	if err := c.CoreV1().ConfigMaps(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete %s: %v", name, err)
+	}
+}
+
+// serverState lists the namespace's configmaps afresh: name -> resourceVersion.
+func serverState(t testing.TB, c kubernetes.Interface, ns string, opts metav1.ListOptions) map[string]string {
+	t.Helper()
+	l, err := c.CoreV1().ConfigMaps(ns).List(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, o := range l.Items {
+		out[o.Name] = o.ResourceVersion
+	}
+	return out
+}
+
+func cacheState[T kinformer.Object](c *kinformer.Cache[T]) map[string]string {
+	out := map[string]string{}
+	for _, o := range c.List() {
+		out[o.GetName()] = o.GetResourceVersion()
+	}
+	return out
+}
+
+func sameState(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// fold replays events into name -> resourceVersion and checks each object's
+// events are consistent and in the server's order.
+func fold[T kinformer.Object](events []kinformer.Event[T]) (map[string]string, error) {
+	state := map[string]string{}
+	for i, e := range events {
+		if e.Type != kinformer.Added && e.Type != kinformer.Modified && e.Type != kinformer.Deleted {
+			continue
+		}
+		name := e.Object.GetName()
+		prev, had := state[name]
+		switch e.Type {
+		case kinformer.Added:
+			if had {
+				return nil, fmt.Errorf("event %d: ADDED %s twice", i, name)
+			}
+			state[name] = e.Object.GetResourceVersion()
+		case kinformer.Modified:
+			if !had || e.Old.GetResourceVersion() != prev || rv(e.Object.GetResourceVersion()) <= rv(prev) {
+				return nil, fmt.Errorf("event %d: MODIFIED %s out of order (had=%v prev=%s new=%s)", i, name, had, prev, e.Object.GetResourceVersion())
+			}
+			state[name] = e.Object.GetResourceVersion()
+		case kinformer.Deleted:
+			if !had {
+				return nil, fmt.Errorf("event %d: DELETED %s never added", i, name)
+			}
+			delete(state, name)
+		}
+	}
+	return state, nil
+}
+
+// rv parses a resourceVersion. They are opaque to clients in general; the
+// local API server's (etcd revisions) are integers, which lets tests check
+// order.
+func rv(s string) int64 {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
+
