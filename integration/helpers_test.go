@@ -242,4 +242,3 @@ func rv(s string) int64 {
 	n, _ := strconv.ParseInt(s, 10, 64)
 	return n
 }
-
