@@ -389,8 +389,9 @@ func TestRunStopsWithContext(t *testing.T) {
 	// Stop after Run returned, and Run again.
 	inf.Stop()
 	ctx2, cancel2 := context.WithCancel(t.Context())
+	_, before := s.counts()
 	go func() { done <- inf.Run(ctx2) }()
-	eventually(t, "second run's watch", func() bool { _, w := s.counts(); return w == 2 })
+	eventually(t, "second run's watch", func() bool { _, w := s.counts(); return w == before+1 })
 	inf.Stop() // Stop also ends Run
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v", err)
@@ -568,12 +569,16 @@ func TestTransform(t *testing.T) {
 			if strings.HasPrefix(o.Name, "bad") {
 				return nil, errors.New("no bad names")
 			}
+			if o.Name == "nil" {
+				return nil, nil
+			}
 			o.Data = map[string]string{"transformed": "yes"}
 			return o, nil
 		}})
 		s.put(cm("ns", "bad2"))
+		s.put(cm("ns", "nil"))
 		s.put(cm("ns", "ok2"))
-		eventually(t, "ok2", func() bool { return inf.Cache().Len() == 2 })
+		eventually(t, "ok2", func() bool { return inf.Cache().Len() == 2 && len(rec.lines(false, Error)) == 3 })
 		for _, o := range inf.Cache().List() {
 			if o.Data["transformed"] != "yes" {
 				t.Fatalf("%s not transformed", o.Name)
@@ -588,7 +593,7 @@ func TestTransform(t *testing.T) {
 				errs = append(errs, e.Err.Error())
 			}
 		}
-		if len(errs) != 2 || !strings.Contains(errs[0], "ns/bad") || !strings.Contains(errs[1], "ns/bad2") {
+		if len(errs) != 3 || !strings.Contains(errs[0], "ns/bad") || !strings.Contains(errs[1], "ns/bad2") || !strings.Contains(errs[2], "ns/nil: it returned nil") {
 			t.Fatalf("transform errors = %v", errs)
 		}
 	})

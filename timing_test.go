@@ -263,3 +263,49 @@ func TestWatchClosedAtOnceIsNotAHotLoop(t *testing.T) {
 		}
 	})
 }
+
+func TestResyncRunsAfterRestartWithKeptCache(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFakeServer()
+		s.put(cm("ns", "a"))
+		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{ResyncPeriod: time.Minute})
+		inf.Start()
+		if err := inf.WaitForSync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		inf.Stop()
+		inf.Start() // resumes the watch: no list now
+		defer inf.Stop()
+		synctest.Wait()
+		if l, _ := s.counts(); l != 1 {
+			t.Fatalf("restart re-listed: %d lists", l)
+		}
+		time.Sleep(61 * time.Second)
+		synctest.Wait()
+		if l, _ := s.counts(); l != 2 {
+			t.Fatalf("no resync a period after the restart: %d lists", l)
+		}
+	})
+}
+
+func TestWaitForSyncForgetsA403AfterOtherErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFakeServer()
+		forbidden := apierrors.NewForbidden(cmResource, "", errors.New("nope"))
+		s.listErrs = []error{forbidden, errors.New("connection refused")}
+		inf := New[*corev1.ConfigMap](s, nil)
+		inf.Start()
+		defer inf.Stop()
+		synctest.Wait()
+		if err := inf.WaitForSync(t.Context()); !apierrors.IsForbidden(err) {
+			t.Fatalf("WaitForSync = %v, want the 403", err)
+		}
+		time.Sleep(time.Second) // first backoff: now the connection error
+		synctest.Wait()
+		// The latest failure is transient: WaitForSync waits, and the next
+		// list succeeds.
+		if err := inf.WaitForSync(t.Context()); err != nil {
+			t.Fatalf("WaitForSync = %v, want nil after recovery", err)
+		}
+	})
+}

@@ -85,6 +85,10 @@ func (inf *Informer[T]) loop(ctx context.Context) {
 	}
 	bo := newBackoffState(inf.opts.Backoff)
 	var resyncAt time.Time // zero: no resync scheduled
+	if inf.opts.ResyncPeriod > 0 {
+		// Also when resuming a kept cache: the period runs from the start.
+		resyncAt = time.Now().Add(inf.opts.ResyncPeriod)
+	}
 	for ctx.Err() == nil {
 		var o outcome
 		switch p {
@@ -138,8 +142,14 @@ func (inf *Informer[T]) reportError(err error) {
 	inf.handlersMu.RLock()
 	inf.emit(Event[T]{Type: Error, Err: err, ResourceVersion: inf.ResourceVersion()})
 	inf.handlersMu.RUnlock()
-	if !inf.synced.Load() && isPersistent(err) {
-		inf.setSyncState(false, err)
+	if !inf.synced.Load() {
+		// Only the latest failure counts: a 403 followed by a connection
+		// error is no longer known to be a 403.
+		var persistent error
+		if isPersistent(err) {
+			persistent = err
+		}
+		inf.setSyncState(false, persistent)
 	}
 }
 
@@ -236,6 +246,9 @@ func (inf *Informer[T]) transform(obj T) (T, bool) {
 		return obj, true
 	}
 	out, err := inf.opts.Transform(obj)
+	if err == nil && isNil(out) {
+		err = errors.New("it returned nil")
+	}
 	if err != nil {
 		inf.reportError(fmt.Errorf("%w for %s: %w", ErrTransform, inf.cache.keyFunc(obj), err))
 		return out, false
