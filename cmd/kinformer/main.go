@@ -1,0 +1,229 @@
+// Command kinformer keeps a live, in-memory copy of Kubernetes objects with
+// the kinformer library and shows every change as it happens.
+//
+// Usage:
+//
+//	kinformer watch RESOURCE [-n NAMESPACE | -A] [-l SELECTOR] [--field-selector SELECTOR]
+//	          [--resync DURATION] [-o table|json]
+//
+// It follows kubectl's conventions: --kubeconfig (or $KUBECONFIG), --context,
+// the in-cluster configuration when there is no kubeconfig, -n/--namespace
+// (default: the context's namespace, else "default"), -A/--all-namespaces,
+// -l/--selector and --field-selector. RESOURCE is resolved through the
+// server's discovery like kubectl does: plural ("configmaps"), singular
+// ("configmap"), short name ("cm"), kind ("ConfigMap"), or qualified by
+// group ("deployments.apps", "configmaps." for the core group) or by
+// version and group ("deployments.v1.apps"); custom resources included.
+//
+// "watch" lists RESOURCE, then prints an ADDED event for every object and
+// every change after that. With -o json it prints exactly one JSON object
+// per line:
+//
+//	{"type":"ADDED","key":"ns/name","resourceVersion":"123","object":{...}}
+//
+// where type is ADDED, MODIFIED, DELETED, BOOKMARK (no object) or ERROR
+// (with "error" instead of the object), key is the cache key
+// ("namespace/name", or "name" for cluster-scoped objects) and
+// resourceVersion is the one the informer had reached with the event. With
+// -o table (the default) it prints rows like `kubectl get -w`, with an EVENT
+// column first, and no bookmarks. While the initial list runs, progress is
+// shown on stderr if stderr is a terminal. SIGINT or SIGTERM stops it
+// cleanly, with a one-line summary of the events seen on stderr; a second
+// signal exits at once.
+//
+// Named kubectl-kinformer and put on $PATH, it is a kubectl plugin:
+// `kubectl kinformer watch pods`.
+//
+// Exit codes:
+//
+//	0  success, including a clean stop on SIGINT or SIGTERM
+//	1  any other error
+//	2  usage error: unknown command or flag, missing or extra argument
+//	3  unknown resource: not found through discovery, or 404 when listing
+//	4  bad selector: the server rejected --selector or --field-selector (400)
+//	5  cannot reach the cluster, or no usable configuration
+//	6  forbidden or unauthorized (403, 401)
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+func main() {
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// progName is how the user invoked us, for usage and error messages:
+// "kubectl kinformer" when run as a kubectl plugin.
+func progName(arg0 string) string {
+	name := filepath.Base(arg0)
+	name = strings.TrimSuffix(name, ".exe")
+	if plugin, ok := strings.CutPrefix(name, "kubectl-"); ok && plugin != "" {
+		// kubectl maps "kubectl foo-bar" to kubectl-foo_bar.
+		return "kubectl " + strings.ReplaceAll(plugin, "_", "-")
+	}
+	if name == "" || name == "." || name == string(filepath.Separator) {
+		return "kinformer"
+	}
+	return name
+}
+
+// command is one subcommand.
+type command struct {
+	name   string
+	hidden bool
+	short  string
+	run    func(ctx context.Context, env *env, args []string) error
+}
+
+// env is what a command needs from the process.
+type env struct {
+	prog   string
+	stdout io.Writer
+	stderr io.Writer
+	// isTerminal reports whether a writer is a terminal (for progress).
+	isTerminal func(w io.Writer) bool
+}
+
+var commands = []*command{
+	{name: "watch", short: "sync RESOURCE, then print every change as it happens", run: runWatch},
+	{name: "version", short: "print the version", run: runVersion},
+	{name: "help", short: "show this help", run: nil},
+	{name: "demo-traffic", hidden: true, short: "create, update and delete configmaps in a loop (for the demo)", run: runTraffic},
+}
+
+func findCommand(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// run is main without os.Exit, for tests.
+func run(args []string, stdout, stderr io.Writer) int {
+	e := &env{prog: progName(args[0]), stdout: stdout, stderr: stderr, isTerminal: isTerminal}
+	args = args[1:]
+
+	name, rest, err := splitCommand(args)
+	if err != nil {
+		return e.fail(err)
+	}
+	switch name {
+	case "", "help":
+		if name == "" && len(rest) == 0 {
+			e.usage(stderr)
+			return exitUsage
+		}
+		if len(rest) > 0 && name == "help" {
+			if c := findCommand(rest[0]); c != nil && c.run != nil {
+				return run([]string{args[0], c.name, "--help"}, stdout, stderr)
+			}
+		}
+		e.usage(stdout)
+		return exitOK
+	}
+	c := findCommand(name)
+	if c == nil || c.run == nil {
+		return e.fail(usageErrorf("unknown command %q", name))
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case <-sigs:
+		case <-ctx.Done():
+			return
+		}
+		cancel()
+		select {
+		case <-sigs:
+			fmt.Fprintf(stderr, "%s: interrupted again, exiting at once\n", e.prog)
+			os.Exit(130)
+		case <-ctx.Done():
+		}
+	}()
+	return e.fail(c.run(ctx, e, rest))
+}
+
+// valueFlags are the flags that take a value, so that splitCommand can
+// skip "-n NAMESPACE" in front of the command.
+var valueFlags = map[string]bool{
+	"--kubeconfig": true, "--context": true, "--cluster": true, "--user": true,
+	"-n": true, "--namespace": true, "-l": true, "--selector": true,
+	"--field-selector": true, "-o": true, "--output": true, "--resync": true,
+	"--sync-timeout": true,
+}
+
+// splitCommand finds the subcommand: the first argument that is neither a
+// flag nor a flag's value. Flags before it are passed on to it, as kubectl
+// allows "kubectl -n kube-system get pods".
+func splitCommand(args []string) (string, []string, error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-h" || a == "--help" || a == "-help":
+			return "help", nil, nil
+		case a == "--":
+			return "", nil, usageErrorf("missing command")
+		case strings.HasPrefix(a, "-"):
+			if valueFlags[a] {
+				i++ // its value
+			}
+		default:
+			rest := append(append([]string{}, args[:i]...), args[i+1:]...)
+			return a, rest, nil
+		}
+	}
+	if len(args) > 0 {
+		return "", nil, usageErrorf("missing command")
+	}
+	return "", nil, nil
+}
+
+func (e *env) usage(w io.Writer) {
+	p := e.prog
+	fmt.Fprintf(w, `%[1]s keeps a live, in-memory copy of Kubernetes objects and shows every change.
+
+Usage:
+  %[1]s watch RESOURCE [flags]
+
+Commands:
+`, p)
+	for _, c := range commands {
+		if !c.hidden {
+			fmt.Fprintf(w, "  %-9s %s\n", c.name, c.short)
+		}
+	}
+	fmt.Fprintf(w, `
+Examples:
+  %[1]s watch pods -A
+  %[1]s watch cm -n kube-system -o json
+  %[1]s watch deployments.apps -l app=web --resync 10m
+
+Run '%[1]s watch --help' for the flags.
+%[2]s`, p, exitCodesHelp)
+}
+
+const exitCodesHelp = `
+Exit codes:
+  0  success, including a clean stop on SIGINT or SIGTERM
+  1  any other error
+  2  usage error: unknown command or flag, missing or extra argument
+  3  unknown resource: not found through discovery, or 404 when listing
+  4  bad selector: the server rejected --selector or --field-selector (400)
+  5  cannot reach the cluster, or no usable configuration
+  6  forbidden or unauthorized (403, 401)
+`

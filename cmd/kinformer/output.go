@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/term"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/kinformer/kinformer"
+)
+
+// output writes events to stdout, progress and the summary to stderr.
+type output struct {
+	prog   string
+	json   bool
+	showNS bool // NAMESPACE column (table, -A on a namespaced resource)
+
+	mu           sync.Mutex // guards everything below, and writes to stdout and stderr
+	stdout       *bufio.Writer
+	stderr       io.Writer
+	enc          *json.Encoder
+	widths       []int // table column widths, grown as needed
+	header       bool  // table header printed
+	progressLine bool  // a progress line is on stderr, not yet ended by a newline
+	counts       map[kinformer.EventType]int
+}
+
+func newOutput(e *env, format string, showNS bool) *output {
+	o := &output{
+		prog:   e.prog,
+		json:   format == "json",
+		showNS: showNS,
+		stdout: bufio.NewWriterSize(e.stdout, 64<<10),
+		stderr: e.stderr,
+		counts: map[kinformer.EventType]int{},
+	}
+	o.enc = json.NewEncoder(o.stdout)
+	o.enc.SetEscapeHTML(false)
+	return o
+}
+
+// jsonEvent is one line of -o json. The field order is the documented one.
+type jsonEvent struct {
+	Type            kinformer.EventType `json:"type"`
+	Key             string              `json:"key,omitempty"`
+	ResourceVersion string              `json:"resourceVersion,omitempty"`
+	Object          map[string]any      `json:"object,omitempty"`
+	Error           string              `json:"error,omitempty"`
+}
+
+// count counts an event for the summary.
+func (o *output) count(t kinformer.EventType) {
+	o.mu.Lock()
+	o.counts[t]++
+	o.mu.Unlock()
+}
+
+// event prints one event; flush says whether to flush stdout afterwards
+// (false while more events are queued, to write them in one go).
+func (o *output) event(ev kinformer.Event[*unstructured.Unstructured], flush bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.endProgress()
+	if o.json {
+		je := jsonEvent{Type: ev.Type, ResourceVersion: ev.ResourceVersion}
+		obj := ev.Object
+		if obj != nil && ev.Type != kinformer.Bookmark {
+			je.Key = kinformer.MetaNamespaceKey(obj)
+			je.Object = obj.Object
+		}
+		if ev.Err != nil {
+			je.Error = ev.Err.Error()
+		}
+		if err := o.enc.Encode(je); err != nil {
+			fmt.Fprintf(o.stderr, "%s: encoding event: %v\n", o.prog, err)
+		}
+	} else {
+		switch ev.Type {
+		case kinformer.Bookmark:
+		case kinformer.Error:
+			o.stdout.Flush()
+			fmt.Fprintf(o.stderr, "%s: %v (retrying)\n", o.prog, ev.Err)
+		default:
+			o.row(ev)
+		}
+	}
+	if flush {
+		o.stdout.Flush()
+	}
+}
+
+func (o *output) row(ev kinformer.Event[*unstructured.Unstructured]) {
+	obj := ev.Object
+	cols := []string{string(ev.Type)}
+	if o.showNS {
+		cols = append(cols, obj.GetNamespace())
+	}
+	age := "<unknown>"
+	if ts := obj.GetCreationTimestamp(); !ts.IsZero() {
+		age = duration.HumanDuration(time.Since(ts.Time))
+	}
+	cols = append(cols, obj.GetName(), age, obj.GetResourceVersion())
+	if !o.header {
+		o.header = true
+		h := []string{"EVENT"}
+		if o.showNS {
+			h = append(h, "NAMESPACE")
+		}
+		h = append(h, "NAME", "AGE", "RESOURCEVERSION")
+		// Rows come one at a time, so widths cannot be measured over all of
+		// them as kubectl get does; start generous and grow if needed.
+		o.widths = []int{8}
+		if o.showNS {
+			o.widths = append(o.widths, 20)
+		}
+		o.widths = append(o.widths, 40, 7, 0)
+		o.writeRow(h)
+	}
+	o.writeRow(cols)
+}
+
+func (o *output) writeRow(cols []string) {
+	var b strings.Builder
+	for i, c := range cols {
+		if i == len(cols)-1 {
+			b.WriteString(c)
+			break
+		}
+		if len(c) > o.widths[i] {
+			o.widths[i] = len(c)
+		}
+		b.WriteString(c)
+		b.WriteString(strings.Repeat(" ", o.widths[i]-len(c)+3))
+	}
+	b.WriteByte('\n')
+	o.stdout.WriteString(b.String())
+}
+
+// endProgress ends the progress line on stderr so that other output starts
+// on a clean line. o.mu must be held.
+func (o *output) endProgress() {
+	if o.progressLine {
+		fmt.Fprint(o.stderr, "\r\033[K")
+		o.progressLine = false
+	}
+}
+
+// showProgress redraws a progress line on stderr (a terminal) until the
+// informer has synced, then prints how long the sync took.
+func (o *output) showProgress(ctx context.Context, p *progress, synced func() bool, what string, start time.Time) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			o.mu.Lock()
+			o.endProgress()
+			o.mu.Unlock()
+			return
+		case <-t.C:
+		}
+		n := p.listed.Load()
+		d := time.Since(start)
+		rate := float64(n) / d.Seconds()
+		o.mu.Lock()
+		if synced() {
+			o.endProgress()
+			fmt.Fprintf(o.stderr, "%s: synced %d %s in %v (%.0f/s)\n", o.prog, n, what, d.Round(time.Millisecond), rate)
+			o.mu.Unlock()
+			return
+		}
+		fmt.Fprintf(o.stderr, "\r\033[Klisting %s: %d objects so far (%.0f/s, %v)", what, n, rate, d.Round(100*time.Millisecond))
+		o.progressLine = true
+		o.mu.Unlock()
+	}
+}
+
+// finish flushes stdout and, if summary, prints the summary line on
+// stderr. Call it once the informer has stopped.
+func (o *output) finish(d time.Duration, summary bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.endProgress()
+	o.stdout.Flush()
+	if !summary {
+		return
+	}
+	total := 0
+	parts := make([]string, 0, 5)
+	for _, t := range []kinformer.EventType{kinformer.Added, kinformer.Modified, kinformer.Deleted, kinformer.Bookmark, kinformer.Error} {
+		total += o.counts[t]
+		parts = append(parts, fmt.Sprintf("%s %d", t, o.counts[t]))
+	}
+	fmt.Fprintf(o.stderr, "%s: %d events in %v: %s\n", o.prog, total, d.Round(100*time.Millisecond), strings.Join(parts, ", "))
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+		"sync/atomic"
+	"time"
+
+	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kinformer/kinformer"
+)
+
+const watchLong = `
+Lists RESOURCE, prints an ADDED event for every object, then every change
+as it happens, until interrupted (SIGINT or SIGTERM), with a summary of the
+events seen on stderr.
+
+RESOURCE is resolved through discovery: plural, singular or short name, or
+kind, optionally qualified as NAME.GROUP or NAME.VERSION.GROUP
+(pods, pod, po, Pod, deployments.apps, configmaps. for the core group).
+
+-o json prints one JSON object per line:
+  {"type":"ADDED","key":"ns/name","resourceVersion":"123","object":{...}}
+type is ADDED, MODIFIED, DELETED, BOOKMARK (no object) or ERROR (with
+"error" instead of the object).
+`
+
+type watchFlags struct {
+	cluster     clusterFlags
+	output      string
+	resync      time.Duration
+	syncTimeout time.Duration
+	verbose     bool
+}
+
+func runWatch(ctx context.Context, e *env, args []string) error {
+	var f watchFlags
+	fs := pflag.NewFlagSet("watch", pflag.ContinueOnError)
+	f.cluster.bind(fs, true)
+	fs.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
+	fs.DurationVar(&f.resync, "resync", 0, "re-list from the server this often, as a consistency check (0: never)")
+	fs.DurationVar(&f.syncTimeout, "sync-timeout", 0, "give up if the initial list has not completed after this long (0: wait)")
+	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log the informer's retries and re-lists on stderr")
+	if err := parseFlags(e, fs, args, "watch RESOURCE [flags]", watchLong); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() == 0:
+		return usageErrorf("watch: missing RESOURCE (for example: %s watch pods)", e.prog)
+	case fs.NArg() > 1:
+		return usageErrorf("watch: want one RESOURCE, got %d: %q", fs.NArg(), fs.Args())
+	case f.output != "table" && f.output != "json":
+		return usageErrorf("watch: unknown output format %q: want table or json", f.output)
+	case f.resync < 0:
+		return usageErrorf("watch: --resync must not be negative")
+	case f.cluster.allNamespaces && fs.Changed("namespace"):
+		return usageErrorf("watch: --namespace and --all-namespaces are mutually exclusive")
+	}
+
+	cfg, ns, err := f.cluster.load(userAgent())
+	if err != nil {
+		return err
+	}
+	res, err := discover(cfg, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	var lw lister = dyn.Resource(res.gvr)
+	allNS := !res.namespaced || f.cluster.allNamespaces
+	if !allNS {
+		lw = dyn.Resource(res.gvr).Namespace(ns)
+	}
+	prog := &progress{lister: lw}
+
+	logger := slog.New(slog.DiscardHandler)
+	if f.verbose {
+		logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	inf := kinformer.New[*unstructured.Unstructured](prog, &kinformer.Options[*unstructured.Unstructured]{
+		LabelSelector: f.cluster.selector,
+		FieldSelector: f.cluster.fieldSelector,
+		ResyncPeriod:  f.resync,
+		Logger:        logger,
+	})
+
+	out := newOutput(e, f.output, res.namespaced && f.cluster.allNamespaces)
+	var lastErr atomic.Pointer[error]
+	var reg *kinformer.Registration
+	reg = inf.AddHandler(func(ev kinformer.Event[*unstructured.Unstructured]) {
+		out.count(ev.Type)
+		if ev.Type == kinformer.Error {
+			lastErr.Store(&ev.Err)
+			if !inf.HasSynced() && persistent(ev.Err) {
+				return // WaitForSync returns it; do not say it twice
+			}
+		}
+		// Pending counts this event too: flush when the queue is drained.
+		out.event(ev, reg.Pending() <= 1)
+	})
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		_ = inf.Run(runCtx)
+	}()
+	start := time.Now()
+	if e.isTerminal(e.stderr) {
+		go out.showProgress(runCtx, prog, inf.HasSynced, res.String(), start)
+	}
+
+	waitCtx := runCtx
+	if f.syncTimeout > 0 {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithTimeout(runCtx, f.syncTimeout)
+		defer cancel()
+	}
+	err = inf.WaitForSync(waitCtx)
+	if err == nil {
+		<-runCtx.Done() // watch until SIGINT or SIGTERM
+	}
+	stop()
+	<-ran
+	stopped := err == nil || ctx.Err() != nil // synced, or stopped by a signal
+	out.finish(time.Since(start), stopped)
+
+	switch {
+	case stopped:
+		return nil // a clean exit
+	case errors.Is(err, context.DeadlineExceeded):
+		msg := fmt.Sprintf("the initial list of %s did not complete within %v", res, f.syncTimeout)
+		if p := lastErr.Load(); p != nil {
+			code, m := classify(*p)
+			if code == exitError {
+				code = exitUnreachable
+			}
+			return &codedError{code: code, msg: msg + "; last error: " + m, err: *p}
+		}
+		return &codedError{code: exitUnreachable, msg: msg, err: err}
+	}
+	return err
+}
+
+// persistent reports the errors WaitForSync returns instead of waiting.
+func persistent(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) ||
+		apierrors.IsNotFound(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsInvalid(err) || apierrors.IsMethodNotSupported(err)
+}
+
+// lister is the dynamic client's resource interface, narrowed to what an
+// informer needs.
+type lister interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// progress counts the objects of the list pages as they arrive, for the
+// progress line of the initial sync.
+type progress struct {
+	lister
+	listed atomic.Int64
+}
+
+func (p *progress) List(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	if opts.Continue == "" {
+		p.listed.Store(0)
+	}
+	l, err := p.lister.List(ctx, opts)
+	if err == nil && l != nil {
+		p.listed.Add(int64(len(l.Items)))
+	}
+	return l, err
+}
+
+func userAgent() string {
+	return "kinformer/" + version()
+}
