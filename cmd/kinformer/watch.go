@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-		"sync/atomic"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/pflag"
