@@ -1,0 +1,457 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/kinformer/kinformer"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// The contenders. Each runs in its own process (this program re-executed
+// with the "contender" subcommand), so that heap, RSS and CPU are its own.
+const (
+	kClientGo      = "client-go"       // SharedInformerFactory, defaults
+	kClientGoStrip = "client-go+strip" // the same, with a transform dropping managedFields
+	kKinformer     = "kinformer"       // kinformer.New with nil options
+	kFloor         = "floor"           // one LIST + decode, no cache
+)
+
+// result is what a contender process reports, as one JSON line.
+type result struct {
+	Contender string `json:"contender"`
+	Resource  string `json:"resource"`
+	Round     int    `json:"round"`
+	Objects   int    `json:"objects"` // in the cache (or the list) when synced
+
+	SyncSeconds     float64 `json:"syncSeconds"`     // start -> HasSynced true (polled every 1 ms)
+	HandledSeconds  float64 `json:"handledSeconds"`  // start -> every initial Added handled
+	SyncCPUSeconds  float64 `json:"syncCPUSeconds"`  // user+sys, start -> synced
+	PeakHeapMB      float64 `json:"peakHeapMB"`      // max live+unswept heap objects, start -> synced
+	PeakRSSMB       float64 `json:"peakRSSMB"`       // VmHWM at synced
+	HeapAfterSyncMB float64 `json:"heapAfterSyncMB"` // heap objects after handlers drained and runtime.GC()
+
+	Updates          int     `json:"updates"`          // update events handled
+	UpdatesExpected  int     `json:"updatesExpected"`  // writes made
+	UpdateCPUMicros  float64 `json:"updateCPUMicros"`  // CPU per update event, µs
+	LatencyP50Ms     float64 `json:"latencyP50Ms"`     // handler time - write response time
+	LatencyP99Ms     float64 `json:"latencyP99Ms"`     //
+	LatencyReqP50Ms  float64 `json:"latencyReqP50Ms"`  // handler time - write request start (annotation)
+	LatencyReqP99Ms  float64 `json:"latencyReqP99Ms"`  //
+	HeapAfterBurstMB float64 `json:"heapAfterBurstMB"` // after the burst and runtime.GC()
+
+	Series [][2]float64 `json:"series"` // (ms since start, heap MB), every 2 ms until handled
+}
+
+// ---- measurement helpers ----
+
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// vmHWM returns the process's peak RSS (VmHWM) in MB.
+func vmHWM() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+const heapMetric = "/memory/classes/heap/objects:bytes" // = MemStats.HeapAlloc, without a stop-the-world
+
+func heapMB() float64 {
+	s := []metrics.Sample{{Name: heapMetric}}
+	metrics.Read(s)
+	return float64(s[0].Value.Uint64()) / (1 << 20)
+}
+
+// sampler records the heap every 2 ms.
+type sampler struct {
+	t0     time.Time
+	mu     sync.Mutex
+	series [][2]float64
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+func startSampler(t0 time.Time) *sampler {
+	s := &sampler{t0: t0, stop: make(chan struct{}), done: make(chan struct{})}
+	s.sample()
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(2 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+				s.sample()
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sampler) sample() {
+	v := heapMB()
+	s.mu.Lock()
+	s.series = append(s.series, [2]float64{float64(time.Since(s.t0).Microseconds()) / 1000, v})
+	s.mu.Unlock()
+}
+
+// peakUntil returns the highest sample taken up to ms.
+func (s *sampler) peakUntil(ms float64) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := 0.0
+	for _, x := range s.series {
+		if x[0] <= ms {
+			p = max(p, x[1])
+		}
+	}
+	return p
+}
+
+func (s *sampler) finish() [][2]float64 {
+	close(s.stop)
+	<-s.done
+	s.sample()
+	return s.series
+}
+
+func gcHeapMB() float64 {
+	runtime.GC()
+	runtime.GC()
+	return heapMB()
+}
+
+// ---- event recording ----
+
+type record struct {
+	name, rv string
+	at, ts   int64 // handler time, annotation bench/ts (request start)
+}
+
+// recorder is shared by the handlers of every contender: it counts initial
+// Added events and records update events of this round's burst.
+type recorder struct {
+	round    string
+	expected int
+	adds     atomic.Int64
+	addsWant int64
+	addsDone chan struct{}
+
+	mu      sync.Mutex
+	records []record
+	cpuEnd  float64
+	done    chan struct{}
+}
+
+func newRecorder(round string, objects, updates int) *recorder {
+	r := &recorder{round: round, expected: updates, addsWant: int64(objects),
+		addsDone: make(chan struct{}), done: make(chan struct{}), records: make([]record, 0, updates)}
+	if objects == 0 {
+		close(r.addsDone)
+	}
+	if updates == 0 {
+		close(r.done)
+	}
+	return r
+}
+
+func (r *recorder) added() {
+	if r.adds.Add(1) == r.addsWant {
+		close(r.addsDone)
+	}
+}
+
+func (r *recorder) updated(obj metav1.Object) {
+	now := time.Now().UnixNano()
+	ann := obj.GetAnnotations()
+	if ann[annRound] != r.round || r.expected == 0 {
+		return
+	}
+	ts, _ := strconv.ParseInt(ann[annTS], 10, 64)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.records) >= r.expected {
+		return
+	}
+	r.records = append(r.records, record{name: obj.GetName(), rv: obj.GetResourceVersion(), at: now, ts: ts})
+	if len(r.records) == r.expected {
+		r.cpuEnd = cpuSeconds()
+		close(r.done)
+	}
+}
+
+// ---- the contender subcommand ----
+
+type informerUnderTest struct {
+	start     func()
+	hasSynced func() bool
+	length    func() int
+}
+
+func contenderMain(args []string) error {
+	fs := flag.NewFlagSet("contender", flag.ExitOnError)
+	kind := fs.String("kind", kKinformer, "client-go | client-go+strip | kinformer | floor")
+	resource := fs.String("resource", "configmaps", "configmaps | pods")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
+	round := fs.Int("round", 0, "round number")
+	burstID := fs.String("burst-id", "", "value of the bench/round annotation of this contender's update burst")
+	objects := fs.Int("objects", 0, "objects expected in the collection")
+	updates := fs.Int("updates", 0, "update events to expect after sync (writes come from the parent)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the sync to this file")
+	memProfile := fs.String("memprofile", "", "write a heap profile (alloc_space) of the sync to this file")
+	fs.Parse(args)
+
+	cfg, err := restConfig(*kubeconfig, 1000)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ns := map[string]string{"configmaps": cmNamespace, "pods": podNamespace}[*resource]
+	if ns == "" {
+		return fmt.Errorf("unknown resource %q", *resource)
+	}
+	rec := newRecorder(*burstID, *objects, *updates)
+	res := result{Contender: *kind, Resource: *resource, Round: *round, UpdatesExpected: *updates}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	var iut informerUnderTest
+	switch *kind {
+	case kClientGo, kClientGoStrip:
+		opts := []informers.SharedInformerOption{informers.WithNamespace(ns)}
+		if *kind == kClientGoStrip {
+			opts = append(opts, informers.WithTransform(func(obj any) (any, error) {
+				if a, err := meta.Accessor(obj); err == nil {
+					a.SetManagedFields(nil)
+				}
+				return obj, nil
+			}))
+		}
+		factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, opts...)
+		var inf cache.SharedIndexInformer
+		if *resource == "pods" {
+			inf = factory.Core().V1().Pods().Informer()
+		} else {
+			inf = factory.Core().V1().ConfigMaps().Informer()
+		}
+		_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { rec.added() },
+			UpdateFunc: func(_, obj any) { rec.updated(obj.(metav1.Object)) },
+			DeleteFunc: func(any) {},
+		})
+		if err != nil {
+			return err
+		}
+		iut = informerUnderTest{
+			start:     func() { factory.Start(ctx.Done()) },
+			hasSynced: inf.HasSynced,
+			length:    func() int { return len(inf.GetStore().ListKeys()) },
+		}
+	case kKinformer:
+		if *resource == "pods" {
+			iut = kinformerUnderTest(kinformer.New[*corev1.Pod](cs.CoreV1().Pods(ns), nil), rec)
+		} else {
+			iut = kinformerUnderTest(kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), nil), rec)
+		}
+	case kFloor:
+		var keep any
+		done := atomic.Bool{}
+		iut = informerUnderTest{
+			start: func() {
+				go func() {
+					defer done.Store(true)
+					var n int
+					var err error
+					if *resource == "pods" {
+						var l *corev1.PodList
+						l, err = cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+						if err == nil {
+							n, keep = len(l.Items), l
+						}
+					} else {
+						var l *corev1.ConfigMapList
+						l, err = cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+						if err == nil {
+							n, keep = len(l.Items), l
+						}
+					}
+					if err != nil {
+						fmt.Fprintln(os.Stderr, "floor list:", err)
+						os.Exit(1)
+					}
+					res.Objects = n
+					for range n {
+						rec.added()
+					}
+				}()
+			},
+			hasSynced: done.Load,
+			length:    func() int { return res.Objects },
+		}
+		defer runtime.KeepAlive(&keep)
+	default:
+		return fmt.Errorf("unknown contender %q", *kind)
+	}
+
+	// Warm up the connection (TLS handshake, discovery-free) so that every
+	// contender starts from an open HTTP/2 connection.
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		pprof.StartCPUProfile(f)
+	}
+	if *memProfile != "" {
+		runtime.MemProfileRate = 4096
+	}
+	runtime.GC()
+	debug.FreeOSMemory()
+
+	// ---- sync ----
+	cpu0 := cpuSeconds()
+	t0 := time.Now()
+	smp := startSampler(t0)
+	iut.start()
+	for !iut.hasSynced() {
+		time.Sleep(time.Millisecond)
+	}
+	syncDur := time.Since(t0)
+	cpuSync := cpuSeconds()
+	smp.sample()
+	res.PeakRSSMB = vmHWM()
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	res.SyncSeconds = syncDur.Seconds()
+	res.SyncCPUSeconds = cpuSync - cpu0
+	res.PeakHeapMB = smp.peakUntil(float64(syncDur.Microseconds()) / 1000)
+	if *kind != kFloor {
+		res.Objects = iut.length()
+	}
+	select {
+	case <-rec.addsDone:
+	case <-time.After(60 * time.Second):
+		fmt.Fprintf(os.Stderr, "contender %s: only %d of %d initial Added handled after 60s\n", *kind, rec.adds.Load(), *objects)
+	}
+	res.HandledSeconds = time.Since(t0).Seconds()
+	res.Series = smp.finish()
+	if *memProfile != "" {
+		f, err := os.Create(*memProfile)
+		if err != nil {
+			return err
+		}
+		pprof.Lookup("allocs").WriteTo(f, 0)
+		f.Close()
+	}
+	res.HeapAfterSyncMB = gcHeapMB()
+
+	// ---- update burst ----
+	cpuBurst0 := cpuSeconds()
+	fmt.Println("synced")
+	var writes []write
+	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&writes); err != nil && !errors.Is(err, os.ErrClosed) && err.Error() != "EOF" {
+		return fmt.Errorf("reading writes: %w", err)
+	}
+	if *updates > 0 {
+		select {
+		case <-rec.done:
+		case <-time.After(60 * time.Second):
+			fmt.Fprintf(os.Stderr, "contender %s: only %d of %d update events after 60s\n", *kind, len(rec.records), *updates)
+		}
+		rec.mu.Lock()
+		recs := slices.Clone(rec.records)
+		cpuEnd := rec.cpuEnd
+		if cpuEnd == 0 {
+			cpuEnd = cpuSeconds()
+		}
+		rec.mu.Unlock()
+		res.Updates = len(recs)
+		if len(recs) > 0 {
+			res.UpdateCPUMicros = (cpuEnd - cpuBurst0) / float64(len(recs)) * 1e6
+		}
+		resp := make(map[string]int64, len(writes))
+		for _, w := range writes {
+			resp[w.Name+"@"+w.RV] = w.Resp
+		}
+		var lat, latReq []float64
+		for _, r := range recs {
+			if t, ok := resp[r.name+"@"+r.rv]; ok {
+				lat = append(lat, float64(r.at-t)/1e6)
+			}
+			if r.ts > 0 {
+				latReq = append(latReq, float64(r.at-r.ts)/1e6)
+			}
+		}
+		res.LatencyP50Ms, res.LatencyP99Ms = percentile(lat, 50), percentile(lat, 99)
+		res.LatencyReqP50Ms, res.LatencyReqP99Ms = percentile(latReq, 50), percentile(latReq, 99)
+		res.HeapAfterBurstMB = gcHeapMB()
+	}
+	b, _ := json.Marshal(res)
+	fmt.Println(string(b))
+	return nil
+}
+
+func kinformerUnderTest[T kinformer.Object](inf *kinformer.Informer[T], rec *recorder) informerUnderTest {
+	// One handler for every type, like client-go's one ResourceEventHandler.
+	inf.AddHandler(func(e kinformer.Event[T]) {
+		switch e.Type {
+		case kinformer.Added:
+			rec.added()
+		case kinformer.Modified:
+			rec.updated(e.Object)
+		}
+	})
+	return informerUnderTest{start: inf.Start, hasSynced: inf.HasSynced, length: inf.Cache().Len}
+}
+
+// percentile of xs (sorted in place), nearest rank.
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	i := int(float64(len(xs))*p/100+0.5) - 1
+	return xs[max(0, min(i, len(xs)-1))]
+}

@@ -1,0 +1,284 @@
+// Command bench measures kinformer against client-go's shared informer on a
+// real local kube-apiserver (tools/localapi), each contender in its own
+// process, alternating, over several rounds, and writes docs/benchmarks.md
+// and heap charts.
+//
+//	cd tools/bench && go run .              # the full benchmark (15-25 minutes)
+//	cd tools/bench && go run . micro        # the cache micro-benchmarks into docs/benchmarks.md
+//
+// It is its own Go module so that `go test ./...` at the repository root
+// never builds it.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+)
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", args...)
+}
+
+func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "contender":
+			if err := contenderMain(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "contender:", err)
+				os.Exit(1)
+			}
+			return
+		case "micro":
+			if err := microMain(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "micro:", err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
+	if err := benchMain(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// repoRoot finds the kinformer repository root above the working directory.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "tools", "localapi", "go.mod")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no kinformer repository (tools/localapi/go.mod) above %s", dir)
+		}
+	}
+}
+
+type config struct {
+	rounds, configMaps, pods, updates, writers int
+	contenders                                 []string
+	out, dataDir, localapi                     string
+	keep, verbose                              bool
+	profileDir                                 string
+	args                                       []string
+}
+
+func benchMain(args []string) error {
+	var c config
+	fs := flag.NewFlagSet("bench", flag.ExitOnError)
+	fs.IntVar(&c.rounds, "rounds", 3, "rounds; each runs every contender once, the order rotating")
+	fs.IntVar(&c.configMaps, "configmaps", 20000, "ConfigMaps in the workload (about 1 KiB each)")
+	fs.IntVar(&c.pods, "pods", 5000, "Pods in the workload (0: skip the pod benchmark)")
+	fs.IntVar(&c.updates, "updates", 20000, "ConfigMap updates in the burst after each contender's sync (0: none)")
+	fs.IntVar(&c.writers, "writers", 32, "concurrent writers of the update burst")
+	contenders := fs.String("contenders", strings.Join([]string{kClientGo, kKinformer, kClientGoStrip, kFloor}, ","), "contenders, comma-separated")
+	fs.StringVar(&c.out, "out", "docs/benchmarks.md", "the report, relative to the repository root ('' for none)")
+	fs.StringVar(&c.dataDir, "data-dir", "", "localapi data dir (default: a new temporary one); reuse one to skip creating the workload")
+	fs.StringVar(&c.localapi, "localapi", "", "localapi binary (default: where `make localapi` puts it; built if missing)")
+	fs.BoolVar(&c.keep, "keep", false, "keep the temporary data dir")
+	fs.BoolVar(&c.verbose, "v", false, "show localapi's logs")
+	fs.StringVar(&c.profileDir, "profile", "", "if set, also write CPU and allocation profiles of one extra kinformer and client-go sync of ConfigMaps here")
+	fs.Parse(args)
+	c.contenders = strings.Split(*contenders, ",")
+	c.args = args
+
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	bin, err := localapiPath(c.localapi, root)
+	if err != nil {
+		return err
+	}
+	if c.dataDir == "" {
+		if c.dataDir, err = os.MkdirTemp("", "kinformer-bench-"); err != nil {
+			return err
+		}
+		if !c.keep {
+			defer os.RemoveAll(c.dataDir)
+		}
+	} else if err := os.MkdirAll(c.dataDir, 0o755); err != nil {
+		return err
+	}
+	machine := describeMachine()
+	logf("starting localapi on %s", c.dataDir)
+	srv, err := startServer(bin, c.dataDir, c.verbose)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() { <-sigs; logf("interrupted"); srv.stop(); os.Exit(2) }()
+	logf("localapi ready: %s", srv.Server)
+
+	ctx := context.Background()
+	cfg, err := restConfig(srv.Kubeconfig, 5000)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	wstart := time.Now()
+	if err := createWorkload(ctx, cs, c.configMaps, c.pods); err != nil {
+		return fmt.Errorf("workload: %w", err)
+	}
+	logf("workload ready in %.0fs", time.Since(wstart).Seconds())
+
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	type job struct {
+		resource string
+		objects  int
+		updates  int
+	}
+	jobs := []job{{"configmaps", c.configMaps, c.updates}}
+	if c.pods > 0 {
+		jobs = append(jobs, job{"pods", c.pods, 0})
+	}
+	// A warm-up LIST of each collection, not recorded.
+	for _, j := range jobs {
+		if _, _, err := runContender(ctx, cs, self, srv.Kubeconfig, kFloor, j.resource, 0, j.objects, 0, c.configMaps, c.writers, nil); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	var results []result
+	var bursts []burstStat
+	for _, j := range jobs {
+		for r := 1; r <= c.rounds; r++ {
+			order := rotate(c.contenders, r-1)
+			for _, kind := range order {
+				upd := j.updates
+				if kind == kFloor {
+					upd = 0
+				}
+				time.Sleep(time.Second) // let the server settle
+				res, b, err := runContender(ctx, cs, self, srv.Kubeconfig, kind, j.resource, r, j.objects, upd, c.configMaps, c.writers, nil)
+				if err != nil {
+					return fmt.Errorf("%s %s round %d: %w", kind, j.resource, r, err)
+				}
+				results = append(results, res)
+				if b != nil {
+					bursts = append(bursts, *b)
+				}
+				logf("%-15s %-10s round %d: synced %.3fs cpu %.3fs peak heap %.1fMB heap after %.1fMB rss %.1fMB; updates %d/%d cpu/event %.1fµs p50 %.1fms p99 %.1fms",
+					kind, j.resource, r, res.SyncSeconds, res.SyncCPUSeconds, res.PeakHeapMB, res.HeapAfterSyncMB, res.PeakRSSMB,
+					res.Updates, res.UpdatesExpected, res.UpdateCPUMicros, res.LatencyP50Ms, res.LatencyP99Ms)
+			}
+		}
+	}
+	if c.profileDir != "" {
+		if err := os.MkdirAll(c.profileDir, 0o755); err != nil {
+			return err
+		}
+		for _, kind := range []string{kKinformer, kClientGo} {
+			for _, p := range []string{"cpu", "mem"} {
+				file := filepath.Join(c.profileDir, fmt.Sprintf("%s-configmaps.%s.pprof", kind, p))
+				if _, _, err := runContender(ctx, cs, self, srv.Kubeconfig, kind, "configmaps", 0, c.configMaps, 0, c.configMaps, c.writers, []string{"-" + p + "profile", file}); err != nil {
+					return err
+				}
+				logf("wrote %s", file)
+			}
+		}
+	}
+	rep := buildReport(c, machine, results, bursts)
+	fmt.Println(rep.text)
+	if c.out != "" {
+		if err := rep.write(root, c.out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func rotate(xs []string, n int) []string {
+	n %= len(xs)
+	return append(append([]string(nil), xs[n:]...), xs[:n]...)
+}
+
+type burstStat struct {
+	Contender string
+	Writes    int
+	Seconds   float64
+}
+
+// runContender runs one contender in its own process; after its sync it
+// runs the update burst (if updates > 0) and sends the writes' response
+// times to the contender, which reports its result.
+func runContender(ctx context.Context, cs kubernetes.Interface, self, kubeconfig, kind, resource string, round, objects, updates, nObjects, writers int, extra []string) (result, *burstStat, error) {
+	burstID := fmt.Sprintf("%d-%s-%d", round, kind, time.Now().UnixNano())
+	args := []string{"contender", "-kind", kind, "-resource", resource, "-kubeconfig", kubeconfig,
+		"-round", fmt.Sprint(round), "-burst-id", burstID, "-objects", fmt.Sprint(objects), "-updates", fmt.Sprint(updates)}
+	cmd := exec.CommandContext(ctx, self, append(args, extra...)...)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return result{}, nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return result{}, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return result{}, nil, err
+	}
+	defer cmd.Wait()
+	br := bufio.NewReader(stdout)
+	line, err := br.ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "synced" {
+		cmd.Process.Kill()
+		return result{}, nil, fmt.Errorf("contender did not sync (%q, %v)", line, err)
+	}
+	var b *burstStat
+	writes := []write{}
+	if updates > 0 {
+		var d time.Duration
+		writes, d, err = updateBurst(ctx, cs, burstID, updates, nObjects, writers)
+		if err != nil {
+			cmd.Process.Kill()
+			return result{}, nil, err
+		}
+		b = &burstStat{Contender: kind, Writes: updates, Seconds: d.Seconds()}
+	}
+	if err := json.NewEncoder(stdin).Encode(writes); err != nil {
+		return result{}, nil, err
+	}
+	stdin.Close()
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		return result{}, nil, err
+	}
+	var res result
+	if err := json.Unmarshal(rest, &res); err != nil {
+		return result{}, nil, fmt.Errorf("contender result %q: %w", truncate(string(rest), 200), err)
+	}
+	return res, b, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
