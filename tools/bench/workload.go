@@ -117,8 +117,8 @@ func pod(i int) *corev1.Pod {
 				"tier":                      []string{"frontend", "backend", "batch"}[i%3],
 			},
 			Annotations: map[string]string{
-				"prometheus.io/scrape":            "true",
-				"prometheus.io/port":              "9090",
+				"prometheus.io/scrape":              "true",
+				"prometheus.io/port":                "9090",
 				"kubectl.kubernetes.io/restartedAt": time.Date(2026, 1, 1, 0, 0, i%3600, 0, time.UTC).Format(time.RFC3339),
 			},
 			OwnerReferences: []metav1.OwnerReference{{
