@@ -77,6 +77,7 @@ type config struct {
 	out, dataDir, localapi                     string
 	keep, verbose                              bool
 	profileDir                                 string
+	rev                                        string
 	args                                       []string
 }
 
@@ -95,6 +96,7 @@ func benchMain(args []string) error {
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary data dir")
 	fs.BoolVar(&c.verbose, "v", false, "show localapi's logs")
 	fs.StringVar(&c.profileDir, "profile", "", "if set, also write CPU and allocation profiles of one extra kinformer and client-go sync of ConfigMaps here")
+	fs.StringVar(&c.rev, "rev", "", "the kinformer revision measured, for the report (default: git describe --always --dirty of the repository)")
 	fs.Parse(args)
 	c.contenders = strings.Split(*contenders, ",")
 	c.args = args
@@ -102,6 +104,10 @@ func benchMain(args []string) error {
 	root, err := repoRoot()
 	if err != nil {
 		return err
+	}
+	if c.rev == "" {
+		out, _ := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
+		c.rev = strings.TrimSpace(string(out))
 	}
 	bin, err := localapiPath(c.localapi, root)
 	if err != nil {

@@ -127,6 +127,7 @@ func buildReport(c config, m machine, results []result, bursts []burstStat) repo
 	p("## Machine\n\n")
 	p("- `nproc`: %d (%s), %s RAM, %s\n", m.NProc, m.CPU, m.Mem, m.Kernel)
 	p("- `%s`; client-go, k8s.io/api and apimachinery v0.37.2; local kube-apiserver v1.37.2 with embedded etcd (tools/localapi), watch cache on\n", m.GoVersion)
+	p("- kinformer measured at revision `%s` of this repository\n", c.rev)
 	p("- **Shared machine**: other engineers were compiling and running tests on the same %d cores during the run (load average %s at the start, %s at the end), so absolute figures are noisy. Contenders alternate within each round (the order rotates every round) and the figures are **medians over %d rounds**; compare the ratios, not the absolute values.\n\n", m.NProc, m.LoadStart, loadavg(), c.rounds)
 
 	p("## Method\n\n")
