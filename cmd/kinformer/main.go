@@ -110,7 +110,8 @@ func findCommand(name string) *command {
 
 // run is main without os.Exit, for tests.
 func run(args []string, stdout, stderr io.Writer) int {
-	e := &env{prog: progName(args[0]), stdout: stdout, stderr: stderr, isTerminal: isTerminal}
+	arg0 := args[0]
+	e := &env{prog: progName(arg0), stdout: stdout, stderr: stderr, isTerminal: isTerminal}
 	args = args[1:]
 
 	name, rest, err := splitCommand(args)
@@ -125,7 +126,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		if len(rest) > 0 && name == "help" {
 			if c := findCommand(rest[0]); c != nil && c.run != nil {
-				return run([]string{args[0], c.name, "--help"}, stdout, stderr)
+				return run([]string{arg0, c.name, "--help"}, stdout, stderr)
 			}
 		}
 		e.usage(stdout)
