@@ -133,9 +133,9 @@ say "traffic generator running (pid $traffic_pid): configmaps in namespaces demo
 
 # 4. Watch, until Ctrl-C, SIGTERM or DEMO_SECONDS.
 say "try it yourself meanwhile: $kinformer watch cm -A -o json --kubeconfig $kubeconfig"
-say "watching configmaps in all namespaces; Ctrl-C stops everything"
 "$kinformer" watch configmaps -A -o "$output" --kubeconfig "$kubeconfig" </dev/null &
 watch_pid=$!
+say "watching configmaps in all namespaces (pid $watch_pid); Ctrl-C stops everything"
 trap 'kill -INT "$watch_pid" 2>/dev/null || true' INT TERM
 if ((seconds > 0)); then
 	(
