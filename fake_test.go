@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -33,6 +34,12 @@ type fakeServer struct {
 	watchErrs []error              // returned by the next Watch calls, in turn
 	// expireContinue makes a List with a continue token fail with 410.
 	expireContinue bool
+	// streaming makes the server offer streaming lists (sendInitialEvents);
+	// without it such a request is refused like by a server with the
+	// WatchList feature off. Streaming requests are counted in streams, not
+	// watches.
+	streaming bool
+	streams   []metav1.ListOptions
 }
 
 type change struct {
@@ -214,6 +221,9 @@ func (s *fakeServer) List(ctx context.Context, opts metav1.ListOptions) (*corev1
 func (s *fakeServer) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+		return s.streamList(ctx, opts)
+	}
 	s.watches = append(s.watches, opts)
 	if len(s.watchErrs) > 0 {
 		err := s.watchErrs[0]
@@ -240,13 +250,51 @@ func (s *fakeServer) Watch(ctx context.Context, opts metav1.ListOptions) (watch.
 			}
 		}
 	}
+	s.start(ctx, w)
+	return w, nil
+}
+
+// streamList serves a watch with sendInitialEvents: every matching object
+// as ADDED, the end-marker bookmark, then live events. s.mu is held.
+func (s *fakeServer) streamList(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	s.streams = append(s.streams, opts)
+	if !s.streaming {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "ListOptions"}, "",
+			field.ErrorList{field.Forbidden(field.NewPath("sendInitialEvents"), "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled")})
+	}
+	if opts.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan || !opts.AllowWatchBookmarks {
+		return nil, apierrors.NewBadRequest("sendInitialEvents needs resourceVersionMatch=NotOlderThan and bookmarks")
+	}
+	sel, err := labels.Parse(opts.LabelSelector)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	w := &fakeWatch{sel: sel, bookmarks: true, out: make(chan watch.Event), stop: make(chan struct{}), wake: make(chan struct{}, 1)}
+	keys := make([]string, 0, len(s.objs))
+	for k := range s.objs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if o := s.objs[k]; sel.Matches(labels.Set(o.Labels)) {
+			w.push(watch.Event{Type: watch.Added, Object: o.DeepCopy()})
+		}
+	}
+	end := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: strconv.FormatInt(s.rv, 10),
+		Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}
+	w.push(watch.Event{Type: watch.Bookmark, Object: end})
+	s.start(ctx, w)
+	return w, nil
+}
+
+// start registers w for live events and runs its pump. s.mu is held.
+func (s *fakeServer) start(ctx context.Context, w *fakeWatch) {
 	s.watchers[w] = struct{}{}
 	go w.pump(ctx, func() {
 		s.mu.Lock()
 		delete(s.watchers, w)
 		s.mu.Unlock()
 	})
-	return w, nil
 }
 
 // fakeWatch delivers its queue in order on out until stopped.

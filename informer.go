@@ -40,6 +40,9 @@ type Informer[T Object] struct {
 
 	rv     atomic.Pointer[string] // last resourceVersion seen; written by the loop only
 	synced atomic.Bool
+	// noStreaming records that the server refused a streaming list; read
+	// and written by the loop only (runs never overlap).
+	noStreaming bool
 
 	runMu  sync.Mutex         // guards cancel and done
 	cancel context.CancelFunc // cancels the current run; nil when stopped
@@ -66,7 +69,7 @@ type Informer[T Object] struct {
 // means the defaults. The informer does nothing until Start or Run.
 func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Informer[T] {
 	o := opts.withDefaults()
-	return &Informer[T]{
+	inf := &Informer[T]{
 		opts:      o,
 		listFn:    func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) { return lw.List(ctx, lo) },
 		watchFn:   lw.Watch,
@@ -75,6 +78,8 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 		listeners: map[*Registration]*listener[T]{},
 		syncCh:    make(chan struct{}),
 	}
+	inf.noStreaming = o.DisableStreamingList || !mayStream(lw)
+	return inf
 }
 
 // Cache returns the informer's cache.

@@ -35,7 +35,15 @@ type Options[T Object] struct {
 	// dropped: they are often half an object's size and rarely read.
 	KeepManagedFields bool
 
-	// PageSize is the limit of each page of a list. Default 500.
+	// DisableStreamingList makes every list a paged LIST. By default the
+	// informer lists with a streaming watch (sendInitialEvents, KEP-3157)
+	// where the server offers it: objects are decoded, transformed and
+	// stored one by one, never held as a whole list, and the same
+	// connection goes on as the watch. Servers without it (before 1.27, or
+	// with the WatchList feature off) are detected and paged instead.
+	DisableStreamingList bool
+
+	// PageSize is the limit of each page of a paged list. Default 500.
 	PageSize int64
 
 	// WatchTimeout is the shortest server-side timeout asked for a watch;

@@ -22,6 +22,11 @@ import (
 //
 // KINFORMER_SEED=n replays a failing run.
 func TestRandomEventStream(t *testing.T) {
+	t.Run("paged", func(t *testing.T) { randomEventStream(t, false) })
+	t.Run("streaming", func(t *testing.T) { randomEventStream(t, true) })
+}
+
+func randomEventStream(t *testing.T, streaming bool) {
 	seed := uint64(time.Now().UnixNano())
 	if s, err := strconv.ParseUint(os.Getenv("KINFORMER_SEED"), 10, 64); err == nil {
 		seed = s
@@ -34,6 +39,7 @@ func TestRandomEventStream(t *testing.T) {
 	}
 
 	s := newFakeServer()
+	s.streaming = streaming
 	// Objects labelled drop=yes are outside the selector: updates that set
 	// or clear the label move objects out of and into the informer's view.
 	inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{LabelSelector: "drop!=yes", Backoff: fastBackoff})

@@ -51,8 +51,9 @@ const (
 )
 
 type outcome struct {
-	kind outcomeKind
-	err  error
+	kind   outcomeKind
+	err    error
+	stream *stream // listDone by a streaming list: the watch to go on with
 }
 
 // step is the transition function of the watch loop.
@@ -89,6 +90,12 @@ func (inf *Informer[T]) loop(ctx context.Context) {
 		// Also when resuming a kept cache: the period runs from the start.
 		resyncAt = time.Now().Add(inf.opts.ResyncPeriod)
 	}
+	var handover *stream // a streaming list's watch, for the watch phase to go on with
+	defer func() {
+		if handover != nil {
+			handover.stop()
+		}
+	}()
 	for ctx.Err() == nil {
 		var o outcome
 		switch p {
@@ -97,8 +104,10 @@ func (inf *Informer[T]) loop(ctx context.Context) {
 			if o.kind == listDone && inf.opts.ResyncPeriod > 0 {
 				resyncAt = time.Now().Add(inf.opts.ResyncPeriod)
 			}
+			handover = o.stream
 		case phaseWatch:
-			o = inf.watch(ctx, resyncAt)
+			o = inf.watch(ctx, resyncAt, handover)
+			handover = nil
 		}
 		if ctx.Err() != nil {
 			return
@@ -163,9 +172,20 @@ func (inf *Informer[T]) listOptions() metav1.ListOptions {
 	return metav1.ListOptions{LabelSelector: inf.opts.LabelSelector, FieldSelector: inf.opts.FieldSelector}
 }
 
-// list reads the whole collection page by page into a new map, then swaps
-// it into the cache and emits the differences.
+// list fills the cache afresh: by a streaming list where the server offers
+// it, else page by page.
 func (inf *Informer[T]) list(ctx context.Context) outcome {
+	if !inf.noStreaming {
+		if o, ok := inf.streamList(ctx); ok {
+			return o
+		}
+	}
+	return inf.pagedList(ctx)
+}
+
+// pagedList reads the whole collection page by page into a new map, then
+// swaps it into the cache and emits the differences.
+func (inf *Informer[T]) pagedList(ctx context.Context) outcome {
 	items := map[string]T{}
 	opts := inf.listOptions()
 	opts.Limit = inf.opts.PageSize
@@ -214,6 +234,13 @@ func (inf *Informer[T]) list(ctx context.Context) outcome {
 	if rv == "" {
 		return outcome{kind: listFailed, err: fmt.Errorf("list: %w: the list has no resourceVersion", ErrUnexpectedObject)}
 	}
+	inf.replaceAll(items, rv)
+	return outcome{kind: listDone}
+}
+
+// replaceAll swaps items in as the cache's whole content at rv, queues an
+// event for every difference, and marks the informer synced.
+func (inf *Informer[T]) replaceAll(items map[string]T, rv string) {
 	inf.handlersMu.RLock()
 	inf.cache.replace(items, func(typ EventType, obj, old T) {
 		e := Event[T]{Type: typ, Object: obj, ResourceVersion: rv}
@@ -225,7 +252,6 @@ func (inf *Informer[T]) list(ctx context.Context) outcome {
 	inf.setRV(rv)
 	inf.handlersMu.RUnlock()
 	inf.setSyncState(true, nil)
-	return outcome{kind: listDone}
 }
 
 // isNil reports whether a client returned a nil list, typed or not.
@@ -264,9 +290,48 @@ func (inf *Informer[T]) watchTimeout() time.Duration {
 	return (d + rand.N(d)).Truncate(time.Second)
 }
 
-// watch opens a watch from the remembered resourceVersion and applies its
-// events until it ends, fails, goes idle, or the resync is due.
-func (inf *Informer[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
+// stream is an open watch and what the loop needs to police it.
+type stream struct {
+	w       watch.Interface
+	cancel  context.CancelFunc
+	idle    time.Duration // no event for this long: the connection is dead
+	started time.Time
+}
+
+func (s *stream) stop() {
+	s.w.Stop()
+	s.cancel()
+}
+
+// openWatch opens a watch with bookmarks and a randomised server-side
+// timeout; adjust sets the options that differ between a plain watch and a
+// streaming list.
+func (inf *Informer[T]) openWatch(ctx context.Context, adjust func(*metav1.ListOptions)) (*stream, error) {
+	timeout := inf.watchTimeout()
+	secs := int64(max(timeout/time.Second, 1))
+	opts := inf.listOptions()
+	opts.AllowWatchBookmarks = true
+	opts.TimeoutSeconds = &secs
+	adjust(&opts)
+	wctx, cancel := context.WithCancel(ctx)
+	w, err := inf.watchFn(wctx, opts)
+	if err == nil && w == nil {
+		err = fmt.Errorf("%w: the client returned no watch and no error", ErrUnexpectedObject)
+	}
+	if err != nil {
+		cancel()
+		return nil, classify(err)
+	}
+	return &stream{w: w, cancel: cancel, idle: timeout + inf.opts.IdleMargin, started: time.Now()}, nil
+}
+
+// watch applies the events of s — or, if s is nil, of a new watch from the
+// remembered resourceVersion — until it ends, fails, goes idle, or the
+// resync is due.
+func (inf *Informer[T]) watch(ctx context.Context, resyncAt time.Time, s *stream) outcome {
+	if s != nil {
+		defer s.stop()
+	}
 	var resyncC <-chan time.Time
 	if !resyncAt.IsZero() {
 		wait := time.Until(resyncAt)
@@ -277,29 +342,18 @@ func (inf *Informer[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 		defer t.Stop()
 		resyncC = t.C
 	}
-
-	timeout := inf.watchTimeout()
-	secs := int64(max(timeout/time.Second, 1))
-	opts := inf.listOptions()
-	opts.ResourceVersion = inf.ResourceVersion()
-	opts.AllowWatchBookmarks = true
-	opts.TimeoutSeconds = &secs
-
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w, err := inf.watchFn(wctx, opts)
-	if err == nil && w == nil {
-		err = fmt.Errorf("%w: the client returned no watch and no error", ErrUnexpectedObject)
+	if s == nil {
+		var err error
+		s, err = inf.openWatch(ctx, func(o *metav1.ListOptions) { o.ResourceVersion = inf.ResourceVersion() })
+		if err != nil {
+			return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err)}
+		}
+		defer s.stop()
 	}
-	if err != nil {
-		return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", classify(err))}
-	}
-	defer w.Stop()
 
-	idleAfter := timeout + inf.opts.IdleMargin
-	idle := time.NewTimer(idleAfter)
+	idle := time.NewTimer(s.idle)
 	defer idle.Stop()
-	started, received := time.Now(), false
+	received := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -307,10 +361,10 @@ func (inf *Informer[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 		case <-resyncC:
 			return outcome{kind: resyncDue}
 		case <-idle.C:
-			return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w: nothing received for %s", ErrIdle, idleAfter)}
-		case ev, ok := <-w.ResultChan():
+			return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w: nothing received for %s", ErrIdle, s.idle)}
+		case ev, ok := <-s.w.ResultChan():
 			if !ok {
-				if !received && time.Since(started) < minHealthyWatch {
+				if !received && time.Since(s.started) < minHealthyWatch {
 					// Not an error worth an event (servers do this when
 					// shutting down), but no reason to hammer them either.
 					inf.log.Debug("kinformer: watch closed as soon as opened")
@@ -319,7 +373,7 @@ func (inf *Informer[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 				return outcome{kind: watchEnded}
 			}
 			received = true
-			idle.Reset(idleAfter)
+			idle.Reset(s.idle)
 			if err := inf.apply(ev); err != nil {
 				return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err)}
 			}

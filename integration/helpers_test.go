@@ -25,7 +25,8 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // counting wraps a real client and counts and timestamps its calls, so tests
-// can check paging, re-lists, resume points and backoff.
+// can check paging, re-lists, resume points and backoff. A streaming list (a
+// watch with sendInitialEvents) counts as a list.
 type counting[L runtime.Object] struct {
 	kinformer.ListerWatcher[L]
 	mu      sync.Mutex // guards the slices
@@ -33,6 +34,8 @@ type counting[L runtime.Object] struct {
 	watches []metav1.ListOptions
 	times   []time.Time // of every call
 }
+
+func isStream(o metav1.ListOptions) bool { return o.SendInitialEvents != nil && *o.SendInitialEvents }
 
 func (c *counting[L]) List(ctx context.Context, o metav1.ListOptions) (L, error) {
 	c.mu.Lock()
@@ -44,7 +47,11 @@ func (c *counting[L]) List(ctx context.Context, o metav1.ListOptions) (L, error)
 
 func (c *counting[L]) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 	c.mu.Lock()
-	c.watches = append(c.watches, o)
+	if isStream(o) {
+		c.lists = append(c.lists, o)
+	} else {
+		c.watches = append(c.watches, o)
+	}
 	c.times = append(c.times, time.Now())
 	c.mu.Unlock()
 	return c.ListerWatcher.Watch(ctx, o)

@@ -45,8 +45,9 @@ func start(t *testing.T, lw kinformer.ListerWatcher[*corev1.ConfigMapList], opts
 	return inf, c, rec
 }
 
-// 1. Objects that existed before start are cached after WaitForSync, over
-// several pages.
+// 1. Objects that existed before start are cached after WaitForSync: by a
+// streaming list (the default, which the local API server offers), and by
+// a paged list.
 func TestPreexistingObjectsAreCached(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
@@ -54,20 +55,38 @@ func TestPreexistingObjectsAreCached(t *testing.T) {
 	for i := range 25 {
 		mustCreate(t, c, configMap(ns, fmt.Sprintf("pre-%02d", i), nil, "x"))
 	}
-	inf, lw, rec := start(t, c.CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{PageSize: 10})
 	want := serverState(t, c, ns, metav1.ListOptions{})
-	if got := cacheState(inf.Cache()); !sameState(got, want) {
-		t.Fatalf("cache %v\nserver %v", got, want)
+	check := func(t *testing.T, inf *kinformer.Informer[*corev1.ConfigMap], rec *recorder[*corev1.ConfigMap]) {
+		t.Helper()
+		if got := cacheState(inf.Cache()); !sameState(got, want) {
+			t.Fatalf("cache %v\nserver %v", got, want)
+		}
+		if n := rec.count(kinformer.Added); n != 25 {
+			t.Fatalf("%d ADDED events, want 25", n)
+		}
+		if !inf.HasSynced() || rv(inf.ResourceVersion()) == 0 {
+			t.Fatal("not synced or no resourceVersion")
+		}
 	}
-	if lists, _ := lw.counts(); lists != 3 {
-		t.Fatalf("%d list calls for 25 objects in pages of 10, want 3", lists)
-	}
-	if n := rec.count(kinformer.Added); n != 25 {
-		t.Fatalf("%d ADDED events, want 25", n)
-	}
-	if !inf.HasSynced() || inf.ResourceVersion() == "" {
-		t.Fatal("not synced or no resourceVersion")
-	}
+	t.Run("streaming", func(t *testing.T) {
+		inf, lw, rec := start(t, c.CoreV1().ConfigMaps(ns), nil)
+		check(t, inf, rec)
+		// Changes arrive over the same connection: no separate watch.
+		mustCreate(t, c, configMap(ns, "after", nil, "x"))
+		eventually(t, 10*time.Second, "after", func() bool { _, ok := inf.Cache().GetByKey(ns + "/after"); return ok })
+		lists, watches, _ := lw.calls()
+		if len(lists) != 1 || !isStream(lists[0]) || len(watches) != 0 {
+			t.Fatalf("calls: lists %+v, watches %+v; want one streaming list", lists, watches)
+		}
+		mustDelete(t, c, ns, "after")
+	})
+	t.Run("paged", func(t *testing.T) {
+		inf, lw, rec := start(t, c.CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{PageSize: 10, DisableStreamingList: true})
+		check(t, inf, rec)
+		if lists, _ := lw.counts(); lists != 3 {
+			t.Fatalf("%d list calls for 25 objects in pages of 10, want 3", lists)
+		}
+	})
 }
 
 // 2. create → ADDED and cached; patch → MODIFIED with Old and new; delete →
@@ -149,8 +168,8 @@ func TestResourceVersionAdvancesWithBookmarks(t *testing.T) {
 			t.Fatalf("resourceVersion went back: %v", rvs)
 		}
 	}
-	_, watches, _ := lw.calls()
-	for _, o := range watches {
+	lists, watches, _ := lw.calls()
+	for _, o := range append(lists, watches...) {
 		if !o.AllowWatchBookmarks || o.TimeoutSeconds == nil || *o.TimeoutSeconds < 5 || *o.TimeoutSeconds >= 10 {
 			t.Fatalf("watch options %+v", o)
 		}
@@ -316,9 +335,7 @@ func TestRecoversFromAPIServerKill(t *testing.T) {
 		mustCreate(t, c, configMap(ns, fmt.Sprintf("cm-%d", i), nil, "x"))
 	}
 	inf, lw, rec := start(t, c.CoreV1().ConfigMaps(ns), nil)
-	eventually(t, 10*time.Second, "watch", func() bool { _, w := lw.counts(); return w == 1 })
-
-	srv.Kill()
+	srv.Kill() // mid-watch: the streaming list's connection is the watch
 	killedAt := time.Now()
 	_, _, before := lw.calls()
 	time.Sleep(3 * time.Second) // down for a while: the informer must back off, not spin

@@ -1,0 +1,144 @@
+package kinformer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/watchlist"
+)
+
+// initialEventsEnd annotates the bookmark that ends a streaming list's
+// initial events (KEP-3157); its resourceVersion is the list's.
+const initialEventsEnd = metav1.InitialEventsAnnotationKey
+
+// streamList lists with a watch that first sends every object as ADDED,
+// then a bookmark marking the end, then goes on as a normal watch. Objects
+// go through the transform into a new map as they are decoded, so the
+// whole list is never held in its wire or decoded form. On success the
+// open watch is handed over to the watch phase.
+//
+// ok is false when the server does not offer streaming lists; the informer
+// then remembers to page instead.
+// streamStartTimeout: a server that streams lists sends the first object,
+// or the end marker of an empty list, at once (after at most a few seconds
+// of catching up with etcd). A client that sends nothing for this long
+// took the request for a plain watch — a fake, or a wrapper around one —
+// and the informer pages instead.
+const streamStartTimeout = 10 * time.Second
+
+func (inf *Informer[T]) streamList(ctx context.Context) (o outcome, ok bool) {
+	s, err := inf.openWatch(ctx, func(o *metav1.ListOptions) {
+		yes := true
+		o.SendInitialEvents = &yes
+		// "" with NotOlderThan: a consistent snapshot, as fresh as a quorum read.
+		o.ResourceVersion = ""
+		o.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
+	})
+	if err != nil {
+		if streamingRefused(err) {
+			return inf.refuseStreaming(err)
+		}
+		return outcome{kind: listFailed, err: fmt.Errorf("list (streaming): %w", err)}, true
+	}
+	handedOver := false
+	defer func() {
+		if !handedOver {
+			s.stop()
+		}
+	}()
+
+	items := map[string]T{}
+	idle := time.NewTimer(s.idle)
+	defer idle.Stop()
+	first := time.NewTimer(streamStartTimeout)
+	defer first.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return outcome{}, true
+		case <-first.C:
+			return inf.refuseStreaming(fmt.Errorf("nothing received in %s", streamStartTimeout))
+		case <-idle.C:
+			return outcome{kind: listFailed, err: fmt.Errorf("list (streaming): %w: nothing received for %s", ErrIdle, s.idle)}, true
+		case ev, open := <-s.w.ResultChan():
+			if !open {
+				// A server that ignores sendInitialEvents (before 1.27)
+				// never sends the end marker: treat an early end as a refusal.
+				return inf.refuseStreaming(errors.New("the stream ended before its initial events did"))
+			}
+			idle.Reset(s.idle)
+			first.Stop()
+			switch ev.Type {
+			case watch.Added:
+				obj, isT := ev.Object.(T)
+				if !isT || isNil(obj) {
+					inf.reportError(fmt.Errorf("list (streaming): %w: object of type %T, want %T", ErrUnexpectedObject, ev.Object, *new(T)))
+					continue
+				}
+				if obj, isT = inf.transform(obj); isT {
+					items[inf.cache.keyFunc(obj)] = obj
+				}
+			case watch.Bookmark:
+				m, err := meta.Accessor(ev.Object)
+				if err != nil || m.GetAnnotations()[initialEventsEnd] != "true" {
+					continue // an ordinary bookmark: the end marker carries the version
+				}
+				if m.GetResourceVersion() == "" {
+					return outcome{kind: listFailed, err: fmt.Errorf("list (streaming): %w: end marker without resourceVersion", ErrUnexpectedObject)}, true
+				}
+				inf.replaceAll(items, m.GetResourceVersion())
+				handedOver = true
+				return outcome{kind: listDone, stream: s}, true
+			case watch.Error:
+				err := classify(apierrors.FromObject(ev.Object))
+				if streamingRefused(err) {
+					return inf.refuseStreaming(err)
+				}
+				return outcome{kind: listFailed, err: fmt.Errorf("list (streaming): %w", err)}, true
+			default:
+				// MODIFIED or DELETED before the end marker: the server is
+				// watching, not streaming a list.
+				return inf.refuseStreaming(fmt.Errorf("%s event before the initial events ended", ev.Type))
+			}
+		}
+	}
+}
+
+// mayStream tells whether a client can do streaming lists: not client-go's
+// fake clients, which would take the request for a plain watch and never
+// end the initial events. They say so through client-go's marker method,
+// where they have it; the per-resource fakes do not, so they are recognised
+// by their package.
+func mayStream(lw any) bool {
+	if watchlist.DoesClientNotSupportWatchListSemantics(lw) {
+		return false
+	}
+	t := reflect.TypeOf(lw)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return !strings.HasSuffix(t.PkgPath(), "/fake")
+}
+
+func (inf *Informer[T]) refuseStreaming(why error) (outcome, bool) {
+	inf.log.Info("kinformer: the server does not offer streaming lists; paging instead", "reason", why.Error())
+	inf.noStreaming = true
+	return outcome{}, false
+}
+
+// streamingRefused recognises a server that does not take sendInitialEvents:
+// one that rejects the parameter (422/400, "forbidden unless the WatchList
+// feature gate is enabled") or the request.
+func streamingRefused(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsNotAcceptable(err) || apierrors.IsMethodNotSupported(err) ||
+		(apierrors.IsForbidden(err) && strings.Contains(err.Error(), "sendInitialEvents"))
+}
