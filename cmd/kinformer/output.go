@@ -155,8 +155,9 @@ func (o *output) endProgress() {
 }
 
 // showProgress redraws a progress line on stderr (a terminal) until the
-// informer has synced, then prints how long the sync took.
-func (o *output) showProgress(ctx context.Context, p *progress, synced func() bool, what string, start time.Time) {
+// informer has synced (the time arrives on synced), then says how long the
+// sync took.
+func (o *output) showProgress(ctx context.Context, p *progress, synced <-chan time.Time, what string, start time.Time) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -166,19 +167,18 @@ func (o *output) showProgress(ctx context.Context, p *progress, synced func() bo
 			o.endProgress()
 			o.mu.Unlock()
 			return
-		case <-t.C:
-		}
-		n := p.listed.Load()
-		d := time.Since(start)
-		rate := float64(n) / d.Seconds()
-		o.mu.Lock()
-		if synced() {
+		case at := <-synced:
+			n, d := p.listed.Load(), at.Sub(start)
+			o.mu.Lock()
 			o.endProgress()
-			fmt.Fprintf(o.stderr, "%s: synced %d %s in %v (%.0f/s)\n", o.prog, n, what, d.Round(time.Millisecond), rate)
+			fmt.Fprintf(o.stderr, "%s: synced %d %s in %v (%.0f/s)\n", o.prog, n, what, d.Round(time.Millisecond), float64(n)/d.Seconds())
 			o.mu.Unlock()
 			return
+		case <-t.C:
 		}
-		fmt.Fprintf(o.stderr, "\r\033[Klisting %s: %d objects so far (%.0f/s, %v)", what, n, rate, d.Round(100*time.Millisecond))
+		n, d := p.listed.Load(), time.Since(start)
+		o.mu.Lock()
+		fmt.Fprintf(o.stderr, "\r\033[Klisting %s: %d objects so far (%.0f/s, %v)", what, n, float64(n)/d.Seconds(), d.Round(100*time.Millisecond))
 		o.progressLine = true
 		o.mu.Unlock()
 	}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
@@ -118,8 +120,9 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 		_ = inf.Run(runCtx)
 	}()
 	start := time.Now()
+	syncedAt := make(chan time.Time, 1)
 	if e.isTerminal(e.stderr) {
-		go out.showProgress(runCtx, prog, inf.HasSynced, res.String(), start)
+		go out.showProgress(runCtx, prog, syncedAt, res.String(), start)
 	}
 
 	waitCtx := runCtx
@@ -130,6 +133,7 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 	}
 	err = inf.WaitForSync(waitCtx)
 	if err == nil {
+		syncedAt <- time.Now()
 		<-runCtx.Done() // watch until SIGINT or SIGTERM
 	}
 	stop()
@@ -168,8 +172,10 @@ type lister interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
-// progress counts the objects of the list pages as they arrive, for the
-// progress line of the initial sync.
+// progress counts the objects of the initial list as they arrive, for the
+// progress line: the items of each page of a paged list, or the ADDED
+// events of a streaming list (a watch with sendInitialEvents) until the
+// bookmark that ends them.
 type progress struct {
 	lister
 	listed atomic.Int64
@@ -184,6 +190,55 @@ func (p *progress) List(ctx context.Context, opts metav1.ListOptions) (*unstruct
 		p.listed.Add(int64(len(l.Items)))
 	}
 	return l, err
+}
+
+func (p *progress) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := p.lister.Watch(ctx, opts)
+	if err != nil || opts.SendInitialEvents == nil || !*opts.SendInitialEvents {
+		return w, err
+	}
+	p.listed.Store(0)
+	cw := &countingWatch{Interface: w, out: make(chan watch.Event), stop: make(chan struct{})}
+	go cw.forward(&p.listed)
+	return cw, nil
+}
+
+// countingWatch forwards a streaming list's events, counting the initial
+// ADDED events.
+type countingWatch struct {
+	watch.Interface
+	out      chan watch.Event
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+func (w *countingWatch) ResultChan() <-chan watch.Event { return w.out }
+
+func (w *countingWatch) Stop() {
+	w.stopOnce.Do(func() { close(w.stop) })
+	w.Interface.Stop()
+}
+
+func (w *countingWatch) forward(n *atomic.Int64) {
+	defer close(w.out)
+	initial := true
+	for ev := range w.Interface.ResultChan() {
+		if initial {
+			switch ev.Type {
+			case watch.Added:
+				n.Add(1)
+			case watch.Bookmark:
+				if m, err := meta.Accessor(ev.Object); err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+					initial = false
+				}
+			}
+		}
+		select {
+		case w.out <- ev:
+		case <-w.stop:
+			return
+		}
+	}
 }
 
 func userAgent() string {
