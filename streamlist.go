@@ -63,7 +63,7 @@ func (inf *Informer[T]) streamList(ctx context.Context) (o outcome, ok bool) {
 	for {
 		select {
 		case <-ctx.Done():
-			return outcome{}, true
+			return outcome{kind: stopped}, true
 		case <-first.C:
 			return inf.refuseStreaming(fmt.Errorf("nothing received in %s", streamStartTimeout))
 		case <-idle.C:

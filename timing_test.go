@@ -24,6 +24,7 @@ func TestStep(t *testing.T) {
 		want        phase
 		wantBackoff bool
 	}{
+		{"stopped → stay", phaseWatch, outcome{}, phaseWatch, false},
 		{"list ok → watch", phaseList, outcome{kind: listDone}, phaseWatch, false},
 		{"list failed → list again after backoff", phaseList, outcome{kind: listFailed, err: other}, phaseList, true},
 		{"list expired → list again after backoff", phaseList, outcome{kind: listFailed, err: expired}, phaseList, true},

@@ -43,7 +43,8 @@ func (p phase) String() string {
 type outcomeKind uint8
 
 const (
-	listDone    outcomeKind = iota // a list replaced the cache
+	stopped     outcomeKind = iota // the context ended; the loop returns
+	listDone                       // a list replaced the cache
 	listFailed                     // a list failed; err says why
 	watchEnded                     // the server closed a healthy watch
 	watchFailed                    // a watch could not open, or ended in error; err says why
@@ -59,6 +60,8 @@ type outcome struct {
 // step is the transition function of the watch loop.
 func step(p phase, o outcome) (next phase, backoff bool) {
 	switch o.kind {
+	case stopped:
+		return p, false
 	case listDone, watchEnded:
 		return phaseWatch, false
 	case resyncDue:
@@ -357,7 +360,7 @@ func (inf *Informer[T]) watch(ctx context.Context, resyncAt time.Time, s *stream
 	for {
 		select {
 		case <-ctx.Done():
-			return outcome{}
+			return outcome{kind: stopped}
 		case <-resyncC:
 			return outcome{kind: resyncDue}
 		case <-idle.C:
