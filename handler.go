@@ -35,9 +35,9 @@ type listener[T Object] struct {
 	fn   func(Event[T])
 	log  *slog.Logger
 
-	mu      sync.Mutex // guards queue and removed
+	mu      sync.Mutex // guards queue; removed is set under it too
 	queue   []Event[T]
-	removed bool
+	removed atomic.Bool   // read without mu between events
 	wake    chan struct{} // capacity 1: "the queue may be non-empty"
 	// backlog counts events queued or being handled, for Pending.
 	backlog atomic.Int64
@@ -57,7 +57,7 @@ func (l *listener[T]) pending() int { return int(l.backlog.Load()) }
 // push appends an event to the queue; it never blocks.
 func (l *listener[T]) push(e Event[T]) {
 	l.mu.Lock()
-	if l.removed {
+	if l.removed.Load() {
 		l.mu.Unlock()
 		return
 	}
@@ -74,7 +74,7 @@ func (l *listener[T]) push(e Event[T]) {
 // handled right now still completes.
 func (l *listener[T]) remove() {
 	l.mu.Lock()
-	l.removed = true
+	l.removed.Store(true)
 	l.queue = nil
 	l.backlog.Store(0)
 	l.mu.Unlock()
@@ -89,7 +89,7 @@ func (l *listener[T]) remove() {
 func (l *listener[T]) run(ctx context.Context) {
 	for {
 		l.mu.Lock()
-		if l.removed {
+		if l.removed.Load() {
 			l.mu.Unlock()
 			return
 		}
@@ -106,7 +106,7 @@ func (l *listener[T]) run(ctx context.Context) {
 			l.backlog.Add(-1)
 			var zero Event[T]
 			batch[i] = zero // let the object go as soon as it is handled
-			if l.isRemoved() {
+			if l.removed.Load() {
 				return
 			}
 		}
@@ -121,17 +121,11 @@ func (l *listener[T]) run(ctx context.Context) {
 	}
 }
 
-func (l *listener[T]) isRemoved() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.removed
-}
-
 // requeue puts undelivered events back in front of any that arrived since.
 func (l *listener[T]) requeue(rest []Event[T]) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.removed {
+	if l.removed.Load() {
 		return
 	}
 	l.queue = append(append(make([]Event[T], 0, len(rest)+len(l.queue)), rest...), l.queue...)
