@@ -113,7 +113,9 @@ fi
 localapi_pid=$!
 say "starting the local API server (pid $localapi_pid)"
 for ((i = 0; ; i++)); do
-	grep -q '"ready":true' "$work/ready" 2>/dev/null && break
+	# Builtins only in this loop: with job control, an external command
+	# would take the terminal, and a Ctrl-C with it.
+	[[ -s "$work/ready" && $(<"$work/ready") == *'"ready":true'* ]] && break
 	if ! kill -0 "$localapi_pid" 2>/dev/null || ((i > 1500)); then
 		say "the local API server did not become ready; its log:"
 		tail -n 30 "$work/localapi.log" >&2
