@@ -1,10 +1,18 @@
-# kinformer — one command each: `make test`, `make localapi`.
+# kinformer — one command each: `make demo`, `make test`.
 SHELL := /bin/bash
 GO    ?= go
 # Where internal/testenv looks for the local API server binary.
 LOCALAPI := $(shell $(GO) env GOCACHE)/../kinformer-localapi/localapi
 
-.PHONY: test unit localapi vet fmt
+.PHONY: test unit localapi vet fmt demo kinformer
+
+# A real local kube-apiserver with some traffic, and `kinformer watch
+# configmaps -A` on it. Ctrl-C (or DEMO_SECONDS=N) stops everything.
+demo:
+	bash hack/demo.sh
+
+kinformer:
+	$(GO) build -o bin/kinformer ./cmd/kinformer
 
 # Everything CI runs: formatting, vet, the local API server build, and all
 # tests (unit and real-API-server integration) with the race detector.
