@@ -5,6 +5,8 @@
 //
 //	kinformer watch RESOURCE [-n NAMESPACE | -A] [-l SELECTOR] [--field-selector SELECTOR]
 //	          [--resync DURATION] [-o table|json]
+//	kinformer serve RESOURCE... [--listen 127.0.0.1:8080] [-n NAMESPACE | -A] [-l SELECTOR]
+//	          [--field-selector SELECTOR] [--resync DURATION]
 //
 // It follows kubectl's conventions: --kubeconfig (or $KUBECONFIG), --context,
 // the in-cluster configuration when there is no kubeconfig, -n/--namespace
@@ -30,6 +32,11 @@
 // shown on stderr if stderr is a terminal. SIGINT or SIGTERM stops it
 // cleanly, with a one-line summary of the events seen on stderr; a second
 // signal exits at once.
+//
+// "serve" keeps an informer for each RESOURCE and serves the caches
+// read-only over HTTP on 127.0.0.1:8080 (--listen): /objects, /events
+// (server-sent events shaped like watch -o json), /metrics, /healthz,
+// /readyz and a live page at /; see `kinformer serve --help`.
 //
 // Named kubectl-kinformer and put on $PATH, it is a kubectl plugin:
 // `kubectl kinformer watch pods`.
@@ -94,6 +101,7 @@ type env struct {
 
 var commands = []*command{
 	{name: "watch", short: "sync RESOURCE, then print every change as it happens", run: runWatch},
+	{name: "serve", short: "serve the caches of RESOURCEs read-only over HTTP, with a live page", run: runServe},
 	{name: "version", short: "print the version", run: runVersion},
 	{name: "help", short: "show this help", run: nil},
 	{name: "demo-traffic", hidden: true, short: "create, update and delete configmaps in a loop (for the demo)", run: runTraffic},
@@ -165,7 +173,7 @@ var valueFlags = map[string]bool{
 	"--kubeconfig": true, "--context": true, "--cluster": true, "--user": true,
 	"-n": true, "--namespace": true, "-l": true, "--selector": true,
 	"--field-selector": true, "-o": true, "--output": true, "--resync": true,
-	"--sync-timeout": true,
+	"--sync-timeout": true, "--listen": true, "--sse-buffer": true,
 }
 
 // splitCommand finds the subcommand: the first argument that is neither a
@@ -200,6 +208,7 @@ func (e *env) usage(w io.Writer) {
 
 Usage:
   %[1]s watch RESOURCE [flags]
+  %[1]s serve RESOURCE... [flags]
 
 Commands:
 `, p)
@@ -213,8 +222,9 @@ Examples:
   %[1]s watch pods -A
   %[1]s watch cm -n kube-system -o json
   %[1]s watch deployments.apps -l app=web --resync 10m
+  %[1]s serve pods deployments.apps -A --listen 127.0.0.1:8080
 
-Run '%[1]s watch --help' for the flags.
+Run '%[1]s watch --help' or '%[1]s serve --help' for the flags.
 %[2]s`, p, exitCodesHelp)
 }
 

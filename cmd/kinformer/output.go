@@ -57,6 +57,21 @@ type jsonEvent struct {
 	Error           string              `json:"error,omitempty"`
 }
 
+// newJSONEvent is ev as one line of -o json (and one event of serve's
+// /events stream).
+func newJSONEvent(ev kinformer.Event[*unstructured.Unstructured]) jsonEvent {
+	je := jsonEvent{Type: ev.Type, ResourceVersion: ev.ResourceVersion}
+	obj := ev.Object
+	if obj != nil && ev.Type != kinformer.Bookmark {
+		je.Key = kinformer.MetaNamespaceKey(obj)
+		je.Object = obj.Object
+	}
+	if ev.Err != nil {
+		je.Error = ev.Err.Error()
+	}
+	return je
+}
+
 // count counts an event for the summary.
 func (o *output) count(t kinformer.EventType) {
 	o.mu.Lock()
@@ -71,16 +86,7 @@ func (o *output) event(ev kinformer.Event[*unstructured.Unstructured], flush boo
 	defer o.mu.Unlock()
 	o.endProgress()
 	if o.json {
-		je := jsonEvent{Type: ev.Type, ResourceVersion: ev.ResourceVersion}
-		obj := ev.Object
-		if obj != nil && ev.Type != kinformer.Bookmark {
-			je.Key = kinformer.MetaNamespaceKey(obj)
-			je.Object = obj.Object
-		}
-		if ev.Err != nil {
-			je.Error = ev.Err.Error()
-		}
-		if err := o.enc.Encode(je); err != nil {
+		if err := o.enc.Encode(newJSONEvent(ev)); err != nil {
 			fmt.Fprintf(o.stderr, "%s: encoding event: %v\n", o.prog, err)
 		}
 	} else {

@@ -1,0 +1,341 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kinformer/kinformer"
+)
+
+const serveLong = `
+Keeps one informer per RESOURCE and serves their caches read-only over
+HTTP, until interrupted (SIGINT or SIGTERM). It serves at once; /readyz
+says when every cache has synced. RESOURCE is resolved as for watch; -n,
+-A, -l, --field-selector and --resync apply to every RESOURCE.
+
+It listens on 127.0.0.1:8080 unless told otherwise, and warns on stderr
+when bound to an address other hosts can reach: there is no
+authentication, and the objects served may be confidential (secrets!).
+
+Endpoints (GET only):
+  /                  a live page: object counts and events per second
+  /objects?resource=R[&namespace=N][&label=SELECTOR]
+                     the cached objects of R (required when serving more
+                     than one resource), sorted by key, as
+                     {"resource":…,"resourceVersion":…,"count":…,"items":[…]}
+  /objects/R/NAMESPACE/NAME, /objects/R/NAME (cluster-scoped)
+                     one cached object, or a 404 {"error":…}
+  /events?resource=R server-sent events from now on: each "data:" line is
+                     a JSON event shaped like watch -o json's lines. Each
+                     client has a buffer of --sse-buffer events; a client
+                     that falls further behind gets "event: overflow" and
+                     is disconnected, so that it never holds up an informer
+  /stats             counts and the last minute's events per second (JSON)
+  /metrics           Prometheus metrics
+  /healthz           200 while the process runs
+  /readyz            503 until every informer has synced, then 200
+
+R is a RESOURCE as given on the command line or its resolved name
+(configmaps, deployments.apps). A RESOURCE whose list fails in a way
+retrying cannot fix (forbidden, bad selector) stops serve with the exit
+code watch would give.
+`
+
+type serveFlags struct {
+	cluster   clusterFlags
+	listen    string
+	resync    time.Duration
+	sseBuffer int
+	verbose   bool
+}
+
+func runServe(ctx context.Context, e *env, args []string) error {
+	var f serveFlags
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	f.cluster.bind(fs, true)
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "the address to serve on, HOST:PORT (port 0: any free port)")
+	fs.DurationVar(&f.resync, "resync", 0, "re-list from the server this often, as a consistency check (0: never)")
+	fs.IntVar(&f.sseBuffer, "sse-buffer", 1024, "events buffered for each /events client; one that falls further behind is disconnected")
+	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log the informers' retries and re-lists on stderr")
+	if err := parseFlags(e, fs, args, "serve RESOURCE... [flags]", serveLong); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() == 0:
+		return usageErrorf("serve: missing RESOURCE (for example: %s serve pods deployments.apps)", e.prog)
+	case f.resync < 0:
+		return usageErrorf("serve: --resync must not be negative")
+	case f.sseBuffer < 1:
+		return usageErrorf("serve: --sse-buffer must be at least 1")
+	case f.cluster.allNamespaces && fs.Changed("namespace"):
+		return usageErrorf("serve: --namespace and --all-namespaces are mutually exclusive")
+	}
+	if _, _, err := net.SplitHostPort(f.listen); err != nil {
+		return usageErrorf("serve: --listen %q: %v", f.listen, err)
+	}
+
+	cfg, ns, err := f.cluster.load(userAgent())
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if f.verbose {
+		logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+
+	s := newServer(f.sseBuffer)
+	for _, arg := range fs.Args() {
+		res, err := discover(cfg, arg)
+		if err != nil {
+			return err
+		}
+		if r := s.byName[res.String()]; r != nil {
+			s.byName[arg] = r // the same resource twice: one informer
+			continue
+		}
+		var lw lister = dyn.Resource(res.gvr)
+		scope := ""
+		if res.namespaced && !f.cluster.allNamespaces {
+			lw, scope = dyn.Resource(res.gvr).Namespace(ns), ns
+		}
+		inf := kinformer.New[*unstructured.Unstructured](lw, &kinformer.Options[*unstructured.Unstructured]{
+			LabelSelector: f.cluster.selector,
+			FieldSelector: f.cluster.fieldSelector,
+			ResyncPeriod:  f.resync,
+			Logger:        logger,
+		})
+		s.add(arg, res, scope, inf)
+	}
+
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return &codedError{code: exitError, msg: fmt.Sprintf("serve: %v", err), err: err}
+	}
+	// Say the address as asked, with the port actually bound.
+	tcp := ln.Addr().(*net.TCPAddr)
+	host, _, _ := net.SplitHostPort(f.listen)
+	if host == "" {
+		host = tcp.IP.String()
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(tcp.Port))
+	if !tcp.IP.IsLoopback() {
+		fmt.Fprintf(e.stderr, "%s: WARNING: listening on %s, which other hosts may reach: anyone who can connect can read the served objects\n", e.prog, addr)
+	}
+	fmt.Fprintf(e.stderr, "%s: serving %s on http://%s/\n", e.prog, s.names(), addr)
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var (
+		wg       sync.WaitGroup
+		fatalMu  sync.Mutex
+		fatalErr error
+	)
+	fatal := func(err error) {
+		fatalMu.Lock()
+		if fatalErr == nil {
+			fatalErr = err
+		}
+		fatalMu.Unlock()
+		stop()
+	}
+	for _, r := range s.resources {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_ = r.inf.Run(runCtx)
+		}()
+		go func() {
+			defer wg.Done()
+			// The informer retries forever; an error WaitForSync returns
+			// (403, 404, bad selector) will not go away by itself.
+			if err := r.inf.WaitForSync(runCtx); err != nil && runCtx.Err() == nil {
+				fatal(err)
+			}
+		}()
+	}
+
+	hs := &http.Server{
+		Handler:           s.handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(slog.NewTextHandler(e.stderr, nil), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+
+	select {
+	case <-runCtx.Done():
+	case err := <-serveErr:
+		fatal(&codedError{code: exitError, msg: fmt.Sprintf("serve: %v", err), err: err})
+	}
+	// Graceful shutdown: end the event streams, let requests in flight
+	// finish (for a few seconds at most), then stop the informers.
+	s.close()
+	shCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(shCtx); err != nil {
+		_ = hs.Close()
+	}
+	stop()
+	wg.Wait()
+	fatalMu.Lock()
+	defer fatalMu.Unlock()
+	if fatalErr != nil {
+		return fatalErr
+	}
+	fmt.Fprintf(e.stderr, "%s: stopped\n", e.prog)
+	return nil
+}
+
+// served is one resource being served: its informer and what the server
+// keeps about its events.
+type served struct {
+	name       string // resolved: configmaps, deployments.apps
+	res        resource
+	scope      string // the namespace watched, "" for all (or cluster-scoped)
+	inf        *kinformer.Informer[*unstructured.Unstructured]
+	reg        *kinformer.Registration // the server's own handler
+	hub        *hub
+	rate       rateRing
+	counts     [5]atomic.Int64 // events by type, in eventTypeOrder
+	sseDropped atomic.Int64
+}
+
+var eventTypeOrder = [...]kinformer.EventType{kinformer.Added, kinformer.Modified, kinformer.Deleted, kinformer.Bookmark, kinformer.Error}
+
+func typeIndex(t kinformer.EventType) int {
+	for i, et := range eventTypeOrder {
+		if et == t {
+			return i
+		}
+	}
+	return len(eventTypeOrder) - 1
+}
+
+// server holds the served resources and answers HTTP requests.
+type server struct {
+	resources []*served
+	byName    map[string]*served // by argument and by resolved name
+	sseBuffer int
+	closing   chan struct{} // closed on shutdown: ends event streams
+	closeOnce sync.Once
+	now       func() time.Time
+	synced    func() (bool, []string) // readiness; replaced in tests
+}
+
+func newServer(sseBuffer int) *server {
+	s := &server{byName: map[string]*served{}, sseBuffer: sseBuffer, closing: make(chan struct{}), now: time.Now}
+	s.synced = s.allSynced
+	return s
+}
+
+// add serves inf under the names arg and res.String(). Call it before
+// running inf, so that the server's handler sees every event.
+func (s *server) add(arg string, res resource, scope string, inf *kinformer.Informer[*unstructured.Unstructured]) *served {
+	r := &served{name: res.String(), res: res, scope: scope, inf: inf}
+	r.hub = newHub(s.sseBuffer, func() { r.sseDropped.Add(1) })
+	r.reg = inf.AddHandler(func(ev kinformer.Event[*unstructured.Unstructured]) {
+		r.counts[typeIndex(ev.Type)].Add(1)
+		if ev.Type != kinformer.Bookmark {
+			r.rate.add(s.now())
+		}
+		r.hub.publish(ev)
+	})
+	s.resources = append(s.resources, r)
+	s.byName[arg] = r
+	s.byName[r.name] = r
+	return r
+}
+
+func (s *server) names() string {
+	out := ""
+	for i, r := range s.resources {
+		if i > 0 {
+			out += ", "
+		}
+		out += r.name
+		if r.scope != "" {
+			out += " in namespace " + r.scope
+		}
+	}
+	return out
+}
+
+// allSynced reports whether every informer has synced, and names those
+// that have not.
+func (s *server) allSynced() (bool, []string) {
+	var pending []string
+	for _, r := range s.resources {
+		if !r.inf.HasSynced() {
+			pending = append(pending, r.name)
+		}
+	}
+	return len(pending) == 0, pending
+}
+
+func (s *server) close() { s.closeOnce.Do(func() { close(s.closing) }) }
+
+// rateRing counts events in one-second buckets over the last minute.
+type rateRing struct {
+	mu      sync.Mutex
+	sec     int64 // the unix second of the newest bucket
+	buckets [64]int64
+}
+
+const rateSeconds = 60
+
+func (r *rateRing) advance(sec int64) {
+	if sec <= r.sec {
+		return
+	}
+	if sec-r.sec >= int64(len(r.buckets)) {
+		r.buckets = [len(r.buckets)]int64{}
+	} else {
+		for t := r.sec + 1; t <= sec; t++ {
+			r.buckets[t%int64(len(r.buckets))] = 0
+		}
+	}
+	r.sec = sec
+}
+
+func (r *rateRing) add(now time.Time) {
+	sec := now.Unix()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.advance(sec)
+	if sec > r.sec-int64(len(r.buckets)) {
+		r.buckets[sec%int64(len(r.buckets))]++
+	}
+}
+
+// last returns the event counts of the rateSeconds complete seconds before
+// now, oldest first.
+func (r *rateRing) last(now time.Time) []int64 {
+	sec := now.Unix()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.advance(sec)
+	out := make([]int64, 0, rateSeconds)
+	for t := sec - rateSeconds; t < sec; t++ {
+		out = append(out, r.buckets[t%int64(len(r.buckets))])
+	}
+	return out
+}
+
+// errServeStopped is what an event stream ends with on shutdown.
+var errServeStopped = errors.New("server shutting down")

@@ -1,0 +1,398 @@
+package main
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/kinformer/kinformer"
+)
+
+//go:embed web
+var webFS embed.FS
+
+// handler returns the HTTP API.
+func (s *server) handler() http.Handler {
+	mux := http.NewServeMux()
+	page, err := fs.ReadFile(webFS, "web/index.html")
+	if err != nil {
+		panic(err) // embedded: cannot happen
+	}
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-cache")
+		http.ServeContent(w, r, "index.html", time.Time{}, bytes.NewReader(page))
+	})
+	mux.HandleFunc("GET /objects", s.listObjects)
+	mux.HandleFunc("GET /objects/{resource}/{name}", s.getObject)
+	mux.HandleFunc("GET /objects/{resource}/{namespace}/{name}", s.getObject)
+	mux.HandleFunc("GET /events", s.events)
+	mux.HandleFunc("GET /stats", s.stats)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry(), promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.Handle("GET /readyz", readyHandler(func() (bool, []string) { return s.synced() }))
+	return mux
+}
+
+// readyHandler answers 200 "ok" when synced reports true, else 503 naming
+// what has not synced yet.
+func readyHandler(synced func() (bool, []string)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-cache")
+		ok, pending := synced()
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not synced: %s\n", strings.Join(pending, ", "))
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, format string, args ...any) {
+	writeJSON(w, code, map[string]any{"error": fmt.Sprintf(format, args...), "code": code})
+}
+
+// lookup finds the resource a request names; with name "" it defaults to
+// the only resource served. It writes the error response itself.
+func (s *server) lookup(w http.ResponseWriter, name string) *served {
+	if name == "" {
+		if len(s.resources) == 1 {
+			return s.resources[0]
+		}
+		writeError(w, http.StatusBadRequest, "missing resource: want one of %s", s.choices())
+		return nil
+	}
+	r := s.byName[name]
+	if r == nil {
+		writeError(w, http.StatusNotFound, "resource %q is not served: want one of %s", name, s.choices())
+	}
+	return r
+}
+
+func (s *server) choices() string {
+	names := make([]string, 0, len(s.resources))
+	for _, r := range s.resources {
+		names = append(names, r.name)
+	}
+	return strings.Join(names, ", ")
+}
+
+type objectList struct {
+	Resource        string           `json:"resource"`
+	ResourceVersion string           `json:"resourceVersion"`
+	Count           int              `json:"count"`
+	Items           []map[string]any `json:"items"`
+}
+
+func (s *server) listObjects(w http.ResponseWriter, req *http.Request) {
+	q := req.URL.Query()
+	r := s.lookup(w, q.Get("resource"))
+	if r == nil {
+		return
+	}
+	sel := labels.Everything()
+	if l := q.Get("label"); l != "" {
+		var err error
+		if sel, err = labels.Parse(l); err != nil {
+			writeError(w, http.StatusBadRequest, "bad label selector: %v", err)
+			return
+		}
+	}
+	rv := r.inf.ResourceVersion()
+	var objs []*unstructured.Unstructured
+	if ns, ok := q["namespace"]; ok {
+		objs, _ = r.inf.Cache().ByIndex(kinformer.IndexNamespace, ns[0])
+	} else {
+		objs = r.inf.Cache().List()
+	}
+	type keyed struct {
+		key string
+		obj *unstructured.Unstructured
+	}
+	kept := make([]keyed, 0, len(objs))
+	for _, o := range objs {
+		if sel.Matches(labels.Set(o.GetLabels())) {
+			kept = append(kept, keyed{r.inf.Cache().Key(o), o})
+		}
+	}
+	slices.SortFunc(kept, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
+	out := objectList{Resource: r.name, ResourceVersion: rv, Count: len(kept), Items: make([]map[string]any, len(kept))}
+	for i, k := range kept {
+		out.Items[i] = k.obj.Object
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *server) getObject(w http.ResponseWriter, req *http.Request) {
+	r := s.lookup(w, req.PathValue("resource"))
+	if r == nil {
+		return
+	}
+	ns, name := req.PathValue("namespace"), req.PathValue("name")
+	switch {
+	case r.res.namespaced && ns == "":
+		writeError(w, http.StatusNotFound, "%s is namespaced: use /objects/%s/NAMESPACE/NAME", r.name, r.name)
+		return
+	case !r.res.namespaced && ns != "":
+		writeError(w, http.StatusNotFound, "%s is cluster-scoped: use /objects/%s/NAME", r.name, r.name)
+		return
+	}
+	key := name
+	if ns != "" {
+		key = ns + "/" + name
+	}
+	obj, ok := r.inf.Cache().GetByKey(key)
+	if !ok {
+		writeError(w, http.StatusNotFound, "%s %q not found", r.name, key)
+		return
+	}
+	writeJSON(w, http.StatusOK, obj.Object)
+}
+
+type resourceStats struct {
+	Name       string           `json:"name"`
+	Kind       string           `json:"kind"`
+	Namespace  string           `json:"namespace,omitempty"`
+	Namespaced bool             `json:"namespaced"`
+	Synced     bool             `json:"synced"`
+	Objects    int              `json:"objects"`
+	Events     map[string]int64 `json:"events"`
+	Rate       []int64          `json:"rate"` // events a second, oldest first
+	Clients    int              `json:"clients"`
+}
+
+// stats feeds the page: counts, and events per second over the last
+// minute.
+func (s *server) stats(w http.ResponseWriter, req *http.Request) {
+	now := s.now()
+	ready, _ := s.synced()
+	out := struct {
+		Ready     bool            `json:"ready"`
+		Time      time.Time       `json:"time"`
+		Resources []resourceStats `json:"resources"`
+	}{Ready: ready, Time: now}
+	for _, r := range s.resources {
+		ev := map[string]int64{}
+		for i, t := range eventTypeOrder {
+			ev[string(t)] = r.counts[i].Load()
+		}
+		out.Resources = append(out.Resources, resourceStats{
+			Name: r.name, Kind: r.res.kind, Namespace: r.scope, Namespaced: r.res.namespaced,
+			Synced: r.inf.HasSynced(), Objects: r.inf.Cache().Len(), Events: ev,
+			Rate: r.rate.last(now), Clients: r.hub.len(),
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// events streams the events of one resource as server-sent events.
+func (s *server) events(w http.ResponseWriter, req *http.Request) {
+	r := s.lookup(w, req.URL.Query().Get("resource"))
+	if r == nil {
+		return
+	}
+	rc := http.NewResponseController(w)
+	c := r.hub.subscribe()
+	defer r.hub.unsubscribe(c)
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	// A comment first: the client knows it is subscribed.
+	write := func(format string, args ...any) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !write(": subscribed to %s\nretry: 2000\n\n", r.name) {
+		return
+	}
+	keepalive := time.NewTicker(20 * time.Second)
+	defer keepalive.Stop()
+	for {
+		select {
+		case b := <-c.ch:
+			if !write("data: %s\n\n", b) {
+				return
+			}
+		case <-c.dropped:
+			// Deliver what is buffered, then say why the stream ends.
+			for {
+				select {
+				case b := <-c.ch:
+					if !write("data: %s\n\n", b) {
+						return
+					}
+					continue
+				default:
+				}
+				break
+			}
+			write("event: overflow\ndata: {\"error\":\"client fell more than %d events behind; disconnected\"}\n\n", cap(c.ch))
+			return
+		case <-keepalive.C:
+			if !write(": keepalive\n\n") {
+				return
+			}
+		case <-s.closing:
+			write("event: shutdown\ndata: {\"error\":%q}\n\n", errServeStopped.Error())
+			return
+		case <-req.Context().Done():
+			return
+		}
+	}
+}
+
+// hub fans a resource's events out to its event-stream clients, without
+// ever blocking: a client whose buffer is full is dropped.
+type hub struct {
+	size    int
+	onDrop  func()
+	mu      sync.Mutex
+	clients map[*sseClient]struct{}
+}
+
+type sseClient struct {
+	ch      chan []byte   // encoded events
+	dropped chan struct{} // closed when the client fell behind
+}
+
+func newHub(size int, onDrop func()) *hub {
+	return &hub{size: size, onDrop: onDrop, clients: map[*sseClient]struct{}{}}
+}
+
+func (h *hub) subscribe() *sseClient {
+	c := &sseClient{ch: make(chan []byte, h.size), dropped: make(chan struct{})}
+	h.mu.Lock()
+	h.clients[c] = struct{}{}
+	h.mu.Unlock()
+	return c
+}
+
+func (h *hub) unsubscribe(c *sseClient) {
+	h.mu.Lock()
+	delete(h.clients, c)
+	h.mu.Unlock()
+}
+
+func (h *hub) len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.clients)
+}
+
+// publish queues ev for every client; it never blocks.
+func (h *hub) publish(ev kinformer.Event[*unstructured.Unstructured]) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.clients) == 0 {
+		return
+	}
+	b, err := json.Marshal(newJSONEvent(ev))
+	if err != nil {
+		b, _ = json.Marshal(jsonEvent{Type: kinformer.Error, Error: "encoding event: " + err.Error()})
+	}
+	h.send(b)
+}
+
+// send queues b for every client; h.mu must be held.
+func (h *hub) send(b []byte) {
+	for c := range h.clients {
+		select {
+		case c.ch <- b:
+		default:
+			delete(h.clients, c)
+			close(c.dropped)
+			if h.onDrop != nil {
+				h.onDrop()
+			}
+		}
+	}
+}
+
+// registry returns the Prometheus registry for /metrics.
+func (s *server) registry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		(*metricsCollector)(s),
+	)
+	return reg
+}
+
+var (
+	descEvents = prometheus.NewDesc("kinformer_events_total",
+		"Events delivered by the informer, by resource and type.", []string{"resource", "type"}, nil)
+	descObjects = prometheus.NewDesc("kinformer_objects",
+		"Objects in the informer's cache.", []string{"resource"}, nil)
+	descSynced = prometheus.NewDesc("kinformer_synced",
+		"1 once the informer's cache has been filled by a complete list, else 0.", []string{"resource"}, nil)
+	descPending = prometheus.NewDesc("kinformer_handler_pending",
+		"Events queued for the server's handler, not yet handled.", []string{"resource"}, nil)
+	descClients = prometheus.NewDesc("kinformer_sse_clients",
+		"Clients connected to /events.", []string{"resource"}, nil)
+	descDropped = prometheus.NewDesc("kinformer_sse_dropped_total",
+		"/events clients disconnected because they fell behind.", []string{"resource"}, nil)
+	descInfo = prometheus.NewDesc("kinformer_build_info",
+		"The kinformer version and the Go version it was built with.", []string{"version", "goversion"}, nil)
+)
+
+// metricsCollector reads the metrics off the server when scraped.
+type metricsCollector server
+
+func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descEvents, descObjects, descSynced, descPending, descClients, descDropped, descInfo} {
+		ch <- d
+	}
+}
+
+func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(descInfo, prometheus.GaugeValue, 1, version(), runtime.Version())
+	for _, r := range m.resources {
+		for i, t := range eventTypeOrder {
+			ch <- prometheus.MustNewConstMetric(descEvents, prometheus.CounterValue, float64(r.counts[i].Load()), r.name, string(t))
+		}
+		synced := 0.0
+		if r.inf.HasSynced() {
+			synced = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descObjects, prometheus.GaugeValue, float64(r.inf.Cache().Len()), r.name)
+		ch <- prometheus.MustNewConstMetric(descSynced, prometheus.GaugeValue, synced, r.name)
+		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(r.reg.Pending()), r.name)
+		ch <- prometheus.MustNewConstMetric(descClients, prometheus.GaugeValue, float64(r.hub.len()), r.name)
+		ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(r.sseDropped.Load()), r.name)
+	}
+}

@@ -1,0 +1,519 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kinformer/kinformer/internal/testenv"
+)
+
+var servingRE = regexp.MustCompile(`serving .* on (http://\S+/)\n`)
+
+// startServe runs "kinformer serve" on a free port and returns it with
+// its base URL ("http://127.0.0.1:PORT/").
+func startServe(t *testing.T, args ...string) (*proc, string) {
+	t.Helper()
+	p := start(t, nil, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	deadline := time.After(60 * time.Second)
+	for {
+		if m := servingRE.FindStringSubmatch(p.stderr.String()); m != nil {
+			return p, m[1]
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("kinformer serve exited (code %d) before serving; stderr:\n%s", p.code, p.stderr)
+		case <-deadline:
+			t.Fatalf("kinformer serve not serving after 60s; stderr:\n%s", p.stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+var httpClient = &http.Client{Timeout: 30 * time.Second}
+
+// get fetches url and returns the status code and body.
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// getJSON fetches url, checks the status code and decodes the body into v.
+func getJSON(t *testing.T, url string, wantCode int, v any) {
+	t.Helper()
+	code, body := get(t, url)
+	if code != wantCode {
+		t.Fatalf("GET %s: %d %s; want %d", url, code, body, wantCode)
+	}
+	if err := json.Unmarshal([]byte(body), v); err != nil {
+		t.Fatalf("GET %s: %v in %q", url, err, body)
+	}
+}
+
+// waitReady polls /readyz until it answers 200.
+func waitReady(t *testing.T, base string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, body := get(t, base+"readyz")
+		if code == http.StatusOK && body == "ok\n" {
+			return
+		}
+		if code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "not synced: ") {
+			t.Fatalf("/readyz: %d %q", code, body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still %d %q after 60s", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+type listResponse struct {
+	Resource        string           `json:"resource"`
+	ResourceVersion string           `json:"resourceVersion"`
+	Count           int              `json:"count"`
+	Items           []map[string]any `json:"items"`
+}
+
+func names(l listResponse) []string {
+	var out []string
+	for _, it := range l.Items {
+		out = append(out, it["metadata"].(map[string]any)["name"].(string))
+	}
+	return out
+}
+
+// sse reads a server-sent event stream.
+type sse struct {
+	t    *testing.T
+	resp *http.Response
+	r    *bufio.Reader
+}
+
+func openSSE(t *testing.T, url string) *sse {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	s := &sse{t: t, resp: resp, r: bufio.NewReaderSize(resp.Body, 1<<20)}
+	if l := s.line(); !strings.HasPrefix(l, ": subscribed to ") {
+		t.Fatalf("first line %q, want the subscription comment", l)
+	}
+	return s
+}
+
+// line returns the next line, without its newline; "" at a blank line.
+func (s *sse) line() string {
+	s.t.Helper()
+	type result struct {
+		l   string
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		l, err := s.r.ReadString('\n')
+		ch <- result{l, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			s.t.Fatalf("event stream: %v (after %q)", r.err, r.l)
+		}
+		return strings.TrimSuffix(r.l, "\n")
+	case <-time.After(lineTimeout):
+		s.t.Fatalf("event stream: nothing for %v", lineTimeout)
+	}
+	return ""
+}
+
+// next returns the next non-bookmark event, checked to have the shape of
+// watch -o json's lines.
+func (s *sse) next() line {
+	s.t.Helper()
+	for {
+		l := s.line()
+		data, ok := strings.CutPrefix(l, "data: ")
+		if !ok {
+			if l != "" && !strings.HasPrefix(l, ":") && !strings.HasPrefix(l, "retry:") {
+				s.t.Fatalf("event stream: unexpected line %q", l)
+			}
+			continue
+		}
+		if ev := decode(s.t, data); ev.Type != "BOOKMARK" {
+			return ev
+		}
+	}
+}
+
+// serve, against the real API server: every endpoint, and a clean stop.
+func TestServe(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	ns := testenv.NewNamespace(t, srv.Config())
+	c := kubernetes.NewForConfigOrDie(srv.Config())
+	ctx := context.Background()
+	newConfigMap(t, c, ns, "a", map[string]string{"k": "v"})
+	if _, err := c.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "b", Labels: map[string]string{"tier": "web"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	p, base := startServe(t, "cm", "namespaces", "-n", ns, kubeconfigArg(srv))
+	if strings.Contains(p.stderr.String(), "WARNING") {
+		t.Errorf("warning on loopback: %s", p.stderr)
+	}
+	if code, body := get(t, base+"healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz: %d %q", code, body)
+	}
+	waitReady(t, base)
+
+	// /objects, by the name given and the resolved one.
+	for _, r := range []string{"cm", "configmaps"} {
+		var l listResponse
+		getJSON(t, base+"objects?resource="+r+"&namespace="+ns, 200, &l)
+		if l.Resource != "configmaps" || l.ResourceVersion == "" || l.Count != len(l.Items) ||
+			!slices.Contains(names(l), "a") || !slices.Contains(names(l), "b") {
+			t.Errorf("/objects?resource=%s: %+v", r, l)
+		}
+	}
+	for sel, want := range map[string][]string{"app=test": {"a"}, "tier=web": {"b"}, "tier in (web,db),!app": {"b"}, "app=nope": nil} {
+		var l listResponse
+		getJSON(t, base+"objects?resource=configmaps&label="+url.QueryEscape(sel), 200, &l)
+		if got := names(l); !slices.Equal(got, want) || l.Count != len(want) {
+			t.Errorf("label %q: got %q, want %q", sel, got, want)
+		}
+	}
+	var l listResponse
+	getJSON(t, base+"objects?resource=configmaps&namespace=elsewhere", 200, &l)
+	if l.Count != 0 || l.Items == nil {
+		t.Errorf("other namespace: %+v, want an empty list", l)
+	}
+	var errBody struct {
+		Error string `json:"error"`
+		Code  int    `json:"code"`
+	}
+	getJSON(t, base+"objects?resource=configmaps&label="+url.QueryEscape("a=b=c"), 400, &errBody)
+	getJSON(t, base+"objects", 400, &errBody) // two resources served: which?
+	getJSON(t, base+"objects?resource=pods", 404, &errBody)
+	if !strings.Contains(errBody.Error, `"pods" is not served`) {
+		t.Errorf("unknown resource error: %q", errBody.Error)
+	}
+
+	// One object.
+	var obj map[string]any
+	getJSON(t, base+"objects/configmaps/"+ns+"/a", 200, &obj)
+	if obj["data"].(map[string]any)["k"] != "v" || obj["kind"] != "ConfigMap" {
+		t.Errorf("/objects/configmaps/%s/a: %v", ns, obj)
+	}
+	getJSON(t, base+"objects/cm/"+ns+"/b", 200, &obj)
+	getJSON(t, base+"objects/namespaces/"+ns, 200, &obj)
+	if obj["metadata"].(map[string]any)["name"] != ns {
+		t.Errorf("/objects/namespaces/%s: %v", ns, obj)
+	}
+	for _, path := range []string{"objects/configmaps/" + ns + "/nope", "objects/configmaps/a", "objects/namespaces/x/" + ns, "objects/namespaces/nope-" + ns} {
+		errBody.Error, errBody.Code = "", 0
+		getJSON(t, base+path, 404, &errBody)
+		if errBody.Error == "" || errBody.Code != 404 {
+			t.Errorf("/%s: %+v", path, errBody)
+		}
+	}
+
+	// The event stream: a scripted create, update and delete.
+	s := openSSE(t, base+"events?resource=configmaps")
+	cm := newConfigMap(t, c, ns, "c", nil)
+	cm.Data = map[string]string{"x": "1"}
+	if _, err := c.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CoreV1().ConfigMaps(ns).Delete(ctx, "c", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var prev int64
+	for _, want := range []string{"ADDED", "MODIFIED", "DELETED"} {
+		ev := s.next()
+		if ev.Type != want || ev.Key != ns+"/c" || rv(t, ev) <= prev {
+			t.Fatalf("event %s %s rv %s; want %s %s/c after rv %d", ev.Type, ev.Key, ev.ResourceVersion, want, ns, prev)
+		}
+		prev = rv(t, ev)
+	}
+
+	// Metrics.
+	code, metrics := get(t, base+"metrics")
+	for _, want := range []string{
+		`kinformer_events_total{resource="configmaps",type="ADDED"} `,
+		`kinformer_events_total{resource="configmaps",type="DELETED"} `,
+		`kinformer_objects{resource="configmaps"} `,
+		`kinformer_synced{resource="configmaps"} 1`,
+		`kinformer_synced{resource="namespaces"} 1`,
+		`kinformer_handler_pending{resource="configmaps"} `,
+		`kinformer_sse_clients{resource="configmaps"} 1`,
+		"go_goroutines ", "process_resident_memory_bytes ",
+	} {
+		if code != 200 || !strings.Contains(metrics, want) {
+			t.Errorf("/metrics (%d) lacks %q", code, want)
+		}
+	}
+	m := regexp.MustCompile(`kinformer_events_total\{resource="configmaps",type="ADDED"\} (\d+)`).FindStringSubmatch(metrics)
+	if n := 0; m != nil {
+		n, _ = strconv.Atoi(m[1])
+		if n < 3 {
+			t.Errorf("ADDED counter %d, want at least 3", n)
+		}
+	} else {
+		t.Errorf("ADDED counter: %v, want at least 3", m)
+	}
+
+	// /stats, for the page.
+	var st struct {
+		Ready     bool
+		Resources []resourceStats
+	}
+	getJSON(t, base+"stats", 200, &st)
+	if !st.Ready || len(st.Resources) != 2 || st.Resources[0].Name != "configmaps" || st.Resources[0].Objects < 2 ||
+		len(st.Resources[0].Rate) != rateSeconds || st.Resources[0].Events["DELETED"] < 1 {
+		t.Errorf("/stats: %+v", st)
+	}
+	if code, body := get(t, base); code != 200 || !strings.Contains(body, "<canvas") {
+		t.Errorf("/: %d", code)
+	}
+
+	// SIGINT: the stream ends, the process exits 0.
+	if code := p.interrupt(); code != 0 {
+		t.Fatalf("exit %d after SIGINT; stderr:\n%s", code, p.stderr)
+	}
+	rest, _ := io.ReadAll(s.r) // the process has exited: EOF
+	if !strings.Contains(string(rest), "event: shutdown\n") {
+		t.Errorf("event stream ended with %q, want a shutdown event", rest)
+	}
+	if !strings.Contains(p.stderr.String(), "stopped") {
+		t.Errorf("stderr: %s", p.stderr)
+	}
+}
+
+// A non-loopback address is allowed, with a warning.
+func TestServeWarnsOffLoopback(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	p := start(t, nil, "serve", "namespaces", "--listen", "0.0.0.0:0", kubeconfigArg(srv))
+	deadline := time.Now().Add(60 * time.Second)
+	for !servingRE.MatchString(p.stderr.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not serving; stderr:\n%s", p.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(p.stderr.String(), "WARNING: listening on 0.0.0.0:") {
+		t.Errorf("no warning; stderr:\n%s", p.stderr)
+	}
+	if code := p.interrupt(); code != 0 {
+		t.Errorf("exit %d", code)
+	}
+}
+
+// Startup failures exit like watch does.
+func TestServeFailures(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	kc := kubeconfigArg(srv)
+	tests := []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"unknown resource", []string{"configmaps", "nosuch", kc}, exitUnknown, `unknown resource "nosuch"`},
+		{"bad selector", []string{"cm", "-l", "a=b=c", kc}, exitBadSelector, "bad selector: "},
+		{"forbidden", []string{"cm", "secrets", "--context", "restricted", kc}, exitForbidden, `"secrets"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr := runCmd(t, nil, append([]string{"serve", "--listen", "127.0.0.1:0"}, tt.args...)...)
+			if code != tt.code || !strings.Contains(stderr, tt.msg) || stdout != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit %d and %q", code, stdout, stderr, tt.code, tt.msg)
+			}
+		})
+	}
+}
+
+func TestServeUsage(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"serve"}, "missing RESOURCE"},
+		{[]string{"serve", "pods", "--listen", "nonsense"}, `--listen "nonsense"`},
+		{[]string{"serve", "pods", "--sse-buffer", "0"}, "--sse-buffer"},
+		{[]string{"serve", "pods", "-A", "-n", "x"}, "mutually exclusive"},
+	} {
+		code, stdout, stderr := runCmd(t, nil, tt.args...)
+		if code != exitUsage || !strings.Contains(stderr, tt.msg) || stdout != "" {
+			t.Errorf("kinformer %q: exit %d, stdout %q, stderr %q", tt.args, code, stdout, stderr)
+		}
+	}
+	code, stdout, _ := runCmd(t, nil, "serve", "--help")
+	for _, want := range []string{"serve RESOURCE...", "--listen", "127.0.0.1:8080", "/readyz", "--sse-buffer", "disconnected", "Exit codes:"} {
+		if code != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("serve --help (exit %d) lacks %q", code, want)
+		}
+	}
+}
+
+// /readyz is 503 until everything has synced, naming what has not.
+func TestReadyHandler(t *testing.T) {
+	t.Parallel()
+	ok, pending := false, []string{"pods", "deployments.apps"}
+	h := readyHandler(func() (bool, []string) { return ok, pending })
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	if rec.Code != 503 || rec.Body.String() != "not synced: pods, deployments.apps\n" {
+		t.Errorf("before sync: %d %q", rec.Code, rec.Body)
+	}
+	ok, pending = true, nil
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	if rec.Code != 200 || rec.Body.String() != "ok\n" {
+		t.Errorf("after sync: %d %q", rec.Code, rec.Body)
+	}
+}
+
+// A client that falls behind is dropped; the others keep their events.
+func TestHubDropsSlowClient(t *testing.T) {
+	t.Parallel()
+	drops := 0
+	h := newHub(2, func() { drops++ })
+	slow, fast := h.subscribe(), h.subscribe()
+	for i := range 3 {
+		h.mu.Lock()
+		h.send([]byte{byte('0' + i)})
+		h.mu.Unlock()
+		if got := string(<-fast.ch); got != string(rune('0'+i)) {
+			t.Fatalf("fast client got %q", got)
+		}
+	}
+	select {
+	case <-slow.dropped:
+	default:
+		t.Fatal("slow client not dropped")
+	}
+	if len(slow.ch) != 2 || drops != 1 || h.len() != 1 {
+		t.Errorf("slow buffered %d, drops %d, clients %d", len(slow.ch), drops, h.len())
+	}
+	select {
+	case <-fast.dropped:
+		t.Error("fast client dropped")
+	default:
+	}
+}
+
+func TestRateRing(t *testing.T) {
+	t.Parallel()
+	var r rateRing
+	t0 := time.Unix(1_000_000, 0)
+	r.add(t0)
+	r.add(t0.Add(300 * time.Millisecond))
+	r.add(t0.Add(time.Second))
+	got := r.last(t0.Add(2 * time.Second))
+	if len(got) != rateSeconds || got[rateSeconds-2] != 2 || got[rateSeconds-1] != 1 {
+		t.Errorf("last: %v", got)
+	}
+	got = r.last(t0.Add(rateSeconds * time.Second)) // t0 is the oldest second shown
+	if got[0] != 2 || got[1] != 1 || got[rateSeconds-1] != 0 {
+		t.Errorf("a minute later: %v", got)
+	}
+	got = r.last(t0.Add(10 * time.Minute))
+	if slices.Max(got) != 0 {
+		t.Errorf("much later: %v", got)
+	}
+}
+
+// The page, loaded in headless Chromium, shows the object count its
+// script fetched.
+func TestServePageChromium(t *testing.T) {
+	t.Parallel()
+	chromium := findChromium()
+	if chromium == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("chromium is not installed (CI is set: install Debian's chromium package)")
+		}
+		t.Skip("chromium is not installed (apt-get install chromium); set CI to make this a failure")
+	}
+	srv := testenv.Shared(t)
+	ns := testenv.NewNamespace(t, srv.Config())
+	c := kubernetes.NewForConfigOrDie(srv.Config())
+	for _, n := range []string{"one", "two", "three"} {
+		newConfigMap(t, c, ns, n, nil)
+	}
+	_, base := startServe(t, "configmaps", "-n", ns, "-l", "app=test", kubeconfigArg(srv))
+	waitReady(t, base)
+
+	dom := dumpDOM(t, chromium, base)
+	m := regexp.MustCompile(`id="count-configmaps"[^>]*>(\d+)<`).FindStringSubmatch(dom)
+	if m == nil || m[1] != "3" {
+		t.Fatalf("the page does not show 3 configmaps (match %q); DOM:\n%s", m, dom)
+	}
+	if !strings.Contains(dom, `class="pill ok">ready<`) {
+		t.Errorf("the page does not say ready; DOM:\n%s", dom)
+	}
+}
+
+func findChromium() string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+func dumpDOM(t *testing.T, chromium, url string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-dev-shm-usage", "--user-data-dir="+t.TempDir(), "--virtual-time-budget=5000", "--dump-dom", url)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium: %v; stderr:\n%s", err, stderr.String())
+	}
+	return string(out)
+}
