@@ -48,7 +48,7 @@ Endpoints (GET only):
   /readyz            503 until every informer has synced, then 200
 
 R is a RESOURCE as given on the command line or its resolved name
-(configmaps, deployments.apps). A RESOURCE whose list fails in a way
+(configmaps; deployments.apps, or deployments if no other group's). A RESOURCE whose list fails in a way
 retrying cannot fix (forbidden, bad selector) stops serve with the exit
 code watch would give.
 `
@@ -259,6 +259,9 @@ func (s *server) add(arg string, res resource, scope string, inf *kinformer.Info
 	s.resources = append(s.resources, r)
 	s.byName[arg] = r
 	s.byName[r.name] = r
+	if _, taken := s.byName[res.gvr.Resource]; !taken {
+		s.byName[res.gvr.Resource] = r // deployments for deployments.apps
+	}
 	return r
 }
 

@@ -128,8 +128,8 @@ func (s *server) listObjects(w http.ResponseWriter, req *http.Request) {
 	}
 	rv := r.inf.ResourceVersion()
 	var objs []*unstructured.Unstructured
-	if ns, ok := q["namespace"]; ok {
-		objs, _ = r.inf.Cache().ByIndex(kinformer.IndexNamespace, ns[0])
+	if ns := q.Get("namespace"); ns != "" {
+		objs, _ = r.inf.Cache().ByIndex(kinformer.IndexNamespace, ns)
 	} else {
 		objs = r.inf.Cache().List()
 	}
