@@ -268,20 +268,35 @@ const (
 	microEnd   = "<!-- micro-benchmarks: end -->"
 )
 
-// write writes the report to root/out, keeping the micro-benchmark section
-// of an existing report, and the charts next to it.
+// Hand-written or separately generated sections of the report, kept when
+// the benchmark rewrites it.
+var keptSections = [][2]string{
+	{"<!-- analysis: begin -->", "<!-- analysis: end -->"},
+	{microBegin, microEnd},
+}
+
+// write writes the report to root/out, keeping the analysis and
+// micro-benchmark sections of an existing report, and the charts next to it.
 func (rep report) write(root, out string) error {
 	path := filepath.Join(root, out)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	micro := microBegin + "\n## Cache micro-benchmarks\n\nNot run yet: `cd tools/bench && go run . micro`.\n" + microEnd + "\n"
+	kept := map[string]string{
+		microBegin: microBegin + "\n## Cache micro-benchmarks\n\nNot run yet: `cd tools/bench && go run . micro`.\n" + microEnd + "\n",
+	}
 	if old, err := os.ReadFile(path); err == nil {
-		if i, j := bytes.Index(old, []byte(microBegin)), bytes.Index(old, []byte(microEnd)); i >= 0 && j > i {
-			micro = string(old[i:j+len(microEnd)]) + "\n"
+		for _, sec := range keptSections {
+			if i, j := bytes.Index(old, []byte(sec[0])), bytes.Index(old, []byte(sec[1])); i >= 0 && j > i {
+				kept[sec[0]] = string(old[i:j+len(sec[1])]) + "\n"
+			}
 		}
 	}
-	if err := os.WriteFile(path, []byte(rep.text+micro), 0o644); err != nil {
+	text := rep.text
+	for _, sec := range keptSections {
+		text += kept[sec[0]]
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		return err
 	}
 	for name, svg := range rep.charts {
