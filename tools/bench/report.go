@@ -331,7 +331,7 @@ func microMain(args []string) error {
 	m := describeMachine()
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n## Cache micro-benchmarks\n\n", microBegin)
-	fmt.Fprintf(&b, "`cache_bench_test.go` at the repository root: kinformer's `Cache[*corev1.ConfigMap]` next to client-go's `cache.NewIndexer` (a thread-safe store with the same namespace index), filled with the same 10,000 ConfigMaps (100 namespaces). `readers` benchmarks run the read in parallel (`b.RunParallel`), and `writers=1` adds one goroutine updating random objects (put/Update) in a loop for the whole benchmark. Made on %s with `%s`, %d cores, **shared with other engineers' builds** (load %s), by:\n\n", m.Date, m.GoVersion, m.NProc, m.LoadStart)
+	fmt.Fprintf(&b, "`cache_bench_test.go` at the repository root: kinformer's `Cache[*corev1.ConfigMap]` next to client-go's `cache.NewIndexer` (a thread-safe store with the same namespace index), filled with the same 10,000 ConfigMaps (100 namespaces). GetByKey and ByIndex run on every core (`b.RunParallel`), List, Update and Replace on one, and `writers=1` adds one goroutine updating random objects (put/Update) in a loop for the whole benchmark. Made on %s with `%s`, %d cores, **shared with other engineers' builds** (load %s), by:\n\n", m.Date, m.GoVersion, m.NProc, m.LoadStart)
 	fmt.Fprintf(&b, "    cd tools/bench && go run . micro    # = go %s at the root, then benchstat -col /impl\n\n", strings.Join(gotest, " "))
 	if bs, err := exec.LookPath("benchstat"); err == nil || fileExists(filepath.Join(gobin(), "benchstat")) {
 		if err != nil {
