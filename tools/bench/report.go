@@ -436,13 +436,19 @@ func heapChart(rs []result, kinds []string, title string) []byte {
 	p(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#444"/>`+"\n", left, top, pw, ph)
 	p(`<text x="%.1f" y="%.1f" text-anchor="middle">time since start (ms)</text>`+"\n", left+pw/2, H-12)
 	p(`<text transform="translate(18 %.1f) rotate(-90)" text-anchor="middle">Go heap (MB, HeapAlloc)</text>`+"\n", top+ph/2)
-	for i, l := range lines {
-		c := colors[l.kind]
+	// Lines first (the floor at the back, kinformer on top), then the dots.
+	drawOrder := map[string]int{kFloor: 0, kClientGo: 1, kClientGoStrip: 2, kKinformer: 3}
+	sorted := slices.Clone(lines)
+	slices.SortStableFunc(sorted, func(a, b line) int { return drawOrder[a.kind] - drawOrder[b.kind] })
+	for _, l := range sorted {
 		var pts []string
 		for _, pt := range l.pts {
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", X(pt[0]), Y(pt[1])))
 		}
-		p(`<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", c, strings.Join(pts, " "))
+		p(`<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", colors[l.kind], strings.Join(pts, " "))
+	}
+	for i, l := range lines {
+		c := colors[l.kind]
 		// dot where HasSynced turned true
 		sy := 0.0
 		for _, pt := range l.pts {
