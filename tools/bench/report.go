@@ -132,15 +132,15 @@ func buildReport(c config, m machine, results []result, bursts []burstStat) repo
 
 	p("## Method\n\n")
 	p("- The program starts the local API server on a fresh data dir, creates the workload once with a 48-way concurrent client, and reuses it for every round.\n")
-	p("- Workloads: %d ConfigMaps of about 1 KiB (four data keys of distinct random content, four labels, one annotation; managedFields as the server writes them) in namespace `%s`", c.configMaps, cmNamespace)
+	p("- Workloads: %d ConfigMaps of about 1 KiB of JSON as created (four data keys of distinct random content, four labels, one annotation; managedFields as the server writes them) in namespace `%s`", c.configMaps, cmNamespace)
 	if c.pods > 0 {
-		p("; %d Pods in `%s` with a realistic Deployment-style spec (two containers, env incl. fieldRef/secretKeyRef, ports, resources, probes, security context, volumes, tolerations, anti-affinity, owner reference; about 3.5 KiB each in JSON; pending: no scheduler)", c.pods, podNamespace)
+		p("; %d Pods in `%s` with a realistic Deployment-style spec (two containers, env incl. fieldRef/secretKeyRef, ports, resources, probes, security context, volumes, tolerations, anti-affinity, owner reference; about 2.7 KiB of JSON each as created, more with the server's defaults and managedFields; pending: no scheduler)", c.pods, podNamespace)
 	}
 	p(".\n")
 	p("- Each contender runs in its **own process** (the program re-executes itself), watching the namespace of the collection, with one event handler registered before start (counting ADDED, recording MODIFIED):\n")
 	p("  - `client-go`: `informers.NewSharedInformerFactoryWithOptions(cs, 0, WithNamespace(ns))`, the typed informer, all defaults (in v0.37 that includes the WatchListClient feature: the initial list is streamed by a watch with `sendInitialEvents=true`).\n")
 	p("  - `client-go+strip`: the same plus `informers.WithTransform` setting managedFields to nil.\n")
-	p("  - `kinformer`: `kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), nil)` (defaults: paged list of 500, managedFields stripped), one `AddHandler`.\n")
+	p("  - `kinformer`: `kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), nil)` (defaults: a streaming list — a watch with `sendInitialEvents=true` — where the server offers it, else a paged list of 500; managedFields stripped), one `AddHandler`.\n")
 	p("  - `floor`: one `List` of the whole collection (no limit) through the same typed client, decoded, no cache.\n")
 	p("- **Protobuf on the wire for every contender**: the rest.Config has `ContentType: application/vnd.kubernetes.protobuf` and `AcceptContentTypes: application/vnd.kubernetes.protobuf,application/json`. Client-side rate limit 1000 QPS (never reached). Before the clock starts each contender makes one GET to open the connection, then `runtime.GC()`.\n")
 	p("- **Time to synced**: from `Start` until `HasSynced()` is true, polled every 1 ms. **CPU**: getrusage(RUSAGE_SELF) user+sys over the same interval. **Peak heap**: the highest sample of `%s` (= MemStats.HeapAlloc: live and not yet swept objects), read every 2 ms, up to synced. **Peak RSS**: `VmHWM` of /proc/self/status when synced (includes the process baseline). **Heap after sync**: once every initial ADDED has been handled, `runtime.GC()` twice, then the same metric.\n", heapMetric)
