@@ -234,12 +234,14 @@ func contenderMain(args []string) error {
 	updates := fs.Int("updates", 0, "update events to expect after sync (writes come from the parent)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the sync to this file")
 	memProfile := fs.String("memprofile", "", "write a heap profile (alloc_space) of the sync to this file")
+	noCompression := fs.Bool("no-compression", false, "set rest.Config.DisableCompression")
 	fs.Parse(args)
 
 	cfg, err := restConfig(*kubeconfig, 1000)
 	if err != nil {
 		return err
 	}
+	cfg.DisableCompression = *noCompression
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err

@@ -78,6 +78,7 @@ type config struct {
 	keep, verbose                              bool
 	profileDir                                 string
 	rev                                        string
+	noCompression                              bool
 	args                                       []string
 }
 
@@ -96,6 +97,7 @@ func benchMain(args []string) error {
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary data dir")
 	fs.BoolVar(&c.verbose, "v", false, "show localapi's logs")
 	fs.StringVar(&c.profileDir, "profile", "", "if set, also write CPU and allocation profiles of one extra kinformer and client-go sync of ConfigMaps here")
+	fs.BoolVar(&c.noCompression, "no-compression", false, "contenders set rest.Config.DisableCompression (no gzip responses)")
 	fs.StringVar(&c.rev, "rev", "", "the kinformer revision measured, for the report (default: git describe --always --dirty of the repository)")
 	fs.Parse(args)
 	c.contenders = strings.Split(*contenders, ",")
@@ -180,7 +182,7 @@ func benchMain(args []string) error {
 					upd = 0
 				}
 				time.Sleep(time.Second) // let the server settle
-				res, b, err := runContender(ctx, cs, self, srv.Kubeconfig, kind, j.resource, r, j.objects, upd, c.configMaps, c.writers, nil)
+				res, b, err := runContender(ctx, cs, self, srv.Kubeconfig, kind, j.resource, r, j.objects, upd, c.configMaps, c.writers, c.contenderFlags())
 				if err != nil {
 					return fmt.Errorf("%s %s round %d: %w", kind, j.resource, r, err)
 				}
@@ -201,7 +203,7 @@ func benchMain(args []string) error {
 		for _, kind := range []string{kKinformer, kClientGo} {
 			for _, p := range []string{"cpu", "mem"} {
 				file := filepath.Join(c.profileDir, fmt.Sprintf("%s-configmaps.%s.pprof", kind, p))
-				if _, _, err := runContender(ctx, cs, self, srv.Kubeconfig, kind, "configmaps", 0, c.configMaps, 0, c.configMaps, c.writers, []string{"-" + p + "profile", file}); err != nil {
+				if _, _, err := runContender(ctx, cs, self, srv.Kubeconfig, kind, "configmaps", 0, c.configMaps, 0, c.configMaps, c.writers, append(c.contenderFlags(), "-"+p+"profile", file)); err != nil {
 					return err
 				}
 				logf("wrote %s", file)
@@ -214,6 +216,13 @@ func benchMain(args []string) error {
 		if err := rep.write(root, c.out); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+func (c config) contenderFlags() []string {
+	if c.noCompression {
+		return []string{"-no-compression"}
 	}
 	return nil
 }

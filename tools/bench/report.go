@@ -142,7 +142,13 @@ func buildReport(c config, m machine, results []result, bursts []burstStat) repo
 	p("  - `client-go+strip`: the same plus `informers.WithTransform` setting managedFields to nil.\n")
 	p("  - `kinformer`: `kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), nil)` (defaults: a streaming list — a watch with `sendInitialEvents=true` — where the server offers it, else a paged list of 500; managedFields stripped), one `AddHandler`.\n")
 	p("  - `floor`: one `List` of the whole collection (no limit) through the same typed client, decoded, no cache.\n")
-	p("- **Protobuf on the wire for every contender**: the rest.Config has `ContentType: application/vnd.kubernetes.protobuf` and `AcceptContentTypes: application/vnd.kubernetes.protobuf,application/json`. Client-side rate limit 1000 QPS (never reached). Before the clock starts each contender makes one GET to open the connection, then `runtime.GC()`.\n")
+	p("- **Protobuf on the wire for every contender**: the rest.Config has `ContentType: application/vnd.kubernetes.protobuf` and `AcceptContentTypes: application/vnd.kubernetes.protobuf,application/json`. Client-side rate limit 1000 QPS (never reached). Before the clock starts each contender makes one GET to open the connection, then `runtime.GC()`.")
+	if c.noCompression {
+		p(" **`-no-compression`: every contender sets `DisableCompression: true`** (no gzip responses).")
+	} else {
+		p(" Response compression is left at client-go's default (on: the server gzips large responses and watch streams).")
+	}
+	p("\n")
 	p("- **Time to synced**: from `Start` until `HasSynced()` is true, polled every 1 ms. **CPU**: getrusage(RUSAGE_SELF) user+sys over the same interval. **Peak heap**: the highest sample of `%s` (= MemStats.HeapAlloc: live and not yet swept objects), read every 2 ms, up to synced. **Peak RSS**: `VmHWM` of /proc/self/status when synced (includes the process baseline). **Heap after sync**: once every initial ADDED has been handled, `runtime.GC()` twice, then the same metric.\n", heapMetric)
 	if c.updates > 0 {
 		var secs []float64
