@@ -180,7 +180,7 @@ type recorder struct {
 
 func newRecorder(round string, objects, updates int) *recorder {
 	r := &recorder{round: round, expected: updates, addsWant: int64(objects),
-		addsDone: make(chan struct{}), done: make(chan struct{}), records: make([]record, 0, updates)}
+		addsDone: make(chan struct{}), done: make(chan struct{})}
 	if objects == 0 {
 		close(r.addsDone)
 	}
@@ -207,6 +207,9 @@ func (r *recorder) updated(obj metav1.Object) {
 	defer r.mu.Unlock()
 	if len(r.records) >= r.expected {
 		return
+	}
+	if r.records == nil { // allocated at the first update, not counted in the heap after sync
+		r.records = make([]record, 0, r.expected)
 	}
 	r.records = append(r.records, record{name: obj.GetName(), rv: obj.GetResourceVersion(), at: now, ts: ts})
 	if len(r.records) == r.expected {
