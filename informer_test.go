@@ -661,4 +661,3 @@ func TestWrongListItemTypeIsReported(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
-
