@@ -30,6 +30,10 @@
 // the dynamic client (T = *unstructured.Unstructured, for CRDs) and the
 // metadata client (T = *metav1.PartialObjectMetadata).
 //
+// For built-in types a protobuf client (rest.Config.ContentType
+// "application/vnd.kubernetes.protobuf") decodes faster and allocates less
+// than JSON.
+//
 // Objects handed out by the cache and in events are shared: never modify
 // them. By default managedFields are stripped before caching (see
 // Options.KeepManagedFields).
