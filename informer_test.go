@@ -661,3 +661,43 @@ func TestWrongListItemTypeIsReported(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// A re-list keeps the cached instance of every unchanged object and drops
+// the new copy as soon as it is decoded, without transforming it again.
+func TestRelistReusesUnchangedObjects(t *testing.T) {
+	for _, streaming := range []bool{false, true} {
+		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
+			s := newFakeServer()
+			s.streaming = streaming
+			for i := range 10 {
+				s.put(cm("ns", fmt.Sprintf("o%d", i)))
+			}
+			var transforms atomic.Int32
+			inf, _ := startInformer(t, s, &Options[*corev1.ConfigMap]{Transform: func(o *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+				transforms.Add(1)
+				return o, nil
+			}})
+			before, _ := inf.Cache().GetByKey("ns/o0")
+			s.put(cm("ns", "o1", "v", "2"))
+			eventually(t, "o1 updated", func() bool { o, _ := inf.Cache().GetByKey("ns/o1"); return o.Labels["v"] == "2" })
+			transforms.Store(0)
+			l0, _ := s.counts()
+			l0 += streamCounts(s)
+			s.sendRaw(watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired("too old").ErrStatus})
+			// A change after the 410 arrives after (or within) the re-list:
+			// once it is cached, the re-list is complete.
+			s.put(cm("ns", "o2", "v", "3"))
+			eventually(t, "re-list and o2", func() bool {
+				l, _ := s.counts()
+				o, _ := inf.Cache().GetByKey("ns/o2")
+				return l+streamCounts(s) > l0 && o.Labels["v"] == "3"
+			})
+			if n := transforms.Load(); n != 1 {
+				t.Fatalf("re-list and one change transformed %d objects, want only the changed one", n)
+			}
+			if after, _ := inf.Cache().GetByKey("ns/o0"); after != before {
+				t.Fatal("re-list replaced an unchanged object's instance")
+			}
+		})
+	}
+}

@@ -83,9 +83,7 @@ func (inf *Informer[T]) streamList(ctx context.Context) (o outcome, ok bool) {
 					inf.reportError(fmt.Errorf("list (streaming): %w: object of type %T, want %T", ErrUnexpectedObject, ev.Object, *new(T)))
 					continue
 				}
-				if obj, isT = inf.transform(obj); isT {
-					items[inf.cache.keyFunc(obj)] = obj
-				}
+				inf.collect(items, obj)
 			case watch.Bookmark:
 				m, err := meta.Accessor(ev.Object)
 				if err != nil || m.GetAnnotations()[initialEventsEnd] != "true" {

@@ -221,9 +221,7 @@ func (inf *Informer[T]) pagedList(ctx context.Context) outcome {
 				inf.reportError(fmt.Errorf("list: %w: item of type %T, want %T", ErrUnexpectedObject, o, *new(T)))
 				return nil
 			}
-			if obj, ok = inf.transform(obj); ok {
-				items[inf.cache.keyFunc(obj)] = obj
-			}
+			inf.collect(items, obj)
 			return nil
 		})
 		if err != nil {
@@ -264,6 +262,21 @@ func isNil(o runtime.Object) bool {
 	}
 	v := reflect.ValueOf(o)
 	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// collect adds a listed object to items. If the cache holds the same
+// object at the same resourceVersion, that instance is kept and the new copy
+// is dropped at once, untransformed: a re-list of a mostly unchanged
+// collection then holds one copy of each object, not two.
+func (inf *Informer[T]) collect(items map[string]T, obj T) {
+	key := inf.cache.keyFunc(obj)
+	if old, ok := inf.cache.GetByKey(key); ok && old.GetResourceVersion() == obj.GetResourceVersion() {
+		items[key] = old
+		return
+	}
+	if obj, ok := inf.transform(obj); ok {
+		items[inf.cache.keyFunc(obj)] = obj
+	}
 }
 
 // transform strips managedFields (unless kept) and applies Options.Transform.
