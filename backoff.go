@@ -42,10 +42,10 @@ func (b Backoff) withDefaults() Backoff {
 	if b.Max < b.Initial {
 		b.Max = b.Initial
 	}
-	if b.Factor < 1 {
+	if !(b.Factor >= 1 && b.Factor <= 100) { // also NaN
 		b.Factor = DefaultBackoff.Factor
 	}
-	if b.Jitter <= 0 || b.Jitter > 1 {
+	if !(b.Jitter > 0 && b.Jitter <= 1) { // also NaN
 		b.Jitter = DefaultBackoff.Jitter
 	}
 	if b.ResetAfter <= 0 {

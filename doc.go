@@ -2,8 +2,9 @@
 // objects in sync with the API server and tells registered handlers about
 // every change.
 //
-// An Informer lists a resource (in pages), then watches it from the list's
-// resourceVersion with bookmarks on, and applies every event to its Cache
+// An Informer lists a resource (streaming the list where the server offers
+// it, else in pages), then watches it from the list's resourceVersion with
+// bookmarks on, and applies every event to its Cache
 // before handing it to the handlers registered for its type: Added,
 // Modified, Deleted, Bookmark or Error. It recovers by itself: a watch that
 // ends is resumed from the last resourceVersion without re-listing; 410 Gone

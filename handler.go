@@ -52,7 +52,7 @@ func (l *listener[T]) wants(t EventType) bool {
 	return l.mask&bit != 0
 }
 
-func (l *listener[T]) pending() int { return int(l.backlog.Load()) }
+func (l *listener[T]) pending() int { return int(max(l.backlog.Load(), 0)) }
 
 // push appends an event to the queue; it never blocks.
 func (l *listener[T]) push(e Event[T]) {

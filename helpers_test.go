@@ -123,7 +123,7 @@ var fastBackoff = Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond, 
 
 // startInformer builds an informer over s with the given options, a
 // recorder on every event type, starts it, and waits for sync.
-func startInformer(t *testing.T, s *fakeServer, opts *Options[*corev1.ConfigMap]) (*Informer[*corev1.ConfigMap], *recorder) {
+func startInformer(t *testing.T, s ListerWatcher[*corev1.ConfigMapList], opts *Options[*corev1.ConfigMap]) (*Informer[*corev1.ConfigMap], *recorder) {
 	t.Helper()
 	if opts == nil {
 		opts = &Options[*corev1.ConfigMap]{}

@@ -44,7 +44,8 @@ type Informer[T Object] struct {
 	// and written by the loop only (runs never overlap).
 	noStreaming bool
 
-	runMu  sync.Mutex         // guards cancel and done
+	runMu  sync.Mutex         // guards ctx, cancel and done
+	ctx    context.Context    // the current run's context; nil when stopped
 	cancel context.CancelFunc // cancels the current run; nil when stopped
 	done   chan struct{}      // closed when the current run has fully ended
 
@@ -156,6 +157,9 @@ func (inf *Informer[T]) AddEventHandler(t EventType, fn func(Event[T])) (*Regist
 // Modified and Deleted matters to one consumer. Like AddEventHandler, it
 // first receives Added for every object already cached.
 func (inf *Informer[T]) AddHandler(fn func(Event[T])) *Registration {
+	if fn == nil {
+		fn = func(Event[T]) {} // a registration that ignores everything
+	}
 	return inf.addListener(1<<len(eventTypes)-1, fn)
 }
 
@@ -222,7 +226,9 @@ func (inf *Informer[T]) Start() {
 // Stop stops the informer and waits until its goroutines have ended,
 // including handler calls in progress. Events not yet delivered stay queued
 // and are delivered when the informer is started again. Stop is a no-op on
-// a stopped informer.
+// a stopped informer. Stop waits for the handlers, so a handler (or a
+// Transform, KeyFunc or IndexFunc) must not call it: cancel Run's context
+// instead.
 func (inf *Informer[T]) Stop() {
 	inf.runMu.Lock()
 	cancel, done := inf.cancel, inf.done
@@ -247,14 +253,25 @@ func (inf *Informer[T]) Run(ctx context.Context) error {
 }
 
 // begin marks the informer running, unless it already is.
+// A run whose context has ended but that is still winding down is waited
+// for, so that Start or Run right after a cancellation is not lost.
 func (inf *Informer[T]) begin(parent context.Context) (context.Context, chan struct{}, bool) {
-	inf.runMu.Lock()
-	defer inf.runMu.Unlock()
-	if inf.done != nil {
-		return nil, nil, false
+	for {
+		inf.runMu.Lock()
+		if inf.done == nil {
+			break
+		}
+		if inf.ctx.Err() == nil {
+			inf.runMu.Unlock()
+			return nil, nil, false
+		}
+		done := inf.done
+		inf.runMu.Unlock()
+		<-done
 	}
+	defer inf.runMu.Unlock()
 	ctx, cancel := context.WithCancel(parent)
-	inf.cancel, inf.done = cancel, make(chan struct{})
+	inf.ctx, inf.cancel, inf.done = ctx, cancel, make(chan struct{})
 	return ctx, inf.done, true
 }
 
@@ -276,7 +293,7 @@ func (inf *Informer[T]) run(ctx context.Context, done chan struct{}) {
 
 	inf.runMu.Lock()
 	inf.cancel()
-	inf.cancel, inf.done = nil, nil
+	inf.ctx, inf.cancel, inf.done = nil, nil, nil
 	inf.runMu.Unlock()
 	close(done)
 }

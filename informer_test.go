@@ -701,3 +701,121 @@ func TestRelistReusesUnchangedObjects(t *testing.T) {
 		})
 	}
 }
+
+func TestTypedNilObjectsInEventsAreReported(t *testing.T) {
+	for _, streaming := range []bool{false, true} {
+		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
+			s := newFakeServer()
+			s.streaming = streaming
+			inf, rec := startInformer(t, s, nil)
+			s.sendRaw(watch.Event{Type: watch.Bookmark, Object: (*corev1.ConfigMap)(nil)})
+			s.sendRaw(watch.Event{Type: watch.Error, Object: (*metav1.Status)(nil)})
+			s.sendRaw(watch.Event{Type: watch.Modified})
+			s.put(cm("ns", "after"))
+			eventually(t, "after", func() bool { _, ok := inf.Cache().GetByKey("ns/after"); return ok })
+			eventually(t, "3 errors", func() bool { return len(rec.lines(false, Error)) == 3 })
+		})
+	}
+}
+
+// When the new state of a watched object fails to transform, the object
+// leaves the cache (as a re-list would drop it) with a DELETED; a deletion
+// always removes.
+func TestTransformFailureNeverLeavesStaleObjects(t *testing.T) {
+	s := newFakeServer()
+	s.put(cm("ns", "a"))
+	s.put(cm("ns", "b"))
+	inf, rec := startInformer(t, s, &Options[*corev1.ConfigMap]{Transform: func(o *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+		if o.Labels["bad"] == "1" {
+			return nil, errors.New("bad label")
+		}
+		return o, nil
+	}})
+	rec.reset()
+	s.put(cm("ns", "a", "bad", "1")) // cached a → fails: removed, DELETED
+	s.put(cm("ns", "b", "bad", "1")) // then deleted while failing
+	s.del("ns", "b")
+	eventually(t, "both gone", func() bool { return inf.Cache().Len() == 0 })
+	eventually(t, "events", func() bool { return len(rec.lines(false, Deleted)) == 2 })
+	if got := strings.Join(rec.lines(false, Added, Modified, Deleted), ","); got != "DELETED ns/a,DELETED ns/b" {
+		t.Fatalf("events = %s", got)
+	}
+	if got, err := fold(rec.all()); err != nil && !strings.Contains(err.Error(), "not present") {
+		t.Fatalf("fold: %v %v", got, err)
+	}
+}
+
+func TestStartRightAfterRunCancelIsNotLost(t *testing.T) {
+	s := newFakeServer()
+	inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
+	for range 20 {
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- inf.Run(ctx) }()
+		if err := inf.WaitForSync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		inf.Start() // while Run winds down
+		<-done
+		_, before := s.counts()
+		s.closeWatches()
+		eventually(t, "the started informer watches", func() bool { _, w := s.counts(); return w > before })
+		inf.Stop()
+	}
+}
+
+// A stream cut off in the middle of its initial events is retried as a
+// streaming list, not taken for a server that cannot stream.
+type cuttingServer struct {
+	*fakeServer
+	cuts *atomic.Int32
+}
+
+func (c cuttingServer) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := c.fakeServer.Watch(ctx, opts)
+	if err == nil && opts.SendInitialEvents != nil && c.cuts.Add(1) == 1 {
+		return &cutWatch{fw: w.(*fakeWatch)}, nil
+	}
+	return w, err
+}
+
+// cutWatch passes on only the first event of fw, then ends.
+type cutWatch struct {
+	fw  *fakeWatch
+	out chan watch.Event
+	o   sync.Once
+}
+
+func (c *cutWatch) Stop() { c.fw.Stop() }
+func (c *cutWatch) ResultChan() <-chan watch.Event {
+	c.o.Do(func() {
+		c.out = make(chan watch.Event, 1)
+		go func() {
+			defer close(c.out)
+			if ev, ok := <-c.fw.out; ok {
+				c.out <- ev
+			}
+			c.fw.Stop()
+			for range c.fw.out {
+			}
+		}()
+	})
+	return c.out
+}
+
+func TestStreamCutMidListKeepsStreaming(t *testing.T) {
+	s := newFakeServer()
+	s.streaming = true
+	for i := range 5 {
+		s.put(cm("ns", fmt.Sprintf("o%d", i)))
+	}
+	cuts := &atomic.Int32{}
+	inf, _ := startInformer(t, cuttingServer{s, cuts}, nil)
+	if inf.Cache().Len() != 5 {
+		t.Fatalf("cached %d of 5", inf.Cache().Len())
+	}
+	if l, _ := s.counts(); l != 0 || streamCounts(s) != 2 {
+		t.Fatalf("%d paged lists, %d streams: want the cut stream retried as a stream", l, streamCounts(s))
+	}
+}

@@ -28,7 +28,8 @@ type Options[T Object] struct {
 	// Transform is applied to every object before it is cached and handed to
 	// handlers; it may modify the object in place and return it. An error
 	// fires an Error event wrapping ErrTransform, and the object is skipped.
-	// It runs after managedFields have been stripped.
+	// It runs after managedFields have been stripped, and must not change
+	// what KeyFunc reads (name, namespace).
 	Transform func(T) (T, error)
 
 	// KeepManagedFields keeps metadata.managedFields, which by default are

@@ -19,6 +19,13 @@ import (
 // initial events (KEP-3157); its resourceVersion is the list's.
 const initialEventsEnd = metav1.InitialEventsAnnotationKey
 
+// streamStartTimeout: a server that streams lists sends the first object,
+// or the end marker of an empty list, at once (after at most a few seconds
+// of catching up with etcd). A client that sends nothing for this long
+// took the request for a plain watch — a fake, or a wrapper around one —
+// and the informer pages instead.
+const streamStartTimeout = 10 * time.Second
+
 // streamList lists with a watch that first sends every object as ADDED,
 // then a bookmark marking the end, then goes on as a normal watch. Objects
 // go through the transform into a new map as they are decoded, so the
@@ -27,13 +34,6 @@ const initialEventsEnd = metav1.InitialEventsAnnotationKey
 //
 // ok is false when the server does not offer streaming lists; the informer
 // then remembers to page instead.
-// streamStartTimeout: a server that streams lists sends the first object,
-// or the end marker of an empty list, at once (after at most a few seconds
-// of catching up with etcd). A client that sends nothing for this long
-// took the request for a plain watch — a fake, or a wrapper around one —
-// and the informer pages instead.
-const streamStartTimeout = 10 * time.Second
-
 func (inf *Informer[T]) streamList(ctx context.Context) (o outcome, ok bool) {
 	s, err := inf.openWatch(ctx, func(o *metav1.ListOptions) {
 		yes := true
@@ -60,6 +60,7 @@ func (inf *Informer[T]) streamList(ctx context.Context) (o outcome, ok bool) {
 	defer idle.Stop()
 	first := time.NewTimer(streamStartTimeout)
 	defer first.Stop()
+	received := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -70,10 +71,20 @@ func (inf *Informer[T]) streamList(ctx context.Context) (o outcome, ok bool) {
 			return outcome{kind: listFailed, err: fmt.Errorf("list (streaming): %w: nothing received for %s", ErrIdle, s.idle)}, true
 		case ev, open := <-s.w.ResultChan():
 			if !open {
-				// A server that ignores sendInitialEvents (before 1.27)
-				// never sends the end marker: treat an early end as a refusal.
+				if received {
+					// Cut off mid-list (a restart, a network blip): the
+					// server does stream; try again after a backoff.
+					return outcome{kind: listFailed, err: errors.New("list (streaming): the stream ended before its initial events did")}, true
+				}
+				// Nothing at all, or a server that ignores sendInitialEvents
+				// (before 1.27) and never sends the end marker.
 				return inf.refuseStreaming(errors.New("the stream ended before its initial events did"))
 			}
+			if isNil(ev.Object) {
+				inf.reportError(fmt.Errorf("list (streaming): %w: %s event without an object", ErrUnexpectedObject, ev.Type))
+				continue
+			}
+			received = true
 			idle.Reset(s.idle)
 			first.Stop()
 			switch ev.Type {

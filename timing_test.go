@@ -29,8 +29,10 @@ func TestStep(t *testing.T) {
 		{"list failed → list again after backoff", phaseList, outcome{kind: listFailed, err: other}, phaseList, true},
 		{"list expired → list again after backoff", phaseList, outcome{kind: listFailed, err: expired}, phaseList, true},
 		{"watch ended → resume at once", phaseWatch, outcome{kind: watchEnded}, phaseWatch, false},
-		{"watch 410 → re-list at once", phaseWatch, outcome{kind: watchFailed, err: expired}, phaseList, false},
-		{"watch too large rv → re-list at once", phaseWatch, outcome{kind: watchFailed, err: tooLarge}, phaseList, false},
+		{"watch 410 after progress → re-list at once", phaseWatch, outcome{kind: watchFailed, err: expired, received: true}, phaseList, false},
+		{"watch too large rv after progress → re-list at once", phaseWatch, outcome{kind: watchFailed, err: tooLarge, received: true}, phaseList, false},
+		{"watch 410 as first answer → re-list after backoff", phaseWatch, outcome{kind: watchFailed, err: expired}, phaseList, true},
+		{"watch too large rv as first answer → re-list after backoff", phaseWatch, outcome{kind: watchFailed, err: tooLarge}, phaseList, true},
 		{"watch error → resume after backoff", phaseWatch, outcome{kind: watchFailed, err: other}, phaseWatch, true},
 		{"watch closed at once → resume after backoff", phaseWatch, outcome{kind: watchFailed}, phaseWatch, true},
 		{"idle → resume after backoff", phaseWatch, outcome{kind: watchFailed, err: ErrIdle}, phaseWatch, true},
@@ -307,6 +309,33 @@ func TestWaitForSyncForgetsA403AfterOtherErrors(t *testing.T) {
 		// list succeeds.
 		if err := inf.WaitForSync(t.Context()); err != nil {
 			t.Fatalf("WaitForSync = %v, want nil after recovery", err)
+		}
+	})
+}
+
+// tooLargeServer answers every watch with 504 "too large resource version",
+// like a server whose watch cache lags etcd.
+type tooLargeServer struct{ *fakeServer }
+
+func (t tooLargeServer) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	err := apierrors.NewTimeoutError("Too large resource version: 100, current: 5", 1)
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge}}
+	t.fakeServer.Watch(ctx, opts) // counted
+	return nil, err
+}
+
+func TestRepeated504DoesNotStormRelists(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFakeServer()
+		s.put(cm("ns", "a"))
+		inf := New[*corev1.ConfigMap](tooLargeServer{s}, &Options[*corev1.ConfigMap]{DisableStreamingList: true})
+		inf.Start()
+		defer inf.Stop()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		// Re-lists after backoffs of 0.6-0.8, 1.2-1.6, 2.4-3.2, 4.8-6.4 s.
+		if l, _ := s.counts(); l < 3 || l > 5 {
+			t.Fatalf("%d lists in 10 s against a server answering every watch with 504", l)
 		}
 	})
 }

@@ -23,7 +23,8 @@ import (
 //   - a list that worked → watch from its resourceVersion;
 //   - a watch the server ended normally → watch again from the last
 //     resourceVersion, at once, without re-listing;
-//   - 410 Gone or "too large resource version" → re-list at once;
+//   - 410 Gone or "too large resource version" → re-list, at once if the
+//     watch had made progress, else after a backoff;
 //   - any other failure → the same phase again, after a backoff;
 //   - resync due → re-list at once.
 type phase uint8
@@ -52,9 +53,10 @@ const (
 )
 
 type outcome struct {
-	kind   outcomeKind
-	err    error
-	stream *stream // listDone by a streaming list: the watch to go on with
+	kind     outcomeKind
+	err      error
+	stream   *stream // listDone by a streaming list: the watch to go on with
+	received bool    // watchFailed: the watch delivered events before failing
 }
 
 // step is the transition function of the watch loop.
@@ -68,7 +70,10 @@ func step(p phase, o outcome) (next phase, backoff bool) {
 		return phaseList, false
 	case watchFailed:
 		if needsRelist(o.err) {
-			return phaseList, false
+			// At once after a watch that made progress; after a backoff
+			// when the very first answer is 410/504, so that a server whose
+			// watch cache lags cannot draw a storm of re-lists.
+			return phaseList, !o.received
 		}
 		return phaseWatch, true
 	default: // listFailed
@@ -215,7 +220,9 @@ func (inf *Informer[T]) pagedList(ctx context.Context) outcome {
 		if err != nil {
 			return outcome{kind: listFailed, err: fmt.Errorf("list: %w: %v", ErrUnexpectedObject, err)}
 		}
-		err = meta.EachListItem(l, func(o runtime.Object) error {
+		// WithAlloc: each item its own allocation, so that a cached object
+		// does not keep its whole page alive.
+		err = meta.EachListItemWithAlloc(l, func(o runtime.Object) error {
 			obj, ok := o.(T)
 			if !ok {
 				inf.reportError(fmt.Errorf("list: %w: item of type %T, want %T", ErrUnexpectedObject, o, *new(T)))
@@ -335,6 +342,9 @@ func (inf *Informer[T]) openWatch(ctx context.Context, adjust func(*metav1.ListO
 		err = fmt.Errorf("%w: the client returned no watch and no error", ErrUnexpectedObject)
 	}
 	if err != nil {
+		if w != nil {
+			w.Stop()
+		}
 		cancel()
 		return nil, classify(err)
 	}
@@ -388,11 +398,11 @@ func (inf *Informer[T]) watch(ctx context.Context, resyncAt time.Time, s *stream
 				}
 				return outcome{kind: watchEnded}
 			}
-			received = true
 			idle.Reset(s.idle)
 			if err := inf.apply(ev); err != nil {
-				return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err)}
+				return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err), received: received}
 			}
+			received = true
 		}
 	}
 }
@@ -401,6 +411,10 @@ func (inf *Informer[T]) watch(ctx context.Context, resyncAt time.Time, s *stream
 // It returns an error only when the watch must end: the server sent an
 // ERROR event. Garbage is reported and skipped.
 func (inf *Informer[T]) apply(ev watch.Event) error {
+	if isNil(ev.Object) {
+		inf.reportError(fmt.Errorf("watch: %w: %s event without an object", ErrUnexpectedObject, ev.Type))
+		return nil
+	}
 	switch ev.Type {
 	case watch.Error:
 		return classify(apierrors.FromObject(ev.Object))
@@ -422,28 +436,38 @@ func (inf *Informer[T]) apply(ev watch.Event) error {
 		return nil
 	}
 	obj, ok := ev.Object.(T)
-	if !ok || isNil(obj) {
+	if !ok {
 		inf.reportError(fmt.Errorf("watch: %w: %s event with object of type %T, want %T", ErrUnexpectedObject, ev.Type, ev.Object, *new(T)))
 		return nil
 	}
 	rv := obj.GetResourceVersion()
-	if obj, ok = inf.transform(obj); !ok {
-		inf.setRV(rv) // the error names the object; a resync or re-list brings it back
-		return nil
-	}
 	key := inf.cache.keyFunc(obj)
+	obj, ok = inf.transform(obj)
 
 	inf.handlersMu.RLock()
 	defer inf.handlersMu.RUnlock()
 	inf.setRV(rv)
 	e := Event[T]{Object: obj, ResourceVersion: inf.ResourceVersion()}
-	if ev.Type == watch.Deleted {
+	switch {
+	case ev.Type == watch.Deleted || !ok:
+		// A deletion always removes, whether or not its final state
+		// transforms. An object whose new state fails to transform is
+		// dropped, as a re-list would drop it: the cache never keeps a state
+		// the server has moved past.
+		old, existed := inf.cache.remove(key)
+		if !existed {
+			return nil // never cached: nothing to tell
+		}
 		e.Type = Deleted
-		inf.cache.remove(key)
-	} else if old, existed := inf.cache.put(key, obj); existed {
-		e.Type, e.Old = Modified, old
-	} else {
-		e.Type = Added
+		if !ok {
+			e.Object = old
+		}
+	default:
+		if old, existed := inf.cache.put(key, obj); existed {
+			e.Type, e.Old = Modified, old
+		} else {
+			e.Type = Added
+		}
 	}
 	inf.emit(e)
 	return nil
