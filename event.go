@@ -32,8 +32,8 @@ func (t EventType) bit() (uint8, bool) {
 //   - Deleted: Object is the last known state.
 //   - Bookmark: Object carries only a resourceVersion; the cache is unchanged.
 //   - Error: Err says what went wrong; classify it with errors.Is (ErrExpired,
-//     ErrTransform, …) or k8s.io/apimachinery/pkg/api/errors. Object is the
-//     zero value unless the error concerns one object.
+//     ErrTransform, …) or k8s.io/apimachinery/pkg/api/errors; the message
+//     names the object when the error concerns one. Object is the zero value.
 //
 // ResourceVersion is the resourceVersion the informer had reached with this
 // event. Objects are shared with the cache and other handlers: do not modify
