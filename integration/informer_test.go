@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -245,14 +246,27 @@ func TestResyncRelistsWithoutSpuriousEvents(t *testing.T) {
 	for i := range 3 {
 		mustCreate(t, c, configMap(ns, fmt.Sprintf("cm-%d", i), nil, "x"))
 	}
-	inf, lw, rec := start(t, c.CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{ResyncPeriod: 2 * time.Second})
+	var transforms atomic.Int32
+	inf, lw, rec := start(t, c.CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{
+		ResyncPeriod: 2 * time.Second,
+		Transform:    func(o *corev1.ConfigMap) (*corev1.ConfigMap, error) { transforms.Add(1); return o, nil },
+	})
 	rec.reset()
+	before, _ := inf.Cache().GetByKey(ns + "/cm-0")
 	eventually(t, 15*time.Second, "3 re-lists", func() bool { l, _ := lw.counts(); return l >= 4 })
 	if got := rec.lines(kinformer.Added, kinformer.Modified, kinformer.Deleted); len(got) != 0 {
 		t.Fatalf("resync of an unchanged namespace fired %v", got)
 	}
 	if inf.Cache().Len() != 3 {
 		t.Fatalf("cache %v", inf.Cache().ListKeys())
+	}
+	// Unchanged objects keep their cached instance: the re-listed copies
+	// are dropped as decoded, never transformed.
+	if after, _ := inf.Cache().GetByKey(ns + "/cm-0"); after != before {
+		t.Fatal("resync replaced an unchanged object's instance")
+	}
+	if n := transforms.Load(); n != 3 {
+		t.Fatalf("%d transforms over the initial list and 3 resyncs, want 3", n)
 	}
 }
 
