@@ -43,6 +43,12 @@ type Informer[T Object] struct {
 	// noStreaming records that the server refused a streaming list; read
 	// and written by the loop only (runs never overlap).
 	noStreaming bool
+	// direct opens watches that kinformer decodes itself (protowatch.go);
+	// nil when lw's own Watch is used. Read and written by the loop only.
+	direct *directSource[T]
+	// maps shares equal labels and annotations maps between objects; used
+	// by the loop only.
+	maps mapPool
 
 	runMu  sync.Mutex         // guards ctx, cancel and done
 	ctx    context.Context    // the current run's context; nil when stopped
@@ -80,6 +86,9 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 		syncCh:    make(chan struct{}),
 	}
 	inf.noStreaming = o.DisableStreamingList || !mayStream(lw)
+	if !o.DisableDirectDecoding {
+		inf.direct = newDirectSource[T](lw, o.KeepManagedFields)
+	}
 	return inf
 }
 

@@ -44,6 +44,18 @@ type Options[T Object] struct {
 	// with the WatchList feature off) are detected and paged instead.
 	DisableStreamingList bool
 
+	// DisableDirectDecoding makes every watch go through the client's own
+	// Watch method and decoder. By default, when the client is a
+	// clientset's typed client (clientset.CoreV1().Pods(ns), …) and T a
+	// built-in type, kinformer opens the watch itself on that client's REST
+	// client, with the same configuration, and decodes the protobuf stream
+	// straight into T: one reused buffer per watch instead of three copies of
+	// every object, and managedFields cut out of the bytes instead of decoded
+	// and dropped. The resource's name is looked up once by discovery; a
+	// server that refuses discovery or protobuf is detected and the client's
+	// Watch used instead. Lists that page always go through the client.
+	DisableDirectDecoding bool
+
 	// PageSize is the limit of each page of a paged list. Default 500.
 	PageSize int64
 

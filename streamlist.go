@@ -80,6 +80,13 @@ func (inf *Informer[T]) streamList(ctx context.Context) (o outcome, ok bool) {
 				// (before 1.27) and never sends the end marker.
 				return inf.refuseStreaming(errors.New("the stream ended before its initial events did"))
 			}
+			if df, ok := ev.Object.(*decodeFailure); ok {
+				received = true
+				idle.Reset(s.idle)
+				first.Stop()
+				inf.reportError(fmt.Errorf("list (streaming): %w", df.err))
+				continue
+			}
 			if isNil(ev.Object) {
 				inf.reportError(fmt.Errorf("list (streaming): %w: %s event without an object", ErrUnexpectedObject, ev.Type))
 				continue

@@ -286,23 +286,26 @@ func (inf *Informer[T]) collect(items map[string]T, obj T) {
 	}
 }
 
-// transform strips managedFields (unless kept) and applies Options.Transform.
+// transform strips managedFields (unless kept), applies Options.Transform,
+// and makes the result share strings and maps with earlier objects
+// (intern.go).
 func (inf *Informer[T]) transform(obj T) (T, bool) {
 	if !inf.opts.KeepManagedFields {
 		obj.SetManagedFields(nil)
 	}
-	if inf.opts.Transform == nil {
-		return obj, true
+	if inf.opts.Transform != nil {
+		out, err := inf.opts.Transform(obj)
+		if err == nil && isNil(out) {
+			err = errors.New("it returned nil")
+		}
+		if err != nil {
+			inf.reportError(fmt.Errorf("%w for %s: %w", ErrTransform, inf.cache.keyFunc(obj), err))
+			return out, false
+		}
+		obj = out
 	}
-	out, err := inf.opts.Transform(obj)
-	if err == nil && isNil(out) {
-		err = errors.New("it returned nil")
-	}
-	if err != nil {
-		inf.reportError(fmt.Errorf("%w for %s: %w", ErrTransform, inf.cache.keyFunc(obj), err))
-		return out, false
-	}
-	return out, true
+	inf.maps.shrink(obj)
+	return obj, true
 }
 
 // watchTimeout picks the server-side timeout of one watch, at random in
@@ -337,7 +340,7 @@ func (inf *Informer[T]) openWatch(ctx context.Context, adjust func(*metav1.ListO
 	opts.TimeoutSeconds = &secs
 	adjust(&opts)
 	wctx, cancel := context.WithCancel(ctx)
-	w, err := inf.watchFn(wctx, opts)
+	w, err := inf.openWatchStream(wctx, opts)
 	if err == nil && w == nil {
 		err = fmt.Errorf("%w: the client returned no watch and no error", ErrUnexpectedObject)
 	}
@@ -349,6 +352,23 @@ func (inf *Informer[T]) openWatch(ctx context.Context, adjust func(*metav1.ListO
 		return nil, classify(err)
 	}
 	return &stream{w: w, cancel: cancel, idle: timeout + inf.opts.IdleMargin, started: time.Now()}, nil
+}
+
+// openWatchStream opens a watch directly decoded where possible, else
+// through the client's Watch.
+func (inf *Informer[T]) openWatchStream(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	if inf.direct != nil {
+		w, err := inf.direct.watch(ctx, opts)
+		if !errors.Is(err, errNoDirect) {
+			if err == nil {
+				inf.log.Debug("kinformer: watch opened", "decoding", "direct", "resource", inf.direct.resource)
+			}
+			return w, err
+		}
+		inf.log.Info("kinformer: decoding watches through the client", "reason", err.Error())
+		inf.direct = nil
+	}
+	return inf.watchFn(ctx, opts)
 }
 
 // watch applies the events of s — or, if s is nil, of a new watch from the
@@ -411,6 +431,10 @@ func (inf *Informer[T]) watch(ctx context.Context, resyncAt time.Time, s *stream
 // It returns an error only when the watch must end: the server sent an
 // ERROR event. Garbage is reported and skipped.
 func (inf *Informer[T]) apply(ev watch.Event) error {
+	if df, ok := ev.Object.(*decodeFailure); ok {
+		inf.reportError(fmt.Errorf("watch: %w", df.err))
+		return nil
+	}
 	if isNil(ev.Object) {
 		inf.reportError(fmt.Errorf("watch: %w: %s event without an object", ErrUnexpectedObject, ev.Type))
 		return nil

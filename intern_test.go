@@ -1,0 +1,89 @@
+package kinformer
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func sameMap(a, b map[string]string) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+func TestMapPoolSharesEqualMaps(t *testing.T) {
+	var p mapPool
+	a := p.share(map[string]string{"app": "web", "tier": "front"})
+	b := p.share(map[string]string{"tier": "front", "app": "web"})
+	c := p.share(map[string]string{"app": "web", "tier": "back"})
+	if !sameMap(a, b) {
+		t.Error("equal maps not shared")
+	}
+	if sameMap(a, c) || c["tier"] != "back" {
+		t.Error("different maps shared")
+	}
+	// Lengths are part of the key: no two different maps collide.
+	d := p.share(map[string]string{"ab": "c"})
+	e := p.share(map[string]string{"a": "bc"})
+	if sameMap(d, e) {
+		t.Error("maps with the same concatenation shared")
+	}
+	big := map[string]string{"last-applied": strings.Repeat("x", mapPoolMaxBytes)}
+	if got := p.share(big); !sameMap(got, big) || len(p.recent) != 4 {
+		t.Errorf("a large map was pooled (%d entries)", len(p.recent))
+	}
+	if p.share(nil) != nil {
+		t.Error("nil map replaced")
+	}
+}
+
+func TestMapPoolIsBounded(t *testing.T) {
+	var p mapPool
+	first := p.share(map[string]string{"pod": "0"})
+	for i := 1; i < 5*mapPoolGeneration; i++ {
+		p.share(map[string]string{"pod": fmt.Sprint(i)})
+		if n := len(p.recent) + len(p.old); n > 2*mapPoolGeneration {
+			t.Fatalf("%d maps remembered, more than two generations", n)
+		}
+	}
+	if again := p.share(map[string]string{"pod": "0"}); sameMap(again, first) {
+		t.Error("a map unseen for generations is still remembered")
+	}
+	// A map seen in every generation stays shared.
+	var q mapPool
+	keep := q.share(map[string]string{"app": "web"})
+	for i := range 5 * mapPoolGeneration {
+		q.share(map[string]string{"pod": fmt.Sprint(i)})
+		if i%mapPoolGeneration == 0 && !sameMap(q.share(map[string]string{"app": "web"}), keep) {
+			t.Fatal("a map in use was forgotten")
+		}
+	}
+}
+
+// Transform may modify the labels of its object: sharing comes after it,
+// so no other object sees the change.
+func TestSharingComesAfterTransform(t *testing.T) {
+	s := newFakeServer()
+	for _, name := range []string{"a", "b", "c"} {
+		s.put(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns",
+			Labels: map[string]string{"app": "web", "name": "x"}}})
+	}
+	inf, _ := startInformer(t, s, &Options[*corev1.ConfigMap]{Transform: func(cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+		if cm.Name == "a" {
+			delete(cm.Labels, "name")
+		}
+		return cm, nil
+	}})
+	a, _ := inf.Cache().GetByKey("ns/a")
+	b, _ := inf.Cache().GetByKey("ns/b")
+	c, _ := inf.Cache().GetByKey("ns/c")
+	if len(a.Labels) != 1 || len(b.Labels) != 2 || len(c.Labels) != 2 {
+		t.Fatalf("labels: a %v, b %v, c %v", a.Labels, b.Labels, c.Labels)
+	}
+	if !sameMap(b.Labels, c.Labels) || sameMap(a.Labels, b.Labels) {
+		t.Fatal("equal labels not shared, or different labels shared")
+	}
+}

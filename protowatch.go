@@ -1,0 +1,491 @@
+package kinformer
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+)
+
+// Direct decoding. client-go decodes a protobuf watch stream in three
+// copies: the frame, then WatchEvent.Object.Raw, then runtime.Unknown.Raw,
+// before the object itself; and it decodes managedFields only for the
+// informer to drop them. For a built-in type watched through a clientset's
+// typed client, kinformer opens the watch itself on the client's REST client
+// and decodes the stream straight into T: each frame is read into one
+// reused buffer, the WatchEvent and runtime.Unknown envelopes are walked in
+// place, managedFields are cut out of the wire bytes (unless kept), and T's
+// generated Unmarshal copies out only what the object keeps.
+
+const (
+	// protobufWatch is the media type of a protobuf watch stream: frames of
+	// a 4-byte big-endian length, then a metav1.WatchEvent.
+	protobufWatch = "application/vnd.kubernetes.protobuf;stream=watch"
+	// maxFrame bounds one frame; etcd refuses objects far smaller, so a
+	// longer frame means the stream is not what it claims to be.
+	maxFrame = 64 << 20
+	// keepBuffer: a buffer grown past this for one large object is dropped
+	// afterwards rather than kept for the life of the watch.
+	keepBuffer = 1 << 20
+)
+
+// protoUnmarshaler is implemented by every built-in Kubernetes type (the
+// gogo-generated Unmarshal).
+type protoUnmarshaler interface {
+	Unmarshal([]byte) error
+}
+
+// restScoped is what client-go's typed resource clients (gentype.Client)
+// offer besides List and Watch.
+type restScoped interface {
+	GetClient() rest.Interface
+	GetNamespace() string
+}
+
+// directSource opens watches that kinformer decodes itself. It is used by
+// the informer's loop goroutine only.
+type directSource[T Object] struct {
+	client    rest.Interface
+	namespace string
+	kind      string // T's kind, matched against discovery
+	resource  string // the resource's plural name, found on first use
+	newObj    func() T
+	// metaField and managedField are the protobuf field numbers of
+	// T.ObjectMeta and ObjectMeta.ManagedFields, read from their struct
+	// tags; 0 when managedFields are kept or T's layout is not the usual.
+	metaField, managedField protowire.Number
+}
+
+// newDirectSource returns a directSource for lw if it is a typed client of
+// a real server and T is a protobuf type; else nil, and the informer uses
+// lw's own Watch.
+func newDirectSource[T Object](lw any, keepManagedFields bool) *directSource[T] {
+	rs, ok := lw.(restScoped)
+	if !ok || !mayStream(lw) {
+		return nil
+	}
+	t := reflect.TypeFor[T]()
+	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	if _, ok := any(*new(T)).(protoUnmarshaler); !ok {
+		return nil
+	}
+	client := rs.GetClient()
+	if v := reflect.ValueOf(client); !v.IsValid() || (v.Kind() == reflect.Pointer && v.IsNil()) {
+		return nil
+	}
+	elem := t.Elem()
+	d := &directSource[T]{
+		client:    client,
+		namespace: rs.GetNamespace(),
+		kind:      elem.Name(),
+		newObj:    func() T { return reflect.New(elem).Interface().(T) },
+	}
+	if !keepManagedFields {
+		d.metaField, d.managedField = managedFieldsLayout(elem)
+	}
+	return d
+}
+
+// managedFieldsLayout returns the protobuf field numbers of T's embedded
+// ObjectMeta and of ObjectMeta.ManagedFields, or zeros if either is not
+// found, in which case managedFields are decoded and dropped instead.
+func managedFieldsLayout(elem reflect.Type) (meta, managed protowire.Number) {
+	f, ok := elem.FieldByName("ObjectMeta")
+	if !ok || f.Type != reflect.TypeFor[metav1.ObjectMeta]() || len(f.Index) != 1 {
+		return 0, 0
+	}
+	mf, _ := f.Type.FieldByName("ManagedFields")
+	meta, managed = protoFieldNumber(f.Tag), protoFieldNumber(mf.Tag)
+	if meta == 0 || managed == 0 {
+		return 0, 0
+	}
+	return meta, managed
+}
+
+// protoFieldNumber reads the number of a `protobuf:"bytes,17,rep,..."` tag.
+func protoFieldNumber(tag reflect.StructTag) protowire.Number {
+	parts := strings.Split(tag.Get("protobuf"), ",")
+	if len(parts) < 2 || parts[0] != "bytes" {
+		return 0
+	}
+	n, err := strconv.Atoi(parts[1])
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return protowire.Number(n)
+}
+
+// errNoDirect says the server or the resource does not allow direct
+// decoding; the informer goes back to the client's Watch for good.
+var errNoDirect = errors.New("direct decoding not possible")
+
+// resolve finds the resource's plural name by discovery: the one resource
+// of the client's group version whose kind is T's and that can be watched.
+func (d *directSource[T]) resolve(ctx context.Context) error {
+	if d.resource != "" {
+		return nil
+	}
+	body, err := d.client.Get().SetHeader("Accept", "application/json").DoRaw(ctx)
+	if _, isStatus := err.(apierrors.APIStatus); isStatus {
+		// Discovery refused (403, 404, …): the client's Watch may still work.
+		return fmt.Errorf("%w: discovery: %v", errNoDirect, err)
+	}
+	if err != nil {
+		return err
+	}
+	var list metav1.APIResourceList
+	if err := json.Unmarshal(body, &list); err != nil {
+		return fmt.Errorf("%w: discovery: %v", errNoDirect, err)
+	}
+	var found []string
+	for _, r := range list.APIResources {
+		if r.Kind == d.kind && !strings.Contains(r.Name, "/") && slices.Contains(r.Verbs, "watch") {
+			found = append(found, r.Name)
+		}
+	}
+	if len(found) != 1 {
+		return fmt.Errorf("%w: %d watchable resources of kind %s in %s", errNoDirect, len(found), d.kind, list.GroupVersion)
+	}
+	d.resource = found[0]
+	return nil
+}
+
+// watch opens a watch and decodes it directly.
+func (d *directSource[T]) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	if err := d.resolve(ctx); err != nil {
+		return nil, err
+	}
+	opts.Watch = true
+	body, err := d.client.Get().
+		NamespaceIfScoped(d.namespace, d.namespace != "").
+		Resource(d.resource).
+		VersionedParams(&opts, metav1.ParameterCodec).
+		SetHeader("Accept", protobufWatch).
+		Stream(ctx)
+	if err != nil {
+		if apierrors.IsNotAcceptable(err) || apierrors.IsUnsupportedMediaType(err) {
+			return nil, fmt.Errorf("%w: %v", errNoDirect, err)
+		}
+		return nil, err
+	}
+	w := &directWatcher[T]{
+		body:   body,
+		result: make(chan watch.Event, 16),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+		dec:    &frameDecoder[T]{src: d, r: bufio.NewReaderSize(body, 64<<10)},
+	}
+	go w.run()
+	return w, nil
+}
+
+// directWatcher is a watch.Interface over a protobuf watch stream.
+type directWatcher[T Object] struct {
+	body   io.ReadCloser
+	result chan watch.Event
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+	dec    *frameDecoder[T]
+}
+
+func (w *directWatcher[T]) ResultChan() <-chan watch.Event { return w.result }
+
+// Stop closes the stream and waits for the decoding goroutine to end.
+func (w *directWatcher[T]) Stop() {
+	w.once.Do(func() {
+		close(w.stop)
+		w.body.Close()
+	})
+	<-w.done
+}
+
+func (w *directWatcher[T]) run() {
+	defer close(w.done)
+	defer close(w.result)
+	defer w.body.Close()
+	for {
+		ev, err := w.dec.next()
+		if err != nil {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || utilnet.IsProbableEOF(err) || errors.Is(err, context.Canceled) {
+				return // the server or the network ended the watch: resume from the last version
+			}
+			// The stream cannot be trusted past this point.
+			ev = watch.Event{Type: watch.Error, Object: &metav1.Status{
+				Status:  metav1.StatusFailure,
+				Code:    http.StatusInternalServerError,
+				Reason:  metav1.StatusReasonInternalError,
+				Message: "unreadable watch stream: " + err.Error(),
+			}}
+		}
+		select {
+		case w.result <- ev:
+		case <-w.stop:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// decodeFailure is the object of an event whose frame was intact but whose
+// content was not understood: the informer reports it and goes on.
+type decodeFailure struct{ err error }
+
+func (d *decodeFailure) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+func (d *decodeFailure) DeepCopyObject() runtime.Object   { return d }
+
+// frameDecoder reads and decodes one frame at a time.
+type frameDecoder[T Object] struct {
+	src     *directSource[T]
+	r       *bufio.Reader
+	frame   []byte // reused for every frame
+	scratch []byte // reused for objects with managedFields cut out
+}
+
+var k8sMagic = []byte{0x6b, 0x38, 0x73, 0x00} // "k8s\0": runtime.Unknown follows
+
+// next reads one frame. An error means the stream cannot go on; a frame it
+// could read but not decode is returned as an event with a *decodeFailure.
+func (f *frameDecoder[T]) next() (watch.Event, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(f.r, hdr[:]); err != nil {
+		return watch.Event{}, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > maxFrame {
+		return watch.Event{}, fmt.Errorf("a frame of %d bytes, more than %d: not a protobuf watch stream", n, maxFrame)
+	}
+	if uint32(cap(f.frame)) < n {
+		f.frame = make([]byte, max(n, 2*uint32(cap(f.frame)), 4096))
+	}
+	buf := f.frame[:n]
+	if _, err := io.ReadFull(f.r, buf); err != nil {
+		return watch.Event{}, err
+	}
+	ev := f.decode(buf)
+	if cap(f.frame) > keepBuffer {
+		f.frame = nil
+	}
+	if cap(f.scratch) > keepBuffer {
+		f.scratch = nil
+	}
+	return ev, nil
+}
+
+// decode decodes a metav1.WatchEvent{1: type, 2: RawExtension{1: raw}}
+// whose raw object is "k8s\0" + runtime.Unknown{1: TypeMeta{1: apiVersion,
+// 2: kind}, 2: raw, 3: contentEncoding, 4: contentType}.
+func (f *frameDecoder[T]) decode(frame []byte) watch.Event {
+	var typ, ext []byte
+	if err := eachField(frame, func(num protowire.Number, v []byte) {
+		switch num {
+		case 1:
+			typ = v
+		case 2:
+			ext = v
+		}
+	}); err != nil {
+		return failed("", fmt.Errorf("watch event: %w", err))
+	}
+	et := eventType(typ)
+	var raw []byte
+	if err := eachField(ext, func(num protowire.Number, v []byte) {
+		if num == 1 {
+			raw = v
+		}
+	}); err != nil {
+		return failed(et, fmt.Errorf("%s event: object: %w", et, err))
+	}
+	if !bytes.HasPrefix(raw, k8sMagic) {
+		return failed(et, fmt.Errorf("%s event: object is not a protobuf-encoded Kubernetes object", et))
+	}
+	var typeMeta, obj, encoding, contentType []byte
+	if err := eachField(raw[len(k8sMagic):], func(num protowire.Number, v []byte) {
+		switch num {
+		case 1:
+			typeMeta = v
+		case 2:
+			obj = v
+		case 3:
+			encoding = v
+		case 4:
+			contentType = v
+		}
+	}); err != nil {
+		return failed(et, fmt.Errorf("%s event: envelope: %w", et, err))
+	}
+	if len(encoding) != 0 || (len(contentType) != 0 && !bytes.HasPrefix(contentType, []byte("application/vnd.kubernetes.protobuf"))) {
+		return failed(et, fmt.Errorf("%s event: object encoded as %q %q", et, encoding, contentType))
+	}
+	var kind []byte
+	_ = eachField(typeMeta, func(num protowire.Number, v []byte) {
+		if num == 2 {
+			kind = v
+		}
+	})
+	if et == watch.Error || string(kind) == "Status" {
+		st := &metav1.Status{}
+		if err := st.Unmarshal(obj); err != nil {
+			return failed(et, fmt.Errorf("%s event: Status: %w", et, err))
+		}
+		if et != watch.Error {
+			return failed(et, fmt.Errorf("%s event with a Status: %s", et, st.Message))
+		}
+		return watch.Event{Type: et, Object: st}
+	}
+	if string(kind) != f.src.kind {
+		return failed(et, fmt.Errorf("%s event with an object of kind %q, want %q", et, kind, f.src.kind))
+	}
+	o := f.src.newObj()
+	if f.src.managedField != 0 {
+		obj = f.withoutManagedFields(obj)
+	}
+	if err := any(o).(protoUnmarshaler).Unmarshal(obj); err != nil {
+		return failed(et, fmt.Errorf("%s event: %s: %w", et, f.src.kind, err))
+	}
+	return watch.Event{Type: et, Object: o}
+}
+
+func failed(et watch.EventType, err error) watch.Event {
+	return watch.Event{Type: et, Object: &decodeFailure{err: fmt.Errorf("%w: %w", ErrUnexpectedObject, err)}}
+}
+
+// eventType maps the wire name to the watch constant without allocating.
+func eventType(b []byte) watch.EventType {
+	switch string(b) {
+	case "ADDED":
+		return watch.Added
+	case "MODIFIED":
+		return watch.Modified
+	case "DELETED":
+		return watch.Deleted
+	case "BOOKMARK":
+		return watch.Bookmark
+	case "ERROR":
+		return watch.Error
+	}
+	return watch.EventType(b)
+}
+
+// eachField calls fn with the number and content of every length-delimited
+// field of msg, skipping fields of other wire types.
+func eachField(msg []byte, fn func(protowire.Number, []byte)) error {
+	for len(msg) > 0 {
+		num, typ, n := protowire.ConsumeTag(msg)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		msg = msg[n:]
+		if typ == protowire.BytesType {
+			v, m := protowire.ConsumeBytes(msg)
+			if m < 0 {
+				return protowire.ParseError(m)
+			}
+			fn(num, v)
+			msg = msg[m:]
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, msg)
+		if m < 0 {
+			return protowire.ParseError(m)
+		}
+		msg = msg[m:]
+	}
+	return nil
+}
+
+// withoutManagedFields returns obj with every ObjectMeta.ManagedFields entry
+// cut out of its metadata, in f.scratch; or obj itself when there are none
+// or the bytes do not parse (Unmarshal then says what is wrong).
+func (f *frameDecoder[T]) withoutManagedFields(obj []byte) []byte {
+	metaNum, mfNum := f.src.metaField, f.src.managedField
+	// Find the metadata field and the size it keeps.
+	start, tagLen, end, kept := -1, 0, -1, 0
+	for off := 0; off < len(obj); {
+		num, typ, n := protowire.ConsumeTag(obj[off:])
+		if n < 0 {
+			return obj
+		}
+		m := protowire.ConsumeFieldValue(num, typ, obj[off+n:])
+		if m < 0 {
+			return obj
+		}
+		if num == metaNum && typ == protowire.BytesType && start < 0 {
+			v, _ := protowire.ConsumeBytes(obj[off+n:])
+			k, dropped, ok := keptSize(v, mfNum)
+			if !ok || !dropped {
+				return obj
+			}
+			start, tagLen, end, kept = off, n, off+n+m, k
+		}
+		off += n + m
+	}
+	if start < 0 {
+		return obj
+	}
+	out := append(f.scratch[:0], obj[:start]...)
+	out = protowire.AppendTag(out, metaNum, protowire.BytesType)
+	out = protowire.AppendVarint(out, uint64(kept))
+	meta, _ := protowire.ConsumeBytes(obj[start+tagLen:])
+	for off := 0; off < len(meta); {
+		num, typ, n := protowire.ConsumeTag(meta[off:])
+		m := protowire.ConsumeFieldValue(num, typ, meta[off+n:])
+		if num != mfNum {
+			out = append(out, meta[off:off+n+m]...)
+		}
+		off += n + m
+	}
+	out = append(out, obj[end:]...)
+	f.scratch = out
+	return out
+}
+
+// keptSize returns the size of msg without its fields numbered drop, and
+// whether there were any.
+func keptSize(msg []byte, drop protowire.Number) (size int, dropped, ok bool) {
+	for off := 0; off < len(msg); {
+		num, typ, n := protowire.ConsumeTag(msg[off:])
+		if n < 0 {
+			return 0, false, false
+		}
+		m := protowire.ConsumeFieldValue(num, typ, msg[off+n:])
+		if m < 0 {
+			return 0, false, false
+		}
+		if num == drop {
+			dropped = true
+		} else {
+			size += n + m
+		}
+		off += n + m
+	}
+	return size, dropped, true
+}
