@@ -87,7 +87,7 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 	}
 	inf.noStreaming = o.DisableStreamingList || !mayStream(lw)
 	if !o.DisableDirectDecoding {
-		inf.direct = newDirectSource[T](lw, o.KeepManagedFields)
+		inf.direct = newDirectSource[T](lw, o.KeepManagedFields, o.Transform == nil)
 	}
 	return inf
 }

@@ -56,10 +56,11 @@ func objectMeta(obj any) *metav1.ObjectMeta {
 }
 
 // internObject interns the shared strings of a freshly decoded object that
-// nothing else references yet.
-func internObject(obj any) {
+// nothing else references yet. Its labels and annotations maps are left
+// alone if skipMaps: they are already shared, hence read-only.
+func internObject(obj any, skipMaps bool) {
 	if m := objectMeta(obj); m != nil {
-		internMeta(m)
+		internMeta(m, skipMaps)
 	}
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
@@ -74,11 +75,13 @@ func internObject(obj any) {
 	}
 }
 
-func internMeta(m *metav1.ObjectMeta) {
+func internMeta(m *metav1.ObjectMeta, skipMaps bool) {
 	m.Namespace = intern(m.Namespace)
 	m.GenerateName = intern(m.GenerateName)
-	internMap(m.Labels, true)
-	internMap(m.Annotations, true)
+	if !skipMaps {
+		internMap(m.Labels, true)
+		internMap(m.Annotations, true)
+	}
 	for i := range m.OwnerReferences {
 		r := &m.OwnerReferences[i]
 		r.APIVersion, r.Kind, r.Name = intern(r.APIVersion), intern(r.Kind), intern(r.Name)
@@ -161,26 +164,56 @@ func internContainer(c *corev1.Container) {
 	}
 }
 
+// genTable remembers values by key in two generations of up to
+// tableGeneration entries each: an entry not used for two generations is
+// forgotten, so keys that never repeat cost a bounded table, not one entry
+// per object forever. It is not safe for concurrent use.
+type genTable[V any] struct {
+	recent, old map[string]V
+}
+
+const tableGeneration = 2048
+
+// get looks key up; string(key) in a map index does not allocate.
+func (g *genTable[V]) get(key []byte) (V, bool) {
+	if v, ok := g.recent[string(key)]; ok {
+		return v, true
+	}
+	if v, ok := g.old[string(key)]; ok {
+		g.put(string(key), v)
+		return v, true
+	}
+	var zero V
+	return zero, false
+}
+
+func (g *genTable[V]) put(key string, v V) {
+	if g.recent == nil || len(g.recent) >= tableGeneration {
+		g.old, g.recent = g.recent, make(map[string]V)
+	}
+	g.recent[key] = v
+}
+
+func (g *genTable[V]) len() int { return len(g.recent) + len(g.old) }
+
 // mapPool lets objects with equal labels (or equal annotations) share one
 // map: the pods of a ReplicaSet, the objects of one Helm release. A small
 // map costs about 350 bytes before its strings, often more than the rest
 // of an object's metadata. Objects in the cache are read-only, so sharing
 // is invisible to readers; it is done after Options.Transform, which may
-// still modify its object.
+// still modify its object. (Without a Transform, the direct decoder shares
+// maps before they are even decoded: see frameDecoder.)
 //
-// The pool remembers recently seen maps in two generations of up to
-// mapPoolGeneration entries each: a map not seen again for two generations
-// is forgotten, so labels unique to each object (a StatefulSet pod's name)
-// cost a bounded table, not one entry per object forever. It belongs to
-// the informer's loop goroutine.
+// Maps are remembered in a genTable, so labels unique to each object (a
+// StatefulSet pod's name) cost a bounded table. It belongs to the
+// informer's loop goroutine.
 type mapPool struct {
-	recent, old map[string]map[string]string
-	keys        []string // scratch: sorted keys
-	buf         []byte   // scratch: the lookup key
+	maps genTable[map[string]string]
+	keys []string // scratch: sorted keys
+	buf  []byte   // scratch: the lookup key
 }
 
 const (
-	mapPoolGeneration = 2048
 	mapPoolMaxBytes   = 1024 // larger maps (last-applied-configuration) are rarely shared
 	mapPoolMaxEntries = 32
 )
@@ -210,24 +243,17 @@ func (p *mapPool) share(m map[string]string) map[string]string {
 	}
 	clear(keys) // do not pin the strings
 	p.keys, p.buf = keys, buf
-	if shared, ok := p.recent[string(buf)]; ok {
+	if shared, ok := p.maps.get(buf); ok {
 		return shared
 	}
-	if shared, ok := p.old[string(buf)]; ok {
-		p.recent[string(buf)] = shared
-		return shared
-	}
-	if p.recent == nil || len(p.recent) >= mapPoolGeneration {
-		p.old, p.recent = p.recent, make(map[string]map[string]string)
-	}
-	p.recent[string(buf)] = m
+	p.maps.put(string(buf), m)
 	return m
 }
 
 // shrink makes a new object share what it can: interned strings, and the
 // labels and annotations maps of earlier objects.
 func (p *mapPool) shrink(obj any) {
-	internObject(obj)
+	internObject(obj, false)
 	if m := objectMeta(obj); m != nil {
 		m.Labels = p.share(m.Labels)
 		m.Annotations = p.share(m.Annotations)

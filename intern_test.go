@@ -32,8 +32,8 @@ func TestMapPoolSharesEqualMaps(t *testing.T) {
 		t.Error("maps with the same concatenation shared")
 	}
 	big := map[string]string{"last-applied": strings.Repeat("x", mapPoolMaxBytes)}
-	if got := p.share(big); !sameMap(got, big) || len(p.recent) != 4 {
-		t.Errorf("a large map was pooled (%d entries)", len(p.recent))
+	if got := p.share(big); !sameMap(got, big) || p.maps.len() != 4 {
+		t.Errorf("a large map was pooled (%d entries)", p.maps.len())
 	}
 	if p.share(nil) != nil {
 		t.Error("nil map replaced")
@@ -43,9 +43,9 @@ func TestMapPoolSharesEqualMaps(t *testing.T) {
 func TestMapPoolIsBounded(t *testing.T) {
 	var p mapPool
 	first := p.share(map[string]string{"pod": "0"})
-	for i := 1; i < 5*mapPoolGeneration; i++ {
+	for i := 1; i < 5*tableGeneration; i++ {
 		p.share(map[string]string{"pod": fmt.Sprint(i)})
-		if n := len(p.recent) + len(p.old); n > 2*mapPoolGeneration {
+		if n := p.maps.len(); n > 2*tableGeneration {
 			t.Fatalf("%d maps remembered, more than two generations", n)
 		}
 	}
@@ -55,9 +55,9 @@ func TestMapPoolIsBounded(t *testing.T) {
 	// A map seen in every generation stays shared.
 	var q mapPool
 	keep := q.share(map[string]string{"app": "web"})
-	for i := range 5 * mapPoolGeneration {
+	for i := range 5 * tableGeneration {
 		q.share(map[string]string{"pod": fmt.Sprint(i)})
-		if i%mapPoolGeneration == 0 && !sameMap(q.share(map[string]string{"app": "web"}), keep) {
+		if i%tableGeneration == 0 && !sameMap(q.share(map[string]string{"app": "web"}), keep) {
 			t.Fatal("a map in use was forgotten")
 		}
 	}

@@ -69,16 +69,22 @@ type directSource[T Object] struct {
 	kind      string // T's kind, matched against discovery
 	resource  string // the resource's plural name, found on first use
 	newObj    func() T
-	// metaField and managedField are the protobuf field numbers of
-	// T.ObjectMeta and ObjectMeta.ManagedFields, read from their struct
-	// tags; 0 when managedFields are kept or T's layout is not the usual.
-	metaField, managedField protowire.Number
+	// The protobuf field numbers of T.ObjectMeta and of ObjectMeta's
+	// managedFields, labels and annotations, read from their struct tags;
+	// metaField is 0 if T's layout is not the usual one.
+	metaField, managedField, labelsField, annotationsField protowire.Number
+	strip bool // cut managedFields out of the bytes
+	// share: intern the objects' strings and share equal labels and
+	// annotations maps, found by their wire bytes before they are decoded.
+	// Only without Options.Transform, which may modify maps in place.
+	share bool
+	maps  genTable[map[string]string] // used by one watch's goroutine at a time
 }
 
 // newDirectSource returns a directSource for lw if it is a typed client of
 // a real server and T is a protobuf type; else nil, and the informer uses
 // lw's own Watch.
-func newDirectSource[T Object](lw any, keepManagedFields bool) *directSource[T] {
+func newDirectSource[T Object](lw any, keepManagedFields, share bool) *directSource[T] {
 	rs, ok := lw.(restScoped)
 	if !ok || !mayStream(lw) {
 		return nil
@@ -101,26 +107,29 @@ func newDirectSource[T Object](lw any, keepManagedFields bool) *directSource[T] 
 		kind:      elem.Name(),
 		newObj:    func() T { return reflect.New(elem).Interface().(T) },
 	}
-	if !keepManagedFields {
-		d.metaField, d.managedField = managedFieldsLayout(elem)
-	}
+	d.metaField, d.managedField, d.labelsField, d.annotationsField = metaLayout(elem)
+	d.strip = !keepManagedFields && d.metaField != 0
+	d.share = share && d.metaField != 0
 	return d
 }
 
-// managedFieldsLayout returns the protobuf field numbers of T's embedded
-// ObjectMeta and of ObjectMeta.ManagedFields, or zeros if either is not
-// found, in which case managedFields are decoded and dropped instead.
-func managedFieldsLayout(elem reflect.Type) (meta, managed protowire.Number) {
+// metaLayout returns the protobuf field numbers of T's embedded ObjectMeta
+// and of ObjectMeta's managedFields, labels and annotations, or zeros if
+// any is not found; the decoder then leaves metadata bytes alone.
+func metaLayout(elem reflect.Type) (meta, managed, labels, annotations protowire.Number) {
 	f, ok := elem.FieldByName("ObjectMeta")
 	if !ok || f.Type != reflect.TypeFor[metav1.ObjectMeta]() || len(f.Index) != 1 {
-		return 0, 0
+		return 0, 0, 0, 0
 	}
-	mf, _ := f.Type.FieldByName("ManagedFields")
-	meta, managed = protoFieldNumber(f.Tag), protoFieldNumber(mf.Tag)
-	if meta == 0 || managed == 0 {
-		return 0, 0
+	num := func(name string) protowire.Number {
+		sf, _ := f.Type.FieldByName(name)
+		return protoFieldNumber(sf.Tag)
 	}
-	return meta, managed
+	meta, managed, labels, annotations = protoFieldNumber(f.Tag), num("ManagedFields"), num("Labels"), num("Annotations")
+	if meta == 0 || managed == 0 || labels == 0 || annotations == 0 {
+		return 0, 0, 0, 0
+	}
+	return meta, managed, labels, annotations
 }
 
 // protoFieldNumber reads the number of a `protobuf:"bytes,17,rep,..."` tag.
@@ -267,7 +276,9 @@ type frameDecoder[T Object] struct {
 	src     *directSource[T]
 	r       *bufio.Reader
 	frame   []byte // reused for every frame
-	scratch []byte // reused for objects with managedFields cut out
+	scratch []byte // reused for objects with metadata fields cut out
+	lkey    []byte // reused: the wire bytes of the labels
+	akey    []byte // reused: the wire bytes of the annotations
 }
 
 var k8sMagic = []byte{0x6b, 0x38, 0x73, 0x00} // "k8s\0": runtime.Unknown follows
@@ -296,6 +307,9 @@ func (f *frameDecoder[T]) next() (watch.Event, error) {
 	}
 	if cap(f.scratch) > keepBuffer {
 		f.scratch = nil
+	}
+	if cap(f.lkey) > keepBuffer || cap(f.akey) > keepBuffer {
+		f.lkey, f.akey = nil, nil
 	}
 	return ev, nil
 }
@@ -365,14 +379,41 @@ func (f *frameDecoder[T]) decode(frame []byte) watch.Event {
 		return failed(et, fmt.Errorf("%s event with an object of kind %q, want %q", et, kind, f.src.kind))
 	}
 	o := f.src.newObj()
-	if f.src.managedField != 0 {
-		obj = f.withoutManagedFields(obj)
+	var labels, annotations map[string]string
+	if f.src.strip || f.src.share {
+		obj, labels, annotations = f.rewriteMeta(obj)
 	}
 	if err := any(o).(protoUnmarshaler).Unmarshal(obj); err != nil {
 		return failed(et, fmt.Errorf("%s event: %s: %w", et, f.src.kind, err))
 	}
+	if f.src.share {
+		f.shareMaps(objectMeta(o), labels, annotations)
+		internObject(o, true)
+	}
 	return watch.Event{Type: et, Object: o}
 }
+
+// shareMaps gives m the shared maps found by rewriteMeta, or remembers m's
+// own (interned) maps for the next objects with the same wire bytes.
+func (f *frameDecoder[T]) shareMaps(m *metav1.ObjectMeta, labels, annotations map[string]string) {
+	if m == nil {
+		return
+	}
+	if labels != nil {
+		m.Labels = labels
+	} else if m.Labels != nil && shareable(f.lkey) {
+		internMap(m.Labels, true)
+		f.src.maps.put(string(f.lkey), m.Labels)
+	}
+	if annotations != nil {
+		m.Annotations = annotations
+	} else if m.Annotations != nil && shareable(f.akey) {
+		internMap(m.Annotations, true)
+		f.src.maps.put(string(f.akey), m.Annotations)
+	}
+}
+
+func shareable(key []byte) bool { return len(key) > 0 && len(key) <= mapPoolMaxBytes }
 
 func failed(et watch.EventType, err error) watch.Event {
 	return watch.Event{Type: et, Object: &decodeFailure{err: fmt.Errorf("%w: %w", ErrUnexpectedObject, err)}}
@@ -422,70 +463,99 @@ func eachField(msg []byte, fn func(protowire.Number, []byte)) error {
 	return nil
 }
 
-// withoutManagedFields returns obj with every ObjectMeta.ManagedFields entry
-// cut out of its metadata, in f.scratch; or obj itself when there are none
-// or the bytes do not parse (Unmarshal then says what is wrong).
-func (f *frameDecoder[T]) withoutManagedFields(obj []byte) []byte {
-	metaNum, mfNum := f.src.metaField, f.src.managedField
-	// Find the metadata field and the size it keeps.
-	start, tagLen, end, kept := -1, 0, -1, 0
+// rewriteMeta cuts fields out of the object's metadata before it is
+// decoded: managedFields (if stripped), and labels and annotations whose
+// exact wire bytes an earlier object had, whose decoded maps it returns for
+// the object to share. It leaves the wire bytes of the labels and
+// annotations in f.lkey and f.akey. The result is in f.scratch, or obj
+// itself when nothing is cut or the bytes do not parse (Unmarshal then says
+// what is wrong).
+func (f *frameDecoder[T]) rewriteMeta(obj []byte) (out []byte, labels, annotations map[string]string) {
+	src := f.src
+	f.lkey, f.akey = f.lkey[:0], f.akey[:0]
+	// Find the metadata field.
+	start, tagLen, end := -1, 0, 0
+	var meta []byte
 	for off := 0; off < len(obj); {
 		num, typ, n := protowire.ConsumeTag(obj[off:])
 		if n < 0 {
-			return obj
+			return obj, nil, nil
 		}
 		m := protowire.ConsumeFieldValue(num, typ, obj[off+n:])
 		if m < 0 {
-			return obj
+			return obj, nil, nil
 		}
-		if num == metaNum && typ == protowire.BytesType && start < 0 {
-			v, _ := protowire.ConsumeBytes(obj[off+n:])
-			k, dropped, ok := keptSize(v, mfNum)
-			if !ok || !dropped {
-				return obj
-			}
-			start, tagLen, end, kept = off, n, off+n+m, k
+		if num == src.metaField && typ == protowire.BytesType && start < 0 {
+			meta, _ = protowire.ConsumeBytes(obj[off+n:])
+			start, tagLen, end = off, n, off+n+m
 		}
 		off += n + m
 	}
 	if start < 0 {
-		return obj
+		return obj, nil, nil
 	}
-	out := append(f.scratch[:0], obj[:start]...)
-	out = protowire.AppendTag(out, metaNum, protowire.BytesType)
-	out = protowire.AppendVarint(out, uint64(kept))
-	meta, _ := protowire.ConsumeBytes(obj[start+tagLen:])
+	// Collect its labels and annotations, see whether managedFields are there.
+	managed := false
+	for off := 0; off < len(meta); {
+		num, typ, n := protowire.ConsumeTag(meta[off:])
+		if n < 0 {
+			return obj, nil, nil
+		}
+		m := protowire.ConsumeFieldValue(num, typ, meta[off+n:])
+		if m < 0 {
+			return obj, nil, nil
+		}
+		switch num {
+		case src.managedField:
+			managed = true
+		case src.labelsField:
+			f.lkey = append(f.lkey, meta[off:off+n+m]...)
+		case src.annotationsField:
+			f.akey = append(f.akey, meta[off:off+n+m]...)
+		}
+		off += n + m
+	}
+	var drop [3]protowire.Number
+	if src.strip && managed {
+		drop[0] = src.managedField
+	}
+	if src.share {
+		var ok bool
+		if shareable(f.lkey) {
+			if labels, ok = src.maps.get(f.lkey); ok {
+				drop[1] = src.labelsField
+			}
+		}
+		if shareable(f.akey) {
+			if annotations, ok = src.maps.get(f.akey); ok {
+				drop[2] = src.annotationsField
+			}
+		}
+	}
+	if drop == [3]protowire.Number{} {
+		return obj, labels, annotations
+	}
+	kept := 0
 	for off := 0; off < len(meta); {
 		num, typ, n := protowire.ConsumeTag(meta[off:])
 		m := protowire.ConsumeFieldValue(num, typ, meta[off+n:])
-		if num != mfNum {
+		if num != drop[0] && num != drop[1] && num != drop[2] {
+			kept += n + m
+		}
+		off += n + m
+	}
+	out = append(f.scratch[:0], obj[:start]...)
+	out = append(out, obj[start:start+tagLen]...)
+	out = protowire.AppendVarint(out, uint64(kept))
+	for off := 0; off < len(meta); {
+		num, typ, n := protowire.ConsumeTag(meta[off:])
+		m := protowire.ConsumeFieldValue(num, typ, meta[off+n:])
+		if num != drop[0] && num != drop[1] && num != drop[2] {
 			out = append(out, meta[off:off+n+m]...)
 		}
 		off += n + m
 	}
 	out = append(out, obj[end:]...)
 	f.scratch = out
-	return out
-}
-
-// keptSize returns the size of msg without its fields numbered drop, and
-// whether there were any.
-func keptSize(msg []byte, drop protowire.Number) (size int, dropped, ok bool) {
-	for off := 0; off < len(msg); {
-		num, typ, n := protowire.ConsumeTag(msg[off:])
-		if n < 0 {
-			return 0, false, false
-		}
-		m := protowire.ConsumeFieldValue(num, typ, msg[off+n:])
-		if m < 0 {
-			return 0, false, false
-		}
-		if num == drop {
-			dropped = true
-		} else {
-			size += n + m
-		}
-		off += n + m
-	}
-	return size, dropped, true
+	return out, labels, annotations
 }

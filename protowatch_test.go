@@ -46,15 +46,20 @@ func managedCM(name string) *corev1.ConfigMap {
 	}
 }
 
+func strip(f *frameDecoder[*corev1.ConfigMap], b []byte) []byte {
+	out, _, _ := f.rewriteMeta(b)
+	return out
+}
+
 func TestWithoutManagedFields(t *testing.T) {
-	meta, managed := managedFieldsLayout(reflect.TypeFor[corev1.ConfigMap]())
-	if meta != 1 || managed != 17 {
-		t.Fatalf("layout of ConfigMap: metadata %d, managedFields %d; want 1, 17", meta, managed)
+	meta, managed, labels, annotations := metaLayout(reflect.TypeFor[corev1.ConfigMap]())
+	if meta != 1 || managed != 17 || labels != 11 || annotations != 12 {
+		t.Fatalf("layout of ConfigMap: metadata %d, managedFields %d, labels %d, annotations %d; want 1, 17, 11, 12", meta, managed, labels, annotations)
 	}
-	if m, _ := managedFieldsLayout(reflect.TypeFor[struct{ X int }]()); m != 0 {
+	if m, _, _, _ := metaLayout(reflect.TypeFor[struct{ X int }]()); m != 0 {
 		t.Fatalf("a type without ObjectMeta has layout %d", m)
 	}
-	src := &directSource[*corev1.ConfigMap]{metaField: meta, managedField: managed}
+	src := &directSource[*corev1.ConfigMap]{metaField: meta, managedField: managed, labelsField: labels, annotationsField: annotations, strip: true}
 	f := &frameDecoder[*corev1.ConfigMap]{src: src}
 
 	in := managedCM("a")
@@ -62,7 +67,7 @@ func TestWithoutManagedFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stripped := f.withoutManagedFields(raw)
+	stripped := strip(f, raw)
 	if len(stripped) >= len(raw) {
 		t.Fatalf("stripped %d bytes from %d: nothing cut", len(stripped), len(raw))
 	}
@@ -79,12 +84,12 @@ func TestWithoutManagedFields(t *testing.T) {
 	// No managedFields: the bytes are used as they are.
 	want.ResourceVersion = "8"
 	plain, _ := want.Marshal()
-	if got := f.withoutManagedFields(plain); &got[0] != &plain[0] {
+	if got := strip(f, plain); &got[0] != &plain[0] {
 		t.Fatal("an object without managedFields was copied")
 	}
 	// Garbage is passed on for Unmarshal to reject.
 	junk := []byte{0x0a, 0xff, 0xff, 0xff}
-	if got := f.withoutManagedFields(junk); !bytes.Equal(got, junk) {
+	if got := strip(f, junk); !bytes.Equal(got, junk) {
 		t.Fatal("garbage was rewritten")
 	}
 }
@@ -270,14 +275,14 @@ func TestDirectDecodingFallsBackWithoutDiscovery(t *testing.T) {
 }
 
 func TestDirectDecodingOnlyForTypedClients(t *testing.T) {
-	if d := newDirectSource[*corev1.ConfigMap](&fakeServer{}, false); d != nil {
+	if d := newDirectSource[*corev1.ConfigMap](&fakeServer{}, false, true); d != nil {
 		t.Fatal("direct decoding for a client without a REST client")
 	}
 	cs := clientFor(t, http.NotFoundHandler())
-	if d := newDirectSource[*corev1.ConfigMap](cs.CoreV1().ConfigMaps("ns"), true); d == nil || d.managedField != 0 {
+	if d := newDirectSource[*corev1.ConfigMap](cs.CoreV1().ConfigMaps("ns"), true, false); d == nil || d.strip || d.share {
 		t.Fatalf("typed client: %+v", d)
 	}
-	if d := newDirectSource[*corev1.ConfigMap](cs.CoreV1().ConfigMaps("ns"), false); d == nil || d.managedField != 17 || d.kind != "ConfigMap" {
+	if d := newDirectSource[*corev1.ConfigMap](cs.CoreV1().ConfigMaps("ns"), false, true); d == nil || !d.strip || !d.share || d.kind != "ConfigMap" {
 		t.Fatalf("typed client: %+v", d)
 	}
 }
@@ -288,8 +293,8 @@ func TestInternSharesStrings(t *testing.T) {
 	b.Namespace = strings.Clone(a.Namespace)
 	b.Labels = map[string]string{strings.Clone("app"): strings.Clone("x")}
 	b.Data = map[string]string{strings.Clone("k"): "other"}
-	internObject(a)
-	internObject(b)
+	internObject(a, false)
+	internObject(b, false)
 	same := func(what, x, y string) {
 		t.Helper()
 		if x != y || unsafe.StringData(x) != unsafe.StringData(y) {
@@ -314,5 +319,43 @@ func TestInternSharesStrings(t *testing.T) {
 	long := a.Annotations["a"]
 	if intern(long) != long || unsafe.StringData(intern(strings.Clone(long))) == unsafe.StringData(long) {
 		t.Error("a long string was interned")
+	}
+}
+
+// Equal labels and annotations are found by their wire bytes and shared
+// without being decoded again; different ones are not; values are intact.
+func TestDecoderSharesMapsByWireBytes(t *testing.T) {
+	meta, managed, labels, annotations := metaLayout(reflect.TypeFor[corev1.ConfigMap]())
+	src := &directSource[*corev1.ConfigMap]{kind: "ConfigMap", newObj: func() *corev1.ConfigMap { return &corev1.ConfigMap{} },
+		metaField: meta, managedField: managed, labelsField: labels, annotationsField: annotations, strip: true, share: true}
+	f := &frameDecoder[*corev1.ConfigMap]{src: src}
+	decode := func(cm *corev1.ConfigMap) *corev1.ConfigMap {
+		t.Helper()
+		ev := f.decode(wireEvent(t, "ADDED", cm)[4:])
+		got, ok := ev.Object.(*corev1.ConfigMap)
+		if !ok {
+			t.Fatalf("decoded %#v", ev.Object)
+		}
+		want := cm.DeepCopy()
+		want.ManagedFields = nil
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("decoded\n %+v\nwant %+v", got, want)
+		}
+		return got
+	}
+	a, b := decode(managedCM("a")), decode(managedCM("b"))
+	other := managedCM("c")
+	other.Labels = map[string]string{"app": "y"}
+	c := decode(other)
+	if !sameMap(a.Labels, b.Labels) || !sameMap(a.Annotations, b.Annotations) {
+		t.Error("equal maps not shared")
+	}
+	if sameMap(a.Labels, c.Labels) || !sameMap(a.Annotations, c.Annotations) {
+		t.Error("labels: different ones shared, or equal annotations not")
+	}
+	noLabels := managedCM("d")
+	noLabels.Labels = nil
+	if d := decode(noLabels); d.Labels != nil {
+		t.Errorf("labels appeared: %v", d.Labels)
 	}
 }

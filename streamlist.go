@@ -101,7 +101,7 @@ func (inf *Informer[T]) streamList(ctx context.Context) (o outcome, ok bool) {
 					inf.reportError(fmt.Errorf("list (streaming): %w: object of type %T, want %T", ErrUnexpectedObject, ev.Object, *new(T)))
 					continue
 				}
-				inf.collect(items, obj)
+				inf.collect(items, obj, inf.sharedByDecoder())
 			case watch.Bookmark:
 				m, err := meta.Accessor(ev.Object)
 				if err != nil || m.GetAnnotations()[initialEventsEnd] != "true" {

@@ -228,7 +228,7 @@ func (inf *Informer[T]) pagedList(ctx context.Context) outcome {
 				inf.reportError(fmt.Errorf("list: %w: item of type %T, want %T", ErrUnexpectedObject, o, *new(T)))
 				return nil
 			}
-			inf.collect(items, obj)
+			inf.collect(items, obj, false)
 			return nil
 		})
 		if err != nil {
@@ -275,13 +275,13 @@ func isNil(o runtime.Object) bool {
 // object at the same resourceVersion, that instance is kept and the new copy
 // is dropped at once, untransformed: a re-list of a mostly unchanged
 // collection then holds one copy of each object, not two.
-func (inf *Informer[T]) collect(items map[string]T, obj T) {
+func (inf *Informer[T]) collect(items map[string]T, obj T, shared bool) {
 	key := inf.cache.keyFunc(obj)
 	if old, ok := inf.cache.GetByKey(key); ok && old.GetResourceVersion() == obj.GetResourceVersion() {
 		items[key] = old
 		return
 	}
-	if obj, ok := inf.transform(obj); ok {
+	if obj, ok := inf.transform(obj, shared); ok {
 		items[inf.cache.keyFunc(obj)] = obj
 	}
 }
@@ -289,7 +289,10 @@ func (inf *Informer[T]) collect(items map[string]T, obj T) {
 // transform strips managedFields (unless kept), applies Options.Transform,
 // and makes the result share strings and maps with earlier objects
 // (intern.go).
-func (inf *Informer[T]) transform(obj T) (T, bool) {
+//
+// shared says the direct decoder has already interned the object and shared
+// its maps (it does so only when there is no Transform).
+func (inf *Informer[T]) transform(obj T, shared bool) (T, bool) {
 	if !inf.opts.KeepManagedFields {
 		obj.SetManagedFields(nil)
 	}
@@ -304,7 +307,9 @@ func (inf *Informer[T]) transform(obj T) (T, bool) {
 		}
 		obj = out
 	}
-	inf.maps.shrink(obj)
+	if !shared {
+		inf.maps.shrink(obj)
+	}
 	return obj, true
 }
 
@@ -352,6 +357,14 @@ func (inf *Informer[T]) openWatch(ctx context.Context, adjust func(*metav1.ListO
 		return nil, classify(err)
 	}
 	return &stream{w: w, cancel: cancel, idle: timeout + inf.opts.IdleMargin, started: time.Now()}, nil
+}
+
+// sharedByDecoder says whether the objects of the current watch were
+// interned and their maps shared by the direct decoder. The loop calls it
+// only while a watch it opened is running; a direct source is dropped only
+// before a watch is opened through the client instead.
+func (inf *Informer[T]) sharedByDecoder() bool {
+	return inf.direct != nil && inf.direct.share
 }
 
 // openWatchStream opens a watch directly decoded where possible, else
@@ -466,7 +479,7 @@ func (inf *Informer[T]) apply(ev watch.Event) error {
 	}
 	rv := obj.GetResourceVersion()
 	key := inf.cache.keyFunc(obj)
-	obj, ok = inf.transform(obj)
+	obj, ok = inf.transform(obj, inf.sharedByDecoder())
 
 	inf.handlersMu.RLock()
 	defer inf.handlersMu.RUnlock()

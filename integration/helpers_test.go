@@ -5,16 +5,16 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -24,46 +24,62 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// counting wraps a real client and counts and timestamps its calls, so tests
-// can check paging, re-lists, resume points and backoff. A streaming list (a
-// watch with sendInitialEvents) counts as a list.
-type counting[L runtime.Object] struct {
-	kinformer.ListerWatcher[L]
+// counting counts and timestamps the list and watch requests of the
+// configmaps collection that go through the config it wraps, at the HTTP
+// level, so that it sees them whether the informer decodes its watches
+// itself or through the client. A streaming list (a watch with
+// sendInitialEvents) counts as a list.
+type counting struct {
 	mu      sync.Mutex // guards the slices
 	lists   []metav1.ListOptions
 	watches []metav1.ListOptions
 	times   []time.Time // of every call
 }
 
-func isStream(o metav1.ListOptions) bool { return o.SendInitialEvents != nil && *o.SendInitialEvents }
+type roundTripFunc func(*http.Request) (*http.Response, error)
 
-func (c *counting[L]) List(ctx context.Context, o metav1.ListOptions) (L, error) {
-	c.mu.Lock()
-	c.lists = append(c.lists, o)
-	c.times = append(c.times, time.Now())
-	c.mu.Unlock()
-	return c.ListerWatcher.List(ctx, o)
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// wrap returns a copy of cfg whose requests c counts.
+func (c *counting) wrap(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			c.record(r)
+			return rt.RoundTrip(r)
+		})
+	})
+	return cfg
 }
 
-func (c *counting[L]) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+func (c *counting) record(r *http.Request) {
+	if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/configmaps") {
+		return
+	}
+	var o metav1.ListOptions
+	q := r.URL.Query()
+	if err := metav1.Convert_url_Values_To_v1_ListOptions(&q, &o, nil); err != nil {
+		panic(fmt.Sprintf("query %q: %v", r.URL.RawQuery, err))
+	}
 	c.mu.Lock()
-	if isStream(o) {
-		c.lists = append(c.lists, o)
-	} else {
+	defer c.mu.Unlock()
+	if o.Watch && !isStream(o) {
 		c.watches = append(c.watches, o)
+	} else {
+		c.lists = append(c.lists, o)
 	}
 	c.times = append(c.times, time.Now())
-	c.mu.Unlock()
-	return c.ListerWatcher.Watch(ctx, o)
 }
 
-func (c *counting[L]) counts() (lists, watches int) {
+func isStream(o metav1.ListOptions) bool { return o.SendInitialEvents != nil && *o.SendInitialEvents }
+
+func (c *counting) counts() (lists, watches int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.lists), len(c.watches)
 }
 
-func (c *counting[L]) calls() (lists, watches []metav1.ListOptions, times []time.Time) {
+func (c *counting) calls() (lists, watches []metav1.ListOptions, times []time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]metav1.ListOptions(nil), c.lists...), append([]metav1.ListOptions(nil), c.watches...), append([]time.Time(nil), c.times...)

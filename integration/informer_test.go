@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 
 	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/internal/testenv"
@@ -25,13 +26,14 @@ import (
 
 type cmEvent = kinformer.Event[*corev1.ConfigMap]
 
-// start runs an informer over the namespace's configmaps through a counting
-// wrapper, with a recorder on every event type, and waits for sync and for
-// the initial events to be delivered.
-func start(t *testing.T, lw kinformer.ListerWatcher[*corev1.ConfigMapList], opts *kinformer.Options[*corev1.ConfigMap]) (*kinformer.Informer[*corev1.ConfigMap], *counting[*corev1.ConfigMapList], *recorder[*corev1.ConfigMap]) {
+// start runs an informer over the namespace's configmaps, through the
+// typed client of a clientset whose requests are counted, with a recorder on
+// every event type, and waits for sync and for the initial events to be
+// delivered.
+func start(t *testing.T, cfg *rest.Config, ns string, opts *kinformer.Options[*corev1.ConfigMap]) (*kinformer.Informer[*corev1.ConfigMap], *counting, *recorder[*corev1.ConfigMap]) {
 	t.Helper()
-	c := &counting[*corev1.ConfigMapList]{ListerWatcher: lw}
-	inf := kinformer.New[*corev1.ConfigMap](c, opts)
+	c := &counting{}
+	inf := kinformer.New[*corev1.ConfigMap](clientset(t, c.wrap(cfg)).CoreV1().ConfigMaps(ns), opts)
 	rec := &recorder[*corev1.ConfigMap]{}
 	inf.AddHandler(rec.handle)
 	inf.Start()
@@ -70,7 +72,7 @@ func TestPreexistingObjectsAreCached(t *testing.T) {
 		}
 	}
 	t.Run("streaming", func(t *testing.T) {
-		inf, lw, rec := start(t, c.CoreV1().ConfigMaps(ns), nil)
+		inf, lw, rec := start(t, srv.Config(), ns, nil)
 		check(t, inf, rec)
 		// Changes arrive over the same connection: no separate watch.
 		mustCreate(t, c, configMap(ns, "after", nil, "x"))
@@ -82,7 +84,7 @@ func TestPreexistingObjectsAreCached(t *testing.T) {
 		mustDelete(t, c, ns, "after")
 	})
 	t.Run("paged", func(t *testing.T) {
-		inf, lw, rec := start(t, c.CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{PageSize: 10, DisableStreamingList: true})
+		inf, lw, rec := start(t, srv.Config(), ns, &kinformer.Options[*corev1.ConfigMap]{PageSize: 10, DisableStreamingList: true})
 		check(t, inf, rec)
 		if lists, _ := lw.counts(); lists != 3 {
 			t.Fatalf("%d list calls for 25 objects in pages of 10, want 3", lists)
@@ -96,7 +98,7 @@ func TestCreatePatchDelete(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
-	inf, _, rec := start(t, c.CoreV1().ConfigMaps(ns), nil)
+	inf, _, rec := start(t, srv.Config(), ns, nil)
 	ctx := t.Context()
 
 	created := mustCreate(t, c, configMap(ns, "cm", nil, "one"))
@@ -143,7 +145,7 @@ func TestResourceVersionAdvancesWithBookmarks(t *testing.T) {
 	ns := testenv.NewNamespace(t, srv.Config())
 	// A short server-side watch timeout (5-10 s): the API server sends a
 	// bookmark shortly before it ends each watch.
-	inf, lw, rec := start(t, c.CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{WatchTimeout: 5 * time.Second})
+	inf, lw, rec := start(t, srv.Config(), ns, &kinformer.Options[*corev1.ConfigMap]{WatchTimeout: 5 * time.Second})
 	var rvs []int64
 	var mu sync.Mutex
 	inf.AddHandler(func(e cmEvent) {
@@ -195,7 +197,7 @@ func TestSelectors(t *testing.T) {
 	ns := testenv.NewNamespace(t, srv.Config())
 	mustCreate(t, c, configMap(ns, "web", map[string]string{"app": "web"}, "x"))
 	mustCreate(t, c, configMap(ns, "db", map[string]string{"app": "db"}, "x"))
-	inf, lw, rec := start(t, c.CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{LabelSelector: "app=web"})
+	inf, lw, rec := start(t, srv.Config(), ns, &kinformer.Options[*corev1.ConfigMap]{LabelSelector: "app=web"})
 	if keys := inf.Cache().ListKeys(); len(keys) != 1 || keys[0] != ns+"/web" {
 		t.Fatalf("cache %v", keys)
 	}
@@ -222,7 +224,7 @@ func TestSelectors(t *testing.T) {
 	}
 
 	// Field selector.
-	fs, _, _ := start(t, c.CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{FieldSelector: "metadata.name=db"})
+	fs, _, _ := start(t, srv.Config(), ns, &kinformer.Options[*corev1.ConfigMap]{FieldSelector: "metadata.name=db"})
 	if keys := fs.Cache().ListKeys(); len(keys) != 1 || keys[0] != ns+"/db" {
 		t.Fatalf("field-selected cache %v", keys)
 	}
@@ -247,7 +249,7 @@ func TestResyncRelistsWithoutSpuriousEvents(t *testing.T) {
 		mustCreate(t, c, configMap(ns, fmt.Sprintf("cm-%d", i), nil, "x"))
 	}
 	var transforms atomic.Int32
-	inf, lw, rec := start(t, c.CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{
+	inf, lw, rec := start(t, srv.Config(), ns, &kinformer.Options[*corev1.ConfigMap]{
 		ResyncPeriod: 2 * time.Second,
 		Transform:    func(o *corev1.ConfigMap) (*corev1.ConfigMap, error) { transforms.Add(1); return o, nil },
 	})
@@ -281,7 +283,7 @@ func TestCompactionWhileStoppedRelistsAndDiffs(t *testing.T) {
 	for _, n := range []string{"keep", "change", "gone"} {
 		mustCreate(t, c, configMap(ns, n, nil, "x"))
 	}
-	inf, lw, rec := start(t, c.CoreV1().ConfigMaps(ns), nil)
+	inf, lw, rec := start(t, srv.Config(), ns, nil)
 	inf.Stop()
 	rec.reset()
 	mustUpdate(t, c, ns, "change", "y")
@@ -321,7 +323,7 @@ func TestRestartResumesFromResourceVersion(t *testing.T) {
 	ns := testenv.NewNamespace(t, srv.Config())
 	mustCreate(t, c, configMap(ns, "a", nil, "x"))
 	mustCreate(t, c, configMap(ns, "b", nil, "x"))
-	inf, lw, rec := start(t, c.CoreV1().ConfigMaps(ns), nil)
+	inf, lw, rec := start(t, srv.Config(), ns, nil)
 	inf.Stop()
 	stoppedAt := inf.ResourceVersion()
 	rec.reset()
@@ -348,7 +350,7 @@ func TestRecoversFromAPIServerKill(t *testing.T) {
 	for i := range 10 {
 		mustCreate(t, c, configMap(ns, fmt.Sprintf("cm-%d", i), nil, "x"))
 	}
-	inf, lw, rec := start(t, c.CoreV1().ConfigMaps(ns), nil)
+	inf, lw, rec := start(t, srv.Config(), ns, nil)
 	srv.Kill() // mid-watch: the streaming list's connection is the watch
 	killedAt := time.Now()
 	_, _, before := lw.calls()
@@ -381,10 +383,10 @@ func TestRecoversFromAPIServerKill(t *testing.T) {
 // returns the 403 at once, the informer retries with backoff, not in a loop.
 func TestForbiddenNamespace(t *testing.T) {
 	srv := testenv.Shared(t)
-	c := clientset(t, srv.RestrictedConfig())
+	lw := &counting{}
+	c := clientset(t, lw.wrap(srv.RestrictedConfig()))
 	ns := testenv.NewNamespace(t, srv.Config())
-	lw := &counting[*corev1.ConfigMapList]{ListerWatcher: c.CoreV1().ConfigMaps(ns)}
-	inf := kinformer.New[*corev1.ConfigMap](lw, nil)
+	inf := kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(ns), nil)
 	inf.Start()
 	defer inf.Stop()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -526,7 +528,7 @@ func TestConcurrentWritesStayConsistent(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
-	inf, _, first := start(t, c.CoreV1().ConfigMaps(ns), nil)
+	inf, _, first := start(t, srv.Config(), ns, nil)
 	second := &recorder[*corev1.ConfigMap]{}
 	inf.AddHandler(second.handle)
 

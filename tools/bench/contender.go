@@ -393,6 +393,14 @@ func contenderMain(args []string) error {
 	res.HeapAfterSyncMB = gcHeapMB()
 
 	// ---- update burst ----
+	if *cpuProfile != "" && *updates > 0 {
+		f, err := os.Create(strings.TrimSuffix(*cpuProfile, ".cpu.pprof") + ".burst.cpu.pprof")
+		if err != nil {
+			return err
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	cpuBurst0 := cpuSeconds()
 	fmt.Println("synced")
 	var writes []write
