@@ -73,7 +73,7 @@ type directSource[T Object] struct {
 	// managedFields, labels and annotations, read from their struct tags;
 	// metaField is 0 if T's layout is not the usual one.
 	metaField, managedField, labelsField, annotationsField protowire.Number
-	strip bool // cut managedFields out of the bytes
+	strip                                                  bool // cut managedFields out of the bytes
 	// share: intern the objects' strings and share equal labels and
 	// annotations maps, found by their wire bytes before they are decoded.
 	// Only without Options.Transform, which may modify maps in place.
