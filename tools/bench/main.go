@@ -96,7 +96,7 @@ func benchMain(args []string) error {
 	fs.StringVar(&c.localapi, "localapi", "", "localapi binary (default: where `make localapi` puts it; built if missing)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary data dir")
 	fs.BoolVar(&c.verbose, "v", false, "show localapi's logs")
-	fs.StringVar(&c.profileDir, "profile", "", "if set, also write CPU and allocation profiles of one extra kinformer and client-go sync of ConfigMaps here")
+	fs.StringVar(&c.profileDir, "profile", "", "if set, also write CPU and allocation profiles of one extra kinformer and client-go sync of ConfigMaps here, and CPU profiles of their update bursts (*.burst.cpu.pprof)")
 	fs.BoolVar(&c.noCompression, "no-compression", false, "contenders set rest.Config.DisableCompression (no gzip responses)")
 	fs.StringVar(&c.rev, "rev", "", "the kinformer revision measured, for the report (default: git describe --always --dirty of the repository)")
 	fs.Parse(args)
@@ -203,7 +203,11 @@ func benchMain(args []string) error {
 		for _, kind := range []string{kKinformer, kClientGo} {
 			for _, p := range []string{"cpu", "mem"} {
 				file := filepath.Join(c.profileDir, fmt.Sprintf("%s-configmaps.%s.pprof", kind, p))
-				if _, _, err := runContender(ctx, cs, self, srv.Kubeconfig, kind, "configmaps", 0, c.configMaps, 0, c.configMaps, c.writers, append(c.contenderFlags(), "-"+p+"profile", file)); err != nil {
+				updates := 0
+				if p == "cpu" { // the CPU profile covers the sync, and the update burst in a second file
+					updates = c.updates
+				}
+				if _, _, err := runContender(ctx, cs, self, srv.Kubeconfig, kind, "configmaps", 0, c.configMaps, updates, c.configMaps, c.writers, append(c.contenderFlags(), "-"+p+"profile", file)); err != nil {
 					return err
 				}
 				logf("wrote %s", file)
