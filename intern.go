@@ -80,7 +80,7 @@ func internMeta(m *metav1.ObjectMeta, skipMaps bool) {
 	m.GenerateName = intern(m.GenerateName)
 	if !skipMaps {
 		internMap(m.Labels, true)
-		internMap(m.Annotations, true)
+		internMap(m.Annotations, false) // values: mostly unique (checksums, timestamps)
 	}
 	for i := range m.OwnerReferences {
 		r := &m.OwnerReferences[i]

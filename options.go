@@ -39,9 +39,9 @@ type Options[T Object] struct {
 	// DisableStreamingList makes every list a paged LIST. By default the
 	// informer lists with a streaming watch (sendInitialEvents, KEP-3157)
 	// where the server offers it: objects are decoded, transformed and
-	// stored one by one, never held as a whole list, and the same
-	// connection goes on as the watch. Servers without it (before 1.27, or
-	// with the WatchList feature off) are detected and paged instead.
+	// stored one by one, never held as a whole list. Servers without it
+	// (before 1.27, or with the WatchList feature off) are detected and
+	// paged instead.
 	DisableStreamingList bool
 
 	// DisableDirectDecoding makes every watch go through the client's own

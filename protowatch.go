@@ -408,7 +408,7 @@ func (f *frameDecoder[T]) shareMaps(m *metav1.ObjectMeta, labels, annotations ma
 	if annotations != nil {
 		m.Annotations = annotations
 	} else if m.Annotations != nil && shareable(f.akey) {
-		internMap(m.Annotations, true)
+		internMap(m.Annotations, false)
 		f.src.maps.put(string(f.akey), m.Annotations)
 	}
 }

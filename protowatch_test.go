@@ -202,10 +202,11 @@ func TestDirectDecodingReportsGarbageAndGoesOn(t *testing.T) {
 	first.Write(unknownFrame(t, "ADDED", "Secret", []byte{}))                    // a foreign kind
 	first.Write(frame(t, "ADDED", []byte("{\"kind\":\"ConfigMap\"}")))           // JSON in a protobuf stream
 	first.Write(wireEvent(t, "BOOKMARK", endMarker("10")))
-	first.Write(wireEvent(t, "MODIFIED", a2))
-	first.Write(binary.BigEndian.AppendUint32(nil, maxFrame+1)) // a frame no server sends
+	var second bytes.Buffer
+	second.Write(wireEvent(t, "MODIFIED", a2))
+	second.Write(binary.BigEndian.AppendUint32(nil, maxFrame+1)) // a frame no server sends
 	srv := &protoServer{t: t, resources: watchableConfigMaps(),
-		scripts: [][]byte{first.Bytes(), wireEvent(t, "MODIFIED", a3)}}
+		scripts: [][]byte{first.Bytes(), second.Bytes(), wireEvent(t, "MODIFIED", a3)}}
 
 	cs := clientFor(t, srv)
 	inf, rec := startInformer(t, cs.CoreV1().ConfigMaps("ns"), nil)
@@ -241,15 +242,17 @@ func TestDirectDecodingReportsGarbageAndGoesOn(t *testing.T) {
 	}
 
 	reqs := srv.seen()
-	if len(reqs) < 2 {
-		t.Fatalf("%d watch requests, want a second after the broken stream", len(reqs))
+	if len(reqs) < 3 {
+		t.Fatalf("%d watch requests, want a streaming list, a watch, and another after the broken stream", len(reqs))
 	}
 	q := reqs[0].URL.Query()
 	if q.Get("sendInitialEvents") != "true" || q.Get("watch") != "true" || reqs[0].Header.Get("Accept") != protobufWatch {
 		t.Errorf("first watch: %s, Accept %q", reqs[0].URL.RawQuery, reqs[0].Header.Get("Accept"))
 	}
-	if rv := reqs[1].URL.Query().Get("resourceVersion"); rv != "11" {
-		t.Errorf("second watch resumed from %q, want 11", rv)
+	for i, want := range []string{"10", "11"} {
+		if rv := reqs[i+1].URL.Query().Get("resourceVersion"); rv != want || reqs[i+1].URL.Query().Has("sendInitialEvents") {
+			t.Errorf("watch %d: %s, want a plain watch from %s", i+2, reqs[i+1].URL.RawQuery, want)
+		}
 	}
 }
 

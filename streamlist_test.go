@@ -37,10 +37,11 @@ func TestStreamingListSyncsAndGoesOnWatching(t *testing.T) {
 		t.Fatalf("resourceVersion %s, want the end marker's 3", inf.ResourceVersion())
 	}
 	s.put(cm("ns", "c", "app", "web"))
-	eventually(t, "c over the same stream", func() bool { _, ok := inf.Cache().GetByKey("ns/c"); return ok })
+	eventually(t, "c over a plain watch", func() bool { _, ok := inf.Cache().GetByKey("ns/c"); return ok })
 	lists, watches := s.counts()
-	if lists != 0 || watches != 0 || streamCounts(s) != 1 {
-		t.Fatalf("%d lists, %d watches, %d streams; want one stream and nothing else", lists, watches, streamCounts(s))
+	_, ws := s.calls()
+	if lists != 0 || watches != 1 || streamCounts(s) != 1 || ws[0].ResourceVersion != "3" {
+		t.Fatalf("%d lists, %d watches %+v, %d streams; want one stream, then one watch from its end marker's version", lists, watches, ws, streamCounts(s))
 	}
 	o := s.streams[0]
 	if !*o.SendInitialEvents || o.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan || o.ResourceVersion != "" || !o.AllowWatchBookmarks || o.LabelSelector != "app=web" {

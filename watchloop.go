@@ -55,7 +55,6 @@ const (
 type outcome struct {
 	kind     outcomeKind
 	err      error
-	stream   *stream // listDone by a streaming list: the watch to go on with
 	received bool    // watchFailed: the watch delivered events before failing
 }
 
@@ -98,12 +97,6 @@ func (inf *Informer[T]) loop(ctx context.Context) {
 		// Also when resuming a kept cache: the period runs from the start.
 		resyncAt = time.Now().Add(inf.opts.ResyncPeriod)
 	}
-	var handover *stream // a streaming list's watch, for the watch phase to go on with
-	defer func() {
-		if handover != nil {
-			handover.stop()
-		}
-	}()
 	for ctx.Err() == nil {
 		var o outcome
 		switch p {
@@ -112,10 +105,8 @@ func (inf *Informer[T]) loop(ctx context.Context) {
 			if o.kind == listDone && inf.opts.ResyncPeriod > 0 {
 				resyncAt = time.Now().Add(inf.opts.ResyncPeriod)
 			}
-			handover = o.stream
 		case phaseWatch:
-			o = inf.watch(ctx, resyncAt, handover)
-			handover = nil
+			o = inf.watch(ctx, resyncAt)
 		}
 		if ctx.Err() != nil {
 			return
@@ -384,13 +375,9 @@ func (inf *Informer[T]) openWatchStream(ctx context.Context, opts metav1.ListOpt
 	return inf.watchFn(ctx, opts)
 }
 
-// watch applies the events of s — or, if s is nil, of a new watch from the
-// remembered resourceVersion — until it ends, fails, goes idle, or the
-// resync is due.
-func (inf *Informer[T]) watch(ctx context.Context, resyncAt time.Time, s *stream) outcome {
-	if s != nil {
-		defer s.stop()
-	}
+// watch applies the events of a new watch from the remembered
+// resourceVersion until it ends, fails, goes idle, or the resync is due.
+func (inf *Informer[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 	var resyncC <-chan time.Time
 	if !resyncAt.IsZero() {
 		wait := time.Until(resyncAt)
@@ -401,14 +388,11 @@ func (inf *Informer[T]) watch(ctx context.Context, resyncAt time.Time, s *stream
 		defer t.Stop()
 		resyncC = t.C
 	}
-	if s == nil {
-		var err error
-		s, err = inf.openWatch(ctx, func(o *metav1.ListOptions) { o.ResourceVersion = inf.ResourceVersion() })
-		if err != nil {
-			return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err)}
-		}
-		defer s.stop()
+	s, err := inf.openWatch(ctx, func(o *metav1.ListOptions) { o.ResourceVersion = inf.ResourceVersion() })
+	if err != nil {
+		return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err)}
 	}
+	defer s.stop()
 
 	idle := time.NewTimer(s.idle)
 	defer idle.Stop()

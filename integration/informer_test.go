@@ -74,12 +74,14 @@ func TestPreexistingObjectsAreCached(t *testing.T) {
 	t.Run("streaming", func(t *testing.T) {
 		inf, lw, rec := start(t, srv.Config(), ns, nil)
 		check(t, inf, rec)
-		// Changes arrive over the same connection: no separate watch.
+		// Changes arrive over a plain watch from the list's resourceVersion
+		// (the streaming list is gzipped, a plain watch is not).
+		listRV := inf.ResourceVersion()
 		mustCreate(t, c, configMap(ns, "after", nil, "x"))
 		eventually(t, 10*time.Second, "after", func() bool { _, ok := inf.Cache().GetByKey(ns + "/after"); return ok })
 		lists, watches, _ := lw.calls()
-		if len(lists) != 1 || !isStream(lists[0]) || len(watches) != 0 {
-			t.Fatalf("calls: lists %+v, watches %+v; want one streaming list", lists, watches)
+		if len(lists) != 1 || !isStream(lists[0]) || len(watches) != 1 || isStream(watches[0]) || watches[0].ResourceVersion != listRV {
+			t.Fatalf("calls: lists %+v, watches %+v; want one streaming list, then one watch from %s", lists, watches, listRV)
 		}
 		mustDelete(t, c, ns, "after")
 	})
