@@ -55,7 +55,7 @@ const (
 type outcome struct {
 	kind     outcomeKind
 	err      error
-	received bool    // watchFailed: the watch delivered events before failing
+	received bool // watchFailed: the watch delivered events before failing
 }
 
 // step is the transition function of the watch loop.
