@@ -46,9 +46,9 @@ type Informer[T Object] struct {
 	// direct opens watches that kinformer decodes itself (protowatch.go);
 	// nil when lw's own Watch is used. Read and written by the loop only.
 	direct *directSource[T]
-	// maps shares equal labels and annotations maps between objects; used
-	// by the loop only.
-	maps mapPool
+	// sharer interns strings and shares equal labels and annotations maps
+	// between objects (intern.go); used by the loop only.
+	sharer sharer
 
 	runMu  sync.Mutex         // guards ctx, cancel and done
 	ctx    context.Context    // the current run's context; nil when stopped

@@ -3,44 +3,71 @@ package kinformer
 import (
 	"encoding/binary"
 	"slices"
-	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Interning. Decoding gives every object its own copy of every string, but
-// across a cluster most short strings repeat: the namespace, label keys and
-// values, annotation keys, owner kinds, the keys of a ConfigMap's data, a
-// pod's image, container and volume names. Each copy costs a heap
-// allocation of 16–48 bytes; intern makes objects share one copy through
-// the standard library's unique package, which frees a string once no
-// handle to it is left. Values are unchanged, so interning is invisible to
-// readers. Only short strings are interned: long ones are rarely shared.
+// Sharing. Decoding gives every object its own copy of every string and
+// map, but across a cluster most short strings repeat — the namespace, label
+// keys and values, annotation keys, owner kinds, the keys of a ConfigMap's
+// data, a pod's image, container and volume names — and so do whole label
+// and annotation maps (the pods of a ReplicaSet, the objects of one Helm
+// release). Each string copy costs a heap allocation of 16–48 bytes, each
+// small map about 350 bytes before its strings. A sharer makes objects
+// share one copy of each. Values are unchanged and cached objects are
+// read-only, so this is invisible to readers.
+//
+// A sharer remembers what it has seen in bounded tables (genTable): a
+// string or map not seen again for two generations is forgotten, so what
+// never repeats (a StatefulSet pod's name label, a Job's controller-uid)
+// costs a bounded table, not an entry per object forever. A plain map
+// lookup is several times cheaper than unique.Make, which must turn a weak
+// pointer back into a strong one on every hit.
+//
+// A sharer is not safe for concurrent use: the informer's loop has one, and
+// so does its direct decoder (which runs on one watch goroutine at a time).
+type sharer struct {
+	strs genTable[string]
+	maps genTable[map[string]string]
+	keys []string // scratch: sorted keys
+	buf  []byte   // scratch: a map's lookup key
+}
 
-const internMax = 64 // longer strings are left alone
+const (
+	internMax         = 64   // longer strings are rarely shared
+	mapPoolMaxBytes   = 1024 // larger maps (last-applied-configuration) are rarely shared
+	mapPoolMaxEntries = 32
+)
 
-func intern(s string) string {
+// intern returns a string equal to s that an earlier object holds, or s,
+// remembered for the next objects. s must be a copy of its own (as decoders
+// make), never a slice of a reused buffer.
+func (sh *sharer) intern(s string) string {
 	if s == "" || len(s) > internMax {
 		return s
 	}
-	return unique.Make(s).Value()
+	if v, ok := sh.strs.lookup(s); ok {
+		return v
+	}
+	sh.strs.put(s, s)
+	return s
 }
 
 // internMap interns the keys, and the values if values is set, of m in
 // place. Assigning to an existing key stores the given key string too.
-func internMap(m map[string]string, values bool) {
+func (sh *sharer) internMap(m map[string]string, values bool) {
 	for k, v := range m {
 		if values {
-			v = intern(v)
+			v = sh.intern(v)
 		}
-		m[intern(k)] = v
+		m[sh.intern(k)] = v
 	}
 }
 
-func internKeys[V any](m map[string]V) {
+func internKeys[V any](sh *sharer, m map[string]V) {
 	for k, v := range m {
-		m[intern(k)] = v
+		m[sh.intern(k)] = v
 	}
 }
 
@@ -58,121 +85,120 @@ func objectMeta(obj any) *metav1.ObjectMeta {
 // internObject interns the shared strings of a freshly decoded object that
 // nothing else references yet. Its labels and annotations maps are left
 // alone if skipMaps: they are already shared, hence read-only.
-func internObject(obj any, skipMaps bool) {
+func (sh *sharer) internObject(obj any, skipMaps bool) {
 	if m := objectMeta(obj); m != nil {
-		internMeta(m, skipMaps)
+		sh.internMeta(m, skipMaps)
 	}
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
-		internKeys(o.Data)
-		internKeys(o.BinaryData)
+		internKeys(sh, o.Data)
+		internKeys(sh, o.BinaryData)
 	case *corev1.Secret:
-		internKeys(o.Data)
-		internKeys(o.StringData)
-		o.Type = corev1.SecretType(intern(string(o.Type)))
+		internKeys(sh, o.Data)
+		internKeys(sh, o.StringData)
+		o.Type = corev1.SecretType(sh.intern(string(o.Type)))
 	case *corev1.Pod:
-		internPod(o)
+		sh.internPod(o)
 	}
 }
 
-func internMeta(m *metav1.ObjectMeta, skipMaps bool) {
-	m.Namespace = intern(m.Namespace)
-	m.GenerateName = intern(m.GenerateName)
+func (sh *sharer) internMeta(m *metav1.ObjectMeta, skipMaps bool) {
+	m.Namespace = sh.intern(m.Namespace)
+	m.GenerateName = sh.intern(m.GenerateName)
 	if !skipMaps {
-		internMap(m.Labels, true)
-		internMap(m.Annotations, false) // values: mostly unique (checksums, timestamps)
+		sh.internMap(m.Labels, true)
+		sh.internMap(m.Annotations, false) // values: mostly unique (checksums, timestamps)
 	}
 	for i := range m.OwnerReferences {
 		r := &m.OwnerReferences[i]
-		r.APIVersion, r.Kind, r.Name = intern(r.APIVersion), intern(r.Kind), intern(r.Name)
+		r.APIVersion, r.Kind, r.Name = sh.intern(r.APIVersion), sh.intern(r.Kind), sh.intern(r.Name)
 	}
 	for i := range m.Finalizers {
-		m.Finalizers[i] = intern(m.Finalizers[i])
+		m.Finalizers[i] = sh.intern(m.Finalizers[i])
 	}
 }
 
-func internPod(p *corev1.Pod) {
+func (sh *sharer) internPod(p *corev1.Pod) {
 	s := &p.Spec
-	s.NodeName = intern(s.NodeName)
-	s.ServiceAccountName = intern(s.ServiceAccountName)
-	s.DeprecatedServiceAccount = intern(s.DeprecatedServiceAccount)
-	s.SchedulerName = intern(s.SchedulerName)
-	s.PriorityClassName = intern(s.PriorityClassName)
-	s.RestartPolicy = corev1.RestartPolicy(intern(string(s.RestartPolicy)))
-	s.DNSPolicy = corev1.DNSPolicy(intern(string(s.DNSPolicy)))
-	internMap(s.NodeSelector, true)
+	s.NodeName = sh.intern(s.NodeName)
+	s.ServiceAccountName = sh.intern(s.ServiceAccountName)
+	s.DeprecatedServiceAccount = sh.intern(s.DeprecatedServiceAccount)
+	s.SchedulerName = sh.intern(s.SchedulerName)
+	s.PriorityClassName = sh.intern(s.PriorityClassName)
+	s.RestartPolicy = corev1.RestartPolicy(sh.intern(string(s.RestartPolicy)))
+	s.DNSPolicy = corev1.DNSPolicy(sh.intern(string(s.DNSPolicy)))
+	sh.internMap(s.NodeSelector, true)
 	for i := range s.InitContainers {
-		internContainer(&s.InitContainers[i])
+		sh.internContainer(&s.InitContainers[i])
 	}
 	for i := range s.Containers {
-		internContainer(&s.Containers[i])
+		sh.internContainer(&s.Containers[i])
 	}
 	for i := range s.Volumes {
 		v := &s.Volumes[i]
-		v.Name = intern(v.Name)
+		v.Name = sh.intern(v.Name)
 		if v.ConfigMap != nil {
-			v.ConfigMap.Name = intern(v.ConfigMap.Name)
+			v.ConfigMap.Name = sh.intern(v.ConfigMap.Name)
 		}
 		if v.Secret != nil {
-			v.Secret.SecretName = intern(v.Secret.SecretName)
+			v.Secret.SecretName = sh.intern(v.Secret.SecretName)
 		}
 	}
 	for i := range s.Tolerations {
 		t := &s.Tolerations[i]
-		t.Key, t.Value = intern(t.Key), intern(t.Value)
-		t.Operator = corev1.TolerationOperator(intern(string(t.Operator)))
-		t.Effect = corev1.TaintEffect(intern(string(t.Effect)))
+		t.Key, t.Value = sh.intern(t.Key), sh.intern(t.Value)
+		t.Operator = corev1.TolerationOperator(sh.intern(string(t.Operator)))
+		t.Effect = corev1.TaintEffect(sh.intern(string(t.Effect)))
 	}
 	st := &p.Status
-	st.Phase = corev1.PodPhase(intern(string(st.Phase)))
-	st.QOSClass = corev1.PodQOSClass(intern(string(st.QOSClass)))
-	st.HostIP = intern(st.HostIP)
+	st.Phase = corev1.PodPhase(sh.intern(string(st.Phase)))
+	st.QOSClass = corev1.PodQOSClass(sh.intern(string(st.QOSClass)))
+	st.HostIP = sh.intern(st.HostIP)
 	for i := range st.Conditions {
 		c := &st.Conditions[i]
-		c.Type = corev1.PodConditionType(intern(string(c.Type)))
-		c.Status = corev1.ConditionStatus(intern(string(c.Status)))
-		c.Reason = intern(c.Reason)
+		c.Type = corev1.PodConditionType(sh.intern(string(c.Type)))
+		c.Status = corev1.ConditionStatus(sh.intern(string(c.Status)))
+		c.Reason = sh.intern(c.Reason)
 	}
 	for i := range st.ContainerStatuses {
 		c := &st.ContainerStatuses[i]
-		c.Name, c.Image, c.ImageID = intern(c.Name), intern(c.Image), intern(c.ImageID)
+		c.Name, c.Image, c.ImageID = sh.intern(c.Name), sh.intern(c.Image), sh.intern(c.ImageID)
 	}
 }
 
-func internContainer(c *corev1.Container) {
-	c.Name = intern(c.Name)
-	c.Image = intern(c.Image)
-	c.ImagePullPolicy = corev1.PullPolicy(intern(string(c.ImagePullPolicy)))
-	c.TerminationMessagePath = intern(c.TerminationMessagePath)
-	c.TerminationMessagePolicy = corev1.TerminationMessagePolicy(intern(string(c.TerminationMessagePolicy)))
+func (sh *sharer) internContainer(c *corev1.Container) {
+	c.Name = sh.intern(c.Name)
+	c.Image = sh.intern(c.Image)
+	c.ImagePullPolicy = corev1.PullPolicy(sh.intern(string(c.ImagePullPolicy)))
+	c.TerminationMessagePath = sh.intern(c.TerminationMessagePath)
+	c.TerminationMessagePolicy = corev1.TerminationMessagePolicy(sh.intern(string(c.TerminationMessagePolicy)))
 	for i := range c.Env {
 		e := &c.Env[i]
-		e.Name, e.Value = intern(e.Name), intern(e.Value)
+		e.Name, e.Value = sh.intern(e.Name), sh.intern(e.Value)
 		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
 			f := e.ValueFrom.FieldRef
-			f.APIVersion, f.FieldPath = intern(f.APIVersion), intern(f.FieldPath)
+			f.APIVersion, f.FieldPath = sh.intern(f.APIVersion), sh.intern(f.FieldPath)
 		}
 	}
 	for i := range c.Ports {
 		p := &c.Ports[i]
-		p.Name = intern(p.Name)
-		p.Protocol = corev1.Protocol(intern(string(p.Protocol)))
+		p.Name = sh.intern(p.Name)
+		p.Protocol = corev1.Protocol(sh.intern(string(p.Protocol)))
 	}
 	for i := range c.VolumeMounts {
 		m := &c.VolumeMounts[i]
-		m.Name, m.MountPath = intern(m.Name), intern(m.MountPath)
+		m.Name, m.MountPath = sh.intern(m.Name), sh.intern(m.MountPath)
 	}
 }
 
 // genTable remembers values by key in two generations of up to
 // tableGeneration entries each: an entry not used for two generations is
-// forgotten, so keys that never repeat cost a bounded table, not one entry
-// per object forever. It is not safe for concurrent use.
+// forgotten. It is not safe for concurrent use.
 type genTable[V any] struct {
 	recent, old map[string]V
 }
 
-const tableGeneration = 2048
+const tableGeneration = 4096
 
 // get looks key up; string(key) in a map index does not allocate.
 func (g *genTable[V]) get(key []byte) (V, bool) {
@@ -181,6 +207,18 @@ func (g *genTable[V]) get(key []byte) (V, bool) {
 	}
 	if v, ok := g.old[string(key)]; ok {
 		g.put(string(key), v)
+		return v, true
+	}
+	var zero V
+	return zero, false
+}
+
+func (g *genTable[V]) lookup(key string) (V, bool) {
+	if v, ok := g.recent[key]; ok {
+		return v, true
+	}
+	if v, ok := g.old[key]; ok {
+		g.put(key, v)
 		return v, true
 	}
 	var zero V
@@ -196,31 +234,13 @@ func (g *genTable[V]) put(key string, v V) {
 
 func (g *genTable[V]) len() int { return len(g.recent) + len(g.old) }
 
-// mapPool lets objects with equal labels (or equal annotations) share one
-// map: the pods of a ReplicaSet, the objects of one Helm release. A small
-// map costs about 350 bytes before its strings, often more than the rest
-// of an object's metadata. Objects in the cache are read-only, so sharing
-// is invisible to readers; it is done after Options.Transform, which may
-// still modify its object. (Without a Transform, the direct decoder shares
-// maps before they are even decoded: see frameDecoder.)
-//
-// Maps are remembered in a genTable, so labels unique to each object (a
-// StatefulSet pod's name) cost a bounded table. It belongs to the
-// informer's loop goroutine.
-type mapPool struct {
-	maps genTable[map[string]string]
-	keys []string // scratch: sorted keys
-	buf  []byte   // scratch: the lookup key
-}
-
-const (
-	mapPoolMaxBytes   = 1024 // larger maps (last-applied-configuration) are rarely shared
-	mapPoolMaxEntries = 32
-)
-
 // share returns a map equal to m that an earlier object already holds, or m
 // itself, remembered for the next objects.
-func (p *mapPool) share(m map[string]string) map[string]string {
+//
+// Sharing is done after Options.Transform, which may still modify its
+// object. (Without a Transform, the direct decoder shares maps before they
+// are even decoded, by their wire bytes: see frameDecoder.rewriteMeta.)
+func (p *sharer) share(m map[string]string) map[string]string {
 	if len(m) == 0 || len(m) > mapPoolMaxEntries {
 		return m
 	}
@@ -252,8 +272,8 @@ func (p *mapPool) share(m map[string]string) map[string]string {
 
 // shrink makes a new object share what it can: interned strings, and the
 // labels and annotations maps of earlier objects.
-func (p *mapPool) shrink(obj any) {
-	internObject(obj, false)
+func (p *sharer) shrink(obj any) {
+	p.internObject(obj, false)
 	if m := objectMeta(obj); m != nil {
 		m.Labels = p.share(m.Labels)
 		m.Annotations = p.share(m.Annotations)

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,7 +16,7 @@ func sameMap(a, b map[string]string) bool {
 }
 
 func TestMapPoolSharesEqualMaps(t *testing.T) {
-	var p mapPool
+	var p sharer
 	a := p.share(map[string]string{"app": "web", "tier": "front"})
 	b := p.share(map[string]string{"tier": "front", "app": "web"})
 	c := p.share(map[string]string{"app": "web", "tier": "back"})
@@ -41,7 +42,7 @@ func TestMapPoolSharesEqualMaps(t *testing.T) {
 }
 
 func TestMapPoolIsBounded(t *testing.T) {
-	var p mapPool
+	var p sharer
 	first := p.share(map[string]string{"pod": "0"})
 	for i := 1; i < 5*tableGeneration; i++ {
 		p.share(map[string]string{"pod": fmt.Sprint(i)})
@@ -53,7 +54,7 @@ func TestMapPoolIsBounded(t *testing.T) {
 		t.Error("a map unseen for generations is still remembered")
 	}
 	// A map seen in every generation stays shared.
-	var q mapPool
+	var q sharer
 	keep := q.share(map[string]string{"app": "web"})
 	for i := range 5 * tableGeneration {
 		q.share(map[string]string{"pod": fmt.Sprint(i)})
@@ -85,5 +86,21 @@ func TestSharingComesAfterTransform(t *testing.T) {
 	}
 	if !sameMap(b.Labels, c.Labels) || sameMap(a.Labels, b.Labels) {
 		t.Fatal("equal labels not shared, or different labels shared")
+	}
+}
+
+func TestInternIsBounded(t *testing.T) {
+	var sh sharer
+	keep := sh.intern(strings.Clone("kube-system"))
+	for i := range 5 * tableGeneration {
+		sh.intern(fmt.Sprintf("pod-%d", i))
+		if n := sh.strs.len(); n > 2*tableGeneration {
+			t.Fatalf("%d strings remembered, more than two generations", n)
+		}
+		if i%tableGeneration == 0 {
+			if got := sh.intern(strings.Clone("kube-system")); unsafe.StringData(got) != unsafe.StringData(keep) {
+				t.Fatal("a string in use was forgotten")
+			}
+		}
 	}
 }

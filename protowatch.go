@@ -77,8 +77,8 @@ type directSource[T Object] struct {
 	// share: intern the objects' strings and share equal labels and
 	// annotations maps, found by their wire bytes before they are decoded.
 	// Only without Options.Transform, which may modify maps in place.
-	share bool
-	maps  genTable[map[string]string] // used by one watch's goroutine at a time
+	share  bool
+	sharer sharer // its maps keyed by wire bytes; used by one watch's goroutine at a time
 }
 
 // newDirectSource returns a directSource for lw if it is a typed client of
@@ -388,7 +388,7 @@ func (f *frameDecoder[T]) decode(frame []byte) watch.Event {
 	}
 	if f.src.share {
 		f.shareMaps(objectMeta(o), labels, annotations)
-		internObject(o, true)
+		f.src.sharer.internObject(o, true)
 	}
 	return watch.Event{Type: et, Object: o}
 }
@@ -402,14 +402,14 @@ func (f *frameDecoder[T]) shareMaps(m *metav1.ObjectMeta, labels, annotations ma
 	if labels != nil {
 		m.Labels = labels
 	} else if m.Labels != nil && shareable(f.lkey) {
-		internMap(m.Labels, true)
-		f.src.maps.put(string(f.lkey), m.Labels)
+		f.src.sharer.internMap(m.Labels, true)
+		f.src.sharer.maps.put(string(f.lkey), m.Labels)
 	}
 	if annotations != nil {
 		m.Annotations = annotations
 	} else if m.Annotations != nil && shareable(f.akey) {
-		internMap(m.Annotations, false)
-		f.src.maps.put(string(f.akey), m.Annotations)
+		f.src.sharer.internMap(m.Annotations, false)
+		f.src.sharer.maps.put(string(f.akey), m.Annotations)
 	}
 }
 
@@ -522,12 +522,12 @@ func (f *frameDecoder[T]) rewriteMeta(obj []byte) (out []byte, labels, annotatio
 	if src.share {
 		var ok bool
 		if shareable(f.lkey) {
-			if labels, ok = src.maps.get(f.lkey); ok {
+			if labels, ok = src.sharer.maps.get(f.lkey); ok {
 				drop[1] = src.labelsField
 			}
 		}
 		if shareable(f.akey) {
-			if annotations, ok = src.maps.get(f.akey); ok {
+			if annotations, ok = src.sharer.maps.get(f.akey); ok {
 				drop[2] = src.annotationsField
 			}
 		}

@@ -296,8 +296,9 @@ func TestInternSharesStrings(t *testing.T) {
 	b.Namespace = strings.Clone(a.Namespace)
 	b.Labels = map[string]string{strings.Clone("app"): strings.Clone("x")}
 	b.Data = map[string]string{strings.Clone("k"): "other"}
-	internObject(a, false)
-	internObject(b, false)
+	var sh sharer
+	sh.internObject(a, false)
+	sh.internObject(b, false)
 	same := func(what, x, y string) {
 		t.Helper()
 		if x != y || unsafe.StringData(x) != unsafe.StringData(y) {
@@ -320,7 +321,7 @@ func TestInternSharesStrings(t *testing.T) {
 		t.Fatal("test data broken")
 	}
 	long := a.Annotations["a"]
-	if intern(long) != long || unsafe.StringData(intern(strings.Clone(long))) == unsafe.StringData(long) {
+	if sh.intern(long) != long || unsafe.StringData(sh.intern(strings.Clone(long))) == unsafe.StringData(long) {
 		t.Error("a long string was interned")
 	}
 }

@@ -299,7 +299,7 @@ func (inf *Informer[T]) transform(obj T, shared bool) (T, bool) {
 		obj = out
 	}
 	if !shared {
-		inf.maps.shrink(obj)
+		inf.sharer.shrink(obj)
 	}
 	return obj, true
 }
