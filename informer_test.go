@@ -708,6 +708,9 @@ func TestTypedNilObjectsInEventsAreReported(t *testing.T) {
 			s := newFakeServer()
 			s.streaming = streaming
 			inf, rec := startInformer(t, s, nil)
+			// A streaming list ends before the plain watch opens: wait for
+			// the watch that will receive the raw events.
+			eventually(t, "watch", func() bool { _, w := s.counts(); return w == 1 && s.openWatches() == 1 })
 			s.sendRaw(watch.Event{Type: watch.Bookmark, Object: (*corev1.ConfigMap)(nil)})
 			s.sendRaw(watch.Event{Type: watch.Error, Object: (*metav1.Status)(nil)})
 			s.sendRaw(watch.Event{Type: watch.Modified})

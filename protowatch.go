@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -79,6 +81,10 @@ type directSource[T Object] struct {
 	// Only without Options.Transform, which may modify maps in place.
 	share  bool
 	sharer sharer // its maps keyed by wire bytes; used by one watch's goroutine at a time
+	// notProto: a stream's first frame was unreadable (a server or proxy
+	// that ignored Accept); set by a watch goroutine, read before the next
+	// watch opens.
+	notProto atomic.Bool
 }
 
 // newDirectSource returns a directSource for lw if it is a typed client of
@@ -156,8 +162,10 @@ func (d *directSource[T]) resolve(ctx context.Context) error {
 		return nil
 	}
 	body, err := d.client.Get().SetHeader("Accept", "application/json").DoRaw(ctx)
-	if _, isStatus := err.(apierrors.APIStatus); isStatus {
-		// Discovery refused (403, 404, …): the client's Watch may still work.
+	if _, isStatus := err.(apierrors.APIStatus); isStatus && isPersistent(err) {
+		// Discovery refused (403, 404, …): the client's Watch may still
+		// work. Anything else (503 while the server starts, a timeout) is
+		// retried with the watch.
 		return fmt.Errorf("%w: discovery: %v", errNoDirect, err)
 	}
 	if err != nil {
@@ -182,6 +190,9 @@ func (d *directSource[T]) resolve(ctx context.Context) error {
 
 // watch opens a watch and decodes it directly.
 func (d *directSource[T]) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	if d.notProto.Load() {
+		return nil, fmt.Errorf("%w: the server answered a protobuf watch with something else", errNoDirect)
+	}
 	if err := d.resolve(ctx); err != nil {
 		return nil, err
 	}
@@ -191,6 +202,7 @@ func (d *directSource[T]) watch(ctx context.Context, opts metav1.ListOptions) (w
 		Resource(d.resource).
 		VersionedParams(&opts, metav1.ParameterCodec).
 		SetHeader("Accept", protobufWatch).
+		Throttle(nil). // as client-go's Watch: watches are not rate-limited
 		Stream(ctx)
 	if err != nil {
 		if apierrors.IsNotAcceptable(err) || apierrors.IsUnsupportedMediaType(err) {
@@ -234,7 +246,7 @@ func (w *directWatcher[T]) run() {
 	defer close(w.done)
 	defer close(w.result)
 	defer w.body.Close()
-	for {
+	for frames := 0; ; frames++ {
 		ev, err := w.dec.next()
 		if err != nil {
 			select {
@@ -242,10 +254,17 @@ func (w *directWatcher[T]) run() {
 				return
 			default:
 			}
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || utilnet.IsProbableEOF(err) || errors.Is(err, context.Canceled) {
+			var netErr net.Error
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || utilnet.IsProbableEOF(err) ||
+				errors.Is(err, context.Canceled) || (errors.As(err, &netErr) && netErr.Timeout()) {
 				return // the server or the network ended the watch: resume from the last version
 			}
-			// The stream cannot be trusted past this point.
+			// The stream cannot be trusted past this point. If not even its
+			// first frame could be read, it is not a protobuf stream at all:
+			// the next watches go through the client.
+			if frames == 0 {
+				w.dec.src.notProto.Store(true)
+			}
 			ev = watch.Event{Type: watch.Error, Object: &metav1.Status{
 				Status:  metav1.StatusFailure,
 				Code:    http.StatusInternalServerError,
@@ -473,6 +492,12 @@ func eachField(msg []byte, fn func(protowire.Number, []byte)) error {
 func (f *frameDecoder[T]) rewriteMeta(obj []byte) (out []byte, labels, annotations map[string]string) {
 	src := f.src
 	f.lkey, f.akey = f.lkey[:0], f.akey[:0]
+	// bail leaves the bytes to Unmarshal, and nothing to remember under a
+	// partial key.
+	bail := func() ([]byte, map[string]string, map[string]string) {
+		f.lkey, f.akey = f.lkey[:0], f.akey[:0]
+		return obj, nil, nil
+	}
 	// Find the metadata field.
 	start, tagLen, end := -1, 0, 0
 	var meta []byte
@@ -485,7 +510,10 @@ func (f *frameDecoder[T]) rewriteMeta(obj []byte) (out []byte, labels, annotatio
 		if m < 0 {
 			return obj, nil, nil
 		}
-		if num == src.metaField && typ == protowire.BytesType && start < 0 {
+		if num == src.metaField && start >= 0 {
+			return bail() // metadata twice: Unmarshal merges them
+		}
+		if num == src.metaField && typ == protowire.BytesType {
 			meta, _ = protowire.ConsumeBytes(obj[off+n:])
 			start, tagLen, end = off, n, off+n+m
 		}
@@ -499,11 +527,14 @@ func (f *frameDecoder[T]) rewriteMeta(obj []byte) (out []byte, labels, annotatio
 	for off := 0; off < len(meta); {
 		num, typ, n := protowire.ConsumeTag(meta[off:])
 		if n < 0 {
-			return obj, nil, nil
+			return bail()
 		}
 		m := protowire.ConsumeFieldValue(num, typ, meta[off+n:])
 		if m < 0 {
-			return obj, nil, nil
+			return bail()
+		}
+		if (num == src.managedField || num == src.labelsField || num == src.annotationsField) && typ != protowire.BytesType {
+			return bail() // not what ObjectMeta has there: let Unmarshal say so
 		}
 		switch num {
 		case src.managedField:
