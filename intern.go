@@ -25,8 +25,9 @@ import (
 // lookup is several times cheaper than unique.Make, which must turn a weak
 // pointer back into a strong one on every hit.
 //
-// A sharer is not safe for concurrent use: the informer's loop has one, and
-// so does its direct decoder (which runs on one watch goroutine at a time).
+// A sharer is not safe for concurrent use: the informer has one for the
+// objects its loop shares after decoding, and its direct decoder one for
+// the maps it shares by wire bytes; both are used by the loop's goroutine.
 type sharer struct {
 	strs genTable[string]
 	maps genTable[map[string]string]

@@ -36,7 +36,9 @@ import (
 // and decodes the stream straight into T: each frame is read into one
 // reused buffer, the WatchEvent and runtime.Unknown envelopes are walked in
 // place, managedFields are cut out of the wire bytes (unless kept), and T's
-// generated Unmarshal copies out only what the object keeps.
+// generated Unmarshal copies out only what the object keeps. The stream is
+// read on the informer's own loop goroutine (stream.go), not handed over
+// from a decoding goroutine event by event.
 
 const (
 	// protobufWatch is the media type of a protobuf watch stream: frames of
@@ -80,10 +82,9 @@ type directSource[T Object] struct {
 	// annotations maps, found by their wire bytes before they are decoded.
 	// Only without Options.Transform, which may modify maps in place.
 	share  bool
-	sharer sharer // its maps keyed by wire bytes; used by one watch's goroutine at a time
+	sharer sharer // its maps keyed by wire bytes; used by the loop's goroutine
 	// notProto: a stream's first frame was unreadable (a server or proxy
-	// that ignored Accept); set by a watch goroutine, read before the next
-	// watch opens.
+	// that ignored Accept): the next watches go through the client.
 	notProto atomic.Bool
 }
 
@@ -188,8 +189,8 @@ func (d *directSource[T]) resolve(ctx context.Context) error {
 	return nil
 }
 
-// watch opens a watch and decodes it directly.
-func (d *directSource[T]) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+// watch opens a watch for the loop's goroutine to read and decode itself.
+func (d *directSource[T]) watch(ctx context.Context, opts metav1.ListOptions) (*directReader, error) {
 	if d.notProto.Load() {
 		return nil, fmt.Errorf("%w: the server answered a protobuf watch with something else", errNoDirect)
 	}
@@ -210,77 +211,59 @@ func (d *directSource[T]) watch(ctx context.Context, opts metav1.ListOptions) (w
 		}
 		return nil, err
 	}
-	w := &directWatcher[T]{
-		body:   body,
-		result: make(chan watch.Event, 16),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
-		dec:    &frameDecoder[T]{src: d, r: bufio.NewReaderSize(body, 64<<10)},
-	}
-	go w.run()
-	return w, nil
+	dec := &frameDecoder[T]{src: d, r: bufio.NewReaderSize(body, 64<<10)}
+	return &directReader{body: body, decode: dec.next, notProto: &d.notProto}, nil
 }
 
-// directWatcher is a watch.Interface over a protobuf watch stream.
-type directWatcher[T Object] struct {
-	body   io.ReadCloser
-	result chan watch.Event
-	stop   chan struct{}
-	done   chan struct{}
-	once   sync.Once
-	dec    *frameDecoder[T]
+// directReader reads a protobuf watch stream on its caller's goroutine.
+type directReader struct {
+	body     io.ReadCloser
+	decode   func() (watch.Event, error) // reads and decodes one frame
+	notProto *atomic.Bool
+	once     sync.Once
+	closed   atomic.Bool // by close: a read error is then ours
+	frames   int
+	broken   bool // an unreadable stream was reported: it is over
 }
 
-func (w *directWatcher[T]) ResultChan() <-chan watch.Event { return w.result }
-
-// Stop closes the stream and waits for the decoding goroutine to end.
-func (w *directWatcher[T]) Stop() {
-	w.once.Do(func() {
-		close(w.stop)
-		w.body.Close()
+// close closes the body; safe to call from any goroutine, more than once,
+// also while next is blocked reading.
+func (r *directReader) close() {
+	r.once.Do(func() {
+		r.closed.Store(true)
+		r.body.Close()
 	})
-	<-w.done
 }
 
-func (w *directWatcher[T]) run() {
-	defer close(w.done)
-	defer close(w.result)
-	defer w.body.Close()
-	for frames := 0; ; frames++ {
-		ev, err := w.dec.next()
-		if err != nil {
-			select {
-			case <-w.stop:
-				return
-			default:
-			}
-			var netErr net.Error
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || utilnet.IsProbableEOF(err) ||
-				errors.Is(err, context.Canceled) || (errors.As(err, &netErr) && netErr.Timeout()) {
-				return // the server or the network ended the watch: resume from the last version
-			}
-			// The stream cannot be trusted past this point. If not even its
-			// first frame could be read, it is not a protobuf stream at all:
-			// the next watches go through the client.
-			if frames == 0 {
-				w.dec.src.notProto.Store(true)
-			}
-			ev = watch.Event{Type: watch.Error, Object: &metav1.Status{
-				Status:  metav1.StatusFailure,
-				Code:    http.StatusInternalServerError,
-				Reason:  metav1.StatusReasonInternalError,
-				Message: "unreadable watch stream: " + err.Error(),
-			}}
-		}
-		select {
-		case w.result <- ev:
-		case <-w.stop:
-			return
-		}
-		if err != nil {
-			return
-		}
+// next returns the next event, or false when the stream has ended.
+func (r *directReader) next() (watch.Event, bool) {
+	if r.broken {
+		return watch.Event{}, false
 	}
+	ev, err := r.decode()
+	if err == nil {
+		r.frames++
+		return ev, true
+	}
+	var netErr net.Error
+	if r.closed.Load() || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || utilnet.IsProbableEOF(err) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		(errors.As(err, &netErr) && netErr.Timeout()) {
+		return watch.Event{}, false // ended by the server, the network or us: resume from the last version
+	}
+	// The stream cannot be trusted past this point. If not even its first
+	// frame could be read, it is not a protobuf stream at all: the next
+	// watches go through the client.
+	if r.frames == 0 {
+		r.notProto.Store(true)
+	}
+	r.broken = true
+	return watch.Event{Type: watch.Error, Object: &metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusInternalServerError,
+		Reason:  metav1.StatusReasonInternalError,
+		Message: "unreadable watch stream: " + err.Error(),
+	}}, true
 }
 
 // decodeFailure is the object of an event whose frame was intact but whose

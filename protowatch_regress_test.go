@@ -134,7 +134,7 @@ func TestDirectWatchIsNotRateLimited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dw.Stop()
+	dw.close()
 	t.Logf("client Watch: %d limiter calls; direct watch: %d", viaClient, lim.waits.Load()-before)
 	if lim.waits.Load() != before {
 		t.Fatalf("direct watch open went through the client rate limiter (client-go's Watch does not: %d calls)", viaClient)

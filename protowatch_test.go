@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
@@ -362,4 +363,71 @@ func TestDecoderSharesMapsByWireBytes(t *testing.T) {
 	if d := decode(noLabels); d.Labels != nil {
 		t.Errorf("labels appeared: %v", d.Labels)
 	}
+}
+
+// A direct stream is read on the loop's goroutine; its deadlines (idle,
+// resync) close the body under the blocked read, and Stop ends it.
+func TestDirectStreamDeadlines(t *testing.T) {
+	list := func() []byte {
+		var b bytes.Buffer
+		b.Write(wireEvent(t, "ADDED", managedCM("a")))
+		b.Write(wireEvent(t, "BOOKMARK", endMarker("10")))
+		return b.Bytes()
+	}
+	countStreams := func(reqs []*http.Request) (streams, watches int) {
+		for _, r := range reqs {
+			if r.URL.Query().Get("sendInitialEvents") == "true" {
+				streams++
+			} else {
+				watches++
+			}
+		}
+		return streams, watches
+	}
+
+	t.Run("idle", func(t *testing.T) {
+		// After the list, watches that never send anything.
+		srv := &protoServer{t: t, resources: watchableConfigMaps(), scripts: [][]byte{list(), {}}}
+		inf, rec := startInformer(t, clientFor(t, srv).CoreV1().ConfigMaps("ns"),
+			&Options[*corev1.ConfigMap]{WatchTimeout: time.Second, IdleMargin: 50 * time.Millisecond})
+		eventually(t, "an idle watch dropped and reopened", func() bool {
+			_, w := countStreams(srv.seen())
+			return w >= 2
+		})
+		idle := false
+		for _, e := range rec.all() {
+			idle = idle || (e.Type == Error && errors.Is(e.Err, ErrIdle))
+		}
+		if !idle {
+			t.Fatal("no ErrIdle event")
+		}
+		if _, w := countStreams(srv.seen()); w > 3 {
+			t.Fatalf("%d watches: reopened faster than the idle deadline", w)
+		}
+		if inf.ResourceVersion() != "10" {
+			t.Fatalf("resourceVersion %s", inf.ResourceVersion())
+		}
+	})
+
+	t.Run("resync", func(t *testing.T) {
+		srv := &protoServer{t: t, resources: watchableConfigMaps(), scripts: [][]byte{list()}}
+		startInformer(t, clientFor(t, srv).CoreV1().ConfigMaps("ns"), &Options[*corev1.ConfigMap]{ResyncPeriod: 200 * time.Millisecond})
+		// Every script is the list; the plain watch gets it too and takes
+		// the ADDED as a change. What counts here is that a blocked read is
+		// cut by the resync and a new streaming list starts.
+		eventually(t, "two resyncs", func() bool { s, _ := countStreams(srv.seen()); return s >= 3 })
+	})
+
+	t.Run("stop", func(t *testing.T) {
+		srv := &protoServer{t: t, resources: watchableConfigMaps(), scripts: [][]byte{list(), {}}}
+		inf, _ := startInformer(t, clientFor(t, srv).CoreV1().ConfigMaps("ns"), nil)
+		eventually(t, "the plain watch", func() bool { _, w := countStreams(srv.seen()); return w == 1 })
+		done := make(chan struct{})
+		go func() { inf.Stop(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Stop blocked on a direct stream's read")
+		}
+	})
 }

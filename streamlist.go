@@ -58,73 +58,68 @@ func (inf *Informer[T]) streamList(ctx context.Context) (o outcome, ok bool) {
 	defer s.stop()
 
 	items := map[string]T{}
-	idle := time.NewTimer(s.idle)
-	defer idle.Stop()
-	first := time.NewTimer(streamStartTimeout)
-	defer first.Stop()
+	first := time.Now().Add(streamStartTimeout)
 	received := false
 	for {
-		select {
-		case <-ctx.Done():
+		dl := deadlines{}
+		if !received {
+			dl.first = first
+		}
+		ev, why := s.next(ctx, dl)
+		switch why {
+		case ctxDone:
 			return outcome{kind: stopped}, true
-		case <-first.C:
+		case firstFired:
 			return inf.refuseStreaming(fmt.Errorf("nothing received in %s", streamStartTimeout))
-		case <-idle.C:
+		case idleFired:
 			return outcome{kind: listFailed, err: fmt.Errorf("list (streaming): %w: nothing received for %s", ErrIdle, s.idle)}, true
-		case ev, open := <-s.w.ResultChan():
-			if !open {
-				if received {
-					// Cut off mid-list (a restart, a network blip): the
-					// server does stream; try again after a backoff.
-					return outcome{kind: listFailed, err: errors.New("list (streaming): the stream ended before its initial events did")}, true
-				}
-				// Nothing at all, or a server that ignores sendInitialEvents
-				// (before 1.27) and never sends the end marker.
-				return inf.refuseStreaming(errors.New("the stream ended before its initial events did"))
+		case streamClosed:
+			if received {
+				// Cut off mid-list (a restart, a network blip): the
+				// server does stream; try again after a backoff.
+				return outcome{kind: listFailed, err: errors.New("list (streaming): the stream ended before its initial events did")}, true
 			}
-			if df, ok := ev.Object.(*decodeFailure); ok {
-				received = true
-				idle.Reset(s.idle)
-				first.Stop()
-				inf.reportError(fmt.Errorf("list (streaming): %w", df.err))
+			// Nothing at all, or a server that ignores sendInitialEvents
+			// (before 1.27) and never sends the end marker.
+			return inf.refuseStreaming(errors.New("the stream ended before its initial events did"))
+		}
+		received = true
+		if df, ok := ev.Object.(*decodeFailure); ok {
+			inf.reportError(fmt.Errorf("list (streaming): %w", df.err))
+			continue
+		}
+		if isNil(ev.Object) {
+			inf.reportError(fmt.Errorf("list (streaming): %w: %s event without an object", ErrUnexpectedObject, ev.Type))
+			continue
+		}
+		switch ev.Type {
+		case watch.Added:
+			obj, isT := ev.Object.(T)
+			if !isT || isNil(obj) {
+				inf.reportError(fmt.Errorf("list (streaming): %w: object of type %T, want %T", ErrUnexpectedObject, ev.Object, *new(T)))
 				continue
 			}
-			if isNil(ev.Object) {
-				inf.reportError(fmt.Errorf("list (streaming): %w: %s event without an object", ErrUnexpectedObject, ev.Type))
-				continue
+			inf.collect(items, obj, inf.sharedByDecoder())
+		case watch.Bookmark:
+			m, err := meta.Accessor(ev.Object)
+			if err != nil || m.GetAnnotations()[initialEventsEnd] != "true" {
+				continue // an ordinary bookmark: the end marker carries the version
 			}
-			received = true
-			idle.Reset(s.idle)
-			first.Stop()
-			switch ev.Type {
-			case watch.Added:
-				obj, isT := ev.Object.(T)
-				if !isT || isNil(obj) {
-					inf.reportError(fmt.Errorf("list (streaming): %w: object of type %T, want %T", ErrUnexpectedObject, ev.Object, *new(T)))
-					continue
-				}
-				inf.collect(items, obj, inf.sharedByDecoder())
-			case watch.Bookmark:
-				m, err := meta.Accessor(ev.Object)
-				if err != nil || m.GetAnnotations()[initialEventsEnd] != "true" {
-					continue // an ordinary bookmark: the end marker carries the version
-				}
-				if m.GetResourceVersion() == "" {
-					return outcome{kind: listFailed, err: fmt.Errorf("list (streaming): %w: end marker without resourceVersion", ErrUnexpectedObject)}, true
-				}
-				inf.replaceAll(items, m.GetResourceVersion())
-				return outcome{kind: listDone}, true
-			case watch.Error:
-				err := classify(apierrors.FromObject(ev.Object))
-				if streamingRefused(err) {
-					return inf.refuseStreaming(err)
-				}
-				return outcome{kind: listFailed, err: fmt.Errorf("list (streaming): %w", err)}, true
-			default:
-				// MODIFIED or DELETED before the end marker: the server is
-				// watching, not streaming a list.
-				return inf.refuseStreaming(fmt.Errorf("%s event before the initial events ended", ev.Type))
+			if m.GetResourceVersion() == "" {
+				return outcome{kind: listFailed, err: fmt.Errorf("list (streaming): %w: end marker without resourceVersion", ErrUnexpectedObject)}, true
 			}
+			inf.replaceAll(items, m.GetResourceVersion())
+			return outcome{kind: listDone}, true
+		case watch.Error:
+			err := classify(apierrors.FromObject(ev.Object))
+			if streamingRefused(err) {
+				return inf.refuseStreaming(err)
+			}
+			return outcome{kind: listFailed, err: fmt.Errorf("list (streaming): %w", err)}, true
+		default:
+			// MODIFIED or DELETED before the end marker: the server is
+			// watching, not streaming a list.
+			return inf.refuseStreaming(fmt.Errorf("%s event before the initial events ended", ev.Type))
 		}
 	}
 }

@@ -312,19 +312,6 @@ func (inf *Informer[T]) watchTimeout() time.Duration {
 	return (d + rand.N(d)).Truncate(time.Second)
 }
 
-// stream is an open watch and what the loop needs to police it.
-type stream struct {
-	w       watch.Interface
-	cancel  context.CancelFunc
-	idle    time.Duration // no event for this long: the connection is dead
-	started time.Time
-}
-
-func (s *stream) stop() {
-	s.w.Stop()
-	s.cancel()
-}
-
 // openWatch opens a watch with bookmarks and a randomised server-side
 // timeout; adjust sets the options that differ between a plain watch and a
 // streaming list.
@@ -336,18 +323,21 @@ func (inf *Informer[T]) openWatch(ctx context.Context, adjust func(*metav1.ListO
 	opts.TimeoutSeconds = &secs
 	adjust(&opts)
 	wctx, cancel := context.WithCancel(ctx)
-	w, err := inf.openWatchStream(wctx, opts)
-	if err == nil && w == nil {
+	now := time.Now()
+	s := &stream{cancel: cancel, idle: timeout + inf.opts.IdleMargin, started: now, last: now}
+	var err error
+	s.r, s.w, err = inf.openWatchStream(wctx, opts)
+	if err == nil && s.r == nil && s.w == nil {
 		err = fmt.Errorf("%w: the client returned no watch and no error", ErrUnexpectedObject)
 	}
 	if err != nil {
-		if w != nil {
-			w.Stop()
+		if s.w != nil {
+			s.w.Stop()
 		}
 		cancel()
 		return nil, classify(err)
 	}
-	return &stream{w: w, cancel: cancel, idle: timeout + inf.opts.IdleMargin, started: time.Now()}, nil
+	return s, nil
 }
 
 // sharedByDecoder says whether the objects of the current watch were
@@ -358,35 +348,29 @@ func (inf *Informer[T]) sharedByDecoder() bool {
 	return inf.direct != nil && inf.direct.share
 }
 
-// openWatchStream opens a watch directly decoded where possible, else
+// openWatchStream opens a watch decoded directly where possible, else
 // through the client's Watch.
-func (inf *Informer[T]) openWatchStream(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+func (inf *Informer[T]) openWatchStream(ctx context.Context, opts metav1.ListOptions) (*directReader, watch.Interface, error) {
 	if inf.direct != nil {
-		w, err := inf.direct.watch(ctx, opts)
+		r, err := inf.direct.watch(ctx, opts)
 		if !errors.Is(err, errNoDirect) {
 			if err == nil {
 				inf.log.Debug("kinformer: watch opened", "decoding", "direct", "resource", inf.direct.resource)
 			}
-			return w, err
+			return r, nil, err
 		}
 		inf.log.Info("kinformer: decoding watches through the client", "reason", err.Error())
 		inf.direct = nil
 	}
-	return inf.watchFn(ctx, opts)
+	w, err := inf.watchFn(ctx, opts)
+	return nil, w, err
 }
 
 // watch applies the events of a new watch from the remembered
 // resourceVersion until it ends, fails, goes idle, or the resync is due.
 func (inf *Informer[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
-	var resyncC <-chan time.Time
-	if !resyncAt.IsZero() {
-		wait := time.Until(resyncAt)
-		if wait <= 0 {
-			return outcome{kind: resyncDue}
-		}
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		resyncC = t.C
+	if !resyncAt.IsZero() && !time.Now().Before(resyncAt) {
+		return outcome{kind: resyncDue}
 	}
 	s, err := inf.openWatch(ctx, func(o *metav1.ListOptions) { o.ResourceVersion = inf.ResourceVersion() })
 	if err != nil {
@@ -394,33 +378,29 @@ func (inf *Informer[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 	}
 	defer s.stop()
 
-	idle := time.NewTimer(s.idle)
-	defer idle.Stop()
 	received := false
 	for {
-		select {
-		case <-ctx.Done():
+		ev, why := s.next(ctx, deadlines{resync: resyncAt})
+		switch why {
+		case ctxDone:
 			return outcome{kind: stopped}
-		case <-resyncC:
+		case resyncFired:
 			return outcome{kind: resyncDue}
-		case <-idle.C:
+		case idleFired:
 			return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w: nothing received for %s", ErrIdle, s.idle)}
-		case ev, ok := <-s.w.ResultChan():
-			if !ok {
-				if !received && time.Since(s.started) < minHealthyWatch {
-					// Not an error worth an event (servers do this when
-					// shutting down), but no reason to hammer them either.
-					inf.log.Debug("kinformer: watch closed as soon as opened")
-					return outcome{kind: watchFailed}
-				}
-				return outcome{kind: watchEnded}
+		case streamClosed:
+			if !received && time.Since(s.started) < minHealthyWatch {
+				// Not an error worth an event (servers do this when
+				// shutting down), but no reason to hammer them either.
+				inf.log.Debug("kinformer: watch closed as soon as opened")
+				return outcome{kind: watchFailed}
 			}
-			idle.Reset(s.idle)
-			if err := inf.apply(ev); err != nil {
-				return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err), received: received}
-			}
-			received = true
+			return outcome{kind: watchEnded}
 		}
+		if err := inf.apply(ev); err != nil {
+			return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err), received: received}
+		}
+		received = true
 	}
 }
 
