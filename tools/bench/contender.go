@@ -32,10 +32,11 @@ import (
 // The contenders. Each runs in its own process (this program re-executed
 // with the "contender" subcommand), so that heap, RSS and CPU are its own.
 const (
-	kClientGo      = "client-go"       // SharedInformerFactory, defaults
-	kClientGoStrip = "client-go+strip" // the same, with a transform dropping managedFields
-	kKinformer     = "kinformer"       // kinformer.New with nil options
-	kFloor         = "floor"           // one LIST + decode, no cache
+	kClientGo      = "client-go"                 // SharedInformerFactory, defaults
+	kClientGoStrip = "client-go+strip"           // the same, with a transform dropping managedFields
+	kKinformer     = "kinformer"                 // kinformer.New with nil options
+	kKinformerCG   = "kinformer+client-decoding" // kinformer with DisableDirectDecoding: client-go decodes its watches (diagnostic)
+	kFloor         = "floor"                     // one LIST + decode, no cache
 )
 
 // result is what a contender process reports, as one JSON line.
@@ -228,7 +229,7 @@ type informerUnderTest struct {
 
 func contenderMain(args []string) error {
 	fs := flag.NewFlagSet("contender", flag.ExitOnError)
-	kind := fs.String("kind", kKinformer, "client-go | client-go+strip | kinformer | floor")
+	kind := fs.String("kind", kKinformer, "client-go | client-go+strip | kinformer | kinformer+client-decoding | floor")
 	resource := fs.String("resource", "configmaps", "configmaps | pods")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
 	round := fs.Int("round", 0, "round number")
@@ -295,6 +296,12 @@ func contenderMain(args []string) error {
 			iut = kinformerUnderTest(kinformer.New[*corev1.Pod](cs.CoreV1().Pods(ns), nil), rec)
 		} else {
 			iut = kinformerUnderTest(kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), nil), rec)
+		}
+	case kKinformerCG:
+		if *resource == "pods" {
+			iut = kinformerUnderTest(kinformer.New[*corev1.Pod](cs.CoreV1().Pods(ns), &kinformer.Options[*corev1.Pod]{DisableDirectDecoding: true}), rec)
+		} else {
+			iut = kinformerUnderTest(kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{DisableDirectDecoding: true}), rec)
 		}
 	case kFloor:
 		var keep any

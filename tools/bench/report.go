@@ -385,7 +385,7 @@ func gobin() string {
 
 // ---- SVG chart ----
 
-var colors = map[string]string{kClientGo: "#d62728", kClientGoStrip: "#ff7f0e", kKinformer: "#1f77b4", kFloor: "#7f7f7f"}
+var colors = map[string]string{kClientGo: "#d62728", kClientGoStrip: "#ff7f0e", kKinformer: "#1f77b4", kKinformerCG: "#17becf", kFloor: "#7f7f7f"}
 
 // heapChart draws heap over time for each contender's median run.
 func heapChart(rs []result, kinds []string, title string) []byte {
@@ -443,7 +443,7 @@ func heapChart(rs []result, kinds []string, title string) []byte {
 	p(`<text x="%.1f" y="%.1f" text-anchor="middle">time since start (ms)</text>`+"\n", left+pw/2, H-12)
 	p(`<text transform="translate(18 %.1f) rotate(-90)" text-anchor="middle">Go heap (MB, HeapAlloc)</text>`+"\n", top+ph/2)
 	// Lines first (the floor at the back, kinformer on top), then the dots.
-	drawOrder := map[string]int{kFloor: 0, kClientGo: 1, kClientGoStrip: 2, kKinformer: 3}
+	drawOrder := map[string]int{kFloor: 0, kClientGo: 1, kClientGoStrip: 2, kKinformerCG: 3, kKinformer: 4}
 	sorted := slices.Clone(lines)
 	slices.SortStableFunc(sorted, func(a, b line) int { return drawOrder[a.kind] - drawOrder[b.kind] })
 	for _, l := range sorted {
