@@ -31,11 +31,16 @@
 // the dynamic client (T = *unstructured.Unstructured, for CRDs) and the
 // metadata client (T = *metav1.PartialObjectMetadata).
 //
-// For built-in types a protobuf client (rest.Config.ContentType
-// "application/vnd.kubernetes.protobuf") decodes faster and allocates less
-// than JSON.
+// With a clientset's typed client and a built-in type, the informer opens
+// its watches itself on that client's REST client and decodes the protobuf
+// stream straight into T on its own goroutine, cutting managedFields out of
+// the bytes before decoding (see Options.DisableDirectDecoding). Other
+// clients are used through their Watch; for built-in types a protobuf
+// client (rest.Config.ContentType "application/vnd.kubernetes.protobuf")
+// decodes faster and allocates less than JSON.
 //
 // Objects handed out by the cache and in events are shared: never modify
-// them. By default managedFields are stripped before caching (see
-// Options.KeepManagedFields).
+// them. Objects with equal labels or annotations may share one map, and
+// repeated short strings are shared between objects. By default
+// managedFields are stripped before caching (see Options.KeepManagedFields).
 package kinformer
