@@ -140,13 +140,14 @@ func buildReport(c config, m machine, results []result, bursts []burstStat) repo
 	p("- Each contender runs in its **own process** (the program re-executes itself), watching the namespace of the collection, with one event handler registered before start (counting ADDED, recording MODIFIED):\n")
 	p("  - `client-go`: `informers.NewSharedInformerFactoryWithOptions(cs, 0, WithNamespace(ns))`, the typed informer, all defaults (in v0.37 that includes the WatchListClient feature: the initial list is streamed by a watch with `sendInitialEvents=true`).\n")
 	p("  - `client-go+strip`: the same plus `informers.WithTransform` setting managedFields to nil.\n")
-	p("  - `kinformer`: `kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), nil)` (defaults: a streaming list — a watch with `sendInitialEvents=true` — where the server offers it, else a paged list of 500; managedFields stripped), one `AddHandler`.\n")
+	p("  - `kinformer`: `kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), nil)` (defaults: a streaming list — a watch with `sendInitialEvents=true` — where the server offers it, else a paged list of 500, then a plain watch from its resourceVersion; watches opened and decoded by kinformer itself; managedFields cut before decoding; repeated strings and equal labels/annotations maps shared), one `AddHandler`.\n")
+	p("  - `kinformer+client-decoding` (when listed): the same with `DisableDirectDecoding: true`, so client-go's `Watch` decodes the stream: what the direct decoder alone is worth.\n")
 	p("  - `floor`: one `List` of the whole collection (no limit) through the same typed client, decoded, no cache.\n")
 	p("- **Protobuf on the wire for every contender**: the rest.Config has `ContentType: application/vnd.kubernetes.protobuf` and `AcceptContentTypes: application/vnd.kubernetes.protobuf,application/json`. Client-side rate limit 1000 QPS (never reached). Before the clock starts each contender makes one GET to open the connection, then `runtime.GC()`.")
 	if c.noCompression {
 		p(" **`-no-compression`: every contender sets `DisableCompression: true`** (no gzip responses).")
 	} else {
-		p(" Response compression is left at client-go's default (on: the server gzips large responses and watch streams).")
+		p(" Response compression is left at client-go's default (on: the server gzips large responses and streaming lists).")
 	}
 	p("\n")
 	p("- **Time to synced**: from `Start` until `HasSynced()` is true, polled every 1 ms. **CPU**: getrusage(RUSAGE_SELF) user+sys over the same interval. **Peak heap**: the highest sample of `%s` (= MemStats.HeapAlloc: live and not yet swept objects), read every 2 ms, up to synced. **Peak RSS**: `VmHWM` of /proc/self/status when synced (includes the process baseline). **Heap after sync**: once every initial ADDED has been handled, `runtime.GC()` twice, then the same metric.\n", heapMetric)
