@@ -2,7 +2,6 @@ package kinformer
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/watch"
@@ -16,16 +15,17 @@ type stream struct {
 	w       watch.Interface // nil for a direct stream
 	r       *directReader
 	cancel  context.CancelFunc
+	unhook  func() bool   // direct streams: undoes the close on the request's context
 	idle    time.Duration // no event for this long: the connection is dead
-	started time.Time
-	last    time.Time // the last event, or started
+	started time.Time     // when the watch was open
+	last    time.Time     // the last event, or started
 
 	timer *time.Timer // channel streams: the next deadline
 	alarm *time.Timer // direct streams: closes the body at the next deadline
-	// alarmWhy is the waitResult the armed alarm stands for; fired is the
-	// one it ended, set by the alarm's goroutine and read by the loop after
-	// the read it interrupted.
-	alarmWhy, fired atomic.Uint32
+	// expired is a deadline that closed a direct stream's body as its read
+	// returned an event; the next call reports it. Loop goroutine only:
+	// the alarm itself only closes the body.
+	expired waitResult
 }
 
 func (s *stream) stop() {
@@ -35,6 +35,9 @@ func (s *stream) stop() {
 	if s.r != nil {
 		if s.alarm != nil {
 			s.alarm.Stop()
+		}
+		if s.unhook != nil {
+			s.unhook()
 		}
 		s.r.close()
 	}
@@ -106,32 +109,38 @@ func (s *stream) next(ctx context.Context, d deadlines) (watch.Event, waitResult
 }
 
 // nextDirect reads and decodes the next frame on the calling goroutine. A
-// deadline closes the body under the blocked read; so does ctx, through the
-// request's context.
+// deadline closes the body under the blocked read; so does the end of the
+// request's context (openWatch hooks it), whether or not the transport
+// watches that context itself.
 func (s *stream) nextDirect(ctx context.Context, wait time.Duration, why waitResult) (watch.Event, waitResult) {
-	if f := waitResult(s.fired.Load()); f != gotEvent {
-		return watch.Event{}, f // the alarm went off as the last read returned an event
+	if s.expired != gotEvent {
+		return watch.Event{}, s.expired
 	}
-	s.alarmWhy.Store(uint32(why))
 	if s.alarm == nil {
-		s.alarm = time.AfterFunc(wait, func() {
-			s.fired.Store(s.alarmWhy.Load())
-			s.r.close()
-		})
+		s.alarm = time.AfterFunc(wait, s.r.close)
 	} else {
 		s.alarm.Reset(wait)
 	}
 	ev, ok := s.r.next()
-	s.alarm.Stop()
+	fired := !s.alarm.Stop() // the alarm ran, or is running: the body is (being) closed
 	if ctx.Err() != nil {
 		return watch.Event{}, ctxDone
 	}
 	if ok {
 		s.last = time.Now()
+		if fired {
+			// The deadline passed as the event arrived. An idle or
+			// first-event deadline lost its premise (something came), so
+			// the stream just counts as ended; a resync is still due.
+			s.expired = streamClosed
+			if why == resyncFired {
+				s.expired = resyncFired
+			}
+		}
 		return ev, gotEvent
 	}
-	if f := waitResult(s.fired.Load()); f != gotEvent {
-		return watch.Event{}, f
+	if fired {
+		return watch.Event{}, why
 	}
 	return watch.Event{}, streamClosed
 }

@@ -323,8 +323,7 @@ func (inf *Informer[T]) openWatch(ctx context.Context, adjust func(*metav1.ListO
 	opts.TimeoutSeconds = &secs
 	adjust(&opts)
 	wctx, cancel := context.WithCancel(ctx)
-	now := time.Now()
-	s := &stream{cancel: cancel, idle: timeout + inf.opts.IdleMargin, started: now, last: now}
+	s := &stream{cancel: cancel, idle: timeout + inf.opts.IdleMargin}
 	var err error
 	s.r, s.w, err = inf.openWatchStream(wctx, opts)
 	if err == nil && s.r == nil && s.w == nil {
@@ -336,6 +335,15 @@ func (inf *Informer[T]) openWatch(ctx context.Context, adjust func(*metav1.ListO
 		}
 		cancel()
 		return nil, classify(err)
+	}
+	// The clocks start once the watch is open: opening may take a while
+	// (discovery, a new connection), and must not count as watching.
+	s.started = time.Now()
+	s.last = s.started
+	if s.r != nil {
+		// Stop or a cancelled run closes the body, even through a
+		// transport that ignores the request's context.
+		s.unhook = context.AfterFunc(wctx, s.r.close)
 	}
 	return s, nil
 }
