@@ -31,8 +31,9 @@ import (
 type sharer struct {
 	strs genTable[string]
 	maps genTable[map[string]string]
-	keys []string // scratch: sorted keys
-	buf  []byte   // scratch: a map's lookup key
+	res  genTable[corev1.ResourceList] // containers' requests and limits
+	keys []string                      // scratch: sorted keys
+	buf  []byte                        // scratch: a map's lookup key
 }
 
 const (
@@ -168,6 +169,8 @@ func (sh *sharer) internPod(p *corev1.Pod) {
 }
 
 func (sh *sharer) internContainer(c *corev1.Container) {
+	c.Resources.Requests = sh.shareResources(c.Resources.Requests)
+	c.Resources.Limits = sh.shareResources(c.Resources.Limits)
 	c.Name = sh.intern(c.Name)
 	c.Image = sh.intern(c.Image)
 	c.ImagePullPolicy = corev1.PullPolicy(sh.intern(string(c.ImagePullPolicy)))
@@ -279,4 +282,38 @@ func (p *sharer) shrink(obj any) {
 		m.Labels = p.share(m.Labels)
 		m.Annotations = p.share(m.Annotations)
 	}
+}
+
+// shareResources returns a resource list equal to m that an earlier
+// container holds, or m itself, remembered for the next ones. A list of a
+// few quantities costs over 600 bytes, and the containers of one workload
+// all ask for the same. Quantities are equal when their canonical strings
+// and formats are: the same value, shown the same way.
+func (sh *sharer) shareResources(m corev1.ResourceList) corev1.ResourceList {
+	if len(m) == 0 || len(m) > mapPoolMaxEntries {
+		return m
+	}
+	keys := sh.keys[:0]
+	for k := range m {
+		keys = append(keys, string(k))
+	}
+	slices.Sort(keys)
+	buf := sh.buf[:0]
+	for _, k := range keys {
+		q := m[corev1.ResourceName(k)] // a copy: String may cache into it
+		v := q.String()
+		buf = binary.AppendUvarint(buf, uint64(len(k)))
+		buf = append(buf, k...)
+		buf = binary.AppendUvarint(buf, uint64(len(v)))
+		buf = append(buf, v...)
+		buf = append(buf, q.Format...)
+		buf = append(buf, 0)
+	}
+	clear(keys)
+	sh.keys, sh.buf = keys, buf
+	if shared, ok := sh.res.get(buf); ok {
+		return shared
+	}
+	sh.res.put(string(buf), m)
+	return m
 }

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -102,5 +103,41 @@ func TestInternIsBounded(t *testing.T) {
 				t.Fatal("a string in use was forgotten")
 			}
 		}
+	}
+}
+
+func TestContainersShareEqualResources(t *testing.T) {
+	var sh sharer
+	pod := func(cpu, mem string) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app",
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(mem)},
+			}}}}}
+	}
+	a, b, c, d := pod("100m", "64Mi"), pod("100m", "64Mi"), pod("200m", "64Mi"), pod("100m", "67108864")
+	for _, p := range []*corev1.Pod{a, b, c, d} {
+		sh.internObject(p, false)
+	}
+	same := func(x, y corev1.ResourceList) bool {
+		return reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer()
+	}
+	ra, rb, rc, rd := a.Spec.Containers[0].Resources, b.Spec.Containers[0].Resources, c.Spec.Containers[0].Resources, d.Spec.Containers[0].Resources
+	if !same(ra.Requests, rb.Requests) || !same(ra.Limits, rb.Limits) {
+		t.Error("equal resources not shared")
+	}
+	if same(ra.Requests, rc.Requests) || !same(ra.Limits, rc.Limits) {
+		t.Error("requests: different ones shared, or equal limits not")
+	}
+	// 64Mi and 67108864 are the same amount in different formats: not
+	// shared, so each pod shows what it was given.
+	if same(ra.Limits, rd.Limits) {
+		t.Error("quantities of different formats shared")
+	}
+	if q := rc.Requests[corev1.ResourceCPU]; q.String() != "200m" {
+		t.Errorf("cpu request %s", q.String())
+	}
+	if q := rd.Limits[corev1.ResourceMemory]; q.String() != "67108864" {
+		t.Errorf("memory limit %s", q.String())
 	}
 }
