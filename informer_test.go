@@ -252,7 +252,7 @@ func TestPagedList(t *testing.T) {
 	if inf.Cache().Len() != 1201 {
 		t.Fatalf("cached %d of 1201", inf.Cache().Len())
 	}
-	listOpts, watchOpts := s.calls()
+	listOpts, _ := s.calls()
 	if len(listOpts) != 3 {
 		t.Fatalf("%d list calls, want 3 pages", len(listOpts))
 	}
@@ -262,7 +262,7 @@ func TestPagedList(t *testing.T) {
 		}
 	}
 	eventually(t, "watch", func() bool { return s.openWatches() == 1 })
-	_, watchOpts = s.calls()
+	_, watchOpts := s.calls()
 	if watchOpts[0].ResourceVersion != "1201" {
 		t.Fatalf("watch from %s, want the list's 1201", watchOpts[0].ResourceVersion)
 	}
