@@ -69,10 +69,13 @@ func needsRelist(err error) bool {
 	return errors.Is(err, ErrExpired) || errors.Is(err, ErrTooLargeResourceVersion)
 }
 
-// isPersistent reports whether retrying cannot help without someone changing
-// something: permissions, the resource, or the selector. WaitForSync returns
-// such errors instead of waiting; the informer still retries with backoff.
-func isPersistent(err error) bool {
+// IsPersistent reports whether retrying cannot help without someone changing
+// something: permissions (403, 401), the resource (404, 405), or the request
+// (a bad selector: 400, 422; a media type the server refuses: 406, 415).
+// WaitForSync returns such errors instead of waiting; the informer itself
+// still retries with backoff. Programs that map errors to exit codes or
+// readiness use it to agree with WaitForSync.
+func IsPersistent(err error) bool {
 	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) ||
 		apierrors.IsNotFound(err) || apierrors.IsBadRequest(err) ||
 		apierrors.IsInvalid(err) || apierrors.IsMethodNotSupported(err) ||

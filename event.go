@@ -16,6 +16,10 @@ const (
 // used in a registration's mask.
 var eventTypes = [...]EventType{Added, Modified, Deleted, Bookmark, Error}
 
+// EventTypes returns every event type, in the order Added, Modified,
+// Deleted, Bookmark, Error. The slice is the caller's.
+func EventTypes() []EventType { return append([]EventType(nil), eventTypes[:]...) }
+
 func (t EventType) bit() (uint8, bool) {
 	for i, et := range eventTypes {
 		if et == t {

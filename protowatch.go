@@ -163,7 +163,7 @@ func (d *directSource[T]) resolve(ctx context.Context) error {
 		return nil
 	}
 	body, err := d.client.Get().SetHeader("Accept", "application/json").DoRaw(ctx)
-	if _, isStatus := err.(apierrors.APIStatus); isStatus && isPersistent(err) {
+	if _, isStatus := err.(apierrors.APIStatus); isStatus && IsPersistent(err) {
 		// Discovery refused (403, 404, …): the client's Watch may still
 		// work. Anything else (503 while the server starts, a timeout) is
 		// retried with the watch.

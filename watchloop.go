@@ -154,7 +154,7 @@ func (inf *Informer[T]) reportError(err error) {
 		// Only the latest failure counts: a 403 followed by a connection
 		// error is no longer known to be a 403.
 		var persistent error
-		if isPersistent(err) {
+		if IsPersistent(err) {
 			persistent = err
 		}
 		inf.setSyncState(false, persistent)
