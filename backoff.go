@@ -23,33 +23,38 @@ type Backoff struct {
 	ResetAfter time.Duration
 }
 
-// DefaultBackoff is the policy used for any zero field of Options.Backoff.
-var DefaultBackoff = Backoff{
-	Initial:    800 * time.Millisecond,
-	Max:        30 * time.Second,
-	Factor:     2,
-	Jitter:     0.25,
-	ResetAfter: 2 * time.Minute,
+// DefaultBackoff returns the policy used for any zero field of
+// Options.Backoff: 800 ms doubling to 30 s, up to 25 % shorter at random,
+// reset after 2 minutes without a failure.
+func DefaultBackoff() Backoff {
+	return Backoff{
+		Initial:    800 * time.Millisecond,
+		Max:        30 * time.Second,
+		Factor:     2,
+		Jitter:     0.25,
+		ResetAfter: 2 * time.Minute,
+	}
 }
 
 func (b Backoff) withDefaults() Backoff {
+	def := DefaultBackoff()
 	if b.Initial <= 0 {
-		b.Initial = DefaultBackoff.Initial
+		b.Initial = def.Initial
 	}
 	if b.Max <= 0 {
-		b.Max = DefaultBackoff.Max
+		b.Max = def.Max
 	}
 	if b.Max < b.Initial {
 		b.Max = b.Initial
 	}
 	if !(b.Factor >= 1 && b.Factor <= 100) { // also NaN
-		b.Factor = DefaultBackoff.Factor
+		b.Factor = def.Factor
 	}
 	if !(b.Jitter > 0 && b.Jitter <= 1) { // also NaN
-		b.Jitter = DefaultBackoff.Jitter
+		b.Jitter = def.Jitter
 	}
 	if b.ResetAfter <= 0 {
-		b.ResetAfter = DefaultBackoff.ResetAfter
+		b.ResetAfter = def.ResetAfter
 	}
 	return b
 }

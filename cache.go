@@ -25,18 +25,23 @@ type keySet map[string]struct{}
 //
 // The objects returned are shared with the informer, its handlers and other
 // readers: treat them as read-only. Copy (DeepCopy) before modifying.
+//
+// Only the informer's loop writes (through its writer, writer.go), so it
+// reads items without the lock and computes index values, calling
+// KeyFunc and IndexFuncs, before taking it: an IndexFunc may itself read the
+// cache, and readers wait only for the map updates themselves.
 type Cache[T Object] struct {
 	keyFunc  KeyFunc[T]
 	indexers map[string]IndexFunc[T] // fixed at construction; read without lock
 
-	mu      sync.RWMutex                 // guards items and indices
+	mu      sync.RWMutex                 // guards items and indices; held for writing only by the writer
 	items   map[string]T                 // key -> object
 	indices map[string]map[string]keySet // index name -> value -> keys
 }
 
-// NewCache returns an empty cache. A nil keyFunc means MetaNamespaceKey.
+// newCache returns an empty cache. A nil keyFunc means MetaNamespaceKey.
 // The namespace index (IndexNamespace) is always added.
-func NewCache[T Object](keyFunc KeyFunc[T], indexers map[string]IndexFunc[T]) *Cache[T] {
+func newCache[T Object](keyFunc KeyFunc[T], indexers map[string]IndexFunc[T]) *Cache[T] {
 	if keyFunc == nil {
 		keyFunc = MetaNamespaceKey[T]
 	}
@@ -134,49 +139,67 @@ func (c *Cache[T]) IndexKeys(name, value string) ([]string, error) {
 	return out, nil
 }
 
-// put stores obj under key and returns the object it replaced.
-func (c *Cache[T]) put(key string, obj T) (old T, existed bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old, existed = c.items[key]
-	c.items[key] = obj
+// indexChange is how one index's values for a key change with a write.
+type indexChange struct {
+	name     string
+	old, new []string
+}
+
+// changes computes, without the lock, how the indexes change when old
+// (if existed) becomes obj (if present). Writer only.
+func (c *Cache[T]) changes(old T, existed bool, obj T, present bool) []indexChange {
+	var out []indexChange
 	for name, f := range c.indexers {
-		var oldVals []string
+		var oldVals, newVals []string
 		if existed {
 			oldVals = f(old)
 		}
-		newVals := f(obj)
-		if equalStrings(oldVals, newVals) {
-			continue
+		if present {
+			newVals = f(obj)
 		}
-		unindex(c.indices[name], key, oldVals)
-		index(c.indices[name], key, newVals)
+		if !equalStrings(oldVals, newVals) {
+			out = append(out, indexChange{name, oldVals, newVals})
+		}
 	}
+	return out
+}
+
+func (c *Cache[T]) reindex(key string, changes []indexChange) {
+	for _, ch := range changes {
+		unindex(c.indices[ch.name], key, ch.old)
+		index(c.indices[ch.name], key, ch.new)
+	}
+}
+
+// put stores obj under key and returns the object it replaced. Writer only.
+func (c *Cache[T]) put(key string, obj T) (old T, existed bool) {
+	old, existed = c.items[key] // the writer's own map: no lock to read
+	changes := c.changes(old, existed, obj, true)
+	c.mu.Lock()
+	c.items[key] = obj
+	c.reindex(key, changes)
+	c.mu.Unlock()
 	return old, existed
 }
 
-// remove deletes key and returns the object that was there.
+// remove deletes key and returns the object that was there. Writer only.
 func (c *Cache[T]) remove(key string) (old T, existed bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	old, existed = c.items[key]
 	if !existed {
 		return old, false
 	}
+	changes := c.changes(old, true, old, false)
+	c.mu.Lock()
 	delete(c.items, key)
-	for name, f := range c.indexers {
-		unindex(c.indices[name], key, f(old))
-	}
+	c.reindex(key, changes)
+	c.mu.Unlock()
 	return old, true
 }
 
-// replace swaps in items as the whole content of the cache, atomically, and
-// calls emit for every difference: Deleted for keys that vanished, Added for
-// new keys, Modified for objects whose resourceVersion changed. Objects whose
-// resourceVersion is unchanged keep the cached instance, so unchanged
-// objects cost no event and their new copy can be collected. emit runs under
-// the write lock and must not call back into the cache.
-func (c *Cache[T]) replace(items map[string]T, emit func(typ EventType, obj, old T)) {
+// swap makes items the whole content of the cache, atomically, and
+// returns the content it replaced. The indexes are built before the lock
+// is taken. Writer only.
+func (c *Cache[T]) swap(items map[string]T) (old map[string]T) {
 	indices := c.emptyIndices()
 	for key, obj := range items {
 		for name, f := range c.indexers {
@@ -184,24 +207,10 @@ func (c *Cache[T]) replace(items map[string]T, emit func(typ EventType, obj, old
 		}
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	for key, old := range c.items {
-		if _, ok := items[key]; !ok {
-			emit(Deleted, old, old)
-		}
-	}
-	for key, obj := range items {
-		old, existed := c.items[key]
-		switch {
-		case !existed:
-			emit(Added, obj, obj)
-		case old.GetResourceVersion() != obj.GetResourceVersion():
-			emit(Modified, obj, old)
-		default:
-			items[key] = old
-		}
-	}
+	old = c.items
 	c.items, c.indices = items, indices
+	c.mu.Unlock()
+	return old
 }
 
 func index(idx map[string]keySet, key string, values []string) {

@@ -29,16 +29,59 @@ func (t EventType) bit() (uint8, bool) {
 	return 0, false
 }
 
+// Cause says where an event came from: read off the watch, or made up by
+// the informer from what it knows.
+type Cause uint8
+
+const (
+	// CauseWatch: the server sent this event on the watch.
+	CauseWatch Cause = iota
+	// CauseList: the first list of the informer's life found the object.
+	CauseList
+	// CauseRelist: a later list (after 410 Gone, "too large resource
+	// version", or a resync) differed from the cache. A Deleted with this
+	// cause is inferred: the object is gone, but its final state and the
+	// time it went are unknown (client-go's DeletedFinalStateUnknown).
+	CauseRelist
+	// CauseReplay: a handler added to a running informer receives Added for
+	// every object already cached.
+	CauseReplay
+	// CauseTransform: the object's new state failed Options.Transform, so
+	// the informer dropped it from the cache (Deleted, with the last state
+	// it had).
+	CauseTransform
+)
+
+func (c Cause) String() string {
+	switch c {
+	case CauseWatch:
+		return "watch"
+	case CauseList:
+		return "list"
+	case CauseRelist:
+		return "relist"
+	case CauseReplay:
+		return "replay"
+	case CauseTransform:
+		return "transform"
+	}
+	return "unknown"
+}
+
 // Event is what a handler receives.
 //
-//   - Added: Object is the new object.
-//   - Modified: Object is the new state, Old the previously cached state.
-//   - Deleted: Object is the last known state.
-//   - Bookmark: Object carries only a resourceVersion; the cache is unchanged.
-//   - Error: Err says what went wrong; classify it with errors.Is (ErrExpired,
-//     ErrTransform, …) or k8s.io/apimachinery/pkg/api/errors; the message
-//     names the object when the error concerns one. Object is the zero value.
+//   - [Added]: Object is the new object.
+//   - [Modified]: Object is the new state, Old the previously cached state.
+//   - [Deleted]: Object is the last known state.
+//   - [Bookmark]: Object carries only a resourceVersion (it may be the zero
+//     value); the cache is unchanged.
+//   - [Error]: Err says what went wrong; classify it with errors.Is
+//     ([ErrExpired], [ErrTransform], …) or k8s.io/apimachinery/pkg/api/errors;
+//     the message names the object when the error concerns one. Object is
+//     the zero value.
 //
+// Key is the object's cache key (empty for Bookmark and Error), and Cause
+// says whether the server sent the event or the informer inferred it.
 // ResourceVersion is the resourceVersion the informer had reached with this
 // event. Objects are shared with the cache and other handlers: do not modify
 // them.
@@ -46,6 +89,8 @@ type Event[T Object] struct {
 	Type            EventType
 	Object          T
 	Old             T
+	Key             string
 	ResourceVersion string
+	Cause           Cause
 	Err             error
 }

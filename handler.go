@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 )
 
-// Registration identifies a handler added with AddEventHandler or
-// AddHandler; pass it to RemoveEventHandler.
+// Registration identifies a handler added with AddEventHandler, AddHandler
+// or AddHandlerFuncs; pass it to RemoveEventHandler.
 type Registration struct {
 	l interface{ pending() int }
 }
@@ -24,6 +24,43 @@ func (r *Registration) Pending() int {
 	return r.l.pending()
 }
 
+// HandlerFuncs is one ordered registration with a callback per event type:
+// the callbacks of one registration are called one at a time, in the order
+// of the events, so Added, Modified and Deleted of one object always arrive
+// in the server's order. A nil callback means the type is not wanted.
+type HandlerFuncs[T Object] struct {
+	Added, Modified, Deleted, Bookmark, Error func(Event[T])
+}
+
+func (h HandlerFuncs[T]) mask() uint8 {
+	var m uint8
+	for i, fn := range [...]func(Event[T]){h.Added, h.Modified, h.Deleted, h.Bookmark, h.Error} {
+		if fn != nil {
+			m |= 1 << i
+		}
+	}
+	return m
+}
+
+func (h HandlerFuncs[T]) call(e Event[T]) {
+	var fn func(Event[T])
+	switch e.Type {
+	case Added:
+		fn = h.Added
+	case Modified:
+		fn = h.Modified
+	case Deleted:
+		fn = h.Deleted
+	case Bookmark:
+		fn = h.Bookmark
+	case Error:
+		fn = h.Error
+	}
+	if fn != nil {
+		fn(e)
+	}
+}
+
 // listener is one registration: its handler, the event types it wants, and
 // its own queue, drained by its own goroutine while the informer runs. The
 // queue is unbounded: a slow handler never stalls the watch or the other
@@ -33,7 +70,7 @@ func (r *Registration) Pending() int {
 type listener[T Object] struct {
 	mask uint8
 	fn   func(Event[T])
-	log  *slog.Logger
+	log  *slog.Logger // where panics go
 
 	mu      sync.Mutex // guards queue; removed is set under it too
 	queue   []Event[T]
@@ -64,24 +101,25 @@ func (l *listener[T]) push(e Event[T]) {
 	l.queue = append(l.queue, e)
 	l.backlog.Add(1)
 	l.mu.Unlock()
+	l.signal()
+}
+
+func (l *listener[T]) signal() {
 	select {
 	case l.wake <- struct{}{}:
 	default:
 	}
 }
 
-// remove drops the queue and stops further deliveries. An event being
-// handled right now still completes.
+// remove drops the queue and stops further deliveries; a call in progress
+// completes.
 func (l *listener[T]) remove() {
 	l.mu.Lock()
 	l.removed.Store(true)
 	l.queue = nil
 	l.backlog.Store(0)
 	l.mu.Unlock()
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
+	l.signal()
 }
 
 // run delivers queued events in order until ctx is done or the listener is
@@ -102,13 +140,12 @@ func (l *listener[T]) run(ctx context.Context) {
 				l.requeue(batch[i:])
 				return
 			}
-			l.call(batch[i])
+			if !l.call(batch[i]) {
+				return // removed
+			}
 			l.backlog.Add(-1)
 			var zero Event[T]
 			batch[i] = zero // let the object go as soon as it is handled
-			if l.removed.Load() {
-				return
-			}
 		}
 		if len(batch) > 0 {
 			continue
@@ -131,14 +168,118 @@ func (l *listener[T]) requeue(rest []Event[T]) {
 	l.queue = append(append(make([]Event[T], 0, len(rest)+len(l.queue)), rest...), l.queue...)
 }
 
-// call runs the handler, recovering a panic so that one faulty handler
-// neither kills the process nor keeps the next events from being delivered.
-func (l *listener[T]) call(e Event[T]) {
+// call runs the handler unless the listener was removed, recovering a panic
+// so that one faulty handler neither kills the process nor keeps the next
+// events from being delivered. It reports whether the listener is still
+// registered.
+func (l *listener[T]) call(e Event[T]) bool {
+	if l.removed.Load() {
+		return false
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			l.log.Error("kinformer: event handler panicked",
-				"type", string(e.Type), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				"type", string(e.Type), "key", e.Key, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 		}
 	}()
 	l.fn(e)
+	return true
+}
+
+// dispatcher holds an informer's registrations and runs their goroutines
+// while the informer runs.
+//
+// Its lock orders the writer's updates against new registrations: the
+// writer holds it for reading while it updates the cache and queues the
+// events of that update, and a new registration holds it for writing while
+// it replays the cache, so that a new handler sees each object exactly
+// once before its live events.
+type dispatcher[T Object] struct {
+	mu        sync.RWMutex // guards listeners, runCtx and runWG
+	listeners map[*Registration]*listener[T]
+	runCtx    context.Context // non-nil while running
+	runWG     *sync.WaitGroup // joins the listener goroutines of this run
+}
+
+// add registers l, first queueing Added for every object in c if l wants
+// Added.
+func (d *dispatcher[T]) add(l *listener[T], c *Cache[T], rv func() string) *Registration {
+	reg := &Registration{l: l}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if l.wants(Added) {
+		c.mu.RLock()
+		at := rv()
+		for key, obj := range c.items {
+			l.queue = append(l.queue, Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: at, Cause: CauseReplay})
+		}
+		c.mu.RUnlock()
+		l.backlog.Add(int64(len(l.queue)))
+	}
+	if d.listeners == nil {
+		d.listeners = map[*Registration]*listener[T]{}
+	}
+	d.listeners[reg] = l
+	if d.runCtx != nil {
+		d.startLocked(l)
+	}
+	return reg
+}
+
+// startLocked runs l for the current run; d.mu must be held.
+func (d *dispatcher[T]) startLocked(l *listener[T]) {
+	ctx, wg := d.runCtx, d.runWG
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		l.run(ctx)
+	}()
+}
+
+// remove unregisters reg; its handler is not called again.
+func (d *dispatcher[T]) remove(reg *Registration) {
+	d.mu.Lock()
+	l, ok := d.listeners[reg]
+	delete(d.listeners, reg)
+	d.mu.Unlock()
+	if ok {
+		l.remove()
+	}
+}
+
+// start runs every listener until ctx ends.
+func (d *dispatcher[T]) start(ctx context.Context) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.runCtx, d.runWG = ctx, &sync.WaitGroup{}
+	for _, l := range d.listeners {
+		d.startLocked(l)
+	}
+}
+
+// join waits for the listener goroutines of the run that start began,
+// once its context has ended.
+func (d *dispatcher[T]) join() {
+	d.mu.Lock()
+	wg := d.runWG
+	d.runCtx, d.runWG = nil, nil
+	d.mu.Unlock()
+	wg.Wait()
+}
+
+// emitLocked queues e for every listener that wants it; d.mu must be held
+// (for reading suffices).
+func (d *dispatcher[T]) emitLocked(e Event[T]) {
+	for _, l := range d.listeners {
+		if l.wants(e.Type) {
+			l.push(e)
+		}
+	}
+}
+
+// emit queues e for every listener that wants it.
+func (d *dispatcher[T]) emit(e Event[T]) {
+	d.mu.RLock()
+	d.emitLocked(e)
+	d.mu.RUnlock()
 }

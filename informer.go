@@ -4,92 +4,127 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 )
 
 // Informer lists and watches one resource, keeps a Cache of it in sync with
 // the API server, and delivers every change to the registered handlers.
 //
 // Contract:
-//   - Every handler sees the events of one object in the order the server
-//     produced them. Handlers run on their own goroutine each, one event at
-//     a time; a slow handler delays only itself (its queue grows, see
-//     Registration.Pending), never the watch or the other handlers.
+//   - Every registration sees the events of one object in the order the
+//     server produced them. Registrations are independent of each other:
+//     each runs on its own goroutine, one event at a time, and a slow one
+//     delays only itself (its queue grows, see Registration.Pending), never
+//     the watch or the other registrations. A consumer that folds state from
+//     several event types registers them together ([Informer.AddHandlerFuncs]
+//     or [Informer.AddHandler]), not as separate registrations.
 //   - The cache is updated before the event is queued, so a handler may find
 //     the cache ahead of the event it is handling, never behind.
 //   - Objects in events and in the cache are shared: do not modify them.
 //   - A re-list (after 410 Gone, or a resync) is diffed against the cache:
 //     Deleted for vanished objects, Added for new ones, Modified only for
-//     objects whose resourceVersion changed.
+//     objects whose resourceVersion changed; their Cause is CauseRelist.
 //   - A stopped informer keeps its cache and resourceVersion; started again
 //     it resumes from them, so the events after a restart are the changes
 //     made while it was stopped.
 //
 // An Informer is safe for concurrent use. Create it with New.
 type Informer[T Object] struct {
-	opts    Options[T]
-	listFn  func(context.Context, metav1.ListOptions) (runtime.Object, error)
-	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)
-	cache   *Cache[T]
-	log     *slog.Logger
+	cache  *Cache[T]
+	status *status
+	disp   dispatcher[T]
+	log    *slog.Logger // the informer's own logs
+	hlog   *slog.Logger // handler panics: never discarded by default
 
-	rv     atomic.Pointer[string] // last resourceVersion seen; written by the loop only
-	synced atomic.Bool
-	// noStreaming records that the server refused a streaming list; read
-	// and written by the loop only (runs never overlap).
-	noStreaming bool
-	// direct opens watches that kinformer decodes itself (protowatch.go);
-	// nil when lw's own Watch is used. Read and written by the loop only.
-	direct *directSource[T]
-	// sharer interns strings and shares equal labels and annotations maps
-	// between objects (intern.go); used by the loop only.
-	sharer sharer
+	// loop is the watch loop, with everything only its goroutine touches
+	// (the writer of cache and status among them). Runs never overlap, so
+	// it passes from one run's goroutine to the next.
+	loop *loop[T]
 
 	runMu  sync.Mutex         // guards ctx, cancel and done
 	ctx    context.Context    // the current run's context; nil when stopped
 	cancel context.CancelFunc // cancels the current run; nil when stopped
 	done   chan struct{}      // closed when the current run has fully ended
+}
 
-	// handlersMu guards listeners, runCtx and runWG. The loop holds it for
-	// reading while it updates the cache and queues the event, and
-	// AddEventHandler holds it for writing while it replays the cache to a
-	// new handler, so that a new handler sees each object exactly once
-	// before its live events.
-	handlersMu sync.RWMutex
-	listeners  map[*Registration]*listener[T]
-	runCtx     context.Context // non-nil while running
-	runWG      *sync.WaitGroup // joins the listener goroutines of this run
+// status is what the loop publishes to other goroutines.
+type status struct {
+	rv     atomic.Pointer[string] // last resourceVersion seen
+	synced atomic.Bool
 
-	syncMu  sync.Mutex    // guards syncErr and syncCh
+	mu      sync.Mutex    // guards syncErr and syncCh
 	syncErr error         // the last persistent error before the first sync
 	syncCh  chan struct{} // closed (and replaced) when synced or syncErr change
 }
 
+func (s *status) resourceVersion() string {
+	if p := s.rv.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// setSync records the outcome of a list for WaitForSync.
+func (s *status) setSync(synced bool, persistent error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if synced {
+		s.synced.Store(true)
+	}
+	s.syncErr = persistent
+	close(s.syncCh)
+	s.syncCh = make(chan struct{})
+}
+
 // New returns an informer for the resource lw lists and watches, typically
 // a client-go resource client such as clientset.CoreV1().Pods(namespace);
-// Go infers L from it. T must be the item type of L's list. A nil opts
-// means the defaults. The informer does nothing until Start or Run.
+// Go infers L from it. A nil opts means the defaults. The informer does
+// nothing until Start or Run.
+//
+// T must be the item type of L's list: New panics, naming both, if L is a
+// list whose items are not T (New[*corev1.Pod] over a ConfigMaps client).
 func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Informer[T] {
+	checkItemType[T, L]()
 	o := opts.withDefaults()
+	log := o.Logger
+	hlog := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+		hlog = slog.Default()
+	}
 	inf := &Informer[T]{
-		opts:      o,
-		listFn:    func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) { return lw.List(ctx, lo) },
-		watchFn:   lw.Watch,
-		cache:     NewCache(o.KeyFunc, o.Indexers),
-		log:       o.Logger,
-		listeners: map[*Registration]*listener[T]{},
-		syncCh:    make(chan struct{}),
+		cache:  newCache(o.KeyFunc, o.Indexers),
+		status: &status{syncCh: make(chan struct{})},
+		log:    log,
+		hlog:   hlog,
 	}
-	inf.noStreaming = o.DisableStreamingList || !mayStream(lw)
-	if !o.DisableDirectDecoding {
-		inf.direct = newDirectSource[T](lw, o.KeepManagedFields, o.Transform == nil)
-	}
+	inf.loop = newLoop(lw, &o, inf.cache, inf.status, &inf.disp, log)
 	return inf
+}
+
+// checkItemType panics if L is a list type (a struct with an Items slice)
+// whose items are neither T nor what T points to.
+func checkItemType[T Object, L runtime.Object]() {
+	lt := reflect.TypeFor[L]()
+	if lt.Kind() != reflect.Pointer || lt.Elem().Kind() != reflect.Struct {
+		return // an interface or an unusual list: checked per item when listing
+	}
+	f, ok := lt.Elem().FieldByName("Items")
+	if !ok || f.Type.Kind() != reflect.Slice {
+		return
+	}
+	item, want := f.Type.Elem(), reflect.TypeFor[T]()
+	if item == want || reflect.PointerTo(item) == want {
+		return
+	}
+	if want.Kind() == reflect.Interface && (item.Implements(want) || reflect.PointerTo(item).Implements(want)) {
+		return
+	}
+	panic(fmt.Sprintf("kinformer.New: the client lists %s, whose items are %s, not %s", lt, item, want))
 }
 
 // Cache returns the informer's cache.
@@ -97,33 +132,29 @@ func (inf *Informer[T]) Cache() *Cache[T] { return inf.cache }
 
 // ResourceVersion returns the last resourceVersion the informer has seen,
 // from a list, an event or a bookmark; "" before the first list.
-func (inf *Informer[T]) ResourceVersion() string {
-	if p := inf.rv.Load(); p != nil {
-		return *p
-	}
-	return ""
-}
+func (inf *Informer[T]) ResourceVersion() string { return inf.status.resourceVersion() }
 
 // HasSynced reports whether the cache has been filled by a complete list.
 // It stays true across Stop and Start.
-func (inf *Informer[T]) HasSynced() bool { return inf.synced.Load() }
+func (inf *Informer[T]) HasSynced() bool { return inf.status.synced.Load() }
 
 // WaitForSync blocks until the cache is synced (nil), until ctx ends
 // (ctx.Err()), or until listing fails in a way retrying cannot fix — 403,
-// 401, 404, a bad selector — and returns that error. The informer itself
-// keeps retrying with backoff in every case.
+// 401, 404, a bad selector ([IsPersistent]) — and returns that error. The
+// informer itself keeps retrying with backoff in every case.
 func (inf *Informer[T]) WaitForSync(ctx context.Context) error {
+	s := inf.status
 	for {
-		if inf.synced.Load() {
+		if s.synced.Load() {
 			return nil
 		}
-		inf.syncMu.Lock()
-		err, ch := inf.syncErr, inf.syncCh
-		inf.syncMu.Unlock()
+		s.mu.Lock()
+		err, ch := s.syncErr, s.syncCh
+		s.mu.Unlock()
 		if err != nil {
 			return err
 		}
-		if inf.synced.Load() {
+		if s.synced.Load() {
 			return nil
 		}
 		select {
@@ -134,22 +165,16 @@ func (inf *Informer[T]) WaitForSync(ctx context.Context) error {
 	}
 }
 
-// setSyncState records the outcome of a list for WaitForSync.
-func (inf *Informer[T]) setSyncState(synced bool, persistent error) {
-	inf.syncMu.Lock()
-	defer inf.syncMu.Unlock()
-	if synced {
-		inf.synced.Store(true)
-	}
-	inf.syncErr = persistent
-	close(inf.syncCh)
-	inf.syncCh = make(chan struct{})
-}
-
 // AddEventHandler registers fn for events of type t. It returns
 // ErrUnknownEventType for any t other than Added, Modified, Deleted,
 // Bookmark or Error. A handler for Added registered when the cache already
-// holds objects first receives Added for each of them, then live events.
+// holds objects first receives Added for each of them (CauseReplay), then
+// live events.
+//
+// Each registration runs independently of the others: a handler for
+// Deleted may run before a separately registered handler for Added has
+// seen the same object. To fold state from several types, register them
+// together with AddHandlerFuncs.
 func (inf *Informer[T]) AddEventHandler(t EventType, fn func(Event[T])) (*Registration, error) {
 	bit, ok := t.bit()
 	if !ok {
@@ -161,10 +186,17 @@ func (inf *Informer[T]) AddEventHandler(t EventType, fn func(Event[T])) (*Regist
 	return inf.addListener(bit, fn), nil
 }
 
+// AddHandlerFuncs registers callbacks for several event types as one
+// ordered registration: they are called one at a time, in the order of the
+// events, so an object's Added always comes before its Modified and
+// Deleted. Like AddEventHandler, Added first receives every object already
+// cached.
+func (inf *Informer[T]) AddHandlerFuncs(h HandlerFuncs[T]) *Registration {
+	return inf.addListener(h.mask(), h.call)
+}
+
 // AddHandler registers fn for events of every type, delivered in one
-// ordered stream: use it when the order between an object's Added,
-// Modified and Deleted matters to one consumer. Like AddEventHandler, it
-// first receives Added for every object already cached.
+// ordered stream, as AddHandlerFuncs with the same function for each type.
 func (inf *Informer[T]) AddHandler(fn func(Event[T])) *Registration {
 	if fn == nil {
 		fn = func(Event[T]) {} // a registration that ignores everything
@@ -173,54 +205,13 @@ func (inf *Informer[T]) AddHandler(fn func(Event[T])) *Registration {
 }
 
 func (inf *Informer[T]) addListener(mask uint8, fn func(Event[T])) *Registration {
-	l := newListener(mask, fn, inf.log)
-	reg := &Registration{l: l}
-	inf.handlersMu.Lock()
-	defer inf.handlersMu.Unlock()
-	if l.wants(Added) {
-		rv := inf.ResourceVersion()
-		for _, obj := range inf.cache.List() {
-			l.push(Event[T]{Type: Added, Object: obj, ResourceVersion: rv})
-		}
-	}
-	inf.listeners[reg] = l
-	if inf.runCtx != nil {
-		inf.startListener(l)
-	}
-	return reg
+	return inf.disp.add(newListener(mask, fn, inf.hlog), inf.cache, inf.status.resourceVersion)
 }
 
-// startListener runs l for the current run; handlersMu must be held.
-func (inf *Informer[T]) startListener(l *listener[T]) {
-	ctx, wg := inf.runCtx, inf.runWG
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		l.run(ctx)
-	}()
-}
-
-// RemoveEventHandler unregisters a handler; its queued events are dropped.
-// An unknown or nil registration is a no-op.
-func (inf *Informer[T]) RemoveEventHandler(reg *Registration) {
-	inf.handlersMu.Lock()
-	l, ok := inf.listeners[reg]
-	delete(inf.listeners, reg)
-	inf.handlersMu.Unlock()
-	if ok {
-		l.remove()
-	}
-}
-
-// emit queues e for every listener that wants it; handlersMu must be held
-// (for reading suffices).
-func (inf *Informer[T]) emit(e Event[T]) {
-	for _, l := range inf.listeners {
-		if l.wants(e.Type) {
-			l.push(e)
-		}
-	}
-}
+// RemoveEventHandler unregisters a handler: its queued events are dropped
+// and it is not called again (a call in progress completes). An unknown or
+// nil registration is a no-op.
+func (inf *Informer[T]) RemoveEventHandler(reg *Registration) { inf.disp.remove(reg) }
 
 // Start runs the informer in the background. It is a no-op if the informer
 // is already running.
@@ -235,18 +226,29 @@ func (inf *Informer[T]) Start() {
 // Stop stops the informer and waits until its goroutines have ended,
 // including handler calls in progress. Events not yet delivered stay queued
 // and are delivered when the informer is started again. Stop is a no-op on
-// a stopped informer. Stop waits for the handlers, so a handler (or a
-// Transform, KeyFunc or IndexFunc) must not call it: cancel Run's context
-// instead.
-func (inf *Informer[T]) Stop() {
+// a stopped informer.
+//
+// Because it waits for the handlers, a handler (or a Transform, KeyFunc or
+// IndexFunc) must not call Stop: it would wait for itself. Use RequestStop
+// there.
+func (inf *Informer[T]) Stop() { <-inf.RequestStop() }
+
+// RequestStop asks the informer to stop and returns at once, with a
+// channel that is closed once it has stopped (Stop is RequestStop and a
+// wait on that channel). It is safe to call from a handler, which must then
+// not wait on the channel. On a stopped informer the channel is closed
+// already.
+func (inf *Informer[T]) RequestStop() <-chan struct{} {
 	inf.runMu.Lock()
 	cancel, done := inf.cancel, inf.done
 	inf.runMu.Unlock()
 	if cancel == nil {
-		return
+		ch := make(chan struct{})
+		close(ch)
+		return ch
 	}
 	cancel()
-	<-done
+	return done
 }
 
 // Run runs the informer until ctx ends or Stop is called, then returns nil
@@ -285,20 +287,9 @@ func (inf *Informer[T]) begin(parent context.Context) (context.Context, chan str
 }
 
 func (inf *Informer[T]) run(ctx context.Context, done chan struct{}) {
-	inf.handlersMu.Lock()
-	inf.runCtx, inf.runWG = ctx, &sync.WaitGroup{}
-	for _, l := range inf.listeners {
-		inf.startListener(l)
-	}
-	inf.handlersMu.Unlock()
-
-	inf.loop(ctx) // returns once ctx is done
-
-	inf.handlersMu.Lock()
-	wg := inf.runWG
-	inf.runCtx, inf.runWG = nil, nil
-	inf.handlersMu.Unlock()
-	wg.Wait()
+	inf.disp.start(ctx)
+	inf.loop.run(ctx) // returns once ctx is done
+	inf.disp.join()
 
 	inf.runMu.Lock()
 	inf.cancel()

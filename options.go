@@ -70,10 +70,11 @@ type Options[T Object] struct {
 	IdleMargin time.Duration
 
 	// Backoff paces retries after failed lists and watches.
-	// Zero fields take DefaultBackoff's values.
+	// Zero fields take [DefaultBackoff]'s values.
 	Backoff Backoff
 
-	// Logger receives the informer's logs. Default: discarded.
+	// Logger receives the informer's logs. Default: informational logs are
+	// discarded, and a handler's panic (an error) goes to slog.Default().
 	Logger *slog.Logger
 }
 
@@ -102,8 +103,5 @@ func (o *Options[T]) withDefaults() Options[T] {
 		out.IdleMargin = defaultIdleMargin
 	}
 	out.Backoff = out.Backoff.withDefaults()
-	if out.Logger == nil {
-		out.Logger = slog.New(slog.DiscardHandler)
-	}
 	return out
 }

@@ -1,0 +1,289 @@
+package protowatch
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kinformer/kinformer/internal/intern"
+)
+
+const (
+	// maxFrame bounds one frame; etcd refuses objects far smaller, so a
+	// longer frame means the stream is not what it claims to be.
+	maxFrame = 64 << 20
+	// keepBuffer: a buffer grown past this for one large object is dropped
+	// afterwards rather than kept for the life of the watch.
+	keepBuffer = 1 << 20
+)
+
+// Object is what a Format decodes: every built-in Kubernetes type, with its
+// generated Unmarshal.
+type Object interface {
+	runtime.Object
+	Unmarshal([]byte) error
+}
+
+// Format says how to decode the objects of one watch: their kind, how to
+// make one, and what to do with their metadata's bytes.
+type Format struct {
+	Kind string        // the kind every object must have
+	New  func() Object // a new, empty object of the kind
+	// Layout holds the protobuf field numbers of the metadata fields cut
+	// out before decoding; a zero Layout leaves the bytes alone.
+	Layout Layout
+	// StripManagedFields cuts metadata.managedFields out of the bytes.
+	StripManagedFields bool
+	// Share, if set, makes objects share labels and annotations maps found
+	// by their wire bytes (never decoding a map seen before) and interns
+	// their strings. It must be used by the Reader's goroutine only.
+	Share *intern.Sharer
+}
+
+// Layout holds the protobuf field numbers of a type's embedded ObjectMeta
+// and of ObjectMeta's managedFields, labels and annotations.
+type Layout struct {
+	Meta, ManagedFields, Labels, Annotations protowire.Number
+}
+
+// LayoutOf reads the Layout of a struct type from its protobuf struct tags;
+// the zero Layout if any field is missing or not as expected.
+func LayoutOf(t reflect.Type) Layout {
+	if t.Kind() != reflect.Struct {
+		return Layout{}
+	}
+	f, ok := t.FieldByName("ObjectMeta")
+	if !ok || f.Type != reflect.TypeFor[metav1.ObjectMeta]() || len(f.Index) != 1 {
+		return Layout{}
+	}
+	num := func(name string) protowire.Number {
+		sf, _ := f.Type.FieldByName(name)
+		return fieldNumber(sf.Tag)
+	}
+	l := Layout{Meta: fieldNumber(f.Tag), ManagedFields: num("ManagedFields"), Labels: num("Labels"), Annotations: num("Annotations")}
+	if l.Meta == 0 || l.ManagedFields == 0 || l.Labels == 0 || l.Annotations == 0 {
+		return Layout{}
+	}
+	return l
+}
+
+// fieldNumber reads the number of a `protobuf:"bytes,17,rep,..."` tag.
+func fieldNumber(tag reflect.StructTag) protowire.Number {
+	parts := strings.Split(tag.Get("protobuf"), ",")
+	if len(parts) < 2 || parts[0] != "bytes" {
+		return 0
+	}
+	n, err := strconv.Atoi(parts[1])
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return protowire.Number(n)
+}
+
+// EventError is an event whose frame was intact but whose content was not
+// understood: the stream can go on.
+type EventError struct {
+	Type watch.EventType // as the frame said, possibly empty
+	Err  error
+}
+
+func (e *EventError) Error() string { return e.Err.Error() }
+func (e *EventError) Unwrap() error { return e.Err }
+
+// decoder reads and decodes one frame at a time.
+type decoder struct {
+	f       *Format
+	r       *bufio.Reader
+	frame   []byte // reused for every frame
+	scratch []byte // reused for objects with metadata fields cut out
+	lkey    []byte // reused: the wire bytes of the labels
+	akey    []byte // reused: the wire bytes of the annotations
+}
+
+var k8sMagic = []byte{0x6b, 0x38, 0x73, 0x00} // "k8s\0": runtime.Unknown follows
+
+// next reads one frame. An *EventError means the frame was read but not
+// understood; any other error means the stream cannot go on.
+func (d *decoder) next() (watch.Event, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(d.r, hdr[:]); err != nil {
+		return watch.Event{}, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > maxFrame {
+		return watch.Event{}, fmt.Errorf("a frame of %d bytes, more than %d: not a protobuf watch stream", n, maxFrame)
+	}
+	if uint32(cap(d.frame)) < n {
+		d.frame = make([]byte, max(n, 2*uint32(cap(d.frame)), 4096))
+	}
+	buf := d.frame[:n]
+	if _, err := io.ReadFull(d.r, buf); err != nil {
+		return watch.Event{}, err
+	}
+	ev, err := d.decode(buf)
+	if cap(d.frame) > keepBuffer {
+		d.frame = nil
+	}
+	if cap(d.scratch) > keepBuffer {
+		d.scratch = nil
+	}
+	if cap(d.lkey) > keepBuffer || cap(d.akey) > keepBuffer {
+		d.lkey, d.akey = nil, nil
+	}
+	return ev, err
+}
+
+func eventError(et watch.EventType, format string, args ...any) error {
+	return &EventError{Type: et, Err: fmt.Errorf(format, args...)}
+}
+
+// decode decodes a metav1.WatchEvent{1: type, 2: RawExtension{1: raw}}
+// whose raw object is "k8s\0" + runtime.Unknown{1: TypeMeta{1: apiVersion,
+// 2: kind}, 2: raw, 3: contentEncoding, 4: contentType}.
+func (d *decoder) decode(frame []byte) (watch.Event, error) {
+	var typ, ext []byte
+	if err := eachField(frame, func(num protowire.Number, v []byte) {
+		switch num {
+		case 1:
+			typ = v
+		case 2:
+			ext = v
+		}
+	}); err != nil {
+		return watch.Event{}, eventError("", "watch event: %w", err)
+	}
+	et := eventType(typ)
+	var raw []byte
+	if err := eachField(ext, func(num protowire.Number, v []byte) {
+		if num == 1 {
+			raw = v
+		}
+	}); err != nil {
+		return watch.Event{}, eventError(et, "%s event: object: %w", et, err)
+	}
+	if !bytes.HasPrefix(raw, k8sMagic) {
+		return watch.Event{}, eventError(et, "%s event: object is not a protobuf-encoded Kubernetes object", et)
+	}
+	var typeMeta, obj, encoding, contentType []byte
+	if err := eachField(raw[len(k8sMagic):], func(num protowire.Number, v []byte) {
+		switch num {
+		case 1:
+			typeMeta = v
+		case 2:
+			obj = v
+		case 3:
+			encoding = v
+		case 4:
+			contentType = v
+		}
+	}); err != nil {
+		return watch.Event{}, eventError(et, "%s event: envelope: %w", et, err)
+	}
+	if len(encoding) != 0 || (len(contentType) != 0 && !bytes.HasPrefix(contentType, []byte("application/vnd.kubernetes.protobuf"))) {
+		return watch.Event{}, eventError(et, "%s event: object encoded as %q %q", et, encoding, contentType)
+	}
+	var kind []byte
+	_ = eachField(typeMeta, func(num protowire.Number, v []byte) {
+		if num == 2 {
+			kind = v
+		}
+	})
+	if et == watch.Error || string(kind) == "Status" {
+		st := &metav1.Status{}
+		if err := st.Unmarshal(obj); err != nil {
+			return watch.Event{}, eventError(et, "%s event: Status: %w", et, err)
+		}
+		if et != watch.Error {
+			return watch.Event{}, eventError(et, "%s event with a Status: %s", et, st.Message)
+		}
+		return watch.Event{Type: et, Object: st}, nil
+	}
+	if string(kind) != d.f.Kind {
+		return watch.Event{}, eventError(et, "%s event with an object of kind %q, want %q", et, kind, d.f.Kind)
+	}
+	o := d.f.New()
+	var labels, annotations map[string]string
+	if d.f.StripManagedFields || d.f.Share != nil {
+		obj, labels, annotations = d.rewriteMeta(obj)
+	}
+	if err := o.Unmarshal(obj); err != nil {
+		return watch.Event{}, eventError(et, "%s event: %s: %w", et, d.f.Kind, err)
+	}
+	if sh := d.f.Share; sh != nil {
+		if m := intern.ObjectMeta(o); m != nil {
+			d.shareMaps(sh, m, labels, annotations)
+		}
+		sh.ObjectStrings(o)
+	}
+	return watch.Event{Type: et, Object: o}, nil
+}
+
+// shareMaps gives m the shared maps found by rewriteMeta, or remembers m's
+// own maps for the next objects with the same wire bytes.
+func (d *decoder) shareMaps(sh *intern.Sharer, m *metav1.ObjectMeta, labels, annotations map[string]string) {
+	if labels != nil {
+		m.Labels = labels
+	} else {
+		sh.RememberWireMap(d.lkey, m.Labels, true)
+	}
+	if annotations != nil {
+		m.Annotations = annotations
+	} else {
+		sh.RememberWireMap(d.akey, m.Annotations, false) // values: mostly unique
+	}
+}
+
+// eventType maps the wire name to the watch constant without allocating.
+func eventType(b []byte) watch.EventType {
+	switch string(b) {
+	case "ADDED":
+		return watch.Added
+	case "MODIFIED":
+		return watch.Modified
+	case "DELETED":
+		return watch.Deleted
+	case "BOOKMARK":
+		return watch.Bookmark
+	case "ERROR":
+		return watch.Error
+	}
+	return watch.EventType(b)
+}
+
+// eachField calls fn with the number and content of every length-delimited
+// field of msg, skipping fields of other wire types.
+func eachField(msg []byte, fn func(protowire.Number, []byte)) error {
+	for len(msg) > 0 {
+		num, typ, n := protowire.ConsumeTag(msg)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		msg = msg[n:]
+		if typ == protowire.BytesType {
+			v, m := protowire.ConsumeBytes(msg)
+			if m < 0 {
+				return protowire.ParseError(m)
+			}
+			fn(num, v)
+			msg = msg[m:]
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, msg)
+		if m < 0 {
+			return protowire.ParseError(m)
+		}
+		msg = msg[m:]
+	}
+	return nil
+}
+

@@ -1,0 +1,74 @@
+package protowatch
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// ErrNotProtobuf means not even the first frame of a stream could be read:
+// the server (or a proxy) ignored the Accept header.
+var ErrNotProtobuf = errors.New("the server answered a protobuf watch with something else")
+
+// Reader reads the events of one protobuf watch stream on its caller's
+// goroutine. Close may be called from any goroutine, also while Next is
+// blocked reading: that is how a deadline or a cancellation ends a read.
+type Reader struct {
+	body   io.ReadCloser
+	dec    decoder
+	once   sync.Once
+	closed atomic.Bool // by Close: a read error is then ours
+	frames int
+	broken bool // an unreadable stream was reported: it is over
+}
+
+// NewReader returns a Reader of body, decoding objects as f says.
+func NewReader(body io.ReadCloser, f *Format) *Reader {
+	return &Reader{body: body, dec: decoder{f: f, r: bufio.NewReaderSize(body, 64<<10)}}
+}
+
+// Close closes the body; safe to call from any goroutine, more than once.
+func (r *Reader) Close() {
+	r.once.Do(func() {
+		r.closed.Store(true)
+		r.body.Close()
+	})
+}
+
+// Next returns the next event. Its errors:
+//   - io.EOF: the stream ended — closed by the server, the network or
+//     Close — and the watch can resume from the last resourceVersion;
+//   - an *EventError: one event was not understood; the stream goes on;
+//   - ErrNotProtobuf (wrapped): not a protobuf stream at all;
+//   - anything else: the stream is unreadable from here; the next call
+//     returns io.EOF.
+func (r *Reader) Next() (watch.Event, error) {
+	if r.broken {
+		return watch.Event{}, io.EOF
+	}
+	ev, err := r.dec.next()
+	var ee *EventError
+	if err == nil || errors.As(err, &ee) {
+		r.frames++
+		return ev, err
+	}
+	var netErr net.Error
+	if r.closed.Load() || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || utilnet.IsProbableEOF(err) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		(errors.As(err, &netErr) && netErr.Timeout()) {
+		return watch.Event{}, io.EOF
+	}
+	r.broken = true
+	if r.frames == 0 {
+		return watch.Event{}, fmt.Errorf("%w: %v", ErrNotProtobuf, err)
+	}
+	return watch.Event{}, fmt.Errorf("unreadable watch stream: %w", err)
+}

@@ -1,0 +1,202 @@
+package kinformer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/watchlist"
+)
+
+// list fills the cache afresh: by a watch-list where the server offers
+// it, else page by page (or in one request after an expired continue
+// token).
+func (l *loop[T]) list(ctx context.Context) outcome {
+	switch {
+	case l.st.phase == phaseListUnpaged:
+		return l.pagedList(ctx, 0)
+	case l.st.watchList:
+		return l.watchList(ctx)
+	}
+	return l.pagedList(ctx, l.opts.PageSize)
+}
+
+// pagedList reads the whole collection page by page (limit 0: in one
+// request) into a new map, then swaps it into the cache and queues the
+// differences.
+func (l *loop[T]) pagedList(ctx context.Context, limit int64) outcome {
+	items := map[string]T{}
+	opts := l.listOptions()
+	opts.Limit = limit
+	var rv string
+	for {
+		list, err := l.listFn(ctx, opts)
+		if err == nil && isNil(list) {
+			err = fmt.Errorf("%w: the client returned no list and no error", ErrUnexpectedObject)
+		}
+		if err != nil {
+			err = classify(err)
+			if opts.Continue != "" && errors.Is(err, ErrExpired) {
+				return outcome{kind: continueExpired, err: err}
+			}
+			return outcome{kind: listFailed, err: fmt.Errorf("list: %w", err)}
+		}
+		lm, err := meta.ListAccessor(list)
+		if err != nil {
+			return outcome{kind: listFailed, err: fmt.Errorf("list: %w: %v", ErrUnexpectedObject, err)}
+		}
+		// WithAlloc: each item its own allocation, so that a cached object
+		// does not keep its whole page alive.
+		err = meta.EachListItemWithAlloc(list, func(o runtime.Object) error {
+			obj, ok := o.(T)
+			if !ok {
+				l.w.report(fmt.Errorf("list: %w: item of type %T, want %T", ErrUnexpectedObject, o, *new(T)))
+				return nil
+			}
+			l.w.collect(items, obj, l.w.prepare)
+			return nil
+		})
+		if err != nil {
+			return outcome{kind: listFailed, err: fmt.Errorf("list: %w: %v", ErrUnexpectedObject, err)}
+		}
+		rv = lm.GetResourceVersion()
+		if opts.Continue = lm.GetContinue(); opts.Continue == "" {
+			break
+		}
+	}
+	if rv == "" {
+		return outcome{kind: listFailed, err: fmt.Errorf("list: %w: the list has no resourceVersion", ErrUnexpectedObject)}
+	}
+	l.w.replace(items, rv)
+	return outcome{kind: listed}
+}
+
+// watchListStartTimeout: a server that does watch-lists sends the first
+// object, or the end marker of an empty list, at once (after at most a few
+// seconds of catching up with etcd). A client that sends nothing for this
+// long took the request for a plain watch — a fake, or a wrapper around one
+// — and the informer pages instead.
+const watchListStartTimeout = 10 * time.Second
+
+// watchList lists with a watch that first sends every object as ADDED,
+// then a bookmark marking the end (KEP-3157, "watch-list"). Objects are
+// prepared into a new map as they are decoded, so the whole list is never
+// held in its wire or decoded form.
+//
+// The stream could go on as the watch, but it is closed at the end marker
+// and the watch phase opens a plain watch from the list's resourceVersion
+// instead: since 1.37 kube-apiserver gzips watch-lists
+// (WatchListCompression) but not plain watches, and on a stream that goes on
+// every later event is its own gzip member with its own Huffman tables,
+// costing client and server CPU for each event while saving little. One
+// more request, on the same HTTP/2 connection, costs far less.
+func (l *loop[T]) watchList(ctx context.Context) outcome {
+	s, err := l.openWatch(ctx, func(o *metav1.ListOptions) {
+		yes := true
+		o.SendInitialEvents = &yes
+		// "" with NotOlderThan: a consistent snapshot, as fresh as a quorum read.
+		o.ResourceVersion = ""
+		o.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
+	})
+	switch {
+	case err == nil:
+	case isNoDirect(err):
+		return outcome{kind: directRefused, err: err}
+	case watchListRefusedBy(err):
+		return outcome{kind: watchListRefused, err: err}
+	default:
+		return outcome{kind: listFailed, err: fmt.Errorf("list (watch-list): %w", err)}
+	}
+	defer s.stop()
+
+	items := map[string]T{}
+	first := time.Now().Add(watchListStartTimeout)
+	received := false
+	for {
+		dl := deadlines{}
+		if !received {
+			dl.first = first
+		}
+		ev, why, err := s.next(ctx, dl)
+		switch why {
+		case ctxDone:
+			return outcome{kind: stopped}
+		case firstFired:
+			return outcome{kind: watchListRefused, err: fmt.Errorf("nothing received in %s", watchListStartTimeout)}
+		case idleFired:
+			return outcome{kind: listFailed, err: fmt.Errorf("list (watch-list): %w: nothing received for %s", ErrIdle, s.idle)}
+		case noDirect:
+			return outcome{kind: directRefused, err: err}
+		case broken:
+			return outcome{kind: listFailed, err: fmt.Errorf("list (watch-list): %w", err)}
+		case skipped:
+			received = true
+			l.w.report(fmt.Errorf("list (watch-list): %w", err))
+			continue
+		case streamClosed:
+			if received {
+				// Cut off mid-list (a restart, a network blip): the
+				// server does watch-lists; try again after a backoff.
+				return outcome{kind: listFailed, err: errors.New("list (watch-list): the stream ended before its initial events did")}
+			}
+			// Nothing at all, or a server that ignores sendInitialEvents
+			// (before 1.27) and never sends the end marker.
+			return outcome{kind: watchListRefused, err: errors.New("the stream ended before its initial events did")}
+		}
+		received = true
+		c, err := check[T](ev)
+		switch {
+		case c.typ == Error:
+			if watchListRefusedBy(err) {
+				return outcome{kind: watchListRefused, err: err}
+			}
+			return outcome{kind: listFailed, err: fmt.Errorf("list (watch-list): %w", err)}
+		case err != nil:
+			l.w.report(fmt.Errorf("list (watch-list): %w", err))
+		case c.typ == Added:
+			l.w.collect(items, c.obj, s.prepare)
+		case c.typ == Bookmark:
+			if c.endOfList {
+				l.w.replace(items, c.rv)
+				return outcome{kind: listed}
+			}
+			// an ordinary bookmark: the end marker carries the version
+		default:
+			// MODIFIED or DELETED before the end marker: the server is
+			// watching, not listing.
+			return outcome{kind: watchListRefused, err: fmt.Errorf("%s event before the initial events ended", c.typ)}
+		}
+	}
+}
+
+// mayStream tells whether a client can do watch-lists: not client-go's
+// fake clients, which would take the request for a plain watch and never
+// end the initial events. They say so through client-go's marker method,
+// where they have it; the per-resource fakes do not, so they are recognised
+// by their package.
+func mayStream(lw any) bool {
+	if watchlist.DoesClientNotSupportWatchListSemantics(lw) {
+		return false
+	}
+	t := reflect.TypeOf(lw)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return !strings.HasSuffix(t.PkgPath(), "/fake")
+}
+
+// watchListRefusedBy recognises a server that does not take
+// sendInitialEvents: one that rejects the parameter (422/400, "forbidden
+// unless the WatchList feature gate is enabled") or the request.
+func watchListRefusedBy(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsNotAcceptable(err) || apierrors.IsMethodNotSupported(err) ||
+		(apierrors.IsForbidden(err) && strings.Contains(err.Error(), "sendInitialEvents"))
+}

@@ -1,0 +1,357 @@
+package kinformer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"reflect"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kinformer/kinformer/internal/intern"
+)
+
+// The watch loop is a small state machine. Its state says what the
+// informer needs next and how it gets it; each attempt ends with an outcome;
+// step maps (state, outcome) to the next state and whether to back off
+// first. All the recovery rules are in step:
+//
+//   - a list that worked → watch from its resourceVersion;
+//   - a watch the server ended normally → watch again from the last
+//     resourceVersion, at once, without re-listing;
+//   - a watch closed as soon as it opened, with nothing on it → watch again
+//     after a backoff (servers do this when shutting down);
+//   - 410 Gone or "too large resource version" → re-list, at once if the
+//     watch had made progress, else after a backoff;
+//   - a paged list whose continue token expired → one unpaged list, at once;
+//   - a server without watch-lists → page instead, at once and for good;
+//   - a server or resource that refuses direct decoding → the client's
+//     Watch, at once and for good;
+//   - any other failure → the same phase again, after a backoff;
+//   - resync due → re-list at once.
+type phase uint8
+
+const (
+	phaseList        phase = iota // no usable resourceVersion: list, diff, replace
+	phaseListUnpaged              // as phaseList, in one unpaged request
+	phaseWatch                    // watch from the remembered resourceVersion
+)
+
+func (p phase) String() string {
+	switch p {
+	case phaseList:
+		return "list"
+	case phaseListUnpaged:
+		return "list (unpaged)"
+	}
+	return "watch"
+}
+
+// state is where the loop is, and what it has learnt about the server.
+type state struct {
+	phase     phase
+	watchList bool // list with a watch-list (sendInitialEvents), not pages
+	direct    bool // decode watches directly (internal/protowatch)
+}
+
+type outcomeKind uint8
+
+const (
+	stopped          outcomeKind = iota // the context ended; the loop returns
+	listed                              // a list replaced the cache
+	listFailed                          // a list failed; err says why
+	continueExpired                     // a paged list's continue token expired
+	watchListRefused                    // the server does not do watch-lists; err says how we know
+	watchEnded                          // the server closed a healthy watch
+	watchClosedEarly                    // a watch closed as soon as it opened, with nothing on it
+	watchFailed                         // a watch could not open, or ended in error; err says why
+	directRefused                       // direct decoding is not possible here; err says why
+	resyncDue                           // the resync period has passed
+)
+
+type outcome struct {
+	kind     outcomeKind
+	err      error
+	received bool // watchFailed: the watch delivered events before failing
+}
+
+// step is the transition function of the watch loop.
+func step(s state, o outcome) (next state, backoff bool) {
+	switch o.kind {
+	case stopped:
+		return s, false
+	case listed, watchEnded:
+		s.phase = phaseWatch
+		return s, false
+	case resyncDue:
+		s.phase = phaseList
+		return s, false
+	case continueExpired:
+		// The token outlived etcd's compaction window. A paged list would
+		// only expire again on a busy cluster: take it in one consistent
+		// read.
+		s.phase = phaseListUnpaged
+		return s, false
+	case watchListRefused:
+		s.watchList = false
+		return s, false
+	case directRefused:
+		s.direct = false
+		return s, false
+	case watchClosedEarly:
+		return s, true
+	case watchFailed:
+		if needsRelist(o.err) {
+			// At once after a watch that made progress; after a backoff
+			// when the very first answer is 410/504, so that a server whose
+			// watch cache lags cannot draw a storm of re-lists.
+			s.phase = phaseList
+			return s, !o.received
+		}
+		return s, true
+	default: // listFailed
+		s.phase = phaseList
+		return s, true
+	}
+}
+
+// minHealthyWatch: a watch the server closes sooner than this without
+// sending anything counts as failed, so a server that accepts and drops
+// watches gets backoff instead of a hot loop.
+const minHealthyWatch = time.Second
+
+// loop is an informer's watch loop, with all that only its goroutine
+// touches.
+type loop[T Object] struct {
+	listFn  func(context.Context, metav1.ListOptions) (runtime.Object, error)
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)
+	opts    *Options[T]
+	w       writer[T]
+	direct  *directWatcher // nil: watches go through watchFn only
+	st      state          // kept between runs: what was learnt about the server
+	log     *slog.Logger
+}
+
+func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *Cache[T], s *status, d *dispatcher[T], log *slog.Logger) *loop[T] {
+	l := &loop[T]{
+		listFn:  func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) { return lw.List(ctx, lo) },
+		watchFn: lw.Watch,
+		opts:    o,
+		w: writer[T]{cache: c, status: s, disp: d, log: log, transform: o.Transform,
+			keepManaged: o.KeepManagedFields, share: &intern.Sharer{}},
+		log: log,
+	}
+	l.st.watchList = !o.DisableStreamingList && mayStream(lw)
+	if !o.DisableDirectDecoding {
+		// The decoder shares only without a Transform, which may modify
+		// maps in place: sharing must come after it.
+		var share *intern.Sharer
+		if o.Transform == nil {
+			share = l.w.share
+		}
+		l.direct = newDirectWatcher[T](lw, o.KeepManagedFields, share)
+	}
+	l.st.direct = l.direct != nil
+	return l
+}
+
+// run runs the state machine until ctx is done.
+func (l *loop[T]) run(ctx context.Context) {
+	l.st.phase = phaseList
+	if l.w.status.resourceVersion() != "" {
+		l.st.phase = phaseWatch // restarted: resume from the kept resourceVersion
+	}
+	bo := newBackoffState(l.opts.Backoff)
+	var resyncAt time.Time // zero: no resync scheduled
+	if l.opts.ResyncPeriod > 0 {
+		// Also when resuming a kept cache: the period runs from the start.
+		resyncAt = time.Now().Add(l.opts.ResyncPeriod)
+	}
+	for ctx.Err() == nil {
+		var o outcome
+		switch began := time.Now(); l.st.phase {
+		case phaseList, phaseListUnpaged:
+			o = l.list(ctx)
+			if o.kind == listed && l.opts.ResyncPeriod > 0 {
+				// From the end of the list, and never shorter than twice
+				// the list took: a period shorter than a list must not
+				// leave the informer listing all the time and never
+				// watching.
+				resyncAt = time.Now().Add(max(l.opts.ResyncPeriod, 2*time.Since(began)))
+			}
+		case phaseWatch:
+			o = l.watch(ctx, resyncAt)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if o.err != nil && (o.kind == listFailed || o.kind == watchFailed) {
+			l.w.report(o.err)
+		}
+		next, wait := step(l.st, o)
+		l.logTransition(o, next)
+		if wait {
+			d := bo.fail(time.Now())
+			l.log.Debug("kinformer: backing off", "phase", l.st.phase.String(), "wait", d)
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		l.st = next
+	}
+}
+
+func (l *loop[T]) logTransition(o outcome, next state) {
+	rv := l.w.status.resourceVersion()
+	switch {
+	case o.kind == watchListRefused:
+		l.log.Info("kinformer: the server does not offer watch-lists; paging instead", "reason", o.err.Error())
+	case o.kind == directRefused:
+		l.log.Info("kinformer: decoding watches through the client", "reason", o.err.Error())
+	case o.kind == continueExpired:
+		l.log.Info("kinformer: continue token expired, listing without paging")
+	case o.kind == watchClosedEarly:
+		l.log.Debug("kinformer: watch closed as soon as opened")
+	case o.kind == resyncDue:
+		l.log.Info("kinformer: re-listing", "reason", "resync", "resourceVersion", rv)
+	case next.phase == phaseList && l.st.phase == phaseWatch && o.err != nil:
+		l.log.Info("kinformer: re-listing", "reason", o.err.Error(), "resourceVersion", rv)
+	}
+}
+
+func (l *loop[T]) listOptions() metav1.ListOptions {
+	return metav1.ListOptions{LabelSelector: l.opts.LabelSelector, FieldSelector: l.opts.FieldSelector}
+}
+
+// isNil reports whether a client returned a nil object, typed or not.
+func isNil(o runtime.Object) bool {
+	if o == nil {
+		return true
+	}
+	v := reflect.ValueOf(o)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// watchTimeout picks the server-side timeout of one watch, at random in
+// [WatchTimeout, 2*WatchTimeout), so that informers started together do not
+// all reconnect at the same instant.
+func (l *loop[T]) watchTimeout() time.Duration {
+	d := l.opts.WatchTimeout
+	return (d + rand.N(d)).Truncate(time.Second)
+}
+
+// openWatch opens a watch with bookmarks and a randomised server-side
+// timeout, decoded directly if the state says so, else through the client;
+// adjust sets the options that differ between a plain watch and a
+// watch-list. An error wrapping errNoDirect means direct decoding is not
+// possible.
+func (l *loop[T]) openWatch(ctx context.Context, adjust func(*metav1.ListOptions)) (*stream[T], error) {
+	timeout := l.watchTimeout()
+	secs := int64(max(timeout/time.Second, 1))
+	opts := l.listOptions()
+	opts.AllowWatchBookmarks = true
+	opts.TimeoutSeconds = &secs
+	adjust(&opts)
+	wctx, cancel := context.WithCancel(ctx)
+	s := &stream[T]{cancel: cancel, idle: timeout + l.opts.IdleMargin, prepare: l.w.prepare}
+	if l.st.direct {
+		r, err := l.direct.open(wctx, opts)
+		if err != nil {
+			cancel()
+			return nil, classify(err)
+		}
+		s.src = newDirectSource(wctx, r)
+		if l.direct.sharesObjects() {
+			s.prepare = prepared[T]
+		}
+	} else {
+		w, err := l.watchFn(wctx, opts)
+		if err == nil && (w == nil || isNilWatch(w)) {
+			err = fmt.Errorf("%w: the client returned no watch and no error", ErrUnexpectedObject)
+		}
+		if err != nil {
+			if w != nil && !isNilWatch(w) {
+				w.Stop()
+			}
+			cancel()
+			return nil, classify(err)
+		}
+		s.src = &clientSource{w: w}
+	}
+	// The clocks start once the watch is open: opening may take a while
+	// (discovery, a new connection), and must not count as watching.
+	s.started = time.Now()
+	s.last = s.started
+	return s, nil
+}
+
+func isNoDirect(err error) bool { return errors.Is(err, errNoDirect) }
+
+func isNilWatch(w watch.Interface) bool {
+	v := reflect.ValueOf(w)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// watch applies the events of a new watch from the remembered
+// resourceVersion until it ends, fails, goes idle, or the resync is due.
+func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
+	if !resyncAt.IsZero() && !time.Now().Before(resyncAt) {
+		return outcome{kind: resyncDue}
+	}
+	rv := l.w.status.resourceVersion()
+	s, err := l.openWatch(ctx, func(o *metav1.ListOptions) { o.ResourceVersion = rv })
+	if err != nil {
+		if isNoDirect(err) {
+			return outcome{kind: directRefused, err: err}
+		}
+		return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err)}
+	}
+	defer s.stop()
+
+	received := false
+	for {
+		ev, why, err := s.next(ctx, deadlines{resync: resyncAt})
+		switch why {
+		case ctxDone:
+			return outcome{kind: stopped}
+		case resyncFired:
+			return outcome{kind: resyncDue}
+		case idleFired:
+			return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w: nothing received for %s", ErrIdle, s.idle)}
+		case noDirect:
+			return outcome{kind: directRefused, err: err}
+		case broken:
+			return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err), received: received}
+		case skipped:
+			l.w.report(fmt.Errorf("watch: %w", err))
+			received = true
+			continue
+		case streamClosed:
+			if !received && time.Since(s.started) < minHealthyWatch {
+				return outcome{kind: watchClosedEarly}
+			}
+			return outcome{kind: watchEnded}
+		}
+		c, err := check[T](ev)
+		switch {
+		case c.typ == Error:
+			return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err), received: received}
+		case err != nil:
+			l.w.report(fmt.Errorf("watch: %w", err))
+		case c.typ == Bookmark:
+			l.w.bookmark(c.obj, c.rv)
+		default:
+			l.w.apply(c.typ, c.obj, s.prepare)
+		}
+		received = true
+	}
+}

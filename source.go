@@ -1,0 +1,250 @@
+package kinformer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kinformer/kinformer/internal/protowatch"
+)
+
+// source is one open watch: where the loop reads events from. There are two:
+// clientSource reads a client's watch.Interface, whose own goroutine
+// decodes; directSource reads and decodes a protobuf stream on the loop's
+// goroutine (direct.go), one goroutine hand-off less for every event.
+type source interface {
+	// next returns the next event, waiting at most until deadline (zero:
+	// no deadline). Its errors:
+	//   - errEnded: the stream is over (the server, the network or stop
+	//     ended it); resume from the last resourceVersion;
+	//   - errDeadline: the deadline passed;
+	//   - ctx.Err(): the informer is stopping;
+	//   - errNoDirect (wrapped): not a protobuf stream after all;
+	//   - an error wrapping ErrUnexpectedObject: one event could not be
+	//     used and was skipped; the stream goes on;
+	//   - any other error: the stream is unreadable and over.
+	next(ctx context.Context, deadline time.Time) (watch.Event, error)
+	// stop ends the stream; safe to call more than once.
+	stop()
+}
+
+var (
+	errEnded    = errors.New("watch ended")
+	errDeadline = errors.New("deadline passed")
+)
+
+// clientSource reads a client's watch.
+type clientSource struct {
+	w     watch.Interface
+	timer *time.Timer
+}
+
+func (s *clientSource) next(ctx context.Context, deadline time.Time) (watch.Event, error) {
+	var fire <-chan time.Time
+	if !deadline.IsZero() {
+		if s.timer == nil {
+			s.timer = time.NewTimer(time.Until(deadline))
+		} else {
+			s.timer.Reset(time.Until(deadline))
+		}
+		fire = s.timer.C
+	}
+	select {
+	case <-ctx.Done():
+		return watch.Event{}, ctx.Err()
+	case <-fire:
+		return watch.Event{}, errDeadline
+	case ev, ok := <-s.w.ResultChan():
+		if !ok {
+			return watch.Event{}, errEnded
+		}
+		return ev, nil
+	}
+}
+
+func (s *clientSource) stop() {
+	s.w.Stop()
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+}
+
+// directSource reads a protobuf stream on the caller's goroutine. A
+// deadline closes the body under the blocked read, and so does the end of
+// the request's context, whether or not the transport watches that context
+// itself.
+type directSource struct {
+	r      *protowatch.Reader
+	unhook func() bool // undoes the close on the request's context
+	alarm  *time.Timer // closes the body at the deadline
+}
+
+func newDirectSource(ctx context.Context, r *protowatch.Reader) *directSource {
+	return &directSource{r: r, unhook: context.AfterFunc(ctx, r.Close)}
+}
+
+func (s *directSource) next(ctx context.Context, deadline time.Time) (watch.Event, error) {
+	if !deadline.IsZero() {
+		if s.alarm == nil {
+			s.alarm = time.AfterFunc(time.Until(deadline), s.r.Close)
+		} else {
+			s.alarm.Reset(time.Until(deadline))
+		}
+	}
+	ev, err := s.r.Next()
+	// The alarm ran, or is running: the body is (being) closed. If an
+	// event came all the same, it counts, and the next read finds the
+	// stream ended; the loop then sees which deadline has passed.
+	fired := s.alarm != nil && !s.alarm.Stop()
+	switch {
+	case ctx.Err() != nil:
+		return watch.Event{}, ctx.Err()
+	case err == nil:
+		return ev, nil
+	case errors.Is(err, io.EOF):
+		if fired {
+			return watch.Event{}, errDeadline
+		}
+		return watch.Event{}, errEnded
+	case errors.Is(err, protowatch.ErrNotProtobuf):
+		return watch.Event{}, fmt.Errorf("%w: %w", errNoDirect, err)
+	}
+	var ee *protowatch.EventError
+	if errors.As(err, &ee) {
+		return watch.Event{}, fmt.Errorf("%w: %w", ErrUnexpectedObject, err)
+	}
+	return watch.Event{}, err
+}
+
+func (s *directSource) stop() {
+	if s.alarm != nil {
+		s.alarm.Stop()
+	}
+	s.unhook()
+	s.r.Close()
+}
+
+// stream is an open watch and the clocks the loop polices it with.
+type stream[T Object] struct {
+	src     source
+	cancel  context.CancelFunc
+	prepare prepareFunc[T] // readies its objects for the cache
+	idle    time.Duration // no event for this long: the connection is dead
+	started time.Time     // when the watch was open
+	last    time.Time     // the last event, or started
+}
+
+func (s *stream[T]) stop() {
+	s.src.stop()
+	s.cancel()
+}
+
+// waitResult says why stream.next returned.
+type waitResult uint8
+
+const (
+	gotEvent     waitResult = iota
+	skipped                 // an event that could not be used: err says why; the stream goes on
+	broken                  // the stream is unreadable: err says why
+	noDirect                // not a protobuf stream: err says why
+	ctxDone                 // the informer is stopping
+	streamClosed            // the server or the network ended the stream
+	resyncFired             // the resync time has come
+	idleFired               // nothing for s.idle: the connection is taken for dead
+	firstFired              // nothing at all before the first-event deadline
+)
+
+// deadlines are the absolute times at which stream.next stops waiting;
+// zero means none.
+type deadlines struct {
+	resync time.Time
+	first  time.Time
+}
+
+// earliest returns the first deadline due (idle included) and its result.
+func (s *stream[T]) earliest(d deadlines) (time.Time, waitResult) {
+	at, why := s.last.Add(s.idle), idleFired
+	if !d.resync.IsZero() && d.resync.Before(at) {
+		at, why = d.resync, resyncFired
+	}
+	if !d.first.IsZero() && d.first.Before(at) {
+		at, why = d.first, firstFired
+	}
+	return at, why
+}
+
+// next waits for the next event, or until ctx ends, the stream ends or a
+// deadline passes.
+func (s *stream[T]) next(ctx context.Context, d deadlines) (watch.Event, waitResult, error) {
+	at, why := s.earliest(d)
+	if !time.Now().Before(at) {
+		return watch.Event{}, why, nil
+	}
+	ev, err := s.src.next(ctx, at)
+	switch {
+	case err == nil:
+		s.last = time.Now()
+		return ev, gotEvent, nil
+	case ctx.Err() != nil:
+		return watch.Event{}, ctxDone, nil
+	case errors.Is(err, errDeadline):
+		return watch.Event{}, why, nil
+	case errors.Is(err, errEnded):
+		if !d.resync.IsZero() && !time.Now().Before(d.resync) {
+			return watch.Event{}, resyncFired, nil // closed by the resync alarm as an event came
+		}
+		return watch.Event{}, streamClosed, nil
+	case errors.Is(err, errNoDirect):
+		return watch.Event{}, noDirect, err
+	case errors.Is(err, ErrUnexpectedObject):
+		s.last = time.Now() // something came: the connection lives
+		return watch.Event{}, skipped, err
+	}
+	return watch.Event{}, broken, err
+}
+
+// checked is a watch event the loop can use.
+type checked[T Object] struct {
+	typ EventType
+	obj T      // Added, Modified, Deleted; a Bookmark's object if it is a T
+	rv  string // Bookmark: its resourceVersion
+	// endOfList: a Bookmark that ends a watch-list's initial events.
+	endOfList bool
+}
+
+// check turns a watch event into something the loop can use, or an error:
+// an ERROR event's Status as the server's error (classified; the watch is
+// over), anything else wrapping ErrUnexpectedObject (skip it, go on). It is
+// the one place where events from either source are checked.
+func check[T Object](ev watch.Event) (checked[T], error) {
+	if isNil(ev.Object) {
+		return checked[T]{}, fmt.Errorf("%w: %s event without an object", ErrUnexpectedObject, ev.Type)
+	}
+	switch ev.Type {
+	case watch.Error:
+		return checked[T]{typ: Error}, classify(apierrors.FromObject(ev.Object))
+	case watch.Bookmark:
+		m, err := meta.Accessor(ev.Object)
+		if err != nil || m.GetResourceVersion() == "" {
+			return checked[T]{}, fmt.Errorf("%w: bookmark without resourceVersion (%T)", ErrUnexpectedObject, ev.Object)
+		}
+		obj, _ := ev.Object.(T)
+		return checked[T]{typ: Bookmark, obj: obj, rv: m.GetResourceVersion(),
+			endOfList: m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"}, nil
+	case watch.Added, watch.Modified, watch.Deleted:
+	default:
+		return checked[T]{}, fmt.Errorf("%w: event type %q", ErrUnexpectedObject, ev.Type)
+	}
+	obj, ok := ev.Object.(T)
+	if !ok || isNil(obj) {
+		return checked[T]{}, fmt.Errorf("%w: %s event with object of type %T, want %T", ErrUnexpectedObject, ev.Type, ev.Object, *new(T))
+	}
+	return checked[T]{typ: EventType(ev.Type), obj: obj}, nil
+}

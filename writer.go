@@ -1,0 +1,169 @@
+package kinformer
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/kinformer/kinformer/internal/intern"
+)
+
+// writer is the only writer of an informer's cache and status, and the
+// only source of its events. It belongs to the loop's goroutine: it reads
+// the cache's map without the lock (no one else writes it), diffs a
+// re-list outside the lock, holds the lock only to swap, and queues the
+// events after.
+type writer[T Object] struct {
+	cache  *Cache[T]
+	status *status
+	disp   *dispatcher[T]
+	log    *slog.Logger
+
+	transform   func(T) (T, error) // Options.Transform; nil for none
+	keepManaged bool
+	// share interns strings and shares equal maps between objects, by
+	// content here and by wire bytes in the direct decoder (direct.go).
+	share *intern.Sharer
+}
+
+// prepareFunc readies a new object for the cache; false means it must not
+// be cached (an Error event has been queued).
+type prepareFunc[T Object] func(T) (T, bool)
+
+// prepare strips managedFields (unless kept), applies Options.Transform,
+// and makes the result share strings and maps with earlier objects. Sharing
+// comes after the Transform, which may modify its object.
+func (w *writer[T]) prepare(obj T) (T, bool) {
+	if !w.keepManaged {
+		obj.SetManagedFields(nil)
+	}
+	if w.transform != nil {
+		out, err := w.transform(obj)
+		if err == nil && isNil(out) {
+			err = errors.New("it returned nil")
+		}
+		if err != nil {
+			w.report(fmt.Errorf("%w for %s: %w", ErrTransform, w.cache.keyFunc(obj), err))
+			return out, false
+		}
+		obj = out
+	}
+	w.share.Object(obj)
+	return obj, true
+}
+
+// prepared is the prepareFunc of objects the direct decoder has already
+// stripped and shared (it does so only without a Transform).
+func prepared[T Object](obj T) (T, bool) { return obj, true }
+
+func (w *writer[T]) setRV(rv string) {
+	if rv != "" {
+		w.status.rv.Store(&rv)
+	}
+}
+
+// report logs err, queues an Error event, and records it for WaitForSync
+// if it is persistent and the cache has not synced yet.
+func (w *writer[T]) report(err error) {
+	rv := w.status.resourceVersion()
+	w.log.Warn("kinformer: "+err.Error(), "resourceVersion", rv)
+	w.disp.emit(Event[T]{Type: Error, Err: err, ResourceVersion: rv})
+	if !w.status.synced.Load() {
+		// Only the latest failure counts: a 403 followed by a connection
+		// error is no longer known to be a 403.
+		var persistent error
+		if IsPersistent(err) {
+			persistent = err
+		}
+		w.status.setSync(false, persistent)
+	}
+}
+
+// bookmark records a bookmark's resourceVersion and queues it.
+func (w *writer[T]) bookmark(obj T, rv string) {
+	w.disp.mu.RLock()
+	defer w.disp.mu.RUnlock()
+	w.setRV(rv)
+	w.disp.emitLocked(Event[T]{Type: Bookmark, Object: obj, ResourceVersion: rv})
+}
+
+// apply applies an Added, Modified or Deleted event from the watch to the
+// cache and queues what changed.
+func (w *writer[T]) apply(typ EventType, obj T, prepare prepareFunc[T]) {
+	rv := obj.GetResourceVersion()
+	key := w.cache.keyFunc(obj)
+	obj, ok := prepare(obj)
+
+	w.disp.mu.RLock()
+	defer w.disp.mu.RUnlock()
+	w.setRV(rv)
+	e := Event[T]{Object: obj, Key: key, ResourceVersion: rv}
+	switch {
+	case typ == Deleted || !ok:
+		// A deletion always removes, whether or not its final state
+		// prepares. An object whose new state fails to transform is
+		// dropped, as a re-list would drop it: the cache never keeps a state
+		// the server has moved past.
+		old, existed := w.cache.remove(key)
+		if !existed {
+			return // never cached: nothing to tell
+		}
+		e.Type = Deleted
+		if !ok {
+			e.Object, e.Cause = old, CauseTransform
+		}
+	default:
+		if old, existed := w.cache.put(key, obj); existed {
+			e.Type, e.Old = Modified, old
+		} else {
+			e.Type = Added
+		}
+	}
+	w.disp.emitLocked(e)
+}
+
+// collect adds a listed object to items. If the cache holds the same
+// object at the same resourceVersion, that instance is kept and the new copy
+// is dropped at once, unprepared: a re-list of a mostly unchanged
+// collection then holds one copy of each object, not two.
+func (w *writer[T]) collect(items map[string]T, obj T, prepare prepareFunc[T]) {
+	key := w.cache.keyFunc(obj)
+	if old, ok := w.cache.items[key]; ok && old.GetResourceVersion() == obj.GetResourceVersion() {
+		items[key] = old
+		return
+	}
+	if obj, ok := prepare(obj); ok {
+		items[w.cache.keyFunc(obj)] = obj
+	}
+}
+
+// replace swaps items in as the cache's whole content at rv, marks the
+// informer synced, and queues an event for every difference: Deleted for
+// keys that vanished, Added for new keys, Modified for objects whose
+// resourceVersion changed. Readers are held up only by the swap itself, not
+// by the diff or the queueing.
+func (w *writer[T]) replace(items map[string]T, rv string) {
+	cause := CauseRelist
+	if !w.status.synced.Load() && len(w.cache.items) == 0 {
+		cause = CauseList
+	}
+	w.disp.mu.RLock()
+	old := w.cache.swap(items)
+	w.setRV(rv)
+	for key, o := range old {
+		if _, ok := items[key]; !ok {
+			w.disp.emitLocked(Event[T]{Type: Deleted, Object: o, Key: key, ResourceVersion: rv, Cause: cause})
+		}
+	}
+	for key, obj := range items {
+		o, existed := old[key]
+		switch {
+		case !existed:
+			w.disp.emitLocked(Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: rv, Cause: cause})
+		case o.GetResourceVersion() != obj.GetResourceVersion():
+			w.disp.emitLocked(Event[T]{Type: Modified, Object: obj, Old: o, Key: key, ResourceVersion: rv, Cause: cause})
+		}
+	}
+	w.disp.mu.RUnlock()
+	w.status.setSync(true, nil)
+}
