@@ -68,7 +68,8 @@ func (s kinformerStore) replace(objs []*corev1.ConfigMap) func() {
 	for _, o := range objs {
 		m[s.c.Key(o)] = o
 	}
-	return func() { s.c.replace(m, func(EventType, *corev1.ConfigMap, *corev1.ConfigMap) {}) }
+	w, _ := newTestWriter(s.c)
+	return func() { w.replace(m, "1") }
 }
 
 type clientGoStore struct{ s cache.Indexer }
@@ -91,7 +92,7 @@ func (s clientGoStore) replace(objs []*corev1.ConfigMap) func() {
 func newBenchStores() map[string]func() benchStore {
 	return map[string]func() benchStore{
 		"kinformer": func() benchStore {
-			c := NewCache[*corev1.ConfigMap](nil, nil)
+			c := newCache[*corev1.ConfigMap](nil, nil)
 			for _, o := range benchCMs {
 				c.put(c.Key(o), o)
 			}

@@ -17,13 +17,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
-// contractTimedLister records when each List call is made.
+// contractTimedLister records when each List and plain Watch call is made.
 type contractTimedLister struct {
 	*fakeServer
-	mu sync.Mutex // guards at
-	at []time.Time
+	mu      sync.Mutex // guards at and watchAt
+	at      []time.Time
+	watchAt []time.Time
 }
 
 func (l *contractTimedLister) List(ctx context.Context, opts metav1.ListOptions) (*corev1.ConfigMapList, error) {
@@ -31,6 +33,15 @@ func (l *contractTimedLister) List(ctx context.Context, opts metav1.ListOptions)
 	l.at = append(l.at, time.Now())
 	l.mu.Unlock()
 	return l.fakeServer.List(ctx, opts)
+}
+
+func (l *contractTimedLister) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	if opts.SendInitialEvents == nil { // a plain watch, not a streaming list
+		l.mu.Lock()
+		l.watchAt = append(l.watchAt, time.Now())
+		l.mu.Unlock()
+	}
+	return l.fakeServer.Watch(ctx, opts)
 }
 
 // Backoff.Jitter shortens each wait by a random fraction of up to Jitter:
@@ -142,7 +153,8 @@ func TestContractDefaultWatchTimeoutAndIdleMargin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newFakeServer()
 		s.put(cm("ns", "a"))
-		inf := New[*corev1.ConfigMap](s, nil)
+		l := &contractTimedLister{fakeServer: s}
+		inf := New[*corev1.ConfigMap](l, nil)
 		rec := &recorder{}
 		inf.AddEventHandler(Error, rec.handle)
 		inf.Start()
@@ -161,7 +173,10 @@ func TestContractDefaultWatchTimeoutAndIdleMargin(t *testing.T) {
 				t.Fatalf("watch %d asked for timeoutSeconds %v, want in [300, 600)", i, secs)
 			}
 			// The fake server never ends a watch by itself.
-			time.Sleep(time.Duration(*secs)*time.Second + 29*time.Second)
+			l.mu.Lock()
+			opened := l.watchAt[i]
+			l.mu.Unlock()
+			time.Sleep(time.Until(opened.Add(time.Duration(*secs)*time.Second + 29*time.Second)))
 			synctest.Wait()
 			if _, w := s.counts(); w != i+1 || len(rec.all()) != i {
 				t.Fatalf("round %d: dropped before timeout + 30 s (%d watches, %d errors)", i, w, len(rec.all()))

@@ -172,10 +172,11 @@ func (l *listener[T]) requeue(rest []Event[T]) {
 // so that one faulty handler neither kills the process nor keeps the next
 // events from being delivered. It reports whether the listener is still
 // registered.
-func (l *listener[T]) call(e Event[T]) bool {
+func (l *listener[T]) call(e Event[T]) (registered bool) {
 	if l.removed.Load() {
 		return false
 	}
+	registered = true
 	defer func() {
 		if r := recover(); r != nil {
 			l.log.Error("kinformer: event handler panicked",

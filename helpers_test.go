@@ -2,6 +2,8 @@ package kinformer
 
 import (
 	"fmt"
+	"github.com/kinformer/kinformer/internal/intern"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -144,4 +146,21 @@ func startInformer(t *testing.T, s ListerWatcher[*corev1.ConfigMapList], opts *O
 	n := inf.Cache().Len()
 	eventually(t, "initial events", func() bool { return len(rec.lines(false, Added)) >= n })
 	return inf, rec
+}
+
+// newTestWriter returns a writer of c, as the loop has, whose events are
+// recorded instead of delivered: events returns (and forgets) them.
+func newTestWriter[T Object](c *Cache[T]) (w *writer[T], events func() []Event[T]) {
+	w = &writer[T]{cache: c, status: &status{syncCh: make(chan struct{})}, disp: &dispatcher[T]{},
+		log: slog.New(slog.DiscardHandler), share: &intern.Sharer{}}
+	l := newListener(1<<len(eventTypes)-1, func(Event[T]) {}, w.log)
+	w.disp.add(l, c, w.status.resourceVersion)
+	l.queue = nil // not the replay of what c holds
+	return w, func() []Event[T] {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		q := l.queue
+		l.queue = nil
+		return q
+	}
 }

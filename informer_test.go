@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/apimachinery/pkg/runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -641,7 +642,8 @@ func TestNilListIsAnError(t *testing.T) {
 // Objects of another type in a list (a misconfigured source) are reported.
 type wrongList struct{ *fakeServer }
 
-func (w wrongList) List(context.Context, metav1.ListOptions) (*corev1.SecretList, error) {
+// It says it lists runtime.Object, so New cannot check its items.
+func (w wrongList) List(context.Context, metav1.ListOptions) (runtime.Object, error) {
 	l := &corev1.SecretList{Items: []corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Name: "s"}}}}
 	l.ResourceVersion = "1"
 	return l, nil
@@ -660,6 +662,26 @@ func TestWrongListItemTypeIsReported(t *testing.T) {
 	if err := rec.all()[0].Err; !errors.Is(err, ErrUnexpectedObject) || !strings.Contains(err.Error(), "*v1.Secret") {
 		t.Fatalf("err = %v", err)
 	}
+}
+
+// secretsLister lists Secrets, by its type.
+type secretsLister struct{ *fakeServer }
+
+func (secretsLister) List(context.Context, metav1.ListOptions) (*corev1.SecretList, error) {
+	return &corev1.SecretList{}, nil
+}
+
+// A client whose list type says its items are not T is caught at New,
+// with a message that names both.
+func TestNewCatchesAMismatchedClient(t *testing.T) {
+	defer func() {
+		r := recover()
+		msg := fmt.Sprint(r)
+		if r == nil || !strings.Contains(msg, "*v1.SecretList") || !strings.Contains(msg, "*v1.ConfigMap") {
+			t.Fatalf("New over a Secrets client for ConfigMaps: recovered %v", r)
+		}
+	}()
+	New[*corev1.ConfigMap](secretsLister{newFakeServer()}, nil)
 }
 
 // A re-list keeps the cached instance of every unchanged object and drops

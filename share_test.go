@@ -36,4 +36,3 @@ func TestSharingComesAfterTransform(t *testing.T) {
 		t.Fatal("equal labels not shared, or different labels shared")
 	}
 }
-

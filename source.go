@@ -136,9 +136,9 @@ type stream[T Object] struct {
 	src     source
 	cancel  context.CancelFunc
 	prepare prepareFunc[T] // readies its objects for the cache
-	idle    time.Duration // no event for this long: the connection is dead
-	started time.Time     // when the watch was open
-	last    time.Time     // the last event, or started
+	idle    time.Duration  // no event for this long: the connection is dead
+	started time.Time      // when the watch was open
+	last    time.Time      // the last event, or started
 }
 
 func (s *stream[T]) stop() {

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/kinformer/kinformer/internal/protowatch"
 	"io"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -51,7 +51,7 @@ func (rt *ctxDeafRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	pr, pw := io.Pipe()
 	rt.pipes = append(rt.pipes, pw)
 	rt.mu.Unlock()
-	h.Set("Content-Type", protobufWatch)
+	h.Set("Content-Type", protowatch.MediaType)
 	return &http.Response{StatusCode: 200, Header: h, Request: r,
 		Body: pipeBody{Reader: io.MultiReader(bytes.NewReader(script), pr), pr: pr}}, nil
 }
@@ -110,47 +110,29 @@ func TestSlowOpenClosedAtOnceBacksOff(t *testing.T) {
 	})
 }
 
-// chanBody is a body whose Close ends the test's decode function.
-type chanBody struct {
-	once sync.Once
-	c    chan struct{}
-}
-
-func (b *chanBody) Read([]byte) (int, error) { return 0, io.EOF }
-func (b *chanBody) Close() error             { b.once.Do(func() { close(b.c) }); return nil }
-
 // The first-event deadline passes just as the first event arrives: the
 // next wait must not report another deadline (here idle, an hour away).
 func TestDeadlineAsAnEventArrivesIsNotMislabelled(t *testing.T) {
 	bad := 0
 	for range 200 {
 		synctest.Test(t, func(t *testing.T) {
-			body := &chanBody{c: make(chan struct{})}
-			events := make(chan watch.Event)
-			r := &directReader{body: body, notProto: new(atomic.Bool), decode: func() (watch.Event, error) {
-				select {
-				case ev := <-events:
-					return ev, nil
-				case <-body.c:
-					return watch.Event{}, io.ErrUnexpectedEOF
-				}
-			}}
+			pr, pw := io.Pipe()
+			r := protowatch.NewReader(pipeBody{Reader: pr, pr: pr}, &protowatch.Format{Kind: "ConfigMap",
+				New: func() protowatch.Object { return &corev1.ConfigMap{} }})
 			now := time.Now()
-			s := &stream{r: r, cancel: func() {}, idle: time.Hour, started: now, last: now}
+			s := &stream[*corev1.ConfigMap]{src: newDirectSource(t.Context(), r), cancel: func() {}, idle: time.Hour, started: now, last: now}
 			defer s.stop()
+			frame := wireEvent(t, "ADDED", managedCM("a"))
 			go func() {
 				time.Sleep(10 * time.Second)
-				select {
-				case events <- watch.Event{Type: watch.Added, Object: managedCM("a")}:
-				case <-body.c:
-				}
+				pw.Write(frame) // fails once the body is closed
 			}()
-			_, why := s.next(t.Context(), deadlines{first: now.Add(10 * time.Second)})
+			_, why, _ := s.next(t.Context(), deadlines{first: now.Add(10 * time.Second)})
 			if why != gotEvent {
 				return
 			}
 			t0 := time.Now()
-			_, why = s.next(t.Context(), deadlines{}) // received: only idle (1h) left
+			_, why, _ = s.next(t.Context(), deadlines{}) // received: only idle (1h) left
 			if why == idleFired && time.Since(t0) < time.Hour {
 				bad++
 			}

@@ -147,6 +147,13 @@ func (w *writer[T]) replace(items map[string]T, rv string) {
 	if !w.status.synced.Load() && len(w.cache.items) == 0 {
 		cause = CauseList
 	}
+	for key, obj := range items {
+		// collect keeps the cached instance of unchanged objects; so must
+		// any other caller, or two equal copies would be held.
+		if o, ok := w.cache.items[key]; ok && o.GetResourceVersion() == obj.GetResourceVersion() {
+			items[key] = o
+		}
+	}
 	w.disp.mu.RLock()
 	old := w.cache.swap(items)
 	w.setRV(rv)

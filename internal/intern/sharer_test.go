@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func sameMap(a, b map[string]string) bool {
@@ -113,5 +115,59 @@ func TestContainersShareEqualResources(t *testing.T) {
 	}
 	if q := rd.Limits[corev1.ResourceMemory]; q.String() != "67108864" {
 		t.Errorf("memory limit %s", q.String())
+	}
+}
+
+func managedCM(name string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: "ns", ResourceVersion: "7", UID: types.UID("u-" + name),
+			Labels:      map[string]string{"app": "x"},
+			Annotations: map[string]string{"a": strings.Repeat("v", 300)},
+			ManagedFields: []metav1.ManagedFieldsEntry{
+				{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1",
+					FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{"f:k":{}}}`)}},
+				{Manager: "other", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1"},
+			},
+			Finalizers: []string{"f"},
+		},
+		Data:       map[string]string{"k": strings.Repeat("d", 200), "k2": "v2"},
+		BinaryData: map[string][]byte{"b": {0, 1, 2}},
+	}
+}
+
+func TestInternSharesStrings(t *testing.T) {
+	a, b := managedCM("a"), managedCM("b")
+	// Give b copies of its own, as a decoder would.
+	b.Namespace = strings.Clone(a.Namespace)
+	b.Labels = map[string]string{strings.Clone("app"): strings.Clone("x")}
+	b.Data = map[string]string{strings.Clone("k"): "other"}
+	var sh Sharer
+	sh.Object(a)
+	sh.Object(b)
+	same := func(what, x, y string) {
+		t.Helper()
+		if x != y || unsafe.StringData(x) != unsafe.StringData(y) {
+			t.Errorf("%s: %q and %q not shared", what, x, y)
+		}
+	}
+	same("namespace", a.Namespace, b.Namespace)
+	same("label value", a.Labels["app"], b.Labels["app"])
+	key := func(m map[string]string) string {
+		for k := range m {
+			if k == "app" || k == "k" {
+				return k
+			}
+		}
+		return ""
+	}
+	same("label key", key(a.Labels), key(b.Labels))
+	same("data key", key(a.Data), key(b.Data))
+	if a.Data["k"] == b.Data["k"] {
+		t.Fatal("test data broken")
+	}
+	long := a.Annotations["a"]
+	if sh.String(long) != long || unsafe.StringData(sh.String(strings.Clone(long))) == unsafe.StringData(long) {
+		t.Error("a long string was interned")
 	}
 }

@@ -286,4 +286,3 @@ func eachField(msg []byte, fn func(protowire.Number, []byte)) error {
 	}
 	return nil
 }
-

@@ -5,14 +5,14 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"github.com/kinformer/kinformer/internal/intern"
+	"github.com/kinformer/kinformer/internal/protowatch"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,54 +44,6 @@ func managedCM(name string) *corev1.ConfigMap {
 		},
 		Data:       map[string]string{"k": strings.Repeat("d", 200), "k2": "v2"},
 		BinaryData: map[string][]byte{"b": {0, 1, 2}},
-	}
-}
-
-func strip(f *frameDecoder[*corev1.ConfigMap], b []byte) []byte {
-	out, _, _ := f.rewriteMeta(b)
-	return out
-}
-
-func TestWithoutManagedFields(t *testing.T) {
-	meta, managed, labels, annotations := metaLayout(reflect.TypeFor[corev1.ConfigMap]())
-	if meta != 1 || managed != 17 || labels != 11 || annotations != 12 {
-		t.Fatalf("layout of ConfigMap: metadata %d, managedFields %d, labels %d, annotations %d; want 1, 17, 11, 12", meta, managed, labels, annotations)
-	}
-	if m, _, _, _ := metaLayout(reflect.TypeFor[struct{ X int }]()); m != 0 {
-		t.Fatalf("a type without ObjectMeta has layout %d", m)
-	}
-	src := &directSource[*corev1.ConfigMap]{metaField: meta, managedField: managed, labelsField: labels, annotationsField: annotations, strip: true}
-	f := &frameDecoder[*corev1.ConfigMap]{src: src}
-
-	in := managedCM("a")
-	raw, err := in.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stripped := strip(f, raw)
-	if len(stripped) >= len(raw) {
-		t.Fatalf("stripped %d bytes from %d: nothing cut", len(stripped), len(raw))
-	}
-	var out corev1.ConfigMap
-	if err := out.Unmarshal(stripped); err != nil {
-		t.Fatalf("stripped bytes do not decode: %v", err)
-	}
-	want := in.DeepCopy()
-	want.ManagedFields = nil
-	if !reflect.DeepEqual(&out, want) {
-		t.Fatalf("stripped object differs:\n got %+v\nwant %+v", &out, want)
-	}
-
-	// No managedFields: the bytes are used as they are.
-	want.ResourceVersion = "8"
-	plain, _ := want.Marshal()
-	if got := strip(f, plain); &got[0] != &plain[0] {
-		t.Fatal("an object without managedFields was copied")
-	}
-	// Garbage is passed on for Unmarshal to reject.
-	junk := []byte{0x0a, 0xff, 0xff, 0xff}
-	if got := strip(f, junk); !bytes.Equal(got, junk) {
-		t.Fatal("garbage was rewritten")
 	}
 }
 
@@ -151,7 +103,7 @@ func (s *protoServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.scripts = s.scripts[1:]
 		}
 		s.mu.Unlock()
-		w.Header().Set("Content-Type", protobufWatch)
+		w.Header().Set("Content-Type", protowatch.MediaType)
 		w.WriteHeader(http.StatusOK)
 		w.Write(script)
 		w.(http.Flusher).Flush()
@@ -205,7 +157,7 @@ func TestDirectDecodingReportsGarbageAndGoesOn(t *testing.T) {
 	first.Write(wireEvent(t, "BOOKMARK", endMarker("10")))
 	var second bytes.Buffer
 	second.Write(wireEvent(t, "MODIFIED", a2))
-	second.Write(binary.BigEndian.AppendUint32(nil, maxFrame+1)) // a frame no server sends
+	second.Write(binary.BigEndian.AppendUint32(nil, 64<<20+1)) // a frame no server sends
 	srv := &protoServer{t: t, resources: watchableConfigMaps(),
 		scripts: [][]byte{first.Bytes(), second.Bytes(), wireEvent(t, "MODIFIED", a3)}}
 
@@ -247,7 +199,7 @@ func TestDirectDecodingReportsGarbageAndGoesOn(t *testing.T) {
 		t.Fatalf("%d watch requests, want a streaming list, a watch, and another after the broken stream", len(reqs))
 	}
 	q := reqs[0].URL.Query()
-	if q.Get("sendInitialEvents") != "true" || q.Get("watch") != "true" || reqs[0].Header.Get("Accept") != protobufWatch {
+	if q.Get("sendInitialEvents") != "true" || q.Get("watch") != "true" || reqs[0].Header.Get("Accept") != protowatch.MediaType {
 		t.Errorf("first watch: %s, Accept %q", reqs[0].URL.RawQuery, reqs[0].Header.Get("Accept"))
 	}
 	for i, want := range []string{"10", "11"} {
@@ -270,98 +222,21 @@ func TestDirectDecodingFallsBackWithoutDiscovery(t *testing.T) {
 	if _, ok := inf.Cache().GetByKey("ns/a"); !ok {
 		t.Fatal("not synced through the client's Watch")
 	}
-	if inf.direct != nil {
-		t.Fatal("direct decoding still on after discovery found no resource")
-	}
-	if accept := srv.seen()[0].Header.Get("Accept"); accept == protobufWatch {
+	if accept := srv.seen()[0].Header.Get("Accept"); accept == protowatch.MediaType {
 		t.Fatalf("the watch was opened by kinformer (Accept %q), not by the client", accept)
 	}
 }
 
 func TestDirectDecodingOnlyForTypedClients(t *testing.T) {
-	if d := newDirectSource[*corev1.ConfigMap](&fakeServer{}, false, true); d != nil {
+	if d := newDirectWatcher[*corev1.ConfigMap](&fakeServer{}, false, &intern.Sharer{}); d != nil {
 		t.Fatal("direct decoding for a client without a REST client")
 	}
 	cs := clientFor(t, http.NotFoundHandler())
-	if d := newDirectSource[*corev1.ConfigMap](cs.CoreV1().ConfigMaps("ns"), true, false); d == nil || d.strip || d.share {
+	if d := newDirectWatcher[*corev1.ConfigMap](cs.CoreV1().ConfigMaps("ns"), true, nil); d == nil || d.format.StripManagedFields || d.sharesObjects() {
 		t.Fatalf("typed client: %+v", d)
 	}
-	if d := newDirectSource[*corev1.ConfigMap](cs.CoreV1().ConfigMaps("ns"), false, true); d == nil || !d.strip || !d.share || d.kind != "ConfigMap" {
+	if d := newDirectWatcher[*corev1.ConfigMap](cs.CoreV1().ConfigMaps("ns"), false, &intern.Sharer{}); d == nil || !d.format.StripManagedFields || !d.sharesObjects() || d.format.Kind != "ConfigMap" {
 		t.Fatalf("typed client: %+v", d)
-	}
-}
-
-func TestInternSharesStrings(t *testing.T) {
-	a, b := managedCM("a"), managedCM("b")
-	// Give b copies of its own, as a decoder would.
-	b.Namespace = strings.Clone(a.Namespace)
-	b.Labels = map[string]string{strings.Clone("app"): strings.Clone("x")}
-	b.Data = map[string]string{strings.Clone("k"): "other"}
-	var sh sharer
-	sh.internObject(a, false)
-	sh.internObject(b, false)
-	same := func(what, x, y string) {
-		t.Helper()
-		if x != y || unsafe.StringData(x) != unsafe.StringData(y) {
-			t.Errorf("%s: %q and %q not shared", what, x, y)
-		}
-	}
-	same("namespace", a.Namespace, b.Namespace)
-	same("label value", a.Labels["app"], b.Labels["app"])
-	key := func(m map[string]string) string {
-		for k := range m {
-			if k == "app" || k == "k" {
-				return k
-			}
-		}
-		return ""
-	}
-	same("label key", key(a.Labels), key(b.Labels))
-	same("data key", key(a.Data), key(b.Data))
-	if a.Data["k"] == b.Data["k"] {
-		t.Fatal("test data broken")
-	}
-	long := a.Annotations["a"]
-	if sh.intern(long) != long || unsafe.StringData(sh.intern(strings.Clone(long))) == unsafe.StringData(long) {
-		t.Error("a long string was interned")
-	}
-}
-
-// Equal labels and annotations are found by their wire bytes and shared
-// without being decoded again; different ones are not; values are intact.
-func TestDecoderSharesMapsByWireBytes(t *testing.T) {
-	meta, managed, labels, annotations := metaLayout(reflect.TypeFor[corev1.ConfigMap]())
-	src := &directSource[*corev1.ConfigMap]{kind: "ConfigMap", newObj: func() *corev1.ConfigMap { return &corev1.ConfigMap{} },
-		metaField: meta, managedField: managed, labelsField: labels, annotationsField: annotations, strip: true, share: true}
-	f := &frameDecoder[*corev1.ConfigMap]{src: src}
-	decode := func(cm *corev1.ConfigMap) *corev1.ConfigMap {
-		t.Helper()
-		ev := f.decode(wireEvent(t, "ADDED", cm)[4:])
-		got, ok := ev.Object.(*corev1.ConfigMap)
-		if !ok {
-			t.Fatalf("decoded %#v", ev.Object)
-		}
-		want := cm.DeepCopy()
-		want.ManagedFields = nil
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("decoded\n %+v\nwant %+v", got, want)
-		}
-		return got
-	}
-	a, b := decode(managedCM("a")), decode(managedCM("b"))
-	other := managedCM("c")
-	other.Labels = map[string]string{"app": "y"}
-	c := decode(other)
-	if !sameMap(a.Labels, b.Labels) || !sameMap(a.Annotations, b.Annotations) {
-		t.Error("equal maps not shared")
-	}
-	if sameMap(a.Labels, c.Labels) || !sameMap(a.Annotations, c.Annotations) {
-		t.Error("labels: different ones shared, or equal annotations not")
-	}
-	noLabels := managedCM("d")
-	noLabels.Labels = nil
-	if d := decode(noLabels); d.Labels != nil {
-		t.Errorf("labels appeared: %v", d.Labels)
 	}
 }
 

@@ -114,8 +114,8 @@ func TestStreamWithoutEndMarkerFallsBackToPaging(t *testing.T) {
 		if err := inf.WaitForSync(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if d := time.Since(began); d != streamStartTimeout {
-			t.Fatalf("synced after %v, want after the %v stream start timeout", d, streamStartTimeout)
+		if d := time.Since(began); d != watchListStartTimeout {
+			t.Fatalf("synced after %v, want after the %v stream start timeout", d, watchListStartTimeout)
 		}
 		if l, _ := s.counts(); l != 1 || inf.Cache().Len() != 1 {
 			t.Fatalf("%d paged lists, %d cached", l, inf.Cache().Len())
