@@ -156,11 +156,13 @@ func newTestWriter[T Object](c *Cache[T]) (w *writer[T], events func() []Event[T
 	l := newListener(1<<len(eventTypes)-1, func(Event[T]) {}, w.log)
 	w.disp.add(l, c, w.status.resourceVersion)
 	l.queue = nil // not the replay of what c holds
+	l.backlog.Store(0)
 	return w, func() []Event[T] {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		q := l.queue
 		l.queue = nil
+		l.backlog.Add(-int64(len(q)))
 		return q
 	}
 }

@@ -1,0 +1,340 @@
+package kinformer
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// A re-list diff of 20,000 objects is queued after the swap, outside the
+// cache's lock: a reader (a handler calling GetByKey) is not held up for the
+// whole diff. The test stalls the queueing midway by holding one
+// listener's queue lock; a read must still return. (When the diff was
+// queued under the cache's write lock, the read waited until the end.)
+func TestReaderNotBlockedByRelistDiff(t *testing.T) {
+	const n = 20000
+	c := newCache[*corev1.ConfigMap](nil, nil)
+	w, events := newTestWriter(c)
+	gen := func(rv string) map[string]*corev1.ConfigMap {
+		m := make(map[string]*corev1.ConfigMap, n)
+		for i := range n {
+			o := cm("ns", fmt.Sprintf("o%05d", i))
+			o.ResourceVersion = rv
+			m[MetaNamespaceKey(o)] = o
+		}
+		return m
+	}
+	w.replace(gen("1"), "1")
+	events() // the first list's Added
+	var l *listener[*corev1.ConfigMap]
+	for _, x := range w.disp.listeners {
+		l = x
+	}
+	l.mu.Lock() // the queueing of the next diff stalls at its first event
+	replaced := make(chan struct{})
+	go func() {
+		defer close(replaced)
+		w.replace(gen("2"), "2") // every object modified: 20,000 events
+	}()
+	read := make(chan *corev1.ConfigMap)
+	go func() {
+		for {
+			if o, _ := c.GetByKey("ns/o00000"); o.ResourceVersion == "2" {
+				read <- o
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	select {
+	case <-read:
+	case <-time.After(30 * time.Second):
+		l.mu.Unlock()
+		t.Fatal("GetByKey blocked while the re-list's events were being queued")
+	}
+	select {
+	case <-replaced:
+		t.Fatal("the diff was queued while a listener's queue was locked")
+	default:
+	}
+	l.mu.Unlock()
+	<-replaced
+	if got := l.pending(); got != n {
+		t.Fatalf("%d events queued, want %d MODIFIED", got, n)
+	}
+}
+
+// An IndexFunc may read the cache: index values are computed outside its
+// lock, for watch events and re-lists alike.
+func TestIndexFuncMayReadTheCache(t *testing.T) {
+	s := newFakeServer()
+	s.put(cm("ns", "a"))
+	var inf *Informer[*corev1.ConfigMap]
+	var calls atomic.Int32
+	byPeers := func(o *corev1.ConfigMap) []string {
+		calls.Add(1)
+		return []string{fmt.Sprint(inf.Cache().Len())}
+	}
+	inf = New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff,
+		Indexers: map[string]IndexFunc[*corev1.ConfigMap]{"peers": byPeers}})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		inf.Start()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := inf.WaitForSync(ctx); err != nil {
+			t.Error(err)
+			return
+		}
+		s.put(cm("ns", "b"))
+		s.del("ns", "a")
+		for ctx.Err() == nil && (inf.Cache().Len() != 1 || inf.ResourceVersion() != s.bookmark()) {
+			time.Sleep(time.Millisecond)
+		}
+		s.sendRaw(watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired("too old").ErrStatus})
+		for ctx.Err() == nil {
+			if l, _ := s.counts(); l == 2 && inf.HasSynced() {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("deadlock: an IndexFunc reading the cache blocked the informer")
+	}
+	inf.Stop()
+	if calls.Load() < 3 {
+		t.Fatalf("IndexFunc called %d times", calls.Load())
+	}
+}
+
+// A handler may ask its own informer to stop (RequestStop) without
+// deadlocking; Stop from outside waits until it has stopped.
+func TestRequestStopFromAHandler(t *testing.T) {
+	s := newFakeServer()
+	s.put(cm("ns", "a"))
+	inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
+	returned := make(chan (<-chan struct{}), 1)
+	inf.AddEventHandler(Added, func(e cmEvent) {
+		if e.Object.Name == "stop" {
+			returned <- inf.RequestStop()
+		}
+	})
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		inf.Run(context.Background())
+	}()
+	s.put(cm("ns", "stop"))
+	var stopped <-chan struct{}
+	select {
+	case stopped = <-returned:
+	case <-time.After(20 * time.Second):
+		t.Fatal("RequestStop from a handler did not return")
+	}
+	select {
+	case <-ran:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after RequestStop")
+	}
+	select {
+	case <-stopped:
+	default:
+		t.Fatal("RequestStop's channel is open after Run returned")
+	}
+	select {
+	case <-inf.RequestStop(): // stopped: closed at once
+	default:
+		t.Fatal("RequestStop on a stopped informer returned an open channel")
+	}
+}
+
+// slowLister takes listTime (fake time) for every list.
+type slowLister struct {
+	*fakeServer
+	listTime time.Duration
+}
+
+func (s slowLister) List(ctx context.Context, opts metav1.ListOptions) (*corev1.ConfigMapList, error) {
+	time.Sleep(s.listTime)
+	return s.fakeServer.List(ctx, opts)
+}
+
+// A ResyncPeriod shorter than a list takes does not leave the informer
+// listing all the time: the next resync comes no sooner than twice the
+// last list took, after it ended, so the watch gets most of the time.
+func TestShortResyncDoesNotStarveTheWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFakeServer()
+		s.put(cm("ns", "a"))
+		inf := New[*corev1.ConfigMap](slowLister{s, 3 * time.Second}, &Options[*corev1.ConfigMap]{
+			ResyncPeriod: 100 * time.Millisecond, DisableStreamingList: true, Backoff: fastBackoff})
+		inf.Start()
+		defer inf.Stop()
+		time.Sleep(90 * time.Second)
+		synctest.Wait()
+		lists, watches := s.counts()
+		// 3 s listing, then at least 6 s watching: at most 10 lists in 90 s
+		// (without the floor: one every 3.1 s, 29).
+		if lists > 10 || watches < lists-1 {
+			t.Fatalf("%d lists and %d watches in 90 s with a 100 ms resync and 3 s lists", lists, watches)
+		}
+	})
+}
+
+// Events say where they came from and carry their key.
+func TestEventCauseAndKey(t *testing.T) {
+	s := newFakeServer()
+	s.put(cm("ns", "listed"))
+	inf, rec := startInformer(t, s, &Options[*corev1.ConfigMap]{Transform: func(o *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+		if o.Labels["bad"] == "yes" {
+			return nil, fmt.Errorf("refused")
+		}
+		return o, nil
+	}})
+	s.put(cm("ns", "watched"))
+	eventually(t, "watched", func() bool { _, ok := inf.Cache().GetByKey("ns/watched"); return ok })
+	late := &recorder{}
+	inf.AddEventHandler(Added, late.handle)
+	eventually(t, "replay", func() bool { return len(late.all()) == 2 })
+	s.put(cm("ns", "watched", "bad", "yes")) // fails to transform: dropped
+	eventually(t, "dropped", func() bool { _, ok := inf.Cache().GetByKey("ns/watched"); return !ok })
+	inf.Stop()
+	s.put(cm("ns", "relisted"))
+	s.compact()
+	inf.Start()
+	eventually(t, "re-listed", func() bool { _, ok := inf.Cache().GetByKey("ns/relisted"); return ok })
+
+	type ck struct {
+		typ   EventType
+		key   string
+		cause Cause
+	}
+	var got []ck
+	for _, e := range rec.all() {
+		if e.Type != Error && e.Type != Bookmark {
+			got = append(got, ck{e.Type, e.Key, e.Cause})
+		}
+	}
+	want := []ck{{Added, "ns/listed", CauseList}, {Added, "ns/watched", CauseWatch},
+		{Deleted, "ns/watched", CauseTransform}, {Added, "ns/relisted", CauseRelist}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("events (type, key, cause):\n got %v\nwant %v", got, want)
+	}
+	for _, e := range late.all()[:2] {
+		if e.Cause != CauseReplay || e.Key != MetaNamespaceKey(e.Object) {
+			t.Fatalf("replayed event %s %q cause %v", e.Type, e.Key, e.Cause)
+		}
+	}
+}
+
+// Without a Logger, a handler's panic is still logged, at error level, to
+// slog.Default(): never silently lost.
+func TestHandlerPanicLoggedByDefault(t *testing.T) {
+	var buf syncBuffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	defer slog.SetDefault(prev)
+	s := newFakeServer()
+	inf, _ := startInformer(t, s, nil)
+	called := make(chan struct{})
+	inf.AddEventHandler(Added, func(cmEvent) {
+		defer close(called)
+		panic("handler bug")
+	})
+	s.put(cm("ns", "a"))
+	<-called
+	eventually(t, "the panic logged", func() bool { return strings.Contains(buf.String(), "handler bug") })
+	if out := buf.String(); !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "panicked") || !strings.Contains(out, "ns/a") {
+		t.Fatalf("log: %s", out)
+	}
+}
+
+// Per-type callbacks of one registration run in order: folding state from
+// them under churn gives the server's state (no phantom left by a Deleted
+// run before its Added).
+func TestHandlerFuncsFoldInOrder(t *testing.T) {
+	s := newFakeServer()
+	inf, _ := startInformer(t, s, nil)
+	folded := map[string]string{} // used by the registration's one goroutine
+	var mismatches atomic.Int32
+	done := make(chan struct{})
+	inf.AddHandlerFuncs(HandlerFuncs[*corev1.ConfigMap]{
+		Added: func(e cmEvent) {
+			if _, ok := folded[e.Key]; ok {
+				mismatches.Add(1)
+			}
+			folded[e.Key] = e.Object.ResourceVersion
+		},
+		Modified: func(e cmEvent) {
+			if _, ok := folded[e.Key]; !ok {
+				mismatches.Add(1)
+			}
+			folded[e.Key] = e.Object.ResourceVersion
+		},
+		Deleted: func(e cmEvent) {
+			if _, ok := folded[e.Key]; !ok {
+				mismatches.Add(1)
+			}
+			delete(folded, e.Key)
+		},
+		Bookmark: func(e cmEvent) {
+			if e.ResourceVersion == "end" {
+				close(done)
+			}
+		},
+	})
+	exists := map[string]bool{}
+	for i := range 300 {
+		name := fmt.Sprintf("o%d", i%17)
+		if i%3 == 2 && exists[name] {
+			s.del("ns", name)
+			exists[name] = false
+		} else {
+			s.put(cm("ns", name, "i", fmt.Sprint(i)))
+			exists[name] = true
+		}
+	}
+	eventually(t, "caught up", func() bool { return inf.ResourceVersion() == s.bookmark() })
+	s.sendRaw(watch.Event{Type: watch.Bookmark, Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "end"}}})
+	<-done
+	if mismatches.Load() != 0 {
+		t.Fatalf("%d events out of order for the fold", mismatches.Load())
+	}
+	if fmt.Sprint(folded) != fmt.Sprint(s.state()) {
+		t.Fatalf("folded %v\nserver %v", folded, s.state())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex // guards buf
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
