@@ -170,7 +170,7 @@ func TestContractDefaultWatchTimeoutAndIdleMargin(t *testing.T) {
 			}
 			secs := watches[i].TimeoutSeconds
 			if secs == nil || *secs < 300 || *secs >= 600 {
-				t.Fatalf("watch %d asked for timeoutSeconds %v, want in [300, 600)", i, secs)
+				t.Fatalf("watch %d asked for timeoutSeconds %s, want in [300, 600)", i, contractSeconds(secs))
 			}
 			// The fake server never ends a watch by itself.
 			l.mu.Lock()
