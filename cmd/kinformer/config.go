@@ -6,64 +6,61 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// clusterFlags are kubectl's connection and scope flags, shared by the
-// commands.
+// clusterFlags are kubectl's connection flags (cli-runtime's ConfigFlags,
+// as every kubectl plugin has them) and its scope flags.
 type clusterFlags struct {
-	kubeconfig    string
-	context       string
-	cluster       string
-	user          string
-	namespace     string
+	*genericclioptions.ConfigFlags
 	allNamespaces bool
 	selector      string
 	fieldSelector string
 }
 
+// bind adds the flags to fs (after the command's own, for --help); scope
+// adds -A, -l and --field-selector.
 func (f *clusterFlags) bind(fs *pflag.FlagSet, scope bool) {
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the in-cluster configuration)")
-	fs.StringVar(&f.context, "context", "", "the kubeconfig context to use")
-	fs.StringVar(&f.cluster, "cluster", "", "the kubeconfig cluster to use")
-	fs.StringVar(&f.user, "user", "", "the kubeconfig user to use")
-	fs.StringVarP(&f.namespace, "namespace", "n", "", "the namespace (default: the context's namespace, else \"default\")")
 	if scope {
 		fs.BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "watch the resource in all namespaces")
 		fs.StringVarP(&f.selector, "selector", "l", "", "label selector, e.g. app=web,tier!=db")
 		fs.StringVar(&f.fieldSelector, "field-selector", "", "field selector, e.g. metadata.name=web")
 	}
+	f.ConfigFlags = genericclioptions.NewConfigFlags(true)
+	// Discovery is cached in memory, once per process (see newResolver),
+	// not on disk: there is no --cache-dir to offer.
+	f.CacheDir = nil
+	f.AddFlags(fs)
+	fs.Lookup("namespace").Usage += ` (default: the context's namespace, else "default")`
 }
 
-// load returns the REST config and the namespace to use.
+// load returns the REST config and the namespace to use: the kubeconfig
+// ($KUBECONFIG, ~/.kube/config) with the flags applied, else the in-cluster
+// configuration.
 func (f *clusterFlags) load(userAgent string) (*rest.Config, string, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = f.kubeconfig
-	overrides := &clientcmd.ConfigOverrides{
-		CurrentContext: f.context,
-		Context: clientcmdapi.Context{
-			Cluster:   f.cluster,
-			AuthInfo:  f.user,
-			Namespace: f.namespace,
-		},
+	loader := f.ToRawKubeConfigLoader()
+	cfg, err := f.ToRESTConfig()
+	if err == nil && *f.APIServer == "" {
+		// Without a kubeconfig, --server or a cluster to run in, client-go
+		// falls back to kubectl's legacy http://localhost:8080. Say there
+		// is no configuration rather than fail to connect there.
+		if l, ok := loader.ConfigAccess().(clientcmd.ClientConfigLoader); ok && l.IsDefaultConfig(cfg) {
+			err = clientcmd.ErrEmptyConfig
+		}
 	}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
-	cfg, err := cc.ClientConfig()
 	if err != nil {
 		if clientcmd.IsEmptyConfig(err) {
-			return nil, "", err
+			return nil, "", clientcmd.ErrEmptyConfig
 		}
-		var msg string
-		if f.kubeconfig != "" {
-			msg = fmt.Sprintf("loading kubeconfig %s: %v", f.kubeconfig, err)
-		} else {
-			msg = fmt.Sprintf("loading kubeconfig: %v", err)
+		msg := fmt.Sprintf("loading kubeconfig: %v", err)
+		if *f.KubeConfig != "" {
+			msg = fmt.Sprintf("loading kubeconfig %s: %v", *f.KubeConfig, err)
 		}
 		return nil, "", &codedError{code: exitUnreachable, msg: msg, err: err}
 	}
-	ns, _, err := cc.Namespace()
+	ns, _, err := loader.Namespace()
 	if err != nil {
 		return nil, "", &codedError{code: exitUnreachable, msg: "namespace: " + err.Error(), err: err}
 	}
@@ -97,7 +94,7 @@ func parseFlags(e *env, fs *pflag.FlagSet, args []string, usageLine, long string
 		fmt.Fprintf(w, "Usage:\n  %s %s\n\n%s\nFlags:\n", e.prog, usageLine, strings.TrimLeft(long, "\n"))
 		fs.SetOutput(w)
 		fs.PrintDefaults()
-		fmt.Fprint(w, exitCodesHelp)
+		fmt.Fprint(w, "\nExit codes:\n"+exitCodesHelp("  "))
 		return errHelp
 	}
 	return nil

@@ -6,24 +6,47 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"syscall"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// Exit codes; keep in step with exitCodesHelp and the package comment.
+// Exit codes. exitCodes documents them: the help text comes from it, and
+// a test checks the package comment against it.
 const (
-	exitOK          = 0
-	exitError       = 1
-	exitUsage       = 2
-	exitUnknown     = 3
-	exitBadSelector = 4
-	exitUnreachable = 5
-	exitForbidden   = 6
+	exitOK = iota
+	exitError
+	exitUsage
+	exitUnknown
+	exitBadSelector
+	exitUnreachable
+	exitForbidden
 )
 
-// exitError carries the exit code a failure maps to, with the message
+// exitCodes names and explains every exit code, indexed by the code.
+var exitCodes = [...]struct{ name, help string }{
+	exitOK:          {"ok", "success, including a clean stop on SIGINT or SIGTERM"},
+	exitError:       {"error", "any other error"},
+	exitUsage:       {"usage", "unknown command or flag, missing or extra argument"},
+	exitUnknown:     {"unknown resource", "not found through discovery, or 404 when listing"},
+	exitBadSelector: {"bad selector", "the server rejected --selector or --field-selector (400)"},
+	exitUnreachable: {"unreachable", "cannot reach the cluster, or no usable configuration"},
+	exitForbidden:   {"forbidden", "forbidden or unauthorized (403, 401)"},
+}
+
+// exitCodesHelp is the exit code table as --help shows it, each line
+// indented by indent.
+func exitCodesHelp(indent string) string {
+	var b strings.Builder
+	for code, c := range exitCodes {
+		fmt.Fprintf(&b, "%s%d  %s: %s\n", indent, code, c.name, c.help)
+	}
+	return b.String()
+}
+
+// codedError carries the exit code a failure maps to, with the message
 // already worded for the user.
 type codedError struct {
 	code int
@@ -52,6 +75,11 @@ func (e *env) fail(err error) int {
 		fmt.Fprintf(e.stderr, "Run '%s --help' for usage.\n", e.prog)
 	}
 	return code
+}
+
+// warn prints a warning on stderr.
+func (e *env) warn(msg string) {
+	fmt.Fprintf(e.stderr, "%s: warning: %s\n", e.prog, msg)
 }
 
 // classify maps an error to an exit code and a message that names the

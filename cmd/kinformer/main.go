@@ -8,14 +8,18 @@
 //	kinformer serve RESOURCE... [--listen 127.0.0.1:8080] [-n NAMESPACE | -A] [-l SELECTOR]
 //	          [--field-selector SELECTOR] [--resync DURATION]
 //
-// It follows kubectl's conventions: --kubeconfig (or $KUBECONFIG), --context,
-// the in-cluster configuration when there is no kubeconfig, -n/--namespace
+// It follows kubectl's conventions, with kubectl's own connection flags
+// (k8s.io/cli-runtime): --kubeconfig (or $KUBECONFIG), --context, --cluster,
+// --user, --server, --token, --as, --as-group, --certificate-authority,
+// --insecure-skip-tls-verify, --request-timeout and the rest; the
+// in-cluster configuration when there is no kubeconfig; -n/--namespace
 // (default: the context's namespace, else "default"), -A/--all-namespaces,
-// -l/--selector and --field-selector. RESOURCE is resolved through the
-// server's discovery like kubectl does: plural ("configmaps"), singular
-// ("configmap"), short name ("cm"), kind ("ConfigMap"), or qualified by
-// group ("deployments.apps", "configmaps." for the core group) or by
-// version and group ("deployments.v1.apps"); custom resources included.
+// -l/--selector and --field-selector. RESOURCE is resolved like kubectl
+// does, by client-go's RESTMapper over the server's discovery (read once per
+// process): plural ("configmaps"), singular ("configmap"), short name
+// ("cm"), kind ("ConfigMap"), or qualified by group ("deployments.apps",
+// "configmaps." for the core group) or by version and group
+// ("deployments.v1.apps", "configmaps.v1"); custom resources included.
 //
 // "watch" lists RESOURCE, then prints an ADDED event for every object and
 // every change after that. With -o json it prints exactly one JSON object
@@ -43,13 +47,13 @@
 //
 // Exit codes:
 //
-//	0  success, including a clean stop on SIGINT or SIGTERM
-//	1  any other error
-//	2  usage error: unknown command or flag, missing or extra argument
+//	0  ok: success, including a clean stop on SIGINT or SIGTERM
+//	1  error: any other error
+//	2  usage: unknown command or flag, missing or extra argument
 //	3  unknown resource: not found through discovery, or 404 when listing
 //	4  bad selector: the server rejected --selector or --field-selector (400)
-//	5  cannot reach the cluster, or no usable configuration
-//	6  forbidden or unauthorized (403, 401)
+//	5  unreachable: cannot reach the cluster, or no usable configuration
+//	6  forbidden: forbidden or unauthorized (403, 401)
 package main
 
 import (
@@ -61,6 +65,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/spf13/pflag"
 )
 
 func main() {
@@ -88,6 +94,8 @@ type command struct {
 	hidden bool
 	short  string
 	run    func(ctx context.Context, env *env, args []string) error
+	// flags returns a new flag set with the command's flags (nil: none).
+	flags func() *pflag.FlagSet
 }
 
 // env is what a command needs from the process.
@@ -100,11 +108,14 @@ type env struct {
 }
 
 var commands = []*command{
-	{name: "watch", short: "sync RESOURCE, then print every change as it happens", run: runWatch},
-	{name: "serve", short: "serve the caches of RESOURCEs read-only over HTTP, with a live page", run: runServe},
+	{name: "watch", short: "sync RESOURCE, then print every change as it happens", run: runWatch,
+		flags: func() *pflag.FlagSet { return new(watchFlags).flagSet() }},
+	{name: "serve", short: "serve the caches of RESOURCEs read-only over HTTP, with a live page", run: runServe,
+		flags: func() *pflag.FlagSet { return new(serveFlags).flagSet() }},
 	{name: "version", short: "print the version", run: runVersion},
 	{name: "help", short: "show this help", run: nil},
-	{name: "demo-traffic", hidden: true, short: "create, update and delete configmaps in a loop (for the demo)", run: runTraffic},
+	{name: "demo-traffic", hidden: true, short: "create, update and delete configmaps in a loop (for the demo)", run: runTraffic,
+		flags: func() *pflag.FlagSet { return new(trafficFlags).flagSet() }},
 }
 
 func findCommand(name string) *command {
@@ -167,19 +178,33 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return e.fail(c.run(ctx, e, rest))
 }
 
-// valueFlags are the flags that take a value, so that splitCommand can
-// skip "-n NAMESPACE" in front of the command.
-var valueFlags = map[string]bool{
-	"--kubeconfig": true, "--context": true, "--cluster": true, "--user": true,
-	"-n": true, "--namespace": true, "-l": true, "--selector": true,
-	"--field-selector": true, "-o": true, "--output": true, "--resync": true,
-	"--sync-timeout": true, "--listen": true, "--sse-buffer": true,
+// valueFlags returns the flags of every command that take a value ("-n",
+// "--namespace"), so that splitCommand can skip "-n NAMESPACE" in front of
+// the command.
+func valueFlags() map[string]bool {
+	out := map[string]bool{}
+	for _, c := range commands {
+		if c.flags == nil {
+			continue
+		}
+		c.flags().VisitAll(func(f *pflag.Flag) {
+			if f.NoOptDefVal != "" {
+				return // a boolean: the flag alone means true
+			}
+			out["--"+f.Name] = true
+			if f.Shorthand != "" {
+				out["-"+f.Shorthand] = true
+			}
+		})
+	}
+	return out
 }
 
 // splitCommand finds the subcommand: the first argument that is neither a
 // flag nor a flag's value. Flags before it are passed on to it, as kubectl
 // allows "kubectl -n kube-system get pods".
 func splitCommand(args []string) (string, []string, error) {
+	takesValue := valueFlags()
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
@@ -188,7 +213,7 @@ func splitCommand(args []string) (string, []string, error) {
 		case a == "--":
 			return "", nil, usageErrorf("missing command")
 		case strings.HasPrefix(a, "-"):
-			if valueFlags[a] {
+			if takesValue[a] {
 				i++ // its value
 			}
 		default:
@@ -225,16 +250,7 @@ Examples:
   %[1]s serve pods deployments.apps -A --listen 127.0.0.1:8080
 
 Run '%[1]s watch --help' or '%[1]s serve --help' for the flags.
-%[2]s`, p, exitCodesHelp)
-}
 
-const exitCodesHelp = `
 Exit codes:
-  0  success, including a clean stop on SIGINT or SIGTERM
-  1  any other error
-  2  usage error: unknown command or flag, missing or extra argument
-  3  unknown resource: not found through discovery, or 404 when listing
-  4  bad selector: the server rejected --selector or --field-selector (400)
-  5  cannot reach the cluster, or no usable configuration
-  6  forbidden or unauthorized (403, 401)
-`
+%[2]s`, p, exitCodesHelp("  "))
+}

@@ -201,8 +201,8 @@ func (o *output) finish(d time.Duration, summary bool) {
 		return
 	}
 	total := 0
-	parts := make([]string, 0, 5)
-	for _, t := range []kinformer.EventType{kinformer.Added, kinformer.Modified, kinformer.Deleted, kinformer.Bookmark, kinformer.Error} {
+	var parts []string
+	for _, t := range kinformer.EventTypes() {
 		total += o.counts[t]
 		parts = append(parts, fmt.Sprintf("%s %d", t, o.counts[t]))
 	}

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 )
 
 // resource is a resolved RESOURCE argument.
@@ -16,7 +20,6 @@ type resource struct {
 	gvr        schema.GroupVersionResource
 	kind       string
 	namespaced bool
-	watchable  bool // supports list and watch
 }
 
 // String names the resource the way kubectl api-resources does:
@@ -28,102 +31,143 @@ func (r resource) String() string {
 	return r.gvr.Resource + "." + r.gvr.Group
 }
 
-// discover resolves arg through the server's discovery: the preferred
-// version of every group, core first, like kubectl.
-func discover(cfg *rest.Config, arg string) (resource, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return resource{}, err
-	}
-	lists, err := dc.ServerPreferredResources()
-	var partial string
-	if err != nil {
-		// Some aggregated API being down must not hide the others.
-		if !discovery.IsGroupDiscoveryFailedError(err) || len(lists) == 0 {
-			return resource{}, fmt.Errorf("discovery: %w", err)
-		}
-		partial = err.Error()
-	}
-	r, err := resolve(arg, lists)
-	if err != nil && partial != "" {
-		err = &codedError{code: exitUnknown, msg: err.Error() + " (" + partial + ")", err: err}
-	}
-	return r, err
+// resolver resolves RESOURCE arguments like kubectl: client-go's RESTMapper
+// over the server's discovery, with short names expanded. Discovery is read
+// once and kept in memory for the life of the process, however many
+// arguments there are.
+type resolver struct {
+	discovery discovery.CachedDiscoveryInterface
+	mapper    meta.RESTMapper
+	partial   error // the groups discovery could not read, if any
 }
 
-// resolve finds arg among the discovered resources. arg may be a plural,
-// singular or short name or a kind, case-insensitively, optionally followed
-// by ".group" or ".version.group" ("deployments.apps", "configmaps." for
-// the core group). Exact plural names win over singular names, which win
-// over short names, which win over kinds; among equals, the first group in
-// discovery order (core first) wins.
-func resolve(arg string, lists []*metav1.APIResourceList) (resource, error) {
-	unknown := &codedError{code: exitUnknown, msg: fmt.Sprintf("unknown resource %q: the server has no resource type, short name or kind of that name", arg)}
-	want := strings.ToLower(strings.TrimSpace(arg))
-	if want == "" || strings.ContainsAny(want, "/ ") {
-		return resource{}, unknown
+// newResolver makes a resolver for the server of cfg; warn receives the
+// mapper's warnings (an ambiguous short name).
+func newResolver(cfg *rest.Config, warn func(string)) (*resolver, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
-	name, qualifier, qualified := strings.Cut(want, ".")
+	cached := memory.NewMemCacheClient(dc)
+	// Read discovery now, to fail early (and once) on an unreachable or
+	// unauthorised server. Some aggregated API being down must not hide the
+	// others: the mapper works with what was found.
+	_, _, err = cached.ServerGroupsAndResources()
+	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
+	mapper := restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(cached), ordered{cached}, warn)
+	return &resolver{discovery: cached, mapper: mapper, partial: err}, nil
+}
 
-	const (
-		byPlural = iota
-		bySingular
-		byShort
-		byKind
-		nMatch
-	)
-	var best [nMatch]*resource
-	for _, list := range lists {
-		gv, err := schema.ParseGroupVersion(list.GroupVersion)
-		if err != nil {
-			continue
-		}
-		if qualified && qualifier != gv.Group && qualifier != gv.Version+"."+gv.Group &&
-			!(gv.Group == "" && qualifier == gv.Version) {
-			continue
-		}
-		for i := range list.APIResources {
-			ar := &list.APIResources[i]
-			if strings.Contains(ar.Name, "/") { // subresource
-				continue
-			}
-			how := -1
-			switch {
-			case strings.ToLower(ar.Name) == name:
-				how = byPlural
-			case ar.SingularName != "" && strings.ToLower(ar.SingularName) == name:
-				how = bySingular
-			case slices.ContainsFunc(ar.ShortNames, func(s string) bool { return strings.ToLower(s) == name }):
-				how = byShort
-			case strings.ToLower(ar.Kind) == name:
-				how = byKind
-			}
-			if how < 0 || best[how] != nil {
-				continue
-			}
-			g, v := gv.Group, gv.Version
-			if ar.Group != "" {
-				g = ar.Group
-			}
-			if ar.Version != "" {
-				v = ar.Version
-			}
-			best[how] = &resource{
-				gvr:        schema.GroupVersionResource{Group: g, Version: v, Resource: ar.Name},
-				kind:       ar.Kind,
-				namespaced: ar.Namespaced,
-				watchable:  slices.Contains(ar.Verbs, "list") && slices.Contains(ar.Verbs, "watch"),
-			}
+// resolve finds arg: a plural, singular or short name or a kind, optionally
+// qualified as NAME.GROUP or NAME.VERSION.GROUP ("deployments.apps",
+// "configmaps." for the core group), as kubectl does. Two forms kubectl
+// lacks are kept from kinformer's own rules: NAME.VERSION for the core group
+// ("configmaps.v1"), and names in any case ("CM").
+func (r *resolver) resolve(arg string) (resource, error) {
+	var m *meta.RESTMapping
+	err := error(&meta.NoResourceMatchError{PartialResource: schema.GroupVersionResource{Resource: arg}})
+	for _, a := range candidates(arg) {
+		if m, err = r.mapping(a); !meta.IsNoMatchError(err) {
+			break
 		}
 	}
-	for _, r := range best {
-		if r == nil {
-			continue
+	switch {
+	case meta.IsNoMatchError(err):
+		msg := fmt.Sprintf("unknown resource %q: the server has no resource type, short name or kind of that name", arg)
+		if r.partial != nil {
+			msg += " (" + r.partial.Error() + ")"
 		}
-		if !r.watchable {
-			return resource{}, &codedError{code: exitUnknown, msg: fmt.Sprintf("resource %q (%s) cannot be listed and watched", arg, r)}
-		}
-		return *r, nil
+		return resource{}, &codedError{code: exitUnknown, msg: msg, err: err}
+	case err != nil:
+		return resource{}, fmt.Errorf("resolving %q: %w", arg, err)
 	}
-	return resource{}, unknown
+	res := resource{gvr: m.Resource, kind: m.GroupVersionKind.Kind, namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace}
+	if !r.watchable(res.gvr) {
+		return resource{}, &codedError{code: exitUnknown, msg: fmt.Sprintf("resource %q (%s) cannot be listed and watched", arg, res)}
+	}
+	return res, nil
+}
+
+// candidates are the spellings of arg to try, in order.
+func candidates(arg string) []string {
+	arg = strings.TrimSpace(arg)
+	if arg == "" || strings.ContainsAny(arg, "/ ") {
+		return nil // not a resource name; subresources are not watched
+	}
+	out := []string{arg}
+	if strings.Count(arg, ".") == 1 {
+		out = append(out, arg+".") // NAME.VERSION of the core group
+	}
+	if lower := strings.ToLower(arg); lower != arg {
+		out = append(out, candidates(lower)...)
+	}
+	return out
+}
+
+// mapping is kubectl's lookup of a RESOURCE argument (cli-runtime's
+// resource.Builder, whose mappingFor is unexported): as a resource, then as
+// a kind.
+func (r *resolver) mapping(arg string) (*meta.RESTMapping, error) {
+	var gvk schema.GroupVersionKind
+	gvr, gr := schema.ParseResourceArg(arg)
+	if gvr != nil {
+		gvk, _ = r.mapper.KindFor(*gvr)
+	}
+	if gvk.Empty() {
+		gvk, _ = r.mapper.KindFor(gr.WithVersion(""))
+	}
+	if !gvk.Empty() {
+		return r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	full, gk := schema.ParseKindArg(arg)
+	if full != nil {
+		if m, err := r.mapper.RESTMapping(full.GroupKind(), full.Version); err == nil {
+			return m, nil
+		}
+	}
+	return r.mapper.RESTMapping(gk)
+}
+
+// watchable reports whether discovery (already cached) lists the verbs an
+// informer needs for gvr.
+func (r *resolver) watchable(gvr schema.GroupVersionResource) bool {
+	list, err := r.discovery.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if err != nil {
+		return true // let the list say what is wrong
+	}
+	for _, ar := range list.APIResources {
+		if ar.Name == gvr.Resource {
+			return slices.Contains(ar.Verbs, "list") && slices.Contains(ar.Verbs, "watch")
+		}
+	}
+	return true
+}
+
+// ordered lists resources in discovery's group order, core first. The
+// short name expander takes the first resource with a short name ("ev":
+// core events, not events.k8s.io's), but with aggregated discovery client-go
+// lists them in map order, so the choice would change from run to run.
+type ordered struct {
+	discovery.CachedDiscoveryInterface
+}
+
+func (o ordered) ServerGroupsAndResources() ([]*metav1.APIGroup, []*metav1.APIResourceList, error) {
+	groups, lists, err := o.CachedDiscoveryInterface.ServerGroupsAndResources()
+	rank := map[string]int{}
+	for _, g := range groups {
+		for _, v := range g.Versions {
+			rank[v.GroupVersion] = len(rank)
+		}
+	}
+	key := func(l *metav1.APIResourceList) int {
+		if r, ok := rank[l.GroupVersion]; ok {
+			return r
+		}
+		return len(rank)
+	}
+	lists = slices.Clone(lists)
+	slices.SortStableFunc(lists, func(a, b *metav1.APIResourceList) int { return cmp.Compare(key(a), key(b)) })
+	return groups, lists, err
 }

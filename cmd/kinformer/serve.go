@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
@@ -61,14 +63,19 @@ type serveFlags struct {
 	verbose   bool
 }
 
-func runServe(ctx context.Context, e *env, args []string) error {
-	var f serveFlags
+func (f *serveFlags) flagSet() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	f.cluster.bind(fs, true)
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "the address to serve on, HOST:PORT (port 0: any free port)")
 	fs.DurationVar(&f.resync, "resync", 0, "re-list from the server this often, as a consistency check (0: never)")
 	fs.IntVar(&f.sseBuffer, "sse-buffer", 1024, "events buffered for each /events client; one that falls further behind is disconnected")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log the informers' retries and re-lists on stderr")
+	f.cluster.bind(fs, true)
+	return fs
+}
+
+func runServe(ctx context.Context, e *env, args []string) error {
+	var f serveFlags
+	fs := f.flagSet()
 	if err := parseFlags(e, fs, args, "serve RESOURCE... [flags]", serveLong); err != nil {
 		return err
 	}
@@ -99,9 +106,13 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 
+	resolver, err := newResolver(cfg, e.warn)
+	if err != nil {
+		return err
+	}
 	s := newServer(f.sseBuffer)
 	for _, arg := range fs.Args() {
-		res, err := discover(cfg, arg)
+		res, err := resolver.resolve(arg)
 		if err != nil {
 			return err
 		}
@@ -139,64 +150,49 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stderr, "%s: serving %s on http://%s/\n", e.prog, s.names(), addr)
 
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var (
-		wg       sync.WaitGroup
-		fatalMu  sync.Mutex
-		fatalErr error
-	)
-	fatal := func(err error) {
-		fatalMu.Lock()
-		if fatalErr == nil {
-			fatalErr = err
-		}
-		fatalMu.Unlock()
-		stop()
-	}
-	for _, r := range s.resources {
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			_ = r.inf.Run(runCtx)
-		}()
-		go func() {
-			defer wg.Done()
-			// The informer retries forever; an error WaitForSync returns
-			// (403, 404, bad selector) will not go away by itself.
-			if err := r.inf.WaitForSync(runCtx); err != nil && runCtx.Err() == nil {
-				fatal(err)
-			}
-		}()
-	}
-
 	hs := &http.Server{
 		Handler:           s.handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(slog.NewTextHandler(e.stderr, nil), slog.LevelWarn),
 	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- hs.Serve(ln) }()
-
-	select {
-	case <-runCtx.Done():
-	case err := <-serveErr:
-		fatal(&codedError{code: exitError, msg: fmt.Sprintf("serve: %v", err), err: err})
+	// The first error (or SIGINT, SIGTERM) ends everything: g's context is
+	// the lifetime of the informers and of the HTTP server.
+	g, gctx := errgroup.WithContext(ctx)
+	for _, r := range s.resources {
+		g.Go(func() error {
+			_ = r.inf.Run(gctx)
+			return nil
+		})
+		g.Go(func() error {
+			// The informer retries forever; an error WaitForSync returns
+			// (403, 404, bad selector) will not go away by itself.
+			if err := r.inf.WaitForSync(gctx); err != nil && gctx.Err() == nil {
+				return err
+			}
+			return nil
+		})
 	}
-	// Graceful shutdown: end the event streams, let requests in flight
-	// finish (for a few seconds at most), then stop the informers.
-	s.close()
-	shCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(shCtx); err != nil {
-		_ = hs.Close()
-	}
-	stop()
-	wg.Wait()
-	fatalMu.Lock()
-	defer fatalMu.Unlock()
-	if fatalErr != nil {
-		return fatalErr
+	g.Go(func() error {
+		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return &codedError{code: exitError, msg: fmt.Sprintf("serve: %v", err), err: err}
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		// Graceful shutdown: end the event streams and let requests in
+		// flight finish, for a few seconds at most. They read caches that
+		// outlive their stopped informers.
+		s.close()
+		shCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := hs.Shutdown(shCtx); err != nil {
+			_ = hs.Close()
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	fmt.Fprintf(e.stderr, "%s: stopped\n", e.prog)
 	return nil
@@ -212,20 +208,12 @@ type served struct {
 	reg        *kinformer.Registration // the server's own handler
 	hub        *hub
 	rate       rateRing
-	counts     [5]atomic.Int64 // events by type, in eventTypeOrder
+	counts     []atomic.Int64 // events by type, in the order of eventTypes
 	sseDropped atomic.Int64
 }
 
-var eventTypeOrder = [...]kinformer.EventType{kinformer.Added, kinformer.Modified, kinformer.Deleted, kinformer.Bookmark, kinformer.Error}
-
-func typeIndex(t kinformer.EventType) int {
-	for i, et := range eventTypeOrder {
-		if et == t {
-			return i
-		}
-	}
-	return len(eventTypeOrder) - 1
-}
+// eventTypes are the event types, in the library's order.
+var eventTypes = kinformer.EventTypes()
 
 // server holds the served resources and answers HTTP requests.
 type server struct {
@@ -247,10 +235,12 @@ func newServer(sseBuffer int) *server {
 // add serves inf under the names arg and res.String(). Call it before
 // running inf, so that the server's handler sees every event.
 func (s *server) add(arg string, res resource, scope string, inf *kinformer.Informer[*unstructured.Unstructured]) *served {
-	r := &served{name: res.String(), res: res, scope: scope, inf: inf}
+	r := &served{name: res.String(), res: res, scope: scope, inf: inf, counts: make([]atomic.Int64, len(eventTypes))}
 	r.hub = newHub(s.sseBuffer, func() { r.sseDropped.Add(1) })
 	r.reg = inf.AddHandler(func(ev kinformer.Event[*unstructured.Unstructured]) {
-		r.counts[typeIndex(ev.Type)].Add(1)
+		if i := slices.Index(eventTypes, ev.Type); i >= 0 {
+			r.counts[i].Add(1)
+		}
 		if ev.Type != kinformer.Bookmark {
 			r.rate.add(s.now())
 		}

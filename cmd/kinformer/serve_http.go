@@ -201,7 +201,7 @@ func (s *server) stats(w http.ResponseWriter, req *http.Request) {
 	}{Ready: ready, Time: now}
 	for _, r := range s.resources {
 		ev := map[string]int64{}
-		for i, t := range eventTypeOrder {
+		for i, t := range eventTypes {
 			ev[string(t)] = r.counts[i].Load()
 		}
 		out.Resources = append(out.Resources, resourceStats{
@@ -382,7 +382,7 @@ func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descInfo, prometheus.GaugeValue, 1, version(), runtime.Version())
 	for _, r := range m.resources {
-		for i, t := range eventTypeOrder {
+		for i, t := range eventTypes {
 			ch <- prometheus.MustNewConstMetric(descEvents, prometheus.CounterValue, float64(r.counts[i].Load()), r.name, string(t))
 		}
 		synced := 0.0

@@ -27,28 +27,35 @@ var (
 	configmapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 )
 
-func runTraffic(ctx context.Context, e *env, args []string) error {
-	var (
-		cf       clusterFlags
-		nsCount  int
-		interval time.Duration
-		prefix   string
-	)
+type trafficFlags struct {
+	cluster    clusterFlags
+	namespaces int
+	interval   time.Duration
+	prefix     string
+}
+
+func (f *trafficFlags) flagSet() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("demo-traffic", pflag.ContinueOnError)
-	cf.bind(fs, false)
-	fs.IntVar(&nsCount, "namespaces", 2, "how many namespaces to spread the configmaps over")
-	fs.DurationVar(&interval, "interval", 300*time.Millisecond, "time between two changes")
-	fs.StringVar(&prefix, "prefix", "demo", "namespace name prefix")
+	fs.IntVar(&f.namespaces, "namespaces", 2, "how many namespaces to spread the configmaps over")
+	fs.DurationVar(&f.interval, "interval", 300*time.Millisecond, "time between two changes")
+	fs.StringVar(&f.prefix, "prefix", "demo", "namespace name prefix")
+	f.cluster.bind(fs, false)
+	return fs
+}
+
+func runTraffic(ctx context.Context, e *env, args []string) error {
+	var f trafficFlags
+	fs := f.flagSet()
 	if err := parseFlags(e, fs, args, "demo-traffic [flags]", trafficLong); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("demo-traffic: unexpected argument %q", fs.Arg(0))
 	}
-	if nsCount < 1 || interval <= 0 {
+	if f.namespaces < 1 || f.interval <= 0 {
 		return usageErrorf("demo-traffic: --namespaces and --interval must be positive")
 	}
-	cfg, _, err := cf.load(userAgent() + " (demo-traffic)")
+	cfg, _, err := f.cluster.load(userAgent() + " (demo-traffic)")
 	if err != nil {
 		return err
 	}
@@ -58,10 +65,10 @@ func runTraffic(ctx context.Context, e *env, args []string) error {
 	}
 
 	g := &traffic{dyn: dyn, live: map[string][]string{}}
-	for i := 1; i <= nsCount; i++ {
-		g.namespaces = append(g.namespaces, fmt.Sprintf("%s-%d", prefix, i))
+	for i := 1; i <= f.namespaces; i++ {
+		g.namespaces = append(g.namespaces, fmt.Sprintf("%s-%d", f.prefix, i))
 	}
-	t := time.NewTicker(interval)
+	t := time.NewTicker(f.interval)
 	defer t.Stop()
 	for ready := false; ; {
 		select {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -43,14 +42,19 @@ type watchFlags struct {
 	verbose     bool
 }
 
-func runWatch(ctx context.Context, e *env, args []string) error {
-	var f watchFlags
+func (f *watchFlags) flagSet() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("watch", pflag.ContinueOnError)
-	f.cluster.bind(fs, true)
 	fs.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 	fs.DurationVar(&f.resync, "resync", 0, "re-list from the server this often, as a consistency check (0: never)")
 	fs.DurationVar(&f.syncTimeout, "sync-timeout", 0, "give up if the initial list has not completed after this long (0: wait)")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log the informer's retries and re-lists on stderr")
+	f.cluster.bind(fs, true)
+	return fs
+}
+
+func runWatch(ctx context.Context, e *env, args []string) error {
+	var f watchFlags
+	fs := f.flagSet()
 	if err := parseFlags(e, fs, args, "watch RESOURCE [flags]", watchLong); err != nil {
 		return err
 	}
@@ -71,7 +75,11 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	res, err := discover(cfg, fs.Arg(0))
+	resolver, err := newResolver(cfg, e.warn)
+	if err != nil {
+		return err
+	}
+	res, err := resolver.resolve(fs.Arg(0))
 	if err != nil {
 		return err
 	}
@@ -104,7 +112,7 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 		out.count(ev.Type)
 		if ev.Type == kinformer.Error {
 			lastErr.Store(&ev.Err)
-			if !inf.HasSynced() && persistent(ev.Err) {
+			if !inf.HasSynced() && kinformer.IsPersistent(ev.Err) {
 				return // WaitForSync returns it; do not say it twice
 			}
 		}
@@ -156,13 +164,6 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 		return &codedError{code: exitUnreachable, msg: msg, err: err}
 	}
 	return err
-}
-
-// persistent reports the errors WaitForSync returns instead of waiting.
-func persistent(err error) bool {
-	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) ||
-		apierrors.IsNotFound(err) || apierrors.IsBadRequest(err) ||
-		apierrors.IsInvalid(err) || apierrors.IsMethodNotSupported(err)
 }
 
 // lister is the dynamic client's resource interface, narrowed to what an

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -240,10 +241,79 @@ func TestResolveConfigMaps(t *testing.T) {
 	}
 }
 
-var (
-	crdGVR    = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	widgetGVR = schema.GroupVersionResource{Group: "kinformer.example.com", Version: "v1alpha1", Resource: "widgets"}
-)
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// crd is a CustomResourceDefinition for a test.
+type crd struct {
+	group, version, plural, singular, kind string
+	shortNames                             []string
+	namespaced                             bool
+}
+
+func (c crd) gvr() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: c.group, Version: c.version, Resource: c.plural}
+}
+
+// create creates the CRD (deleted at the end of the test) and waits until
+// discovery shows it.
+func (c crd) create(t *testing.T, srv *testenv.Server) {
+	t.Helper()
+	ctx := context.Background()
+	dyn := dynamic.NewForConfigOrDie(srv.Config())
+	shortNames := []any{}
+	for _, n := range c.shortNames {
+		shortNames = append(shortNames, n)
+	}
+	scope := "Cluster"
+	if c.namespaced {
+		scope = "Namespaced"
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1",
+		"kind":       "CustomResourceDefinition",
+		"metadata":   map[string]any{"name": c.plural + "." + c.group},
+		"spec": map[string]any{
+			"group": c.group,
+			"scope": scope,
+			"names": map[string]any{
+				"plural": c.plural, "singular": c.singular, "kind": c.kind,
+				"listKind": c.kind + "List", "shortNames": shortNames,
+			},
+			"versions": []any{map[string]any{
+				"name": c.version, "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{
+					"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+				}},
+			}},
+		},
+	}}
+	if _, err := dyn.Resource(crdGVR).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Wait until it is gone, so that the next test (-count) can make it again.
+		crds := dyn.Resource(crdGVR)
+		_ = crds.Delete(context.Background(), obj.GetName(), metav1.DeleteOptions{})
+		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if _, err := crds.Get(context.Background(), obj.GetName(), metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				return
+			}
+		}
+		t.Errorf("CRD %s not deleted after 60s", obj.GetName())
+	})
+	dc := discovery.NewDiscoveryClientForConfigOrDie(srv.Config())
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, err := dc.ServerResourcesForGroupVersion(c.group + "/" + c.version)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CRD %s not served after 60s: %v", obj.GetName(), err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
 
 // A CRD resolves by plural.group, plural, singular, short name and kind.
 func TestResolveCRD(t *testing.T) {
@@ -251,44 +321,21 @@ func TestResolveCRD(t *testing.T) {
 	srv := testenv.Shared(t)
 	ctx := context.Background()
 	dyn := dynamic.NewForConfigOrDie(srv.Config())
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1",
-		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": "widgets.kinformer.example.com"},
-		"spec": map[string]any{
-			"group": "kinformer.example.com",
-			"scope": "Namespaced",
-			"names": map[string]any{
-				"plural": "widgets", "singular": "widget", "kind": "Widget",
-				"listKind": "WidgetList", "shortNames": []any{"wdg"},
-			},
-			"versions": []any{map[string]any{
-				"name": "v1alpha1", "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{
-					"type": "object", "x-kubernetes-preserve-unknown-fields": true,
-				}},
-			}},
-		},
-	}}
-	if _, err := dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dyn.Resource(crdGVR).Delete(context.Background(), crd.GetName(), metav1.DeleteOptions{}) })
+	widgets := crd{group: "kinformer.example.com", version: "v1alpha1", plural: "widgets", singular: "widget",
+		kind: "Widget", shortNames: []string{"wdg"}, namespaced: true}
+	widgets.create(t, srv)
 
-	// Wait until the CRD is served and discovery shows it.
-	dc := discovery.NewDiscoveryClientForConfigOrDie(srv.Config())
+	// Wait until objects of the CRD can be created.
 	ns := testenv.NewNamespace(t, srv.Config())
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		_, err := dc.ServerResourcesForGroupVersion("kinformer.example.com/v1alpha1")
+		w := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "kinformer.example.com/v1alpha1", "kind": "Widget",
+			"metadata": map[string]any{"name": "w1"}, "spec": map[string]any{"size": 3},
+		}}
+		_, err := dyn.Resource(widgets.gvr()).Namespace(ns).Create(ctx, w, metav1.CreateOptions{})
 		if err == nil {
-			w := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "kinformer.example.com/v1alpha1", "kind": "Widget",
-				"metadata": map[string]any{"name": "w1"}, "spec": map[string]any{"size": 3},
-			}}
-			if _, err = dyn.Resource(widgetGVR).Namespace(ns).Create(ctx, w, metav1.CreateOptions{}); err == nil {
-				break
-			}
+			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("CRD not served after 60s: %v", err)
