@@ -270,6 +270,7 @@ func (l *loop[T]) openWatch(ctx context.Context, adjust func(*metav1.ListOptions
 			return nil, classify(err)
 		}
 		s.src = newDirectSource(wctx, r)
+		l.log.Debug("kinformer: watch opened", "decoding", "direct", "resource", l.direct.resource)
 		if l.direct.sharesObjects() {
 			s.prepare = prepared[T]
 		}
@@ -286,6 +287,7 @@ func (l *loop[T]) openWatch(ctx context.Context, adjust func(*metav1.ListOptions
 			return nil, classify(err)
 		}
 		s.src = &clientSource{w: w}
+		l.log.Debug("kinformer: watch opened", "decoding", "client")
 	}
 	// The clocks start once the watch is open: opening may take a while
 	// (discovery, a new connection), and must not count as watching.
