@@ -2,24 +2,12 @@
 // objects in sync with the API server and tells registered handlers about
 // every change.
 //
-// An Informer lists a resource (streaming the list where the server offers
-// it, else in pages), then watches it from the list's resourceVersion with
-// bookmarks on, and applies every event to its Cache
-// before handing it to the handlers registered for its type: Added,
-// Modified, Deleted, Bookmark or Error. It recovers by itself: a watch that
-// ends is resumed from the last resourceVersion without re-listing; 410 Gone
-// or "too large resource version" forces a re-list, diffed against the
-// cache so that handlers see only what really changed; failures are retried
-// with exponential backoff and jitter; a silent connection is dropped after
-// an idle deadline; and an optional resync re-lists from the server on its
-// own clock.
-//
 // The shortest correct use:
 //
 //	pods := clientset.CoreV1().Pods("default")
 //	inf := kinformer.New[*corev1.Pod](pods, nil)
 //	inf.AddEventHandler(kinformer.Added, func(e kinformer.Event[*corev1.Pod]) {
-//		log.Println("new pod", e.Object.Name)
+//		log.Println("new pod", e.Key)
 //	})
 //	go inf.Run(ctx)
 //	if err := inf.WaitForSync(ctx); err != nil {
@@ -27,20 +15,59 @@
 //	}
 //	pod, ok := inf.Cache().GetByKey("default/web-0")
 //
+// # What an informer does
+//
+// An [Informer] lists a resource (with a watch-list where the server offers
+// it, else in pages), then watches it from the list's resourceVersion with
+// bookmarks on, and applies every event to its [Cache] before handing it to
+// the handlers registered for its type: [Added], [Modified], [Deleted],
+// [Bookmark] or [Error]. It recovers by itself: a watch that ends is
+// resumed from the last resourceVersion without re-listing; 410 Gone or
+// "too large resource version" forces a re-list, diffed against the cache
+// so that handlers see only what really changed; failures are retried with
+// exponential backoff and jitter ([Backoff]); a silent connection is dropped
+// after an idle deadline ([Options.IdleMargin]); and an optional resync
+// ([Options.ResyncPeriod]) re-lists from the server on its own clock.
+//
+// # Handlers
+//
+// Each registration has its own queue and goroutine: a slow handler delays
+// only itself. Registrations are independent of each other, so a consumer
+// that folds state from several event types registers them together, in
+// one ordered registration:
+//
+//	inf.AddHandlerFuncs(kinformer.HandlerFuncs[*corev1.Pod]{
+//		Added:    func(e kinformer.Event[*corev1.Pod]) { state[e.Key] = e.Object },
+//		Modified: func(e kinformer.Event[*corev1.Pod]) { state[e.Key] = e.Object },
+//		Deleted:  func(e kinformer.Event[*corev1.Pod]) { delete(state, e.Key) },
+//	})
+//
+// [Event.Cause] says whether the server sent an event or the informer
+// inferred it: a Deleted with [CauseRelist] was found missing by a re-list
+// (its final state is unknown), an Added with [CauseReplay] replays the cache
+// to a handler added late. A handler that panics is recovered and logged
+// ([Options.Logger], else [log/slog.Default]); a handler that wants its
+// informer to stop calls [Informer.RequestStop], not [Informer.Stop].
+//
+// # Clients
+//
 // Any client-go resource client works as the source: the typed clientset,
 // the dynamic client (T = *unstructured.Unstructured, for CRDs) and the
-// metadata client (T = *metav1.PartialObjectMetadata).
+// metadata client (T = *metav1.PartialObjectMetadata). [New] panics if the
+// client's list type does not hold T.
 //
 // With a clientset's typed client and a built-in type, the informer opens
 // its watches itself on that client's REST client and decodes the protobuf
 // stream straight into T on its own goroutine, cutting managedFields out of
-// the bytes before decoding (see Options.DisableDirectDecoding). Other
+// the bytes before decoding (see [Options.DisableDirectDecoding]). Other
 // clients are used through their Watch; for built-in types a protobuf
 // client (rest.Config.ContentType "application/vnd.kubernetes.protobuf")
 // decodes faster and allocates less than JSON.
 //
+// # Sharing and memory
+//
 // Objects handed out by the cache and in events are shared: never modify
 // them. Objects with equal labels or annotations may share one map, and
 // repeated short strings are shared between objects. By default
-// managedFields are stripped before caching (see Options.KeepManagedFields).
+// managedFields are stripped before caching (see [Options.KeepManagedFields]).
 package kinformer

@@ -18,16 +18,16 @@ type Options[T Object] struct {
 	// differences found: a consistency check, not a replay of the cache.
 	ResyncPeriod time.Duration
 
-	// KeyFunc keys the cache. Default MetaNamespaceKey.
+	// KeyFunc keys the cache. Default [MetaNamespaceKey].
 	KeyFunc KeyFunc[T]
 
 	// Indexers adds named indexes to the cache, queried with
-	// Cache.ByIndex. IndexNamespace is always present.
+	// [Cache.ByIndex]. [IndexNamespace] is always present.
 	Indexers map[string]IndexFunc[T]
 
 	// Transform is applied to every object before it is cached and handed to
 	// handlers; it may modify the object in place and return it. An error
-	// fires an Error event wrapping ErrTransform, and the object is skipped.
+	// fires an Error event wrapping [ErrTransform], and the object is skipped.
 	// It runs after managedFields have been stripped, and must not change
 	// what KeyFunc reads (name, namespace).
 	Transform func(T) (T, error)
