@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"k8s.io/apimachinery/pkg/runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -745,28 +746,39 @@ func TestTypedNilObjectsInEventsAreReported(t *testing.T) {
 
 // When the new state of a watched object fails to transform, the object
 // leaves the cache (as a re-list would drop it) with a DELETED; a deletion
-// always removes.
+// always removes. The handler's whole event history, replayed from the
+// start, is consistent and ends where the cache is.
 func TestTransformFailureNeverLeavesStaleObjects(t *testing.T) {
 	s := newFakeServer()
 	s.put(cm("ns", "a"))
 	s.put(cm("ns", "b"))
-	inf, rec := startInformer(t, s, &Options[*corev1.ConfigMap]{Transform: func(o *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	inf, rec := contractStart(t, s, &Options[*corev1.ConfigMap]{Transform: func(o *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 		if o.Labels["bad"] == "1" {
 			return nil, errors.New("bad label")
 		}
 		return o, nil
 	}})
-	rec.reset()
+	synced := len(rec.all())         // ADDED a, ADDED b
 	s.put(cm("ns", "a", "bad", "1")) // cached a → fails: removed, DELETED
 	s.put(cm("ns", "b", "bad", "1")) // then deleted while failing
 	s.del("ns", "b")
-	eventually(t, "both gone", func() bool { return inf.Cache().Len() == 0 })
-	eventually(t, "events", func() bool { return len(rec.lines(false, Deleted)) == 2 })
-	if got := strings.Join(rec.lines(false, Added, Modified, Deleted), ","); got != "DELETED ns/a,DELETED ns/b" {
-		t.Fatalf("events = %s", got)
+	s.put(cm("ns", "after")) // delivered last: every event before it is in
+	eventually(t, "ADDED ns/after", func() bool { return slices.Contains(rec.lines(false, Added), "ADDED ns/after") })
+	var got []string
+	for _, e := range rec.all()[synced:] {
+		if e.Type == Added || e.Type == Modified || e.Type == Deleted {
+			got = append(got, string(e.Type)+" "+MetaNamespaceKey(e.Object))
+		}
 	}
-	if got, err := fold(rec.all()); err != nil && !strings.Contains(err.Error(), "not present") {
-		t.Fatalf("fold: %v %v", got, err)
+	if strings.Join(got, ",") != "DELETED ns/a,DELETED ns/b,ADDED ns/after" {
+		t.Fatalf("events = %v", got)
+	}
+	state, err := fold(rec.all())
+	if err != nil {
+		t.Fatalf("fold: %v", err)
+	}
+	if want := cacheState(inf.Cache()); !equalMaps(state, want) {
+		t.Fatalf("events fold to %v, cache holds %v", state, want)
 	}
 }
 
