@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"github.com/kinformer/kinformer/internal/intern"
-	"github.com/kinformer/kinformer/internal/protowatch"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,12 +14,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+
+	"github.com/kinformer/kinformer/internal/intern"
+	"github.com/kinformer/kinformer/internal/protowatch"
+	"github.com/kinformer/kinformer/internal/wiretest"
 )
 
 // These tests feed the direct decoder what a real server never sends:
@@ -29,57 +27,12 @@ import (
 // server does send, equal to client-go's decoding, is shown against
 // kube-apiserver in integration/direct_test.go.
 
-func managedCM(name string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: "ns", ResourceVersion: "7", UID: types.UID("u-" + name),
-			Labels:      map[string]string{"app": "x"},
-			Annotations: map[string]string{"a": strings.Repeat("v", 300)},
-			ManagedFields: []metav1.ManagedFieldsEntry{
-				{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1",
-					FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{"f:k":{}}}`)}},
-				{Manager: "other", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1"},
-			},
-			Finalizers: []string{"f"},
-		},
-		Data:       map[string]string{"k": strings.Repeat("d", 200), "k2": "v2"},
-		BinaryData: map[string][]byte{"b": {0, 1, 2}},
-	}
-}
-
-// wireEvent encodes ev as kube-apiserver does on a protobuf watch: the
-// object as "k8s\0" + runtime.Unknown, inside a metav1.WatchEvent, behind
-// a 4-byte length.
-func wireEvent(t *testing.T, typ string, obj runtime.Object) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	ser := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
-	if err := scheme.Codecs.EncoderForVersion(ser, corev1.SchemeGroupVersion).Encode(obj, &buf); err != nil {
-		t.Fatal(err)
-	}
-	return frame(t, typ, buf.Bytes())
-}
-
-func frame(t *testing.T, typ string, raw []byte) []byte {
-	t.Helper()
-	ev := metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: raw}}
-	b, err := ev.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
-}
-
-// unknownFrame wraps arbitrary object bytes of the given kind.
-func unknownFrame(t *testing.T, typ, kind string, objBytes []byte) []byte {
-	t.Helper()
-	u := runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: "v1", Kind: kind}, Raw: objBytes}
-	b, err := u.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return frame(t, typ, append([]byte("k8s\x00"), b...))
-}
+var (
+	managedCM    = wiretest.ManagedCM
+	wireEvent    = wiretest.Event
+	frame        = wiretest.Frame
+	unknownFrame = wiretest.UnknownFrame
+)
 
 // protoServer serves discovery and scripted protobuf watches.
 type protoServer struct {

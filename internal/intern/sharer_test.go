@@ -9,8 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kinformer/kinformer/internal/wiretest"
 )
 
 func sameMap(a, b map[string]string) bool {
@@ -118,26 +118,8 @@ func TestContainersShareEqualResources(t *testing.T) {
 	}
 }
 
-func managedCM(name string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: "ns", ResourceVersion: "7", UID: types.UID("u-" + name),
-			Labels:      map[string]string{"app": "x"},
-			Annotations: map[string]string{"a": strings.Repeat("v", 300)},
-			ManagedFields: []metav1.ManagedFieldsEntry{
-				{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1",
-					FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{"f:k":{}}}`)}},
-				{Manager: "other", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1"},
-			},
-			Finalizers: []string{"f"},
-		},
-		Data:       map[string]string{"k": strings.Repeat("d", 200), "k2": "v2"},
-		BinaryData: map[string][]byte{"b": {0, 1, 2}},
-	}
-}
-
 func TestInternSharesStrings(t *testing.T) {
-	a, b := managedCM("a"), managedCM("b")
+	a, b := wiretest.ManagedCM("a"), wiretest.ManagedCM("b")
 	// Give b copies of its own, as a decoder would.
 	b.Namespace = strings.Clone(a.Namespace)
 	b.Labels = map[string]string{strings.Clone("app"): strings.Clone("x")}

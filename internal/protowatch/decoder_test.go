@@ -2,20 +2,15 @@ package protowatch
 
 import (
 	"bytes"
-	"encoding/binary"
 	"reflect"
-	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/kinformer/kinformer/internal/intern"
+	"github.com/kinformer/kinformer/internal/wiretest"
 )
 
 // These tests feed the decoder what a real server never sends: corrupt
@@ -53,24 +48,6 @@ func sameMap(a, b map[string]string) bool {
 	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
-func managedCM(name string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: "ns", ResourceVersion: "7", UID: types.UID("u-" + name),
-			Labels:      map[string]string{"app": "x"},
-			Annotations: map[string]string{"a": strings.Repeat("v", 300)},
-			ManagedFields: []metav1.ManagedFieldsEntry{
-				{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1",
-					FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{"f:k":{}}}`)}},
-				{Manager: "other", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1"},
-			},
-			Finalizers: []string{"f"},
-		},
-		Data:       map[string]string{"k": strings.Repeat("d", 200), "k2": "v2"},
-		BinaryData: map[string][]byte{"b": {0, 1, 2}},
-	}
-}
-
 func TestWithoutManagedFields(t *testing.T) {
 	if l := LayoutOf(reflect.TypeFor[corev1.ConfigMap]()); l != (Layout{Meta: 1, ManagedFields: 17, Labels: 11, Annotations: 12}) {
 		t.Fatalf("layout of ConfigMap: %+v; want metadata 1, managedFields 17, labels 11, annotations 12", l)
@@ -80,7 +57,7 @@ func TestWithoutManagedFields(t *testing.T) {
 	}
 	f := testDecoder(false)
 
-	in := managedCM("a")
+	in := wiretest.ManagedCM("a")
 	raw, err := in.Marshal()
 	if err != nil {
 		t.Fatal(err)
@@ -112,47 +89,13 @@ func TestWithoutManagedFields(t *testing.T) {
 	}
 }
 
-// wireEvent encodes ev as kube-apiserver does on a protobuf watch: the
-// object as "k8s\0" + runtime.Unknown, inside a metav1.WatchEvent, behind
-// a 4-byte length.
-func wireEvent(t *testing.T, typ string, obj runtime.Object) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	ser := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
-	if err := scheme.Codecs.EncoderForVersion(ser, corev1.SchemeGroupVersion).Encode(obj, &buf); err != nil {
-		t.Fatal(err)
-	}
-	return frame(t, typ, buf.Bytes())
-}
-
-func frame(t *testing.T, typ string, raw []byte) []byte {
-	t.Helper()
-	ev := metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: raw}}
-	b, err := ev.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
-}
-
-// unknownFrame wraps arbitrary object bytes of the given kind.
-func unknownFrame(t *testing.T, typ, kind string, objBytes []byte) []byte {
-	t.Helper()
-	u := runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: "v1", Kind: kind}, Raw: objBytes}
-	b, err := u.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return frame(t, typ, append([]byte("k8s\x00"), b...))
-}
-
 // Equal labels and annotations are found by their wire bytes and shared
 // without being decoded again; different ones are not; values are intact.
 func TestDecoderSharesMapsByWireBytes(t *testing.T) {
 	f := testDecoder(true)
 	decode := func(cm *corev1.ConfigMap) *corev1.ConfigMap {
 		t.Helper()
-		got := decoded(t, f, wireEvent(t, "ADDED", cm)[4:])
+		got := decoded(t, f, wiretest.Event(t, "ADDED", cm)[4:])
 		want := cm.DeepCopy()
 		want.ManagedFields = nil
 		if !reflect.DeepEqual(got, want) {
@@ -160,8 +103,8 @@ func TestDecoderSharesMapsByWireBytes(t *testing.T) {
 		}
 		return got
 	}
-	a, b := decode(managedCM("a")), decode(managedCM("b"))
-	other := managedCM("c")
+	a, b := decode(wiretest.ManagedCM("a")), decode(wiretest.ManagedCM("b"))
+	other := wiretest.ManagedCM("c")
 	other.Labels = map[string]string{"app": "y"}
 	c := decode(other)
 	if !sameMap(a.Labels, b.Labels) || !sameMap(a.Annotations, b.Annotations) {
@@ -170,7 +113,7 @@ func TestDecoderSharesMapsByWireBytes(t *testing.T) {
 	if sameMap(a.Labels, c.Labels) || !sameMap(a.Annotations, c.Annotations) {
 		t.Error("labels: different ones shared, or equal annotations not")
 	}
-	noLabels := managedCM("d")
+	noLabels := wiretest.ManagedCM("d")
 	noLabels.Labels = nil
 	if d := decode(noLabels); d.Labels != nil {
 		t.Errorf("labels appeared: %v", d.Labels)
@@ -190,12 +133,12 @@ func TestDecoderDuplicateMetadataIsNotShared(t *testing.T) {
 	if err := ref.Unmarshal(dup); err != nil {
 		t.Fatal(err)
 	}
-	got := decoded(t, f, unknownFrame(t, "ADDED", "ConfigMap", dup)[4:])
+	got := decoded(t, f, wiretest.UnknownFrame(t, "ADDED", "ConfigMap", dup)[4:])
 	if !reflect.DeepEqual(got.Labels, ref.Labels) {
 		t.Fatalf("first object: %v, client-go %v", got.Labels, ref.Labels)
 	}
 	b := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns", Labels: map[string]string{"app": "x"}}}
-	gotB := decoded(t, f, wireEvent(t, "ADDED", b)[4:])
+	gotB := decoded(t, f, wiretest.Event(t, "ADDED", b)[4:])
 	if !reflect.DeepEqual(gotB.Labels, b.Labels) {
 		t.Fatalf("object b decoded with labels %v, sent %v", gotB.Labels, b.Labels)
 	}
@@ -204,9 +147,9 @@ func TestDecoderDuplicateMetadataIsNotShared(t *testing.T) {
 // Frame bytes must not be retained by decoded objects.
 func TestDecodedObjectsDoNotAliasBuffers(t *testing.T) {
 	f := testDecoder(true)
-	in := managedCM("a")
+	in := wiretest.ManagedCM("a")
 	in.Labels = map[string]string{"app": "x", "z": string(make([]byte, 2000))} // not shareable
-	fr := wireEvent(t, "ADDED", in)[4:]
+	fr := wiretest.Event(t, "ADDED", in)[4:]
 	got := decoded(t, f, fr)
 	want := got.DeepCopy()
 	for i := range fr {
@@ -240,9 +183,9 @@ func TestDecoderPartialLabelsAreNotShared(t *testing.T) {
 	if err := ref.Unmarshal(obj); err != nil {
 		t.Fatalf("gogo rejects it too: %v", err)
 	}
-	f.decode(unknownFrame(t, "ADDED", "ConfigMap", obj)[4:])
+	f.decode(wiretest.UnknownFrame(t, "ADDED", "ConfigMap", obj)[4:])
 	b := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "b", Labels: map[string]string{"app": "x"}}}
-	gotB := decoded(t, f, wireEvent(t, "ADDED", b)[4:])
+	gotB := decoded(t, f, wiretest.Event(t, "ADDED", b)[4:])
 	if !reflect.DeepEqual(gotB.Labels, b.Labels) {
 		t.Fatalf("object b decoded with labels %v, sent %v", gotB.Labels, b.Labels)
 	}
