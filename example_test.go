@@ -3,6 +3,7 @@ package kinformer_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,16 +65,62 @@ func Example() {
 // stream; a handler added late first receives Added for every cached object.
 func ExampleInformer_AddHandler() {
 	clientset := fake.NewClientset(pod("web-0", "node-1"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	inf := kinformer.New[*corev1.Pod](clientset.CoreV1().Pods("default"), nil)
 	inf.Start()
 	defer inf.Stop()
-	if err := inf.WaitForSync(context.Background()); err != nil {
+	if err := inf.WaitForSync(ctx); err != nil {
 		panic(err)
 	}
 	events := make(chan kinformer.Event[*corev1.Pod], 10)
 	inf.AddHandler(func(e kinformer.Event[*corev1.Pod]) { events <- e })
-	e := <-events
-	fmt.Println(e.Type, e.Object.Name)
+	select {
+	case e := <-events:
+		fmt.Println(e.Type, e.Object.Name, e.Cause)
+	case <-ctx.Done():
+		fmt.Println("no event:", ctx.Err())
+	}
 	// Output:
-	// ADDED web-0
+	// ADDED web-0 replay
+}
+
+// AddHandlerFuncs registers a callback per event type as one ordered
+// registration: the way to fold state from Added, Modified and Deleted, which
+// separate AddEventHandler registrations would deliver independently.
+func ExampleInformer_AddHandlerFuncs() {
+	clientset := fake.NewClientset(pod("web-0", "node-1"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	inf := kinformer.New[*corev1.Pod](clientset.CoreV1().Pods("default"), nil)
+	nodes := map[string]string{} // key -> node; used only by the callbacks
+	deleted := make(chan map[string]string)
+	inf.AddHandlerFuncs(kinformer.HandlerFuncs[*corev1.Pod]{
+		Added:    func(e kinformer.Event[*corev1.Pod]) { nodes[e.Key] = e.Object.Spec.NodeName },
+		Modified: func(e kinformer.Event[*corev1.Pod]) { nodes[e.Key] = e.Object.Spec.NodeName },
+		Deleted: func(e kinformer.Event[*corev1.Pod]) {
+			delete(nodes, e.Key)
+			deleted <- maps.Clone(nodes)
+		},
+	})
+	inf.Start()
+	defer inf.Stop()
+	if err := inf.WaitForSync(ctx); err != nil {
+		panic(err)
+	}
+	pods := clientset.CoreV1().Pods("default")
+	if _, err := pods.Create(ctx, pod("web-1", "node-2"), metav1.CreateOptions{}); err != nil {
+		panic(err)
+	}
+	if err := pods.Delete(ctx, "web-0", metav1.DeleteOptions{}); err != nil {
+		panic(err)
+	}
+	select {
+	case state := <-deleted:
+		fmt.Println(state)
+	case <-ctx.Done():
+		fmt.Println("no event:", ctx.Err())
+	}
+	// Output:
+	// map[default/web-1:node-2]
 }

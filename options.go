@@ -37,8 +37,9 @@ type Options[T Object] struct {
 	KeepManagedFields bool
 
 	// DisableStreamingList makes every list a paged LIST. By default the
-	// informer lists with a streaming watch (sendInitialEvents, KEP-3157)
-	// where the server offers it: objects are decoded, transformed and
+	// informer lists with a watch-list (a watch with sendInitialEvents,
+	// KEP-3157, which Kubernetes calls "watch-list") where the server offers
+	// it: objects are decoded, transformed and
 	// stored one by one, never held as a whole list. Servers without it
 	// (before 1.27, or with the WatchList feature off) are detected and
 	// paged instead.
