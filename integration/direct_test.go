@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/internal/testenv"
@@ -159,7 +158,7 @@ func TestDirectDecodingMatchesClient(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
-	ctx := t.Context()
+	ctx := bounded(t, 2*time.Minute)
 	for i := range 40 {
 		if _, err := c.CoreV1().ConfigMaps(ns).Create(ctx, richConfigMap(ns, i), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -222,7 +221,7 @@ func TestDirectDecodingPodsAndManagedFields(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
-	ctx := t.Context()
+	ctx := bounded(t, 2*time.Minute)
 	for i := range 20 {
 		if _, err := c.CoreV1().Pods(ns).Create(ctx, richPod(ns, i), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -256,20 +255,50 @@ func TestDirectDecodingPodsAndManagedFields(t *testing.T) {
 
 // A clientset that asks for JSON still gets direct protobuf decoding (the
 // informer chooses the watch's encoding itself), and one with
-// DisableDirectDecoding watches in JSON as configured.
+// DisableDirectDecoding watches through the client, in JSON as configured.
+// The Accept headers of their watch requests (streaming lists and plain
+// watches) show who decoded them.
 func TestDirectDecodingWithAJSONClient(t *testing.T) {
 	srv := testenv.Shared(t)
 	cfg := srv.Config()
 	cfg.ContentType = "application/json"
 	cfg.AcceptContentTypes = "application/json"
-	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ns := testenv.NewNamespace(t, srv.Config())
+	c := clientset(t, cfg)
 	for i := range 5 {
 		mustCreate(t, c, richConfigMap(ns, i))
 	}
-	direct, client, _, _ := both(t, c.CoreV1().ConfigMaps(ns), kinformer.Options[*corev1.ConfigMap]{})
-	sameCaches(t, 5, direct.Cache(), client.Cache())
+	dCount, cCount := &counting{}, &counting{}
+	direct := kinformer.New[*corev1.ConfigMap](clientset(t, dCount.wrap(cfg)).CoreV1().ConfigMaps(ns), nil)
+	client := kinformer.New[*corev1.ConfigMap](clientset(t, cCount.wrap(cfg)).CoreV1().ConfigMaps(ns),
+		&kinformer.Options[*corev1.ConfigMap]{DisableDirectDecoding: true})
+	for _, inf := range []*kinformer.Informer[*corev1.ConfigMap]{direct, client} {
+		inf.Start()
+		t.Cleanup(inf.Stop)
+		if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Objects created now come through the plain watches that follow the
+	// streaming lists.
+	for i := 5; i < 8; i++ {
+		mustCreate(t, c, richConfigMap(ns, i))
+	}
+	sameCaches(t, 8, direct.Cache(), client.Cache())
+
+	const protobufWatch = "application/vnd.kubernetes.protobuf;stream=watch"
+	dAccepts, cAccepts := dCount.watchAccepts(), cCount.watchAccepts()
+	if len(dAccepts) < 2 || len(cAccepts) < 2 {
+		t.Fatalf("watch requests: %d direct, %d through the client; want a streaming list and a watch each", len(dAccepts), len(cAccepts))
+	}
+	for _, a := range dAccepts {
+		if a != protobufWatch {
+			t.Fatalf("direct decoding: a watch asked for %q, want %q (all: %q)", a, protobufWatch, dAccepts)
+		}
+	}
+	for _, a := range cAccepts {
+		if !strings.Contains(a, "application/json") || strings.Contains(a, "protobuf") {
+			t.Fatalf("DisableDirectDecoding: a watch asked for %q, want the client's JSON (all: %q)", a, cAccepts)
+		}
+	}
 }

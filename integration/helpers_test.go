@@ -28,12 +28,16 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // configmaps collection that go through the config it wraps, at the HTTP
 // level, so that it sees them whether the informer decodes its watches
 // itself or through the client. A streaming list (a watch with
-// sendInitialEvents) counts as a list.
+// sendInitialEvents) counts as a list. It also keeps the Accept header of
+// every watch request, streaming lists included: it says who decodes the
+// stream, kinformer (protobuf, "stream=watch") or the client (as the
+// client is configured).
 type counting struct {
 	mu      sync.Mutex // guards the slices
 	lists   []metav1.ListOptions
 	watches []metav1.ListOptions
 	times   []time.Time // of every call
+	accepts []string    // of every watch request
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
@@ -63,6 +67,9 @@ func (c *counting) record(r *http.Request) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if o.Watch {
+		c.accepts = append(c.accepts, r.Header.Get("Accept"))
+	}
 	if o.Watch && !isStream(o) {
 		c.watches = append(c.watches, o)
 	} else {
@@ -77,6 +84,13 @@ func (c *counting) counts() (lists, watches int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.lists), len(c.watches)
+}
+
+// watchAccepts returns the Accept header of every watch request so far.
+func (c *counting) watchAccepts() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.accepts...)
 }
 
 func (c *counting) calls() (lists, watches []metav1.ListOptions, times []time.Time) {
@@ -133,6 +147,19 @@ func (r *recorder[T]) count(t kinformer.EventType) int {
 	return n
 }
 
+// callTimeout bounds every API call and every wait for an informer in
+// these tests: a stuck server or informer fails the test at once instead of
+// hanging it for the whole of go test's -timeout.
+const callTimeout = 30 * time.Second
+
+// bounded returns a context that ends after d, or with the test: for a
+// test's own API calls and waits.
+func bounded(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -164,7 +191,9 @@ func configMap(ns, name string, labels map[string]string, data string) *corev1.C
 
 func mustCreate(t testing.TB, c kubernetes.Interface, cm *corev1.ConfigMap) *corev1.ConfigMap {
 	t.Helper()
-	out, err := c.CoreV1().ConfigMaps(cm.Namespace).Create(context.Background(), cm, metav1.CreateOptions{})
+	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	defer cancel()
+	out, err := c.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create %s: %v", cm.Name, err)
 	}
@@ -173,7 +202,8 @@ func mustCreate(t testing.TB, c kubernetes.Interface, cm *corev1.ConfigMap) *cor
 
 func mustUpdate(t testing.TB, c kubernetes.Interface, ns, name, data string) *corev1.ConfigMap {
 	t.Helper()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	defer cancel()
 	cm, err := c.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get %s: %v", name, err)
@@ -188,7 +218,9 @@ func mustUpdate(t testing.TB, c kubernetes.Interface, ns, name, data string) *co
 
 func mustDelete(t testing.TB, c kubernetes.Interface, ns, name string) {
 	t.Helper()
-	if err := c.CoreV1().ConfigMaps(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	defer cancel()
+	if err := c.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete %s: %v", name, err)
 	}
 }
@@ -196,7 +228,9 @@ func mustDelete(t testing.TB, c kubernetes.Interface, ns, name string) {
 // serverState lists the namespace's configmaps afresh: name -> resourceVersion.
 func serverState(t testing.TB, c kubernetes.Interface, ns string, opts metav1.ListOptions) map[string]string {
 	t.Helper()
-	l, err := c.CoreV1().ConfigMaps(ns).List(context.Background(), opts)
+	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	defer cancel()
+	l, err := c.CoreV1().ConfigMaps(ns).List(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,7 +101,7 @@ func TestCreatePatchDelete(t *testing.T) {
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
 	inf, _, rec := start(t, srv.Config(), ns, nil)
-	ctx := t.Context()
+	ctx := bounded(t, time.Minute)
 
 	created := mustCreate(t, c, configMap(ns, "cm", nil, "one"))
 	eventually(t, 10*time.Second, "ADDED", func() bool { return rec.count(kinformer.Added) == 1 })
@@ -204,14 +204,15 @@ func TestSelectors(t *testing.T) {
 		t.Fatalf("cache %v", keys)
 	}
 	rec.reset()
-	web, _ := c.CoreV1().ConfigMaps(ns).Get(t.Context(), "web", metav1.GetOptions{})
+	ctx := bounded(t, time.Minute)
+	web, _ := c.CoreV1().ConfigMaps(ns).Get(ctx, "web", metav1.GetOptions{})
 	web.Labels["app"] = "retired"
-	if _, err := c.CoreV1().ConfigMaps(ns).Update(t.Context(), web, metav1.UpdateOptions{}); err != nil {
+	if _, err := c.CoreV1().ConfigMaps(ns).Update(ctx, web, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	db, _ := c.CoreV1().ConfigMaps(ns).Get(t.Context(), "db", metav1.GetOptions{})
+	db, _ := c.CoreV1().ConfigMaps(ns).Get(ctx, "db", metav1.GetOptions{})
 	db.Labels["app"] = "web"
-	if _, err := c.CoreV1().ConfigMaps(ns).Update(t.Context(), db, metav1.UpdateOptions{}); err != nil {
+	if _, err := c.CoreV1().ConfigMaps(ns).Update(ctx, db, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "2 events", func() bool { return len(rec.lines(kinformer.Added, kinformer.Deleted)) == 2 })
@@ -304,7 +305,7 @@ func TestCompactionWhileStoppedRelistsAndDiffs(t *testing.T) {
 	}
 	var expired bool
 	for _, e := range rec.all() {
-		expired = expired || (e.Type == kinformer.Error && errors.Is(e.Err, kinformer.ErrExpired) && apierrors.IsResourceExpired(e.Err) || apierrors.IsGone(e.Err))
+		expired = expired || (e.Type == kinformer.Error && errors.Is(e.Err, kinformer.ErrExpired) && (apierrors.IsResourceExpired(e.Err) || apierrors.IsGone(e.Err)))
 	}
 	if !expired {
 		t.Fatalf("no ERROR event with ErrExpired: %v", rec.all())
@@ -420,6 +421,47 @@ func TestForbiddenNamespace(t *testing.T) {
 	}
 }
 
+// WaitForSync returns at once the errors retrying cannot fix, as the real
+// server gives them: 401 for credentials it does not accept, 404 for a
+// resource it does not serve. The informer keeps retrying, unsynced.
+func TestWaitForSyncReturnsUnauthorizedAndNotFound(t *testing.T) {
+	srv := testenv.Shared(t)
+	ns := testenv.NewNamespace(t, srv.Config())
+	check := func(t *testing.T, inf interface {
+		Start()
+		Stop()
+		WaitForSync(context.Context) error
+		HasSynced() bool
+	}, want func(error) bool, what string) {
+		t.Helper()
+		inf.Start()
+		defer inf.Stop()
+		// The first list fails so: 10 s is ample, and a WaitForSync that
+		// waits on through it returns the context's error instead.
+		if err := inf.WaitForSync(bounded(t, 10*time.Second)); !want(err) {
+			t.Fatalf("WaitForSync = %v, want %s", err, what)
+		}
+		if inf.HasSynced() {
+			t.Fatal("synced")
+		}
+	}
+	t.Run("401", func(t *testing.T) {
+		cfg := rest.AnonymousClientConfig(srv.Config()) // the server's CA, no client certificate
+		cfg.BearerToken = "not-a-token-the-server-knows"
+		inf := kinformer.New[*corev1.ConfigMap](clientset(t, cfg).CoreV1().ConfigMaps(ns), nil)
+		check(t, inf, apierrors.IsUnauthorized, "401 Unauthorized")
+	})
+	t.Run("404", func(t *testing.T) {
+		dyn, err := dynamic.NewForConfig(srv.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		gvr := schema.GroupVersionResource{Group: "kinformer.test", Version: "v1", Resource: "nonexistents"}
+		inf := kinformer.New[*unstructured.Unstructured](dyn.Resource(gvr).Namespace(ns), nil)
+		check(t, inf, apierrors.IsNotFound, "404 Not Found")
+	})
+}
+
 // 9. A CRD through the dynamic client, pods and configmaps through the typed
 // client, and a metadata-only informer.
 func TestClientKinds(t *testing.T) {
@@ -427,7 +469,7 @@ func TestClientKinds(t *testing.T) {
 	cfg := srv.Config()
 	c := clientset(t, cfg)
 	ns := testenv.NewNamespace(t, cfg)
-	ctx := t.Context()
+	ctx := bounded(t, 2*time.Minute)
 
 	t.Run("typed pods", func(t *testing.T) {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns},
@@ -440,7 +482,7 @@ func TestClientKinds(t *testing.T) {
 			Indexers: map[string]kinformer.IndexFunc[*corev1.Pod]{"image": byImage}})
 		inf.Start()
 		defer inf.Stop()
-		if err := inf.WaitForSync(ctx); err != nil {
+		if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
 			t.Fatal(err)
 		}
 		got, err := inf.Cache().ByIndex("image", "busybox")
@@ -487,7 +529,7 @@ func TestClientKinds(t *testing.T) {
 		inf.AddHandler(rec.handle)
 		inf.Start()
 		defer inf.Stop()
-		if err := inf.WaitForSync(ctx); err != nil {
+		if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, widget("w2", "large"), metav1.CreateOptions{}); err != nil {
@@ -513,7 +555,7 @@ func TestClientKinds(t *testing.T) {
 		inf := kinformer.New[*metav1.PartialObjectMetadata](mc.Resource(gvr).Namespace(ns), nil)
 		inf.Start()
 		defer inf.Stop()
-		if err := inf.WaitForSync(ctx); err != nil {
+		if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
 			t.Fatal(err)
 		}
 		m, ok := inf.Cache().GetByKey(ns + "/meta")
@@ -535,13 +577,13 @@ func TestConcurrentWritesStayConsistent(t *testing.T) {
 	inf.AddHandler(second.handle)
 
 	const total, workers = 2000, 16
+	ctx := bounded(t, 3*time.Minute)
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx := context.Background()
 			for i := w; i < total; i += workers {
 				name := fmt.Sprintf("cm-%04d", i)
 				cm, err := c.CoreV1().ConfigMaps(ns).Create(ctx, configMap(ns, name, nil, "0"), metav1.CreateOptions{})

@@ -34,7 +34,7 @@ func TestNoGoroutineLeftAfterStop(t *testing.T) {
 		inf.AddHandler(rec.handle)
 		_, _ = inf.AddEventHandler(kinformer.Added, func(kinformer.Event[*corev1.ConfigMap]) { time.Sleep(time.Millisecond) })
 		inf.Start()
-		if err := inf.WaitForSync(t.Context()); err != nil {
+		if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
 			t.Fatal(err)
 		}
 		mustCreate(t, c, configMap(ns, fmt.Sprintf("cm-%d", round), nil, "x"))
