@@ -10,7 +10,10 @@ import (
 const IndexNamespace = "namespace"
 
 // IndexFunc returns the values under which an object is indexed. An object
-// may have none, one or several.
+// may have none, one or several. The values must depend only on the object:
+// it is called again with the object's old state to take it out of the
+// index. It runs outside the cache's lock, so it may read the cache (to log,
+// or to count), but what it returns must not depend on what it reads.
 type IndexFunc[T Object] func(obj T) []string
 
 func namespaceIndex[T Object](obj T) []string { return []string{obj.GetNamespace()} }
@@ -119,7 +122,9 @@ func (c *Cache[T]) ByIndex(name, value string) ([]T, error) {
 	keys := c.indices[name][value]
 	out := make([]T, 0, len(keys))
 	for k := range keys {
-		out = append(out, c.items[k])
+		if obj, ok := c.items[k]; ok { // an IndexFunc that is not a pure function of its object can leave a key behind
+			out = append(out, obj)
+		}
 	}
 	return out, nil
 }

@@ -8,7 +8,6 @@ package kinformer
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,13 +21,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kinformer/kinformer/internal/protowatch"
+	"github.com/kinformer/kinformer/internal/wiretest"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
 
@@ -383,25 +382,7 @@ func TestContractCacheUpdatedBeforeEventIsQueued(t *testing.T) {
 
 // --- a protobuf watch server, for the direct decoder's DELETED and ERROR.
 
-const contractProtobufStream = "application/vnd.kubernetes.protobuf;stream=watch"
-
-// contractFrame encodes obj as kube-apiserver does on a protobuf watch: "k8s\0"
-// + runtime.Unknown (the protobuf serializer's output) as the raw object of
-// a metav1.WatchEvent, behind its 4-byte big-endian length.
-func contractFrame(t *testing.T, typ string, obj runtime.Object) []byte {
-	t.Helper()
-	var raw bytes.Buffer
-	ser := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
-	if err := scheme.Codecs.EncoderForVersion(ser, corev1.SchemeGroupVersion).Encode(obj, &raw); err != nil {
-		t.Fatal(err)
-	}
-	ev := metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: raw.Bytes()}}
-	b, err := ev.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
-}
+const contractProtobufStream = protowatch.MediaType
 
 // contractProtoServer serves discovery for configmaps and, for each watch of
 // ns's configmaps, the next script (the last one repeats), then holds the
@@ -465,11 +446,11 @@ func TestContractDirectDecoderDeletedAndErrorFrames(t *testing.T) {
 	script := func(frames ...[]byte) []byte { return bytes.Join(frames, nil) }
 	srv := &contractProtoServer{scripts: [][]byte{
 		// The streaming list.
-		script(contractFrame(t, "ADDED", obj("a", "5", "1")), contractFrame(t, "ADDED", obj("b", "6", "1")), contractFrame(t, "BOOKMARK", end("10"))),
+		script(wiretest.Event(t, "ADDED", obj("a", "5", "1")), wiretest.Event(t, "ADDED", obj("b", "6", "1")), wiretest.Event(t, "BOOKMARK", end("10"))),
 		// The watch from 10: a change, a deletion, then 410.
-		script(contractFrame(t, "MODIFIED", obj("a", "11", "2")), contractFrame(t, "DELETED", obj("b", "12", "1")), contractFrame(t, "ERROR", &gone)),
+		script(wiretest.Event(t, "MODIFIED", obj("a", "11", "2")), wiretest.Event(t, "DELETED", obj("b", "12", "1")), wiretest.Event(t, "ERROR", &gone)),
 		// The re-list.
-		script(contractFrame(t, "ADDED", obj("a", "11", "2")), contractFrame(t, "BOOKMARK", end("13"))),
+		script(wiretest.Event(t, "ADDED", obj("a", "11", "2")), wiretest.Event(t, "BOOKMARK", end("13"))),
 		{}, // quiet watches
 	}}
 	hs := httptest.NewServer(srv)

@@ -1,14 +1,16 @@
 package kinformer
 
 import (
+	"context"
 	"fmt"
-	"github.com/kinformer/kinformer/internal/intern"
 	"log/slog"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kinformer/kinformer/internal/intern"
 
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
@@ -71,6 +73,14 @@ func contains[E comparable](s []E, v E) bool {
 }
 
 // eventually polls cond until it holds or 10 s pass.
+// bounded returns a context that ends with the test or after 30 s, so that
+// a wait that never ends fails the test instead of hanging until -timeout.
+func bounded(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -138,7 +148,7 @@ func startInformer(t *testing.T, s ListerWatcher[*corev1.ConfigMapList], opts *O
 	inf.AddHandler(rec.handle)
 	inf.Start()
 	t.Cleanup(inf.Stop)
-	if err := inf.WaitForSync(t.Context()); err != nil {
+	if err := inf.WaitForSync(bounded(t)); err != nil {
 		t.Fatalf("WaitForSync: %v", err)
 	}
 	// Handlers run asynchronously: let the initial ADDED events arrive so

@@ -323,7 +323,7 @@ func TestWaitForSyncWaitsThroughTransientErrors(t *testing.T) {
 	inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
 	inf.Start()
 	defer inf.Stop()
-	if err := inf.WaitForSync(t.Context()); err != nil {
+	if err := inf.WaitForSync(bounded(t)); err != nil {
 		t.Fatalf("WaitForSync = %v; transient errors must not end it", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -656,7 +656,7 @@ func TestWrongListItemTypeIsReported(t *testing.T) {
 	inf.AddEventHandler(Error, rec.handle)
 	inf.Start()
 	defer inf.Stop()
-	if err := inf.WaitForSync(t.Context()); err != nil {
+	if err := inf.WaitForSync(bounded(t)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "error", func() bool { return len(rec.all()) > 0 })

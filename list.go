@@ -158,6 +158,8 @@ func (l *loop[T]) watchList(ctx context.Context) outcome {
 				return outcome{kind: watchListRefused, err: err}
 			}
 			return outcome{kind: listFailed, err: fmt.Errorf("list (watch-list): %w", err)}
+		case err != nil && c.endOfList:
+			return outcome{kind: listFailed, err: fmt.Errorf("list (watch-list): end marker: %w", err)}
 		case err != nil:
 			l.w.report(fmt.Errorf("list (watch-list): %w", err))
 		case c.typ == Added:

@@ -79,6 +79,7 @@ func TestStreamingRefusedFallsBackToPagingForGood(t *testing.T) {
 	s := newFakeServer() // streaming off: the request is refused with 422
 	s.put(cm("ns", "a"))
 	_, rec := startInformer(t, s, nil)
+	eventually(t, "the watch open", func() bool { return s.openWatches() == 1 }) // else the 410 reaches no one
 	s.sendRaw(watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired("too old").ErrStatus})
 	eventually(t, "re-list", func() bool { l, _ := s.counts(); return l == 2 })
 	if n := streamCounts(s); n != 1 {
@@ -111,7 +112,7 @@ func TestStreamWithoutEndMarkerFallsBackToPaging(t *testing.T) {
 		inf.Start()
 		defer inf.Stop()
 		began := time.Now()
-		if err := inf.WaitForSync(t.Context()); err != nil {
+		if err := inf.WaitForSync(bounded(t)); err != nil {
 			t.Fatal(err)
 		}
 		if d := time.Since(began); d != watchListStartTimeout {
@@ -133,7 +134,7 @@ func TestStreamWithWatchEventsBeforeEndFallsBack(t *testing.T) {
 	defer inf.Stop()
 	eventually(t, "watch open", func() bool { return s.openWatches() == 1 })
 	s.put(cm("ns", "a", "v", "2"))
-	if err := inf.WaitForSync(t.Context()); err != nil {
+	if err := inf.WaitForSync(bounded(t)); err != nil {
 		t.Fatal(err)
 	}
 	if l, _ := s.counts(); l != 1 {

@@ -215,7 +215,8 @@ type checked[T Object] struct {
 	typ EventType
 	obj T      // Added, Modified, Deleted; a Bookmark's object if it is a T
 	rv  string // Bookmark: its resourceVersion
-	// endOfList: a Bookmark that ends a watch-list's initial events.
+	// endOfList: a Bookmark that ends a watch-list's initial events (also
+	// set, with an error, when such a bookmark has no resourceVersion).
 	endOfList bool
 }
 
@@ -232,12 +233,16 @@ func check[T Object](ev watch.Event) (checked[T], error) {
 		return checked[T]{typ: Error}, classify(apierrors.FromObject(ev.Object))
 	case watch.Bookmark:
 		m, err := meta.Accessor(ev.Object)
-		if err != nil || m.GetResourceVersion() == "" {
-			return checked[T]{}, fmt.Errorf("%w: bookmark without resourceVersion (%T)", ErrUnexpectedObject, ev.Object)
+		if err != nil {
+			return checked[T]{}, fmt.Errorf("%w: bookmark without metadata (%T)", ErrUnexpectedObject, ev.Object)
+		}
+		end := m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
+		if m.GetResourceVersion() == "" {
+			// endOfList stays set: a watch-list cannot end without a version.
+			return checked[T]{endOfList: end}, fmt.Errorf("%w: bookmark without resourceVersion (%T)", ErrUnexpectedObject, ev.Object)
 		}
 		obj, _ := ev.Object.(T)
-		return checked[T]{typ: Bookmark, obj: obj, rv: m.GetResourceVersion(),
-			endOfList: m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"}, nil
+		return checked[T]{typ: Bookmark, obj: obj, rv: m.GetResourceVersion(), endOfList: end}, nil
 	case watch.Added, watch.Modified, watch.Deleted:
 	default:
 		return checked[T]{}, fmt.Errorf("%w: event type %q", ErrUnexpectedObject, ev.Type)

@@ -100,7 +100,7 @@ func TestBackoffTimingAgainstFailingList(t *testing.T) {
 		var at []time.Duration
 		inf.AddEventHandler(Error, func(cmEvent) { at = append(at, time.Since(start)) })
 		inf.Start()
-		if err := inf.WaitForSync(t.Context()); err != nil {
+		if err := inf.WaitForSync(bounded(t)); err != nil {
 			t.Fatal(err)
 		}
 		synced := time.Since(start)
@@ -132,7 +132,7 @@ func TestWatchFailuresBackOff(t *testing.T) {
 		inf := New[*corev1.ConfigMap](s, nil)
 		inf.Start()
 		defer inf.Stop()
-		if err := inf.WaitForSync(t.Context()); err != nil {
+		if err := inf.WaitForSync(bounded(t)); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
@@ -171,7 +171,7 @@ func TestResyncRelistsOnItsOwnClock(t *testing.T) {
 		inf.AddHandler(rec.handle)
 		inf.Start()
 		defer inf.Stop()
-		if err := inf.WaitForSync(t.Context()); err != nil {
+		if err := inf.WaitForSync(bounded(t)); err != nil {
 			t.Fatal(err)
 		}
 		// Quiet cluster: nothing arrives, yet a re-list happens every minute.
@@ -220,7 +220,7 @@ func TestIdleWatchIsDropped(t *testing.T) {
 		inf.AddEventHandler(Error, rec.handle)
 		inf.Start()
 		defer inf.Stop()
-		if err := inf.WaitForSync(t.Context()); err != nil {
+		if err := inf.WaitForSync(bounded(t)); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
@@ -291,7 +291,7 @@ func TestResyncRunsAfterRestartWithKeptCache(t *testing.T) {
 		s.put(cm("ns", "a"))
 		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{ResyncPeriod: time.Minute})
 		inf.Start()
-		if err := inf.WaitForSync(t.Context()); err != nil {
+		if err := inf.WaitForSync(bounded(t)); err != nil {
 			t.Fatal(err)
 		}
 		inf.Stop()
@@ -318,14 +318,14 @@ func TestWaitForSyncForgetsA403AfterOtherErrors(t *testing.T) {
 		inf.Start()
 		defer inf.Stop()
 		synctest.Wait()
-		if err := inf.WaitForSync(t.Context()); !apierrors.IsForbidden(err) {
+		if err := inf.WaitForSync(bounded(t)); !apierrors.IsForbidden(err) {
 			t.Fatalf("WaitForSync = %v, want the 403", err)
 		}
 		time.Sleep(time.Second) // first backoff: now the connection error
 		synctest.Wait()
 		// The latest failure is transient: WaitForSync waits, and the next
 		// list succeeds.
-		if err := inf.WaitForSync(t.Context()); err != nil {
+		if err := inf.WaitForSync(bounded(t)); err != nil {
 			t.Fatalf("WaitForSync = %v, want nil after recovery", err)
 		}
 	})

@@ -97,7 +97,7 @@ func (w *writer[T]) apply(typ EventType, obj T, prepare prepareFunc[T]) {
 	w.disp.mu.RLock()
 	defer w.disp.mu.RUnlock()
 	w.setRV(rv)
-	e := Event[T]{Object: obj, Key: key, ResourceVersion: rv}
+	e := Event[T]{Object: obj, Key: key, ResourceVersion: w.status.resourceVersion()}
 	switch {
 	case typ == Deleted || !ok:
 		// A deletion always removes, whether or not its final state
@@ -110,7 +110,10 @@ func (w *writer[T]) apply(typ EventType, obj T, prepare prepareFunc[T]) {
 		}
 		e.Type = Deleted
 		if !ok {
-			e.Object, e.Cause = old, CauseTransform
+			e.Object = old // the last state that prepared
+			if typ != Deleted {
+				e.Cause = CauseTransform // dropped by the informer, not deleted
+			}
 		}
 	default:
 		if old, existed := w.cache.put(key, obj); existed {

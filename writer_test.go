@@ -77,15 +77,18 @@ func TestReaderNotBlockedByRelistDiff(t *testing.T) {
 }
 
 // An IndexFunc may read the cache: index values are computed outside its
-// lock, for watch events and re-lists alike.
+// lock, for watch events and re-lists alike. (What it returns must still
+// depend only on its object.)
 func TestIndexFuncMayReadTheCache(t *testing.T) {
 	s := newFakeServer()
 	s.put(cm("ns", "a"))
 	var inf *Informer[*corev1.ConfigMap]
 	var calls atomic.Int32
+	var seen atomic.Int64
 	byPeers := func(o *corev1.ConfigMap) []string {
 		calls.Add(1)
-		return []string{fmt.Sprint(inf.Cache().Len())}
+		seen.Store(int64(inf.Cache().Len())) // reads the cache while it is written
+		return []string{o.Name[:1]}
 	}
 	inf = New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff,
 		Indexers: map[string]IndexFunc[*corev1.ConfigMap]{"peers": byPeers}})
@@ -120,6 +123,12 @@ func TestIndexFuncMayReadTheCache(t *testing.T) {
 	inf.Stop()
 	if calls.Load() < 3 {
 		t.Fatalf("IndexFunc called %d times", calls.Load())
+	}
+	if got, _ := inf.Cache().ByIndex("peers", "b"); len(got) != 1 || got[0].Name != "b" {
+		t.Fatalf("ByIndex(peers, b) = %v", got)
+	}
+	if got, _ := inf.Cache().ByIndex("peers", "a"); len(got) != 0 {
+		t.Fatalf("ByIndex(peers, a) = %v after a was deleted", got)
 	}
 }
 
@@ -337,4 +346,60 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// A DELETED the server sent is the server's, with its cause, even when the
+// object's final state fails the Transform: only a modification that fails
+// is the informer's own doing (CauseTransform).
+func TestServerDeleteIsNotCauseTransform(t *testing.T) {
+	c := newCache[*corev1.ConfigMap](nil, nil)
+	w, events := newTestWriter(c)
+	a := cm("ns", "a")
+	a.ResourceVersion = "1"
+	w.replace(map[string]*corev1.ConfigMap{"ns/a": a}, "1")
+	events()
+	w.transform = func(*corev1.ConfigMap) (*corev1.ConfigMap, error) { return nil, fmt.Errorf("refused") }
+	gone := cm("ns", "a")
+	gone.ResourceVersion = "2"
+	w.apply(Deleted, gone, w.prepare)
+	var got []string
+	for _, e := range events() {
+		if e.Type != Error {
+			got = append(got, fmt.Sprintf("%s %s %v rv=%s same=%v", e.Type, e.Key, e.Cause, e.ResourceVersion, e.Object == a))
+		}
+	}
+	if want := "DELETED ns/a watch rv=2 same=true"; len(got) != 1 || got[0] != want {
+		t.Fatalf("events %v, want [%s]", got, want)
+	}
+}
+
+// anyItemsLister lists a metav1.List, whose items may be of any type: New
+// cannot check them, so it does not refuse them.
+type anyItemsLister struct{ *fakeServer }
+
+func (anyItemsLister) List(context.Context, metav1.ListOptions) (*metav1.List, error) {
+	return &metav1.List{}, nil
+}
+
+func TestNewAcceptsListsOfAnyItems(t *testing.T) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("New panicked over a *metav1.List client: %v", r)
+		}
+	}()
+	New[*corev1.ConfigMap](anyItemsLister{newFakeServer()}, nil)
+}
+
+// A watch-list's end marker without a resourceVersion is recognised as the
+// end marker (the list fails) rather than skipped as a broken bookmark.
+func TestEndMarkerWithoutResourceVersion(t *testing.T) {
+	end := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}
+	c, err := check[*corev1.ConfigMap](watch.Event{Type: watch.Bookmark, Object: end})
+	if err == nil || !c.endOfList {
+		t.Fatalf("check = %+v, %v; want endOfList and an error", c, err)
+	}
+	end.ResourceVersion = "5"
+	if c, err := check[*corev1.ConfigMap](watch.Event{Type: watch.Bookmark, Object: end}); err != nil || !c.endOfList || c.rv != "5" {
+		t.Fatalf("check = %+v, %v", c, err)
+	}
 }
