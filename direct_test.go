@@ -259,3 +259,22 @@ func TestDirectStreamDeadlines(t *testing.T) {
 		}
 	})
 }
+
+// DisableDirectDecoding makes watches go through the client's own Watch
+// even where kinformer could decode them itself; without it, it does.
+func TestDisableDirectDecodingUsesTheClient(t *testing.T) {
+	for _, disable := range []bool{true, false} {
+		var script bytes.Buffer
+		script.Write(wireEvent(t, "ADDED", managedCM("a")))
+		script.Write(wireEvent(t, "BOOKMARK", endMarker("10")))
+		srv := &protoServer{t: t, resources: watchableConfigMaps(), scripts: [][]byte{script.Bytes()}}
+		inf, _ := startInformer(t, clientFor(t, srv).CoreV1().ConfigMaps("ns"), &Options[*corev1.ConfigMap]{DisableDirectDecoding: disable})
+		if _, ok := inf.Cache().GetByKey("ns/a"); !ok {
+			t.Fatal("not synced")
+		}
+		if direct := srv.seen()[0].Header.Get("Accept") == protowatch.MediaType; direct == disable {
+			t.Errorf("DisableDirectDecoding %v: the watch was opened by kinformer: %v", disable, direct)
+		}
+		inf.Stop()
+	}
+}

@@ -403,3 +403,28 @@ func TestEndMarkerWithoutResourceVersion(t *testing.T) {
 		t.Fatalf("check = %+v, %v", c, err)
 	}
 }
+
+// A 410 on a watch that has delivered events re-lists at once: the server
+// compacted past a healthy watch, and waiting would only widen the gap.
+func TestExpiredAfterProgressRelistsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFakeServer()
+		s.put(cm("ns", "a"))
+		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{
+			Backoff: Backoff{Initial: time.Hour, Max: time.Hour}})
+		inf.Start()
+		defer inf.Stop()
+		if err := inf.WaitForSync(bounded(t)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		s.put(cm("ns", "b")) // progress on the watch
+		synctest.Wait()
+		s.sendRaw(watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired("too old").ErrStatus})
+		time.Sleep(time.Minute) // a backoff would be 45-60 minutes
+		synctest.Wait()
+		if lists, _ := s.counts(); lists != 2 {
+			t.Fatalf("%d lists a minute after a 410 on a watch that made progress, want 2 (re-listed at once)", lists)
+		}
+	})
+}

@@ -190,3 +190,36 @@ func TestDecoderPartialLabelsAreNotShared(t *testing.T) {
 		t.Fatalf("object b decoded with labels %v, sent %v", gotB.Labels, b.Labels)
 	}
 }
+
+// Every event type comes out as the frame says, and an ERROR's Status is
+// the event's object (the informer turns it into the server's error).
+func TestDecodeEventTypesAndErrorStatus(t *testing.T) {
+	d := testDecoder(false)
+	for _, typ := range []string{"ADDED", "MODIFIED", "DELETED", "BOOKMARK"} {
+		ev, err := d.decode(wiretest.Event(t, typ, wiretest.ManagedCM("a"))[4:])
+		if err != nil || string(ev.Type) != typ {
+			t.Fatalf("%s frame decoded as %q, %v", typ, ev.Type, err)
+		}
+		if cm, ok := ev.Object.(*corev1.ConfigMap); !ok || cm.Name != "a" {
+			t.Fatalf("%s frame: object %#v", typ, ev.Object)
+		}
+	}
+	gone := &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+		Code: 410, Reason: metav1.StatusReasonExpired, Message: "too old resource version"}
+	raw, err := gone.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := d.decode(wiretest.UnknownFrame(t, "ERROR", "Status", raw)[4:])
+	if err != nil {
+		t.Fatalf("ERROR frame: %v", err)
+	}
+	st, ok := ev.Object.(*metav1.Status)
+	if ev.Type != "ERROR" || !ok || st.Code != 410 || st.Reason != metav1.StatusReasonExpired {
+		t.Fatalf("ERROR frame decoded as %s %#v", ev.Type, ev.Object)
+	}
+	// A Status in an event of another type is garbage, not an error.
+	if _, err := d.decode(wiretest.UnknownFrame(t, "MODIFIED", "Status", raw)[4:]); err == nil {
+		t.Fatal("a MODIFIED event with a Status was accepted")
+	}
+}
