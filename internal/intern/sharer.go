@@ -21,8 +21,10 @@ import (
 // Maps are found in one table by either of two keys: their content (Map,
 // after decoding and after the informer's Transform), or their exact wire
 // bytes (WireMap and RememberWireMap, for a decoder that skips decoding a
-// map it has seen). The two kinds of keys never collide: each starts with
-// its own tag byte.
+// map it has seen). The two kinds of keys never collide: a content key
+// starts with a zero byte, and wire bytes start with a protobuf tag, which
+// is never zero (field numbers start at 1). Wire bytes are thus their own
+// key, looked up without a copy.
 //
 // The zero Sharer is ready. It is not safe for concurrent use.
 type Sharer struct {
@@ -42,8 +44,7 @@ const (
 	// MaxMapEntries: maps with more entries are not shared.
 	MaxMapEntries = 32
 
-	contentKey = 'c'
-	wireKey    = 'w'
+	contentKey = 0 // the first byte of a content key
 )
 
 // String returns a string equal to s that an earlier object holds, or s,
@@ -126,22 +127,21 @@ func Shareable(wire []byte) bool { return len(wire) > 0 && len(wire) <= MaxMapBy
 // WireMap returns the map an earlier object decoded from exactly these
 // wire bytes, if one is remembered.
 func (sh *Sharer) WireMap(wire []byte) (map[string]string, bool) {
-	if !Shareable(wire) {
+	if !Shareable(wire) || wire[0] == contentKey {
 		return nil, false
 	}
-	sh.buf = append(append(sh.buf[:0], wireKey), wire...)
-	return sh.maps.Get(sh.buf)
+	return sh.maps.Get(wire)
 }
 
 // RememberWireMap interns the keys of m (and its values if values) and
 // remembers m as the map of these wire bytes, for the next objects. m must
 // not be modified after.
 func (sh *Sharer) RememberWireMap(wire []byte, m map[string]string, values bool) {
-	if m == nil || !Shareable(wire) {
+	if m == nil || !Shareable(wire) || wire[0] == contentKey {
 		return
 	}
 	sh.internMap(m, values)
-	sh.maps.Put(string(append([]byte{wireKey}, wire...)), m)
+	sh.maps.Put(string(wire), m)
 }
 
 // ObjectMeta returns the ObjectMeta of a typed object, or nil (for

@@ -153,3 +153,22 @@ func TestInternSharesStrings(t *testing.T) {
 		t.Error("a long string was interned")
 	}
 }
+
+// A map found by its content and one found by its wire bytes never stand
+// in for each other, even if the bytes of their keys were alike.
+func TestContentAndWireKeysDoNotCollide(t *testing.T) {
+	var sh Sharer
+	m := sh.Map(map[string]string{"app": "web"})
+	if _, ok := sh.WireMap(append([]byte(nil), sh.buf...)); ok { // the content key just built
+		t.Fatal("a content key was found as wire bytes")
+	}
+	wire := []byte{0x5a, 0x09, 0x0a, 0x03, 'a', 'p', 'p', 0x12, 0x02, 'x', 'y'} // labels {app: xy}
+	other := map[string]string{"app": "xy"}
+	sh.RememberWireMap(wire, other, true)
+	if got, ok := sh.WireMap(wire); !ok || !sameMap(got, other) {
+		t.Fatal("a map remembered by its wire bytes was not found")
+	}
+	if again := sh.Map(map[string]string{"app": "web"}); !sameMap(again, m) {
+		t.Fatal("the map remembered by content was lost")
+	}
+}
