@@ -32,18 +32,31 @@ when bound to an address other hosts can reach: there is no
 authentication, and the objects served may be confidential (secrets!).
 
 Endpoints (GET only):
-  /                  a live page: object counts and events per second
+  /                  a live page: object counts, events per second, the
+                     recent events (filterable) and any cached object
   /objects?resource=R[&namespace=N][&label=SELECTOR]
                      the cached objects of R (required when serving more
                      than one resource), sorted by key, as
                      {"resource":…,"resourceVersion":…,"count":…,"items":[…]}
   /objects/R/NAMESPACE/NAME, /objects/R/NAME (cluster-scoped)
-                     one cached object, or a 404 {"error":…}
+                     one cached object, or a 404 {"error":…}; add
+                     ?format=yaml for YAML
   /events?resource=R server-sent events from now on: each "data:" line is
                      a JSON event shaped like watch -o json's lines. Each
                      client has a buffer of --sse-buffer events; a client
                      that falls further behind gets "event: overflow" and
                      is disconnected, so that it never holds up an informer
+  /events/recent[?resource=R][&namespace=N]
+                     the last --recent-events events of every RESOURCE
+                     (bookmarks aside), oldest first, summarised without
+                     objects: {"events":[{"seq":…,"time":…,"resource":…,
+                     "type":…,"cause":…,"namespace":…,"name":…,
+                     "resourceVersion":…},…]}
+  /events/feed[?resource=R][&namespace=N]
+                     the same events as server-sent events, then new ones
+                     as they come; each has its seq as id, so a client
+                     resumes after a reconnection (Last-Event-ID) and is
+                     told how many it missed ("event: missed")
   /stats             counts and the last minute's events per second (JSON)
   /metrics           Prometheus metrics
   /healthz           200 while the process runs
@@ -60,6 +73,7 @@ type serveFlags struct {
 	listen    string
 	resync    time.Duration
 	sseBuffer int
+	recent    int
 	verbose   bool
 }
 
@@ -68,6 +82,7 @@ func (f *serveFlags) flagSet() *pflag.FlagSet {
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "the address to serve on, HOST:PORT (port 0: any free port)")
 	fs.DurationVar(&f.resync, "resync", 0, "re-list from the server this often, as a consistency check (0: never)")
 	fs.IntVar(&f.sseBuffer, "sse-buffer", 1024, "events buffered for each /events client; one that falls further behind is disconnected")
+	fs.IntVar(&f.recent, "recent-events", 500, "events kept (summarised, without objects) for /events/recent and the page")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log the informers' retries and re-lists on stderr")
 	f.cluster.bind(fs, true)
 	return fs
@@ -86,6 +101,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return usageErrorf("serve: --resync must not be negative")
 	case f.sseBuffer < 1:
 		return usageErrorf("serve: --sse-buffer must be at least 1")
+	case f.recent < 1:
+		return usageErrorf("serve: --recent-events must be at least 1")
 	case f.cluster.allNamespaces && fs.Changed("namespace"):
 		return usageErrorf("serve: --namespace and --all-namespaces are mutually exclusive")
 	}
@@ -110,7 +127,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	s := newServer(f.sseBuffer)
+	s := newServer(f.sseBuffer, f.recent)
 	for _, arg := range fs.Args() {
 		res, err := resolver.resolve(arg)
 		if err != nil {
@@ -220,14 +237,18 @@ type server struct {
 	resources []*served
 	byName    map[string]*served // by argument and by resolved name
 	sseBuffer int
+	recent    *eventRing    // the feed: every resource's last events
 	closing   chan struct{} // closed on shutdown: ends event streams
 	closeOnce sync.Once
 	now       func() time.Time
 	synced    func() (bool, []string) // readiness; replaced in tests
 }
 
-func newServer(sseBuffer int) *server {
-	s := &server{byName: map[string]*served{}, sseBuffer: sseBuffer, closing: make(chan struct{}), now: time.Now}
+func newServer(sseBuffer, recent int) *server {
+	s := &server{
+		byName: map[string]*served{}, sseBuffer: sseBuffer, recent: newEventRing(recent),
+		closing: make(chan struct{}), now: time.Now,
+	}
 	s.synced = s.allSynced
 	return s
 }
@@ -242,7 +263,9 @@ func (s *server) add(arg string, res resource, scope string, inf *kinformer.Info
 			r.counts[i].Add(1)
 		}
 		if ev.Type != kinformer.Bookmark {
-			r.rate.add(s.now())
+			now := s.now()
+			r.rate.add(now)
+			s.recent.add(newFeedEvent(r.name, now, ev))
 		}
 		r.hub.publish(ev)
 	})

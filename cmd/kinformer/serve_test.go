@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
@@ -21,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/internal/testenv"
 )
 
@@ -241,6 +240,17 @@ func TestServe(t *testing.T) {
 		t.Errorf("/objects/configmaps/%s/a: %v", ns, obj)
 	}
 	getJSON(t, base+"objects/cm/"+ns+"/b", 200, &obj)
+	resp, err := httpClient.Get(base + "objects/configmaps/" + ns + "/a?format=yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	yamlBody, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/yaml; charset=utf-8" ||
+		!strings.Contains(string(yamlBody), "\nkind: ConfigMap\n") || !strings.Contains(string(yamlBody), "\n  k: v\n") {
+		t.Errorf("?format=yaml: %d %s\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), yamlBody)
+	}
+	getJSON(t, base+"objects/configmaps/"+ns+"/a?format=xml", 400, &errBody)
 	getJSON(t, base+"objects/namespaces/"+ns, 200, &obj)
 	if obj["metadata"].(map[string]any)["name"] != ns {
 		t.Errorf("/objects/namespaces/%s: %v", ns, obj)
@@ -270,6 +280,19 @@ func TestServe(t *testing.T) {
 			t.Fatalf("event %s %s rv %s; want %s %s/c after rv %d", ev.Type, ev.Key, ev.ResourceVersion, want, ns, prev)
 		}
 		prev = rv(t, ev)
+	}
+	// The same events, summarised, in /events/recent.
+	var recent struct{ Events []feedEvent }
+	getJSON(t, base+"events/recent?resource=cm&namespace="+ns, 200, &recent)
+	var got []string
+	for _, e := range recent.Events {
+		if e.Resource != "configmaps" || e.Namespace != ns || e.Seq == 0 || e.Time.IsZero() || e.ResourceVersion == "" {
+			t.Errorf("/events/recent: %+v", e)
+		}
+		got = append(got, string(e.Type)+" "+e.Cause+" "+e.Name)
+	}
+	if want := []string{"ADDED list a", "ADDED list b", "ADDED watch c", "MODIFIED watch c", "DELETED watch c"}; !slices.Equal(got, want) {
+		t.Errorf("/events/recent: %q, want %q", got, want)
 	}
 
 	// Metrics.
@@ -380,6 +403,7 @@ func TestServeUsage(t *testing.T) {
 		{[]string{"serve"}, "missing RESOURCE"},
 		{[]string{"serve", "pods", "--listen", "nonsense"}, `--listen "nonsense"`},
 		{[]string{"serve", "pods", "--sse-buffer", "0"}, "--sse-buffer"},
+		{[]string{"serve", "pods", "--recent-events", "0"}, "--recent-events"},
 		{[]string{"serve", "pods", "-A", "-n", "x"}, "mutually exclusive"},
 	} {
 		code, stdout, stderr := runCmd(t, nil, tt.args...)
@@ -388,7 +412,7 @@ func TestServeUsage(t *testing.T) {
 		}
 	}
 	code, stdout, _ := runCmd(t, nil, "serve", "--help")
-	for _, want := range []string{"serve RESOURCE...", "--listen", "127.0.0.1:8080", "/readyz", "--sse-buffer", "disconnected", "Exit codes:"} {
+	for _, want := range []string{"serve RESOURCE...", "--listen", "127.0.0.1:8080", "/readyz", "--sse-buffer", "disconnected", "/events/feed", "--recent-events", "Exit codes:"} {
 		if code != 0 || !strings.Contains(stdout, want) {
 			t.Errorf("serve --help (exit %d) lacks %q", code, want)
 		}
@@ -463,57 +487,114 @@ func TestRateRing(t *testing.T) {
 	}
 }
 
-// The page, loaded in headless Chromium, shows the object count its
-// script fetched.
-func TestServePageChromium(t *testing.T) {
+func TestEventRing(t *testing.T) {
 	t.Parallel()
-	chromium := findChromium()
-	if chromium == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("chromium is not installed (CI is set: install Debian's chromium package)")
+	r := newEventRing(3)
+	seqs := func(events []feedEvent) []uint64 {
+		var out []uint64
+		for _, e := range events {
+			out = append(out, e.Seq)
 		}
-		t.Skip("chromium is not installed (apt-get install chromium); set CI to make this a failure")
+		return out
 	}
-	srv := testenv.Shared(t)
-	ns := testenv.NewNamespace(t, srv.Config())
-	c := kubernetes.NewForConfigOrDie(srv.Config())
-	for _, n := range []string{"one", "two", "three"} {
-		newConfigMap(t, c, ns, n, nil)
+	events, last, missed, changed := r.since(0, feedFilter{})
+	if events != nil || last != 0 || missed != 0 {
+		t.Errorf("empty: %v %d %d", events, last, missed)
 	}
-	_, base := startServe(t, "configmaps", "-n", ns, "-l", "app=test", kubeconfigArg(srv))
-	waitReady(t, base)
-
-	dom := dumpDOM(t, chromium, base)
-	m := regexp.MustCompile(`id="count-configmaps"[^>]*>(\d+)<`).FindStringSubmatch(dom)
-	if m == nil || m[1] != "3" {
-		t.Fatalf("the page does not show 3 configmaps (match %q); DOM:\n%s", m, dom)
+	for _, ns := range []string{"a", "b", "a", "b", "a"} {
+		r.add(feedEvent{Resource: "configmaps", Type: kinformer.Added, Namespace: ns, Name: "x"})
 	}
-	if !strings.Contains(dom, `class="pill ok">ready<`) {
-		t.Errorf("the page does not say ready; DOM:\n%s", dom)
+	select {
+	case <-changed:
+	default:
+		t.Error("changed not closed after add")
+	}
+	for _, tt := range []struct {
+		after      uint64
+		f          feedFilter
+		want       []uint64
+		wantMissed uint64
+	}{
+		{0, feedFilter{}, []uint64{3, 4, 5}, 2},
+		{1, feedFilter{}, []uint64{3, 4, 5}, 1},
+		{3, feedFilter{}, []uint64{4, 5}, 0},
+		{5, feedFilter{}, nil, 0},
+		{0, feedFilter{namespace: "a"}, []uint64{3, 5}, 2},
+		{0, feedFilter{resource: "pods"}, nil, 2},
+		{0, feedFilter{resource: "configmaps", namespace: "b"}, []uint64{4}, 2},
+	} {
+		events, last, missed, _ := r.since(tt.after, tt.f)
+		if !slices.Equal(seqs(events), tt.want) || last != 5 || missed != tt.wantMissed {
+			t.Errorf("since(%d, %+v): %v, last %d, missed %d; want %v, 5, %d", tt.after, tt.f, seqs(events), last, missed, tt.want, tt.wantMissed)
+		}
 	}
 }
 
-func findChromium() string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
+// The feed's stream replays the ring, resumes after Last-Event-ID, says
+// what a reconnection missed, and goes on live.
+func TestServeFeedStream(t *testing.T) {
+	t.Parallel()
+	s := newServer(8, 3)
+	hs := httptest.NewServer(s.handler())
+	t.Cleanup(hs.Close)
+	t.Cleanup(s.close)
+	for _, name := range []string{"a", "b", "c", "d"} {
+		s.recent.add(feedEvent{Resource: "configmaps", Type: kinformer.Added, Namespace: "ns", Name: name})
+	}
+	var errBody struct{ Error string }
+	getJSON(t, hs.URL+"/events/recent?resource=pods", 404, &errBody)
+	getJSON(t, hs.URL+"/events/feed?resource=pods", 404, &errBody)
+
+	open := func(lastID string) *sse {
+		req, _ := http.NewRequest(http.MethodGet, hs.URL+"/events/feed", nil)
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return &sse{t: t, resp: resp, r: bufio.NewReader(resp.Body)}
+	}
+	// next returns the next message's event, id and data.
+	next := func(s *sse) (event, id, data string) {
+		for {
+			l := s.line()
+			switch k, v, _ := strings.Cut(l, ": "); {
+			case l == "" && (id != "" || data != ""):
+				return event, id, data
+			case k == "event":
+				event = v
+			case k == "id":
+				id = v
+			case k == "data":
+				data = v
+			}
 		}
 	}
-	return ""
-}
-
-func dumpDOM(t *testing.T, chromium, url string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--disable-dev-shm-usage", "--user-data-dir="+t.TempDir(), "--virtual-time-budget=5000", "--dump-dom", url)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("chromium: %v; stderr:\n%s", err, stderr.String())
+	fresh := open("")
+	for _, want := range []string{"2", "3", "4"} {
+		if _, id, data := next(fresh); id != want || !strings.Contains(data, `"seq":`+want+",") {
+			t.Errorf("fresh stream: id %s data %s; want seq %s", id, data, want)
+		}
 	}
-	return string(out)
+	resumed := open("1") // 2 was missed: the ring holds 2, 3, 4
+	if _, id, data := next(resumed); id != "2" {
+		t.Errorf("resumed after 1: id %s %s, want 2", id, data)
+	}
+	gap := open("0")
+	if event, _, data := next(gap); event != "missed" || data != `{"missed":1}` {
+		t.Errorf("resumed after 0: %s %s; want 1 missed", event, data)
+	}
+	s.recent.add(feedEvent{Resource: "configmaps", Type: kinformer.Deleted, Namespace: "ns", Name: "a"})
+	if _, id, data := next(fresh); id != "5" || !strings.Contains(data, `"type":"DELETED"`) {
+		t.Errorf("live: id %s data %s", id, data)
+	}
+	s.close()
+	if event, _, _ := next(fresh); event != "shutdown" {
+		t.Errorf("after close: %s, want shutdown", event)
+	}
 }

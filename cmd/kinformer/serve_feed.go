@@ -1,0 +1,213 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kinformer/kinformer"
+)
+
+// The feed: what the live page lists as recent events. Every served
+// resource's events (bookmarks aside) go into one bounded ring, as short
+// summaries without object bodies. Readers keep their own cursor (a
+// sequence number) and read the ring at their own pace, so a slow reader
+// never holds up an informer and costs no memory of its own: one that falls
+// further behind than the ring holds is told how many events it missed.
+
+// feedEvent is one event as the feed shows it.
+type feedEvent struct {
+	Seq             uint64              `json:"seq"` // 1 for the process's first event, then +1 each
+	Time            time.Time           `json:"time"`
+	Resource        string              `json:"resource"`
+	Type            kinformer.EventType `json:"type"`
+	Cause           string              `json:"cause"` // list, watch, relist, …
+	Namespace       string              `json:"namespace,omitempty"`
+	Name            string              `json:"name,omitempty"`
+	ResourceVersion string              `json:"resourceVersion,omitempty"`
+	Error           string              `json:"error,omitempty"`
+}
+
+// newFeedEvent summarises ev. The strings are copied: the ring must not
+// keep the object (or a decoding buffer its strings may share) alive.
+func newFeedEvent(resource string, now time.Time, ev kinformer.Event[*unstructured.Unstructured]) feedEvent {
+	fe := feedEvent{
+		Time: now, Resource: resource, Type: ev.Type, Cause: ev.Cause.String(),
+		ResourceVersion: strings.Clone(ev.ResourceVersion),
+	}
+	if ev.Object != nil {
+		fe.Namespace = strings.Clone(ev.Object.GetNamespace())
+		fe.Name = strings.Clone(ev.Object.GetName())
+	}
+	if ev.Err != nil {
+		fe.Error = ev.Err.Error()
+	}
+	return fe
+}
+
+// feedFilter selects feed events; its zero value selects all.
+type feedFilter struct {
+	resource  string // resolved name; "" for all
+	namespace string // exact; "" for all
+}
+
+func (f feedFilter) match(e *feedEvent) bool {
+	return (f.resource == "" || e.Resource == f.resource) && (f.namespace == "" || e.Namespace == f.namespace)
+}
+
+// eventRing holds the last events of the process, oldest overwritten first.
+type eventRing struct {
+	mu      sync.Mutex    // guards the fields below
+	buf     []feedEvent   // event seq is at buf[seq%len(buf)], for the len(buf) newest seqs
+	next    uint64        // the seq the next event gets; 1 before the first
+	changed chan struct{} // closed (and replaced) when an event is added
+}
+
+func newEventRing(size int) *eventRing {
+	return &eventRing{buf: make([]feedEvent, size), next: 1, changed: make(chan struct{})}
+}
+
+// add stores e with the next sequence number and wakes the readers.
+func (r *eventRing) add(e feedEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e.Seq = r.next
+	r.buf[e.Seq%uint64(len(r.buf))] = e
+	r.next++
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// oldest is the seq of the oldest event held; r.mu must be held.
+func (r *eventRing) oldest() uint64 {
+	if r.next <= uint64(len(r.buf)) {
+		return 1
+	}
+	return r.next - uint64(len(r.buf))
+}
+
+// since returns the events after seq after that f selects, oldest first;
+// the seq to read after next time; how many events after after the ring
+// no longer holds; and a channel closed when there is more to read.
+func (r *eventRing) since(after uint64, f feedFilter) (events []feedEvent, last, missed uint64, changed <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	from := after + 1
+	if o := r.oldest(); from < o {
+		missed, from = o-from, o
+	}
+	for seq := from; seq < r.next; seq++ {
+		if e := &r.buf[seq%uint64(len(r.buf))]; f.match(e) {
+			events = append(events, *e)
+		}
+	}
+	return events, max(after, r.next-1), missed, r.changed
+}
+
+// feedFilter reads ?resource= and ?namespace=; it writes the error
+// response itself when the resource is not served.
+func (s *server) feedFilter(w http.ResponseWriter, req *http.Request) (feedFilter, bool) {
+	q := req.URL.Query()
+	f := feedFilter{namespace: q.Get("namespace")}
+	if name := q.Get("resource"); name != "" {
+		r := s.lookup(w, name)
+		if r == nil {
+			return f, false
+		}
+		f.resource = r.name
+	}
+	return f, true
+}
+
+// recentEvents answers the feed's events still held, oldest first.
+func (s *server) recentEvents(w http.ResponseWriter, req *http.Request) {
+	f, ok := s.feedFilter(w, req)
+	if !ok {
+		return
+	}
+	events, _, _, _ := s.recent.since(0, f)
+	if events == nil {
+		events = []feedEvent{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": events})
+}
+
+// feed streams the feed as server-sent events: the events still held, then
+// new ones as they come. Each message's id is its seq, so a client that
+// reconnects (EventSource does, sending Last-Event-ID) resumes where it
+// stopped; "event: missed" says how many events it missed meanwhile.
+func (s *server) feed(w http.ResponseWriter, req *http.Request) {
+	f, ok := s.feedFilter(w, req)
+	if !ok {
+		return
+	}
+	var after uint64
+	resuming := false
+	if id := req.Header.Get("Last-Event-ID"); id != "" {
+		if n, err := strconv.ParseUint(id, 10, 64); err == nil {
+			after, resuming = n, true
+		}
+	}
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	var b []byte
+	flush := func() bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		_, err := w.Write(b)
+		b = b[:0]
+		return err == nil && rc.Flush() == nil
+	}
+	b = append(b, ": feed\nretry: 2000\n\n"...)
+	if !flush() {
+		return
+	}
+	keepalive := time.NewTicker(20 * time.Second)
+	defer keepalive.Stop()
+	for {
+		events, last, missed, changed := s.recent.since(after, f)
+		if missed > 0 && resuming {
+			b = fmt.Appendf(b, "event: missed\ndata: {\"missed\":%d}\n\n", missed)
+		}
+		resuming = true
+		for i := range events {
+			j, err := json.Marshal(&events[i])
+			if err != nil {
+				continue // cannot happen: strings and a time
+			}
+			b = fmt.Appendf(b, "id: %d\ndata: %s\n\n", events[i].Seq, j)
+		}
+		if n := len(events); last > after && (n == 0 || events[n-1].Seq != last) {
+			// Events filtered out: move the client's Last-Event-ID past
+			// them, so that a reconnection is not told it missed them.
+			b = fmt.Appendf(b, "id: %d\n\n", last)
+		}
+		after = last
+		if len(b) > 0 && !flush() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-keepalive.C:
+			b = append(b, ": keepalive\n\n"...)
+			if !flush() {
+				return
+			}
+		case <-s.closing:
+			b = fmt.Appendf(b, "event: shutdown\ndata: {\"error\":%q}\n\n", errServeStopped.Error())
+			flush()
+			return
+		case <-req.Context().Done():
+			return
+		}
+	}
+}
