@@ -250,9 +250,12 @@ func TestServeScreenshot(t *testing.T) {
 	b := openBrowser(t, chromium, 1280, 1000)
 	b.navigate(base)
 	time.Sleep(40 * time.Second)
-	b.must(`document.querySelector('#feed tr.ev[data-type="MODIFIED"][data-resource="configmaps"]').click()`, nil)
-	b.waitFor(`$("o-body").textContent.includes("kind: ConfigMap")`, 30*time.Second)
-	time.Sleep(2 * time.Second)
+	// Show a changing object (one the traffic has not deleted meanwhile).
+	for shown := false; !shown; time.Sleep(time.Second) {
+		b.must(`document.querySelector('#feed tr.ev[data-type="MODIFIED"][data-resource="configmaps"]').click()`, nil)
+		time.Sleep(time.Second)
+		b.must(`$("o-body").textContent.includes("kind: ConfigMap") && !$("o-body").classList.contains("stale")`, &shown)
+	}
 	if err := os.WriteFile(out, b.screenshot(), 0o644); err != nil {
 		t.Fatal(err)
 	}
