@@ -54,7 +54,7 @@ Endpoints (GET only):
                      "resourceVersion":…},…]}
   /events/feed[?resource=R][&namespace=N]
                      the same events as server-sent events, then new ones
-                     as they come; each has its seq as id, so a client
+                     as they come; each has an id, so that a client
                      resumes after a reconnection (Last-Event-ID) and is
                      told how many it missed ("event: missed")
   /stats             counts and the last minute's events per second (JSON)

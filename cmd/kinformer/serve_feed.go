@@ -63,6 +63,10 @@ func (f feedFilter) match(e *feedEvent) bool {
 
 // eventRing holds the last events of the process, oldest overwritten first.
 type eventRing struct {
+	// epoch tells this ring's sequence numbers from another process's: a
+	// page that reconnects to a restarted server must start afresh.
+	epoch string
+
 	mu      sync.Mutex    // guards the fields below
 	buf     []feedEvent   // event seq is at buf[seq%len(buf)], for the len(buf) newest seqs
 	next    uint64        // the seq the next event gets; 1 before the first
@@ -70,7 +74,23 @@ type eventRing struct {
 }
 
 func newEventRing(size int) *eventRing {
-	return &eventRing{buf: make([]feedEvent, size), next: 1, changed: make(chan struct{})}
+	return &eventRing{
+		epoch: strconv.FormatInt(time.Now().UnixNano(), 36),
+		buf:   make([]feedEvent, size), next: 1, changed: make(chan struct{}),
+	}
+}
+
+// id is the event-stream id of seq: "EPOCH-SEQ".
+func (r *eventRing) id(seq uint64) string { return r.epoch + "-" + strconv.FormatUint(seq, 10) }
+
+// parseID returns the seq of an id of r's, ok false for any other.
+func (r *eventRing) parseID(id string) (seq uint64, ok bool) {
+	epoch, n, found := strings.Cut(id, "-")
+	if !found || epoch != r.epoch {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(n, 10, 64)
+	return seq, err == nil
 }
 
 // add stores e with the next sequence number and wakes the readers.
@@ -139,21 +159,16 @@ func (s *server) recentEvents(w http.ResponseWriter, req *http.Request) {
 }
 
 // feed streams the feed as server-sent events: the events still held, then
-// new ones as they come. Each message's id is its seq, so a client that
+// new ones as they come. Each message's id names its seq, so a client that
 // reconnects (EventSource does, sending Last-Event-ID) resumes where it
-// stopped; "event: missed" says how many events it missed meanwhile.
+// stopped; "event: missed" says how many events it missed meanwhile. An id
+// from another process (the server restarted) starts afresh.
 func (s *server) feed(w http.ResponseWriter, req *http.Request) {
 	f, ok := s.feedFilter(w, req)
 	if !ok {
 		return
 	}
-	var after uint64
-	resuming := false
-	if id := req.Header.Get("Last-Event-ID"); id != "" {
-		if n, err := strconv.ParseUint(id, 10, 64); err == nil {
-			after, resuming = n, true
-		}
-	}
+	after, resuming := s.recent.parseID(req.Header.Get("Last-Event-ID"))
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -184,12 +199,12 @@ func (s *server) feed(w http.ResponseWriter, req *http.Request) {
 			if err != nil {
 				continue // cannot happen: strings and a time
 			}
-			b = fmt.Appendf(b, "id: %d\ndata: %s\n\n", events[i].Seq, j)
+			b = fmt.Appendf(b, "id: %s\ndata: %s\n\n", s.recent.id(events[i].Seq), j)
 		}
 		if n := len(events); last > after && (n == 0 || events[n-1].Seq != last) {
 			// Events filtered out: move the client's Last-Event-ID past
 			// them, so that a reconnection is not told it missed them.
-			b = fmt.Appendf(b, "id: %d\n\n", last)
+			b = fmt.Appendf(b, "id: %s\n\n", s.recent.id(last))
 		}
 		after = last
 		if len(b) > 0 && !flush() {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -575,23 +576,31 @@ func TestServeFeedStream(t *testing.T) {
 			}
 		}
 	}
+	id := s.recent.id
 	fresh := open("")
-	for _, want := range []string{"2", "3", "4"} {
-		if _, id, data := next(fresh); id != want || !strings.Contains(data, `"seq":`+want+",") {
+	for _, seq := range []uint64{2, 3, 4} {
+		want := id(seq)
+		if _, id, data := next(fresh); id != want || !strings.Contains(data, fmt.Sprintf(`"seq":%d,`, seq)) {
 			t.Errorf("fresh stream: id %s data %s; want seq %s", id, data, want)
 		}
 	}
-	resumed := open("1") // 2 was missed: the ring holds 2, 3, 4
-	if _, id, data := next(resumed); id != "2" {
-		t.Errorf("resumed after 1: id %s %s, want 2", id, data)
+	resumed := open(id(1)) // 2 was missed: the ring holds 2, 3, 4
+	if event, got, data := next(resumed); event != "" || got != id(2) {
+		t.Errorf("resumed after 1: %s id %s %s, want %s", event, got, data, id(2))
 	}
-	gap := open("0")
+	gap := open(id(0))
 	if event, _, data := next(gap); event != "missed" || data != `{"missed":1}` {
 		t.Errorf("resumed after 0: %s %s; want 1 missed", event, data)
 	}
+	// An id from another process: the whole ring, no missed.
+	for _, other := range []string{"x-1", "3", "garbage"} {
+		if event, got, _ := next(open(other)); event != "" || got != id(2) {
+			t.Errorf("resumed after %q: %s %s, want %s", other, event, got, id(2))
+		}
+	}
 	s.recent.add(feedEvent{Resource: "configmaps", Type: kinformer.Deleted, Namespace: "ns", Name: "a"})
-	if _, id, data := next(fresh); id != "5" || !strings.Contains(data, `"type":"DELETED"`) {
-		t.Errorf("live: id %s data %s", id, data)
+	if _, got, data := next(fresh); got != id(5) || !strings.Contains(data, `"type":"DELETED"`) {
+		t.Errorf("live: id %s data %s", got, data)
 	}
 	s.close()
 	if event, _, _ := next(fresh); event != "shutdown" {
