@@ -108,7 +108,8 @@ func TestEnqueue(t *testing.T) {
 		t.Errorf("%d more keys queued", q.Len())
 	}
 
-	// The queue de-duplicates: two changes of a waiting key, one key.
+	// The queue de-duplicates: two changes of a waiting key, one key. Wait
+	// until the fence is queued, so that no Get takes a in between.
 	for range 2 {
 		if _, err := srv.Update(configMap("a")); err != nil {
 			t.Fatal(err)
@@ -116,6 +117,9 @@ func TestEnqueue(t *testing.T) {
 	}
 	if _, err := srv.Add(configMap("fence2")); err != nil {
 		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); q.Len() < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // polling, bounded
 	}
 	if got, want := take(t, q, 2), []string{"ns/a", "ns/fence2"}; !slices.Equal(got, want) {
 		t.Fatalf("keys %q, want %q", got, want)

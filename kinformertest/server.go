@@ -81,7 +81,9 @@ func NewServer[T kinformer.Object](objs ...T) *Server[T] {
 
 // New returns an informer with default options over a new server holding
 // objs, and the server. For other options, use NewServer and
-// kinformer.New(srv, opts).
+// kinformer.New(srv, opts): a short Options.Backoff, for instance, when the
+// test uses Compact or CloseWatches, after which the informer may back off
+// before it lists or watches again (800 ms by default).
 func New[T kinformer.Object](objs ...T) (*kinformer.Informer[T], *Server[T]) {
 	s := NewServer(objs...)
 	return kinformer.New[T](s, nil), s
@@ -94,8 +96,8 @@ func (s *Server[T]) Add(obj T) (T, error) { return s.write(watch.Added, obj) }
 
 // Update replaces the object with obj's key, like a client's Update:
 // NotFound if there is none, Conflict if obj has a resourceVersion and it
-// is not the current one (optimistic concurrency, as controllers use it).
-// It returns the stored object.
+// is not the current one (optimistic concurrency, as controllers use it),
+// or a UID and it is not the stored object's. It returns the stored object.
 func (s *Server[T]) Update(obj T) (T, error) { return s.write(watch.Modified, obj) }
 
 // Delete deletes the object with obj's namespace and name: NotFound if
@@ -146,6 +148,10 @@ func (s *Server[T]) write(op watch.EventType, obj T) (T, error) {
 	case op == watch.Modified && obj.GetResourceVersion() != "" && obj.GetResourceVersion() != old.GetResourceVersion():
 		return zero, apierrors.NewConflict(s.resource, obj.GetName(),
 			errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+	case op == watch.Modified && obj.GetUID() != "" && obj.GetUID() != old.GetUID():
+		// Another object of the same name: it was deleted and created again.
+		return zero, apierrors.NewConflict(s.resource, obj.GetName(),
+			fmt.Errorf("precondition failed: UID in precondition: %v, UID in object meta: %v", old.GetUID(), obj.GetUID()))
 	}
 	s.rv++
 	var stored T
@@ -155,10 +161,9 @@ func (s *Server[T]) write(op watch.EventType, obj T) (T, error) {
 	} else {
 		stored = copyOf(obj)
 		switch {
-		case stored.GetUID() != "":
 		case exists:
 			stored.SetUID(old.GetUID())
-		default:
+		case stored.GetUID() == "":
 			// A new UID per creation, so that a controller can tell an
 			// object deleted and created again from the one it knew.
 			stored.SetUID(types.UID("kinformertest-" + format(s.rv)))

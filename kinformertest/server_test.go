@@ -339,6 +339,7 @@ func TestWrites(t *testing.T) {
 		{"Update missing", second(srv.Update(cm("ns", "x"))), apierrors.IsNotFound},
 		{"Delete missing", srv.Delete(cm("ns", "x")), apierrors.IsNotFound},
 		{"Update stale", second(srv.Update(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", ResourceVersion: "1"}})), apierrors.IsConflict},
+		{"Update another UID", second(srv.Update(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "other"}})), apierrors.IsConflict},
 		{"Add nil", second(srv.Add(nil)), apierrors.IsBadRequest},
 		{"Add nameless", second(srv.Add(cm("ns", ""))), apierrors.IsBadRequest},
 	}
