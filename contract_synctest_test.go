@@ -132,12 +132,27 @@ func TestContractRemovedHandlerIsNeverCalledAgain(t *testing.T) {
 		if n, p := calls.Load(), reg.Pending(); n != 1 || p != 50 {
 			t.Fatalf("before removal: %d calls, %d pending; want 1 and 50", n, p)
 		}
-		inf.RemoveEventHandler(reg)
+		removed := make(chan struct{})
+		go func() {
+			inf.RemoveEventHandler(reg)
+			close(removed)
+		}()
+		synctest.Wait()
 		if p := reg.Pending(); p != 0 {
 			t.Errorf("%d events still pending after removal", p)
 		}
+		select {
+		case <-removed:
+			t.Fatal("RemoveEventHandler returned while the handler was still running")
+		default:
+		}
 		once.Do(func() { close(release) })
 		synctest.Wait()
+		select {
+		case <-removed:
+		default:
+			t.Fatal("RemoveEventHandler did not return once the handler's call ended")
+		}
 		s.put(cm("ns", "later"))
 		synctest.Wait()
 		if n := calls.Load(); n != 1 {

@@ -1,18 +1,29 @@
 package kinformer
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Registration identifies a handler added with AddEventHandler, AddHandler
 // or AddHandlerFuncs; pass it to RemoveEventHandler.
 type Registration struct {
-	l interface{ pending() int }
+	l registered
+}
+
+// registered is what a Registration needs of its (generic) listener.
+type registered interface {
+	pending() int
+	synced() bool
+	oldest() time.Duration
 }
 
 // Pending returns how many events wait in the handler's queue: a measure of
@@ -22,6 +33,28 @@ func (r *Registration) Pending() int {
 		return 0
 	}
 	return r.l.pending()
+}
+
+// OldestPending returns how long the oldest event in the handler's queue
+// has waited (0 when the queue is empty): the handler's lag in time.
+func (r *Registration) OldestPending() time.Duration {
+	if r == nil || r.l == nil {
+		return 0
+	}
+	return r.l.oldest()
+}
+
+// HasSynced reports whether the handler has received every object of the
+// cache as it was when the handler was added: the replay (Added with
+// CauseReplay) for a handler added to a synced informer, else the events of
+// the informer's first list. A controller waits for it before acting on
+// "everything I know about", as it would on client-go's handler
+// registrations.
+func (r *Registration) HasSynced() bool {
+	if r == nil || r.l == nil {
+		return false
+	}
+	return r.l.synced()
 }
 
 // HandlerFuncs is one ordered registration with a callback per event type:
@@ -61,27 +94,51 @@ func (h HandlerFuncs[T]) call(e Event[T]) {
 	}
 }
 
+// queued is an event in a listener's queue, with when it was queued.
+type queued[T Object] struct {
+	e  Event[T]
+	at int64 // time.Now().UnixNano() when queued
+}
+
 // listener is one registration: its handler, the event types it wants, and
-// its own queue, drained by its own goroutine while the informer runs. The
-// queue is unbounded: a slow handler never stalls the watch or the other
-// handlers, and the price is memory, one Event per event it lags behind
-// (objects themselves are shared with the cache). Registration.Pending tells
-// how far behind a handler is.
+// its own queue, drained by its own goroutine while the informer runs.
+//
+// The queue is unbounded: a slow handler never stalls the watch or the
+// other handlers, and the price is memory, one queue entry (about 100
+// bytes) per event it lags behind; objects themselves are shared with the
+// cache. Registration.Pending and OldestPending tell how far behind a
+// handler is, in events and in time, and the metrics export both.
 type listener[T Object] struct {
 	mask uint8
 	fn   func(Event[T])
 	log  *slog.Logger // where panics go
 
-	mu      sync.Mutex // guards queue; removed is set under it too
-	queue   []Event[T]
+	mu      sync.Mutex // guards queue, pushed, inCall and callEnded; removed is set under it too
+	queue   []queued[T]
+	pushed  int64 // events ever queued
+	// inCall: fn is running; callEnded, if not nil, is closed when it
+	// returns (for a removal waiting for it).
+	inCall    bool
+	callEnded chan struct{}
 	removed atomic.Bool   // read without mu between events
 	wake    chan struct{} // capacity 1: "the queue may be non-empty"
 	// backlog counts events queued or being handled, for Pending.
 	backlog atomic.Int64
+	// delivered counts events handled (or dropped by removal); syncMark
+	// is the number that makes the registration synced, -1 until known.
+	delivered, syncMark atomic.Int64
+	// head is when the oldest undelivered event was queued (0: none).
+	head atomic.Int64
+	// gid is the id of the goroutine running the listener (0: none), so
+	// that a handler calling Stop or RemoveEventHandler is not waited for
+	// by itself.
+	gid atomic.Int64
 }
 
 func newListener[T Object](mask uint8, fn func(Event[T]), log *slog.Logger) *listener[T] {
-	return &listener[T]{mask: mask, fn: fn, log: log, wake: make(chan struct{}, 1)}
+	l := &listener[T]{mask: mask, fn: fn, log: log, wake: make(chan struct{}, 1)}
+	l.syncMark.Store(-1)
+	return l
 }
 
 func (l *listener[T]) wants(t EventType) bool {
@@ -91,14 +148,40 @@ func (l *listener[T]) wants(t EventType) bool {
 
 func (l *listener[T]) pending() int { return int(max(l.backlog.Load(), 0)) }
 
+func (l *listener[T]) synced() bool {
+	m := l.syncMark.Load()
+	return m >= 0 && l.delivered.Load() >= m
+}
+
+func (l *listener[T]) oldest() time.Duration {
+	at := l.head.Load()
+	if at == 0 {
+		return 0
+	}
+	return max(time.Duration(time.Now().UnixNano()-at), 0)
+}
+
+// markSynced makes the registration synced once every event queued so far
+// has been delivered, unless it already has its mark.
+func (l *listener[T]) markSynced() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.syncMark.CompareAndSwap(-1, l.pushed)
+}
+
 // push appends an event to the queue; it never blocks.
 func (l *listener[T]) push(e Event[T]) {
+	now := time.Now().UnixNano()
 	l.mu.Lock()
 	if l.removed.Load() {
 		l.mu.Unlock()
 		return
 	}
-	l.queue = append(l.queue, e)
+	if len(l.queue) == 0 {
+		l.head.CompareAndSwap(0, now)
+	}
+	l.queue = append(l.queue, queued[T]{e, now})
+	l.pushed++
 	l.backlog.Add(1)
 	l.mu.Unlock()
 	l.signal()
@@ -111,20 +194,35 @@ func (l *listener[T]) signal() {
 	}
 }
 
-// remove drops the queue and stops further deliveries; a call in progress
-// completes.
+// remove drops the queue and stops further deliveries. Unless it runs on
+// the listener's own goroutine (a handler removing itself), it waits for a
+// call in progress to end, so that the handler never runs again once it
+// returns.
 func (l *listener[T]) remove() {
 	l.mu.Lock()
 	l.removed.Store(true)
 	l.queue = nil
 	l.backlog.Store(0)
+	l.head.Store(0)
+	var ended chan struct{}
+	if l.inCall && l.gid.Load() != curGoroutineID() {
+		if l.callEnded == nil {
+			l.callEnded = make(chan struct{})
+		}
+		ended = l.callEnded
+	}
 	l.mu.Unlock()
 	l.signal()
+	if ended != nil {
+		<-ended
+	}
 }
 
 // run delivers queued events in order until ctx is done or the listener is
 // removed. Events still queued when ctx ends stay queued for the next run.
 func (l *listener[T]) run(ctx context.Context) {
+	l.gid.Store(curGoroutineID())
+	defer l.gid.Store(0)
 	for {
 		l.mu.Lock()
 		if l.removed.Load() {
@@ -140,12 +238,17 @@ func (l *listener[T]) run(ctx context.Context) {
 				l.requeue(batch[i:])
 				return
 			}
-			if !l.call(batch[i]) {
+			if i+1 < len(batch) {
+				l.head.Store(batch[i+1].at)
+			} else {
+				l.advanceHead()
+			}
+			if !l.call(batch[i].e) {
 				return // removed
 			}
 			l.backlog.Add(-1)
-			var zero Event[T]
-			batch[i] = zero // let the object go as soon as it is handled
+			l.delivered.Add(1)
+			batch[i] = queued[T]{} // let the object go as soon as it is handled
 		}
 		if len(batch) > 0 {
 			continue
@@ -158,14 +261,26 @@ func (l *listener[T]) run(ctx context.Context) {
 	}
 }
 
+// advanceHead sets head to the oldest event still in the queue, or 0.
+func (l *listener[T]) advanceHead() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.queue) > 0 {
+		l.head.Store(l.queue[0].at)
+	} else {
+		l.head.Store(0)
+	}
+}
+
 // requeue puts undelivered events back in front of any that arrived since.
-func (l *listener[T]) requeue(rest []Event[T]) {
+func (l *listener[T]) requeue(rest []queued[T]) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.removed.Load() {
 		return
 	}
-	l.queue = append(append(make([]Event[T], 0, len(rest)+len(l.queue)), rest...), l.queue...)
+	l.queue = append(append(make([]queued[T], 0, len(rest)+len(l.queue)), rest...), l.queue...)
+	l.head.Store(l.queue[0].at)
 }
 
 // call runs the handler unless the listener was removed, recovering a panic
@@ -173,10 +288,23 @@ func (l *listener[T]) requeue(rest []Event[T]) {
 // events from being delivered. It reports whether the listener is still
 // registered.
 func (l *listener[T]) call(e Event[T]) (registered bool) {
+	l.mu.Lock()
 	if l.removed.Load() {
+		l.mu.Unlock()
 		return false
 	}
+	l.inCall = true
+	l.mu.Unlock()
 	registered = true
+	defer func() {
+		l.mu.Lock()
+		l.inCall = false
+		if l.callEnded != nil {
+			close(l.callEnded)
+			l.callEnded = nil
+		}
+		l.mu.Unlock()
+	}()
 	defer func() {
 		if r := recover(); r != nil {
 			l.log.Error("kinformer: event handler panicked",
@@ -185,6 +313,21 @@ func (l *listener[T]) call(e Event[T]) (registered bool) {
 	}()
 	l.fn(e)
 	return true
+}
+
+// curGoroutineID returns the id of the calling goroutine, from the first
+// line of its stack ("goroutine 42 [running]:"). Go offers no other way;
+// it is called only when a listener starts and on Stop and
+// RemoveEventHandler, never per event.
+func curGoroutineID() int64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	if i := bytes.IndexByte(b, ' '); i > 0 {
+		b = b[:i]
+	}
+	id, _ := strconv.ParseInt(string(b), 10, 64)
+	return id
 }
 
 // dispatcher holds an informer's registrations and runs their goroutines
@@ -200,22 +343,34 @@ type dispatcher[T Object] struct {
 	listeners map[*Registration]*listener[T]
 	runCtx    context.Context // non-nil while running
 	runWG     *sync.WaitGroup // joins the listener goroutines of this run
+	// goroutines holds the ids of the running listener goroutines, also
+	// of those removed but still in their last call.
+	goroutines sync.Map // int64 -> struct{}
 }
 
 // add registers l, first queueing Added for every object in c if l wants
-// Added.
-func (d *dispatcher[T]) add(l *listener[T], c *Cache[T], rv func() string) *Registration {
+// Added. If synced, the cache is complete: l is synced once it has
+// handled that replay; else once it has handled the first list's events.
+func (d *dispatcher[T]) add(l *listener[T], c *Cache[T], rv func() string, synced bool) *Registration {
 	reg := &Registration{l: l}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if l.wants(Added) {
 		c.mu.RLock()
 		at := rv()
+		now := time.Now().UnixNano()
 		for key, obj := range c.items {
-			l.queue = append(l.queue, Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: at, Cause: CauseReplay})
+			l.queue = append(l.queue, queued[T]{Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: at, Cause: CauseReplay}, now})
 		}
 		c.mu.RUnlock()
-		l.backlog.Add(int64(len(l.queue)))
+		if len(l.queue) > 0 {
+			l.head.Store(now)
+		}
+		l.pushed = int64(len(l.queue))
+		l.backlog.Add(l.pushed)
+	}
+	if synced {
+		l.syncMark.Store(l.pushed)
 	}
 	if d.listeners == nil {
 		d.listeners = map[*Registration]*listener[T]{}
@@ -233,11 +388,15 @@ func (d *dispatcher[T]) startLocked(l *listener[T]) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		id := curGoroutineID()
+		d.goroutines.Store(id, struct{}{})
+		defer d.goroutines.Delete(id)
 		l.run(ctx)
 	}()
 }
 
-// remove unregisters reg; its handler is not called again.
+// remove unregisters reg; once it returns, its handler is not running
+// (unless remove was called by that handler) and is never called again.
 func (d *dispatcher[T]) remove(reg *Registration) {
 	d.mu.Lock()
 	l, ok := d.listeners[reg]
@@ -245,6 +404,21 @@ func (d *dispatcher[T]) remove(reg *Registration) {
 	d.mu.Unlock()
 	if ok {
 		l.remove()
+	}
+}
+
+// onHandlerGoroutine reports whether the caller is one of the listeners'
+// goroutines: a handler.
+func (d *dispatcher[T]) onHandlerGoroutine() bool {
+	_, ok := d.goroutines.Load(curGoroutineID())
+	return ok
+}
+
+// markSynced marks every registration without a sync mark: called once the
+// first list's events are queued.
+func (d *dispatcher[T]) markSyncedLocked() {
+	for _, l := range d.listeners {
+		l.markSynced()
 	}
 }
 

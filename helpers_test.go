@@ -164,15 +164,18 @@ func newTestWriter[T Object](c *Cache[T]) (w *writer[T], events func() []Event[T
 	w = &writer[T]{cache: c, status: &status{syncCh: make(chan struct{})}, disp: &dispatcher[T]{},
 		log: slog.New(slog.DiscardHandler), share: &intern.Sharer{}}
 	l := newListener(1<<len(eventTypes)-1, func(Event[T]) {}, w.log)
-	w.disp.add(l, c, w.status.resourceVersion)
+	w.disp.add(l, c, w.status.resourceVersion, false)
 	l.queue = nil // not the replay of what c holds
 	l.backlog.Store(0)
 	return w, func() []Event[T] {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		q := l.queue
+		var out []Event[T]
+		for _, q := range l.queue {
+			out = append(out, q.e)
+		}
+		l.backlog.Add(-int64(len(l.queue)))
 		l.queue = nil
-		l.backlog.Add(-int64(len(q)))
-		return q
+		return out
 	}
 }

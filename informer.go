@@ -7,8 +7,10 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
 // Informer lists and watches one resource, keeps a Cache of it in sync with
@@ -59,6 +61,66 @@ type status struct {
 	mu      sync.Mutex    // guards syncErr and syncCh
 	syncErr error         // the last persistent error before the first sync
 	syncCh  chan struct{} // closed (and replaced) when synced or syncErr change
+
+	waitMu  sync.Mutex // guards waiters
+	waiters []rvWaiter // WaitForResourceVersion calls not yet satisfied
+	nwait   atomic.Int32
+
+	healthMu     sync.Mutex // guards failing and failingSince
+	failing      error      // the last persistent error not yet followed by success
+	failingSince time.Time  // when the persistent failures began
+}
+
+type rvWaiter struct {
+	rv string
+	ch chan struct{}
+}
+
+// advance records rv as the last resourceVersion seen and wakes the
+// WaitForResourceVersion calls it satisfies. Cheap when none wait.
+func (s *status) advance(rv string) {
+	if rv == "" {
+		return
+	}
+	s.rv.Store(&rv)
+	if s.nwait.Load() == 0 {
+		return
+	}
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	kept := s.waiters[:0]
+	for _, w := range s.waiters {
+		if c, err := resourceversion.CompareResourceVersion(rv, w.rv); err == nil && c >= 0 {
+			close(w.ch)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(s.waiters[len(kept):])
+	s.waiters = kept
+	s.nwait.Store(int32(len(kept)))
+}
+
+// reached reports whether the last resourceVersion seen is rv or later.
+func (s *status) reached(rv string) bool {
+	c, err := resourceversion.CompareResourceVersion(s.resourceVersion(), rv)
+	return err == nil && c >= 0
+}
+
+// fail records a persistent error; ok clears it.
+func (s *status) fail(err error) {
+	s.healthMu.Lock()
+	defer s.healthMu.Unlock()
+	if s.failing == nil {
+		s.failingSince = time.Now()
+	}
+	s.failing = err
+}
+
+func (s *status) ok() {
+	s.healthMu.Lock()
+	defer s.healthMu.Unlock()
+	s.failing, s.failingSince = nil, time.Time{}
 }
 
 func (s *status) resourceVersion() string {
@@ -168,6 +230,65 @@ func (inf *Informer[T]) WaitForSync(ctx context.Context) error {
 	}
 }
 
+// WaitForResourceVersion blocks until the cache reflects resourceVersion
+// rv or a later one (nil), or until ctx ends (ctx.Err()). A controller that
+// has just written an object waits for its write's resourceVersion before
+// reading the cache again, instead of acting twice on a stale cache.
+// resourceVersions are compared as Kubernetes defines it for one resource
+// (k8s.io/apimachinery/pkg/util/resourceversion); an rv that is not a
+// well-formed resourceVersion is an error at once.
+func (inf *Informer[T]) WaitForResourceVersion(ctx context.Context, rv string) error {
+	if _, err := resourceversion.CompareResourceVersion(rv, rv); err != nil {
+		return fmt.Errorf("kinformer: WaitForResourceVersion: %w", err)
+	}
+	s := inf.status
+	if s.reached(rv) {
+		return nil
+	}
+	ch := make(chan struct{})
+	s.waitMu.Lock()
+	s.waiters = append(s.waiters, rvWaiter{rv, ch})
+	s.nwait.Store(int32(len(s.waiters)))
+	s.waitMu.Unlock()
+	if s.reached(rv) { // advanced before the waiter was seen
+		s.forget(ch)
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		s.forget(ch)
+		return ctx.Err()
+	}
+}
+
+// forget drops the waiter whose channel is ch, if still there.
+func (s *status) forget(ch chan struct{}) {
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	for i, w := range s.waiters {
+		if w.ch == ch {
+			s.waiters = append(s.waiters[:i], s.waiters[i+1:]...)
+			break
+		}
+	}
+	s.nwait.Store(int32(len(s.waiters)))
+}
+
+// LastError returns the persistent error ([IsPersistent]: 403, 404, …) of
+// the informer's latest list or watch attempt, and since when such errors
+// have gone on; nil once a list or watch works again. Unlike WaitForSync it
+// also tells an informer that synced and then lost its permission or its
+// resource (a CRD deleted): the cache is then frozen at its last state, and
+// a readiness check should say so.
+func (inf *Informer[T]) LastError() (err error, since time.Time) {
+	s := inf.status
+	s.healthMu.Lock()
+	defer s.healthMu.Unlock()
+	return s.failing, s.failingSince
+}
+
 // AddEventHandler registers fn for events of type t. It returns
 // ErrUnknownEventType for any t other than Added, Modified, Deleted,
 // Bookmark or Error. A handler for Added registered when the cache already
@@ -208,12 +329,14 @@ func (inf *Informer[T]) AddHandler(fn func(Event[T])) *Registration {
 }
 
 func (inf *Informer[T]) addListener(mask uint8, fn func(Event[T])) *Registration {
-	return inf.disp.add(newListener(mask, fn, inf.hlog), inf.cache, inf.status.resourceVersion)
+	return inf.disp.add(newListener(mask, fn, inf.hlog), inf.cache, inf.status.resourceVersion, inf.status.synced.Load())
 }
 
-// RemoveEventHandler unregisters a handler: its queued events are dropped
-// and it is not called again (a call in progress completes). An unknown or
-// nil registration is a no-op.
+// RemoveEventHandler unregisters a handler: its queued events are dropped,
+// and once RemoveEventHandler returns the handler is not running and will
+// never be called again (it waits for a call in progress to end). A handler
+// may remove itself; its current call then completes after the removal.
+// An unknown or nil registration is a no-op.
 func (inf *Informer[T]) RemoveEventHandler(reg *Registration) { inf.disp.remove(reg) }
 
 // Start runs the informer in the background. It is a no-op if the informer
@@ -231,10 +354,16 @@ func (inf *Informer[T]) Start() {
 // and are delivered when the informer is started again. Stop is a no-op on
 // a stopped informer.
 //
-// Because it waits for the handlers, a handler (or a Transform, KeyFunc or
-// IndexFunc) must not call Stop: it would wait for itself. Use RequestStop
-// there.
-func (inf *Informer[T]) Stop() { <-inf.RequestStop() }
+// Called from one of the informer's own handlers, Stop does not wait (the
+// handler would wait for itself): it is RequestStop. A Transform, KeyFunc or
+// IndexFunc, which run on the informer's loop, must use RequestStop.
+func (inf *Informer[T]) Stop() {
+	done := inf.RequestStop()
+	if inf.disp.onHandlerGoroutine() {
+		return
+	}
+	<-done
+}
 
 // RequestStop asks the informer to stop and returns at once, with a
 // channel that is closed once it has stopped (Stop is RequestStop and a

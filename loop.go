@@ -191,7 +191,7 @@ func (l *loop[T]) run(ctx context.Context) {
 			return
 		}
 		if o.err != nil && (o.kind == listFailed || o.kind == watchFailed) {
-			l.w.report(o.err)
+			l.w.failed(o.err)
 		}
 		next, wait := step(l.st, o)
 		l.logTransition(o, next)
@@ -318,6 +318,7 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 		return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err)}
 	}
 	defer s.stop()
+	l.w.status.ok() // the watch is allowed again
 
 	received := false
 	for {

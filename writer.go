@@ -56,11 +56,7 @@ func (w *writer[T]) prepare(obj T) (T, bool) {
 // stripped and shared (it does so only without a Transform).
 func prepared[T Object](obj T) (T, bool) { return obj, true }
 
-func (w *writer[T]) setRV(rv string) {
-	if rv != "" {
-		w.status.rv.Store(&rv)
-	}
-}
+func (w *writer[T]) setRV(rv string) { w.status.advance(rv) }
 
 // report logs err, queues an Error event, and records it for WaitForSync
 // if it is persistent and the cache has not synced yet.
@@ -76,6 +72,15 @@ func (w *writer[T]) report(err error) {
 			persistent = err
 		}
 		w.status.setSync(false, persistent)
+	}
+}
+
+// failed records the error that ended a list or watch attempt: reported,
+// and kept for LastError if persistent.
+func (w *writer[T]) failed(err error) {
+	w.report(err)
+	if IsPersistent(err) {
+		w.status.fail(err)
 	}
 }
 
@@ -96,8 +101,13 @@ func (w *writer[T]) apply(typ EventType, obj T, prepare prepareFunc[T]) {
 
 	w.disp.mu.RLock()
 	defer w.disp.mu.RUnlock()
-	w.setRV(rv)
-	e := Event[T]{Object: obj, Key: key, ResourceVersion: w.status.resourceVersion()}
+	// The resourceVersion is recorded once the cache holds the change:
+	// WaitForResourceVersion then finds the cache at that version.
+	defer w.setRV(rv)
+	e := Event[T]{Object: obj, Key: key, ResourceVersion: rv}
+	if rv == "" {
+		e.ResourceVersion = w.status.resourceVersion()
+	}
 	switch {
 	case typ == Deleted || !ok:
 		// A deletion always removes, whether or not its final state
@@ -174,6 +184,12 @@ func (w *writer[T]) replace(items map[string]T, rv string) {
 			w.disp.emitLocked(Event[T]{Type: Modified, Object: obj, Old: o, Key: key, ResourceVersion: rv, Cause: cause})
 		}
 	}
+	if cause == CauseList {
+		// Registrations added before the first list are synced once they
+		// have handled its events.
+		w.disp.markSyncedLocked()
+	}
 	w.disp.mu.RUnlock()
 	w.status.setSync(true, nil)
+	w.status.ok()
 }

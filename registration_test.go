@@ -1,0 +1,183 @@
+package kinformer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// A registration is synced once it has handled the cache as it stood when
+// it was added: the first list's events for an early one, the replay for a
+// late one; not before.
+func TestRegistrationHasSynced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFakeServer()
+		for i := range 5 {
+			s.put(cm("ns", fmt.Sprintf("o%d", i)))
+		}
+		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
+		gate := make(chan struct{})
+		var early atomic.Int32
+		earlyReg := inf.AddHandler(func(e cmEvent) {
+			if e.Type == Added {
+				<-gate
+				early.Add(1)
+			}
+		})
+		if earlyReg.HasSynced() {
+			t.Fatal("synced before the informer listed")
+		}
+		inf.Start()
+		defer inf.Stop()
+		if err := inf.WaitForSync(bounded(t)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if earlyReg.HasSynced() {
+			t.Fatal("synced before handling the first list's events")
+		}
+		close(gate)
+		synctest.Wait()
+		if !earlyReg.HasSynced() || early.Load() != 5 {
+			t.Fatalf("after the first list's 5 events (%d handled): HasSynced %v", early.Load(), earlyReg.HasSynced())
+		}
+
+		block := make(chan struct{})
+		var late atomic.Int32
+		lateReg := inf.AddHandler(func(e cmEvent) {
+			<-block
+			late.Add(1)
+		})
+		synctest.Wait()
+		if lateReg.HasSynced() {
+			t.Fatal("a late registration synced before its replay was handled")
+		}
+		if d := lateReg.OldestPending(); d != 0 {
+			// fake time has not moved: the replay was queued just now
+			t.Fatalf("OldestPending %v right after the replay was queued", d)
+		}
+		time.Sleep(3 * time.Second)
+		if d := lateReg.OldestPending(); d < 3*time.Second {
+			t.Fatalf("OldestPending %v, want the replay's 3 s", d)
+		}
+		close(block)
+		synctest.Wait()
+		if !lateReg.HasSynced() || late.Load() != 5 || lateReg.OldestPending() != 0 {
+			t.Fatalf("after the replay (%d handled): HasSynced %v, oldest %v", late.Load(), lateReg.HasSynced(), lateReg.OldestPending())
+		}
+	})
+}
+
+// A handler may remove itself and may stop its informer: neither waits
+// for the handler's own call.
+func TestHandlerRemovesItselfAndStopsItsInformer(t *testing.T) {
+	s := newFakeServer()
+	inf, _ := startInformer(t, s, nil)
+	var reg *Registration
+	var calls atomic.Int32
+	returned := make(chan struct{})
+	regCh := make(chan *Registration, 1)
+	reg = inf.AddHandler(func(e cmEvent) {
+		if e.Type != Added {
+			return
+		}
+		calls.Add(1)
+		me := <-regCh
+		inf.RemoveEventHandler(me)
+		inf.Stop()
+		close(returned)
+	})
+	regCh <- reg
+	s.put(cm("ns", "a"))
+	select {
+	case <-returned:
+	case <-time.After(30 * time.Second):
+		t.Fatal("RemoveEventHandler or Stop from a handler deadlocked")
+	}
+	<-inf.RequestStop() // stopped: closed
+	if calls.Load() != 1 {
+		t.Fatalf("%d calls", calls.Load())
+	}
+}
+
+// WaitForResourceVersion returns once the cache holds the version, at once
+// for one already reached, and with ctx's error otherwise.
+func TestWaitForResourceVersion(t *testing.T) {
+	s := newFakeServer()
+	inf, _ := startInformer(t, s, nil)
+	o := s.put(cm("ns", "a", "v", "1"))
+	if err := inf.WaitForResourceVersion(bounded(t), o.ResourceVersion); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := inf.Cache().GetByKey("ns/a"); got == nil || got.ResourceVersion != o.ResourceVersion {
+		t.Fatalf("cache after the wait: %v", got)
+	}
+	if err := inf.WaitForResourceVersion(bounded(t), "1"); err != nil {
+		t.Fatalf("an old version: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := inf.WaitForResourceVersion(ctx, "99999"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a future version: %v", err)
+	}
+	if err := inf.WaitForResourceVersion(bounded(t), "abc"); err == nil {
+		t.Fatal("a malformed version was accepted")
+	}
+	inf.status.waitMu.Lock()
+	n := len(inf.status.waiters)
+	inf.status.waitMu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d waiters left behind", n)
+	}
+}
+
+// forbiddenAfter lists and watches normally until revoked, then answers
+// 403 to every list and watch, as a server does when RBAC is revoked.
+type forbiddenAfter struct {
+	*fakeServer
+	revoked atomic.Bool
+}
+
+func (f *forbiddenAfter) List(ctx context.Context, o metav1.ListOptions) (*corev1.ConfigMapList, error) {
+	if f.revoked.Load() {
+		return nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("revoked"))
+	}
+	return f.fakeServer.List(ctx, o)
+}
+
+func (f *forbiddenAfter) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	if f.revoked.Load() {
+		return nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("revoked"))
+	}
+	return f.fakeServer.Watch(ctx, o)
+}
+
+// LastError tells an informer that lost its permission after syncing, and
+// clears once it works again.
+func TestLastErrorAfterSync(t *testing.T) {
+	f := &forbiddenAfter{fakeServer: newFakeServer()}
+	inf, _ := startInformer(t, f, &Options[*corev1.ConfigMap]{DisableStreamingList: true})
+	if err, _ := inf.LastError(); err != nil {
+		t.Fatalf("LastError after sync: %v", err)
+	}
+	before := time.Now()
+	f.revoked.Store(true)
+	f.closeWatches() // the next watch is refused
+	eventually(t, "a persistent error", func() bool { err, _ := inf.LastError(); return apierrors.IsForbidden(err) })
+	err, since := inf.LastError()
+	if since.Before(before) || !apierrors.IsForbidden(err) {
+		t.Fatalf("LastError = %v since %v", err, since)
+	}
+	f.revoked.Store(false)
+	eventually(t, "recovered", func() bool { err, _ := inf.LastError(); return err == nil })
+}
