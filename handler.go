@@ -113,15 +113,15 @@ type listener[T Object] struct {
 	fn   func(Event[T])
 	log  *slog.Logger // where panics go
 
-	mu      sync.Mutex // guards queue, pushed, inCall and callEnded; removed is set under it too
-	queue   []queued[T]
-	pushed  int64 // events ever queued
+	mu     sync.Mutex // guards queue, pushed, inCall and callEnded; removed is set under it too
+	queue  []queued[T]
+	pushed int64 // events ever queued
 	// inCall: fn is running; callEnded, if not nil, is closed when it
 	// returns (for a removal waiting for it).
 	inCall    bool
 	callEnded chan struct{}
-	removed atomic.Bool   // read without mu between events
-	wake    chan struct{} // capacity 1: "the queue may be non-empty"
+	removed   atomic.Bool   // read without mu between events
+	wake      chan struct{} // capacity 1: "the queue may be non-empty"
 	// backlog counts events queued or being handled, for Pending.
 	backlog atomic.Int64
 	// delivered counts events handled (or dropped by removal); syncMark
