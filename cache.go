@@ -35,7 +35,7 @@ type keySet map[string]struct{}
 // cache, and readers wait only for the map updates themselves.
 type Cache[T Object] struct {
 	keyFunc  KeyFunc[T]
-	indexers map[string]IndexFunc[T] // fixed at construction; read without lock
+	indexers map[string]IndexFunc[T] // replaced under mu only before the informer starts; the writer reads it without lock
 
 	mu      sync.RWMutex                 // guards items and indices; held for writing only by the writer
 	items   map[string]T                 // key -> object
@@ -58,6 +58,31 @@ func newCache[T Object](keyFunc KeyFunc[T], indexers map[string]IndexFunc[T]) *C
 	c := &Cache[T]{keyFunc: keyFunc, indexers: idx, items: map[string]T{}}
 	c.indices = c.emptyIndices()
 	return c
+}
+
+// addIndexers adds indexes to an empty cache that no reader has yet; the
+// informer calls it only before its first run.
+func (c *Cache[T]) addIndexers(indexers map[string]IndexFunc[T]) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range indexers {
+		if _, ok := c.indexers[name]; ok {
+			return fmt.Errorf("kinformer: index %q already exists", name)
+		}
+	}
+	idx := make(map[string]IndexFunc[T], len(c.indexers)+len(indexers))
+	for name, f := range c.indexers {
+		idx[name] = f
+	}
+	for name, f := range indexers {
+		idx[name] = f
+		c.indices[name] = map[string]keySet{}
+		for key, obj := range c.items {
+			index(c.indices[name], key, f(obj))
+		}
+	}
+	c.indexers = idx
+	return nil
 }
 
 func (c *Cache[T]) emptyIndices() map[string]map[string]keySet {
@@ -114,11 +139,11 @@ func (c *Cache[T]) Len() int {
 // ByIndex returns the objects filed under value in the named index. It
 // returns ErrUnknownIndex if no such index was configured.
 func (c *Cache[T]) ByIndex(name, value string) ([]T, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	if _, ok := c.indexers[name]; !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownIndex, name)
 	}
-	c.mu.RLock()
-	defer c.mu.RUnlock()
 	keys := c.indices[name][value]
 	out := make([]T, 0, len(keys))
 	for k := range keys {
@@ -131,11 +156,11 @@ func (c *Cache[T]) ByIndex(name, value string) ([]T, error) {
 
 // IndexKeys returns the keys filed under value in the named index.
 func (c *Cache[T]) IndexKeys(name, value string) ([]string, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	if _, ok := c.indexers[name]; !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownIndex, name)
 	}
-	c.mu.RLock()
-	defer c.mu.RUnlock()
 	keys := c.indices[name][value]
 	out := make([]string, 0, len(keys))
 	for k := range keys {

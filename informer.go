@@ -47,7 +47,8 @@ type Informer[T Object] struct {
 	// it passes from one run's goroutine to the next.
 	loop *loop[T]
 
-	runMu  sync.Mutex         // guards ctx, cancel and done
+	runMu   sync.Mutex         // guards started, ctx, cancel and done
+	started bool               // has ever run
 	ctx    context.Context    // the current run's context; nil when stopped
 	cancel context.CancelFunc // cancels the current run; nil when stopped
 	done   chan struct{}      // closed when the current run has fully ended
@@ -190,6 +191,19 @@ func checkItemType[T Object, L runtime.Object]() {
 		return
 	}
 	panic(fmt.Sprintf("kinformer.New: the client lists %s, whose items are %s, not %s", lt, item, want))
+}
+
+// AddIndexers adds indexes to the cache of an informer that has never run
+// (client-go's AddIndexers): consumers sharing an informer may each bring
+// theirs before it starts. It returns an error naming the index if one of
+// that name exists, and ErrRunning once the informer has started.
+func (inf *Informer[T]) AddIndexers(indexers map[string]IndexFunc[T]) error {
+	inf.runMu.Lock()
+	defer inf.runMu.Unlock()
+	if inf.started {
+		return fmt.Errorf("%w: indexes can only be added before the informer starts", ErrRunning)
+	}
+	return inf.cache.addIndexers(indexers)
 }
 
 // Cache returns the informer's cache.
@@ -414,6 +428,7 @@ func (inf *Informer[T]) begin(parent context.Context) (context.Context, chan str
 	}
 	defer inf.runMu.Unlock()
 	ctx, cancel := context.WithCancel(parent)
+	inf.started = true
 	inf.ctx, inf.cancel, inf.done = ctx, cancel, make(chan struct{})
 	return ctx, inf.done, true
 }

@@ -181,3 +181,28 @@ func TestLastErrorAfterSync(t *testing.T) {
 	f.revoked.Store(false)
 	eventually(t, "recovered", func() bool { err, _ := inf.LastError(); return err == nil })
 }
+
+// Indexes can be added until the informer starts, not after.
+func TestAddIndexers(t *testing.T) {
+	s := newFakeServer()
+	s.put(cm("ns", "a", "app", "web"))
+	inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
+	byApp := func(o *corev1.ConfigMap) []string { return []string{o.Labels["app"]} }
+	if err := inf.AddIndexers(map[string]IndexFunc[*corev1.ConfigMap]{"app": byApp}); err != nil {
+		t.Fatal(err)
+	}
+	if err := inf.AddIndexers(map[string]IndexFunc[*corev1.ConfigMap]{"app": byApp}); err == nil {
+		t.Fatal("a second index named app was accepted")
+	}
+	inf.Start()
+	defer inf.Stop()
+	if err := inf.WaitForSync(bounded(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := inf.Cache().ByIndex("app", "web"); len(got) != 1 {
+		t.Fatalf("ByIndex(app, web) = %v", got)
+	}
+	if err := inf.AddIndexers(map[string]IndexFunc[*corev1.ConfigMap]{"other": byApp}); !errors.Is(err, ErrRunning) {
+		t.Fatalf("AddIndexers after start: %v", err)
+	}
+}
