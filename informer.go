@@ -49,9 +49,9 @@ type Informer[T Object] struct {
 
 	runMu   sync.Mutex         // guards started, ctx, cancel and done
 	started bool               // has ever run
-	ctx    context.Context    // the current run's context; nil when stopped
-	cancel context.CancelFunc // cancels the current run; nil when stopped
-	done   chan struct{}      // closed when the current run has fully ended
+	ctx     context.Context    // the current run's context; nil when stopped
+	cancel  context.CancelFunc // cancels the current run; nil when stopped
+	done    chan struct{}      // closed when the current run has fully ended
 }
 
 // status is what the loop publishes to other goroutines.
