@@ -345,7 +345,20 @@ type dispatcher[T Object] struct {
 	runWG     *sync.WaitGroup // joins the listener goroutines of this run
 	// goroutines holds the ids of the running listener goroutines, also
 	// of those removed but still in their last call.
-	goroutines sync.Map // int64 -> struct{}
+	goroutines sync.Map  // int64 -> struct{}
+	obs        *observer // counts events; nil without metrics
+}
+
+// depth returns the events queued for all registrations and the age of the
+// oldest.
+func (d *dispatcher[T]) depth() (events int, oldest time.Duration) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	for _, l := range d.listeners {
+		events += l.pending()
+		oldest = max(oldest, l.oldest())
+	}
+	return events, oldest
 }
 
 // add registers l, first queueing Added for every object in c if l wants
@@ -445,6 +458,7 @@ func (d *dispatcher[T]) join() {
 // emitLocked queues e for every listener that wants it; d.mu must be held
 // (for reading suffices).
 func (d *dispatcher[T]) emitLocked(e Event[T]) {
+	d.obs.event(e.Type)
 	for _, l := range d.listeners {
 		if l.wants(e.Type) {
 			l.push(e)

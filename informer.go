@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,8 @@ type Informer[T Object] struct {
 	disp   dispatcher[T]
 	log    *slog.Logger // the informer's own logs
 	hlog   *slog.Logger // handler panics: never discarded by default
+	name   string
+	obs    *observer // nil without Options.Metrics
 
 	// loop is the watch loop, with everything only its goroutine touches
 	// (the writer of cache and status among them). Runs never overlap, so
@@ -66,6 +69,8 @@ type status struct {
 	waitMu  sync.Mutex // guards waiters
 	waiters []rvWaiter // WaitForResourceVersion calls not yet satisfied
 	nwait   atomic.Int32
+
+	lastEvent atomic.Int64 // UnixNano of the last thing received from the server
 
 	healthMu     sync.Mutex // guards failing and failingSince
 	failing      error      // the last persistent error not yet followed by success
@@ -100,6 +105,13 @@ func (s *status) advance(rv string) {
 	clear(s.waiters[len(kept):])
 	s.waiters = kept
 	s.nwait.Store(int32(len(kept)))
+}
+
+func (s *status) lastEventTime() time.Time {
+	if n := s.lastEvent.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // reached reports whether the last resourceVersion seen is rv or later.
@@ -159,15 +171,37 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 		log = slog.New(slog.DiscardHandler)
 		hlog = slog.Default()
 	}
+	if o.Name == "" {
+		o.Name = strings.ToLower(reflect.TypeFor[T]().String()[strings.LastIndex(reflect.TypeFor[T]().String(), ".")+1:])
+	} else {
+		log, hlog = log.With("resource", o.Name), hlog.With("resource", o.Name)
+	}
 	inf := &Informer[T]{
 		cache:  newCache(o.KeyFunc, o.Indexers),
 		status: &status{syncCh: make(chan struct{})},
 		log:    log,
 		hlog:   hlog,
+		name:   o.Name,
 	}
-	inf.loop = newLoop(lw, &o, inf.cache, inf.status, &inf.disp, log)
+	if o.Metrics != nil {
+		inf.obs = newObserver(o.Metrics, o.Name)
+		inf.disp.obs = inf.obs
+		inf.obs.source = &metricSource{
+			name:    o.Name,
+			objects: inf.cache.Len,
+			synced:  inf.HasSynced,
+			depth:   inf.disp.depth,
+			last:    inf.status.lastEventTime,
+			failing: func() bool { err, _ := inf.LastError(); return err != nil },
+		}
+		o.Metrics.add(inf.obs.source)
+	}
+	inf.loop = newLoop(lw, &o, inf.cache, inf.status, &inf.disp, log, inf.obs)
 	return inf
 }
+
+// Name returns the informer's name: Options.Name, or its default.
+func (inf *Informer[T]) Name() string { return inf.name }
 
 // checkItemType panics if L is a list type (a struct with an Items slice)
 // whose items are neither T nor what T points to.

@@ -41,6 +41,7 @@ func (l *loop[T]) pagedList(ctx context.Context, limit int64) outcome {
 		if err == nil && isNil(list) {
 			err = fmt.Errorf("%w: the client returned no list and no error", ErrUnexpectedObject)
 		}
+		l.obs.request("list", classify(err))
 		if err != nil {
 			err = classify(err)
 			if opts.Continue != "" && errors.Is(err, ErrExpired) {
@@ -98,7 +99,7 @@ const watchListStartTimeout = 10 * time.Second
 // costing client and server CPU for each event while saving little. One
 // more request, on the same HTTP/2 connection, costs far less.
 func (l *loop[T]) watchList(ctx context.Context) outcome {
-	s, err := l.openWatch(ctx, func(o *metav1.ListOptions) {
+	s, err := l.openWatch(ctx, "watchlist", func(o *metav1.ListOptions) {
 		yes := true
 		o.SendInitialEvents = &yes
 		// "" with NotOlderThan: a consistent snapshot, as fresh as a quorum read.

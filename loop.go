@@ -135,9 +135,10 @@ type loop[T Object] struct {
 	direct  *directWatcher // nil: watches go through watchFn only
 	st      state          // kept between runs: what was learnt about the server
 	log     *slog.Logger
+	obs     *observer // metrics; nil for none
 }
 
-func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *Cache[T], s *status, d *dispatcher[T], log *slog.Logger) *loop[T] {
+func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *Cache[T], s *status, d *dispatcher[T], log *slog.Logger, obs *observer) *loop[T] {
 	l := &loop[T]{
 		listFn:  func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) { return lw.List(ctx, lo) },
 		watchFn: lw.Watch,
@@ -145,6 +146,7 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *
 		w: writer[T]{cache: c, status: s, disp: d, log: log, transform: o.Transform,
 			keepManaged: o.KeepManagedFields, share: &intern.Sharer{}},
 		log: log,
+		obs: obs,
 	}
 	l.st.watchList = !o.DisableStreamingList && mayStream(lw)
 	if !o.DisableDirectDecoding {
@@ -195,8 +197,12 @@ func (l *loop[T]) run(ctx context.Context) {
 		}
 		next, wait := step(l.st, o)
 		l.logTransition(o, next)
+		if next.phase == phaseList && l.st.phase == phaseWatch {
+			l.obs.relist(relistCause(o))
+		}
 		if wait {
 			d := bo.fail(time.Now())
+			l.obs.backoff(d)
 			l.log.Debug("kinformer: backing off", "phase", l.st.phase.String(), "wait", d)
 			t := time.NewTimer(d)
 			select {
@@ -208,6 +214,19 @@ func (l *loop[T]) run(ctx context.Context) {
 		}
 		l.st = next
 	}
+}
+
+// relistCause names why a watch gave way to a re-list, for the metrics.
+func relistCause(o outcome) string {
+	switch {
+	case o.kind == resyncDue:
+		return "resync"
+	case errors.Is(o.err, ErrExpired):
+		return "expired"
+	case errors.Is(o.err, ErrTooLargeResourceVersion):
+		return "too_large"
+	}
+	return "error"
 }
 
 func (l *loop[T]) logTransition(o outcome, next state) {
@@ -254,7 +273,7 @@ func (l *loop[T]) watchTimeout() time.Duration {
 // adjust sets the options that differ between a plain watch and a
 // watch-list. An error wrapping errNoDirect means direct decoding is not
 // possible.
-func (l *loop[T]) openWatch(ctx context.Context, adjust func(*metav1.ListOptions)) (*stream[T], error) {
+func (l *loop[T]) openWatch(ctx context.Context, verb string, adjust func(*metav1.ListOptions)) (*stream[T], error) {
 	timeout := l.watchTimeout()
 	secs := int64(max(timeout/time.Second, 1))
 	opts := l.listOptions()
@@ -267,8 +286,13 @@ func (l *loop[T]) openWatch(ctx context.Context, adjust func(*metav1.ListOptions
 		r, err := l.direct.open(wctx, opts)
 		if err != nil {
 			cancel()
-			return nil, classify(err)
+			err = classify(err)
+			if !isNoDirect(err) {
+				l.obs.request(verb, err)
+			}
+			return nil, err
 		}
+		l.obs.request(verb, nil)
 		s.src = newDirectSource(wctx, r)
 		l.log.Debug("kinformer: watch opened", "decoding", "direct", "resource", l.direct.resource)
 		if l.direct.sharesObjects() {
@@ -279,6 +303,7 @@ func (l *loop[T]) openWatch(ctx context.Context, adjust func(*metav1.ListOptions
 		if err == nil && (w == nil || isNilWatch(w)) {
 			err = fmt.Errorf("%w: the client returned no watch and no error", ErrUnexpectedObject)
 		}
+		l.obs.request(verb, classify(err))
 		if err != nil {
 			if w != nil && !isNilWatch(w) {
 				w.Stop()
@@ -310,7 +335,7 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 		return outcome{kind: resyncDue}
 	}
 	rv := l.w.status.resourceVersion()
-	s, err := l.openWatch(ctx, func(o *metav1.ListOptions) { o.ResourceVersion = rv })
+	s, err := l.openWatch(ctx, "watch", func(o *metav1.ListOptions) { o.ResourceVersion = rv })
 	if err != nil {
 		if isNoDirect(err) {
 			return outcome{kind: directRefused, err: err}

@@ -74,6 +74,15 @@ type Options[T Object] struct {
 	// Zero fields take [DefaultBackoff]'s values.
 	Backoff Backoff
 
+	// Name names the informer in its logs and metrics: its resource, such
+	// as "pods" or "deployments.apps" (a Factory sets it). Default: T's
+	// kind in lower case ("pod"; "unstructured" for dynamic clients).
+	Name string
+
+	// Metrics, if set, receives the informer's Prometheus metrics, labelled
+	// with Name (see NewMetrics). Default: none.
+	Metrics *Metrics
+
 	// Logger receives the informer's logs. Default: informational logs are
 	// discarded, and a handler's panic (an error) goes to slog.Default().
 	Logger *slog.Logger

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/kinformer/kinformer/internal/intern"
 )
@@ -56,7 +57,11 @@ func (w *writer[T]) prepare(obj T) (T, bool) {
 // stripped and shared (it does so only without a Transform).
 func prepared[T Object](obj T) (T, bool) { return obj, true }
 
-func (w *writer[T]) setRV(rv string) { w.status.advance(rv) }
+// setRV records rv, and that the server has just been heard from.
+func (w *writer[T]) setRV(rv string) {
+	w.status.lastEvent.Store(time.Now().UnixNano())
+	w.status.advance(rv)
+}
 
 // report logs err, queues an Error event, and records it for WaitForSync
 // if it is persistent and the cache has not synced yet.

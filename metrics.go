@@ -1,0 +1,246 @@
+package kinformer
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the Prometheus metrics of informers. Create one per
+// Registerer with NewMetrics and give it to every informer through
+// Options.Metrics (a Factory does this for its informers); Options.Name is
+// each informer's resource label. Nothing is registered anywhere else.
+//
+// Names start with kinformer_, and every label is bounded: resource (the
+// informer's Name), event type, verb, result and cause; never an object's
+// name or namespace.
+//
+//	kinformer_events_total{resource,type}               events queued for handlers
+//	kinformer_requests_total{resource,verb,result}      list, watchlist and watch requests
+//	kinformer_relists_total{resource,cause}             re-lists: expired, too_large, resync, error
+//	kinformer_backoff_waits_total{resource}             waits before a retry
+//	kinformer_backoff_seconds_total{resource}           time spent in them
+//	kinformer_objects{resource}                         objects cached
+//	kinformer_synced{resource}                          1 once synced
+//	kinformer_handler_queue_depth{resource}             events queued for handlers, all registrations
+//	kinformer_handler_oldest_event_seconds{resource}    the oldest of them, its age
+//	kinformer_last_event_age_seconds{resource}          since the last event from the server
+//	kinformer_persistent_error{resource}                1 while lists or watches fail persistently (403, 404, …)
+//
+// Several informers with the same Name (other namespaces or selectors)
+// add up: counters and depths sum, ages take the worst.
+type Metrics struct {
+	events, requests, relists *prometheus.CounterVec
+	waits, waited             *prometheus.CounterVec
+
+	mu      sync.Mutex // guards sources
+	sources map[*metricSource]struct{}
+}
+
+var (
+	descObjects = prometheus.NewDesc("kinformer_objects", "Objects in the informer's cache.", []string{"resource"}, nil)
+	descSynced  = prometheus.NewDesc("kinformer_synced", "1 once the informer's cache has been filled by a complete list.", []string{"resource"}, nil)
+	descDepth   = prometheus.NewDesc("kinformer_handler_queue_depth", "Events queued for handlers, summed over registrations.", []string{"resource"}, nil)
+	descOldest  = prometheus.NewDesc("kinformer_handler_oldest_event_seconds", "How long the oldest event queued for a handler has waited.", []string{"resource"}, nil)
+	descLast    = prometheus.NewDesc("kinformer_last_event_age_seconds", "Seconds since the informer last received anything from the server (event, bookmark or list).", []string{"resource"}, nil)
+	descFailing = prometheus.NewDesc("kinformer_persistent_error", "1 while the informer's lists or watches fail with a persistent error (403, 404, ...).", []string{"resource"}, nil)
+)
+
+// NewMetrics creates the metrics and registers them on reg. It fails if
+// they are already registered there: use one Metrics per Registerer.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kinformer_events_total",
+			Help: "Events queued for the informer's handlers, by type."}, []string{"resource", "type"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kinformer_requests_total",
+			Help: "List, watch-list and watch requests, by result."}, []string{"resource", "verb", "result"}),
+		relists: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kinformer_relists_total",
+			Help: "Re-lists after the first list, by cause: expired (410), too_large (504), resync, error."}, []string{"resource", "cause"}),
+		waits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kinformer_backoff_waits_total",
+			Help: "Waits before retrying a failed list or watch."}, []string{"resource"}),
+		waited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kinformer_backoff_seconds_total",
+			Help: "Seconds spent waiting before retries."}, []string{"resource"}),
+		sources: map[*metricSource]struct{}{},
+	}
+	for _, c := range []prometheus.Collector{m.events, m.requests, m.relists, m.waits, m.waited, m} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("kinformer: registering metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// metricSource is one informer as the gauges see it.
+type metricSource struct {
+	name    string
+	objects func() int
+	synced  func() bool
+	depth   func() (events int, oldest time.Duration)
+	last    func() time.Time
+	failing func() bool
+}
+
+// Describe implements prometheus.Collector for the gauges.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descObjects, descSynced, descDepth, descOldest, descLast, descFailing} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector for the gauges, read from the
+// informers at scrape time.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	type agg struct {
+		objects, depth    float64
+		synced            float64
+		oldest, lastAge   float64
+		failing, haveLast bool
+	}
+	byName := map[string]*agg{}
+	m.mu.Lock()
+	now := time.Now()
+	for s := range m.sources {
+		a := byName[s.name]
+		if a == nil {
+			a = &agg{synced: 1}
+			byName[s.name] = a
+		}
+		a.objects += float64(s.objects())
+		if !s.synced() {
+			a.synced = 0
+		}
+		d, o := s.depth()
+		a.depth += float64(d)
+		a.oldest = max(a.oldest, o.Seconds())
+		if t := s.last(); !t.IsZero() {
+			a.lastAge, a.haveLast = max(a.lastAge, now.Sub(t).Seconds()), true
+		}
+		a.failing = a.failing || s.failing()
+	}
+	m.mu.Unlock()
+	for name, a := range byName {
+		ch <- prometheus.MustNewConstMetric(descObjects, prometheus.GaugeValue, a.objects, name)
+		ch <- prometheus.MustNewConstMetric(descSynced, prometheus.GaugeValue, a.synced, name)
+		ch <- prometheus.MustNewConstMetric(descDepth, prometheus.GaugeValue, a.depth, name)
+		ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, a.oldest, name)
+		if a.haveLast {
+			ch <- prometheus.MustNewConstMetric(descLast, prometheus.GaugeValue, a.lastAge, name)
+		}
+		failing := 0.0
+		if a.failing {
+			failing = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descFailing, prometheus.GaugeValue, failing, name)
+	}
+}
+
+func (m *Metrics) add(s *metricSource) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sources[s] = struct{}{}
+}
+
+func (m *Metrics) remove(s *metricSource) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.sources, s)
+}
+
+// observer is one informer's handle on its Metrics: counters bound to its
+// resource label once, so that counting an event is one atomic add. A nil
+// observer counts nothing.
+type observer struct {
+	m       *Metrics
+	name    string
+	events  [len(eventTypes)]prometheus.Counter
+	waits   prometheus.Counter
+	waited  prometheus.Counter
+	source  *metricSource
+	results sync.Map // verb+"/"+result -> prometheus.Counter
+}
+
+func newObserver(m *Metrics, name string) *observer {
+	o := &observer{m: m, name: name, waits: m.waits.WithLabelValues(name), waited: m.waited.WithLabelValues(name)}
+	for i, t := range eventTypes {
+		o.events[i] = m.events.WithLabelValues(name, string(t))
+	}
+	return o
+}
+
+func (o *observer) event(t EventType) {
+	if o == nil {
+		return
+	}
+	for i, et := range eventTypes {
+		if et == t {
+			o.events[i].Inc()
+			return
+		}
+	}
+}
+
+// request counts a list, watchlist or watch request by its result.
+func (o *observer) request(verb string, err error) {
+	if o == nil {
+		return
+	}
+	key := verb + "/" + resultOf(err)
+	c, ok := o.results.Load(key)
+	if !ok {
+		c, _ = o.results.LoadOrStore(key, o.m.requests.WithLabelValues(o.name, verb, resultOf(err)))
+	}
+	c.(prometheus.Counter).Inc()
+}
+
+func (o *observer) relist(cause string) {
+	if o != nil {
+		o.m.relists.WithLabelValues(o.name, cause).Inc()
+	}
+}
+
+func (o *observer) backoff(d time.Duration) {
+	if o != nil {
+		o.waits.Inc()
+		o.waited.Add(d.Seconds())
+	}
+}
+
+// resultOf names an error by a bounded set of results.
+func resultOf(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrExpired):
+		return "expired"
+	case errors.Is(err, ErrTooLargeResourceVersion):
+		return "too_large"
+	case apierrors.IsForbidden(err):
+		return "forbidden"
+	case apierrors.IsUnauthorized(err):
+		return "unauthorized"
+	case apierrors.IsNotFound(err):
+		return "not_found"
+	case apierrors.IsBadRequest(err), apierrors.IsInvalid(err):
+		return "invalid"
+	case apierrors.IsTooManyRequests(err):
+		return "throttled"
+	case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err):
+		return "timeout"
+	case apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err):
+		return "server_error"
+	}
+	return "error"
+}
+
+// dropMetrics takes the informer out of its Metrics' gauges (a Factory
+// forgetting a stopped informer); its counters stay, as counters do.
+func (inf *Informer[T]) dropMetrics() {
+	if inf.obs != nil {
+		inf.obs.m.remove(inf.obs.source)
+	}
+}
