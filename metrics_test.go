@@ -75,18 +75,18 @@ func TestMetricsAfterAScriptedSequence(t *testing.T) {
 
 	got := gather(t, reg)
 	for key, want := range map[string]float64{
-		`kinformer_events_total{resource=configmaps,type=ADDED}`:              5,
-		`kinformer_events_total{resource=configmaps,type=MODIFIED}`:           3,
-		`kinformer_events_total{resource=configmaps,type=DELETED}`:            2,
-		`kinformer_events_total{resource=configmaps,type=ERROR}`:              1,
-		`kinformer_relists_total{cause=expired,resource=configmaps}`:          1,
-		`kinformer_requests_total{resource=configmaps,result=ok,verb=list}`:   2,
-		`kinformer_requests_total{resource=configmaps,result=ok,verb=watch}`:  2,
-		`kinformer_objects{resource=configmaps}`:                              3,
-		`kinformer_synced{resource=configmaps}`:                               1,
-		`kinformer_handler_queue_depth{resource=configmaps}`:                  0,
-		`kinformer_persistent_error{resource=configmaps}`:                     0,
-		`kinformer_backoff_waits_total{resource=configmaps}`:                  0,
+		`kinformer_events_total{resource=configmaps,type=ADDED}`:             5,
+		`kinformer_events_total{resource=configmaps,type=MODIFIED}`:          3,
+		`kinformer_events_total{resource=configmaps,type=DELETED}`:           2,
+		`kinformer_events_total{resource=configmaps,type=ERROR}`:             1,
+		`kinformer_relists_total{cause=expired,resource=configmaps}`:         1,
+		`kinformer_requests_total{resource=configmaps,result=ok,verb=list}`:  2,
+		`kinformer_requests_total{resource=configmaps,result=ok,verb=watch}`: 2,
+		`kinformer_objects{resource=configmaps}`:                             3,
+		`kinformer_synced{resource=configmaps}`:                              1,
+		`kinformer_handler_queue_depth{resource=configmaps}`:                 0,
+		`kinformer_persistent_error{resource=configmaps}`:                    0,
+		`kinformer_backoff_waits_total{resource=configmaps}`:                 0,
 	} {
 		if got[key] != want {
 			t.Errorf("%s = %v, want %v", key, got[key], want)
