@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,7 +26,7 @@ import (
 const serveLong = `
 Keeps one informer per RESOURCE and serves their caches read-only over
 HTTP, until interrupted (SIGINT or SIGTERM). It serves at once; /readyz
-says when every cache has synced. RESOURCE is resolved as for watch; -n,
+says when every cache has synced and is being kept up to date. RESOURCE is resolved as for watch; -n,
 -A, -l, --field-selector and --resync apply to every RESOURCE.
 
 It listens on 127.0.0.1:8080 unless told otherwise, and warns on stderr
@@ -58,9 +60,16 @@ Endpoints (GET only):
                      resumes after a reconnection (Last-Event-ID) and is
                      told how many it missed ("event: missed")
   /stats             counts and the last minute's events per second (JSON)
-  /metrics           Prometheus metrics
+  /metrics           Prometheus metrics: the informers' (kinformer_events_total,
+                     kinformer_requests_total, kinformer_objects, …, labelled
+                     by resource), kinformer_sse_clients,
+                     kinformer_sse_dropped_total and kinformer_build_info
   /healthz           200 while the process runs
-  /readyz            503 until every informer has synced, then 200
+  /readyz            200 "ok" when every informer has synced and none fails
+                     persistently; else 503 with a line per resource that
+                     is not ready, and why: "configmaps: not synced", or
+                     its error (a permission lost after syncing: the cache
+                     is frozen) and for how long
 
 R is a RESOURCE as given on the command line or its resolved name
 (configmaps; deployments.apps, or deployments if no other group's). A RESOURCE whose list fails in a way
@@ -75,6 +84,7 @@ type serveFlags struct {
 	sseBuffer int
 	recent    int
 	verbose   bool
+	watchTime time.Duration // hidden: for tests
 }
 
 func (f *serveFlags) flagSet() *pflag.FlagSet {
@@ -84,6 +94,8 @@ func (f *serveFlags) flagSet() *pflag.FlagSet {
 	fs.IntVar(&f.sseBuffer, "sse-buffer", 1024, "events buffered for each /events client; one that falls further behind is disconnected")
 	fs.IntVar(&f.recent, "recent-events", 500, "events kept (summarised, without objects) for /events/recent and the page")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log the informers' retries and re-lists on stderr")
+	fs.DurationVar(&f.watchTime, "watch-timeout", 0, "the shortest server-side timeout of a watch (0: the library's default)")
+	_ = fs.MarkHidden("watch-timeout")
 	f.cluster.bind(fs, true)
 	return fs
 }
@@ -103,6 +115,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return usageErrorf("serve: --sse-buffer must be at least 1")
 	case f.recent < 1:
 		return usageErrorf("serve: --recent-events must be at least 1")
+	case f.watchTime < 0:
+		return usageErrorf("serve: --watch-timeout must not be negative")
 	case f.cluster.allNamespaces && fs.Changed("namespace"):
 		return usageErrorf("serve: --namespace and --all-namespaces are mutually exclusive")
 	}
@@ -127,7 +141,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	s := newServer(f.sseBuffer, f.recent)
+	s, err := newServer(f.sseBuffer, f.recent)
+	if err != nil {
+		return err
+	}
 	for _, arg := range fs.Args() {
 		res, err := resolver.resolve(arg)
 		if err != nil {
@@ -146,7 +163,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			LabelSelector: f.cluster.selector,
 			FieldSelector: f.cluster.fieldSelector,
 			ResyncPeriod:  f.resync,
+			WatchTimeout:  f.watchTime,
 			Logger:        logger,
+			Name:          res.String(), // the label of its metrics, as served
+			Metrics:       s.metrics,
 		})
 		s.add(arg, res, scope, inf)
 	}
@@ -222,7 +242,6 @@ type served struct {
 	res        resource
 	scope      string // the namespace watched, "" for all (or cluster-scoped)
 	inf        *kinformer.Informer[*unstructured.Unstructured]
-	reg        *kinformer.Registration // the server's own handler
 	hub        *hub
 	rate       rateRing
 	counts     []atomic.Int64 // events by type, in the order of eventTypes
@@ -241,16 +260,27 @@ type server struct {
 	closing   chan struct{} // closed on shutdown: ends event streams
 	closeOnce sync.Once
 	now       func() time.Time
-	synced    func() (bool, []string) // readiness; replaced in tests
+	notReady  func() []string // readiness: why not, one line a resource; replaced in tests
+	registry  *prometheus.Registry
+	metrics   *kinformer.Metrics // the informers', on registry
 }
 
-func newServer(sseBuffer, recent int) *server {
+func newServer(sseBuffer, recent int) (*server, error) {
 	s := &server{
 		byName: map[string]*served{}, sseBuffer: sseBuffer, recent: newEventRing(recent),
-		closing: make(chan struct{}), now: time.Now,
+		closing: make(chan struct{}), now: time.Now, registry: prometheus.NewRegistry(),
 	}
-	s.synced = s.allSynced
-	return s
+	s.notReady = s.health
+	s.registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		(*metricsCollector)(s),
+	)
+	var err error
+	if s.metrics, err = kinformer.NewMetrics(s.registry); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // add serves inf under the names arg and res.String(). Call it before
@@ -258,7 +288,7 @@ func newServer(sseBuffer, recent int) *server {
 func (s *server) add(arg string, res resource, scope string, inf *kinformer.Informer[*unstructured.Unstructured]) *served {
 	r := &served{name: res.String(), res: res, scope: scope, inf: inf, counts: make([]atomic.Int64, len(eventTypes))}
 	r.hub = newHub(s.sseBuffer, func() { r.sseDropped.Add(1) })
-	r.reg = inf.AddHandler(func(ev kinformer.Event[*unstructured.Unstructured]) {
+	inf.AddHandler(func(ev kinformer.Event[*unstructured.Unstructured]) {
 		if i := slices.Index(eventTypes, ev.Type); i >= 0 {
 			r.counts[i].Add(1)
 		}
@@ -292,16 +322,28 @@ func (s *server) names() string {
 	return out
 }
 
-// allSynced reports whether every informer has synced, and names those
-// that have not.
-func (s *server) allSynced() (bool, []string) {
-	var pending []string
+// health says why the server is not ready, one line for each resource
+// whose informer fails persistently (403, 404, …: its cache, if synced, is
+// frozen) or has not synced yet; nil when ready.
+func (s *server) health() []string {
+	var out []string
 	for _, r := range s.resources {
-		if !r.inf.HasSynced() {
-			pending = append(pending, r.name)
+		if msg := r.problem(s.now()); msg != "" {
+			out = append(out, r.name+": "+msg)
 		}
 	}
-	return len(pending) == 0, pending
+	return out
+}
+
+// problem says why r is not ready, "" if it is.
+func (r *served) problem(now time.Time) string {
+	if err, since := r.inf.LastError(); err != nil {
+		return fmt.Sprintf("%v (since %v)", err, now.Sub(since).Round(time.Second))
+	}
+	if !r.inf.HasSynced() {
+		return "not synced"
+	}
+	return ""
 }
 
 func (s *server) close() { s.closeOnce.Do(func() { close(s.closing) }) }

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -50,12 +49,12 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("GET /events/recent", s.recentEvents)
 	mux.HandleFunc("GET /events/feed", s.feed)
 	mux.HandleFunc("GET /stats", s.stats)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry(), promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})
-	mux.Handle("GET /readyz", readyHandler(func() (bool, []string) { return s.synced() }))
+	mux.Handle("GET /readyz", readyHandler(func() []string { return s.notReady() }))
 	return mux
 }
 
@@ -86,16 +85,15 @@ func pageCSP(page []byte) string {
 		"; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 }
 
-// readyHandler answers 200 "ok" when synced reports true, else 503 naming
-// what has not synced yet.
-func readyHandler(synced func() (bool, []string)) http.Handler {
+// readyHandler answers 200 "ok" when notReady returns nothing, else 503
+// with its lines: each resource not ready, and why.
+func readyHandler(notReady func() []string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-cache")
-		ok, pending := synced()
-		if !ok {
+		if problems := notReady(); len(problems) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "not synced: %s\n", strings.Join(pending, ", "))
+			fmt.Fprintln(w, strings.Join(problems, "\n"))
 			return
 		}
 		fmt.Fprintln(w, "ok")
@@ -235,6 +233,7 @@ type resourceStats struct {
 	Namespace  string           `json:"namespace,omitempty"`
 	Namespaced bool             `json:"namespaced"`
 	Synced     bool             `json:"synced"`
+	Error      string           `json:"error,omitempty"` // a persistent error, and since when
 	Objects    int              `json:"objects"`
 	Events     map[string]int64 `json:"events"`
 	Rate       []int64          `json:"rate"` // events a second, oldest first
@@ -245,20 +244,23 @@ type resourceStats struct {
 // minute.
 func (s *server) stats(w http.ResponseWriter, req *http.Request) {
 	now := s.now()
-	ready, _ := s.synced()
 	out := struct {
 		Ready     bool            `json:"ready"`
 		Time      time.Time       `json:"time"`
 		Resources []resourceStats `json:"resources"`
-	}{Ready: ready, Time: now}
+	}{Ready: len(s.notReady()) == 0, Time: now}
 	for _, r := range s.resources {
 		ev := map[string]int64{}
 		for i, t := range eventTypes {
 			ev[string(t)] = r.counts[i].Load()
 		}
+		errMsg := ""
+		if err, _ := r.inf.LastError(); err != nil {
+			errMsg = r.problem(now)
+		}
 		out.Resources = append(out.Resources, resourceStats{
 			Name: r.name, Kind: r.res.kind, Namespace: r.scope, Namespaced: r.res.namespaced,
-			Synced: r.inf.HasSynced(), Objects: r.inf.Cache().Len(), Events: ev,
+			Synced: r.inf.HasSynced(), Error: errMsg, Objects: r.inf.Cache().Len(), Events: ev,
 			Rate: r.rate.last(now), Clients: r.hub.len(),
 		})
 	}
@@ -394,26 +396,10 @@ func (h *hub) send(b []byte) {
 	}
 }
 
-// registry returns the Prometheus registry for /metrics.
-func (s *server) registry() *prometheus.Registry {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		(*metricsCollector)(s),
-	)
-	return reg
-}
-
+// The informers' metrics are the library's (kinformer.Metrics, on the
+// server's registry); these are the server's own, under names the library
+// does not use.
 var (
-	descEvents = prometheus.NewDesc("kinformer_events_total",
-		"Events delivered by the informer, by resource and type.", []string{"resource", "type"}, nil)
-	descObjects = prometheus.NewDesc("kinformer_objects",
-		"Objects in the informer's cache.", []string{"resource"}, nil)
-	descSynced = prometheus.NewDesc("kinformer_synced",
-		"1 once the informer's cache has been filled by a complete list, else 0.", []string{"resource"}, nil)
-	descPending = prometheus.NewDesc("kinformer_handler_pending",
-		"Events queued for the server's handler, not yet handled.", []string{"resource"}, nil)
 	descClients = prometheus.NewDesc("kinformer_sse_clients",
 		"Clients connected to /events.", []string{"resource"}, nil)
 	descDropped = prometheus.NewDesc("kinformer_sse_dropped_total",
@@ -422,11 +408,11 @@ var (
 		"The kinformer version and the Go version it was built with.", []string{"version", "goversion"}, nil)
 )
 
-// metricsCollector reads the metrics off the server when scraped.
+// metricsCollector reads the server's own metrics off it when scraped.
 type metricsCollector server
 
 func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descEvents, descObjects, descSynced, descPending, descClients, descDropped, descInfo} {
+	for _, d := range []*prometheus.Desc{descClients, descDropped, descInfo} {
 		ch <- d
 	}
 }
@@ -434,16 +420,6 @@ func (m *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 func (m *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descInfo, prometheus.GaugeValue, 1, version(), runtime.Version())
 	for _, r := range m.resources {
-		for i, t := range eventTypes {
-			ch <- prometheus.MustNewConstMetric(descEvents, prometheus.CounterValue, float64(r.counts[i].Load()), r.name, string(t))
-		}
-		synced := 0.0
-		if r.inf.HasSynced() {
-			synced = 1
-		}
-		ch <- prometheus.MustNewConstMetric(descObjects, prometheus.GaugeValue, float64(r.inf.Cache().Len()), r.name)
-		ch <- prometheus.MustNewConstMetric(descSynced, prometheus.GaugeValue, synced, r.name)
-		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(r.reg.Pending()), r.name)
 		ch <- prometheus.MustNewConstMetric(descClients, prometheus.GaugeValue, float64(r.hub.len()), r.name)
 		ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(r.sseDropped.Load()), r.name)
 	}

@@ -187,7 +187,7 @@ func TestServePageChromium(t *testing.T) {
 func TestServePageEscapes(t *testing.T) {
 	t.Parallel()
 	chromium := needChromium(t)
-	s := newServer(8, 16)
+	s := mustNewServer(t, 8, 16)
 	s.recent.add(feedEvent{
 		Time: time.Now(), Resource: "<b>configmaps</b>", Type: "ADDED", Cause: "watch",
 		Namespace: hostileScript, Name: hostileImg, ResourceVersion: "<i>1</i>",

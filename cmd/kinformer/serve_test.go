@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,15 +14,23 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/internal/testenv"
+	"github.com/kinformer/kinformer/kinformertest"
 )
 
 var servingRE = regexp.MustCompile(`serving .* on (http://\S+/)\n`)
@@ -84,7 +93,7 @@ func waitReady(t *testing.T, base string) {
 		if code == http.StatusOK && body == "ok\n" {
 			return
 		}
-		if code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "not synced: ") {
+		if code != http.StatusServiceUnavailable || !onlyNotSynced(body) {
 			t.Fatalf("/readyz: %d %q", code, body)
 		}
 		if time.Now().After(deadline) {
@@ -92,6 +101,18 @@ func waitReady(t *testing.T, base string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// onlyNotSynced reports whether a /readyz body says nothing but "R: not
+// synced" lines.
+func onlyNotSynced(body string) bool {
+	lines := strings.Split(strings.TrimSuffix(body, "\n"), "\n")
+	for _, l := range lines {
+		if !strings.HasSuffix(l, ": not synced") {
+			return false
+		}
+	}
+	return body != ""
 }
 
 type listResponse struct {
@@ -296,7 +317,8 @@ func TestServe(t *testing.T) {
 		t.Errorf("/events/recent: %q, want %q", got, want)
 	}
 
-	// Metrics.
+	// Metrics: the library's, labelled by the resource served, and the
+	// server's own.
 	code, metrics := get(t, base+"metrics")
 	for _, want := range []string{
 		`kinformer_events_total{resource="configmaps",type="ADDED"} `,
@@ -304,14 +326,23 @@ func TestServe(t *testing.T) {
 		`kinformer_objects{resource="configmaps"} `,
 		`kinformer_synced{resource="configmaps"} 1`,
 		`kinformer_synced{resource="namespaces"} 1`,
-		`kinformer_handler_pending{resource="configmaps"} `,
+		`kinformer_handler_queue_depth{resource="configmaps"} `,
+		`kinformer_persistent_error{resource="configmaps"} 0`,
+		`kinformer_last_event_age_seconds{resource="namespaces"} `,
+		`kinformer_requests_total{resource="configmaps",result="ok",verb="watch"} `,
 		`kinformer_sse_clients{resource="configmaps"} 1`,
+		`kinformer_sse_dropped_total{resource="configmaps"} 0`,
+		`kinformer_build_info{`,
 		"go_goroutines ", "process_resident_memory_bytes ",
 	} {
 		if code != 200 || !strings.Contains(metrics, want) {
 			t.Errorf("/metrics (%d) lacks %q", code, want)
 		}
 	}
+	if strings.Contains(metrics, "kinformer_handler_pending") {
+		t.Errorf("/metrics still has kinformer_handler_pending")
+	}
+	checkMetricLabels(t, metrics, []string{"configmaps", "namespaces"}, []string{ns, "a", "b", "c"})
 	m := regexp.MustCompile(`kinformer_events_total\{resource="configmaps",type="ADDED"\} (\d+)`).FindStringSubmatch(metrics)
 	if n := 0; m != nil {
 		n, _ = strconv.Atoi(m[1])
@@ -420,17 +451,42 @@ func TestServeUsage(t *testing.T) {
 	}
 }
 
-// /readyz is 503 until everything has synced, naming what has not.
+// checkMetricLabels checks that every kinformer_ series has only bounded
+// labels: resource among resources, and no value naming an object.
+func checkMetricLabels(t *testing.T, metrics string, resources, objectNames []string) {
+	t.Helper()
+	labelRE := regexp.MustCompile(`(\w+)="([^"]*)"`)
+	allowed := map[string]bool{"resource": true, "type": true, "verb": true, "result": true, "cause": true, "version": true, "goversion": true}
+	n := 0
+	for _, l := range strings.Split(metrics, "\n") {
+		if !strings.HasPrefix(l, "kinformer_") {
+			continue
+		}
+		n++
+		for _, m := range labelRE.FindAllStringSubmatch(l, -1) {
+			k, v := m[1], m[2]
+			if !allowed[k] || k == "resource" && !slices.Contains(resources, v) || slices.Contains(objectNames, v) {
+				t.Errorf("/metrics: label %s=%q in %q", k, v, l)
+			}
+		}
+	}
+	if n == 0 {
+		t.Errorf("/metrics: no kinformer_ series")
+	}
+}
+
+// /readyz is 503 until everything is ready, a line for each resource that
+// is not.
 func TestReadyHandler(t *testing.T) {
 	t.Parallel()
-	ok, pending := false, []string{"pods", "deployments.apps"}
-	h := readyHandler(func() (bool, []string) { return ok, pending })
+	problems := []string{"pods: not synced", "deployments.apps: forbidden (since 3s)"}
+	h := readyHandler(func() []string { return problems })
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
-	if rec.Code != 503 || rec.Body.String() != "not synced: pods, deployments.apps\n" {
-		t.Errorf("before sync: %d %q", rec.Code, rec.Body)
+	if rec.Code != 503 || rec.Body.String() != "pods: not synced\ndeployments.apps: forbidden (since 3s)\n" {
+		t.Errorf("not ready: %d %q", rec.Code, rec.Body)
 	}
-	ok, pending = true, nil
+	problems = nil
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
 	if rec.Code != 200 || rec.Body.String() != "ok\n" {
@@ -535,7 +591,7 @@ func TestEventRing(t *testing.T) {
 // what a reconnection missed, and goes on live.
 func TestServeFeedStream(t *testing.T) {
 	t.Parallel()
-	s := newServer(8, 3)
+	s := mustNewServer(t, 8, 3)
 	hs := httptest.NewServer(s.handler())
 	t.Cleanup(hs.Close)
 	t.Cleanup(s.close)
@@ -605,5 +661,175 @@ func TestServeFeedStream(t *testing.T) {
 	s.close()
 	if event, _, _ := next(fresh); event != "shutdown" {
 		t.Errorf("after close: %s, want shutdown", event)
+	}
+}
+
+func mustNewServer(t *testing.T, sseBuffer, recent int) *server {
+	t.Helper()
+	s, err := newServer(sseBuffer, recent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// revocable is an in-memory server whose permission the test takes away:
+// every list and watch is then forbidden.
+type revocable struct {
+	*kinformertest.Server[*unstructured.Unstructured]
+	denied atomic.Bool
+}
+
+func (r *revocable) forbidden() error {
+	return apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("permission revoked"))
+}
+
+func (r *revocable) List(ctx context.Context, opts metav1.ListOptions) (*kinformertest.List[*unstructured.Unstructured], error) {
+	if r.denied.Load() {
+		return nil, r.forbidden()
+	}
+	return r.Server.List(ctx, opts)
+}
+
+func (r *revocable) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	if r.denied.Load() {
+		return nil, r.forbidden()
+	}
+	return r.Server.Watch(ctx, opts)
+}
+
+// An informer that loses its permission after syncing makes the server
+// unready, saying which resource and why, until it works again.
+func TestServeReadinessLostPermission(t *testing.T) {
+	t.Parallel()
+	cm := &unstructured.Unstructured{}
+	cm.SetAPIVersion("v1")
+	cm.SetKind("ConfigMap")
+	cm.SetNamespace("ns")
+	cm.SetName("a")
+	lw := &revocable{Server: kinformertest.NewServer(cm)}
+	s := mustNewServer(t, 8, 16)
+	res := resource{gvr: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, kind: "ConfigMap", namespaced: true}
+	inf := kinformer.New[*unstructured.Unstructured](lw, &kinformer.Options[*unstructured.Unstructured]{
+		Name: res.String(), Metrics: s.metrics,
+		Backoff: kinformer.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
+	})
+	s.add("cm", res, "", inf)
+	hs := httptest.NewServer(s.handler())
+	t.Cleanup(hs.Close)
+	t.Cleanup(s.close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = inf.Run(ctx) }()
+
+	// waitFor polls /readyz until it answers code with a body ok accepts.
+	waitFor := func(what string, code int, ok func(string) bool) string {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			c, body := get(t, hs.URL+"/readyz")
+			if c == code && ok(body) {
+				return body
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: /readyz still %d %q after 10s", what, c, body)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("sync", 200, func(b string) bool { return b == "ok\n" })
+
+	lw.denied.Store(true)
+	lw.CloseWatches() // as at the watch's timeout: re-opening it is forbidden
+	body := waitFor("revoked", 503, func(b string) bool { return strings.HasPrefix(b, "configmaps: ") })
+	if !strings.Contains(body, "forbidden") || !strings.Contains(body, "permission revoked") || !regexp.MustCompile(`\(since \d+(\.\d+)?m?s\)\n$`).MatchString(body) {
+		t.Errorf("/readyz after the permission was revoked: %q", body)
+	}
+	var st struct {
+		Ready     bool
+		Resources []resourceStats
+	}
+	getJSON(t, hs.URL+"/stats", 200, &st)
+	if st.Ready || len(st.Resources) != 1 || !st.Resources[0].Synced || !strings.Contains(st.Resources[0].Error, "permission revoked") {
+		t.Errorf("/stats after the permission was revoked: %+v", st)
+	}
+	if _, metrics := get(t, hs.URL+"/metrics"); !strings.Contains(metrics, `kinformer_persistent_error{resource="configmaps"} 1`) ||
+		!regexp.MustCompile(`kinformer_requests_total\{resource="configmaps",result="forbidden",verb="(watch|list|watchlist)"\} [1-9]`).MatchString(metrics) {
+		t.Errorf("/metrics after the permission was revoked:\n%s", metrics)
+	}
+
+	lw.denied.Store(false)
+	waitFor("restored", 200, func(b string) bool { return b == "ok\n" })
+}
+
+// Against the real API server: serve as a user whose RoleBinding is
+// deleted after its informer has synced. Its watches (a hidden
+// --watch-timeout: 1 s) are re-opened, forbidden, and /readyz goes 503
+// naming the resource.
+func TestServeReadyzLosesRBAC(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	ns := testenv.NewNamespace(t, srv.Config())
+	c := kubernetes.NewForConfigOrDie(srv.Config())
+	ctx := context.Background()
+	newConfigMap(t, c, ns, "a", nil)
+	user := "serve-readyz-" + ns
+	if _, err := c.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "reader"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The authorizer's cache lags the binding: wait until it grants.
+	as := rest.CopyConfig(srv.Config())
+	as.Impersonate.UserName = user
+	ca := kubernetes.NewForConfigOrDie(as)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, err := ca.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the binding still not effective after 30s: %v", err)
+		}
+	}
+
+	p, base := startServe(t, "cm", "-n", ns, "--as", user, "--watch-timeout", "1s", kubeconfigArg(srv))
+	waitReady(t, base)
+	if err := c.RbacV1().RoleBindings(ns).Delete(ctx, "reader", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, body := get(t, base+"readyz")
+		if code == http.StatusServiceUnavailable && strings.HasPrefix(body, "configmaps: ") {
+			if !strings.Contains(body, "forbidden") || !strings.Contains(body, `"`+user+`"`) || !strings.Contains(body, "(since ") {
+				t.Errorf("/readyz after the binding was deleted: %q", body)
+			}
+			break
+		}
+		if code != http.StatusOK || time.Now().After(deadline) {
+			t.Fatalf("/readyz: %d %q; want 503 for configmaps within 30s of deleting the binding", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, metrics := get(t, base+"metrics"); !strings.Contains(metrics, `kinformer_persistent_error{resource="configmaps"} 1`) {
+		t.Errorf("/metrics lacks kinformer_persistent_error 1 for configmaps")
+	}
+	// Still serving its frozen cache, until stopped.
+	var l listResponse
+	getJSON(t, base+"objects?resource=configmaps", 200, &l)
+	if !slices.Contains(names(l), "a") {
+		t.Errorf("/objects after the binding was deleted: %+v", l)
+	}
+	if code := p.interrupt(); code != 0 {
+		t.Errorf("exit %d after SIGINT; stderr:\n%s", code, p.stderr)
 	}
 }
