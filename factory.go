@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"reflect"
 	"slices"
@@ -80,9 +79,10 @@ type Factory struct {
 	dyn       *dynamic.DynamicClient
 	metrics   *Metrics // nil without a Registerer
 
-	mu      sync.Mutex // guards clients, entries, started and stopped
+	mu      sync.Mutex // guards clients, entries, retired, started and stopped
 	clients map[schema.GroupVersion]*rest.RESTClient
 	entries map[factoryKey]*factoryEntry
+	retired []*factoryEntry // stopped, perhaps not yet ended
 	started bool
 	stopped bool
 }
@@ -528,14 +528,18 @@ func (f *Factory) WaitForSync(ctx context.Context) error {
 // caches, which consumers may still read.
 //
 // Called from a handler of one of the factory's informers, Stop cannot
-// wait (the handler would wait for itself): it stops them and returns.
+// wait (the handler would wait for itself): it stops them and returns, and
+// a later Stop from elsewhere waits.
 func (f *Factory) Stop() {
 	f.mu.Lock()
 	f.stopped = true
-	entries := f.entries
-	f.entries = map[factoryKey]*factoryEntry{}
+	for _, e := range f.entries {
+		f.retireLocked(e)
+	}
+	clear(f.entries)
+	retired := slices.Clone(f.retired)
 	f.mu.Unlock()
-	stop(slices.Collect(maps.Values(entries))...)
+	wait(retired)
 }
 
 // StopShared stops a shared informer alone (its CRD was deleted, say) and
@@ -550,6 +554,7 @@ func StopShared[T Object](f *Factory, inf *Informer[T]) bool {
 		if e.inf == sharedInformer(inf) {
 			found = e
 			delete(f.entries, k)
+			f.retireLocked(e)
 			break
 		}
 	}
@@ -557,27 +562,47 @@ func StopShared[T Object](f *Factory, inf *Informer[T]) bool {
 	if found == nil {
 		return false
 	}
-	stop(found)
+	wait([]*factoryEntry{found})
 	return true
 }
 
-// stop stops entries, and waits for them unless called from one of their
-// handlers.
-func stop(entries ...*factoryEntry) {
-	wait := true
+// retireLocked stops e and keeps it until its goroutine has ended, for
+// Stop to join.
+func (f *Factory) retireLocked(e *factoryEntry) {
+	if e.cancel != nil {
+		e.cancel()
+	}
+	e.inf.dropMetrics()
+	f.retired = slices.DeleteFunc(f.retired, func(r *factoryEntry) bool { return r.ended() })
+	f.retired = append(f.retired, e)
+}
+
+// ended reports whether e's goroutine has ended, or never began.
+func (e *factoryEntry) ended() bool {
+	if e.done == nil {
+		return true
+	}
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait waits for the goroutines of stopped entries, unless called from a
+// handler of one of them: that one would wait for itself, and another
+// could be waiting for this one.
+func wait(entries []*factoryEntry) {
 	for _, e := range entries {
-		if e.cancel != nil {
-			e.cancel()
-		}
 		if e.onHandler() {
-			wait = false
+			return
 		}
 	}
 	for _, e := range entries {
-		if wait && e.done != nil {
+		if e.done != nil {
 			<-e.done
 		}
-		e.inf.dropMetrics()
 	}
 }
 

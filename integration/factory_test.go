@@ -1,0 +1,431 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/kinformer/kinformer"
+	"github.com/kinformer/kinformer/internal/testenv"
+)
+
+// newFactory returns a factory over cfg whose debug logs are captured,
+// stopped at the end of the test.
+func newFactory(t *testing.T, cfg *rest.Config) (*kinformer.Factory, logCapture) {
+	t.Helper()
+	logs := newLogCapture()
+	f := kinformer.NewFactory(cfg, &kinformer.FactoryOptions{Logger: slog.New(logs)})
+	t.Cleanup(f.Stop)
+	return f, logs
+}
+
+func sharedConfigMaps(t *testing.T, f *kinformer.Factory, ns string, opts *kinformer.Options[*corev1.ConfigMap]) *kinformer.Informer[*corev1.ConfigMap] {
+	t.Helper()
+	inf, err := kinformer.Shared(f, ns, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inf
+}
+
+func waitForSync(t *testing.T, f *kinformer.Factory) {
+	t.Helper()
+	if err := f.WaitForSync(bounded(t, callTimeout)); err != nil {
+		t.Fatalf("WaitForSync: %v", err)
+	}
+}
+
+// Three consumers of one resource share one informer: one list and one
+// watch on the wire, and each consumer gets every event. Another selector
+// is another informer, with its own list and watch. The watches of
+// built-in types are decoded by kinformer itself, as through a clientset.
+func TestFactorySharesOneListAndWatch(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	ns := testenv.NewNamespace(t, srv.Config())
+	for i := range 3 {
+		mustCreate(t, c, configMap(ns, fmt.Sprintf("cm-%d", i), map[string]string{"app": "web"}, "x"))
+	}
+	wire := &counting{}
+	f, logs := newFactory(t, wire.wrap(srv.Config()))
+
+	var infs []*kinformer.Informer[*corev1.ConfigMap]
+	var recs []*recorder[*corev1.ConfigMap]
+	for range 3 {
+		inf := sharedConfigMaps(t, f, ns, nil)
+		rec := &recorder[*corev1.ConfigMap]{}
+		inf.AddHandler(rec.handle)
+		infs, recs = append(infs, inf), append(recs, rec)
+	}
+	if infs[0] != infs[1] || infs[1] != infs[2] {
+		t.Fatal("three consumers of configmaps got different informers")
+	}
+	f.Start()
+	waitForSync(t, f)
+	mustCreate(t, c, configMap(ns, "late", nil, "y"))
+	for i, rec := range recs {
+		eventually(t, 10*time.Second, fmt.Sprintf("consumer %d's events", i), func() bool { return rec.count(kinformer.Added) == 4 })
+	}
+	if lists, watches := wire.counts(); lists != 1 || watches != 1 {
+		t.Fatalf("%d lists and %d watches on the wire for three consumers, want 1 and 1", lists, watches)
+	}
+	for _, a := range wire.watchAccepts() {
+		if !strings.Contains(a, "stream=watch") {
+			t.Errorf("a watch asked for %q: not decoded by kinformer", a)
+		}
+	}
+	if !logs.has("decoding=direct resource=configmaps") {
+		t.Errorf("no direct watch of configmaps in the logs: %q", *logs.lines)
+	}
+
+	// Another selector: another informer, its own list and watch.
+	web := sharedConfigMaps(t, f, ns, &kinformer.Options[*corev1.ConfigMap]{LabelSelector: "app=web"})
+	if web == infs[0] {
+		t.Fatal("a label selector shares the unfiltered informer")
+	}
+	if same := sharedConfigMaps(t, f, ns, &kinformer.Options[*corev1.ConfigMap]{LabelSelector: "app = web"}); same != web {
+		t.Fatal("the same selector written differently made another informer")
+	}
+	waitForSync(t, f) // started at once: the factory has started
+	if got := web.Cache().Len(); got != 3 {
+		t.Fatalf("app=web informer caches %d, want 3", got)
+	}
+	eventually(t, 10*time.Second, "the second informer's watch", func() bool { _, w := wire.counts(); return w == 2 })
+	if lists, _ := wire.counts(); lists != 2 {
+		t.Fatalf("%d lists for two informers, want 2", lists)
+	}
+
+	// A cluster-scoped resource ignores the namespace.
+	nss, err := kinformer.Shared[*corev1.Namespace](f, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForSync(t, f)
+	if _, ok := nss.Cache().GetByKey(ns); !ok {
+		t.Fatalf("namespace %s not cached by the namespaces informer", ns)
+	}
+}
+
+// A consumer that comes after the sync gets the cache's replay, and its
+// registration's HasSynced turns true only once it has handled all of it.
+func TestFactoryLateConsumerGetsTheReplay(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	ns := testenv.NewNamespace(t, srv.Config())
+	const n = 5
+	for i := range n {
+		mustCreate(t, c, configMap(ns, fmt.Sprintf("cm-%d", i), nil, "x"))
+	}
+	f, _ := newFactory(t, srv.Config())
+	first := sharedConfigMaps(t, f, ns, nil)
+	f.Start()
+	waitForSync(t, f)
+
+	late := sharedConfigMaps(t, f, ns, nil)
+	if late != first {
+		t.Fatal("the late consumer got another informer")
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var handled atomic.Int32
+	reg := late.AddHandlerFuncs(kinformer.HandlerFuncs[*corev1.ConfigMap]{Added: func(e kinformer.Event[*corev1.ConfigMap]) {
+		if handled.Load() == 0 {
+			close(entered)
+			<-release
+		}
+		if e.Cause != kinformer.CauseReplay {
+			t.Errorf("late consumer: %s %s with cause %s, want the replay", e.Type, e.Object.Name, e.Cause)
+		}
+		handled.Add(1)
+	}})
+	select {
+	case <-entered:
+	case <-bounded(t, callTimeout).Done():
+		t.Fatal("the replay never came")
+	}
+	if reg.HasSynced() {
+		t.Fatal("HasSynced while the replay's first event is being handled")
+	}
+	close(release)
+	eventually(t, 10*time.Second, "the late registration synced", reg.HasSynced)
+	if got := handled.Load(); got != n {
+		t.Fatalf("HasSynced after %d replayed events, want %d", got, n)
+	}
+}
+
+// A handler that takes 200 ms per event does not delay another consumer
+// of the same informer.
+func TestFactorySlowConsumerDoesNotDelayOthers(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	ns := testenv.NewNamespace(t, srv.Config())
+	f, _ := newFactory(t, srv.Config())
+	slow, fast := &recorder[*corev1.ConfigMap]{}, &recorder[*corev1.ConfigMap]{}
+	sharedConfigMaps(t, f, ns, nil).AddHandler(func(e kinformer.Event[*corev1.ConfigMap]) {
+		slow.handle(e)
+		time.Sleep(200 * time.Millisecond) // the slow consumer's work
+	})
+	sharedConfigMaps(t, f, ns, nil).AddHandler(fast.handle)
+	f.Start()
+	waitForSync(t, f)
+
+	const n = 40 // 8 s of the slow consumer's work
+	began := time.Now()
+	for i := range n {
+		mustCreate(t, c, configMap(ns, fmt.Sprintf("cm-%02d", i), nil, "x"))
+	}
+	eventually(t, 5*time.Second, "the fast consumer's 40 events", func() bool { return fast.count(kinformer.Added) == n })
+	if got := slow.count(kinformer.Added); got >= n {
+		t.Fatalf("the slow consumer had handled all %d events too: the test proves nothing", got)
+	}
+	t.Logf("fast consumer: %d events in %v; slow consumer: %d by then", n, time.Since(began).Round(time.Millisecond), slow.count(kinformer.Added))
+}
+
+// RemoveEventHandler during a call of the handler returns once the call
+// has ended, and the handler is never called again.
+func TestFactoryRemoveDuringCall(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	ns := testenv.NewNamespace(t, srv.Config())
+	f, _ := newFactory(t, srv.Config())
+	inf := sharedConfigMaps(t, f, ns, nil)
+	f.Start()
+	waitForSync(t, f)
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	var ended, removed atomic.Bool
+	reg := inf.AddHandler(func(e kinformer.Event[*corev1.ConfigMap]) {
+		if removed.Load() {
+			t.Errorf("called after RemoveEventHandler returned: %s %s", e.Type, e.Object.Name)
+		}
+		if calls.Add(1) == 1 {
+			close(entered)
+			<-release
+			ended.Store(true)
+		}
+	})
+	other := &recorder[*corev1.ConfigMap]{}
+	inf.AddHandler(other.handle)
+	mustCreate(t, c, configMap(ns, "first", nil, "x"))
+	select {
+	case <-entered:
+	case <-bounded(t, callTimeout).Done():
+		t.Fatal("the handler was never called")
+	}
+	returned := make(chan struct{})
+	go func() {
+		inf.RemoveEventHandler(reg)
+		if !ended.Load() {
+			t.Error("RemoveEventHandler returned while the handler's call was in progress")
+		}
+		removed.Store(true)
+		close(returned)
+	}()
+	// Give RemoveEventHandler the chance to return too early (the bug
+	// this test would catch); it must not.
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-returned:
+		t.Fatal("RemoveEventHandler returned during the call")
+	default:
+	}
+	close(release)
+	select {
+	case <-returned:
+	case <-bounded(t, callTimeout).Done():
+		t.Fatal("RemoveEventHandler did not return after the call ended")
+	}
+	// More events: the other consumer gets them, the removed one never.
+	for i := range 5 {
+		mustCreate(t, c, configMap(ns, fmt.Sprintf("after-%d", i), nil, "x"))
+	}
+	eventually(t, 10*time.Second, "the other consumer's events", func() bool { return other.count(kinformer.Added) == 6 })
+	if got := calls.Load(); got != 1 {
+		t.Fatalf("the removed handler was called %d times, want 1", got)
+	}
+}
+
+// Without permission, WaitForSync returns promptly a 403 that names the
+// resource, even though another informer of the factory syncs fine.
+func TestFactoryForbidden(t *testing.T) {
+	srv := testenv.Shared(t)
+	ns := testenv.NewNamespace(t, srv.Config())
+	f, _ := newFactory(t, srv.RestrictedConfig())
+	sharedConfigMaps(t, f, testenv.AllowedNamespace, nil)
+	denied := sharedConfigMaps(t, f, ns, nil)
+	f.Start()
+	began := time.Now()
+	err := f.WaitForSync(bounded(t, callTimeout))
+	if !apierrors.IsForbidden(err) || !strings.HasPrefix(err.Error(), "configmaps in namespace "+ns+": ") {
+		t.Fatalf("WaitForSync = %v, want a 403 prefixed with the resource and namespace", err)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Fatalf("WaitForSync took %v to return the 403", d)
+	}
+	if denied.HasSynced() {
+		t.Fatal("synced without permission")
+	}
+}
+
+// gadgets is a CustomResourceDefinition made for the factory's tests.
+var gadgets = schema.GroupVersionResource{Group: "factory.kinformer.test", Version: "v1", Resource: "gadgets"}
+
+// createGadgetCRD creates the CRD (deleted, and waited for, at the end of
+// the test) and waits until it is served.
+func createGadgetCRD(t *testing.T, cfg *rest.Config) dynamic.NamespaceableResourceInterface {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	name := gadgets.Resource + "." + gadgets.Group
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{
+			"group": gadgets.Group, "scope": "Namespaced",
+			"names": map[string]any{"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
+		},
+	}}
+	ctx := bounded(t, callTimeout)
+	if _, err := dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		crds := dyn.Resource(crdGVR)
+		_ = crds.Delete(ctx, name, metav1.DeleteOptions{})
+		for ctx.Err() == nil {
+			if _, err := crds.Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("CRD %s not deleted after 60 s", name)
+	})
+	eventually(t, 30*time.Second, "the CRD served", func() bool {
+		_, err := dyn.Resource(gadgets).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil
+	})
+	return dyn.Resource(gadgets)
+}
+
+func gadget(ns, name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": gadgets.GroupVersion().String(), "kind": "Gadget",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+	}}
+}
+
+// A typed built-in informer (pods, decoded directly) and a dynamic one for
+// a CRD installed after the factory's discovery was cached both work;
+// stopping the dynamic one leaves the others running, and a later Dynamic
+// makes a new one.
+func TestFactoryTypedAndDynamic(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	ns := testenv.NewNamespace(t, srv.Config())
+	f, logs := newFactory(t, srv.Config())
+	pods, err := kinformer.Shared[*corev1.Pod](f, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := sharedConfigMaps(t, f, ns, nil)
+	if _, err := f.Dynamic(gadgets, ns, nil); err == nil {
+		t.Fatal("Dynamic of a resource the server does not have: no error")
+	}
+	f.Start()
+	waitForSync(t, f)
+
+	res := createGadgetCRD(t, srv.Config()) // after discovery was cached
+	ctx := bounded(t, callTimeout)
+	if _, err := res.Namespace(ns).Create(ctx, gadget(ns, "g1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gs, err := f.Dynamic(gadgets, ns, nil)
+	if err != nil {
+		t.Fatalf("Dynamic after the CRD was installed: %v", err)
+	}
+	if again, err := f.Dynamic(gadgets, ns, nil); err != nil || again != gs {
+		t.Fatalf("second Dynamic: %p, %v; want the same informer", again, err)
+	}
+	waitForSync(t, f)
+	if _, ok := gs.Cache().GetByKey(ns + "/g1"); !ok {
+		t.Fatal("g1 not cached")
+	}
+
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	if _, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "pod p cached", func() bool { _, ok := pods.Cache().GetByKey(ns + "/p"); return ok })
+	if !logs.has("decoding=direct resource=pods") {
+		t.Errorf("pods not decoded directly; logs: %q", *logs.lines)
+	}
+
+	// Stop the gadgets alone: the others go on.
+	if !kinformer.StopShared(f, gs) {
+		t.Fatal("StopShared: not the factory's informer")
+	}
+	if _, err := res.Namespace(ns).Create(ctx, gadget(ns, "g2"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, c, configMap(ns, "after-stop", nil, "x"))
+	eventually(t, 10*time.Second, "configmap after StopShared", func() bool { _, ok := cms.Cache().GetByKey(ns + "/after-stop"); return ok })
+	if _, ok := gs.Cache().GetByKey(ns + "/g2"); ok {
+		t.Fatal("the stopped gadgets informer still receives events")
+	}
+	gs2, err := f.Dynamic(gadgets, ns, nil)
+	if err != nil || gs2 == gs {
+		t.Fatalf("Dynamic after StopShared: %p, %v; want a new informer", gs2, err)
+	}
+	waitForSync(t, f)
+	if gs2.Cache().Len() != 2 {
+		t.Fatalf("new gadgets informer caches %d, want 2", gs2.Cache().Len())
+	}
+}
+
+// Stop stops every informer and joins their goroutines, from any
+// goroutine; a handler that stops the factory does not deadlock.
+func TestFactoryStopFromHandler(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	ns := testenv.NewNamespace(t, srv.Config())
+	f, _ := newFactory(t, srv.Config())
+	inf := sharedConfigMaps(t, f, ns, nil)
+	var once sync.Once
+	stopped := make(chan struct{})
+	inf.AddHandlerFuncs(kinformer.HandlerFuncs[*corev1.ConfigMap]{Added: func(kinformer.Event[*corev1.ConfigMap]) {
+		once.Do(func() { f.Stop(); close(stopped) })
+	}})
+	f.Start()
+	waitForSync(t, f)
+	mustCreate(t, c, configMap(ns, "stop", nil, "x"))
+	select {
+	case <-stopped:
+	case <-bounded(t, callTimeout).Done():
+		t.Fatal("Stop from a handler did not return")
+	}
+	f.Stop() // joins
+	if _, err := kinformer.Shared[*corev1.ConfigMap](f, ns, nil); err == nil {
+		t.Fatal("Shared after Stop: no error")
+	}
+}
