@@ -260,3 +260,27 @@ func TestServeScreenshot(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The page says which resource fails, and why, as text.
+func TestServePageFailing(t *testing.T) {
+	t.Parallel()
+	chromium := needChromium(t)
+	lw, hs := revocableServer(t, hostileImg)
+	b := openBrowser(t, chromium, 1000, 800)
+	b.navigate(hs.URL + "/")
+	b.waitFor(`$("status").textContent === "ready" && document.querySelector(".card .synced").textContent === "✓ synced"`, 30*time.Second)
+	lw.denied.Store(true)
+	lw.CloseWatches()
+	b.waitFor(`$("status").textContent === "failing" && $("status").classList.contains("bad")`, 30*time.Second)
+	var shown string
+	b.must(`document.querySelector(".card .synced.bad").textContent`, &shown)
+	if !strings.HasPrefix(shown, "✗ ") || !strings.Contains(shown, "forbidden") || !strings.Contains(shown, hostileImg) {
+		t.Errorf("card: %q", shown)
+	}
+	var ok bool
+	if b.must(noMarkup, &ok); !ok {
+		t.Errorf("hostile content became markup")
+	}
+	lw.denied.Store(false)
+	b.waitFor(`$("status").textContent === "ready"`, 30*time.Second)
+}
