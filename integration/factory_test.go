@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -427,5 +429,92 @@ func TestFactoryStopFromHandler(t *testing.T) {
 	f.Stop() // joins
 	if _, err := kinformer.Shared[*corev1.ConfigMap](f, ns, nil); err == nil {
 		t.Fatal("Shared after Stop: no error")
+	}
+}
+
+// The factory's informers report to one Metrics on the Registerer given,
+// labelled with their resource; a second factory on the same Registerer
+// cannot register its own and says so.
+func TestFactoryMetrics(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	ns := testenv.NewNamespace(t, srv.Config())
+	for i := range 3 {
+		mustCreate(t, c, configMap(ns, fmt.Sprintf("cm-%d", i), nil, "x"))
+	}
+	reg := prometheus.NewRegistry()
+	f := kinformer.NewFactory(srv.Config(), &kinformer.FactoryOptions{Registerer: reg})
+	t.Cleanup(f.Stop)
+	inf := sharedConfigMaps(t, f, ns, nil)
+	if inf.Name() != "configmaps" {
+		t.Fatalf("Name = %q, want configmaps", inf.Name())
+	}
+	f.Start()
+	waitForSync(t, f)
+	gauge := func(name string) (float64, bool) {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "resource" && l.GetValue() == "configmaps" {
+						return m.GetGauge().GetValue(), true
+					}
+				}
+			}
+		}
+		return 0, false
+	}
+	if v, ok := gauge("kinformer_objects"); !ok || v != 3 {
+		t.Fatalf("kinformer_objects{resource=configmaps} = %v (found %v), want 3", v, ok)
+	}
+	if !kinformer.StopShared(f, inf) {
+		t.Fatal("StopShared: not the factory's")
+	}
+	if _, ok := gauge("kinformer_objects"); ok {
+		t.Fatal("a stopped and forgotten informer still reports its gauges")
+	}
+
+	other := kinformer.NewFactory(srv.Config(), &kinformer.FactoryOptions{Registerer: reg})
+	t.Cleanup(other.Stop)
+	if _, err := kinformer.Shared[*corev1.ConfigMap](other, ns, nil); err == nil || !strings.Contains(err.Error(), "metrics") {
+		t.Fatalf("a second factory on the same Registerer: %v, want an error about its metrics", err)
+	}
+}
+
+// Stop joins every goroutine the factory started: none is left after it
+// but the HTTP client's pooled connections.
+func TestFactoryStopLeavesNoGoroutine(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	ns := testenv.NewNamespace(t, srv.Config())
+	ignore := []goleak.Option{
+		goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*clientConnReadLoop).run"),
+		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*http2ClientConn).readLoop"),
+	}
+	f := kinformer.NewFactory(srv.Config(), nil)
+	cms := sharedConfigMaps(t, f, ns, nil)
+	rec := &recorder[*corev1.ConfigMap]{}
+	cms.AddHandler(rec.handle)
+	if _, err := kinformer.Shared[*corev1.Pod](f, ns, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.Start()
+	waitForSync(t, f)
+	mustCreate(t, c, configMap(ns, "cm", nil, "x"))
+	eventually(t, 10*time.Second, "event", func() bool { return rec.count(kinformer.Added) == 1 })
+	f.Stop()
+	if err := goleak.Find(ignore...); err != nil {
+		t.Fatal(err)
 	}
 }
