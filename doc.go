@@ -64,6 +64,17 @@
 // client (rest.Config.ContentType "application/vnd.kubernetes.protobuf")
 // decodes faster and allocates less than JSON.
 //
+// # Many consumers, and controllers
+//
+// A [Factory] gives every consumer of the same type, namespace and selectors
+// the same informer ([Shared], [Factory.Dynamic]): one list and one watch
+// however many controllers use it. [NewMetrics] exports Prometheus metrics
+// of every informer given it (a Factory does so with
+// [FactoryOptions.Registerer]). For controllers: [Informer.WaitForResourceVersion]
+// to read their own writes, [Enqueue] to hand keys to a client-go workqueue,
+// [Cache.Select] and [View] as listers, [Informer.LastError] for health after
+// sync, and package kinformertest for unit tests without a server.
+//
 // # Sharing and memory
 //
 // Objects handed out by the cache and in events are shared: never modify
