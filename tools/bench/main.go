@@ -5,6 +5,7 @@
 //
 //	cd tools/bench && go run .              # the full benchmark (15-25 minutes)
 //	cd tools/bench && go run . micro        # the cache micro-benchmarks into docs/benchmarks.md
+//	cd tools/bench && go run . factory      # a Factory's shared informers against independent ones (a few minutes)
 //
 // It is its own Go module so that `go test ./...` at the repository root
 // never builds it.
@@ -38,6 +39,18 @@ func main() {
 		case "contender":
 			if err := contenderMain(os.Args[2:]); err != nil {
 				fmt.Fprintln(os.Stderr, "contender:", err)
+				os.Exit(1)
+			}
+			return
+		case "factory":
+			if err := factoryMain(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "factory:", err)
+				os.Exit(1)
+			}
+			return
+		case "factory-contender":
+			if err := factoryContenderMain(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "factory-contender:", err)
 				os.Exit(1)
 			}
 			return

@@ -280,10 +280,11 @@ const (
 var keptSections = [][2]string{
 	{"<!-- analysis: begin -->", "<!-- analysis: end -->"},
 	{microBegin, microEnd},
+	{factoryBegin, factoryEnd},
 }
 
-// write writes the report to root/out, keeping the analysis and
-// micro-benchmark sections of an existing report, and the charts next to it.
+// write writes the report to root/out, keeping the analysis,
+// micro-benchmark and factory sections of an existing report, and the charts next to it.
 func (rep report) write(root, out string) error {
 	path := filepath.Join(root, out)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
