@@ -64,6 +64,7 @@ func newDirectWatcher[T Object](lw any, keepManagedFields bool, share *intern.Sh
 	d := &directWatcher{
 		client:    client,
 		namespace: rs.GetNamespace(),
+		resource:  resourceOf(lw),
 		format: protowatch.Format{
 			Kind:               elem.Name(),
 			New:                func() protowatch.Object { return reflect.New(elem).Interface().(protowatch.Object) },
@@ -75,6 +76,15 @@ func newDirectWatcher[T Object](lw any, keepManagedFields bool, share *intern.Sh
 		d.format.Share = share
 	}
 	return d
+}
+
+// resourceOf returns the resource name a source already knows (a
+// Factory's), or "" for discovery to find.
+func resourceOf(lw any) string {
+	if n, ok := lw.(interface{ resourceName() string }); ok {
+		return n.resourceName()
+	}
+	return ""
 }
 
 // sharesObjects says whether the decoder strips and shares its objects.

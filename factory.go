@@ -682,6 +682,10 @@ func (lw *restListerWatcher) Watch(ctx context.Context, opts metav1.ListOptions)
 func (lw *restListerWatcher) GetClient() rest.Interface { return lw.client }
 func (lw *restListerWatcher) GetNamespace() string      { return lw.namespace }
 
+// resourceName tells the direct decoder the resource the factory's
+// discovery found, so that it does not look it up again (direct.go).
+func (lw *restListerWatcher) resourceName() string { return lw.resource }
+
 // timeoutOf is the client-side timeout client-go's clients give a request
 // with TimeoutSeconds.
 func timeoutOf(opts metav1.ListOptions) time.Duration {
