@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
@@ -341,7 +343,7 @@ func share[T Object](f *Factory, k factoryKey, o Options[T], mk func(*Options[T]
 		return nil, err
 	}
 	d := o.withDefaults()
-	e := &factoryEntry{resource: o.Name, inf: inf, opts: &d, keyFunc: funcID(o.KeyFunc), indexes: map[string]uintptr{},
+	e := &factoryEntry{resource: o.Name, inf: inf, opts: &d, keyFunc: keyFuncID(o.KeyFunc), indexes: map[string]uintptr{},
 		onHandler: inf.disp.onHandlerGoroutine}
 	for name, fn := range o.Indexers {
 		e.indexes[name] = funcID(fn)
@@ -378,9 +380,7 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T]) error {
 		same bool
 	}{
 		{"Transform", funcID(have.Transform) == funcID(want.Transform)},
-		// As given: MetaNamespaceKey[T] made in generic code (the default)
-		// is not the same function value as one made by the caller.
-		{"KeyFunc", e.keyFunc == funcID(o.KeyFunc)},
+		{"KeyFunc", e.keyFunc == keyFuncID(o.KeyFunc)},
 		{"KeepManagedFields", have.KeepManagedFields == want.KeepManagedFields},
 		{"DisableStreamingList", have.DisableStreamingList == want.DisableStreamingList},
 		{"DisableDirectDecoding", have.DisableDirectDecoding == want.DisableDirectDecoding},
@@ -454,15 +454,37 @@ func (inf *Informer[T]) setResync(d time.Duration) error {
 	return nil
 }
 
-// funcID identifies a function by its code (0 for nil): the best Go
-// allows, as functions are not comparable.
+// funcID identifies a function value (0 for nil). Go cannot compare
+// functions, and reflect shows only their code, which two closures of one
+// literal share even when they captured different values. A func value is
+// one pointer, to its closure (code and captured variables; a static one
+// for a function without captures): that pointer is its identity. The same
+// value passed twice is the same; two closures are different, even equal
+// ones (a conservative error, never a wrong sharing).
 func funcID(fn any) uintptr {
 	v := reflect.ValueOf(fn)
-	if !v.IsValid() || v.IsNil() {
+	if !v.IsValid() || v.Kind() != reflect.Func || v.IsNil() {
 		return 0
 	}
-	return v.Pointer()
+	p := reflect.New(v.Type()) // a *func: read the func value's one word
+	p.Elem().Set(v)
+	return uintptr(*(*unsafe.Pointer)(p.UnsafePointer()))
 }
+
+// keyFuncID is funcID of a KeyFunc, with MetaNamespaceKey given
+// explicitly the same as none (the default).
+func keyFuncID[T Object](fn KeyFunc[T]) uintptr {
+	if fn == nil || goruntime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name() == metaNamespaceKeyName {
+		return 0
+	}
+	return funcID(fn)
+}
+
+// metaNamespaceKeyName is the name the runtime gives every instantiation of
+// MetaNamespaceKey named in non-generic code ("….MetaNamespaceKey[...]").
+// (Named in generic code, as in Options' default, it is a wrapper closure
+// instead, with another name and code.)
+var metaNamespaceKeyName = goruntime.FuncForPC(reflect.ValueOf(MetaNamespaceKey[*metav1.PartialObjectMetadata]).Pointer()).Name()
 
 // Start starts every informer the factory has made, and makes Shared and
 // Dynamic start the ones made later at once. Each runs on a goroutine of

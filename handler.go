@@ -35,8 +35,9 @@ func (r *Registration) Pending() int {
 	return r.l.pending()
 }
 
-// OldestPending returns how long the oldest event in the handler's queue
-// has waited (0 when the queue is empty): the handler's lag in time.
+// OldestPending returns how long the oldest event not yet handled (queued,
+// or being handled) has waited, 0 when there is none: the handler's lag in
+// time. A handler stuck on one event shows that event's age.
 func (r *Registration) OldestPending() time.Duration {
 	if r == nil || r.l == nil {
 		return 0
@@ -124,8 +125,8 @@ type listener[T Object] struct {
 	wake      chan struct{} // capacity 1: "the queue may be non-empty"
 	// backlog counts events queued or being handled, for Pending.
 	backlog atomic.Int64
-	// delivered counts events handled (or dropped by removal); syncMark
-	// is the number that makes the registration synced, -1 until known.
+	// delivered counts events handled; syncMark is the number that makes
+	// the registration synced, -1 until known (a removed one is synced).
 	delivered, syncMark atomic.Int64
 	// head is when the oldest undelivered event was queued (0: none).
 	head atomic.Int64
@@ -149,6 +150,9 @@ func (l *listener[T]) wants(t EventType) bool {
 func (l *listener[T]) pending() int { return int(max(l.backlog.Load(), 0)) }
 
 func (l *listener[T]) synced() bool {
+	if l.removed.Load() {
+		return true // nothing more will come: no one waits for it forever
+	}
 	m := l.syncMark.Load()
 	return m >= 0 && l.delivered.Load() >= m
 }
@@ -238,16 +242,20 @@ func (l *listener[T]) run(ctx context.Context) {
 				l.requeue(batch[i:])
 				return
 			}
+			// The event being handled counts as waiting until it is
+			// handled: a stuck handler shows its lag.
+			l.head.Store(batch[i].at)
+			if !l.call(batch[i].e) {
+				l.head.Store(0)
+				return // removed
+			}
+			l.backlog.Add(-1)
+			l.delivered.Add(1)
 			if i+1 < len(batch) {
 				l.head.Store(batch[i+1].at)
 			} else {
 				l.advanceHead()
 			}
-			if !l.call(batch[i].e) {
-				return // removed
-			}
-			l.backlog.Add(-1)
-			l.delivered.Add(1)
 			batch[i] = queued[T]{} // let the object go as soon as it is handled
 		}
 		if len(batch) > 0 {
@@ -265,7 +273,7 @@ func (l *listener[T]) run(ctx context.Context) {
 func (l *listener[T]) advanceHead() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.queue) > 0 {
+	if len(l.queue) > 0 && !l.removed.Load() {
 		l.head.Store(l.queue[0].at)
 	} else {
 		l.head.Store(0)
@@ -364,10 +372,13 @@ func (d *dispatcher[T]) depth() (events int, oldest time.Duration) {
 // add registers l, first queueing Added for every object in c if l wants
 // Added. If synced, the cache is complete: l is synced once it has
 // handled that replay; else once it has handled the first list's events.
-func (d *dispatcher[T]) add(l *listener[T], c *Cache[T], rv func() string, synced bool) *Registration {
+func (d *dispatcher[T]) add(l *listener[T], c *Cache[T], rv func() string, isSynced func() bool) *Registration {
 	reg := &Registration{l: l}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	// Read under d.mu: the writer marks the first sync under it too, so a
+	// registration is either marked by it or finds it synced here.
+	synced := isSynced()
 	if l.wants(Added) {
 		c.mu.RLock()
 		at := rv()

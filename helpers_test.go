@@ -164,7 +164,7 @@ func newTestWriter[T Object](c *Cache[T]) (w *writer[T], events func() []Event[T
 	w = &writer[T]{cache: c, status: &status{syncCh: make(chan struct{})}, disp: &dispatcher[T]{},
 		log: slog.New(slog.DiscardHandler), share: &intern.Sharer{}}
 	l := newListener(1<<len(eventTypes)-1, func(Event[T]) {}, w.log)
-	w.disp.add(l, c, w.status.resourceVersion, false)
+	w.disp.add(l, c, w.status.resourceVersion, func() bool { return false })
 	l.queue = nil // not the replay of what c holds
 	l.backlog.Store(0)
 	return w, func() []Event[T] {

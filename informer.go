@@ -324,9 +324,10 @@ func (s *status) forget(ch chan struct{}) {
 	s.nwait.Store(int32(len(s.waiters)))
 }
 
-// LastError returns the persistent error ([IsPersistent]: 403, 404, …) of
-// the informer's latest list or watch attempt, and since when such errors
-// have gone on; nil once a list or watch works again. Unlike WaitForSync it
+// LastError returns the last persistent error ([IsPersistent]: 403, 404,
+// …) of the informer's lists and watches, and since when such errors have
+// gone on; nil once a list or watch works again (a passing failure after a
+// 403 does not clear it: it does not show the permission is back). Unlike WaitForSync it
 // also tells an informer that synced and then lost its permission or its
 // resource (a CRD deleted): the cache is then frozen at its last state, and
 // a readiness check should say so.
@@ -377,7 +378,7 @@ func (inf *Informer[T]) AddHandler(fn func(Event[T])) *Registration {
 }
 
 func (inf *Informer[T]) addListener(mask uint8, fn func(Event[T])) *Registration {
-	return inf.disp.add(newListener(mask, fn, inf.hlog), inf.cache, inf.status.resourceVersion, inf.status.synced.Load())
+	return inf.disp.add(newListener(mask, fn, inf.hlog), inf.cache, inf.status.resourceVersion, inf.status.synced.Load)
 }
 
 // RemoveEventHandler unregisters a handler: its queued events are dropped,
@@ -388,7 +389,8 @@ func (inf *Informer[T]) addListener(mask uint8, fn func(Event[T])) *Registration
 func (inf *Informer[T]) RemoveEventHandler(reg *Registration) { inf.disp.remove(reg) }
 
 // Start runs the informer in the background. It is a no-op if the informer
-// is already running.
+// is already running, and when a handler calls it while its own informer
+// is stopping (the stop waits for that handler).
 func (inf *Informer[T]) Start() {
 	ctx, done, ok := inf.begin(context.Background())
 	if !ok {
@@ -458,6 +460,11 @@ func (inf *Informer[T]) begin(parent context.Context) (context.Context, chan str
 		}
 		done := inf.done
 		inf.runMu.Unlock()
+		if inf.disp.onHandlerGoroutine() {
+			// The run winding down waits for this very handler: it cannot
+			// be waited for here.
+			return nil, nil, false
+		}
 		<-done
 	}
 	defer inf.runMu.Unlock()

@@ -80,7 +80,9 @@ type Options[T Object] struct {
 	Name string
 
 	// Metrics, if set, receives the informer's Prometheus metrics, labelled
-	// with Name (see NewMetrics). Default: none.
+	// with Name (see NewMetrics). The informer stays in its gauges for the
+	// life of the Metrics (a Factory drops the informers it stops). Default:
+	// none.
 	Metrics *Metrics
 
 	// Logger receives the informer's logs. Default: informational logs are

@@ -194,7 +194,9 @@ func (w *writer[T]) replace(items map[string]T, rv string) {
 		// have handled its events.
 		w.disp.markSyncedLocked()
 	}
-	w.disp.mu.RUnlock()
+	// Synced is set before new registrations may come (under the same
+	// lock), so each either was marked above or finds it synced.
 	w.status.setSync(true, nil)
+	w.disp.mu.RUnlock()
 	w.status.ok()
 }
