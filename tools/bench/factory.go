@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -25,7 +24,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/kinformer/kinformer"
@@ -301,31 +299,12 @@ func factoryMain(args []string) error {
 		return err
 	}
 	m := describeMachine()
-	logf("starting localapi on %s", *dataDir)
-	srv, err := startServer(bin, *dataDir, *verbose)
+	srv, cs, err := serveWorkload(bin, *dataDir, *verbose, *nCM, *nPods)
 	if err != nil {
 		return err
 	}
 	defer srv.stop()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() { <-sigs; logf("interrupted"); srv.stop(); os.Exit(2) }()
-	logf("localapi ready: %s", srv.Server)
-
 	ctx := context.Background()
-	cfg, err := restConfig(srv.Kubeconfig, 5000)
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	wstart := time.Now()
-	if err := createWorkload(ctx, cs, *nCM, *nPods); err != nil {
-		return fmt.Errorf("workload: %w", err)
-	}
-	logf("workload ready in %.0fs", time.Since(wstart).Seconds())
 	// A warm-up LIST of each collection, not recorded.
 	if _, err := cs.CoreV1().ConfigMaps(cmNamespace).List(ctx, metav1.ListOptions{}); err != nil {
 		return err

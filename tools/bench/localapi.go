@@ -2,14 +2,18 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
 )
 
 // server is a running localapi process (a real kube-apiserver + etcd).
@@ -105,4 +109,36 @@ func (s *server) stop() {
 		s.cmd.Process.Kill()
 		<-done
 	}
+}
+
+// serveWorkload starts localapi on dataDir, stops it on SIGINT or SIGTERM,
+// and creates the workload (configMaps ConfigMaps and pods Pods) unless
+// dataDir already holds it. The caller stops the server.
+func serveWorkload(bin, dataDir string, verbose bool, configMaps, pods int) (*server, *kubernetes.Clientset, error) {
+	logf("starting localapi on %s", dataDir)
+	srv, err := startServer(bin, dataDir, verbose)
+	if err != nil {
+		return nil, nil, err
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() { <-sigs; logf("interrupted"); srv.stop(); os.Exit(2) }()
+	logf("localapi ready: %s", srv.Server)
+	cfg, err := restConfig(srv.Kubeconfig, 5000)
+	if err != nil {
+		srv.stop()
+		return nil, nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		srv.stop()
+		return nil, nil, err
+	}
+	wstart := time.Now()
+	if err := createWorkload(context.Background(), cs, configMaps, pods); err != nil {
+		srv.stop()
+		return nil, nil, fmt.Errorf("workload: %w", err)
+	}
+	logf("workload ready in %.0fs", time.Since(wstart).Seconds())
+	return srv, cs, nil
 }

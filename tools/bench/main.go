@@ -20,10 +20,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -139,31 +137,12 @@ func benchMain(args []string) error {
 		return err
 	}
 	machine := describeMachine()
-	logf("starting localapi on %s", c.dataDir)
-	srv, err := startServer(bin, c.dataDir, c.verbose)
+	srv, cs, err := serveWorkload(bin, c.dataDir, c.verbose, c.configMaps, c.pods)
 	if err != nil {
 		return err
 	}
 	defer srv.stop()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() { <-sigs; logf("interrupted"); srv.stop(); os.Exit(2) }()
-	logf("localapi ready: %s", srv.Server)
-
 	ctx := context.Background()
-	cfg, err := restConfig(srv.Kubeconfig, 5000)
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	wstart := time.Now()
-	if err := createWorkload(ctx, cs, c.configMaps, c.pods); err != nil {
-		return fmt.Errorf("workload: %w", err)
-	}
-	logf("workload ready in %.0fs", time.Since(wstart).Seconds())
 
 	self, err := os.Executable()
 	if err != nil {
