@@ -66,7 +66,11 @@ func TestCachePutRemoveReplace(t *testing.T) {
 	x.ResourceVersion = "4"
 	var got []string
 	w, events := newTestWriter(c)
-	w.replace(map[string]*corev1.ConfigMap{"ns/a": same, "ns/x": x}, "4")
+	items := map[string]*corev1.ConfigMap{}
+	for _, o := range []*corev1.ConfigMap{same, x} {
+		w.collect(items, o, prepared[*corev1.ConfigMap])
+	}
+	w.replace(items, "4")
 	for _, e := range events() {
 		got = append(got, string(e.Type)+" "+e.Object.Name)
 	}

@@ -155,7 +155,8 @@ func (w *writer[T]) collect(items map[string]T, obj T, prepare prepareFunc[T]) {
 	}
 }
 
-// replace swaps items in as the cache's whole content at rv, marks the
+// replace swaps items (filled by collect, which keeps the cached instance
+// of unchanged objects) in as the cache's whole content at rv, marks the
 // informer synced, and queues an event for every difference: Deleted for
 // keys that vanished, Added for new keys, Modified for objects whose
 // resourceVersion changed. Readers are held up only by the swap itself, not
@@ -164,13 +165,6 @@ func (w *writer[T]) replace(items map[string]T, rv string) {
 	cause := CauseRelist
 	if !w.status.synced.Load() && len(w.cache.items) == 0 {
 		cause = CauseList
-	}
-	for key, obj := range items {
-		// collect keeps the cached instance of unchanged objects; so must
-		// any other caller, or two equal copies would be held.
-		if o, ok := w.cache.items[key]; ok && o.GetResourceVersion() == obj.GetResourceVersion() {
-			items[key] = o
-		}
 	}
 	w.disp.mu.RLock()
 	old := w.cache.swap(items)
