@@ -43,6 +43,13 @@ var (
 	// configured.
 	ErrUnknownIndex = errors.New("unknown index")
 
+	// ErrSnapshot means the informer's state file (Options.StateDir)
+	// could not be used: damaged, truncated, empty, of another watch or
+	// format, in use by another informer, or not writable. The informer
+	// reports it in an Error event and a log line, sets a damaged file
+	// aside (renamed with the suffix ".bad"), and lists from scratch.
+	ErrSnapshot = errors.New("state snapshot unusable")
+
 	// ErrRunning is returned by Run when the informer is already running.
 	ErrRunning = errors.New("informer already running")
 )

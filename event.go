@@ -50,6 +50,10 @@ const (
 	// the informer dropped it from the cache (Deleted, with the last state
 	// it had).
 	CauseTransform
+	// CauseRestore: the object was loaded from the informer's state file
+	// (Options.StateDir) as the informer started; the events that follow
+	// bring it up to date with the server.
+	CauseRestore
 )
 
 func (c Cause) String() string {
@@ -64,6 +68,8 @@ func (c Cause) String() string {
 		return "replay"
 	case CauseTransform:
 		return "transform"
+	case CauseRestore:
+		return "restore"
 	}
 	return "unknown"
 }

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -33,13 +34,17 @@ import (
 //   - a server or resource that refuses direct decoding → the client's
 //     Watch, at once and for good;
 //   - any other failure → the same phase again, after a backoff;
-//   - resync due → re-list at once.
+//   - resync due → re-list at once;
+//   - a cache restored from its state file → a one-object list for the
+//     server's current resourceVersion (the probe), then watch from the
+//     file's; synced once the watch reaches the probe's resourceVersion.
 type phase uint8
 
 const (
 	phaseList        phase = iota // no usable resourceVersion: list, diff, replace
 	phaseListUnpaged              // as phaseList, in one unpaged request
 	phaseWatch                    // watch from the remembered resourceVersion
+	phaseProbe                    // restored: learn the server's resourceVersion, to catch up to
 )
 
 func (p phase) String() string {
@@ -48,6 +53,8 @@ func (p phase) String() string {
 		return "list"
 	case phaseListUnpaged:
 		return "list (unpaged)"
+	case phaseProbe:
+		return "probe"
 	}
 	return "watch"
 }
@@ -72,6 +79,7 @@ const (
 	watchFailed                         // a watch could not open, or ended in error; err says why
 	directRefused                       // direct decoding is not possible here; err says why
 	resyncDue                           // the resync period has passed
+	probed                              // the probe learnt the resourceVersion to catch up to
 )
 
 type outcome struct {
@@ -85,7 +93,7 @@ func step(s state, o outcome) (next state, backoff bool) {
 	switch o.kind {
 	case stopped:
 		return s, false
-	case listed, watchEnded:
+	case listed, watchEnded, probed:
 		s.phase = phaseWatch
 		return s, false
 	case resyncDue:
@@ -115,7 +123,9 @@ func step(s state, o outcome) (next state, backoff bool) {
 		}
 		return s, true
 	default: // listFailed
-		s.phase = phaseList
+		if s.phase != phaseProbe {
+			s.phase = phaseList
+		}
 		return s, true
 	}
 }
@@ -136,6 +146,12 @@ type loop[T Object] struct {
 	st      state          // kept between runs: what was learnt about the server
 	log     *slog.Logger
 	obs     *observer // metrics; nil for none
+
+	// target is the server's resourceVersion at the start of a restored
+	// informer, which it must reach to be synced; "" when not catching up.
+	target string
+	// stateOpened: the state file has been opened (and loaded) once.
+	stateOpened bool
 }
 
 func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *Cache[T], s *status, d *dispatcher[T], log *slog.Logger, obs *observer) *loop[T] {
@@ -159,14 +175,44 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *
 		l.direct = newDirectWatcher[T](lw, o.KeepManagedFields, share)
 	}
 	l.st.direct = l.direct != nil
+	if o.StateDir != "" {
+		l.w.persist = newPersister(lw, o, log, l.w.reportAsync)
+	}
 	return l
+}
+
+// openState opens the state file for a run, restoring the cache from it
+// on the first; false if the run goes without it.
+func (l *loop[T]) openState() bool {
+	p := l.w.persist
+	first := !l.stateOpened
+	l.stateOpened = true
+	items, rv, ok := p.open(first, l.opts.KeyFunc, l.w.share)
+	switch {
+	case !ok:
+		return false
+	case first && rv != "":
+		l.w.restore(items, rv)
+		l.log.Info("kinformer: restored from the state file", "objects", len(items), "resourceVersion", rv, "file", p.path)
+	case !first && rv == "":
+		p.rewrite(l.w.cache.items, l.w.status.resourceVersion())
+	}
+	return true
 }
 
 // run runs the state machine until ctx is done.
 func (l *loop[T]) run(ctx context.Context) {
+	if l.w.persist != nil && l.openState() {
+		l.w.persist.start()
+		defer l.w.persist.stop() // after the last write: the loop has returned
+	}
 	l.st.phase = phaseList
-	if l.w.status.resourceVersion() != "" {
+	switch {
+	case l.w.status.resourceVersion() == "":
+	case l.w.status.synced.Load():
 		l.st.phase = phaseWatch // restarted: resume from the kept resourceVersion
+	default:
+		l.st.phase = phaseProbe // restored: catch up before saying synced
 	}
 	bo := newBackoffState(l.opts.Backoff)
 	var resyncAt time.Time // zero: no resync scheduled
@@ -179,6 +225,9 @@ func (l *loop[T]) run(ctx context.Context) {
 		switch began := time.Now(); l.st.phase {
 		case phaseList, phaseListUnpaged:
 			o = l.list(ctx)
+			if o.kind == listed {
+				l.target = "" // a list is as caught up as it gets
+			}
 			if o.kind == listed && l.opts.ResyncPeriod > 0 {
 				// From the end of the list, and never shorter than twice
 				// the list took: a period shorter than a list must not
@@ -188,6 +237,8 @@ func (l *loop[T]) run(ctx context.Context) {
 			}
 		case phaseWatch:
 			o = l.watch(ctx, resyncAt)
+		case phaseProbe:
+			o = l.probe(ctx)
 		}
 		if ctx.Err() != nil {
 			return
@@ -264,6 +315,9 @@ func isNil(o runtime.Object) bool {
 // [WatchTimeout, 2*WatchTimeout), so that informers started together do not
 // all reconnect at the same instant.
 func (l *loop[T]) watchTimeout() time.Duration {
+	if l.target != "" {
+		return catchUpTimeout
+	}
 	d := l.opts.WatchTimeout
 	return (d + rand.N(d)).Truncate(time.Second)
 }
@@ -367,6 +421,12 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 			if !received && time.Since(s.started) < minHealthyWatch {
 				return outcome{kind: watchClosedEarly}
 			}
+			if l.target != "" {
+				// The short catch-up watch ran its course: the server has
+				// sent what it had (servers without a watch cache send no
+				// bookmarks to reach the target with).
+				l.caughtUp()
+			}
 			return outcome{kind: watchEnded}
 		}
 		c, err := check[T](ev)
@@ -381,5 +441,45 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 			l.w.apply(c.typ, c.obj, s.prepare)
 		}
 		received = true
+		if l.target != "" && l.w.status.reached(l.target) {
+			l.caughtUp()
+		}
 	}
+}
+
+// catchUpTimeout is the server-side timeout of the watches of a restored
+// informer that has not caught up yet. A server with a watch cache sends a
+// bookmark two seconds before a watch's timeout: at the current
+// resourceVersion, in about a second, however quiet the resource.
+const catchUpTimeout = 3 * time.Second
+
+// probe lists one object to learn the server's current resourceVersion:
+// the restored informer is synced once its watch reaches it.
+func (l *loop[T]) probe(ctx context.Context) outcome {
+	opts := l.listOptions()
+	opts.Limit = 1
+	list, err := l.listFn(ctx, opts)
+	if err == nil && isNil(list) {
+		err = fmt.Errorf("%w: the client returned no list and no error", ErrUnexpectedObject)
+	}
+	l.obs.request("list", classify(err))
+	if err != nil {
+		return outcome{kind: listFailed, err: fmt.Errorf("list (limit 1, for the current resourceVersion): %w", classify(err))}
+	}
+	lm, err := meta.ListAccessor(list)
+	if err != nil {
+		return outcome{kind: listFailed, err: fmt.Errorf("list: %w: %v", ErrUnexpectedObject, err)}
+	}
+	l.target = lm.GetResourceVersion()
+	if l.target == "" || l.w.status.reached(l.target) {
+		l.caughtUp()
+	}
+	return outcome{kind: probed}
+}
+
+// caughtUp ends the catch-up of a restored informer.
+func (l *loop[T]) caughtUp() {
+	l.log.Info("kinformer: caught up with the server", "resourceVersion", l.w.status.resourceVersion(), "target", l.target)
+	l.target = ""
+	l.w.caughtUp()
 }

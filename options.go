@@ -74,6 +74,41 @@ type Options[T Object] struct {
 	// Zero fields take [DefaultBackoff]'s values.
 	Backoff Backoff
 
+	// StateDir, if set, keeps the cache and its resourceVersion on disk, in
+	// a go.etcd.io/bbolt file in this directory named for what the
+	// informer watches (resource, namespace, selectors, key function,
+	// format), so that a new process with the same options starts warm: its
+	// handlers get Added (CauseRestore) for every object in the file, then
+	// exactly what changed while it was down, from a watch at the file's
+	// resourceVersion (or, if the server has compacted it, a re-list diffed
+	// against the restored cache). WaitForSync returns once the informer
+	// has caught up with the server as of its start. Changes are committed
+	// in batches (StateInterval), each in one transaction: a process killed
+	// at any moment leaves a consistent file. A file that cannot be used is
+	// reported (ErrSnapshot) and set aside, and the informer lists. Objects
+	// are kept as cached: after Transform, without managedFields unless
+	// KeepManagedFields. One informer at a time may use a file.
+	StateDir string
+
+	// StateKey names what the informer watches for its state file, when
+	// the client cannot say: required with StateDir for a dynamic client
+	// or a ListerWatcher of your own (for example "https://host
+	// apps/v1/deployments ns=default"); it must differ between clusters,
+	// resources and namespaces. Clientset typed clients and a Factory's
+	// informers need none.
+	StateKey string
+
+	// StateInterval is the longest a change waits before it is committed to
+	// the state file; a batch also starts once 4096 objects have changed.
+	// Default 250ms.
+	StateInterval time.Duration
+
+	// StateNoSync skips the fsync after each commit. A killed process still
+	// leaves a consistent file; an operating-system crash or power loss may
+	// lose the last commits or damage the file (then reported and set
+	// aside, and the informer lists).
+	StateNoSync bool
+
 	// Name names the informer in its logs and metrics: its resource, such
 	// as "pods" or "deployments.apps" (a Factory sets it). Default: T's
 	// kind in lower case ("pod"; "unstructured" for dynamic clients).

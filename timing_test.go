@@ -25,6 +25,7 @@ func TestStep(t *testing.T) {
 	watching := state{phase: phaseWatch, watchList: true, direct: true}
 	viaClient := state{phase: phaseWatch, watchList: true}
 	listViaClient := state{phase: phaseList, watchList: true}
+	probing := state{phase: phaseProbe, watchList: true, direct: true}
 	for _, tc := range []struct {
 		name        string
 		from        state
@@ -45,6 +46,8 @@ func TestStep(t *testing.T) {
 		{"direct decoding refused while listing → list through the client at once", list, outcome{kind: directRefused, err: other}, listViaClient, false},
 		{"direct decoding refused while watching → watch through the client at once", watching, outcome{kind: directRefused, err: other}, viaClient, false},
 		{"watch ended → resume at once", watching, outcome{kind: watchEnded}, watching, false},
+		{"restored, probe ok → watch from the file's resourceVersion at once", probing, outcome{kind: probed}, watching, false},
+		{"restored, probe failed → probe again after backoff, keeping the restored cache", probing, outcome{kind: listFailed, err: other}, probing, true},
 		{"watch closed at once → resume after backoff", watching, outcome{kind: watchClosedEarly}, watching, true},
 		{"watch 410 after progress → re-list at once", watching, outcome{kind: watchFailed, err: expired, received: true}, list, false},
 		{"watch too large rv after progress → re-list at once", watching, outcome{kind: watchFailed, err: tooLarge, received: true}, list, false},

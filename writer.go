@@ -25,6 +25,9 @@ type writer[T Object] struct {
 	// share interns strings and shares equal maps between objects, by
 	// content here and by wire bytes in the direct decoder (direct.go).
 	share *intern.Sharer
+	// persist, if set, keeps the state file (Options.StateDir) up to date
+	// with every change made here.
+	persist *persister[T]
 }
 
 // prepareFunc readies a new object for the cache; false means it must not
@@ -80,6 +83,12 @@ func (w *writer[T]) report(err error) {
 	}
 }
 
+// reportAsync logs err and queues an Error event; for any goroutine.
+func (w *writer[T]) reportAsync(err error) {
+	w.log.Warn("kinformer: "+err.Error(), "resourceVersion", w.status.resourceVersion())
+	w.disp.emit(Event[T]{Type: Error, Err: err, ResourceVersion: w.status.resourceVersion()})
+}
+
 // failed records the error that ended a list or watch attempt: reported,
 // and kept for LastError if persistent.
 func (w *writer[T]) failed(err error) {
@@ -94,6 +103,9 @@ func (w *writer[T]) bookmark(obj T, rv string) {
 	w.disp.mu.RLock()
 	defer w.disp.mu.RUnlock()
 	w.setRV(rv)
+	if w.persist != nil {
+		w.persist.advance(rv)
+	}
 	w.disp.emitLocked(Event[T]{Type: Bookmark, Object: obj, ResourceVersion: rv})
 }
 
@@ -120,6 +132,13 @@ func (w *writer[T]) apply(typ EventType, obj T, prepare prepareFunc[T]) {
 		// dropped, as a re-list would drop it: the cache never keeps a state
 		// the server has moved past.
 		old, existed := w.cache.remove(key)
+		if w.persist != nil {
+			if existed {
+				w.persist.record(key, old, true, e.ResourceVersion)
+			} else {
+				w.persist.advance(e.ResourceVersion)
+			}
+		}
 		if !existed {
 			return // never cached: nothing to tell
 		}
@@ -135,6 +154,9 @@ func (w *writer[T]) apply(typ EventType, obj T, prepare prepareFunc[T]) {
 			e.Type, e.Old = Modified, old
 		} else {
 			e.Type = Added
+		}
+		if w.persist != nil {
+			w.persist.record(key, obj, false, e.ResourceVersion)
 		}
 	}
 	w.disp.emitLocked(e)
@@ -162,16 +184,23 @@ func (w *writer[T]) collect(items map[string]T, obj T, prepare prepareFunc[T]) {
 // resourceVersion changed. Readers are held up only by the swap itself, not
 // by the diff or the queueing.
 func (w *writer[T]) replace(items map[string]T, rv string) {
+	first := !w.status.synced.Load()
 	cause := CauseRelist
-	if !w.status.synced.Load() && len(w.cache.items) == 0 {
+	if first && len(w.cache.items) == 0 {
 		cause = CauseList
 	}
 	w.disp.mu.RLock()
+	if w.persist != nil {
+		w.persist.mu.Lock() // the file's next state is the whole change, or none of it
+	}
 	old := w.cache.swap(items)
 	w.setRV(rv)
 	for key, o := range old {
 		if _, ok := items[key]; !ok {
 			w.disp.emitLocked(Event[T]{Type: Deleted, Object: o, Key: key, ResourceVersion: rv, Cause: cause})
+			if w.persist != nil {
+				w.persist.recordLocked(key, o, true)
+			}
 		}
 	}
 	for key, obj := range items {
@@ -181,15 +210,47 @@ func (w *writer[T]) replace(items map[string]T, rv string) {
 			w.disp.emitLocked(Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: rv, Cause: cause})
 		case o.GetResourceVersion() != obj.GetResourceVersion():
 			w.disp.emitLocked(Event[T]{Type: Modified, Object: obj, Old: o, Key: key, ResourceVersion: rv, Cause: cause})
+		default:
+			continue
+		}
+		if w.persist != nil {
+			w.persist.recordLocked(key, obj, false)
 		}
 	}
-	if cause == CauseList {
+	if w.persist != nil {
+		w.persist.advanceLocked(rv)
+		w.persist.mu.Unlock()
+	}
+	if first {
 		// Registrations added before the first list are synced once they
 		// have handled its events.
 		w.disp.markSyncedLocked()
 	}
 	// Synced is set before new registrations may come (under the same
 	// lock), so each either was marked above or finds it synced.
+	w.status.setSync(true, nil)
+	w.disp.mu.RUnlock()
+	w.status.ok()
+}
+
+// restore fills the empty cache with the objects of the state file, at rv,
+// and queues Added (CauseRestore) for each. The informer is not synced
+// yet: it catches up with the server first (caughtUp).
+func (w *writer[T]) restore(items map[string]T, rv string) {
+	w.disp.mu.RLock()
+	defer w.disp.mu.RUnlock()
+	w.cache.swap(items)
+	w.setRV(rv)
+	for key, obj := range items {
+		w.disp.emitLocked(Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: rv, Cause: CauseRestore})
+	}
+}
+
+// caughtUp marks a restored informer synced: it has applied every change
+// the server had made as of its start.
+func (w *writer[T]) caughtUp() {
+	w.disp.mu.RLock()
+	w.disp.markSyncedLocked()
 	w.status.setSync(true, nil)
 	w.disp.mu.RUnlock()
 	w.status.ok()

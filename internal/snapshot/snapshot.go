@@ -1,0 +1,285 @@
+// Package snapshot keeps an informer's cache on disk: its objects, already
+// encoded by the caller, and the resourceVersion they are at, in one
+// go.etcd.io/bbolt file.
+//
+// Every Commit is one bbolt transaction, so a process killed at any moment
+// leaves the previous or the next committed state, never a mix. Load checks
+// what bbolt cannot: that the file is a snapshot of this format and of the
+// watch it is asked for (its identity), and that its entries are the ones
+// written (a checksum over all of them, kept up to date by each Commit). A
+// damaged file (bbolt panics on some, and faults on a truncated mapping) is
+// an error from Open or Load, never a crash.
+package snapshot
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc64"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Format is the version of the file's layout. A file of another version is
+// foreign.
+const Format = 1
+
+var (
+	bucketMeta    = []byte("meta")
+	bucketObjects = []byte("objects")
+
+	keyFormat   = []byte("format")
+	keyIdentity = []byte("identity")
+	keyRV       = []byte("resourceVersion")
+	keySum      = []byte("sum")   // 8 bytes: XOR of the entries' CRC-64s
+	keyCount    = []byte("count") // 8 bytes: the number of entries
+)
+
+// ErrInUse: another process (or another informer in this one) holds the
+// file.
+var ErrInUse = errors.New("the snapshot file is in use by another informer")
+
+// Store is an open snapshot file. Its methods are not safe for concurrent
+// use.
+type Store struct {
+	db       *bolt.DB
+	identity string
+}
+
+// Options configure Open.
+type Options struct {
+	// NoSync skips the fsync after each commit. A killed process still
+	// leaves a consistent file (the writes are in the kernel's cache); an
+	// operating-system crash or power loss may lose the last commits or
+	// damage the file, which Load then reports.
+	NoSync bool
+	// LockTimeout is how long Open waits for another holder of the file to
+	// let go before returning ErrInUse. Default one second.
+	LockTimeout time.Duration
+}
+
+// Open opens the snapshot file at path, creating it (and an empty snapshot
+// for identity) if it does not exist. An existing file that is not a
+// readable bbolt file is an error; its content is checked by Load.
+func Open(path, identity string, o Options) (s *Store, err error) {
+	if fi, err := os.Stat(path); err == nil && fi.Size() == 0 {
+		return nil, errors.New("the file is empty")
+	}
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = time.Second
+	}
+	var db *bolt.DB
+	err = guard(func() error {
+		var err error
+		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: o.LockTimeout, NoSync: o.NoSync})
+		return err
+	})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, ErrInUse
+	}
+	if err != nil {
+		return nil, err
+	}
+	s = &Store{db: db, identity: identity}
+	err = guard(func() error {
+		return db.Update(func(tx *bolt.Tx) error {
+			if tx.Bucket(bucketMeta) != nil {
+				return nil // an existing snapshot: Load checks it
+			}
+			meta, err := tx.CreateBucket(bucketMeta)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.CreateBucketIfNotExists(bucketObjects); err != nil {
+				return err
+			}
+			for k, v := range map[string][]byte{
+				string(keyFormat):   []byte(strconv.Itoa(Format)),
+				string(keyIdentity): []byte(identity),
+				string(keyRV):       nil,
+				string(keySum):      make([]byte, 8),
+				string(keyCount):    make([]byte, 8),
+			} {
+				if err := meta.Put([]byte(k), v); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the file.
+func (s *Store) Close() error {
+	var err error
+	if gerr := guard(func() error { err = s.db.Close(); return nil }); gerr != nil {
+		return gerr
+	}
+	return err
+}
+
+// Load checks the snapshot and calls fn with each entry, in key order; the
+// slices are valid only during the call. It returns the snapshot's
+// resourceVersion: "" for a snapshot that holds no usable state (never
+// committed to, or reset), and then fn is not called.
+// An error from fn ends the load and is returned.
+func (s *Store) Load(fn func(key, value []byte) error) (rv string, err error) {
+	err = guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			meta := tx.Bucket(bucketMeta)
+			objects := tx.Bucket(bucketObjects)
+			if meta == nil || objects == nil {
+				return errors.New("not a kinformer snapshot (no meta bucket)")
+			}
+			if f := string(meta.Get(keyFormat)); f != strconv.Itoa(Format) {
+				return fmt.Errorf("format %q, want %d", f, Format)
+			}
+			if id := meta.Get(keyIdentity); !bytes.Equal(id, []byte(s.identity)) {
+				return fmt.Errorf("a snapshot of another watch (identity %q)", id)
+			}
+			for err := range tx.Check() {
+				return fmt.Errorf("bbolt: %w", err)
+			}
+			rv = string(meta.Get(keyRV))
+			wantSum, wantCount := meta.Get(keySum), meta.Get(keyCount)
+			if len(wantSum) != 8 || len(wantCount) != 8 {
+				return errors.New("checksum or count missing")
+			}
+			var sum, n uint64
+			err := objects.ForEach(func(k, v []byte) error {
+				if v == nil {
+					return fmt.Errorf("a nested bucket %q", k)
+				}
+				sum ^= entrySum(k, v)
+				n++
+				if rv == "" {
+					return nil
+				}
+				return fn(k, v)
+			})
+			if err != nil {
+				return err
+			}
+			if c := binary.BigEndian.Uint64(wantCount); c != n {
+				return fmt.Errorf("%d objects, the snapshot says %d", n, c)
+			}
+			if sum != binary.BigEndian.Uint64(wantSum) {
+				return errors.New("checksum mismatch: the objects are not those written")
+			}
+			return nil
+		})
+	})
+	return rv, err
+}
+
+// ResourceVersion returns the snapshot's resourceVersion, unchecked.
+func (s *Store) ResourceVersion() (rv string, err error) {
+	err = guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			if meta := tx.Bucket(bucketMeta); meta != nil {
+				rv = string(meta.Get(keyRV))
+			}
+			return nil
+		})
+	})
+	return rv, err
+}
+
+// Batch is one atomic change to a snapshot.
+type Batch struct {
+	Reset bool              // remove every object first
+	Puts  map[string][]byte // key → encoded object
+	Dels  []string
+	RV    string // the resourceVersion the snapshot is at after the batch
+}
+
+// Commit applies b in one transaction.
+func (s *Store) Commit(b *Batch) error {
+	return guard(func() error {
+		return s.db.Update(func(tx *bolt.Tx) error {
+			meta := tx.Bucket(bucketMeta)
+			objects := tx.Bucket(bucketObjects)
+			if meta == nil || objects == nil {
+				return errors.New("not a kinformer snapshot (no meta bucket)")
+			}
+			sumB, countB := meta.Get(keySum), meta.Get(keyCount)
+			if len(sumB) != 8 || len(countB) != 8 {
+				return errors.New("checksum or count missing")
+			}
+			sum, n := binary.BigEndian.Uint64(sumB), binary.BigEndian.Uint64(countB)
+			if b.Reset {
+				if err := tx.DeleteBucket(bucketObjects); err != nil {
+					return err
+				}
+				var err error
+				if objects, err = tx.CreateBucket(bucketObjects); err != nil {
+					return err
+				}
+				sum, n = 0, 0
+			}
+			for _, k := range b.Dels {
+				if old := objects.Get([]byte(k)); old != nil {
+					sum ^= entrySum([]byte(k), old)
+					n--
+					if err := objects.Delete([]byte(k)); err != nil {
+						return err
+					}
+				}
+			}
+			for k, v := range b.Puts {
+				if old := objects.Get([]byte(k)); old != nil {
+					sum ^= entrySum([]byte(k), old)
+				} else {
+					n++
+				}
+				sum ^= entrySum([]byte(k), v)
+				if err := objects.Put([]byte(k), v); err != nil {
+					return err
+				}
+			}
+			var buf [16]byte
+			binary.BigEndian.PutUint64(buf[:8], sum)
+			binary.BigEndian.PutUint64(buf[8:], n)
+			if err := meta.Put(keySum, buf[:8]); err != nil {
+				return err
+			}
+			if err := meta.Put(keyCount, buf[8:]); err != nil {
+				return err
+			}
+			return meta.Put(keyRV, []byte(b.RV))
+		})
+	})
+}
+
+var table = crc64.MakeTable(crc64.ECMA)
+
+// entrySum is an entry's contribution to the snapshot's checksum.
+func entrySum(k, v []byte) uint64 {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(k)))
+	h := crc64.Update(0, table, n[:])
+	h = crc64.Update(h, table, k)
+	return crc64.Update(h, table, v)
+}
+
+// guard runs fn, turning a panic, or a memory fault on a mapped file that
+// is shorter than it claims, into an error: bbolt trusts its file.
+func guard(fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the file is damaged: %v", r)
+		}
+	}()
+	return fn()
+}
