@@ -123,6 +123,8 @@ type Options[T Object] struct {
 	// Logger receives the informer's logs. Default: informational logs are
 	// discarded, and a handler's panic (an error) goes to slog.Default().
 	Logger *slog.Logger
+
+	defaultKey bool // KeyFunc was not given: MetaNamespaceKey
 }
 
 const (
@@ -138,7 +140,7 @@ func (o *Options[T]) withDefaults() Options[T] {
 		out = *o
 	}
 	if out.KeyFunc == nil {
-		out.KeyFunc = MetaNamespaceKey[T]
+		out.KeyFunc, out.defaultKey = MetaNamespaceKey[T], true
 	}
 	if out.PageSize <= 0 {
 		out.PageSize = defaultPageSize

@@ -107,6 +107,10 @@ func stateIdentity[T Object](lw any, o *Options[T]) string {
 		// is T's (or the factory's) below.
 		src = client.Get().URL().String() + " namespace=" + rs.GetNamespace() + " resource=" + resourceOf(lw)
 	}
+	key := funcName(o.KeyFunc)
+	if o.defaultKey {
+		key = "MetaNamespaceKey"
+	}
 	fields := []string{
 		stateFormat,
 		"source=" + src,
@@ -114,7 +118,7 @@ func stateIdentity[T Object](lw any, o *Options[T]) string {
 		"name=" + o.Name,
 		"labelSelector=" + o.LabelSelector,
 		"fieldSelector=" + o.FieldSelector,
-		"key=" + funcName(o.KeyFunc),
+		"key=" + key,
 		"transform=" + funcName(o.Transform),
 		fmt.Sprintf("keepManagedFields=%t", o.KeepManagedFields),
 	}

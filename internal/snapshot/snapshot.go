@@ -20,6 +20,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -145,10 +146,15 @@ func (s *Store) Load(fn func(key, value []byte) error) (rv string, err error) {
 				return fmt.Errorf("format %q, want %d", f, Format)
 			}
 			if id := meta.Get(keyIdentity); !bytes.Equal(id, []byte(s.identity)) {
-				return fmt.Errorf("a snapshot of another watch (identity %q)", id)
+				return fmt.Errorf("a snapshot of another watch (%s)", firstDifference(string(id), s.identity))
 			}
-			for err := range tx.Check() {
-				return fmt.Errorf("bbolt: %w", err)
+			// A file cut short: bbolt would fault on the missing pages.
+			// (Not tx.Check: it reads on a goroutine of its own, where a
+			// fault could not be recovered.)
+			if fi, err := os.Stat(s.db.Path()); err != nil {
+				return err
+			} else if fi.Size() < tx.Size() {
+				return fmt.Errorf("truncated: %d bytes, the file's pages need %d", fi.Size(), tx.Size())
 			}
 			rv = string(meta.Get(keyRV))
 			wantSum, wantCount := meta.Get(keySum), meta.Get(keyCount)
@@ -259,6 +265,31 @@ func (s *Store) Commit(b *Batch) error {
 			return meta.Put(keyRV, []byte(b.RV))
 		})
 	})
+}
+
+// firstDifference names the first line where identities differ.
+func firstDifference(got, want string) string {
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := range max(len(g), len(w)) {
+		var gl, wl string
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if gl != wl {
+			return fmt.Sprintf("%q where this informer has %q", trim(gl), trim(wl))
+		}
+	}
+	return "identical lines"
+}
+
+func trim(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
 }
 
 var table = crc64.MakeTable(crc64.ECMA)
