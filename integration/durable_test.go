@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -101,7 +100,9 @@ func TestDurableWarmRestart(t *testing.T) {
 	mustCreate(t, c, configMap(ns, "new", nil, "x"))
 	want := serverState(t, c, ns, metav1.ListOptions{})
 
+	began := time.Now()
 	second, lw, warmBytes, rec := durable(t, srv.Config(), ns, dir)
+	t.Logf("warm restart synced in %v", time.Since(began).Round(time.Millisecond))
 	// Synced means caught up: the cache is the server's state as of start.
 	if got := cacheState(second.Cache()); !sameState(got, want) {
 		t.Fatalf("at WaitForSync the cache has %d objects, differing from the server's %d", len(got), len(want))
@@ -282,5 +283,3 @@ func TestDurableBadFiles(t *testing.T) {
 		})
 	}
 }
-
-var _ = context.Background
