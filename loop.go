@@ -399,7 +399,8 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 	defer s.stop()
 	l.w.status.ok() // the watch is allowed again
 
-	received := false
+	received := false // anything on this watch
+	changed := false  // an object event on this watch
 	for {
 		ev, why, err := s.next(ctx, deadlines{resync: resyncAt})
 		switch why {
@@ -418,14 +419,17 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 			received = true
 			continue
 		case streamClosed:
-			if !received && time.Since(s.started) < minHealthyWatch {
-				return outcome{kind: watchClosedEarly}
-			}
-			if l.target != "" {
-				// The short catch-up watch ran its course: the server has
-				// sent what it had (servers without a watch cache send no
-				// bookmarks to reach the target with).
+			if l.target != "" && !changed && time.Since(s.started) >= catchUpTimeout-catchUpTimeout/10 {
+				// A catch-up watch that ran its course with nothing to
+				// tell: the server sends the changes since the watch's
+				// resourceVersion as soon as the watch opens, so there
+				// were none up to the probe's. (Servers send no bookmark
+				// to a watch that is already at their resourceVersion.)
 				l.caughtUp()
+				return outcome{kind: watchEnded}
+			}
+			if l.target == "" && !received && time.Since(s.started) < minHealthyWatch {
+				return outcome{kind: watchClosedEarly}
 			}
 			return outcome{kind: watchEnded}
 		}
@@ -439,6 +443,7 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 			l.w.bookmark(c.obj, c.rv)
 		default:
 			l.w.apply(c.typ, c.obj, s.prepare)
+			changed = true
 		}
 		received = true
 		if l.target != "" && l.w.status.reached(l.target) {
@@ -448,10 +453,12 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 }
 
 // catchUpTimeout is the server-side timeout of the watches of a restored
-// informer that has not caught up yet. A server with a watch cache sends a
-// bookmark two seconds before a watch's timeout: at the current
-// resourceVersion, in about a second, however quiet the resource.
-const catchUpTimeout = 3 * time.Second
+// informer that has not caught up yet. Such a watch is synced by an event
+// or bookmark at or past the probe's resourceVersion, or by ending after
+// its timeout with no object event on it (see watch). A quiet resource
+// gets no bookmark: the server sends none to a watch already at its
+// resourceVersion. One second is the shortest timeout there is.
+const catchUpTimeout = time.Second
 
 // probe lists one object to learn the server's current resourceVersion:
 // the restored informer is synced once its watch reaches it.

@@ -283,3 +283,32 @@ func TestDurableBadFiles(t *testing.T) {
 		})
 	}
 }
+
+// A restored informer whose resource did not change while it was down,
+// while others did: the server's resourceVersion is past the file's, and
+// only a bookmark can bring the watch there. It must come in seconds, not
+// the minute a normal watch waits for one.
+func TestDurableQuietCatchUp(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	ns := testenv.NewNamespace(t, srv.Config())
+	mustCreate(t, c, configMap(ns, "only", nil, "x"))
+	dir := t.TempDir()
+	first, _, _, _ := durable(t, srv.Config(), ns, dir)
+	first.Stop()
+	elsewhere := testenv.NewNamespace(t, srv.Config())
+	mustCreate(t, c, configMap(elsewhere, "moves-the-revision", nil, "x"))
+	began := time.Now()
+	second, lw, _, rec := durable(t, srv.Config(), ns, dir)
+	took := time.Since(began)
+	t.Logf("quiet warm restart synced in %v, at resourceVersion %s", took.Round(time.Millisecond), second.ResourceVersion())
+	if took > 10*time.Second {
+		t.Fatalf("a quiet warm restart took %v to sync", took)
+	}
+	if ev := causes(rec); len(ev) != 1 || ev[0] != "ADDED only restore" {
+		t.Fatalf("events: %v", ev)
+	}
+	if lists, _ := lw.counts(); lists != 1 {
+		t.Fatalf("%d lists, want the probe only", lists)
+	}
+}
