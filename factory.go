@@ -52,6 +52,12 @@ type FactoryOptions struct {
 	// client-go's kubernetes/scheme.Scheme (every built-in type); give your
 	// own, with your typed custom resources added, to share those.
 	Scheme *runtime.Scheme
+
+	// StateDir, if set, is every informer's Options.StateDir, unless its
+	// first consumer gives one: each keeps its cache in its own file there,
+	// and starts warm after a restart (see Options.StateDir). Default:
+	// none.
+	StateDir string
 }
 
 // Factory makes shared informers, for programs where several controllers
@@ -71,6 +77,7 @@ type Factory struct {
 	codecs runtime.NegotiatedSerializer
 	log    *slog.Logger
 	reg    prometheus.Registerer
+	state  string // FactoryOptions.StateDir
 
 	// Set up on first use, because NewFactory returns no error.
 	setupOnce sync.Once
@@ -127,7 +134,7 @@ func NewFactory(cfg *rest.Config, opts *FactoryOptions) *Factory {
 	if opts != nil {
 		o = *opts
 	}
-	f := &Factory{cfg: cfg, scheme: o.Scheme, log: o.Logger, reg: o.Registerer,
+	f := &Factory{cfg: cfg, scheme: o.Scheme, log: o.Logger, reg: o.Registerer, state: o.StateDir,
 		clients: map[schema.GroupVersion]*rest.RESTClient{}, entries: map[factoryKey]*factoryEntry{}}
 	if f.scheme == nil {
 		f.scheme = clientgoscheme.Scheme
@@ -206,7 +213,7 @@ func remap[R any](f *Factory, lookup func() (R, error)) (R, error) {
 // for the default: Go can only compare a function's code, so closures of
 // one function literal count as the same), KeepManagedFields,
 // DisableStreamingList, DisableDirectDecoding, PageSize, WatchTimeout,
-// IdleMargin and Backoff (after defaults). Two exceptions merge instead:
+// IdleMargin, Backoff (after defaults), StateDir and StateNoSync. Two exceptions merge instead:
 //   - Indexers are added to the informer's, before it has started (an
 //     error after, wrapping ErrRunning); an index already there under the
 //     same name must be the same function.
@@ -317,6 +324,14 @@ func keyOf[T Object](f *Factory, t reflect.Type, mapping *meta.RESTMapping, name
 	}
 	o.Name = mapping.Resource.GroupResource().String()
 	o.Metrics = f.metrics
+	if o.StateDir == "" {
+		o.StateDir = f.state
+	}
+	if o.StateKey == "" && f.cfg != nil {
+		// What a dynamic client cannot say: the server, resource and
+		// namespace. (A typed informer's client says it itself.)
+		o.StateKey = f.cfg.Host + " " + mapping.Resource.String() + " namespace=" + namespace
+	}
 	if o.Logger == nil {
 		o.Logger = f.log
 	}
@@ -388,6 +403,8 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T]) error {
 		{"WatchTimeout", have.WatchTimeout == want.WatchTimeout},
 		{"IdleMargin", have.IdleMargin == want.IdleMargin},
 		{"Backoff", have.Backoff == want.Backoff},
+		{"StateDir", have.StateDir == want.StateDir},
+		{"StateNoSync", have.StateNoSync == want.StateNoSync},
 	} {
 		if !c.same {
 			diff = append(diff, c.name)

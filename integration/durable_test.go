@@ -8,12 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 
 	"github.com/kinformer/kinformer"
@@ -310,5 +312,64 @@ func TestDurableQuietCatchUp(t *testing.T) {
 	}
 	if lists, _ := lw.counts(); lists != 1 {
 		t.Fatalf("%d lists, want the probe only", lists)
+	}
+}
+
+// A Factory with StateDir: its typed and dynamic informers both start warm
+// in a new factory, each from its own file.
+func TestDurableFactory(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	ns := testenv.NewNamespace(t, srv.Config())
+	for _, n := range []string{"a", "b", "c"} {
+		mustCreate(t, c, configMap(ns, n, nil, "x"))
+	}
+	dir := t.TempDir()
+	gvr := corev1.SchemeGroupVersion.WithResource("configmaps")
+	run := func() (typed, dynamic []string) {
+		f := kinformer.NewFactory(srv.Config(), &kinformer.FactoryOptions{StateDir: dir})
+		defer f.Stop()
+		ti, err := kinformer.Shared[*corev1.ConfigMap](f, ns, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		di, err := f.Dynamic(gvr, ns, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		ti.AddHandler(func(e kinformer.Event[*corev1.ConfigMap]) {
+			mu.Lock()
+			defer mu.Unlock()
+			if e.Type != kinformer.Bookmark {
+				typed = append(typed, fmt.Sprintf("%s %s %s", e.Type, e.Key, e.Cause))
+			}
+		})
+		di.AddHandler(func(e kinformer.Event[*unstructured.Unstructured]) {
+			mu.Lock()
+			defer mu.Unlock()
+			if e.Type != kinformer.Bookmark {
+				dynamic = append(dynamic, fmt.Sprintf("%s %s %s", e.Type, e.Key, e.Cause))
+			}
+		})
+		f.Start()
+		if err := f.WaitForSync(bounded(t, callTimeout)); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "events", func() bool { mu.Lock(); defer mu.Unlock(); return len(typed) >= 3 && len(dynamic) >= 3 })
+		time.Sleep(200 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		return sorted(typed), sorted(dynamic)
+	}
+	run()
+	mustDelete(t, c, ns, "b")
+	typed, dynamic := run()
+	want := []string{"ADDED " + ns + "/a restore", "ADDED " + ns + "/b restore", "ADDED " + ns + "/c restore", "DELETED " + ns + "/b watch"}
+	if strings.Join(typed, ",") != strings.Join(want, ",") || strings.Join(dynamic, ",") != strings.Join(want, ",") {
+		t.Fatalf("after a restart:\n typed   %v\n dynamic %v\n want    %v", typed, dynamic, want)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "*.kinformer")); len(files) != 2 {
+		t.Fatalf("state files: %v, want one per informer", files)
 	}
 }
