@@ -177,6 +177,7 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *
 	l.st.direct = l.direct != nil
 	if o.StateDir != "" {
 		l.w.persist = newPersister(lw, o, log, l.w.reportAsync)
+		l.w.persist.obs = obs
 	}
 	return l
 }
@@ -193,6 +194,7 @@ func (l *loop[T]) openState() bool {
 		return false
 	case first && rv != "":
 		l.w.restore(items, rv)
+		l.obs.restore(len(items))
 		l.log.Info("kinformer: restored from the state file", "objects", len(items), "resourceVersion", rv, "file", p.path)
 	case !first && rv == "":
 		p.rewrite(l.w.cache.items, l.w.status.resourceVersion())

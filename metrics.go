@@ -31,12 +31,19 @@ import (
 //	kinformer_handler_oldest_event_seconds{resource}    the oldest of them, its age
 //	kinformer_last_event_age_seconds{resource}          since the last event from the server
 //	kinformer_persistent_error{resource}                1 while lists or watches fail persistently (403, 404, …)
+//	kinformer_state_commits_total{resource,result}      commits to the state file (Options.StateDir): ok, error
+//	kinformer_state_commit_seconds_total{resource}      time spent encoding and committing them
+//	kinformer_state_objects_written_total{resource}     objects written or deleted by them
+//	kinformer_state_restored_objects_total{resource}    objects restored from the state file
 //
 // Several informers with the same Name (other namespaces or selectors)
 // add up: counters and depths sum, ages take the worst.
 type Metrics struct {
 	events, requests, relists *prometheus.CounterVec
 	waits, waited             *prometheus.CounterVec
+	commits                   *prometheus.CounterVec
+	commitTime, written       *prometheus.CounterVec
+	restored                  *prometheus.CounterVec
 
 	mu      sync.Mutex // guards sources
 	sources map[*metricSource]struct{}
@@ -65,9 +72,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Waits before retrying a failed list or watch."}, []string{"resource"}),
 		waited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kinformer_backoff_seconds_total",
 			Help: "Seconds spent waiting before retries."}, []string{"resource"}),
+		commits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kinformer_state_commits_total",
+			Help: "Commits of changes to the informer's state file, by result: ok, error."}, []string{"resource", "result"}),
+		commitTime: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kinformer_state_commit_seconds_total",
+			Help: "Seconds spent encoding and committing changes to the state file."}, []string{"resource"}),
+		written: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kinformer_state_objects_written_total",
+			Help: "Objects written to or deleted from the state file."}, []string{"resource"}),
+		restored: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kinformer_state_restored_objects_total",
+			Help: "Objects restored from the state file as the informer started."}, []string{"resource"}),
 		sources: map[*metricSource]struct{}{},
 	}
-	for _, c := range []prometheus.Collector{m.events, m.requests, m.relists, m.waits, m.waited, m} {
+	for _, c := range []prometheus.Collector{m.events, m.requests, m.relists, m.waits, m.waited, m.commits, m.commitTime, m.written, m.restored, m} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("kinformer: registering metrics: %w", err)
 		}
@@ -207,6 +222,27 @@ func (o *observer) backoff(d time.Duration) {
 	if o != nil {
 		o.waits.Inc()
 		o.waited.Add(d.Seconds())
+	}
+}
+
+// commit counts a commit to the state file of n objects that took d.
+func (o *observer) commit(n int, d time.Duration, err error) {
+	if o == nil {
+		return
+	}
+	result := "ok"
+	if err != nil {
+		result = "error"
+	} else {
+		o.m.written.WithLabelValues(o.name).Add(float64(n))
+	}
+	o.m.commits.WithLabelValues(o.name, result).Inc()
+	o.m.commitTime.WithLabelValues(o.name).Add(d.Seconds())
+}
+
+func (o *observer) restore(n int) {
+	if o != nil {
+		o.m.restored.WithLabelValues(o.name).Add(float64(n))
 	}
 }
 

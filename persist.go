@@ -174,6 +174,7 @@ type persister[T Object] struct {
 	codec          codec[T]
 	log            *slog.Logger
 	report         func(error) // logs and queues an Error event; any goroutine
+	obs            *observer   // metrics; nil for none
 
 	mu      sync.Mutex
 	pending map[string]pendingChange[T] // what changed since the last commit
@@ -375,6 +376,7 @@ func (p *persister[T]) flush() {
 	p.pending, p.dirty, p.reset = make(map[string]pendingChange[T], len(pending)/2), false, false
 	p.mu.Unlock()
 
+	began := time.Now()
 	b := &snapshot.Batch{Puts: make(map[string][]byte, len(pending)), RV: rv, Reset: reset}
 	for key, c := range pending {
 		if c.deleted {
@@ -398,6 +400,7 @@ func (p *persister[T]) flush() {
 		b.Puts[key] = v
 	}
 	err := p.store.Commit(b)
+	p.obs.commit(len(pending), time.Since(began), err)
 	if err == nil {
 		p.committed = rv
 		return
