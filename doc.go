@@ -75,6 +75,17 @@
 // [Cache.Select] and [View] as listers, [Informer.LastError] for health after
 // sync, and package kinformertest for unit tests without a server.
 //
+// # Durable cache
+//
+// With [Options.StateDir] (or [FactoryOptions.StateDir]) the cache and its
+// resourceVersion are kept in a file, and a new process starts warm: Added
+// with [CauseRestore] for every object in the file, then exactly the
+// changes made while it was down, from a watch at the file's
+// resourceVersion (a re-list diffed against the restored cache if that
+// history is gone). [Informer.WaitForSync] returns once caught up. An
+// unusable file is reported with [ErrSnapshot] and replaced after a full
+// list.
+//
 // # Sharing and memory
 //
 // Objects handed out by the cache and in events are shared: never modify
