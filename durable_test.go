@@ -1,0 +1,247 @@
+package kinformer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kinformer/kinformer"
+	"github.com/kinformer/kinformer/kinformertest"
+)
+
+// The durable cache's state machine over the in-memory server: restore,
+// probe, catch-up, and what happens when any of them goes wrong. The real
+// API server's behaviour is in integration/durable*_test.go.
+
+type cmList = kinformertest.List[*corev1.ConfigMap]
+
+// flakyLister fails the first fails lists, and counts lists by limit.
+type flakyLister struct {
+	*kinformertest.Server[*corev1.ConfigMap]
+	mu     sync.Mutex
+	fails  int
+	limits []int64
+}
+
+func (f *flakyLister) List(ctx context.Context, opts metav1.ListOptions) (*cmList, error) {
+	f.mu.Lock()
+	f.limits = append(f.limits, opts.Limit)
+	fail := f.fails > 0
+	f.fails--
+	f.mu.Unlock()
+	if fail {
+		return nil, errors.New("connection refused")
+	}
+	return f.Server.List(ctx, opts)
+}
+
+func (f *flakyLister) lists() []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]int64(nil), f.limits...)
+}
+
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+	errs   []error
+}
+
+func (l *eventLog) handle(e kinformer.Event[*corev1.ConfigMap]) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch e.Type {
+	case kinformer.Error:
+		l.errs = append(l.errs, e.Err)
+	case kinformer.Bookmark:
+	default:
+		l.events = append(l.events, fmt.Sprintf("%s %s %s", e.Type, e.Key, e.Cause))
+	}
+}
+
+func (l *eventLog) get() ([]string, []error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.events...), append([]error(nil), l.errs...)
+}
+
+func durableOpts(dir string) *kinformer.Options[*corev1.ConfigMap] {
+	return &kinformer.Options[*corev1.ConfigMap]{
+		StateDir: dir, StateKey: "in-memory configmaps", StateInterval: 5 * time.Millisecond,
+		Backoff: kinformer.Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond},
+	}
+}
+
+func newCM(name string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Data: map[string]string{"k": name}}
+}
+
+func runDurable(t *testing.T, lw kinformer.ListerWatcher[*cmList], dir string) (*kinformer.Informer[*corev1.ConfigMap], *eventLog, *kinformer.Registration) {
+	t.Helper()
+	inf := kinformer.New[*corev1.ConfigMap](lw, durableOpts(dir))
+	log := &eventLog{}
+	reg := inf.AddHandler(log.handle)
+	inf.Start()
+	t.Cleanup(inf.Stop)
+	return inf, log, reg
+}
+
+func waitSynced(t *testing.T, inf *kinformer.Informer[*corev1.ConfigMap]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := inf.WaitForSync(ctx); err != nil {
+		t.Fatalf("WaitForSync: %v", err)
+	}
+}
+
+func sortedTail(events []string, from int) []string {
+	tail := append([]string(nil), events[from:]...)
+	sort.Strings(tail)
+	return tail
+}
+
+func TestDurableRestoreThenCatchUp(t *testing.T) {
+	srv := kinformertest.NewServer(newCM("a"), newCM("b"), newCM("c"))
+	dir := t.TempDir()
+	first, _, _ := runDurable(t, srv, dir)
+	waitSynced(t, first)
+	first.Stop()
+	srv.Delete(newCM("b"))
+	srv.Update(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}, Data: map[string]string{"k": "new"}})
+	srv.Add(newCM("d"))
+
+	// The probe fails twice: the informer has its restored cache at once,
+	// and is not synced until the probe works and the watch catches up.
+	lw := &flakyLister{Server: srv, fails: 2}
+	second, log, reg := runDurable(t, lw, dir)
+	deadline := time.Now().Add(5 * time.Second)
+	for second.Cache().Len() < 3 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	waitSynced(t, second)
+	if !reg.HasSynced() {
+		// The registration has had every event up to the catch-up.
+		time.Sleep(100 * time.Millisecond)
+		if !reg.HasSynced() {
+			t.Fatal("the registration added before Start is not synced after the catch-up")
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	events, errs := log.get()
+	want := []string{"ADDED ns/a restore", "ADDED ns/b restore", "ADDED ns/c restore"}
+	if len(events) != 6 || fmt.Sprint(sortedTail(events[:3], 0)) != fmt.Sprint(want) {
+		t.Fatalf("events: %v", events)
+	}
+	if got := fmt.Sprint(sortedTail(events, 3)); got != "[ADDED ns/d watch DELETED ns/b watch MODIFIED ns/c watch]" {
+		t.Fatalf("changes after the restore: %s", got)
+	}
+	if got := fmt.Sprint(lw.lists()); got != "[1 1 1]" {
+		t.Fatalf("lists (by limit): %s, want three one-object probes and no full list", got)
+	}
+	if len(errs) < 2 {
+		t.Fatalf("the failed probes were not reported: %v", errs)
+	}
+	if second.ResourceVersion() != srv.ResourceVersion() {
+		t.Fatalf("resourceVersion %s, server %s", second.ResourceVersion(), srv.ResourceVersion())
+	}
+}
+
+func TestDurableRestoreAfterCompaction(t *testing.T) {
+	srv := kinformertest.NewServer(newCM("a"), newCM("b"))
+	dir := t.TempDir()
+	first, _, _ := runDurable(t, srv, dir)
+	waitSynced(t, first)
+	first.Stop()
+	srv.Delete(newCM("a"))
+	srv.Add(newCM("c"))
+	srv.Compact()
+	second, log, _ := runDurable(t, srv, dir)
+	waitSynced(t, second)
+	time.Sleep(50 * time.Millisecond)
+	events, errs := log.get()
+	if got := fmt.Sprint(sortedTail(events, 2)); len(events) != 4 || got != "[ADDED ns/c relist DELETED ns/a relist]" {
+		t.Fatalf("events: %v", events)
+	}
+	var expired bool
+	for _, err := range errs {
+		expired = expired || errors.Is(err, kinformer.ErrExpired)
+	}
+	if !expired {
+		t.Fatalf("no ErrExpired among %v", errs)
+	}
+}
+
+// Stop and Start of one informer, then a new informer: the file follows the
+// cache across runs (the second run does not restore again), and the new
+// informer restores the latest state.
+func TestDurableAcrossRunsOfOneInformer(t *testing.T) {
+	srv := kinformertest.NewServer(newCM("a"))
+	dir := t.TempDir()
+	inf, log, _ := runDurable(t, srv, dir)
+	waitSynced(t, inf)
+	inf.Stop()
+	srv.Add(newCM("b"))
+	inf.Start()
+	deadline := time.Now().Add(5 * time.Second)
+	for inf.Cache().Len() != 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	srv.Delete(newCM("a"))
+	for inf.Cache().Len() != 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	inf.Stop()
+	if events, _ := log.get(); fmt.Sprint(events) != "[ADDED ns/a list ADDED ns/b watch DELETED ns/a watch]" {
+		t.Fatalf("events of the first informer: %v", events)
+	}
+	next, log2, _ := runDurable(t, srv, dir)
+	waitSynced(t, next)
+	if events, _ := log2.get(); fmt.Sprint(events) != "[ADDED ns/b restore]" {
+		t.Fatalf("events of the next informer: %v", events)
+	}
+}
+
+// Two informers of one identity at once: the second cannot have the file,
+// says so, and works without it.
+func TestDurableFileInUse(t *testing.T) {
+	srv := kinformertest.NewServer(newCM("a"))
+	dir := t.TempDir()
+	first, _, _ := runDurable(t, srv, dir)
+	waitSynced(t, first)
+	second, log, _ := runDurable(t, srv, dir)
+	waitSynced(t, second)
+	_, errs := log.get()
+	if len(errs) != 1 || !errors.Is(errs[0], kinformer.ErrSnapshot) {
+		t.Fatalf("errors: %v, want one ErrSnapshot", errs)
+	}
+	t.Log(errs[0])
+	if second.Cache().Len() != 1 {
+		t.Fatal("the second informer does not work without its file")
+	}
+}
+
+// A client that cannot say what it watches, and no StateKey: StateDir is
+// ignored, with an error saying why, and the informer works.
+func TestDurableNeedsStateKey(t *testing.T) {
+	srv := kinformertest.NewServer(newCM("a"))
+	opts := durableOpts(t.TempDir())
+	opts.StateKey = ""
+	inf := kinformer.New[*corev1.ConfigMap](srv, opts)
+	log := &eventLog{}
+	inf.AddHandler(log.handle)
+	inf.Start()
+	defer inf.Stop()
+	waitSynced(t, inf)
+	_, errs := log.get()
+	if len(errs) != 1 || !errors.Is(errs[0], kinformer.ErrSnapshot) {
+		t.Fatalf("errors: %v, want one ErrSnapshot naming StateKey", errs)
+	}
+}
