@@ -4,9 +4,9 @@
 // Usage:
 //
 //	kinformer watch RESOURCE [-n NAMESPACE | -A] [-l SELECTOR] [--field-selector SELECTOR]
-//	          [--resync DURATION] [-o table|json]
+//	          [--resync DURATION] [--state-dir DIR] [-o table|json]
 //	kinformer serve RESOURCE... [--listen 127.0.0.1:8080] [-n NAMESPACE | -A] [-l SELECTOR]
-//	          [--field-selector SELECTOR] [--resync DURATION]
+//	          [--field-selector SELECTOR] [--resync DURATION] [--state-dir DIR]
 //
 // It follows kubectl's conventions, with kubectl's own connection flags
 // (k8s.io/cli-runtime): --kubeconfig (or $KUBECONFIG), --context, --cluster,
@@ -36,6 +36,14 @@
 // shown on stderr if stderr is a terminal. SIGINT or SIGTERM stops it
 // cleanly, with a one-line summary of the events seen on stderr; a second
 // signal exits at once.
+//
+// With --state-dir DIR, watch and serve keep each cache in a file in DIR
+// (one per cluster, resource, namespace and selectors), and the next run
+// with the same flags starts from it: watch prints the objects as they were
+// (RESTORED in the table; ADDED with "cause":"restore" in JSON), then what
+// changed meanwhile (DELETED, MODIFIED, ADDED); serve serves them at once,
+// ready once caught up. A file that cannot be used is reported on stderr
+// and set aside, and the informer lists as usual.
 //
 // "serve" keeps an informer for each RESOURCE and serves the caches
 // read-only over HTTP on 127.0.0.1:8080 (--listen): /objects, /events
@@ -247,6 +255,7 @@ Examples:
   %[1]s watch pods -A
   %[1]s watch cm -n kube-system -o json
   %[1]s watch deployments.apps -l app=web --resync 10m
+  %[1]s watch cm -A --state-dir ~/.kinformer
   %[1]s serve pods deployments.apps -A --listen 127.0.0.1:8080
 
 Run '%[1]s watch --help' or '%[1]s serve --help' for the flags.

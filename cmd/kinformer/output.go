@@ -32,6 +32,7 @@ type output struct {
 	header       bool  // table header printed
 	progressLine bool  // a progress line is on stderr, not yet ended by a newline
 	counts       map[kinformer.EventType]int
+	restored     int // Added events of objects restored from the state file (counted in counts too)
 }
 
 func newOutput(e *env, format string, showNS bool) *output {
@@ -49,10 +50,13 @@ func newOutput(e *env, format string, showNS bool) *output {
 }
 
 // jsonEvent is one line of -o json. The field order is the documented one.
+// Cause is only ever "restore" (an object restored from the state file,
+// --state-dir), so that the documented lines keep their exact shape.
 type jsonEvent struct {
 	Type            kinformer.EventType `json:"type"`
 	Key             string              `json:"key,omitempty"`
 	ResourceVersion string              `json:"resourceVersion,omitempty"`
+	Cause           string              `json:"cause,omitempty"`
 	Object          map[string]any      `json:"object,omitempty"`
 	Error           string              `json:"error,omitempty"`
 }
@@ -66,6 +70,9 @@ func newJSONEvent(ev kinformer.Event[*unstructured.Unstructured]) jsonEvent {
 		je.Key = kinformer.MetaNamespaceKey(obj)
 		je.Object = obj.Object
 	}
+	if ev.Cause == kinformer.CauseRestore {
+		je.Cause = ev.Cause.String()
+	}
 	if ev.Err != nil {
 		je.Error = ev.Err.Error()
 	}
@@ -73,10 +80,17 @@ func newJSONEvent(ev kinformer.Event[*unstructured.Unstructured]) jsonEvent {
 }
 
 // count counts an event for the summary.
-func (o *output) count(t kinformer.EventType) {
+func (o *output) count(ev kinformer.Event[*unstructured.Unstructured]) {
 	o.mu.Lock()
-	o.counts[t]++
+	o.counts[ev.Type]++
+	if isRestored(ev) {
+		o.restored++
+	}
 	o.mu.Unlock()
+}
+
+func isRestored(ev kinformer.Event[*unstructured.Unstructured]) bool {
+	return ev.Type == kinformer.Added && ev.Cause == kinformer.CauseRestore
 }
 
 // event prints one event; flush says whether to flush stdout afterwards
@@ -85,6 +99,15 @@ func (o *output) event(ev kinformer.Event[*unstructured.Unstructured], flush boo
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.endProgress()
+	if ev.Type == kinformer.Error && isStateError(ev.Err) {
+		// Not a failure: the informer goes on without the file. Say so on
+		// stderr in either format (-o json also has its ERROR line).
+		o.stdout.Flush()
+		fmt.Fprintf(o.stderr, "%s: warning: %v\n", o.prog, ev.Err)
+		if !o.json {
+			return
+		}
+	}
 	if o.json {
 		if err := o.enc.Encode(newJSONEvent(ev)); err != nil {
 			fmt.Fprintf(o.stderr, "%s: encoding event: %v\n", o.prog, err)
@@ -106,7 +129,11 @@ func (o *output) event(ev kinformer.Event[*unstructured.Unstructured], flush boo
 
 func (o *output) row(ev kinformer.Event[*unstructured.Unstructured]) {
 	obj := ev.Object
-	cols := []string{string(ev.Type)}
+	typ := string(ev.Type)
+	if isRestored(ev) {
+		typ = "RESTORED"
+	}
+	cols := []string{typ}
 	if o.showNS {
 		cols = append(cols, obj.GetNamespace())
 	}
@@ -162,8 +189,8 @@ func (o *output) endProgress() {
 
 // showProgress redraws a progress line on stderr (a terminal) until the
 // informer has synced (the time arrives on synced), then says how long the
-// sync took.
-func (o *output) showProgress(ctx context.Context, p *progress, synced <-chan time.Time, what string, start time.Time) {
+// sync took. cached is the number of objects in the cache.
+func (o *output) showProgress(ctx context.Context, p *progress, cached func() int, synced <-chan time.Time, what string, start time.Time) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -177,14 +204,24 @@ func (o *output) showProgress(ctx context.Context, p *progress, synced <-chan ti
 			n, d := p.listed.Load(), at.Sub(start)
 			o.mu.Lock()
 			o.endProgress()
-			fmt.Fprintf(o.stderr, "%s: synced %d %s in %v (%.0f/s)\n", o.prog, n, what, d.Round(time.Millisecond), float64(n)/d.Seconds())
+			if o.restored > 0 {
+				// Restored: the lists were at most a probe; say what the
+				// cache holds now.
+				fmt.Fprintf(o.stderr, "%s: synced %d %s in %v (restored from the state file, then caught up)\n", o.prog, cached(), what, d.Round(time.Millisecond))
+			} else {
+				fmt.Fprintf(o.stderr, "%s: synced %d %s in %v (%.0f/s)\n", o.prog, n, what, d.Round(time.Millisecond), float64(n)/d.Seconds())
+			}
 			o.mu.Unlock()
 			return
 		case <-t.C:
 		}
 		n, d := p.listed.Load(), time.Since(start)
 		o.mu.Lock()
-		fmt.Fprintf(o.stderr, "\r\033[Klisting %s: %d objects so far (%.0f/s, %v)", what, n, float64(n)/d.Seconds(), d.Round(100*time.Millisecond))
+		if o.restored > 0 {
+			fmt.Fprintf(o.stderr, "\r\033[Krestored %d %s from the state file, catching up (%v)", o.restored, what, d.Round(100*time.Millisecond))
+		} else {
+			fmt.Fprintf(o.stderr, "\r\033[Klisting %s: %d objects so far (%.0f/s, %v)", what, n, float64(n)/d.Seconds(), d.Round(100*time.Millisecond))
+		}
 		o.progressLine = true
 		o.mu.Unlock()
 	}
@@ -204,7 +241,11 @@ func (o *output) finish(d time.Duration, summary bool) {
 	var parts []string
 	for _, t := range kinformer.EventTypes() {
 		total += o.counts[t]
-		parts = append(parts, fmt.Sprintf("%s %d", t, o.counts[t]))
+		part := fmt.Sprintf("%s %d", t, o.counts[t])
+		if t == kinformer.Added && o.restored > 0 {
+			part += fmt.Sprintf(" (%d restored)", o.restored)
+		}
+		parts = append(parts, part)
 	}
 	fmt.Fprintf(o.stderr, "%s: %d events in %v: %s\n", o.prog, total, d.Round(100*time.Millisecond), strings.Join(parts, ", "))
 }

@@ -71,6 +71,13 @@ Endpoints (GET only):
                      its error (a permission lost after syncing: the cache
                      is frozen) and for how long
 
+--state-dir DIR keeps each cache in a file in DIR, and a restarted serve
+with the same flags starts from them: it serves the objects as they were
+at once, /readyz says "not synced: restored, catching up" until the
+informers have applied what changed meanwhile, and the feed shows the
+restored objects as ADDED with cause "restore". A file that cannot be
+used is reported on stderr and set aside; that resource lists as usual.
+
 R is a RESOURCE as given on the command line or its resolved name
 (configmaps; deployments.apps, or deployments if no other group's). A RESOURCE whose list fails in a way
 retrying cannot fix (forbidden, bad selector) stops serve with the exit
@@ -83,6 +90,7 @@ type serveFlags struct {
 	resync    time.Duration
 	sseBuffer int
 	recent    int
+	stateDir  string
 	verbose   bool
 	watchTime time.Duration // hidden: for tests
 }
@@ -93,6 +101,7 @@ func (f *serveFlags) flagSet() *pflag.FlagSet {
 	fs.DurationVar(&f.resync, "resync", 0, "re-list from the server this often, as a consistency check (0: never)")
 	fs.IntVar(&f.sseBuffer, "sse-buffer", 1024, "events buffered for each /events client; one that falls further behind is disconnected")
 	fs.IntVar(&f.recent, "recent-events", 500, "events kept (summarised, without objects) for /events/recent and the page")
+	bindStateDir(fs, &f.stateDir)
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log the informers' retries and re-lists on stderr")
 	fs.DurationVar(&f.watchTime, "watch-timeout", 0, "the shortest server-side timeout of a watch (0: the library's default)")
 	_ = fs.MarkHidden("watch-timeout")
@@ -165,10 +174,19 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			ResyncPeriod:  f.resync,
 			WatchTimeout:  f.watchTime,
 			Logger:        logger,
-			Name:          res.String(), // the label of its metrics, as served
+			Name:          res.String(), // the label of its metrics, as served; names the state file
 			Metrics:       s.metrics,
+			StateDir:      f.stateDir,
+			StateKey:      stateKey(cfg, res, scope),
 		})
 		s.add(arg, res, scope, inf)
+		if f.stateDir != "" {
+			inf.AddHandlerFuncs(kinformer.HandlerFuncs[*unstructured.Unstructured]{Error: func(ev kinformer.Event[*unstructured.Unstructured]) {
+				if isStateError(ev.Err) {
+					e.warn(ev.Err.Error()) // not a failure: the informer lists instead
+				}
+			}})
+		}
 	}
 
 	ln, err := net.Listen("tcp", f.listen)
@@ -245,6 +263,7 @@ type served struct {
 	hub        *hub
 	rate       rateRing
 	counts     []atomic.Int64 // events by type, in the order of eventTypes
+	restored   atomic.Int64   // Added events of objects restored from the state file
 	sseDropped atomic.Int64
 }
 
@@ -291,6 +310,9 @@ func (s *server) add(arg string, res resource, scope string, inf *kinformer.Info
 	inf.AddHandler(func(ev kinformer.Event[*unstructured.Unstructured]) {
 		if i := slices.Index(eventTypes, ev.Type); i >= 0 {
 			r.counts[i].Add(1)
+		}
+		if isRestored(ev) {
+			r.restored.Add(1)
 		}
 		if ev.Type != kinformer.Bookmark {
 			now := s.now()
@@ -341,6 +363,9 @@ func (r *served) problem(now time.Time) string {
 		return fmt.Sprintf("%v (since %v)", err, now.Sub(since).Round(time.Second))
 	}
 	if !r.inf.HasSynced() {
+		if r.restored.Load() > 0 {
+			return "not synced: restored, catching up"
+		}
 		return "not synced"
 	}
 	return ""

@@ -104,11 +104,11 @@ func waitReady(t *testing.T, base string) {
 }
 
 // onlyNotSynced reports whether a /readyz body says nothing but "R: not
-// synced" lines.
+// synced" lines (with --state-dir, "R: not synced: restored, catching up").
 func onlyNotSynced(body string) bool {
 	lines := strings.Split(strings.TrimSuffix(body, "\n"), "\n")
 	for _, l := range lines {
-		if !strings.HasSuffix(l, ": not synced") {
+		if !strings.HasSuffix(l, ": not synced") && !strings.HasSuffix(l, ": not synced: restored, catching up") {
 			return false
 		}
 	}
@@ -447,7 +447,7 @@ func TestServeUsage(t *testing.T) {
 		}
 	}
 	code, stdout, _ := runCmd(t, nil, "serve", "--help")
-	for _, want := range []string{"serve RESOURCE...", "--listen", "127.0.0.1:8080", "/readyz", "--sse-buffer", "disconnected", "/events/feed", "--recent-events", "Exit codes:"} {
+	for _, want := range []string{"serve RESOURCE...", "--listen", "127.0.0.1:8080", "/readyz", "--sse-buffer", "disconnected", "/events/feed", "--recent-events", "--state-dir DIR", "catching up", "Exit codes:"} {
 		if code != 0 || !strings.Contains(stdout, want) {
 			t.Errorf("serve --help (exit %d) lacks %q", code, want)
 		}

@@ -48,9 +48,14 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	_, stdout, _ := runCmd(t, nil, "watch", "--help")
-	for _, flag := range []string{"--kubeconfig", "--context", "-n, --namespace", "-A, --all-namespaces", "-l, --selector", "--field-selector", "-o, --output", "--resync"} {
+	for _, flag := range []string{"--kubeconfig", "--context", "-n, --namespace", "-A, --all-namespaces", "-l, --selector", "--field-selector", "-o, --output", "--resync", "--state-dir DIR"} {
 		if !strings.Contains(stdout, flag) {
 			t.Errorf("watch --help lacks %s", flag)
+		}
+	}
+	for _, want := range []string{"RESTORED", `"cause":"restore"`, "set aside"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("watch --help does not explain --state-dir: lacks %q", want)
 		}
 	}
 	code, stdout, _ := runCmd(t, nil, "version")

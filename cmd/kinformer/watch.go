@@ -32,6 +32,15 @@ kind, optionally qualified as NAME.GROUP or NAME.VERSION.GROUP
   {"type":"ADDED","key":"ns/name","resourceVersion":"123","object":{...}}
 type is ADDED, MODIFIED, DELETED, BOOKMARK (no object) or ERROR (with
 "error" instead of the object).
+
+--state-dir DIR keeps the cache in a file in DIR, and a later watch with
+the same flags starts from it: first the objects as they were when the
+last one stopped, then what changed meanwhile, as events (DELETED for the
+objects deleted, MODIFIED, ADDED), then every change as it happens.
+Restored objects read RESTORED in the table's EVENT column; with -o json
+they are ADDED lines with "cause":"restore" after the resourceVersion. A
+file that cannot be used is reported on stderr and set aside, and the
+watch lists everything as without the flag.
 `
 
 type watchFlags struct {
@@ -39,6 +48,7 @@ type watchFlags struct {
 	output      string
 	resync      time.Duration
 	syncTimeout time.Duration
+	stateDir    string
 	verbose     bool
 }
 
@@ -47,6 +57,7 @@ func (f *watchFlags) flagSet() *pflag.FlagSet {
 	fs.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 	fs.DurationVar(&f.resync, "resync", 0, "re-list from the server this often, as a consistency check (0: never)")
 	fs.DurationVar(&f.syncTimeout, "sync-timeout", 0, "give up if the initial list has not completed after this long (0: wait)")
+	bindStateDir(fs, &f.stateDir)
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log the informer's retries and re-lists on stderr")
 	f.cluster.bind(fs, true)
 	return fs
@@ -88,9 +99,9 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	var lw lister = dyn.Resource(res.gvr)
-	allNS := !res.namespaced || f.cluster.allNamespaces
-	if !allNS {
-		lw = dyn.Resource(res.gvr).Namespace(ns)
+	scope := ""
+	if res.namespaced && !f.cluster.allNamespaces {
+		lw, scope = dyn.Resource(res.gvr).Namespace(ns), ns
 	}
 	prog := &progress{lister: lw}
 
@@ -103,14 +114,17 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 		FieldSelector: f.cluster.fieldSelector,
 		ResyncPeriod:  f.resync,
 		Logger:        logger,
+		Name:          res.String(), // also names the state file
+		StateDir:      f.stateDir,
+		StateKey:      stateKey(cfg, res, scope),
 	})
 
 	out := newOutput(e, f.output, res.namespaced && f.cluster.allNamespaces)
 	var lastErr atomic.Pointer[error]
 	var reg *kinformer.Registration
 	reg = inf.AddHandler(func(ev kinformer.Event[*unstructured.Unstructured]) {
-		out.count(ev.Type)
-		if ev.Type == kinformer.Error {
+		out.count(ev)
+		if ev.Type == kinformer.Error && !isStateError(ev.Err) {
 			lastErr.Store(&ev.Err)
 			if !inf.HasSynced() && kinformer.IsPersistent(ev.Err) {
 				return // WaitForSync returns it; do not say it twice
@@ -130,7 +144,7 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 	start := time.Now()
 	syncedAt := make(chan time.Time, 1)
 	if e.isTerminal(e.stderr) {
-		go out.showProgress(runCtx, prog, syncedAt, res.String(), start)
+		go out.showProgress(runCtx, prog, inf.Cache().Len, syncedAt, res.String(), start)
 	}
 
 	waitCtx := runCtx

@@ -32,6 +32,7 @@ type line struct {
 	Type            string         `json:"type"`
 	Key             string         `json:"key"`
 	ResourceVersion string         `json:"resourceVersion"`
+	Cause           string         `json:"cause"` // "restore", with --state-dir, else absent
 	Object          map[string]any `json:"object"`
 	Error           string         `json:"error"`
 }
@@ -54,6 +55,12 @@ func decode(t *testing.T, raw string) line {
 		prefix += `,"key":"` + l.Key + `"`
 	}
 	prefix += `,"resourceVersion":"` + l.ResourceVersion + `"`
+	if l.Cause != "" {
+		if l.Cause != "restore" || l.Type != "ADDED" {
+			t.Fatalf("line %q: only ADDED has a cause, and only \"restore\"", raw)
+		}
+		prefix += `,"cause":"restore"`
+	}
 	if !strings.HasPrefix(raw, prefix) {
 		t.Fatalf("line %q: want it to start with %q", raw, prefix)
 	}

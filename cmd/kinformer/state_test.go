@@ -1,0 +1,409 @@
+package main
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kinformer/kinformer"
+	"github.com/kinformer/kinformer/internal/testenv"
+	"github.com/kinformer/kinformer/kinformertest"
+)
+
+// stateFiles returns the state files in dir.
+func stateFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.kinformer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// waitStderr waits until p's stderr matches re.
+func waitStderr(t *testing.T, p *proc, re *regexp.Regexp) string {
+	t.Helper()
+	deadline := time.Now().Add(lineTimeout)
+	for {
+		s := p.stderr.String()
+		if re.MatchString(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stderr does not match %s after %v:\n%s", re, lineTimeout, s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// watch --state-dir, stopped and started again: the objects as they were
+// (ADDED, "cause":"restore"), then exactly what changed while it was not
+// running, in the server's order; then in the table, RESTORED rows.
+func TestWatchStateDir(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	ns := testenv.NewNamespace(t, srv.Config())
+	c := kubernetes.NewForConfigOrDie(srv.Config())
+	ctx := context.Background()
+	cms := c.CoreV1().ConfigMaps(ns)
+	keep := newConfigMap(t, c, ns, "keep", map[string]string{"v": "1"})
+	newConfigMap(t, c, ns, "gone", nil)
+	dir := t.TempDir()
+	args := []string{"watch", "configmaps", "-n", ns, "--state-dir", dir, kubeconfigArg(srv)}
+
+	// The first run lists: plain ADDED lines.
+	p := start(t, nil, append(args, "-o", "json")...)
+	var got []string
+	for range 2 {
+		l := nextEvent(t, p)
+		if l.Type != "ADDED" || l.Cause != "" {
+			t.Fatalf("first run: %s %s cause %q, want ADDED without a cause", l.Type, l.Key, l.Cause)
+		}
+		got = append(got, l.Key)
+	}
+	slices.Sort(got)
+	if want := []string{ns + "/gone", ns + "/keep"}; !slices.Equal(got, want) {
+		t.Fatalf("first run: %q, want %q", got, want)
+	}
+	if code := p.interrupt(); code != 0 {
+		t.Fatalf("first run: exit %d; stderr:\n%s", code, p.stderr)
+	}
+	if strings.Contains(p.stderr.String(), "warning") {
+		t.Errorf("first run: stderr %s", p.stderr)
+	}
+	if f := stateFiles(t, dir); len(f) != 1 || !strings.HasPrefix(filepath.Base(f[0]), "configmaps-") {
+		t.Fatalf("state files %q, want one configmaps-….kinformer", f)
+	}
+
+	// While it is not running: a delete, a create, an update.
+	if err := cms.Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	newConfigMap(t, c, ns, "new", nil)
+	keep.Data["v"] = "2"
+	if _, err := cms.Update(ctx, keep, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	p = start(t, nil, append(args, "-o", "json")...)
+	got = nil
+	var restoredRV string
+	for range 2 {
+		l := nextEvent(t, p)
+		if l.Type != "ADDED" || l.Cause != "restore" {
+			t.Fatalf("second run: %s %s cause %q, want ADDED with cause restore", l.Type, l.Key, l.Cause)
+		}
+		if l.Key == ns+"/keep" {
+			if v, _, _ := unstructured.NestedString(l.Object, "data", "v"); v != "1" {
+				t.Errorf("restored keep has v=%q, want the state it had: 1", v)
+			}
+		}
+		restoredRV = l.ResourceVersion
+		got = append(got, l.Key)
+	}
+	slices.Sort(got)
+	if want := []string{ns + "/gone", ns + "/keep"}; !slices.Equal(got, want) {
+		t.Fatalf("restored %q, want %q", got, want)
+	}
+	last := rv(t, line{ResourceVersion: restoredRV})
+	for _, want := range []struct{ typ, name string }{{"DELETED", "gone"}, {"ADDED", "new"}, {"MODIFIED", "keep"}} {
+		l := nextEvent(t, p)
+		if l.Type != want.typ || l.Key != ns+"/"+want.name || l.Cause != "" {
+			t.Fatalf("after the restore: %s %s cause %q, want %s %s/%s", l.Type, l.Key, l.Cause, want.typ, ns, want.name)
+		}
+		if n := rv(t, l); n <= last {
+			t.Errorf("%s %s: resourceVersion %d, not above %d", l.Type, l.Key, n, last)
+		} else {
+			last = n
+		}
+	}
+	if code := p.interrupt(); code != 0 {
+		t.Fatalf("second run: exit %d; stderr:\n%s", code, p.stderr)
+	}
+	for _, l := range p.rest() {
+		if decode(t, l).Type != "BOOKMARK" {
+			t.Errorf("second run: unexpected line %s", l)
+		}
+	}
+	if s := p.stderr.String(); !regexp.MustCompile(`ADDED 3 \(2 restored\), MODIFIED 1, DELETED 1, BOOKMARK \d+, ERROR 0\n$`).MatchString(s) {
+		t.Errorf("second run: stderr %q, want a summary with ADDED 3 (2 restored)", s)
+	}
+
+	// The table: RESTORED rows, then nothing (nothing changed).
+	p = start(t, nil, args...)
+	if h := strings.Join(strings.Fields(p.next(lineTimeout)), " "); h != "EVENT NAME AGE RESOURCEVERSION" {
+		t.Fatalf("header %q", h)
+	}
+	got = nil
+	for range 2 {
+		row := strings.Fields(p.next(lineTimeout))
+		if len(row) != 4 || row[0] != "RESTORED" {
+			t.Fatalf("row %q, want RESTORED NAME AGE RV", row)
+		}
+		got = append(got, row[1])
+	}
+	slices.Sort(got)
+	if want := []string{"keep", "new"}; !slices.Equal(got, want) {
+		t.Errorf("restored rows %q, want %q", got, want)
+	}
+	if code := p.interrupt(); code != 0 {
+		t.Fatalf("third run: exit %d; stderr:\n%s", code, p.stderr)
+	}
+	if rest := p.rest(); len(rest) != 0 {
+		t.Errorf("third run: unexpected rows %q", rest)
+	}
+}
+
+// A state file that cannot be used (garbage) is a warning on stderr that
+// names it; the watch lists as without the flag, and the next run restores
+// from the file written instead.
+func TestWatchStateDirBadFile(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	ns := testenv.NewNamespace(t, srv.Config())
+	c := kubernetes.NewForConfigOrDie(srv.Config())
+	newConfigMap(t, c, ns, "a", nil)
+	dir := t.TempDir()
+	args := []string{"watch", "cm", "-n", ns, "--state-dir", dir, kubeconfigArg(srv)}
+	expectFirst(t, ns+"/a", nil, append(args[1:], "-o", "json")...)
+	files := stateFiles(t, dir)
+	if len(files) != 1 {
+		t.Fatalf("state files %q, want one", files)
+	}
+	garbage := []byte(strings.Repeat("not a bbolt file\x00\xff", 512))
+	if err := os.WriteFile(files[0], garbage, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	p := start(t, nil, args...)
+	p.next(lineTimeout) // the header
+	if row := strings.Fields(p.next(lineTimeout)); len(row) != 4 || row[0] != "ADDED" || row[1] != "a" {
+		t.Fatalf("row %q, want ADDED a: listed, not restored", row)
+	}
+	stderr := waitStderr(t, p, regexp.MustCompile(`warning: .*`+regexp.QuoteMeta(filepath.Base(files[0]))))
+	if !strings.Contains(stderr, "state snapshot unusable") || !strings.Contains(stderr, "set aside") || strings.Contains(stderr, "retrying") {
+		t.Errorf("stderr %q: want a warning that the state file is unusable and set aside", stderr)
+	}
+	if code := p.interrupt(); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, p.stderr)
+	}
+	if _, err := os.Stat(files[0] + ".bad"); err != nil {
+		t.Errorf("the bad file was not set aside: %v", err)
+	}
+
+	// The file written instead restores.
+	p = start(t, nil, append(args, "-o", "json")...)
+	if l := nextEvent(t, p); l.Type != "ADDED" || l.Key != ns+"/a" || l.Cause != "restore" {
+		t.Errorf("after the bad file: %s %s cause %q, want ADDED %s/a restored", l.Type, l.Key, l.Cause, ns)
+	}
+	if code := p.interrupt(); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, p.stderr)
+	}
+	if strings.Contains(p.stderr.String(), "warning") {
+		t.Errorf("stderr %s", p.stderr)
+	}
+}
+
+// A restarted serve --state-dir answers /objects with what the server
+// has, after the restored objects and the changes made while it was down
+// (as the feed shows); a garbage file is a warning and serve still works.
+func TestServeStateDir(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	ns := testenv.NewNamespace(t, srv.Config())
+	c := kubernetes.NewForConfigOrDie(srv.Config())
+	ctx := context.Background()
+	cms := c.CoreV1().ConfigMaps(ns)
+	a := newConfigMap(t, c, ns, "a", map[string]string{"v": "1"})
+	newConfigMap(t, c, ns, "b", nil)
+	dir := t.TempDir()
+	args := []string{"cm", "-n", ns, "--state-dir", dir, kubeconfigArg(srv)}
+
+	p, base := startServe(t, args...)
+	waitReady(t, base)
+	if code := p.interrupt(); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, p.stderr)
+	}
+
+	if err := cms.Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	newConfigMap(t, c, ns, "c", nil)
+	a.Data["v"] = "2"
+	if _, err := cms.Update(ctx, a, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	p, base = startServe(t, args...)
+	waitReady(t, base)
+	var l listResponse
+	getJSON(t, base+"objects?resource=configmaps", 200, &l)
+	if got := names(l); !slices.Equal(got, []string{"a", "c"}) || l.Count != 2 {
+		t.Errorf("/objects after the restart: %q, want [a c]", got)
+	} else if v := l.Items[0]["data"].(map[string]any)["v"]; v != "2" {
+		t.Errorf("/objects after the restart: a has v=%v, want 2", v)
+	}
+	var recent struct{ Events []feedEvent }
+	getJSON(t, base+"events/recent?resource=cm", 200, &recent)
+	var got []string
+	for _, e := range recent.Events {
+		got = append(got, string(e.Type)+" "+e.Cause+" "+e.Name)
+	}
+	if len(got) >= 2 {
+		slices.Sort(got[:2]) // restored in no particular order
+	}
+	if want := []string{"ADDED restore a", "ADDED restore b", "DELETED watch b", "ADDED watch c", "MODIFIED watch a"}; !slices.Equal(got, want) {
+		t.Errorf("/events/recent after the restart: %q, want %q", got, want)
+	}
+	if code := p.interrupt(); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, p.stderr)
+	}
+	if strings.Contains(p.stderr.String(), "warning") {
+		t.Errorf("stderr %s", p.stderr)
+	}
+
+	// Garbage in the file: a warning, and serve lists instead.
+	files := stateFiles(t, dir)
+	if len(files) != 1 {
+		t.Fatalf("state files %q, want one", files)
+	}
+	if err := os.WriteFile(files[0], []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, base = startServe(t, args...)
+	waitReady(t, base)
+	getJSON(t, base+"objects?resource=configmaps", 200, &l)
+	if got := names(l); !slices.Equal(got, []string{"a", "c"}) {
+		t.Errorf("/objects after a bad file: %q, want [a c]", got)
+	}
+	stderr := waitStderr(t, p, regexp.MustCompile(`warning: state snapshot unusable: .*`+regexp.QuoteMeta(filepath.Base(files[0]))))
+	if !strings.Contains(stderr, "set aside") {
+		t.Errorf("stderr %q", stderr)
+	}
+	if code := p.interrupt(); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, p.stderr)
+	}
+}
+
+// gatedWatch holds every watch until open is closed.
+type gatedWatch struct {
+	*kinformertest.Server[*unstructured.Unstructured]
+	open chan struct{}
+}
+
+func (g *gatedWatch) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.Server.Watch(ctx, opts)
+}
+
+// A restored serve serves the restored objects at once, and /readyz says
+// it is not ready until the informer has caught up with the server.
+func TestServeRestoredNotReady(t *testing.T) {
+	t.Parallel()
+	cm := func(name, v string) *unstructured.Unstructured {
+		o := &unstructured.Unstructured{}
+		o.SetAPIVersion("v1")
+		o.SetKind("ConfigMap")
+		o.SetNamespace("ns")
+		o.SetName(name)
+		_ = unstructured.SetNestedField(o.Object, v, "data", "v")
+		return o
+	}
+	fake := kinformertest.NewServer(cm("a", "1"), cm("b", "1"))
+	res := resource{gvr: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, kind: "ConfigMap", namespaced: true}
+	dir := t.TempDir()
+	opts := func(s *server) *kinformer.Options[*unstructured.Unstructured] {
+		return &kinformer.Options[*unstructured.Unstructured]{
+			Name: res.String(), Metrics: s.metrics, StateDir: dir, StateKey: "fake " + res.gvr.String() + " all-namespaces",
+		}
+	}
+
+	// A first informer syncs and writes the file.
+	s := mustNewServer(t, 8, 16)
+	inf := kinformer.New[*unstructured.Unstructured](fake, opts(s))
+	s.add("cm", res, "", inf)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = inf.Run(ctx) })
+	if err := inf.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	wg.Wait()
+	if _, err := fake.Update(cm("a", "2")); err != nil {
+		t.Fatal(err)
+	}
+
+	// A second one restores, and cannot watch yet.
+	gated := &gatedWatch{Server: fake, open: make(chan struct{})}
+	s = mustNewServer(t, 8, 16)
+	inf = kinformer.New[*unstructured.Unstructured](gated, opts(s))
+	s.add("cm", res, "", inf)
+	hs := httptest.NewServer(s.handler())
+	t.Cleanup(hs.Close)
+	t.Cleanup(s.close)
+	ctx, cancel = context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Go(func() { _ = inf.Run(ctx) })
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var l listResponse
+		getJSON(t, hs.URL+"/objects?resource=configmaps", 200, &l)
+		if slices.Equal(names(l), []string{"a", "b"}) {
+			if v := l.Items[0]["data"].(map[string]any)["v"]; v != "1" {
+				t.Errorf("restored a has v=%v, want 1", v)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/objects: %+v, want the restored a and b", l)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		code, body := get(t, hs.URL+"/readyz")
+		if code != 503 || !onlyNotSynced(body) {
+			t.Fatalf("/readyz while catching up: %d %q, want 503 not synced", code, body)
+		}
+		if body == "configmaps: not synced: restored, catching up\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz while catching up: %q", body)
+		}
+	}
+
+	close(gated.open)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		code, body := get(t, hs.URL+"/readyz")
+		if code == 200 && body == "ok\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz after the watch opened: %d %q", code, body)
+		}
+	}
+	var obj map[string]any
+	getJSON(t, hs.URL+"/objects/configmaps/ns/a", 200, &obj)
+	if v := obj["data"].(map[string]any)["v"]; v != "2" {
+		t.Errorf("a after catching up: v=%v, want 2", v)
+	}
+}
