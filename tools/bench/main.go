@@ -6,6 +6,7 @@
 //	cd tools/bench && go run .              # the full benchmark (15-25 minutes)
 //	cd tools/bench && go run . micro        # the cache micro-benchmarks into docs/benchmarks.md
 //	cd tools/bench && go run . factory      # a Factory's shared informers against independent ones (a few minutes)
+//	cd tools/bench && go run . restart      # warm restart from Options.StateDir against cold starts, and its cost per update
 //
 // It is its own Go module so that `go test ./...` at the repository root
 // never builds it.
@@ -49,6 +50,18 @@ func main() {
 		case "factory-contender":
 			if err := factoryContenderMain(os.Args[2:]); err != nil {
 				fmt.Fprintln(os.Stderr, "factory-contender:", err)
+				os.Exit(1)
+			}
+			return
+		case "restart":
+			if err := restartMain(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "restart:", err)
+				os.Exit(1)
+			}
+			return
+		case "restart-contender":
+			if err := restartContenderMain(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "restart-contender:", err)
 				os.Exit(1)
 			}
 			return
