@@ -68,18 +68,33 @@ type Options struct {
 // for identity) if it does not exist. An existing file that is not a
 // readable bbolt file is an error; its content is checked by Load.
 func Open(path, identity string, o Options) (s *Store, err error) {
-	if fi, err := os.Stat(path); err == nil && fi.Size() == 0 {
-		return nil, errors.New("the file is empty")
-	}
 	if o.LockTimeout <= 0 {
 		o.LockTimeout = time.Second
 	}
+	if err := verifyLocked(path, o.LockTimeout); err != nil {
+		return nil, err
+	}
 	var db *bolt.DB
+	var f *os.File
+	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		var err error
+		f, err = os.OpenFile(name, flag, perm)
+		return f, err
+	}
 	err = guard(func() error {
 		var err error
-		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: o.LockTimeout, NoSync: o.NoSync})
+		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: o.LockTimeout, NoSync: o.NoSync, OpenFile: openFile})
 		return err
 	})
+	if db == nil && f != nil {
+		// bolt.Open panicked on a damaged file (it closes the file itself
+		// on an error it returns): close it, else each damaged file opened
+		// costs a descriptor for the life of the process. Its mapping, out
+		// of reach, still leaks, and keeps the file locked: a later Open
+		// of the same file in this process is ErrInUse (the caller sets a
+		// damaged file aside and creates a new one).
+		f.Close()
+	}
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, ErrInUse
 	}
@@ -162,10 +177,24 @@ func (s *Store) Load(fn func(key, value []byte) error) (rv string, err error) {
 				return errors.New("checksum or count missing")
 			}
 			var sum, n uint64
+			// The sum cannot see a damaged key in a branch page: ForEach
+			// does not read those keys, but every Get, Put and Delete of a
+			// later Commit does, and would miss keys, leaving deleted
+			// objects behind or an object twice, with a right sum. So each
+			// key must come in order and be found from the root.
+			var last []byte
+			seek := objects.Cursor()
 			err := objects.ForEach(func(k, v []byte) error {
 				if v == nil {
 					return fmt.Errorf("a nested bucket %q", k)
 				}
+				if n > 0 && bytes.Compare(last, k) >= 0 {
+					return fmt.Errorf("key %q after %q: out of order", k, last)
+				}
+				if found, _ := seek.Seek(k); !bytes.Equal(found, k) {
+					return fmt.Errorf("key %q not found from the root: a damaged branch page", k)
+				}
+				last = k
 				sum ^= entrySum(k, v)
 				n++
 				if rv == "" {
@@ -186,6 +215,38 @@ func (s *Store) Load(fn func(key, value []byte) error) (rv string, err error) {
 		})
 	})
 	return rv, err
+}
+
+// verifyLocked verifies an existing file (verify.go) under bbolt's lock,
+// so as not to read a file another informer is writing; ErrInUse if it
+// does not let go within timeout.
+func verifyLocked(path string, timeout time.Duration) error {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil // bbolt creates it
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return err
+	} else if fi.Size() == 0 {
+		return errors.New("the file is empty")
+	}
+	for deadline := time.Now().Add(timeout); ; time.Sleep(50 * time.Millisecond) {
+		ok, err := tryLock(f)
+		if err != nil {
+			return err
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			return ErrInUse
+		}
+	}
+	return verify(path)
 }
 
 // ResourceVersion returns the snapshot's resourceVersion, unchecked.
