@@ -102,6 +102,18 @@ func waitSynced(t *testing.T, inf *kinformer.Informer[*corev1.ConfigMap]) {
 	}
 }
 
+// waitHandled waits until reg has handled every event up to the sync.
+func waitHandled(t *testing.T, reg *kinformer.Registration) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !reg.HasSynced() {
+		if time.Now().After(deadline) {
+			t.Fatal("the registration did not handle the events up to the sync")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func sortedTail(events []string, from int) []string {
 	tail := append([]string(nil), events[from:]...)
 	sort.Strings(tail)
@@ -127,13 +139,7 @@ func TestDurableRestoreThenCatchUp(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	waitSynced(t, second)
-	if !reg.HasSynced() {
-		// The registration has had every event up to the catch-up.
-		time.Sleep(100 * time.Millisecond)
-		if !reg.HasSynced() {
-			t.Fatal("the registration added before Start is not synced after the catch-up")
-		}
-	}
+	waitHandled(t, reg) // a registration added before Start syncs with the catch-up
 	time.Sleep(50 * time.Millisecond)
 	events, errs := log.get()
 	want := []string{"ADDED ns/a restore", "ADDED ns/b restore", "ADDED ns/c restore"}
@@ -216,8 +222,9 @@ func TestDurableFileInUse(t *testing.T) {
 	dir := t.TempDir()
 	first, _, _ := runDurable(t, srv, dir)
 	waitSynced(t, first)
-	second, log, _ := runDurable(t, srv, dir)
+	second, log, reg := runDurable(t, srv, dir)
 	waitSynced(t, second)
+	waitHandled(t, reg)
 	_, errs := log.get()
 	if len(errs) != 1 || !errors.Is(errs[0], kinformer.ErrSnapshot) {
 		t.Fatalf("errors: %v, want one ErrSnapshot", errs)
@@ -236,10 +243,11 @@ func TestDurableNeedsStateKey(t *testing.T) {
 	opts.StateKey = ""
 	inf := kinformer.New[*corev1.ConfigMap](srv, opts)
 	log := &eventLog{}
-	inf.AddHandler(log.handle)
+	reg := inf.AddHandler(log.handle)
 	inf.Start()
 	defer inf.Stop()
 	waitSynced(t, inf)
+	waitHandled(t, reg)
 	_, errs := log.get()
 	if len(errs) != 1 || !errors.Is(errs[0], kinformer.ErrSnapshot) {
 		t.Fatalf("errors: %v, want one ErrSnapshot naming StateKey", errs)

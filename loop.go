@@ -401,8 +401,8 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 	defer s.stop()
 	l.w.status.ok() // the watch is allowed again
 
-	received := false // anything on this watch
-	changed := false  // an object event on this watch
+	received := false        // anything on this watch
+	var lastChange time.Time // of the last object event on this watch
 	for {
 		ev, why, err := s.next(ctx, deadlines{resync: resyncAt})
 		switch why {
@@ -421,12 +421,13 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 			received = true
 			continue
 		case streamClosed:
-			if l.target != "" && !changed && time.Since(s.started) >= catchUpTimeout-catchUpTimeout/10 {
-				// A catch-up watch that ran its course with nothing to
-				// tell: the server sends the changes since the watch's
-				// resourceVersion as soon as the watch opens, so there
-				// were none up to the probe's. (Servers send no bookmark
-				// to a watch that is already at their resourceVersion.)
+			if l.target != "" && time.Since(s.started) >= catchUpTimeout-catchUpTimeout/10 &&
+				(lastChange.IsZero() || time.Since(lastChange) >= catchUpTimeout/2) {
+				// A catch-up watch that ran its course, quiet for its
+				// second half: the server sends the changes since the
+				// watch's resourceVersion back to back as soon as the
+				// watch opens, so it had sent them all. (Servers send no
+				// bookmark to a watch already at their resourceVersion.)
 				l.caughtUp()
 				return outcome{kind: watchEnded}
 			}
@@ -445,7 +446,7 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 			l.w.bookmark(c.obj, c.rv)
 		default:
 			l.w.apply(c.typ, c.obj, s.prepare)
-			changed = true
+			lastChange = time.Now()
 		}
 		received = true
 		if l.target != "" && l.w.status.reached(l.target) {
@@ -457,7 +458,7 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 // catchUpTimeout is the server-side timeout of the watches of a restored
 // informer that has not caught up yet. Such a watch is synced by an event
 // or bookmark at or past the probe's resourceVersion, or by ending after
-// its timeout with no object event on it (see watch). A quiet resource
+// its timeout with no object event in its second half (see watch). A quiet resource
 // gets no bookmark: the server sends none to a watch already at its
 // resourceVersion. One second is the shortest timeout there is.
 const catchUpTimeout = time.Second

@@ -63,7 +63,7 @@ func TestDurableChild(t *testing.T) {
 	inf := kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(parts[1]), &kinformer.Options[*corev1.ConfigMap]{
 		StateDir: parts[2], StateInterval: interval,
 	})
-	inf.AddHandler(func(e kinformer.Event[*corev1.ConfigMap]) {
+	reg := inf.AddHandler(func(e kinformer.Event[*corev1.ConfigMap]) {
 		switch e.Type {
 		case kinformer.Error:
 			kind := "other"
@@ -80,6 +80,9 @@ func TestDurableChild(t *testing.T) {
 	defer cancel()
 	if err := inf.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
+	}
+	for !reg.HasSynced() { // the handler has printed every event up to the sync
+		time.Sleep(time.Millisecond)
 	}
 	say("SYNCED")
 	_, _ = io.Copy(io.Discard, os.Stdin)
