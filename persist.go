@@ -108,7 +108,9 @@ func stateIdentity[T Object](lw any, o *Options[T]) string {
 		src = client.Get().URL().String() + " namespace=" + rs.GetNamespace() + " resource=" + resourceOf(lw)
 	}
 	key := funcName(o.KeyFunc)
-	if o.defaultKey {
+	if o.defaultKey || key == metaNamespaceKeyName {
+		// The default, given or not (see metaNamespaceKeyName): the same
+		// cache, the same file.
 		key = "MetaNamespaceKey"
 	}
 	fields := []string{
