@@ -16,9 +16,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc64"
+	"hash/crc32"
+	"maps"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -83,7 +85,7 @@ func Open(path, identity string, o Options) (s *Store, err error) {
 	}
 	err = guard(func() error {
 		var err error
-		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: o.LockTimeout, NoSync: o.NoSync, OpenFile: openFile})
+		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: o.LockTimeout, NoSync: o.NoSync, InitialMmapSize: 1 << 30, OpenFile: openFile})
 		return err
 	})
 	if db == nil && f != nil {
@@ -303,7 +305,10 @@ func (s *Store) Commit(b *Batch) error {
 					}
 				}
 			}
-			for k, v := range b.Puts {
+			// In key order: bbolt inserts into sorted nodes, and a full
+			// first commit in random order moves them about for each key.
+			for _, k := range slices.Sorted(maps.Keys(b.Puts)) {
+				v := b.Puts[k]
 				if old := objects.Get([]byte(k)); old != nil {
 					sum ^= entrySum([]byte(k), old)
 				} else {
@@ -353,15 +358,21 @@ func trim(s string) string {
 	return s
 }
 
-var table = crc64.MakeTable(crc64.ECMA)
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// entrySum is an entry's contribution to the snapshot's checksum.
+// entrySum is an entry's contribution to the snapshot's checksum: two
+// CRC-32s (Castagnoli and IEEE, both computed in hardware on common
+// CPUs) of its key's length, key and value.
 func entrySum(k, v []byte) uint64 {
 	var n [8]byte
 	binary.BigEndian.PutUint64(n[:], uint64(len(k)))
-	h := crc64.Update(0, table, n[:])
-	h = crc64.Update(h, table, k)
-	return crc64.Update(h, table, v)
+	c := crc32.Update(0, castagnoli, n[:])
+	c = crc32.Update(c, castagnoli, k)
+	c = crc32.Update(c, castagnoli, v)
+	i := crc32.Update(0, crc32.IEEETable, n[:])
+	i = crc32.Update(i, crc32.IEEETable, k)
+	i = crc32.Update(i, crc32.IEEETable, v)
+	return uint64(c)<<32 | uint64(i)
 }
 
 // guard runs fn, turning a panic, or a memory fault on a mapped file that
