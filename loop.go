@@ -150,6 +150,10 @@ type loop[T Object] struct {
 	// target is the server's resourceVersion at the start of a restored
 	// informer, which it must reach to be synced; "" when not catching up.
 	target string
+	// quiet is how long a catch-up watch may be silent before the
+	// restored informer counts as caught up: a few of the probe's round
+	// trips.
+	quiet time.Duration
 	// stateOpened: the state file has been opened (and loaded) once.
 	stateOpened bool
 }
@@ -404,12 +408,27 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 	received := false        // anything on this watch
 	var lastChange time.Time // of the last object event on this watch
 	for {
-		ev, why, err := s.next(ctx, deadlines{resync: resyncAt})
+		d := deadlines{resync: resyncAt}
+		if l.target != "" {
+			d.quiet = s.started.Add(l.quiet)
+			if !lastChange.IsZero() {
+				d.quiet = lastChange.Add(l.quiet)
+			}
+		}
+		ev, why, err := s.next(ctx, d)
 		switch why {
 		case ctxDone:
 			return outcome{kind: stopped}
 		case resyncFired:
 			return outcome{kind: resyncDue}
+		case quietFired:
+			// The server sends the changes since the watch's
+			// resourceVersion back to back as soon as the watch opens:
+			// silence after them means it has sent them all. (It sends
+			// no bookmark to a watch that is already at its
+			// resourceVersion, so silence is all there is to go by.)
+			l.caughtUp()
+			return outcome{kind: watchEnded}
 		case idleFired:
 			return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w: nothing received for %s", ErrIdle, s.idle)}
 		case noDirect:
@@ -424,10 +443,7 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 			if l.target != "" && time.Since(s.started) >= catchUpTimeout-catchUpTimeout/10 &&
 				(lastChange.IsZero() || time.Since(lastChange) >= catchUpTimeout/2) {
 				// A catch-up watch that ran its course, quiet for its
-				// second half: the server sends the changes since the
-				// watch's resourceVersion back to back as soon as the
-				// watch opens, so it had sent them all. (Servers send no
-				// bookmark to a watch already at their resourceVersion.)
+				// second half (see quietFired).
 				l.caughtUp()
 				return outcome{kind: watchEnded}
 			}
@@ -457,18 +473,22 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 
 // catchUpTimeout is the server-side timeout of the watches of a restored
 // informer that has not caught up yet. Such a watch is synced by an event
-// or bookmark at or past the probe's resourceVersion, or by ending after
-// its timeout with no object event in its second half (see watch). A quiet resource
-// gets no bookmark: the server sends none to a watch already at its
-// resourceVersion. One second is the shortest timeout there is.
-const catchUpTimeout = time.Second
+// or bookmark at or past the probe's resourceVersion, or by silence: none
+// for loop.quiet (three times the probe's round trip, at least minQuiet),
+// or none in the second half of a watch that ran its course.
+const (
+	catchUpTimeout = time.Second
+	minQuiet       = 100 * time.Millisecond
+)
 
 // probe lists one object to learn the server's current resourceVersion:
 // the restored informer is synced once its watch reaches it.
 func (l *loop[T]) probe(ctx context.Context) outcome {
 	opts := l.listOptions()
 	opts.Limit = 1
+	began := time.Now()
 	list, err := l.listFn(ctx, opts)
+	l.quiet = min(max(3*time.Since(began), minQuiet), catchUpTimeout/2)
 	if err == nil && isNil(list) {
 		err = fmt.Errorf("%w: the client returned no list and no error", ErrUnexpectedObject)
 	}

@@ -159,6 +159,7 @@ const (
 	resyncFired             // the resync time has come
 	idleFired               // nothing for s.idle: the connection is taken for dead
 	firstFired              // nothing at all before the first-event deadline
+	quietFired              // the quiet deadline passed
 )
 
 // deadlines are the absolute times at which stream.next stops waiting;
@@ -166,6 +167,7 @@ const (
 type deadlines struct {
 	resync time.Time
 	first  time.Time
+	quiet  time.Time
 }
 
 // earliest returns the first deadline due (idle included) and its result.
@@ -176,6 +178,9 @@ func (s *stream[T]) earliest(d deadlines) (time.Time, waitResult) {
 	}
 	if !d.first.IsZero() && d.first.Before(at) {
 		at, why = d.first, firstFired
+	}
+	if !d.quiet.IsZero() && d.quiet.Before(at) {
+		at, why = d.quiet, quietFired
 	}
 	return at, why
 }

@@ -30,7 +30,7 @@ import (
 
 // Format is the version of the file's layout. A file of another version is
 // foreign.
-const Format = 1
+const Format = 2
 
 var (
 	bucketMeta    = []byte("meta")

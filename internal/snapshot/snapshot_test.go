@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -176,7 +177,7 @@ func TestFormatMismatch(t *testing.T) {
 	s := open(t, path)
 	commit(t, s, &Batch{Puts: map[string][]byte{"a": []byte("1")}, RV: "5"})
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put(keyFormat, []byte("2"))
+		return tx.Bucket(bucketMeta).Put(keyFormat, []byte(strconv.Itoa(Format+1)))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +185,7 @@ func TestFormatMismatch(t *testing.T) {
 	s.Close()
 	s = open(t, path)
 	if _, _, err := tryLoad(s); err == nil || !strings.Contains(err.Error(), "format") {
-		t.Fatalf("Load of format 2 = %v, want a format error", err)
+		t.Fatalf("Load of format %d = %v, want a format error", Format+1, err)
 	}
 }
 
