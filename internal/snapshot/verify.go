@@ -139,21 +139,26 @@ type walker struct {
 	pageSize uint64
 	hwm      uint64
 	seen     map[uint64]bool // pages reached, overflow pages included
+	bufs     [][]byte        // a page buffer per depth
 }
 
-// page reads page id and its overflow pages, once.
-func (w *walker) page(id uint64) ([]byte, error) {
+// page reads page id and its overflow pages, once, into the buffer of
+// depth (a page's buffer is in use while the pages under it are read).
+func (w *walker) page(id uint64, depth int) ([]byte, error) {
 	if id < 2 || id >= w.hwm {
 		return nil, fmt.Errorf("page %d out of bounds (high-water mark %d)", id, w.hwm)
 	}
-	var h [pageHeaderSize]byte
-	if _, err := w.f.ReadAt(h[:], int64(id*w.pageSize)); err != nil {
+	for len(w.bufs) <= depth {
+		w.bufs = append(w.bufs, make([]byte, w.pageSize))
+	}
+	buf := w.bufs[depth][:w.pageSize]
+	if _, err := w.f.ReadAt(buf, int64(id*w.pageSize)); err != nil {
 		return nil, fmt.Errorf("page %d: %w", id, err)
 	}
-	if got := order.Uint64(h[0:]); got != id {
+	if got := order.Uint64(buf[0:]); got != id {
 		return nil, fmt.Errorf("page %d says it is page %d", id, got)
 	}
-	overflow := uint64(order.Uint32(h[12:]))
+	overflow := uint64(order.Uint32(buf[12:]))
 	if overflow >= w.hwm-id {
 		return nil, fmt.Errorf("page %d: %d overflow pages past the high-water mark", id, overflow)
 	}
@@ -163,9 +168,14 @@ func (w *walker) page(id uint64) ([]byte, error) {
 		}
 		w.seen[i] = true
 	}
-	buf := make([]byte, (1+overflow)*w.pageSize)
-	if _, err := w.f.ReadAt(buf, int64(id*w.pageSize)); err != nil {
-		return nil, fmt.Errorf("page %d: %w", id, err)
+	if overflow > 0 {
+		if uint64(cap(w.bufs[depth])) < (1+overflow)*w.pageSize {
+			w.bufs[depth] = make([]byte, (1+overflow)*w.pageSize)
+		}
+		buf = w.bufs[depth][:(1+overflow)*w.pageSize]
+		if _, err := w.f.ReadAt(buf[w.pageSize:], int64((id+1)*w.pageSize)); err != nil {
+			return nil, fmt.Errorf("page %d: %w", id, err)
+		}
 	}
 	return buf, nil
 }
@@ -175,7 +185,7 @@ func (w *walker) tree(id uint64, depth int) error {
 	if depth > maxDepth {
 		return fmt.Errorf("page %d: deeper than %d levels", id, maxDepth)
 	}
-	p, err := w.page(id)
+	p, err := w.page(id, depth)
 	if err != nil {
 		return err
 	}
@@ -234,7 +244,7 @@ func (w *walker) node(p []byte, id uint64, depth int) error {
 
 // freelistPage checks the freelist: in bounds, and no free page in use.
 func (w *walker) freelistPage(id uint64) error {
-	p, err := w.page(id)
+	p, err := w.page(id, 0)
 	if err != nil {
 		return fmt.Errorf("freelist: %w", err)
 	}
