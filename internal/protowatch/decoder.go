@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
@@ -112,22 +113,36 @@ type decoder struct {
 
 var k8sMagic = []byte{0x6b, 0x38, 0x73, 0x00} // "k8s\0": runtime.Unknown follows
 
+// ErrTruncated means the stream ended inside a frame: in its 4-byte length
+// or before as many bytes as the length declared.
+var ErrTruncated = errors.New("truncated frame")
+
+// ErrFrameTooLarge means a frame declared a length above maxFrame.
+var ErrFrameTooLarge = errors.New("frame too large")
+
 // next reads one frame. An *EventError means the frame was read but not
 // understood; any other error means the stream cannot go on.
 func (d *decoder) next() (watch.Event, error) {
 	var hdr [4]byte
-	if _, err := io.ReadFull(d.r, hdr[:]); err != nil {
-		return watch.Event{}, err
+	for got := 0; got < len(hdr); {
+		m, err := d.r.Read(hdr[got:])
+		got += m
+		switch {
+		case got == len(hdr):
+		case err == io.EOF && got == 0:
+			return watch.Event{}, io.EOF // between frames: the end of the stream
+		case err == io.EOF:
+			return watch.Event{}, fmt.Errorf("%w: the stream ended %d bytes into a frame's 4-byte length", ErrTruncated, got)
+		case err != nil:
+			return watch.Event{}, err
+		}
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
 	if n > maxFrame {
-		return watch.Event{}, fmt.Errorf("a frame of %d bytes, more than %d: not a protobuf watch stream", n, maxFrame)
+		return watch.Event{}, fmt.Errorf("%w: a frame of %d bytes, more than the %d allowed", ErrFrameTooLarge, n, maxFrame)
 	}
-	if uint32(cap(d.frame)) < n {
-		d.frame = make([]byte, max(n, 2*uint32(cap(d.frame)), 4096))
-	}
-	buf := d.frame[:n]
-	if _, err := io.ReadFull(d.r, buf); err != nil {
+	buf, err := d.read(int(n))
+	if err != nil {
 		return watch.Event{}, err
 	}
 	ev, err := d.decode(buf)
@@ -141,6 +156,36 @@ func (d *decoder) next() (watch.Event, error) {
 		d.lkey, d.akey = nil, nil
 	}
 	return ev, err
+}
+
+// read reads the n bytes of a frame into d.frame. The buffer grows as the
+// bytes arrive, not to the declared length up front: a length is only a
+// claim, and a stream that claims 64 MiB and sends nothing more must not
+// cost 64 MiB. Doubling keeps a large frame to a few copies.
+//
+// Only a clean end of the body inside a frame is ErrTruncated (the server
+// ended the response there); a connection lost mid-frame is the
+// transport's error, as it would be between frames.
+func (d *decoder) read(n int) ([]byte, error) {
+	buf := d.frame[:0]
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(n, max(2*cap(buf), 4096)))
+			copy(grown, buf)
+			buf = grown
+			d.frame = buf
+		}
+		m, err := d.r.Read(buf[len(buf):min(n, cap(buf))])
+		buf = buf[:len(buf)+m]
+		switch {
+		case len(buf) == n:
+		case err == io.EOF:
+			return nil, fmt.Errorf("%w: the stream ended %d bytes into a frame of %d", ErrTruncated, len(buf), n)
+		case err != nil:
+			return nil, err
+		}
+	}
+	return buf, nil
 }
 
 func eventError(et watch.EventType, format string, args ...any) error {
@@ -263,26 +308,35 @@ func eventType(b []byte) watch.EventType {
 // eachField calls fn with the number and content of every length-delimited
 // field of msg, skipping fields of other wire types.
 func eachField(msg []byte, fn func(protowire.Number, []byte)) error {
-	for len(msg) > 0 {
-		num, typ, n := protowire.ConsumeTag(msg)
+	for off := 0; off < len(msg); {
+		num, typ, n := protowire.ConsumeTag(msg[off:])
 		if n < 0 {
-			return protowire.ParseError(n)
+			return fieldError(msg, off, "tag", n)
 		}
-		msg = msg[n:]
 		if typ == protowire.BytesType {
-			v, m := protowire.ConsumeBytes(msg)
+			v, m := protowire.ConsumeBytes(msg[off+n:])
 			if m < 0 {
-				return protowire.ParseError(m)
+				return fieldError(msg, off, fmt.Sprintf("field %d", num), m)
 			}
 			fn(num, v)
-			msg = msg[m:]
+			off += n + m
 			continue
 		}
-		m := protowire.ConsumeFieldValue(num, typ, msg)
+		m := protowire.ConsumeFieldValue(num, typ, msg[off+n:])
 		if m < 0 {
-			return protowire.ParseError(m)
+			return fieldError(msg, off, fmt.Sprintf("field %d", num), m)
 		}
-		msg = msg[m:]
+		off += n + m
 	}
 	return nil
+}
+
+// fieldError says where a message stopped parsing and why, in words: a
+// truncated varint or length says so rather than "unexpected EOF".
+func fieldError(msg []byte, off int, what string, code int) error {
+	why := protowire.ParseError(code).Error()
+	if errors.Is(protowire.ParseError(code), io.ErrUnexpectedEOF) {
+		why = "truncated: a varint or length runs past the end"
+	}
+	return fmt.Errorf("%s at byte %d of %d: %s", what, off, len(msg), why)
 }

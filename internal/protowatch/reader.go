@@ -48,8 +48,12 @@ func (r *Reader) Close() {
 //     Close — and the watch can resume from the last resourceVersion;
 //   - an *EventError: one event was not understood; the stream goes on;
 //   - ErrNotProtobuf (wrapped): not a protobuf stream at all;
-//   - anything else: the stream is unreadable from here; the next call
-//     returns io.EOF.
+//   - anything else, such as ErrTruncated or ErrFrameTooLarge (wrapped):
+//     the stream is unreadable from here; the next call returns io.EOF.
+//
+// A stream that ends between frames ends; one that ends inside a frame was
+// cut, and that is an error (ErrTruncated): the events before it count, but
+// the server did not end the watch as it should.
 func (r *Reader) Next() (watch.Event, error) {
 	if r.broken {
 		return watch.Event{}, io.EOF
@@ -67,7 +71,10 @@ func (r *Reader) Next() (watch.Event, error) {
 		return watch.Event{}, io.EOF
 	}
 	r.broken = true
-	if r.frames == 0 {
+	// A truncated frame says nothing about the format (the connection was
+	// cut); a first frame too large to be one says the body is something
+	// else: JSON's `{"ty` reads as a length of 2 GiB.
+	if r.frames == 0 && !errors.Is(err, ErrTruncated) {
 		return watch.Event{}, fmt.Errorf("%w: %v", ErrNotProtobuf, err)
 	}
 	return watch.Event{}, fmt.Errorf("unreadable watch stream: %w", err)
