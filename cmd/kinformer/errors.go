@@ -126,3 +126,12 @@ func isUnreachable(err error) bool {
 	return errors.As(err, &ue) || errors.As(err, &oe) || errors.As(err, &de) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, context.DeadlineExceeded)
 }
+
+// stoppedOr is err, or nil once ctx is done: a failure caused by SIGINT or
+// SIGTERM (a request cancelled) is a clean stop, not an error to report.
+func stoppedOr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

@@ -169,21 +169,32 @@ func run(args []string, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	go func() {
-		select {
-		case <-sigs:
-		case <-ctx.Done():
-			return
-		}
-		cancel()
-		select {
-		case <-sigs:
-			fmt.Fprintf(stderr, "%s: interrupted again, exiting at once\n", e.prog)
-			os.Exit(130)
-		case <-ctx.Done():
-		}
-	}()
+	finished := make(chan struct{})
+	defer close(finished)
+	go handleSignals(sigs, cancel, finished, func(code int) {
+		fmt.Fprintf(stderr, "%s: interrupted again, exiting at once\n", e.prog)
+		os.Exit(code)
+	})
 	return e.fail(c.run(ctx, e, rest))
+}
+
+// handleSignals stops the command gracefully (cancel) on the first signal,
+// and exits at once (exit(130)) on a second one, for a stop that hangs. It
+// returns when the command has finished. It must not wait on the context
+// cancel cancels: that is done at once, and a second signal would never be
+// seen.
+func handleSignals(sigs <-chan os.Signal, cancel func(), finished <-chan struct{}, exit func(code int)) {
+	select {
+	case <-sigs:
+	case <-finished:
+		return
+	}
+	cancel()
+	select {
+	case <-sigs:
+		exit(130) // 128+SIGINT, as shells report an interrupted command
+	case <-finished:
+	}
 }
 
 // valueFlags returns the flags of every command that take a value ("-n",

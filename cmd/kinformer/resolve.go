@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -34,29 +35,31 @@ func (r resource) String() string {
 // resolver resolves RESOURCE arguments like kubectl: client-go's RESTMapper
 // over the server's discovery, with short names expanded. Discovery is read
 // once and kept in memory for the life of the process, however many
-// arguments there are.
+// arguments there are. Every request it makes takes the caller's context,
+// so that SIGINT stops a discovery that hangs (client-go's own timeout for
+// discovery is 32 s).
 type resolver struct {
-	discovery discovery.CachedDiscoveryInterface
-	mapper    meta.RESTMapper
+	discovery discovery.CachedDiscoveryInterfaceWithContext
+	mapper    meta.RESTMapperWithContext
 	partial   error // the groups discovery could not read, if any
 }
 
 // newResolver makes a resolver for the server of cfg; warn receives the
 // mapper's warnings (an ambiguous short name).
-func newResolver(cfg *rest.Config, warn func(string)) (*resolver, error) {
+func newResolver(ctx context.Context, cfg *rest.Config, warn func(string)) (*resolver, error) {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	cached := memory.NewMemCacheClient(dc)
+	cached := memory.NewMemCacheClientWithContext(dc)
 	// Read discovery now, to fail early (and once) on an unreachable or
 	// unauthorised server. Some aggregated API being down must not hide the
 	// others: the mapper works with what was found.
-	_, _, err = cached.ServerGroupsAndResources()
+	_, _, err = cached.ServerGroupsAndResourcesWithContext(ctx)
 	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
-	mapper := restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(cached), ordered{cached}, warn)
+	mapper := restmapper.NewShortcutExpanderWithContext(restmapper.NewDeferredDiscoveryRESTMapperWithContext(cached), ordered{cached}, warn)
 	return &resolver{discovery: cached, mapper: mapper, partial: err}, nil
 }
 
@@ -65,11 +68,11 @@ func newResolver(cfg *rest.Config, warn func(string)) (*resolver, error) {
 // "configmaps." for the core group), as kubectl does. Two forms kubectl
 // lacks are kept from kinformer's own rules: NAME.VERSION for the core group
 // ("configmaps.v1"), and names in any case ("CM").
-func (r *resolver) resolve(arg string) (resource, error) {
+func (r *resolver) resolve(ctx context.Context, arg string) (resource, error) {
 	var m *meta.RESTMapping
 	err := error(&meta.NoResourceMatchError{PartialResource: schema.GroupVersionResource{Resource: arg}})
 	for _, a := range candidates(arg) {
-		if m, err = r.mapping(a); !meta.IsNoMatchError(err) {
+		if m, err = r.mapping(ctx, a); !meta.IsNoMatchError(err) {
 			break
 		}
 	}
@@ -84,7 +87,7 @@ func (r *resolver) resolve(arg string) (resource, error) {
 		return resource{}, fmt.Errorf("resolving %q: %w", arg, err)
 	}
 	res := resource{gvr: m.Resource, kind: m.GroupVersionKind.Kind, namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace}
-	if !r.watchable(res.gvr) {
+	if !r.watchable(ctx, res.gvr) {
 		return resource{}, &codedError{code: exitUnknown, msg: fmt.Sprintf("resource %q (%s) cannot be listed and watched", arg, res)}
 	}
 	return res, nil
@@ -109,31 +112,31 @@ func candidates(arg string) []string {
 // mapping is kubectl's lookup of a RESOURCE argument (cli-runtime's
 // resource.Builder, whose mappingFor is unexported): as a resource, then as
 // a kind.
-func (r *resolver) mapping(arg string) (*meta.RESTMapping, error) {
+func (r *resolver) mapping(ctx context.Context, arg string) (*meta.RESTMapping, error) {
 	var gvk schema.GroupVersionKind
 	gvr, gr := schema.ParseResourceArg(arg)
 	if gvr != nil {
-		gvk, _ = r.mapper.KindFor(*gvr)
+		gvk, _ = r.mapper.KindForWithContext(ctx, *gvr)
 	}
 	if gvk.Empty() {
-		gvk, _ = r.mapper.KindFor(gr.WithVersion(""))
+		gvk, _ = r.mapper.KindForWithContext(ctx, gr.WithVersion(""))
 	}
 	if !gvk.Empty() {
-		return r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		return r.mapper.RESTMappingWithContext(ctx, gvk.GroupKind(), gvk.Version)
 	}
 	full, gk := schema.ParseKindArg(arg)
 	if full != nil {
-		if m, err := r.mapper.RESTMapping(full.GroupKind(), full.Version); err == nil {
+		if m, err := r.mapper.RESTMappingWithContext(ctx, full.GroupKind(), full.Version); err == nil {
 			return m, nil
 		}
 	}
-	return r.mapper.RESTMapping(gk)
+	return r.mapper.RESTMappingWithContext(ctx, gk)
 }
 
 // watchable reports whether discovery (already cached) lists the verbs an
 // informer needs for gvr.
-func (r *resolver) watchable(gvr schema.GroupVersionResource) bool {
-	list, err := r.discovery.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+func (r *resolver) watchable(ctx context.Context, gvr schema.GroupVersionResource) bool {
+	list, err := r.discovery.ServerResourcesForGroupVersionWithContext(ctx, gvr.GroupVersion().String())
 	if err != nil {
 		return true // let the list say what is wrong
 	}
@@ -150,11 +153,11 @@ func (r *resolver) watchable(gvr schema.GroupVersionResource) bool {
 // core events, not events.k8s.io's), but with aggregated discovery client-go
 // lists them in map order, so the choice would change from run to run.
 type ordered struct {
-	discovery.CachedDiscoveryInterface
+	discovery.CachedDiscoveryInterfaceWithContext
 }
 
-func (o ordered) ServerGroupsAndResources() ([]*metav1.APIGroup, []*metav1.APIResourceList, error) {
-	groups, lists, err := o.CachedDiscoveryInterface.ServerGroupsAndResources()
+func (o ordered) ServerGroupsAndResourcesWithContext(ctx context.Context) ([]*metav1.APIGroup, []*metav1.APIResourceList, error) {
+	groups, lists, err := o.CachedDiscoveryInterfaceWithContext.ServerGroupsAndResourcesWithContext(ctx)
 	rank := map[string]int{}
 	for _, g := range groups {
 		for _, v := range g.Versions {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -32,7 +33,7 @@ func newTestResolver(t *testing.T, srv *testenv.Server) (*resolver, *atomic.Int6
 			return rt.RoundTrip(req)
 		})
 	})
-	r, err := newResolver(cfg, func(msg string) { t.Log("warning: " + msg) })
+	r, err := newResolver(context.Background(), cfg, func(msg string) { t.Log("warning: " + msg) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestResolve(t *testing.T) {
 		{"Gadget.resolve.kinformer.example.com", gadgets.gvr(), "Gadget", false},
 	}
 	for _, tt := range tests {
-		res, err := r.resolve(tt.arg)
+		res, err := r.resolve(context.Background(), tt.arg)
 		if err != nil {
 			t.Errorf("resolve(%q): %v", tt.arg, err)
 			continue
@@ -111,7 +112,7 @@ func TestResolve(t *testing.T) {
 	// Unknown names, subresources and resources that cannot be watched
 	// exit 3, naming the argument.
 	for _, arg := range []string{"nosuch", "", "configmaps.apps", "gadgets.apps", "pods/log", "log", "apps/v1/deployments", "bindings", "deployments.v2.apps"} {
-		_, err := r.resolve(arg)
+		_, err := r.resolve(context.Background(), arg)
 		code, msg := classify(err)
 		if err == nil || code != exitUnknown {
 			t.Errorf("resolve(%q): got code %d, err %v; want exit code %d", arg, code, err, exitUnknown)
@@ -135,7 +136,7 @@ func TestResolverUnreachable(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	_, err = newResolver(&rest.Config{Host: "https://" + addr}, nil)
+	_, err = newResolver(context.Background(), &rest.Config{Host: "https://" + addr}, nil)
 	if code, msg := classify(err); code != exitUnreachable || !strings.Contains(msg, addr) {
 		t.Errorf("newResolver: exit %d, %q; want %d naming %s", code, msg, exitUnreachable, addr)
 	}

@@ -146,18 +146,18 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 
-	resolver, err := newResolver(cfg, e.warn)
+	resolver, err := newResolver(ctx, cfg, e.warn)
 	if err != nil {
-		return err
+		return stoppedOr(ctx, err)
 	}
 	s, err := newServer(f.sseBuffer, f.recent)
 	if err != nil {
 		return err
 	}
 	for _, arg := range fs.Args() {
-		res, err := resolver.resolve(arg)
+		res, err := resolver.resolve(ctx, arg)
 		if err != nil {
-			return err
+			return stoppedOr(ctx, err)
 		}
 		if r := s.byName[res.String()]; r != nil {
 			s.byName[arg] = r // the same resource twice: one informer

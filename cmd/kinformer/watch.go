@@ -86,13 +86,13 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	resolver, err := newResolver(cfg, e.warn)
+	resolver, err := newResolver(ctx, cfg, e.warn)
 	if err != nil {
-		return err
+		return stoppedOr(ctx, err)
 	}
-	res, err := resolver.resolve(fs.Arg(0))
+	res, err := resolver.resolve(ctx, fs.Arg(0))
 	if err != nil {
-		return err
+		return stoppedOr(ctx, err)
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
