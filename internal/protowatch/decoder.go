@@ -264,8 +264,14 @@ func (d *decoder) decode(frame []byte) (watch.Event, error) {
 	if err := o.Unmarshal(obj); err != nil {
 		return watch.Event{}, eventError(et, "%s event: %s: %w", et, d.f.Kind, err)
 	}
+	m := intern.ObjectMeta(o)
+	if m != nil && d.f.StripManagedFields {
+		// rewriteMeta leaves bytes it cannot walk (metadata twice, a
+		// varint protowire refuses) to Unmarshal, managedFields and all.
+		m.ManagedFields = nil
+	}
 	if sh := d.f.Share; sh != nil {
-		if m := intern.ObjectMeta(o); m != nil {
+		if m != nil {
 			d.shareMaps(sh, m, labels, annotations)
 		}
 		sh.ObjectStrings(o)

@@ -30,7 +30,6 @@ func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 // allocated returns the bytes allocated while fn ran.
 func allocated(fn func()) uint64 {
 	var before, after runtime.MemStats
-	runtime.GC()
 	runtime.ReadMemStats(&before)
 	fn()
 	runtime.ReadMemStats(&after)
