@@ -70,7 +70,7 @@ func (e *env) fail(err error) int {
 		return exitOK
 	}
 	code, msg := classify(err)
-	fmt.Fprintf(e.stderr, "%s: %s\n", e.prog, msg)
+	fmt.Fprintf(e.stderr, "%s: %s\n", e.prog, escapeTerminal(msg)) // it may quote the server
 	if code == exitUsage {
 		fmt.Fprintf(e.stderr, "Run '%s --help' for usage.\n", e.prog)
 	}
@@ -79,7 +79,7 @@ func (e *env) fail(err error) int {
 
 // warn prints a warning on stderr.
 func (e *env) warn(msg string) {
-	fmt.Fprintf(e.stderr, "%s: warning: %s\n", e.prog, msg)
+	fmt.Fprintf(e.stderr, "%s: warning: %s\n", e.prog, escapeTerminal(msg))
 }
 
 // classify maps an error to an exit code and a message that names the

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/term"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -103,7 +106,7 @@ func (o *output) event(ev kinformer.Event[*unstructured.Unstructured], flush boo
 		// Not a failure: the informer goes on without the file. Say so on
 		// stderr in either format (-o json also has its ERROR line).
 		o.stdout.Flush()
-		fmt.Fprintf(o.stderr, "%s: warning: %v\n", o.prog, ev.Err)
+		fmt.Fprintf(o.stderr, "%s: warning: %s\n", o.prog, escapeTerminal(ev.Err.Error()))
 		if !o.json {
 			return
 		}
@@ -117,7 +120,7 @@ func (o *output) event(ev kinformer.Event[*unstructured.Unstructured], flush boo
 		case kinformer.Bookmark:
 		case kinformer.Error:
 			o.stdout.Flush()
-			fmt.Fprintf(o.stderr, "%s: %v (retrying)\n", o.prog, ev.Err)
+			fmt.Fprintf(o.stderr, "%s: %s (retrying)\n", o.prog, escapeTerminal(ev.Err.Error()))
 		default:
 			o.row(ev)
 		}
@@ -142,6 +145,9 @@ func (o *output) row(ev kinformer.Event[*unstructured.Unstructured]) {
 		age = duration.HumanDuration(time.Since(ts.Time))
 	}
 	cols = append(cols, obj.GetName(), age, obj.GetResourceVersion())
+	for i := range cols {
+		cols[i] = escapeTerminal(cols[i]) // the server's text, on a terminal
+	}
 	if !o.header {
 		o.header = true
 		h := []string{"EVENT"}
@@ -191,6 +197,7 @@ func (o *output) endProgress() {
 // informer has synced (the time arrives on synced), then says how long the
 // sync took. cached is the number of objects in the cache.
 func (o *output) showProgress(ctx context.Context, p *progress, cached func() int, synced <-chan time.Time, what string, start time.Time) {
+	what = escapeTerminal(what) // from discovery
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -254,4 +261,34 @@ func (o *output) finish(d time.Duration, summary bool) {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// escapeTerminal makes s safe to print on a terminal: every character that
+// is not printable (control characters such as ESC, CR and LF, C1 controls,
+// format characters such as bidi overrides, invalid UTF-8) is written as a
+// Go escape (\x1b, \n, \u202e), so that text from the server (names, error
+// messages) can neither move the cursor, rewrite the screen or the title,
+// nor forge a row (kubectl's CVE-2021-25743). Backslashes are left alone:
+// readable paths matter more than an unambiguous round trip.
+func escapeTerminal(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || !unicode.IsPrint(r) })
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(s[:i])
+	for s = s[i:]; s != ""; {
+		r, size := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case unicode.IsPrint(r):
+			b.WriteString(s[:size])
+		default:
+			q := strconv.QuoteRune(r) // '\x1b', '\n', '\u202e'
+			b.WriteString(q[1 : len(q)-1])
+		}
+		s = s[size:]
+	}
+	return b.String()
 }

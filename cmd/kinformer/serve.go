@@ -203,7 +203,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if !tcp.IP.IsLoopback() {
 		fmt.Fprintf(e.stderr, "%s: WARNING: listening on %s, which other hosts may reach: anyone who can connect can read the served objects\n", e.prog, addr)
 	}
-	fmt.Fprintf(e.stderr, "%s: serving %s on http://%s/\n", e.prog, s.names(), addr)
+	fmt.Fprintf(e.stderr, "%s: serving %s on http://%s/\n", e.prog, escapeTerminal(s.names()), addr)
 
 	hs := &http.Server{
 		Handler:           s.handler(),

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kinformer/kinformer"
+	"github.com/kinformer/kinformer/internal/testenv"
+)
+
+func TestEscapeTerminal(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ in, want string }{
+		{"web-1", "web-1"},
+		{"a b", "a b"},
+		{"héllo, 世界", "héllo, 世界"},
+		{`C:\path "quoted"`, `C:\path "quoted"`},
+		{"a\x1b[2Jb", `a\x1b[2Jb`},
+		{"x\nFAKE ROW", `x\nFAKE ROW`},
+		{"x\r\ty", `x\r\ty`},
+		{"bell\a", `bell\a`},
+		{"del\x7f", `del\x7f`},
+		{"csi\u009b2J", `csi\u009b2J`},
+		{"rtl\u202eevil", `rtl\u202eevil`},
+		{"bad\xffutf8", `bad\xffutf8`},
+	} {
+		if got := escapeTerminal(tt.in); got != tt.want {
+			t.Errorf("escapeTerminal(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// hasControl reports whether s holds a control character other than the
+// newlines that end lines.
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool {
+		return r != '\n' && (r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0)
+	})
+}
+
+// What a real server never sends (it validates names), a fake can: the
+// table shows names, namespaces and versions escaped, one row each, and
+// error texts on one line without terminal escapes (kubectl's
+// CVE-2021-25743).
+func TestTableEscapes(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	o := newOutput(&env{prog: "kinformer", stdout: &stdout, stderr: &stderr}, "table", true)
+	obj := &unstructured.Unstructured{}
+	obj.SetNamespace("ns\x1b]0;pwned\a")
+	obj.SetName("a\x1b[2Jb\nMODIFIED   x   FAKE ROW")
+	obj.SetResourceVersion("1\r2")
+	o.event(kinformer.Event[*unstructured.Unstructured]{Type: kinformer.Added, Object: obj}, true)
+	o.event(kinformer.Event[*unstructured.Unstructured]{Type: kinformer.Error, Err: errors.New("boom\x1b[31m\nkinformer: FAKE")}, true)
+	o.finish(0, true)
+
+	lines := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
+	if len(lines) != 2 || hasControl(stdout.String()) {
+		t.Errorf("stdout: want a header and one row, no control characters:\n%q", stdout.String())
+	}
+	if len(lines) == 2 && (!strings.Contains(lines[1], `a\x1b[2Jb\nMODIFIED   x   FAKE ROW`) || !strings.Contains(lines[1], `ns\x1b]0;pwned\a`) || !strings.HasSuffix(lines[1], `1\r2`)) {
+		t.Errorf("row %q: want the name, namespace and version escaped", lines[1])
+	}
+	errLines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+	if hasControl(stderr.String()) || len(errLines) != 2 || !strings.Contains(errLines[0], `boom\x1b[31m\nkinformer: FAKE (retrying)`) {
+		t.Errorf("stderr: want the error on one line, escaped, then the summary:\n%q", stderr.String())
+	}
+}
+
+// The real server echoes a field selector it cannot parse in its error
+// message, raw: the message is printed escaped, on one line.
+func TestWatchEscapesServerError(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	code, stdout, stderr := runCmd(t, nil, "watch", "cm", kubeconfigArg(srv), "--field-selector", "metadata.name\x1b[2J\nkinformer: FAKE")
+	if code != exitBadSelector || stdout != "" || hasControl(stderr) || strings.Count(stderr, "\n") != 1 ||
+		!strings.Contains(stderr, `metadata.name\x1b[2J\nkinformer: FAKE`) {
+		t.Errorf("exit %d, stdout %q, stderr %q; want %d, the message escaped on one line", code, stdout, stderr, exitBadSelector)
+	}
+}
