@@ -26,10 +26,11 @@ var (
 	// dead, dropped, and the watch resumed.
 	ErrIdle = errors.New("watch idle for too long")
 
-	// ErrUnexpectedObject means the server sent an event the informer cannot
-	// use: an unknown event type, or an object of the wrong type. The event
-	// is skipped and the watch goes on.
-	ErrUnexpectedObject = errors.New("unexpected watch event")
+	// ErrUnexpectedObject means the server sent something the informer
+	// cannot use: an event of an unknown type, an object of the wrong type
+	// or without a name, a list that is not one. The event or item is
+	// skipped and the watch goes on; a list that is not one is retried.
+	ErrUnexpectedObject = errors.New("unexpected object from the server")
 
 	// ErrTransform wraps an error returned by Options.Transform. The object
 	// it concerns is not cached and the informer goes on.

@@ -181,11 +181,9 @@ func TestHostileServers(t *testing.T) {
 					<-r.Context().Done()
 				})
 			},
-			says:   "without metadata",
+			says:   "an object without a name",
 			paced:  1,
 			goesOn: true,
-			skip: "BUG (source.go check / writer.apply, not protowatch): an ADDED object without metadata is " +
-				`cached under the key "" and delivered as ADDED, with no ERROR event, on both decoding paths`,
 		},
 		{
 			name: "an ERROR Status mid-stream",

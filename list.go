@@ -61,6 +61,10 @@ func (l *loop[T]) pagedList(ctx context.Context, limit int64) outcome {
 				l.w.report(fmt.Errorf("list: %w: item of type %T, want %T", ErrUnexpectedObject, o, *new(T)))
 				return nil
 			}
+			if err := checkNamed(obj); err != nil {
+				l.w.report(fmt.Errorf("list: %w: item %w", ErrUnexpectedObject, err))
+				return nil
+			}
 			l.w.collect(items, obj, l.w.prepare)
 			return nil
 		})

@@ -256,5 +256,18 @@ func check[T Object](ev watch.Event) (checked[T], error) {
 	if !ok || isNil(obj) {
 		return checked[T]{}, fmt.Errorf("%w: %s event with object of type %T, want %T", ErrUnexpectedObject, ev.Type, ev.Object, *new(T))
 	}
+	if err := checkNamed(obj); err != nil {
+		return checked[T]{}, fmt.Errorf("%w: %s event with %w", ErrUnexpectedObject, ev.Type, err)
+	}
 	return checked[T]{typ: EventType(ev.Type), obj: obj}, nil
+}
+
+// checkNamed refuses an object without a name, which a real server never
+// sends (an object without metadata decodes to one): cached, it would sit
+// under a key made of nothing.
+func checkNamed[T Object](obj T) error {
+	if obj.GetName() == "" {
+		return fmt.Errorf("an object without a name (%T, resourceVersion %q)", obj, obj.GetResourceVersion())
+	}
+	return nil
 }
