@@ -146,14 +146,12 @@ func (l *loop[T]) watchList(ctx context.Context) outcome {
 			l.w.report(fmt.Errorf("list (watch-list): %w", err))
 			continue
 		case streamClosed:
-			if received {
-				// Cut off mid-list (a restart, a network blip): the
-				// server does watch-lists; try again after a backoff.
-				return outcome{kind: listFailed, err: errors.New("list (watch-list): the stream ended before its initial events did")}
-			}
-			// Nothing at all, or a server that ignores sendInitialEvents
-			// (before 1.27) and never sends the end marker.
-			return outcome{kind: watchListRefused, err: errors.New("the stream ended before its initial events did")}
+			// Cut off mid-list, or before anything came (a restart, a
+			// network blip, a server shutting down): try again after a
+			// backoff. A server that ignores sendInitialEvents (before
+			// 1.27) does not close the stream: it sends no end marker,
+			// which firstFired or a MODIFIED/DELETED event tells.
+			return outcome{kind: listFailed, err: errors.New("list (watch-list): the stream ended before its initial events did")}
 		}
 		received = true
 		c, err := check[T](ev)
