@@ -7,6 +7,7 @@
 //	          [--resync DURATION] [--state-dir DIR] [-o table|json]
 //	kinformer serve RESOURCE... [--listen 127.0.0.1:8080] [-n NAMESPACE | -A] [-l SELECTOR]
 //	          [--field-selector SELECTOR] [--resync DURATION] [--state-dir DIR]
+//	          [--accept-hosts REGEXP] [--sse-buffer N] [--max-sse-clients N]
 //
 // It follows kubectl's conventions, with kubectl's own connection flags
 // (k8s.io/cli-runtime): --kubeconfig (or $KUBECONFIG), --context, --cluster,
@@ -35,7 +36,7 @@
 // column first, and no bookmarks. While the initial list runs, progress is
 // shown on stderr if stderr is a terminal. SIGINT or SIGTERM stops it
 // cleanly, with a one-line summary of the events seen on stderr; a second
-// signal exits at once.
+// signal exits at once (status 130).
 //
 // With --state-dir DIR, watch and serve keep each cache in a file in DIR
 // (one per cluster, resource, namespace and selectors), and the next run
@@ -48,7 +49,11 @@
 // "serve" keeps an informer for each RESOURCE and serves the caches
 // read-only over HTTP on 127.0.0.1:8080 (--listen): /objects, /events
 // (server-sent events shaped like watch -o json), /metrics, /healthz,
-// /readyz and a live page at /; see `kinformer serve --help`.
+// /readyz and a live page at /; see `kinformer serve --help`. While bound
+// to a loopback address it answers only requests for loopback names
+// (localhost, 127.0.0.1, [::1]) and those --accept-hosts matches, against
+// DNS rebinding; slow or stalled clients are cut off, and concurrent
+// /objects requests and event streams are capped.
 //
 // Named kubectl-kinformer and put on $PATH, it is a kubectl plugin:
 // `kubectl kinformer watch pods`.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"sync"
@@ -32,6 +33,15 @@ says when every cache has synced and is being kept up to date. RESOURCE is resol
 It listens on 127.0.0.1:8080 unless told otherwise, and warns on stderr
 when bound to an address other hosts can reach: there is no
 authentication, and the objects served may be confidential (secrets!).
+While bound to a loopback address it answers only requests for
+localhost, 127.0.0.1 or [::1] (any port), and those whose host name
+--accept-hosts matches; others get 403. This keeps a web page from reading
+it by rebinding its own name to 127.0.0.1 (DNS rebinding).
+
+A client has 30 s for each write to it; one that stops reading is cut
+off. At most 16 /objects requests and --max-sse-clients event streams
+(/events and /events/feed) are served at once; beyond, 503 with
+Retry-After. A label selector may be at most 4 KiB.
 
 Endpoints (GET only):
   /                  a live page: object counts, events per second, the
@@ -45,9 +55,10 @@ Endpoints (GET only):
                      ?format=yaml for YAML
   /events?resource=R server-sent events from now on: each "data:" line is
                      a JSON event shaped like watch -o json's lines. Each
-                     client has a buffer of --sse-buffer events; a client
-                     that falls further behind gets "event: overflow" and
-                     is disconnected, so that it never holds up an informer
+                     client has a buffer of up to --sse-buffer events; a
+                     client that falls further behind gets "event: overflow"
+                     and is disconnected, so that it never holds up an
+                     informer
   /events/recent[?resource=R][&namespace=N]
                      the last --recent-events events of every RESOURCE
                      (bookmarks aside), oldest first, summarised without
@@ -85,21 +96,25 @@ code watch would give.
 `
 
 type serveFlags struct {
-	cluster   clusterFlags
-	listen    string
-	resync    time.Duration
-	sseBuffer int
-	recent    int
-	stateDir  string
-	verbose   bool
-	watchTime time.Duration // hidden: for tests
+	cluster     clusterFlags
+	listen      string
+	acceptHosts string
+	resync      time.Duration
+	sseBuffer   int
+	sseClients  int
+	recent      int
+	stateDir    string
+	verbose     bool
+	watchTime   time.Duration // hidden: for tests
 }
 
 func (f *serveFlags) flagSet() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "the address to serve on, HOST:PORT (port 0: any free port)")
 	fs.DurationVar(&f.resync, "resync", 0, "re-list from the server this often, as a consistency check (0: never)")
-	fs.IntVar(&f.sseBuffer, "sse-buffer", 1024, "events buffered for each /events client; one that falls further behind is disconnected")
+	fs.StringVar(&f.acceptHosts, "accept-hosts", "", "a regular expression of other host names to answer (the Host header, without port); loopback names always are")
+	fs.IntVar(&f.sseBuffer, "sse-buffer", 1024, fmt.Sprintf("events buffered for each /events client, at most %d; one that falls further behind is disconnected", maxSSEBuffer))
+	fs.IntVar(&f.sseClients, "max-sse-clients", defaultSSEClients, "event-stream clients (/events and /events/feed) served at once; more get 503")
 	fs.IntVar(&f.recent, "recent-events", 500, "events kept (summarised, without objects) for /events/recent and the page")
 	bindStateDir(fs, &f.stateDir)
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log the informers' retries and re-lists on stderr")
@@ -120,8 +135,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return usageErrorf("serve: missing RESOURCE (for example: %s serve pods deployments.apps)", e.prog)
 	case f.resync < 0:
 		return usageErrorf("serve: --resync must not be negative")
-	case f.sseBuffer < 1:
-		return usageErrorf("serve: --sse-buffer must be at least 1")
+	case f.sseBuffer < 1 || f.sseBuffer > maxSSEBuffer:
+		return usageErrorf("serve: --sse-buffer must be between 1 and %d", maxSSEBuffer)
+	case f.sseClients < 1:
+		return usageErrorf("serve: --max-sse-clients must be at least 1")
 	case f.recent < 1:
 		return usageErrorf("serve: --recent-events must be at least 1")
 	case f.watchTime < 0:
@@ -129,8 +146,15 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	case f.cluster.allNamespaces && fs.Changed("namespace"):
 		return usageErrorf("serve: --namespace and --all-namespaces are mutually exclusive")
 	}
-	if _, _, err := net.SplitHostPort(f.listen); err != nil {
+	if err := checkListen(f.listen); err != nil {
 		return usageErrorf("serve: --listen %q: %v", f.listen, err)
+	}
+	var accept *regexp.Regexp
+	if f.acceptHosts != "" {
+		var err error
+		if accept, err = regexp.Compile(f.acceptHosts); err != nil {
+			return usageErrorf("serve: --accept-hosts: %v", err)
+		}
 	}
 
 	cfg, ns, err := f.cluster.load(userAgent())
@@ -154,6 +178,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	s.sseClients.max = int64(f.sseClients)
 	for _, arg := range fs.Args() {
 		res, err := resolver.resolve(ctx, arg)
 		if err != nil {
@@ -205,11 +230,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stderr, "%s: serving %s on http://%s/\n", e.prog, escapeTerminal(s.names()), addr)
 
-	hs := &http.Server{
-		Handler:           s.handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(slog.NewTextHandler(e.stderr, nil), slog.LevelWarn),
-	}
+	s.setHostCheck(tcp.IP.IsLoopback(), accept)
+	hs := newHTTPServer(s.handler(), slog.NewLogLogger(slog.NewTextHandler(e.stderr, nil), slog.LevelWarn))
 	// The first error (or SIGINT, SIGTERM) ends everything: g's context is
 	// the lifetime of the informers and of the HTTP server.
 	g, gctx := errgroup.WithContext(ctx)
@@ -282,13 +304,22 @@ type server struct {
 	notReady  func() []string // readiness: why not, one line a resource; replaced in tests
 	registry  *prometheus.Registry
 	metrics   *kinformer.Metrics // the informers', on registry
+
+	// Set before serving (setHostCheck; tests change the others).
+	hostAllowed    func(host string) bool // nil: any Host
+	writeTimeout   time.Duration          // for each write of a streamed answer
+	objectRequests limiter                // /objects in flight
+	sseClients     limiter                // /events and /events/feed clients
 }
 
 func newServer(sseBuffer, recent int) (*server, error) {
 	s := &server{
 		byName: map[string]*served{}, sseBuffer: sseBuffer, recent: newEventRing(recent),
 		closing: make(chan struct{}), now: time.Now, registry: prometheus.NewRegistry(),
+		writeTimeout: defaultWriteTimeout,
 	}
+	s.objectRequests.max = defaultObjectRequests
+	s.sseClients.max = defaultSSEClients
 	s.notReady = s.health
 	s.registry.MustRegister(
 		collectors.NewGoCollector(),
@@ -422,3 +453,16 @@ func (r *rateRing) last(now time.Time) []int64 {
 
 // errServeStopped is what an event stream ends with on shutdown.
 var errServeStopped = errors.New("server shutting down")
+
+// checkListen checks a --listen address before anything else is done: a
+// HOST:PORT with a numeric port (0: any free one).
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port %q: want a number from 0 to 65535", port)
+	}
+	return nil
+}

@@ -168,6 +168,11 @@ func (s *server) feed(w http.ResponseWriter, req *http.Request) {
 	if !ok {
 		return
 	}
+	if !s.sseClients.acquire() {
+		tooMany(w, "too many event-stream clients (%d, --max-sse-clients); retry later", s.sseClients.max)
+		return
+	}
+	defer s.sseClients.release()
 	after, resuming := s.recent.parseID(req.Header.Get("Last-Event-ID"))
 	rc := http.NewResponseController(w)
 	h := w.Header()
@@ -177,7 +182,7 @@ func (s *server) feed(w http.ResponseWriter, req *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	var b []byte
 	flush := func() bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 		_, err := w.Write(b)
 		b = b[:0]
 		return err == nil && rc.Flush() == nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"embed"
@@ -55,7 +56,7 @@ func (s *server) handler() http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("GET /readyz", readyHandler(func() []string { return s.notReady() }))
-	return mux
+	return s.guard(mux)
 }
 
 // pageCSP is the page's Content-Security-Policy: its own inline style and
@@ -145,7 +146,15 @@ type objectList struct {
 	Items           []map[string]any `json:"items"`
 }
 
+// listObjects answers the objects of a resource, streamed: the answer of
+// a large cache is never built in memory, and a client that stops reading
+// is cut off after the write deadline. Few are served at once.
 func (s *server) listObjects(w http.ResponseWriter, req *http.Request) {
+	if !s.objectRequests.acquire() {
+		tooMany(w, "too many /objects requests at once (%d); retry later", s.objectRequests.max)
+		return
+	}
+	defer s.objectRequests.release()
 	q := req.URL.Query()
 	r := s.lookup(w, q.Get("resource"))
 	if r == nil {
@@ -153,6 +162,10 @@ func (s *server) listObjects(w http.ResponseWriter, req *http.Request) {
 	}
 	sel := labels.Everything()
 	if l := q.Get("label"); l != "" {
+		if len(l) > maxSelectorLen {
+			writeError(w, http.StatusBadRequest, "label selector too long: %d bytes, at most %d", len(l), maxSelectorLen)
+			return
+		}
 		var err error
 		if sel, err = labels.Parse(l); err != nil {
 			writeError(w, http.StatusBadRequest, "bad label selector: %v", err)
@@ -177,11 +190,36 @@ func (s *server) listObjects(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	slices.SortFunc(kept, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
-	out := objectList{Resource: r.name, ResourceVersion: rv, Count: len(kept), Items: make([]map[string]any, len(kept))}
+
+	// {"resource":…,"resourceVersion":…,"count":…,"items":[…]}, an item at
+	// a time, in chunks of 32 KiB, each with its own write deadline.
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(deadlineWriter{w: w, rc: http.NewResponseController(w), timeout: s.writeTimeout}, 32<<10)
+	var item bytes.Buffer
+	enc := json.NewEncoder(&item)
+	enc.SetEscapeHTML(false)
+	head := objectList{Resource: r.name, ResourceVersion: rv, Count: len(kept)}
+	_ = enc.Encode(head) // strings and a number: {…,"items":null}
+	bw.Write(bytes.TrimSuffix(item.Bytes(), []byte("null}\n")))
+	bw.WriteByte('[')
 	for i, k := range kept {
-		out.Items[i] = k.obj.Object
+		item.Reset()
+		if err := enc.Encode(k.obj.Object); err != nil {
+			// The status is sent: cut the answer short, so that the
+			// client cannot take it for a complete list.
+			panic(http.ErrAbortHandler)
+		}
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		if _, err := bw.Write(bytes.TrimSuffix(item.Bytes(), []byte("\n"))); err != nil {
+			return // the client is gone, or stalled past the deadline
+		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	bw.WriteString("]}\n")
+	_ = bw.Flush()
 }
 
 func (s *server) getObject(w http.ResponseWriter, req *http.Request) {
@@ -273,6 +311,11 @@ func (s *server) events(w http.ResponseWriter, req *http.Request) {
 	if r == nil {
 		return
 	}
+	if !s.sseClients.acquire() {
+		tooMany(w, "too many event-stream clients (%d, --max-sse-clients); retry later", s.sseClients.max)
+		return
+	}
+	defer s.sseClients.release()
 	rc := http.NewResponseController(w)
 	c := r.hub.subscribe()
 	defer r.hub.unsubscribe(c)
@@ -284,7 +327,7 @@ func (s *server) events(w http.ResponseWriter, req *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	// A comment first: the client knows it is subscribed.
 	write := func(format string, args ...any) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 		if _, err := fmt.Fprintf(w, format, args...); err != nil {
 			return false
 		}
@@ -295,26 +338,29 @@ func (s *server) events(w http.ResponseWriter, req *http.Request) {
 	}
 	keepalive := time.NewTicker(20 * time.Second)
 	defer keepalive.Stop()
+	// drain writes what is buffered.
+	drain := func() bool {
+		for {
+			b, ok := r.hub.pop(c)
+			if !ok {
+				return true
+			}
+			if !write("data: %s\n\n", b) {
+				return false
+			}
+		}
+	}
 	for {
 		select {
-		case b := <-c.ch:
-			if !write("data: %s\n\n", b) {
+		case <-c.ready:
+			if !drain() {
 				return
 			}
 		case <-c.dropped:
 			// Deliver what is buffered, then say why the stream ends.
-			for {
-				select {
-				case b := <-c.ch:
-					if !write("data: %s\n\n", b) {
-						return
-					}
-					continue
-				default:
-				}
-				break
+			if drain() {
+				write("event: overflow\ndata: {\"error\":\"client fell more than %d events behind; disconnected\"}\n\n", r.hub.size)
 			}
-			write("event: overflow\ndata: {\"error\":\"client fell more than %d events behind; disconnected\"}\n\n", cap(c.ch))
 			return
 		case <-keepalive.C:
 			if !write(": keepalive\n\n") {
@@ -332,14 +378,18 @@ func (s *server) events(w http.ResponseWriter, req *http.Request) {
 // hub fans a resource's events out to its event-stream clients, without
 // ever blocking: a client whose buffer is full is dropped.
 type hub struct {
-	size    int
+	size    int // the most events a client's buffer holds
 	onDrop  func()
-	mu      sync.Mutex
+	mu      sync.Mutex // guards clients and every client's queue
 	clients map[*sseClient]struct{}
 }
 
 type sseClient struct {
-	ch      chan []byte   // encoded events
+	// queue holds the encoded events not yet taken, oldest first. It grows
+	// as needed, up to the hub's size: a large --sse-buffer costs only
+	// the clients that fall behind.
+	queue   [][]byte
+	ready   chan struct{} // a token when queue may have become non-empty
 	dropped chan struct{} // closed when the client fell behind
 }
 
@@ -348,11 +398,24 @@ func newHub(size int, onDrop func()) *hub {
 }
 
 func (h *hub) subscribe() *sseClient {
-	c := &sseClient{ch: make(chan []byte, h.size), dropped: make(chan struct{})}
+	c := &sseClient{ready: make(chan struct{}, 1), dropped: make(chan struct{})}
 	h.mu.Lock()
 	h.clients[c] = struct{}{}
 	h.mu.Unlock()
 	return c
+}
+
+// pop takes c's oldest buffered event, false if there is none.
+func (h *hub) pop(c *sseClient) ([]byte, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(c.queue) == 0 {
+		return nil, false
+	}
+	b := c.queue[0]
+	c.queue[0] = nil
+	c.queue = c.queue[1:]
+	return b, true
 }
 
 func (h *hub) unsubscribe(c *sseClient) {
@@ -384,14 +447,18 @@ func (h *hub) publish(ev kinformer.Event[*unstructured.Unstructured]) {
 // send queues b for every client; h.mu must be held.
 func (h *hub) send(b []byte) {
 	for c := range h.clients {
-		select {
-		case c.ch <- b:
-		default:
+		if len(c.queue) >= h.size {
 			delete(h.clients, c)
 			close(c.dropped)
 			if h.onDrop != nil {
 				h.onDrop()
 			}
+			continue
+		}
+		c.queue = append(c.queue, b)
+		select {
+		case c.ready <- struct{}{}:
+		default: // a token is waiting already
 		}
 	}
 }

@@ -438,6 +438,12 @@ func TestServeUsage(t *testing.T) {
 		{[]string{"serve"}, "missing RESOURCE"},
 		{[]string{"serve", "pods", "--listen", "nonsense"}, `--listen "nonsense"`},
 		{[]string{"serve", "pods", "--sse-buffer", "0"}, "--sse-buffer"},
+		{[]string{"serve", "pods", "--sse-buffer", "100000000"}, "--sse-buffer must be between 1 and 65536"},
+		{[]string{"serve", "pods", "--max-sse-clients", "0"}, "--max-sse-clients"},
+		{[]string{"serve", "pods", "--accept-hosts", "("}, "--accept-hosts"},
+		{[]string{"serve", "pods", "--listen", "127.0.0.1:99999"}, `--listen "127.0.0.1:99999"`},
+		{[]string{"serve", "pods", "--listen", "127.0.0.1:http"}, `--listen "127.0.0.1:http"`},
+		{[]string{"serve", "pods", "--listen", "[::1"}, `--listen "[::1"`},
 		{[]string{"serve", "pods", "--recent-events", "0"}, "--recent-events"},
 		{[]string{"serve", "pods", "-A", "-n", "x"}, "mutually exclusive"},
 	} {
@@ -447,7 +453,7 @@ func TestServeUsage(t *testing.T) {
 		}
 	}
 	code, stdout, _ := runCmd(t, nil, "serve", "--help")
-	for _, want := range []string{"serve RESOURCE...", "--listen", "127.0.0.1:8080", "/readyz", "--sse-buffer", "disconnected", "/events/feed", "--recent-events", "--state-dir DIR", "catching up", "Exit codes:"} {
+	for _, want := range []string{"serve RESOURCE...", "--listen", "127.0.0.1:8080", "/readyz", "--sse-buffer", "disconnected", "/events/feed", "--recent-events", "--state-dir DIR", "catching up", "--accept-hosts", "DNS rebinding", "--max-sse-clients", "Exit codes:"} {
 		if code != 0 || !strings.Contains(stdout, want) {
 			t.Errorf("serve --help (exit %d) lacks %q", code, want)
 		}
@@ -507,7 +513,7 @@ func TestHubDropsSlowClient(t *testing.T) {
 		h.mu.Lock()
 		h.send([]byte{byte('0' + i)})
 		h.mu.Unlock()
-		if got := string(<-fast.ch); got != string(rune('0'+i)) {
+		if got, _ := h.pop(fast); string(got) != string(rune('0'+i)) {
 			t.Fatalf("fast client got %q", got)
 		}
 	}
@@ -516,8 +522,16 @@ func TestHubDropsSlowClient(t *testing.T) {
 	default:
 		t.Fatal("slow client not dropped")
 	}
-	if len(slow.ch) != 2 || drops != 1 || h.len() != 1 {
-		t.Errorf("slow buffered %d, drops %d, clients %d", len(slow.ch), drops, h.len())
+	if len(slow.queue) != 2 || drops != 1 || h.len() != 1 {
+		t.Errorf("slow buffered %d, drops %d, clients %d", len(slow.queue), drops, h.len())
+	}
+	for _, want := range []string{"0", "1"} { // what it had buffered, still
+		if got, ok := h.pop(slow); string(got) != want || !ok {
+			t.Errorf("slow client got %q, %v; want %q", got, ok, want)
+		}
+	}
+	if got, ok := h.pop(slow); ok {
+		t.Errorf("slow client got %q after its buffer", got)
 	}
 	select {
 	case <-fast.dropped:

@@ -1,0 +1,7 @@
+//go:build !unix
+
+package main
+
+import "net"
+
+var smallBufferDialer *net.Dialer // none: the test that needs it is skipped

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// serve's defences. It may hold Secrets and has no authentication, so it
+// trusts nothing about its clients: not the Host they name (DNS
+// rebinding), not that they read what they asked for (write deadlines),
+// not that they are few (caps on the requests that cost memory).
+
+const (
+	// maxSSEBuffer caps --sse-buffer: a client's buffer grows as it falls
+	// behind, up to this many events, then it is disconnected.
+	maxSSEBuffer = 1 << 16
+	// maxSelectorLen caps ?label=: a selector is parsed and matched
+	// against every object; real ones are a few dozen bytes.
+	maxSelectorLen = 4 << 10
+	// defaultWriteTimeout is how long one write to a client may take: a
+	// chunk of /objects, an event. A client that reads nothing for that
+	// long is cut off, and frees what its answer holds.
+	defaultWriteTimeout = 30 * time.Second
+	// defaultObjectRequests caps the /objects requests served at once:
+	// each holds a sorted list of its objects' keys until written.
+	defaultObjectRequests = 16
+	// defaultSSEClients is --max-sse-clients' default: each event-stream
+	// client holds a connection, a goroutine and its buffer.
+	defaultSSEClients = 256
+	// retryAfter is the Retry-After, in seconds, of a request refused
+	// because too many are in flight.
+	retryAfter = "2"
+)
+
+// newHTTPServer is serve's HTTP server. WriteTimeout bounds every answer;
+// the streaming ones (/objects, the event streams) extend their deadline
+// before each write. There is no ReadTimeout: it would also expire the
+// connection's background read during a long event stream, and cancel it.
+func newHTTPServer(h http.Handler, errorLog *log.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second, // slow headers (Slowloris)
+		WriteTimeout:      2 * defaultWriteTimeout,
+		IdleTimeout:       2 * time.Minute, // idle keep-alive connections
+		ErrorLog:          errorLog,
+	}
+}
+
+// limiter caps how many of something are in flight; its zero value
+// refuses everything.
+type limiter struct {
+	max int64 // set before use
+	n   atomic.Int64
+}
+
+// acquire takes a slot, false if all are taken; release gives it back.
+func (l *limiter) acquire() bool {
+	if l.n.Add(1) > l.max {
+		l.n.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (l *limiter) release() { l.n.Add(-1) }
+
+// tooMany answers 503 with Retry-After: too many requests of a kind.
+func tooMany(w http.ResponseWriter, format string, args ...any) {
+	w.Header().Set("Retry-After", retryAfter)
+	writeError(w, http.StatusServiceUnavailable, format, args...)
+}
+
+// setHostCheck makes the server answer only requests whose Host is a
+// loopback name (localhost, 127.0.0.1, [::1], any port) or matches
+// accept, when it is bound to a loopback address (loopback) or when
+// accept is given. Off loopback without accept, any Host is answered:
+// the server is reachable by name from elsewhere, and says so at start.
+func (s *server) setHostCheck(loopback bool, accept *regexp.Regexp) {
+	if !loopback && accept == nil {
+		s.hostAllowed = nil
+		return
+	}
+	s.hostAllowed = func(host string) bool {
+		return isLoopbackHost(host) || accept != nil && accept.MatchString(hostname(host))
+	}
+}
+
+// hostname is the Host header without its port or brackets.
+func hostname(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		return h
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+}
+
+// isLoopbackHost reports whether a Host header names this machine in a way
+// no other site can: "localhost" or a loopback address. A page from
+// evil.example whose name was rebound to 127.0.0.1 still sends Host:
+// evil.example.
+func isLoopbackHost(host string) bool {
+	h := hostname(host)
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// guard wraps the handler with what every response needs: nosniff, and
+// the Host check.
+func (s *server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if s.hostAllowed != nil && !s.hostAllowed(req.Host) {
+			writeError(w, http.StatusForbidden, "Host %q is not allowed: this server is bound to a loopback address and answers only "+
+				"requests for localhost, 127.0.0.1 or [::1], so that a web page cannot read it through DNS rebinding; "+
+				"allow other names with --accept-hosts", req.Host)
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
+// deadlineWriter writes to a response, each write with a fresh deadline:
+// a client may be slow, but not stalled.
+type deadlineWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (d deadlineWriter) Write(p []byte) (int, error) {
+	if err := d.rc.SetWriteDeadline(time.Now().Add(d.timeout)); err != nil && err != http.ErrNotSupported {
+		return 0, fmt.Errorf("setting the write deadline: %w", err)
+	}
+	return d.w.Write(p)
+}
