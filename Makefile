@@ -4,7 +4,7 @@ GO    ?= go
 # Where internal/testenv looks for the local API server binary.
 LOCALAPI := $(shell $(GO) env GOCACHE)/../kinformer-localapi/localapi
 
-.PHONY: test unit localapi vet fmt demo kinformer
+.PHONY: test unit localapi vet fmt demo kinformer fuzz
 
 # A real local kube-apiserver with some traffic, and `kinformer watch
 # configmaps -A` on it. Ctrl-C (or DEMO_SECONDS=N) stops everything.
@@ -18,6 +18,18 @@ kinformer:
 # tests (unit and real-API-server integration) with the race detector.
 test: fmt vet localapi
 	$(GO) test -race -count=1 -timeout 30m ./...
+	$(MAKE) fuzz
+
+# Every fuzz target for a short while (FUZZTIME each); their seed corpora
+# (testdata/fuzz) also run as plain tests above.
+FUZZTIME ?= 10s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./internal/snapshot
+	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./internal/protowatch
+	$(GO) test -run '^$$' -fuzz '^FuzzRewriteMeta$$' -fuzztime $(FUZZTIME) ./internal/protowatch
+	$(GO) test -run '^$$' -fuzz '^FuzzMetaSurgery$$' -fuzztime $(FUZZTIME) ./internal/protowatch
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeObject$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzKeys$$' -fuzztime $(FUZZTIME) .
 
 # Unit tests only: no API server needed.
 unit:
