@@ -83,3 +83,7 @@ func (s *backoffState) fail(now time.Time) time.Duration {
 	s.next = min(time.Duration(float64(s.next)*s.policy.Factor), s.policy.Max)
 	return d - time.Duration(float64(d)*s.policy.Jitter*s.rand())
 }
+
+// reset starts the policy again from Initial: the server has shown itself
+// well since the last failure.
+func (s *backoffState) reset() { s.next = s.policy.Initial }

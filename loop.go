@@ -86,6 +86,10 @@ type outcome struct {
 	kind     outcomeKind
 	err      error
 	received bool // watchFailed: the watch delivered events before failing
+	// healthy: the attempt showed the server well (a list completed, or a
+	// watch still delivered healthyWatch after it opened): the backoff
+	// starts again from its first wait.
+	healthy bool
 }
 
 // step is the transition function of the watch loop.
@@ -129,6 +133,12 @@ func step(s state, o outcome) (next state, backoff bool) {
 		return s, true
 	}
 }
+
+// healthyWatch: a watch that still delivers this long after it opened
+// shows the server well, and resets the backoff. Without it, faults a
+// minute apart (less than Backoff.ResetAfter) would each wait longer than
+// the last, up to Backoff.Max, though the server was fine in between.
+const healthyWatch = 10 * time.Second
 
 // minHealthyWatch: a watch the server closes sooner than this without
 // sending anything counts as failed, so a server that accepts and drops
@@ -248,6 +258,9 @@ func (l *loop[T]) run(ctx context.Context) {
 		}
 		if ctx.Err() != nil {
 			return
+		}
+		if o.kind == listed || o.healthy {
+			bo.reset()
 		}
 		if o.err != nil && (o.kind == listFailed || o.kind == watchFailed) {
 			l.w.failed(o.err)
@@ -390,7 +403,7 @@ func isNilWatch(w watch.Interface) bool {
 
 // watch applies the events of a new watch from the remembered
 // resourceVersion until it ends, fails, goes idle, or the resync is due.
-func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
+func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 	if !resyncAt.IsZero() && !time.Now().Before(resyncAt) {
 		return outcome{kind: resyncDue}
 	}
@@ -403,6 +416,7 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) outcome {
 		return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err)}
 	}
 	defer s.stop()
+	defer func() { o.healthy = s.last.Sub(s.started) >= healthyWatch }()
 	l.w.status.ok() // the watch is allowed again
 
 	received := false        // anything on this watch

@@ -360,3 +360,50 @@ func TestRepeated504DoesNotStormRelists(t *testing.T) {
 		}
 	})
 }
+
+// A watch that still delivers ten seconds after it opened resets the
+// backoff: faults a minute apart each start from the first wait, instead
+// of each waiting longer than the last (up to Max) until ResetAfter.
+func TestBackoffResetsAfterAHealthyWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFakeServer()
+		s.put(cm("ns", "a"))
+		inf := New[*corev1.ConfigMap](s, nil) // default backoff
+		inf.Start()
+		defer inf.Stop()
+		if err := inf.WaitForSync(bounded(t)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		fail := func(n int) {
+			s.mu.Lock()
+			for range n {
+				s.watchErrs = append(s.watchErrs, errors.New("connection refused"))
+			}
+			s.mu.Unlock()
+			s.closeWatches()
+		}
+		// Four failures after a short watch: waits of up to 0.8, 1.6, 3.2
+		// and 6.4 s; the next would be 12.8 s.
+		time.Sleep(2 * time.Second)
+		fail(4)
+		time.Sleep(13 * time.Second)
+		synctest.Wait()
+		if _, w := s.counts(); w != 6 || s.openWatches() != 1 {
+			t.Fatalf("after the failures: %d watch calls (%d open), want 6 with 1 open", w, s.openWatches())
+		}
+		// A healthy watch: events 5 and 11 s after it opened.
+		time.Sleep(5 * time.Second)
+		s.put(cm("ns", "a", "t", "1"))
+		time.Sleep(6 * time.Second)
+		s.put(cm("ns", "a", "t", "2"))
+		synctest.Wait()
+		// The next failure waits the first wait again, not 12.8 s.
+		fail(1)
+		time.Sleep(900 * time.Millisecond)
+		synctest.Wait()
+		if _, w := s.counts(); w != 8 || s.openWatches() != 1 {
+			t.Fatalf("0.9 s after a failure that followed a healthy watch: %d watch calls (%d open), want 8 with 1 open", w, s.openWatches())
+		}
+	})
+}
