@@ -86,9 +86,8 @@ type outcome struct {
 	kind     outcomeKind
 	err      error
 	received bool // watchFailed: the watch delivered events before failing
-	// healthy: the attempt showed the server well (a list completed, or a
-	// watch still delivered healthyWatch after it opened): the backoff
-	// starts again from its first wait.
+	// healthy: a watch still delivered healthyWatch after it opened: the
+	// server is well, and the backoff starts again from its first wait.
 	healthy bool
 }
 
@@ -259,7 +258,10 @@ func (l *loop[T]) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if o.kind == listed || o.healthy {
+		if o.healthy {
+			// Not after a list alone: a server whose every watch fails
+			// at once (504 from a lagging watch cache) would draw a
+			// re-list at each first wait.
 			bo.reset()
 		}
 		if o.err != nil && (o.kind == listFailed || o.kind == watchFailed) {
