@@ -136,7 +136,7 @@ func (l *loop[T]) watchList(ctx context.Context) outcome {
 		case firstFired:
 			return outcome{kind: watchListRefused, err: fmt.Errorf("nothing received in %s", watchListStartTimeout)}
 		case idleFired:
-			return outcome{kind: listFailed, err: fmt.Errorf("list (watch-list): %w: nothing received for %s", ErrIdle, s.idle)}
+			return outcome{kind: listFailed, err: l.idle("list (watch-list)", s)}
 		case noDirect:
 			return outcome{kind: directRefused, err: err}
 		case broken:

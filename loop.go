@@ -357,6 +357,7 @@ func (l *loop[T]) openWatch(ctx context.Context, verb string, adjust func(*metav
 	adjust(&opts)
 	wctx, cancel := context.WithCancel(ctx)
 	s := &stream[T]{cancel: cancel, idle: timeout + l.opts.IdleMargin, prepare: l.w.prepare}
+	wctx = s.traced(wctx)
 	if l.st.direct {
 		r, err := l.direct.open(wctx, opts)
 		if err != nil {
@@ -446,7 +447,7 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 			l.caughtUp()
 			return outcome{kind: watchEnded}
 		case idleFired:
-			return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w: nothing received for %s", ErrIdle, s.idle)}
+			return outcome{kind: watchFailed, err: l.idle("watch", s)}
 		case noDirect:
 			return outcome{kind: directRefused, err: err}
 		case broken:
@@ -485,6 +486,15 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 			l.caughtUp()
 		}
 	}
+}
+
+// idle is the error of a stream silent past its idle deadline, whose
+// connection it drops (stream.dropConn).
+func (l *loop[T]) idle(what string, s *stream[T]) error {
+	if s.dropConn() {
+		l.log.Info("kinformer: "+what+" silent past its deadline: closing its connection", "silent", s.idle)
+	}
+	return fmt.Errorf("%s: %w: nothing received for %s", what, ErrIdle, s.idle)
 }
 
 // catchUpTimeout is the server-side timeout of the watches of a restored

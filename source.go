@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http/httptrace"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -135,15 +138,42 @@ func (s *directSource) stop() {
 type stream[T Object] struct {
 	src     source
 	cancel  context.CancelFunc
-	prepare prepareFunc[T] // readies its objects for the cache
-	idle    time.Duration  // no event for this long: the connection is dead
-	started time.Time      // when the watch was open
-	last    time.Time      // the last event, or started
+	prepare prepareFunc[T]           // readies its objects for the cache
+	idle    time.Duration            // no event for this long: the connection is dead
+	started time.Time                // when the watch was open
+	last    time.Time                // the last event, or started
+	conn    atomic.Pointer[net.Conn] // the connection the request went out on, if known
 }
 
 func (s *stream[T]) stop() {
 	s.src.stop()
 	s.cancel()
+}
+
+// traced returns ctx with a trace that records the connection a request
+// made with it goes out on.
+func (s *stream[T]) traced(ctx context.Context) context.Context {
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(i httptrace.GotConnInfo) {
+			if i.Conn != nil {
+				s.conn.Store(&i.Conn)
+			}
+		},
+	})
+}
+
+// dropConn closes the connection the stream's request went out on: after
+// the stream went silent past its idle deadline. Over HTTP/2 every request
+// shares one connection, and a new watch would ride the same dead one until
+// the transport's health check gives up on it (client-go: 45 s); closing it
+// makes the transport dial afresh, and fails at once whatever else was on
+// it, which was as dead.
+func (s *stream[T]) dropConn() bool {
+	if c := s.conn.Load(); c != nil {
+		(*c).Close()
+		return true
+	}
+	return false
 }
 
 // waitResult says why stream.next returned.
