@@ -255,24 +255,33 @@ func runContender(ctx context.Context, cs kubernetes.Interface, self, kubeconfig
 	args := []string{"contender", "-kind", kind, "-resource", resource, "-kubeconfig", kubeconfig,
 		"-round", fmt.Sprint(round), "-burst-id", burstID, "-objects", fmt.Sprint(objects), "-updates", fmt.Sprint(updates)}
 	cmd := exec.CommandContext(ctx, self, append(args, extra...)...)
+	return driveContender[result](ctx, cs, cmd, kind, burstID, updates, nObjects, writers)
+}
+
+// driveContender runs cmd, a contender process that prints "synced" once
+// synced, then reads the update writes' response times (a JSON array) on
+// its stdin and prints its result (JSON). After the sync it runs the update
+// burst (if updates > 0) and sends the writes.
+func driveContender[R any](ctx context.Context, cs kubernetes.Interface, cmd *exec.Cmd, kind, burstID string, updates, nObjects, writers int) (R, *burstStat, error) {
+	var res R
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return result{}, nil, err
+		return res, nil, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return result{}, nil, err
+		return res, nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return result{}, nil, err
+		return res, nil, err
 	}
 	defer cmd.Wait()
 	br := bufio.NewReader(stdout)
 	line, err := br.ReadString('\n')
 	if err != nil || strings.TrimSpace(line) != "synced" {
 		cmd.Process.Kill()
-		return result{}, nil, fmt.Errorf("contender did not sync (%q, %v)", line, err)
+		return res, nil, fmt.Errorf("contender did not sync (%q, %v)", line, err)
 	}
 	var b *burstStat
 	writes := []write{}
@@ -281,21 +290,20 @@ func runContender(ctx context.Context, cs kubernetes.Interface, self, kubeconfig
 		writes, d, err = updateBurst(ctx, cs, burstID, updates, nObjects, writers)
 		if err != nil {
 			cmd.Process.Kill()
-			return result{}, nil, err
+			return res, nil, err
 		}
 		b = &burstStat{Contender: kind, Writes: updates, Seconds: d.Seconds()}
 	}
 	if err := json.NewEncoder(stdin).Encode(writes); err != nil {
-		return result{}, nil, err
+		return res, nil, err
 	}
 	stdin.Close()
 	rest, err := io.ReadAll(br)
 	if err != nil {
-		return result{}, nil, err
+		return res, nil, err
 	}
-	var res result
 	if err := json.Unmarshal(rest, &res); err != nil {
-		return result{}, nil, fmt.Errorf("contender result %q: %w", truncate(string(rest), 200), err)
+		return res, nil, fmt.Errorf("contender result %q: %w", truncate(string(rest), 200), err)
 	}
 	return res, b, nil
 }

@@ -622,51 +622,9 @@ func runRestartContender(ctx context.Context, cs kubernetes.Interface, self, kub
 	args := []string{"restart-contender", "-kind", kind, "-resource", resource, "-kubeconfig", kubeconfig, "-round", fmt.Sprint(round),
 		"-state-dir", stateDir, "-burst-id", burstID, "-updates", fmt.Sprint(updates)}
 	args = append(args, extra...)
+	args = append(args, "-exec-ns", fmt.Sprint(time.Now().UnixNano()))
 	cmd := exec.CommandContext(ctx, self, args...)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return restartResult{}, nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return restartResult{}, nil, err
-	}
-	cmd.Args = append(cmd.Args, "-exec-ns", fmt.Sprint(time.Now().UnixNano()))
-	if err := cmd.Start(); err != nil {
-		return restartResult{}, nil, err
-	}
-	defer cmd.Wait()
-	br := bufio.NewReader(stdout)
-	line, err := br.ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != "synced" {
-		cmd.Process.Kill()
-		return restartResult{}, nil, fmt.Errorf("contender did not sync (%q, %v)", line, err)
-	}
-	var b *burstStat
-	writes := []write{}
-	if updates > 0 {
-		var d time.Duration
-		writes, d, err = updateBurst(ctx, cs, burstID, updates, nObjects, writers)
-		if err != nil {
-			cmd.Process.Kill()
-			return restartResult{}, nil, err
-		}
-		b = &burstStat{Contender: kind, Writes: updates, Seconds: d.Seconds()}
-		if err := json.NewEncoder(stdin).Encode(writes); err != nil {
-			return restartResult{}, nil, err
-		}
-	}
-	stdin.Close()
-	rest, err := io.ReadAll(br)
-	if err != nil {
-		return restartResult{}, nil, err
-	}
-	var res restartResult
-	if err := json.Unmarshal(rest, &res); err != nil {
-		return restartResult{}, nil, fmt.Errorf("contender result %q: %w", truncate(string(rest), 200), err)
-	}
-	return res, b, nil
+	return driveContender[restartResult](ctx, cs, cmd, kind, burstID, updates, nObjects, writers)
 }
 
 func restartMain(args []string) error {
