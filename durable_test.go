@@ -169,9 +169,10 @@ func TestDurableRestoreAfterCompaction(t *testing.T) {
 	srv.Delete(newCM("a"))
 	srv.Add(newCM("c"))
 	srv.Compact()
-	second, log, _ := runDurable(t, srv, dir)
+	second, log, reg := runDurable(t, srv, dir)
 	waitSynced(t, second)
-	time.Sleep(50 * time.Millisecond)
+	waitHandled(t, reg)
+	time.Sleep(50 * time.Millisecond) // room for any spurious event
 	events, errs := log.get()
 	if got := fmt.Sprint(sortedTail(events, 2)); len(events) != 4 || got != "[ADDED ns/c relist DELETED ns/a relist]" {
 		t.Fatalf("events: %v", events)
@@ -204,12 +205,16 @@ func TestDurableAcrossRunsOfOneInformer(t *testing.T) {
 	for inf.Cache().Len() != 1 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
+	for events, _ := log.get(); len(events) < 3 && time.Now().Before(deadline); events, _ = log.get() {
+		time.Sleep(time.Millisecond) // handled, not only queued, before Stop
+	}
 	inf.Stop()
 	if events, _ := log.get(); fmt.Sprint(events) != "[ADDED ns/a list ADDED ns/b watch DELETED ns/a watch]" {
 		t.Fatalf("events of the first informer: %v", events)
 	}
-	next, log2, _ := runDurable(t, srv, dir)
+	next, log2, reg := runDurable(t, srv, dir)
 	waitSynced(t, next)
+	waitHandled(t, reg)
 	if events, _ := log2.get(); fmt.Sprint(events) != "[ADDED ns/b restore]" {
 		t.Fatalf("events of the next informer: %v", events)
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kinformer/kinformer"
+	"github.com/kinformer/kinformer/kinformertest"
 )
 
 func pod(name, node string) *corev1.Pod {
@@ -89,10 +90,12 @@ func ExampleInformer_AddHandler() {
 // registration: the way to fold state from Added, Modified and Deleted, which
 // separate AddEventHandler registrations would deliver independently.
 func ExampleInformer_AddHandlerFuncs() {
-	clientset := fake.NewClientset(pod("web-0", "node-1"))
+	// kinformertest's in-memory server: unlike client-go's fake clientset,
+	// it watches from the list's resourceVersion, so no write made after the
+	// sync can fall between the list and the watch.
+	inf, srv := kinformertest.New(pod("web-0", "node-1"))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	inf := kinformer.New[*corev1.Pod](clientset.CoreV1().Pods("default"), nil)
 	nodes := map[string]string{} // key -> node; used only by the callbacks
 	deleted := make(chan map[string]string)
 	inf.AddHandlerFuncs(kinformer.HandlerFuncs[*corev1.Pod]{
@@ -108,11 +111,10 @@ func ExampleInformer_AddHandlerFuncs() {
 	if err := inf.WaitForSync(ctx); err != nil {
 		panic(err)
 	}
-	pods := clientset.CoreV1().Pods("default")
-	if _, err := pods.Create(ctx, pod("web-1", "node-2"), metav1.CreateOptions{}); err != nil {
+	if _, err := srv.Add(pod("web-1", "node-2")); err != nil {
 		panic(err)
 	}
-	if err := pods.Delete(ctx, "web-0", metav1.DeleteOptions{}); err != nil {
+	if err := srv.Delete(pod("web-0", "node-1")); err != nil {
 		panic(err)
 	}
 	select {
