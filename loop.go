@@ -427,7 +427,10 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 	for {
 		d := deadlines{resync: resyncAt}
 		if l.target != "" {
-			d.quiet = s.started.Add(l.quiet)
+			// Before anything came, the first bytes may be late (a busy
+			// server starting the watch): three times as long, at least
+			// minFirstQuiet.
+			d.quiet = s.started.Add(min(max(3*l.quiet, minFirstQuiet), catchUpTimeout*9/10))
 			if !lastChange.IsZero() {
 				d.quiet = lastChange.Add(l.quiet)
 			}
@@ -500,11 +503,13 @@ func (l *loop[T]) idle(what string, s *stream[T]) error {
 // catchUpTimeout is the server-side timeout of the watches of a restored
 // informer that has not caught up yet. Such a watch is synced by an event
 // or bookmark at or past the probe's resourceVersion, or by silence: none
-// for loop.quiet (three times the probe's round trip, at least minQuiet),
+// for loop.quiet after an event (three times the probe's round trip, at
+// least minQuiet) or three times that before any (at least minFirstQuiet),
 // or none in the second half of a watch that ran its course.
 const (
 	catchUpTimeout = time.Second
 	minQuiet       = 100 * time.Millisecond
+	minFirstQuiet  = 300 * time.Millisecond
 )
 
 // probe lists one object to learn the server's current resourceVersion:
