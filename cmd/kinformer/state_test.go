@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/internal/testenv"
@@ -405,5 +406,33 @@ func TestServeRestoredNotReady(t *testing.T) {
 	getJSON(t, hs.URL+"/objects/configmaps/ns/a", 200, &obj)
 	if v := obj["data"].(map[string]any)["v"]; v != "2" {
 		t.Errorf("a after catching up: v=%v, want 2", v)
+	}
+}
+
+// Two users never share a state file: the key says whom the config acts as
+// (impersonation, a hash of the credentials), and no secret.
+func TestStateKeyNamesTheUser(t *testing.T) {
+	res := resource{gvr: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}}
+	base := &rest.Config{Host: "https://k8s.example", BearerToken: "s3cret-token"}
+	keys := map[string]string{}
+	for name, cfg := range map[string]*rest.Config{
+		"token":       base,
+		"other token": {Host: base.Host, BearerToken: "another"},
+		"impersonate": {Host: base.Host, BearerToken: base.BearerToken, Impersonate: rest.ImpersonationConfig{UserName: "bob"}},
+		"cert":        {Host: base.Host, TLSClientConfig: rest.TLSClientConfig{CertData: []byte("cert")}},
+	} {
+		k := stateKey(cfg, res, "default")
+		if strings.Contains(k, "s3cret") {
+			t.Fatalf("%s: the key %q holds the token", name, k)
+		}
+		for other, ok := range keys {
+			if ok == k {
+				t.Fatalf("%s and %s share the key %q", name, other, k)
+			}
+		}
+		keys[name] = k
+	}
+	if stateKey(base, res, "default") != keys["token"] {
+		t.Fatal("the key of one config changes between calls")
 	}
 }
