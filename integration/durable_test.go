@@ -61,12 +61,14 @@ func durable(t *testing.T, cfg *rest.Config, ns, dir string) (*kinformer.Informe
 	inf := kinformer.New[*corev1.ConfigMap](clientset(t, c.wrap(b.wrap(cfg))).CoreV1().ConfigMaps(ns),
 		&kinformer.Options[*corev1.ConfigMap]{StateDir: dir, StateInterval: 50 * time.Millisecond})
 	rec := &recorder[*corev1.ConfigMap]{}
-	inf.AddHandler(rec.handle)
+	reg := inf.AddHandler(rec.handle)
 	inf.Start()
 	t.Cleanup(inf.Stop)
 	if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
 		t.Fatalf("WaitForSync: %v", err)
 	}
+	// The recorder has had every event up to the sync.
+	eventually(t, 10*time.Second, "the handler to catch up with the sync", reg.HasSynced)
 	return inf, c, b, rec
 }
 
