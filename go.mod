@@ -3,6 +3,7 @@ module github.com/kinformer/kinformer
 go 1.26.0
 
 require (
+	github.com/go-json-experiment/json v1.27.2
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2
 	github.com/spf13/pflag v1.0.10

@@ -1,0 +1,100 @@
+package jsonwatch
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// typed decodes objects into Go structs straight from the tokenizer, with
+// encoding/json's rules as apimachinery applies them (sigs.k8s.io/json):
+// the v1 semantics of encoding/json/v2, names matched case-sensitively,
+// numbers in interface{} fields as values gives them. managedFields, when
+// stripped, are skipped in the token stream.
+type typed struct {
+	vals *values
+	opts json.Options
+}
+
+func newTyped(vals *values, strip bool) *typed {
+	t := &typed{vals: vals}
+	unm := []*json.Unmarshalers{
+		// interface{} fields: ints stay ints, as apimachinery's decoder
+		// keeps them (encoding/json alone would give float64).
+		json.UnmarshalFromFunc(func(dec *jsontext.Decoder, v *any) error {
+			saved := vals.dec
+			vals.dec = dec
+			x, err := vals.value(levelOther)
+			vals.dec = saved
+			if err != nil {
+				return err
+			}
+			*v = x
+			return nil
+		}),
+	}
+	if strip {
+		unm = append(unm, json.UnmarshalFromFunc(func(dec *jsontext.Decoder, v *[]metav1.ManagedFieldsEntry) error {
+			*v = nil
+			return dec.SkipValue()
+		}))
+	}
+	t.opts = json.JoinOptions(
+		jsonv1.DefaultOptionsV1(),
+		json.MatchCaseInsensitiveNames(false),
+		json.WithUnmarshalers(json.JoinUnmarshalers(unm...)),
+	)
+	return t
+}
+
+// decode decodes the value at the decoder's position into a new object of
+// f's kind. An error wrapping errSemantic means the value was read to its
+// end but is not such an object.
+func (t *typed) decode(f *Format) (runtime.Object, error) {
+	dec := t.vals.dec
+	depth, off := dec.StackDepth(), dec.InputOffset()
+	obj := f.New()
+	if err := json.UnmarshalDecode(dec, obj, t.opts); err != nil {
+		var syn *jsontext.SyntacticError
+		if errors.As(err, &syn) || !errors.As(err, new(*json.SemanticError)) {
+			return nil, err
+		}
+		if err := skipTo(dec, depth, off); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %s: %w", errSemantic, f.Kind, err)
+	}
+	if k := obj.GetObjectKind().GroupVersionKind().Kind; k != f.Kind {
+		return nil, fmt.Errorf("%w: an object of kind %q, want %q", errSemantic, k, f.Kind)
+	}
+	if f.Share != nil {
+		f.Share.Object(obj)
+	}
+	return obj, nil
+}
+
+// skipTo reads on to the end of the value that started at stack depth
+// depth and input offset off, wherever in it decoding stopped.
+func skipTo(dec *jsontext.Decoder, depth int, off int64) error {
+	if dec.StackDepth() == depth && dec.InputOffset() == off {
+		return dec.SkipValue() // nothing of it was read
+	}
+	for dec.StackDepth() > depth {
+		switch dec.PeekKind() {
+		case '}', ']':
+			if _, err := dec.ReadToken(); err != nil {
+				return err
+			}
+		default:
+			if err := dec.SkipValue(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
