@@ -7,6 +7,7 @@
 //	cd tools/bench && go run . micro        # the cache micro-benchmarks into docs/benchmarks.md
 //	cd tools/bench && go run . factory      # a Factory's shared informers against independent ones (a few minutes)
 //	cd tools/bench && go run . restart      # warm restart from Options.StateDir against cold starts, and its cost per update
+//	cd tools/bench && go run . crd          # custom resources (JSON): dynamic and typed informers of both libraries
 //
 // It is its own Go module so that `go test ./...` at the repository root
 // never builds it.
@@ -62,6 +63,18 @@ func main() {
 		case "restart-contender":
 			if err := restartContenderMain(os.Args[2:]); err != nil {
 				fmt.Fprintln(os.Stderr, "restart-contender:", err)
+				os.Exit(1)
+			}
+			return
+		case "crd":
+			if err := crdMain(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "crd:", err)
+				os.Exit(1)
+			}
+			return
+		case "crd-contender":
+			if err := crdContenderMain(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "crd-contender:", err)
 				os.Exit(1)
 			}
 			return
@@ -263,6 +276,14 @@ func runContender(ctx context.Context, cs kubernetes.Interface, self, kubeconfig
 // its stdin and prints its result (JSON). After the sync it runs the update
 // burst (if updates > 0) and sends the writes.
 func driveContender[R any](ctx context.Context, cs kubernetes.Interface, cmd *exec.Cmd, kind, burstID string, updates, nObjects, writers int) (R, *burstStat, error) {
+	return driveContenderWith[R](cmd, kind, updates, func() ([]write, time.Duration, error) {
+		return updateBurst(ctx, cs, burstID, updates, nObjects, writers)
+	})
+}
+
+// driveContenderWith is driveContender with the update burst given as a
+// function (the crd benchmark patches custom resources).
+func driveContenderWith[R any](cmd *exec.Cmd, kind string, updates int, burst func() ([]write, time.Duration, error)) (R, *burstStat, error) {
 	var res R
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -287,7 +308,7 @@ func driveContender[R any](ctx context.Context, cs kubernetes.Interface, cmd *ex
 	writes := []write{}
 	if updates > 0 {
 		var d time.Duration
-		writes, d, err = updateBurst(ctx, cs, burstID, updates, nObjects, writers)
+		writes, d, err = burst()
 		if err != nil {
 			cmd.Process.Kill()
 			return res, nil, err

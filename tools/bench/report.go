@@ -282,10 +282,11 @@ var keptSections = [][2]string{
 	{microBegin, microEnd},
 	{factoryBegin, factoryEnd},
 	{restartBegin, restartEnd},
+	{crdBegin, crdEnd},
 }
 
 // write writes the report to root/out, keeping the analysis,
-// micro-benchmark, factory and restart sections of an existing report, and the charts next to it.
+// micro-benchmark, factory, restart and crd sections of an existing report, and the charts next to it.
 func (rep report) write(root, out string) error {
 	path := filepath.Join(root, out)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
