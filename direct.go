@@ -4,20 +4,34 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
+	"unsafe"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/kinformer/kinformer/internal/intern"
+	"github.com/kinformer/kinformer/internal/jsonwatch"
 	"github.com/kinformer/kinformer/internal/protowatch"
 )
 
-// Direct decoding: for a built-in type watched through a clientset's typed
-// client, kinformer opens the watch itself on the client's REST client and
-// decodes the protobuf stream straight into T (internal/protowatch), on the
-// loop's goroutine (directSource in source.go).
+// Direct decoding: kinformer opens the watch itself on the client's REST
+// client and decodes the stream straight into T, on the loop's goroutine
+// (directSource in source.go):
+//   - built-in types through a clientset's typed client (or a Factory's):
+//     protobuf (internal/protowatch);
+//   - *unstructured.Unstructured through client-go's dynamic client (or a
+//     Factory's Dynamic): JSON (internal/jsonwatch);
+//   - other struct types (custom resources) through a typed client that
+//     offers its REST client, as generated clientsets and a Factory's do:
+//     JSON into the Go type.
 
 // errNoDirect says the server or the resource does not allow direct
 // decoding; the informer goes back to the client's Watch for good.
@@ -30,29 +44,43 @@ type restScoped interface {
 	GetNamespace() string
 }
 
+// eventReader is one stream being decoded: a protowatch or jsonwatch
+// Reader.
+type eventReader interface {
+	Next() (watch.Event, error)
+	Close()
+}
+
 // directWatcher opens the watches that kinformer decodes itself. It
 // belongs to the loop's goroutine.
 type directWatcher struct {
 	client    rest.Interface
 	namespace string
-	resource  string // the resource's plural name, found on first use
-	format    protowatch.Format
+	resource  string   // the resource's plural name, found on first use
+	kind      string   // the kind, for discovery
+	path      []string // the collection's path, for a client without a group version (dynamic)
+	proto     *protowatch.Format
+	json      *jsonwatch.Decoder
+	shares    bool // objects come stripped and shared
 }
 
-// newDirectWatcher returns a directWatcher for lw if it is a typed client
-// of a real server and T a protobuf type; else nil, and the informer uses
-// lw's own Watch. With share set, the decoder strips and shares objects
-// itself, and they need no preparing after (see writer.prepare).
+// newDirectWatcher returns a directWatcher for lw if kinformer can decode
+// its watches itself; else nil, and the informer uses lw's own Watch. With
+// share set, the decoder strips and shares objects itself, and they need
+// no preparing after (see writer.prepare).
 func newDirectWatcher[T Object](lw any, keepManagedFields bool, share *intern.Sharer) *directWatcher {
+	if !mayStream(lw) {
+		return nil
+	}
+	if reflect.TypeFor[T]() == reflect.TypeFor[*unstructured.Unstructured]() {
+		return newDynamicWatcher(lw, keepManagedFields, share)
+	}
 	rs, ok := lw.(restScoped)
-	if !ok || !mayStream(lw) {
+	if !ok {
 		return nil
 	}
 	t := reflect.TypeFor[T]()
 	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
-		return nil
-	}
-	if _, ok := any(*new(T)).(protowatch.Object); !ok {
 		return nil
 	}
 	client := rs.GetClient()
@@ -60,22 +88,123 @@ func newDirectWatcher[T Object](lw any, keepManagedFields bool, share *intern.Sh
 		return nil
 	}
 	elem := t.Elem()
-	layout := protowatch.LayoutOf(elem)
 	d := &directWatcher{
 		client:    client,
 		namespace: rs.GetNamespace(),
 		resource:  resourceOf(lw),
-		format: protowatch.Format{
-			Kind:               elem.Name(),
+		kind:      kindOf(lw, elem.Name()),
+	}
+	if _, ok := any(*new(T)).(protowatch.Object); ok && !jsonOnly(lw) {
+		layout := protowatch.LayoutOf(elem)
+		d.proto = &protowatch.Format{
+			Kind:               d.kind,
 			New:                func() protowatch.Object { return reflect.New(elem).Interface().(protowatch.Object) },
 			Layout:             layout,
 			StripManagedFields: !keepManagedFields,
-		},
+		}
+		if layout != (protowatch.Layout{}) {
+			d.proto.Share = share
+			d.shares = share != nil
+		}
+		return d
 	}
-	if layout != (protowatch.Layout{}) {
-		d.format.Share = share
-	}
+	d.json = jsonwatch.NewDecoder(&jsonwatch.Format{
+		New:                func() runtime.Object { return reflect.New(elem).Interface().(runtime.Object) },
+		Kind:               d.kind,
+		StripManagedFields: !keepManagedFields,
+		Share:              share,
+	})
+	d.shares = share != nil
 	return d
+}
+
+// newDynamicWatcher returns a JSON directWatcher for a dynamic client's
+// resource, or nil.
+func newDynamicWatcher(lw any, keepManagedFields bool, share *intern.Sharer) *directWatcher {
+	client, namespace, gvr, ok := dynamicTarget(lw)
+	if !ok {
+		return nil
+	}
+	path := []string{"/api"}
+	if gvr.Group != "" {
+		path = []string{"/apis", gvr.Group}
+	}
+	path = append(path, gvr.Version)
+	if namespace != "" {
+		path = append(path, "namespaces", namespace)
+	}
+	return &directWatcher{
+		client:    client,
+		namespace: namespace,
+		resource:  gvr.Resource,
+		path:      append(path, gvr.Resource),
+		json:      jsonwatch.NewDecoder(&jsonwatch.Format{StripManagedFields: !keepManagedFields}),
+		// Interned names and values are immutable, whatever a Transform
+		// does with the maps; without one there is nothing left to do.
+		shares: share != nil,
+	}
+}
+
+// dynamicResource is what a source of unstructured objects may offer for
+// direct decoding: a REST client without a group version, and the
+// resource.
+type dynamicResource interface {
+	dynamicTarget() (client rest.Interface, namespace string, gvr schema.GroupVersionResource)
+}
+
+// dynamicTarget finds the REST client, namespace and resource of a dynamic
+// source: a Factory's, or client-go's dynamic client
+// (dynamic.NewForConfig(cfg).Resource(gvr).Namespace(ns)), which keeps
+// them unexported. They are read by reflection, checked field by field
+// (TestDynamicClientRecognised fails if client-go changes them); anything
+// else is not recognised, and its own Watch decodes.
+func dynamicTarget(lw any) (client rest.Interface, namespace string, gvr schema.GroupVersionResource, ok bool) {
+	if d, isDyn := lw.(dynamicResource); isDyn {
+		client, namespace, gvr = d.dynamicTarget()
+		return client, namespace, gvr, client != nil
+	}
+	v := reflect.ValueOf(lw)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return nil, "", gvr, false
+	}
+	e := v.Elem()
+	if t := e.Type(); t.PkgPath() != "k8s.io/client-go/dynamic" || t.Name() != "dynamicResourceClient" || t.Kind() != reflect.Struct {
+		return nil, "", gvr, false
+	}
+	c, ns, res := e.FieldByName("client"), e.FieldByName("namespace"), e.FieldByName("resource")
+	if !c.IsValid() || c.Type() != reflect.TypeFor[*dynamic.DynamicClient]() || c.IsNil() ||
+		!ns.IsValid() || ns.Kind() != reflect.String ||
+		!res.IsValid() || res.Type() != reflect.TypeFor[schema.GroupVersionResource]() {
+		return nil, "", gvr, false
+	}
+	rc := c.Elem().FieldByName("client")
+	if !rc.IsValid() || rc.Type() != reflect.TypeFor[rest.Interface]() || rc.IsNil() {
+		return nil, "", gvr, false
+	}
+	client = reflect.NewAt(rc.Type(), unsafe.Pointer(rc.UnsafeAddr())).Elem().Interface().(rest.Interface)
+	gvr = schema.GroupVersionResource{
+		Group: res.Field(0).String(), Version: res.Field(1).String(), Resource: res.Field(2).String(),
+	}
+	if gvr.Version == "" || gvr.Resource == "" {
+		return nil, "", gvr, false
+	}
+	return client, ns.String(), gvr, true
+}
+
+// kindOf returns the kind a source knows its objects have (a Factory's,
+// from its scheme), else def.
+func kindOf(lw any, def string) string {
+	if k, ok := lw.(interface{ kindName() string }); ok && k.kindName() != "" {
+		return k.kindName()
+	}
+	return def
+}
+
+// jsonOnly tells whether a source speaks JSON only, whatever its type
+// could decode (a Factory's, for types its scheme has no protobuf for).
+func jsonOnly(lw any) bool {
+	j, ok := lw.(interface{ jsonOnly() bool })
+	return ok && j.jsonOnly()
 }
 
 // resourceOf returns the resource name a source already knows (a
@@ -88,13 +217,21 @@ func resourceOf(lw any) string {
 }
 
 // sharesObjects says whether the decoder strips and shares its objects.
-func (d *directWatcher) sharesObjects() bool { return d.format.Share != nil }
+func (d *directWatcher) sharesObjects() bool { return d.shares }
+
+// encoding names the wire format, for logs.
+func (d *directWatcher) encoding() string {
+	if d.json != nil {
+		return "json"
+	}
+	return "protobuf"
+}
 
 // open opens a watch for the loop's goroutine to read and decode itself.
 // An error wrapping errNoDirect means it never will.
-func (d *directWatcher) open(ctx context.Context, opts metav1.ListOptions) (*protowatch.Reader, error) {
+func (d *directWatcher) open(ctx context.Context, opts metav1.ListOptions) (eventReader, error) {
 	if d.resource == "" {
-		res, err := protowatch.Resolve(ctx, d.client, d.format.Kind)
+		res, err := protowatch.Resolve(ctx, d.client, d.kind)
 		if _, isStatus := err.(apierrors.APIStatus); (isStatus && IsPersistent(err)) || errors.Is(err, protowatch.ErrAmbiguous) {
 			// Discovery refused (403, 404, …) or no single resource: the
 			// client's Watch may still work. Anything else (503 while the
@@ -106,6 +243,13 @@ func (d *directWatcher) open(ctx context.Context, opts metav1.ListOptions) (*pro
 		}
 		d.resource = res
 	}
+	if d.json != nil {
+		body, err := d.openJSON(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		return d.json.NewReader(body), nil
+	}
 	body, err := protowatch.Open(ctx, d.client, d.namespace, d.resource, opts)
 	if err != nil {
 		if apierrors.IsNotAcceptable(err) || apierrors.IsUnsupportedMediaType(err) {
@@ -113,5 +257,19 @@ func (d *directWatcher) open(ctx context.Context, opts metav1.ListOptions) (*pro
 		}
 		return nil, err
 	}
-	return protowatch.NewReader(body, &d.format), nil
+	return protowatch.NewReader(body, d.proto), nil
+}
+
+// openJSON opens a JSON watch, as client-go's typed or dynamic client
+// would (its configuration, credentials and TLS), not rate-limited: a
+// watch is one long request.
+func (d *directWatcher) openJSON(ctx context.Context, opts metav1.ListOptions) (io.ReadCloser, error) {
+	opts.Watch = true
+	req := d.client.Get()
+	if d.path != nil {
+		req = req.AbsPath(d.path...).SpecificallyVersionedParams(&opts, metav1.ParameterCodec, metav1.Unversioned)
+	} else {
+		req = req.NamespaceIfScoped(d.namespace, d.namespace != "").Resource(d.resource).VersionedParams(&opts, metav1.ParameterCodec)
+	}
+	return req.SetHeader("Accept", jsonwatch.MediaType).Throttle(nil).Stream(ctx)
 }

@@ -14,6 +14,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -185,10 +188,10 @@ func TestDirectDecodingOnlyForTypedClients(t *testing.T) {
 		t.Fatal("direct decoding for a client without a REST client")
 	}
 	cs := clientFor(t, http.NotFoundHandler())
-	if d := newDirectWatcher[*corev1.ConfigMap](cs.CoreV1().ConfigMaps("ns"), true, nil); d == nil || d.format.StripManagedFields || d.sharesObjects() {
+	if d := newDirectWatcher[*corev1.ConfigMap](cs.CoreV1().ConfigMaps("ns"), true, nil); d == nil || d.proto.StripManagedFields || d.sharesObjects() {
 		t.Fatalf("typed client: %+v", d)
 	}
-	if d := newDirectWatcher[*corev1.ConfigMap](cs.CoreV1().ConfigMaps("ns"), false, &intern.Sharer{}); d == nil || !d.format.StripManagedFields || !d.sharesObjects() || d.format.Kind != "ConfigMap" {
+	if d := newDirectWatcher[*corev1.ConfigMap](cs.CoreV1().ConfigMaps("ns"), false, &intern.Sharer{}); d == nil || !d.proto.StripManagedFields || !d.sharesObjects() || d.proto.Kind != "ConfigMap" {
 		t.Fatalf("typed client: %+v", d)
 	}
 }
@@ -276,5 +279,36 @@ func TestDisableDirectDecodingUsesTheClient(t *testing.T) {
 			t.Errorf("DisableDirectDecoding %v: the watch was opened by kinformer: %v", disable, direct)
 		}
 		inf.Stop()
+	}
+}
+
+// client-go's dynamic client keeps its REST client, namespace and resource
+// unexported; the informer reads them by reflection. This fails if a
+// client-go update moves them, rather than losing direct decoding quietly.
+func TestDynamicClientRecognised(t *testing.T) {
+	dyn, err := dynamic.NewForConfig(&rest.Config{Host: "http://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvr := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+	for _, c := range []struct {
+		lw        any
+		namespace string
+		path      string
+	}{
+		{dyn.Resource(gvr).Namespace("ns"), "ns", "/apis/example.com/v1/namespaces/ns/widgets"},
+		{dyn.Resource(gvr), "", "/apis/example.com/v1/widgets"},
+		{dyn.Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace("a"), "a", "/api/v1/namespaces/a/configmaps"},
+	} {
+		d := newDirectWatcher[*unstructured.Unstructured](c.lw, false, &intern.Sharer{})
+		if d == nil || d.json == nil || d.namespace != c.namespace || strings.Join(d.path, "/") != c.path {
+			t.Fatalf("%T: got %+v, want a JSON watcher of %s", c.lw, d, c.path)
+		}
+		if d.client == nil || !d.sharesObjects() {
+			t.Fatalf("no REST client or not sharing: %+v", d)
+		}
+	}
+	if d := newDirectWatcher[*unstructured.Unstructured](&fakeServer{}, false, nil); d != nil {
+		t.Fatalf("a fake source got a direct watcher: %+v", d)
 	}
 }

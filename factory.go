@@ -257,7 +257,7 @@ func Shared[T Object](f *Factory, namespace string, opts *Options[T]) (*Informer
 		if err != nil {
 			return nil, err
 		}
-		lw := &restListerWatcher{client: client, namespace: k.namespace, resource: k.gvr.Resource, protobuf: protobuf,
+		lw := &restListerWatcher{client: client, namespace: k.namespace, resource: k.gvr.Resource, kind: gvk.Kind, protobuf: protobuf,
 			newList: func() (runtime.Object, error) { return f.scheme.New(listKind) }}
 		return New[T](lw, o), nil
 	})
@@ -684,6 +684,7 @@ type restListerWatcher struct {
 	client    rest.Interface
 	namespace string // "": all namespaces, or cluster-scoped
 	resource  string
+	kind      string
 	protobuf  bool // ask for protobuf, unless the config says otherwise
 	newList   func() (runtime.Object, error)
 }
@@ -724,6 +725,11 @@ func (lw *restListerWatcher) GetNamespace() string      { return lw.namespace }
 // resourceName tells the direct decoder the resource the factory's
 // discovery found, so that it does not look it up again (direct.go).
 func (lw *restListerWatcher) resourceName() string { return lw.resource }
+
+// kindName tells the direct decoder the kind its objects have (the
+// scheme's), and jsonOnly that types without protobuf are watched in JSON.
+func (lw *restListerWatcher) kindName() string { return lw.kind }
+func (lw *restListerWatcher) jsonOnly() bool   { return !lw.protobuf }
 
 // timeoutOf is the client-side timeout client-go's clients give a request
 // with TimeoutSeconds.

@@ -63,7 +63,7 @@ func (p phase) String() string {
 type state struct {
 	phase     phase
 	watchList bool // list with a watch-list (sendInitialEvents), not pages
-	direct    bool // decode watches directly (internal/protowatch)
+	direct    bool // decode watches directly (internal/protowatch, internal/jsonwatch)
 }
 
 type outcomeKind uint8
@@ -370,7 +370,7 @@ func (l *loop[T]) openWatch(ctx context.Context, verb string, adjust func(*metav
 		}
 		l.obs.request(verb, nil)
 		s.src = newDirectSource(wctx, r)
-		l.log.Debug("kinformer: watch opened", "decoding", "direct", "resource", l.direct.resource)
+		l.log.Debug("kinformer: watch opened", "decoding", "direct", "encoding", l.direct.encoding(), "resource", l.direct.resource)
 		if l.direct.sharesObjects() {
 			s.prepare = prepared[T]
 		}

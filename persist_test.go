@@ -129,8 +129,8 @@ func TestCodecUnstructured(t *testing.T) {
 
 // A type of neither kind goes through encoding/json.
 func TestCodecPlainJSON(t *testing.T) {
-	c := newCodec[*jsonOnly]()
-	obj := &jsonOnly{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "n", Labels: map[string]string{"a": "b"}}, Value: 42}
+	c := newCodec[*jsonOnlyObj]()
+	obj := &jsonOnlyObj{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "n", Labels: map[string]string{"a": "b"}}, Value: 42}
 	b, err := c.encode(obj)
 	if err != nil {
 		t.Fatal(err)
@@ -141,14 +141,14 @@ func TestCodecPlainJSON(t *testing.T) {
 	}
 }
 
-// jsonOnly is an Object with no protobuf and no JSON methods of its own.
-type jsonOnly struct {
+// jsonOnlyObj is an Object with no protobuf and no JSON methods of its own.
+type jsonOnlyObj struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
 	Value             int `json:"value"`
 }
 
-func (j *jsonOnly) DeepCopyObject() runtime.Object { c := *j; return &c }
+func (j *jsonOnlyObj) DeepCopyObject() runtime.Object { c := *j; return &c }
 
 // typedClient returns a clientset's ConfigMaps client for ns on host; no
 // request is made.

@@ -15,12 +15,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kinformer/kinformer/internal/jsonwatch"
 	"github.com/kinformer/kinformer/internal/protowatch"
 )
 
 // source is one open watch: where the loop reads events from. There are two:
 // clientSource reads a client's watch.Interface, whose own goroutine
-// decodes; directSource reads and decodes a protobuf stream on the loop's
+// decodes; directSource reads and decodes a protobuf or JSON stream on the loop's
 // goroutine (direct.go), one goroutine hand-off less for every event.
 type source interface {
 	// next returns the next event, waiting at most until deadline (zero:
@@ -84,12 +85,12 @@ func (s *clientSource) stop() {
 // the request's context, whether or not the transport watches that context
 // itself.
 type directSource struct {
-	r      *protowatch.Reader
+	r      eventReader
 	unhook func() bool // undoes the close on the request's context
 	alarm  *time.Timer // closes the body at the deadline
 }
 
-func newDirectSource(ctx context.Context, r *protowatch.Reader) *directSource {
+func newDirectSource(ctx context.Context, r eventReader) *directSource {
 	return &directSource{r: r, unhook: context.AfterFunc(ctx, r.Close)}
 }
 
@@ -116,11 +117,12 @@ func (s *directSource) next(ctx context.Context, deadline time.Time) (watch.Even
 			return watch.Event{}, errDeadline
 		}
 		return watch.Event{}, errEnded
-	case errors.Is(err, protowatch.ErrNotProtobuf):
+	case errors.Is(err, protowatch.ErrNotProtobuf), errors.Is(err, jsonwatch.ErrNotJSON):
 		return watch.Event{}, fmt.Errorf("%w: %w", errNoDirect, err)
 	}
-	var ee *protowatch.EventError
-	if errors.As(err, &ee) {
+	var pe *protowatch.EventError
+	var je *jsonwatch.EventError
+	if errors.As(err, &pe) || errors.As(err, &je) {
 		return watch.Event{}, fmt.Errorf("%w: %w", ErrUnexpectedObject, err)
 	}
 	return watch.Event{}, err

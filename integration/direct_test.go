@@ -57,7 +57,14 @@ func (l logCapture) has(sub string) bool {
 // own Watch. It returns them once both have synced.
 func both[T kinformer.Object, L runtime.Object](t *testing.T, lw kinformer.ListerWatcher[L], opts kinformer.Options[T]) (direct, client *kinformer.Informer[T], directRec, clientRec *recorder[T]) {
 	t.Helper()
-	logs := newLogCapture()
+	direct, client, directRec, clientRec, _ = bothLogged(t, lw, opts)
+	return direct, client, directRec, clientRec
+}
+
+// bothLogged is both, also returning the direct informer's logs.
+func bothLogged[T kinformer.Object, L runtime.Object](t *testing.T, lw kinformer.ListerWatcher[L], opts kinformer.Options[T]) (direct, client *kinformer.Informer[T], directRec, clientRec *recorder[T], logs logCapture) {
+	t.Helper()
+	logs = newLogCapture()
 	dOpts, cOpts := opts, opts
 	dOpts.Logger = slog.New(logs)
 	cOpts.DisableDirectDecoding = true
@@ -78,7 +85,7 @@ func both[T kinformer.Object, L runtime.Object](t *testing.T, lw kinformer.Liste
 	if !logs.has("decoding=direct") {
 		t.Fatalf("the default informer did not decode its watch itself; its logs: %q", *logs.lines)
 	}
-	return direct, client, directRec, clientRec
+	return direct, client, directRec, clientRec, logs
 }
 
 // sameCaches waits until both caches hold n objects and the same

@@ -289,19 +289,27 @@ var gadgets = schema.GroupVersionResource{Group: "factory.kinformer.test", Versi
 // the test) and waits until it is served.
 func createGadgetCRD(t *testing.T, cfg *rest.Config) dynamic.NamespaceableResourceInterface {
 	t.Helper()
+	return createCRD(t, cfg, gadgets, "Gadget")
+}
+
+// createCRD creates a namespaced CRD of gvr whose objects are kind and
+// hold anything (deleted, and waited for, at the end of the test), and
+// waits until it is served.
+func createCRD(t *testing.T, cfg *rest.Config, gvr schema.GroupVersionResource, kind string) dynamic.NamespaceableResourceInterface {
+	t.Helper()
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	name := gadgets.Resource + "." + gadgets.Group
+	name := gvr.Resource + "." + gvr.Group
 	crd := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
 		"metadata": map[string]any{"name": name},
 		"spec": map[string]any{
-			"group": gadgets.Group, "scope": "Namespaced",
-			"names": map[string]any{"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
-			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+			"group": gvr.Group, "scope": "Namespaced",
+			"names": map[string]any{"plural": gvr.Resource, "singular": strings.ToLower(kind), "kind": kind, "listKind": kind + "List"},
+			"versions": []any{map[string]any{"name": gvr.Version, "served": true, "storage": true,
 				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
 		},
 	}}
@@ -323,10 +331,10 @@ func createGadgetCRD(t *testing.T, cfg *rest.Config) dynamic.NamespaceableResour
 		t.Errorf("CRD %s not deleted after 60 s", name)
 	})
 	eventually(t, 30*time.Second, "the CRD served", func() bool {
-		_, err := dyn.Resource(gadgets).List(ctx, metav1.ListOptions{Limit: 1})
+		_, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil
 	})
-	return dyn.Resource(gadgets)
+	return dyn.Resource(gvr)
 }
 
 func gadget(ns, name string) *unstructured.Unstructured {

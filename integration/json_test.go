@@ -1,0 +1,265 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kinformer/kinformer"
+	"github.com/kinformer/kinformer/internal/testenv"
+)
+
+// Custom resources travel as JSON; kinformer decodes their watches itself
+// (internal/jsonwatch) for client-go's dynamic client, a Factory's Dynamic
+// and typed Go structs. These tests hold it to client-go's own decoding on
+// the real server.
+
+var sprockets = schema.GroupVersionResource{Group: "json.kinformer.test", Version: "v1", Resource: "sprockets"}
+
+// sprocket is a custom resource with what JSON decoding can get wrong:
+// nested objects, lists of objects and strings, integers (one beyond
+// float64's exact range), floats, booleans, nulls, escapes and non-ASCII.
+func sprocket(ns string, i int) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": sprockets.GroupVersion().String(), "kind": "Sprocket",
+		"metadata": map[string]any{
+			"name": fmt.Sprintf("sp-%03d", i), "namespace": ns,
+			"labels":      map[string]any{"app": "shop", "tier": fmt.Sprint(i % 3)},
+			"annotations": map[string]any{"note": "caf\u00e9 \"quoted\" \n line", "id": fmt.Sprint(i)},
+		},
+		"spec": map[string]any{
+			"replicas": int64(i), "ratio": float64(i) + 0.25, "big": int64(9007199254740993), "enabled": i%2 == 0,
+			"owner": nil, "tags": []any{"a", fmt.Sprintf("t%d", i), "\u65e5\u672c"},
+			"ports": []any{map[string]any{"name": "http", "port": int64(8080)}, map[string]any{"name": "metrics", "port": int64(9090), "weight": 0.5}},
+			"template": map[string]any{"image": "registry.example/app:v1", "resources": map[string]any{"cpu": "250m", "memory": "128Mi"},
+				"env": []any{map[string]any{"name": "ID", "value": fmt.Sprint(i)}}},
+			"empty": map[string]any{}, "none": []any{},
+		},
+		"status": map[string]any{"phase": "Ready", "observedGeneration": int64(1)},
+	}}
+}
+
+// The dynamic client's informer: direct JSON decoding is in use, and its
+// cache and events equal those of the same informer decoding through
+// client-go, through a streaming list, creates, merge patches, an apply,
+// a status-like change, deletes, and with paged lists too.
+func TestDirectJSONMatchesClient(t *testing.T) {
+	srv := testenv.Shared(t)
+	cfg := srv.Config()
+	res := createCRD(t, cfg, sprockets, "Sprocket")
+	ns := testenv.NewNamespace(t, cfg)
+	ctx := bounded(t, 2*time.Minute)
+	for i := range 30 {
+		if _, err := res.Namespace(ns).Create(ctx, sprocket(ns, i), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := 30 // the next object's number
+	for _, paged := range []bool{false, true} {
+		t.Run(fmt.Sprintf("paged=%v", paged), func(t *testing.T) {
+			opts := kinformer.Options[*unstructured.Unstructured]{DisableStreamingList: paged, PageSize: 7}
+			direct, client, dRec, cRec, logs := bothLogged(t, res.Namespace(ns), opts)
+			if !logs.has("encoding=json") {
+				t.Fatalf("not decoded as JSON by kinformer; logs: %q", *logs.lines)
+			}
+			n := direct.Cache().Len()
+			sameCaches(t, n, direct.Cache(), client.Cache())
+			for _, o := range direct.Cache().List() {
+				if _, ok := o.Object["metadata"].(map[string]any)["managedFields"]; ok {
+					t.Fatalf("%s kept managedFields", o.GetName())
+				}
+			}
+			base := next
+			for ; next < base+5; next++ {
+				if _, err := res.Namespace(ns).Create(ctx, sprocket(ns, next), metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := 1; i < base; i += 4 {
+				patch := fmt.Sprintf(`{"spec":{"replicas":%d,"ratio":1e-3,"tags":null,"nested":{"deep":[[1,2.5,"x"]]}},"metadata":{"labels":{"app":"api"}}}`, i*10)
+				if _, err := res.Namespace(ns).Patch(ctx, fmt.Sprintf("sp-%03d", i), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					t.Fatal(err)
+				}
+			}
+			apply := fmt.Sprintf(`{"apiVersion":%q,"kind":"Sprocket","metadata":{"name":"sp-002","namespace":%q},"spec":{"applied":true}}`, sprockets.GroupVersion(), ns)
+			if _, err := res.Namespace(ns).Patch(ctx, "sp-002", types.ApplyPatchType, []byte(apply), metav1.PatchOptions{FieldManager: "kinformer-test", Force: new(true)}); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < base; i += 6 {
+				if err := res.Namespace(ns).Delete(ctx, fmt.Sprintf("sp-%03d", i), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					t.Fatal(err)
+				}
+			}
+			list, err := res.Namespace(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameCaches(t, len(list.Items), direct.Cache(), client.Cache())
+			for _, want := range list.Items {
+				got, ok := direct.Cache().GetByKey(ns + "/" + want.GetName())
+				unstructured.RemoveNestedField(want.Object, "metadata", "managedFields")
+				if !ok || !reflect.DeepEqual(got.Object, want.Object) {
+					t.Fatalf("%s: cache %v\nserver %v", want.GetName(), got, want.Object)
+				}
+			}
+			eventually(t, 10*time.Second, "the same events", func() bool { return reflect.DeepEqual(perObject(dRec), perObject(cRec)) })
+			if got, _ := direct.Cache().GetByKey(ns + "/sp-001"); got.Object["spec"].(map[string]any)["big"] != int64(9007199254740993) {
+				t.Fatalf("a large integer did not stay an int64: %#v", got.Object["spec"])
+			}
+		})
+	}
+}
+
+// A Factory's Dynamic informer decodes JSON itself as well.
+func TestFactoryDynamicDecodesJSON(t *testing.T) {
+	srv := testenv.Shared(t)
+	cfg := srv.Config()
+	res := createCRD(t, cfg, schema.GroupVersionResource{Group: "json.kinformer.test", Version: "v1", Resource: "cogs"}, "Cog")
+	ns := testenv.NewNamespace(t, cfg)
+	ctx := bounded(t, time.Minute)
+	for i := range 10 {
+		cog := sprocket(ns, i)
+		cog.SetKind("Cog")
+		if _, err := res.Namespace(ns).Create(ctx, cog, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, logs := newFactory(t, cfg)
+	inf, err := f.Dynamic(schema.GroupVersionResource{Group: "json.kinformer.test", Version: "v1", Resource: "cogs"}, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Start()
+	waitForSync(t, f)
+	if inf.Cache().Len() != 10 || !logs.has("encoding=json") {
+		t.Fatalf("%d objects; logs %q", inf.Cache().Len(), *logs.lines)
+	}
+}
+
+// gear is a typed custom resource, the kubebuilder shape: a Go struct with
+// JSON tags, registered in a scheme.
+type gear struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              gearSpec       `json:"spec,omitempty"`
+	Status            map[string]any `json:"status,omitempty"`
+}
+
+type gearSpec struct {
+	Replicas int32          `json:"replicas"`
+	Ratio    float64        `json:"ratio"`
+	Big      int64          `json:"big"`
+	Enabled  bool           `json:"enabled"`
+	Owner    *string        `json:"owner"`
+	Tags     []string       `json:"tags,omitempty"`
+	Ports    []gearPort     `json:"ports,omitempty"`
+	Template map[string]any `json:"template,omitempty"`
+	Applied  bool           `json:"applied,omitempty"`
+}
+
+type gearPort struct {
+	Name   string  `json:"name"`
+	Port   int32   `json:"port"`
+	Weight float64 `json:"weight,omitempty"`
+}
+
+type gearList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []gear `json:"items"`
+}
+
+func (g *gear) DeepCopyObject() runtime.Object     { return jsonCopy(g) }
+func (g *gearList) DeepCopyObject() runtime.Object { return jsonCopy(g) }
+
+func jsonCopy[T any](v *T) *T {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	out := new(T)
+	if err := json.Unmarshal(b, out); err != nil {
+		panic(err)
+	}
+	return out
+}
+
+var gears = schema.GroupVersionResource{Group: "json.kinformer.test", Version: "v1", Resource: "gears"}
+
+// A typed custom resource through a Factory with the user's scheme: JSON
+// decoded by kinformer into the Go type, equal to what the scheme's own
+// decoder makes of the server's objects, and kept up to date.
+func TestFactoryTypedCustomResource(t *testing.T) {
+	srv := testenv.Shared(t)
+	cfg := srv.Config()
+	res := createCRD(t, cfg, gears, "Gear")
+	ns := testenv.NewNamespace(t, cfg)
+	ctx := bounded(t, time.Minute)
+	for i := range 12 {
+		g := sprocket(ns, i)
+		g.SetKind("Gear")
+		g.SetName(fmt.Sprintf("g-%02d", i))
+		if _, err := res.Namespace(ns).Create(ctx, g, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scheme := runtime.NewScheme()
+	scheme.AddKnownTypeWithName(gears.GroupVersion().WithKind("Gear"), &gear{})
+	scheme.AddKnownTypeWithName(gears.GroupVersion().WithKind("GearList"), &gearList{})
+	metav1.AddToGroupVersion(scheme, gears.GroupVersion())
+	logs := newLogCapture()
+	f := kinformer.NewFactory(cfg, &kinformer.FactoryOptions{Scheme: scheme, Logger: slog.New(logs)})
+	t.Cleanup(f.Stop)
+	inf, err := kinformer.Shared[*gear](f, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder[*gear]{}
+	inf.AddHandler(rec.handle)
+	f.Start()
+	if err := f.WaitForSync(bounded(t, 20*time.Second)); err != nil {
+		t.Fatalf("%v; logs %q", err, *logs.lines)
+	}
+	if !logs.has("encoding=json") {
+		t.Fatalf("typed custom resources not decoded by kinformer; logs %q", *logs.lines)
+	}
+	if _, err := res.Namespace(ns).Patch(ctx, "g-03", types.MergePatchType, []byte(`{"spec":{"replicas":33,"applied":true}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the patch seen", func() bool {
+		g, ok := inf.Cache().GetByKey(ns + "/g-03")
+		return ok && g.Spec.Replicas == 33
+	})
+	list, err := res.Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inf.Cache().Len() != len(list.Items) {
+		t.Fatalf("cache has %d, server %d", inf.Cache().Len(), len(list.Items))
+	}
+	for _, u := range list.Items {
+		want := &gear{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, want); err != nil {
+			t.Fatal(err)
+		}
+		want.ManagedFields = nil
+		got, ok := inf.Cache().GetByKey(ns + "/" + u.GetName())
+		if !ok || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s:\ncache  %+v\nserver %+v", u.GetName(), got, want)
+		}
+	}
+	if got := strings.Join(rec.lines(kinformer.Modified), ","); got != "MODIFIED g-03" {
+		t.Fatalf("modified events %q", got)
+	}
+}
