@@ -25,14 +25,11 @@ import (
 // The reference is the path client-go's dynamic client takes: the event
 // decoded into a metav1.WatchEvent with apimachinery's JSON rules
 // (k8s.io/apimachinery/pkg/util/json), its type checked, its object
-// decoded by unstructured.UnstructuredJSONScheme into an Unstructured (as
-// into a given object: client-go, given none, makes an UnstructuredList of
-// an object with a top-level "items", which an informer of Unstructured
-// objects cannot use; kinformer decodes it as the object it is). An ERROR
-// event's object is a metav1.Status (client-go's is an Unstructured
-// Status, which the informer converts to the same error). Typed objects
-// are decoded with the same JSON rules into the Go type, as the scheme's
-// JSON serializer does.
+// decoded by unstructured.UnstructuredJSONScheme into an Unstructured
+// (the dynamic client's serializer creates one for the kind the object
+// names, and decodes into it). An ERROR event's object is a
+// metav1.Status, as there. Typed objects are decoded with the same JSON
+// rules into the Go type, as the scheme's JSON serializer does.
 
 // reference decodes one event as apimachinery does; strip removes
 // metadata.managedFields afterwards, as the informer would.

@@ -221,11 +221,12 @@ func (v *values) name() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if s, ok := v.names.Get(raw); ok {
+	key := raw[1 : len(raw)-1] // the name, if it has no escapes (else a key that cannot match)
+	if s, ok := v.names.Get(key); ok {
 		return s, nil
 	}
 	s := v.str(raw)
-	if len(s) <= maxAtom {
+	if len(s) <= maxAtom && s == string(key) {
 		v.names.Put(s, s)
 	}
 	return s, nil
