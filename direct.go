@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"unsafe"
 
+	"github.com/go-json-experiment/json/jsontext"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -227,21 +228,30 @@ func (d *directWatcher) encoding() string {
 	return "protobuf"
 }
 
+// resolve finds the resource's name by discovery. An error wrapping
+// errNoDirect means direct decoding is not possible.
+func (d *directWatcher) resolve(ctx context.Context) (string, error) {
+	res, err := protowatch.Resolve(ctx, d.client, d.kind)
+	if _, isStatus := err.(apierrors.APIStatus); (isStatus && IsPersistent(err)) || errors.Is(err, protowatch.ErrAmbiguous) {
+		// Discovery refused (403, 404, …) or no single resource: the
+		// client's Watch may still work. Anything else (503 while the
+		// server starts, a timeout) is retried with the watch.
+		return "", fmt.Errorf("%w: discovery: %w", errNoDirect, err)
+	}
+	if err != nil {
+		return "", err
+	}
+	d.resource = res
+	return res, nil
+}
+
 // open opens a watch for the loop's goroutine to read and decode itself.
 // An error wrapping errNoDirect means it never will.
 func (d *directWatcher) open(ctx context.Context, opts metav1.ListOptions) (eventReader, error) {
 	if d.resource == "" {
-		res, err := protowatch.Resolve(ctx, d.client, d.kind)
-		if _, isStatus := err.(apierrors.APIStatus); (isStatus && IsPersistent(err)) || errors.Is(err, protowatch.ErrAmbiguous) {
-			// Discovery refused (403, 404, …) or no single resource: the
-			// client's Watch may still work. Anything else (503 while the
-			// server starts, a timeout) is retried with the watch.
-			return nil, fmt.Errorf("%w: discovery: %w", errNoDirect, err)
-		}
-		if err != nil {
+		if _, err := d.resolve(ctx); err != nil {
 			return nil, err
 		}
-		d.resource = res
 	}
 	if d.json != nil {
 		body, err := d.openJSON(ctx, opts)
@@ -260,16 +270,45 @@ func (d *directWatcher) open(ctx context.Context, opts metav1.ListOptions) (even
 	return protowatch.NewReader(body, d.proto), nil
 }
 
-// openJSON opens a JSON watch, as client-go's typed or dynamic client
-// would (its configuration, credentials and TLS), not rate-limited: a
-// watch is one long request.
-func (d *directWatcher) openJSON(ctx context.Context, opts metav1.ListOptions) (io.ReadCloser, error) {
-	opts.Watch = true
+// list reads one page of a list in JSON, passing each item to fn as it is
+// decoded (or an error for one that is not understood). Unlike a watch,
+// it waits for the client's rate limiter.
+func (d *directWatcher) list(ctx context.Context, opts metav1.ListOptions, fn func(runtime.Object, error)) (jsonwatch.ListMeta, error) {
+	if d.resource == "" {
+		if _, err := d.resolve(ctx); err != nil {
+			return jsonwatch.ListMeta{}, err
+		}
+	}
+	body, err := d.request(opts).Stream(ctx)
+	if err != nil {
+		return jsonwatch.ListMeta{}, err
+	}
+	defer body.Close()
+	lm, err := d.json.List(body, fn)
+	if err != nil {
+		if errors.As(err, new(*jsontext.SyntacticError)) {
+			return lm, fmt.Errorf("%w: reading the list: %v", ErrUnexpectedObject, err)
+		}
+		return lm, fmt.Errorf("reading the list: %w", err)
+	}
+	return lm, nil
+}
+
+// request is a GET of the resource's collection in JSON with opts.
+func (d *directWatcher) request(opts metav1.ListOptions) *rest.Request {
 	req := d.client.Get()
 	if d.path != nil {
 		req = req.AbsPath(d.path...).SpecificallyVersionedParams(&opts, metav1.ParameterCodec, metav1.Unversioned)
 	} else {
 		req = req.NamespaceIfScoped(d.namespace, d.namespace != "").Resource(d.resource).VersionedParams(&opts, metav1.ParameterCodec)
 	}
-	return req.SetHeader("Accept", jsonwatch.MediaType).Throttle(nil).Stream(ctx)
+	return req.SetHeader("Accept", jsonwatch.MediaType)
+}
+
+// openJSON opens a JSON watch, as client-go's typed or dynamic client
+// would (its configuration, credentials and TLS), not rate-limited: a
+// watch is one long request.
+func (d *directWatcher) openJSON(ctx context.Context, opts metav1.ListOptions) (io.ReadCloser, error) {
+	opts.Watch = true
+	return d.request(opts).Throttle(nil).Stream(ctx)
 }

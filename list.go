@@ -36,10 +36,15 @@ func (l *loop[T]) pagedList(ctx context.Context, limit int64) outcome {
 	opts := l.listOptions()
 	opts.Limit = limit
 	var rv string
+	page, decoding := l.clientPage, "client"
+	if l.st.direct && l.direct.json != nil {
+		page, decoding = l.directPage, "direct"
+	}
+	l.log.Debug("kinformer: paged list", "decoding", decoding, "limit", limit)
 	for {
-		list, err := l.listFn(ctx, opts)
-		if err == nil && isNil(list) {
-			err = fmt.Errorf("%w: the client returned no list and no error", ErrUnexpectedObject)
+		next, cont, err := page(ctx, opts, items)
+		if isNoDirect(err) {
+			return outcome{kind: directRefused, err: err}
 		}
 		l.obs.request("list", classify(err))
 		if err != nil {
@@ -49,30 +54,8 @@ func (l *loop[T]) pagedList(ctx context.Context, limit int64) outcome {
 			}
 			return outcome{kind: listFailed, err: fmt.Errorf("list: %w", err)}
 		}
-		lm, err := meta.ListAccessor(list)
-		if err != nil {
-			return outcome{kind: listFailed, err: fmt.Errorf("list: %w: %v", ErrUnexpectedObject, err)}
-		}
-		// WithAlloc: each item its own allocation, so that a cached object
-		// does not keep its whole page alive.
-		err = meta.EachListItemWithAlloc(list, func(o runtime.Object) error {
-			obj, ok := o.(T)
-			if !ok {
-				l.w.report(fmt.Errorf("list: %w: item of type %T, want %T", ErrUnexpectedObject, o, *new(T)))
-				return nil
-			}
-			if err := checkNamed(obj); err != nil {
-				l.w.report(fmt.Errorf("list: %w: item %w", ErrUnexpectedObject, err))
-				return nil
-			}
-			l.w.collect(items, obj, l.w.prepare)
-			return nil
-		})
-		if err != nil {
-			return outcome{kind: listFailed, err: fmt.Errorf("list: %w: %v", ErrUnexpectedObject, err)}
-		}
-		rv = lm.GetResourceVersion()
-		if opts.Continue = lm.GetContinue(); opts.Continue == "" {
+		rv = next
+		if opts.Continue = cont; opts.Continue == "" {
 			break
 		}
 	}
@@ -81,6 +64,62 @@ func (l *loop[T]) pagedList(ctx context.Context, limit int64) outcome {
 	}
 	l.w.replace(items, rv)
 	return outcome{kind: listed}
+}
+
+// clientPage reads one page through the client's List into items.
+func (l *loop[T]) clientPage(ctx context.Context, opts metav1.ListOptions, items map[string]T) (rv, cont string, err error) {
+	list, err := l.listFn(ctx, opts)
+	if err == nil && isNil(list) {
+		err = fmt.Errorf("%w: the client returned no list and no error", ErrUnexpectedObject)
+	}
+	if err != nil {
+		return "", "", err
+	}
+	lm, err := meta.ListAccessor(list)
+	if err != nil {
+		return "", "", fmt.Errorf("%w: %v", ErrUnexpectedObject, err)
+	}
+	// WithAlloc: each item its own allocation, so that a cached object
+	// does not keep its whole page alive.
+	err = meta.EachListItemWithAlloc(list, func(o runtime.Object) error {
+		l.collectItem(items, o, l.w.prepare)
+		return nil
+	})
+	if err != nil {
+		return "", "", fmt.Errorf("%w: %v", ErrUnexpectedObject, err)
+	}
+	return lm.GetResourceVersion(), lm.GetContinue(), nil
+}
+
+// directPage reads one page in JSON, decoded as it arrives
+// (internal/jsonwatch), into items.
+func (l *loop[T]) directPage(ctx context.Context, opts metav1.ListOptions, items map[string]T) (rv, cont string, err error) {
+	prepare := l.w.prepare
+	if l.direct.sharesObjects() {
+		prepare = prepared[T]
+	}
+	lm, err := l.direct.list(ctx, opts, func(o runtime.Object, err error) {
+		if err != nil {
+			l.w.report(fmt.Errorf("list: %w: %w", ErrUnexpectedObject, err))
+			return
+		}
+		l.collectItem(items, o, prepare)
+	})
+	return lm.ResourceVersion, lm.Continue, err
+}
+
+// collectItem checks a listed object and prepares it into items.
+func (l *loop[T]) collectItem(items map[string]T, o runtime.Object, prepare prepareFunc[T]) {
+	obj, ok := o.(T)
+	if !ok {
+		l.w.report(fmt.Errorf("list: %w: item of type %T, want %T", ErrUnexpectedObject, o, *new(T)))
+		return
+	}
+	if err := checkNamed(obj); err != nil {
+		l.w.report(fmt.Errorf("list: %w: item %w", ErrUnexpectedObject, err))
+		return
+	}
+	l.w.collect(items, obj, prepare)
 }
 
 // watchListStartTimeout: a server that does watch-lists sends the first

@@ -70,7 +70,7 @@ func TestDirectJSONMatchesClient(t *testing.T) {
 		t.Run(fmt.Sprintf("paged=%v", paged), func(t *testing.T) {
 			opts := kinformer.Options[*unstructured.Unstructured]{DisableStreamingList: paged, PageSize: 7}
 			direct, client, dRec, cRec, logs := bothLogged(t, res.Namespace(ns), opts)
-			if !logs.has("encoding=json") {
+			if !logs.has("encoding=json") || (paged && !logs.has("paged list decoding=direct limit=7")) {
 				t.Fatalf("not decoded as JSON by kinformer; logs: %q", *logs.lines)
 			}
 			n := direct.Cache().Len()

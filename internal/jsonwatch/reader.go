@@ -263,7 +263,7 @@ func (r *Reader) next() (watch.Event, error) {
 // errSemantic means it was read to its end but not understood.
 func (r *Reader) object() (runtime.Object, error) {
 	if r.typed != nil {
-		return r.typed.decode(r.f)
+		return r.typed.decode(r.f, false)
 	}
 	if r.vals.dec.PeekKind() != '{' {
 		if _, err := r.vals.value(levelOther); err != nil {

@@ -53,9 +53,10 @@ func newTyped(vals *values, strip bool) *typed {
 }
 
 // decode decodes the value at the decoder's position into a new object of
-// f's kind. An error wrapping errSemantic means the value was read to its
-// end but is not such an object.
-func (t *typed) decode(f *Format) (runtime.Object, error) {
+// f's kind (or, for a list's item, of no kind: the server leaves it out of
+// lists of built-in types). An error wrapping errSemantic means the value
+// was read to its end but is not such an object.
+func (t *typed) decode(f *Format, item bool) (runtime.Object, error) {
 	dec := t.vals.dec
 	depth, off := dec.StackDepth(), dec.InputOffset()
 	obj := f.New()
@@ -69,7 +70,7 @@ func (t *typed) decode(f *Format) (runtime.Object, error) {
 		}
 		return nil, fmt.Errorf("%w: %s: %w", errSemantic, f.Kind, err)
 	}
-	if k := obj.GetObjectKind().GroupVersionKind().Kind; k != f.Kind {
+	if k := obj.GetObjectKind().GroupVersionKind().Kind; k != f.Kind && (!item || k != "") {
 		return nil, fmt.Errorf("%w: an object of kind %q, want %q", errSemantic, k, f.Kind)
 	}
 	if f.Share != nil {
