@@ -46,6 +46,14 @@ var ErrNotJSON = errors.New("the server answered a JSON watch with something els
 // ErrTruncated means the stream ended inside an event.
 var ErrTruncated = errors.New("truncated event")
 
+// ErrEventTooLarge means an event went on past MaxEvent bytes.
+var ErrEventTooLarge = errors.New("event too large")
+
+// MaxEvent bounds one event: etcd refuses objects far smaller, so a longer
+// event means the stream is not what it claims to be, and reading on would
+// only fill memory.
+const MaxEvent = 64 << 20
+
 // EventError is an event that was read to its end but not understood: the
 // stream can go on.
 type EventError struct {
@@ -77,6 +85,8 @@ type Format struct {
 // blocked reading: that is how a deadline or a cancellation ends a read.
 type Reader struct {
 	body   io.ReadCloser
+	lim    *limited // the body as the tokenizer reads it
+	dec    *jsontext.Decoder
 	f      *Format
 	vals   *values
 	typed  *typed // nil for unstructured
@@ -108,8 +118,27 @@ func NewDecoder(f *Format) *Decoder {
 // NewReader returns a Reader of body. Readers of one Decoder must be used
 // one after the other, not at once.
 func (d *Decoder) NewReader(body io.ReadCloser) *Reader {
-	d.vals.dec = jsontext.NewDecoder(body, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-	return &Reader{body: body, f: d.f, vals: &d.vals, typed: d.typed}
+	lim := &limited{r: body, limit: MaxEvent}
+	dec := jsontext.NewDecoder(lim, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	return &Reader{body: body, lim: lim, dec: dec, f: d.f, vals: &d.vals, typed: d.typed}
+}
+
+// limited reads no further than limit bytes into the body.
+type limited struct {
+	r        io.Reader
+	n, limit int64
+}
+
+func (l *limited) Read(p []byte) (int, error) {
+	if l.n >= l.limit {
+		return 0, ErrEventTooLarge
+	}
+	if room := l.limit - l.n; int64(len(p)) > room {
+		p = p[:room]
+	}
+	n, err := l.r.Read(p)
+	l.n += int64(n)
+	return n, err
 }
 
 // Close closes the body; safe to call from any goroutine, more than once.
@@ -132,21 +161,28 @@ func (r *Reader) Next() (watch.Event, error) {
 	if r.broken {
 		return watch.Event{}, io.EOF
 	}
+	r.vals.dec = r.dec
 	ev, err := r.next()
 	var ee *EventError
 	if err == nil || errors.As(err, &ee) {
 		r.events++
 		return ev, err
 	}
+	// The stream is over either way: let go of the tokenizer's buffer,
+	// which may have grown for a large event, before the next watch.
+	r.broken = true
+	r.dec, r.vals.dec = nil, nil
 	var netErr net.Error
 	if r.closed.Load() || err == io.EOF || utilnet.IsProbableEOF(err) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
 		(errors.As(err, &netErr) && netErr.Timeout()) {
 		return watch.Event{}, io.EOF
 	}
-	r.broken = true
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return watch.Event{}, fmt.Errorf("unreadable watch stream: %w", ErrTruncated)
+	switch {
+	case errors.Is(err, ErrEventTooLarge):
+		return watch.Event{}, fmt.Errorf("unreadable watch stream: %w: more than %d bytes", ErrEventTooLarge, MaxEvent)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return watch.Event{}, fmt.Errorf("unreadable watch stream: %w: the stream ended inside an event", ErrTruncated)
 	}
 	if r.events == 0 {
 		return watch.Event{}, fmt.Errorf("%w: %v", ErrNotJSON, err)
@@ -164,6 +200,7 @@ func eventError(et watch.EventType, format string, args ...any) error {
 // first, as servers send it; else it is kept as bytes until the end.
 func (r *Reader) next() (watch.Event, error) {
 	dec := r.vals.dec
+	r.lim.limit = dec.InputOffset() + MaxEvent
 	switch k := dec.PeekKind(); k {
 	case '{':
 	case 0:
