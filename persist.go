@@ -16,7 +16,11 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+
 	"github.com/kinformer/kinformer/internal/intern"
+	"github.com/kinformer/kinformer/internal/jsonwatch"
 	"github.com/kinformer/kinformer/internal/snapshot"
 )
 
@@ -40,8 +44,10 @@ const (
 )
 
 // codec encodes the objects of a snapshot: protobuf for the built-in types
-// (what they have on the wire), JSON for the others (unstructured objects
-// through their own JSON scheme, so that numbers decode as they did).
+// (what they have on the wire), JSON for the others, decoded as their
+// watches are (internal/jsonwatch: numbers as apimachinery decodes them,
+// names and short values interned). A codec decodes on one goroutine at a
+// time.
 type codec[T Object] struct {
 	encode func(T) ([]byte, error)
 	decode func([]byte) (T, error)
@@ -59,8 +65,7 @@ func newCodec[T Object]() codec[T] {
 		elem := t.Elem()
 		fresh = func() T { return reflect.New(elem).Interface().(T) }
 	}
-	switch any(fresh()).(type) {
-	case protoObject:
+	if _, ok := any(fresh()).(protoObject); ok {
 		return codec[T]{
 			encode: func(obj T) ([]byte, error) { return any(obj).(protoObject).Marshal() },
 			decode: func(b []byte) (T, error) {
@@ -68,23 +73,24 @@ func newCodec[T Object]() codec[T] {
 				return obj, any(obj).(protoObject).Unmarshal(b)
 			},
 		}
-	case interface {
-		json.Marshaler
-		json.Unmarshaler
-	}:
-		return codec[T]{
-			encode: func(obj T) ([]byte, error) { return any(obj).(json.Marshaler).MarshalJSON() },
-			decode: func(b []byte) (T, error) {
-				obj := fresh()
-				return obj, any(obj).(json.Unmarshaler).UnmarshalJSON(b)
-			},
-		}
 	}
+	f := &jsonwatch.Format{} // managedFields are never stored; any kind
+	if _, ok := any(fresh()).(*unstructured.Unstructured); !ok {
+		f.New = func() kruntime.Object { return fresh() }
+	}
+	dec := jsonwatch.NewDecoder(f)
 	return codec[T]{
 		encode: func(obj T) ([]byte, error) { return json.Marshal(obj) },
 		decode: func(b []byte) (T, error) {
-			obj := fresh()
-			return obj, json.Unmarshal(b, obj)
+			o, err := dec.Object(b)
+			if err != nil {
+				return *new(T), err
+			}
+			obj, ok := o.(T)
+			if !ok {
+				return *new(T), fmt.Errorf("decoded a %T, want %T", o, obj)
+			}
+			return obj, nil
 		},
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/internal/testenv"
@@ -219,7 +220,8 @@ func TestFactoryTypedCustomResource(t *testing.T) {
 	scheme.AddKnownTypeWithName(gears.GroupVersion().WithKind("GearList"), &gearList{})
 	metav1.AddToGroupVersion(scheme, gears.GroupVersion())
 	logs := newLogCapture()
-	f := kinformer.NewFactory(cfg, &kinformer.FactoryOptions{Scheme: scheme, Logger: slog.New(logs)})
+	dir := t.TempDir()
+	f := kinformer.NewFactory(cfg, &kinformer.FactoryOptions{Scheme: scheme, Logger: slog.New(logs), StateDir: dir})
 	t.Cleanup(f.Stop)
 	inf, err := kinformer.Shared[*gear](f, ns, nil)
 	if err != nil {
@@ -241,12 +243,39 @@ func TestFactoryTypedCustomResource(t *testing.T) {
 		g, ok := inf.Cache().GetByKey(ns + "/g-03")
 		return ok && g.Spec.Replicas == 33
 	})
-	list, err := res.Namespace(ns).List(ctx, metav1.ListOptions{})
+	sameAsServer(t, res.Namespace(ns), inf.Cache())
+	if got := strings.Join(rec.lines(kinformer.Modified), ","); got != "MODIFIED g-03" {
+		t.Fatalf("modified events %q", got)
+	}
+
+	// A warm start from the factory's StateDir restores the same objects.
+	f.Stop()
+	f2 := kinformer.NewFactory(cfg, &kinformer.FactoryOptions{Scheme: scheme, StateDir: dir})
+	t.Cleanup(f2.Stop)
+	warm, err := kinformer.Shared[*gear](f2, ns, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if inf.Cache().Len() != len(list.Items) {
-		t.Fatalf("cache has %d, server %d", inf.Cache().Len(), len(list.Items))
+	wrec := &recorder[*gear]{}
+	warm.AddHandler(wrec.handle)
+	f2.Start()
+	waitForSync(t, f2)
+	sameAsServer(t, res.Namespace(ns), warm.Cache())
+	if n := len(wrec.all()); n == 0 || wrec.all()[0].Cause != kinformer.CauseRestore {
+		t.Fatalf("not restored: %d events", n)
+	}
+}
+
+// sameAsServer requires a cache of gears to equal the server's objects as
+// the scheme's converter makes them.
+func sameAsServer(t *testing.T, res dynamic.ResourceInterface, cache *kinformer.Cache[*gear]) {
+	t.Helper()
+	list, err := res.List(bounded(t, callTimeout), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cache.Len() != len(list.Items) {
+		t.Fatalf("cache has %d, server %d", cache.Len(), len(list.Items))
 	}
 	for _, u := range list.Items {
 		want := &gear{}
@@ -254,12 +283,66 @@ func TestFactoryTypedCustomResource(t *testing.T) {
 			t.Fatal(err)
 		}
 		want.ManagedFields = nil
-		got, ok := inf.Cache().GetByKey(ns + "/" + u.GetName())
+		want.TypeMeta = metav1.TypeMeta{} // as typed clients give objects: the type says the kind
+		got, ok := cache.GetByKey(u.GetNamespace() + "/" + u.GetName())
 		if !ok || !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s:\ncache  %+v\nserver %+v", u.GetName(), got, want)
 		}
 	}
-	if got := strings.Join(rec.lines(kinformer.Modified), ","); got != "MODIFIED g-03" {
-		t.Fatalf("modified events %q", got)
+}
+
+// Custom resources in the durable cache: a warm start restores them as
+// they were decoded (ints still int64), then catches up.
+func TestDurableCustomResources(t *testing.T) {
+	srv := testenv.Shared(t)
+	cfg := srv.Config()
+	gvr := schema.GroupVersionResource{Group: "json.kinformer.test", Version: "v1", Resource: "flanges"}
+	res := createCRD(t, cfg, gvr, "Flange")
+	ns := testenv.NewNamespace(t, cfg)
+	ctx := bounded(t, time.Minute)
+	for i := range 10 {
+		fl := sprocket(ns, i)
+		fl.SetKind("Flange")
+		if _, err := res.Namespace(ns).Create(ctx, fl, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	run := func() (*kinformer.Informer[*unstructured.Unstructured], *recorder[*unstructured.Unstructured]) {
+		inf := kinformer.New[*unstructured.Unstructured](res.Namespace(ns), &kinformer.Options[*unstructured.Unstructured]{StateDir: dir, StateKey: "flanges/" + ns})
+		rec := &recorder[*unstructured.Unstructured]{}
+		inf.AddHandler(rec.handle)
+		inf.Start()
+		if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
+			t.Fatal(err)
+		}
+		return inf, rec
+	}
+	cold, _ := run()
+	cold.Stop()
+	if _, err := res.Namespace(ns).Patch(ctx, "sp-004", types.MergePatchType, []byte(`{"spec":{"replicas":44}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	warm, rec := run()
+	defer warm.Stop()
+	eventually(t, 10*time.Second, "restored and caught up", func() bool { return rec.count(kinformer.Modified) == 1 })
+	if n := len(rec.lines(kinformer.Added)); n != 10 {
+		t.Fatalf("%d objects restored, want 10", n)
+	}
+	list, err := res.Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range list.Items {
+		unstructured.RemoveNestedField(want.Object, "metadata", "managedFields")
+		got, ok := warm.Cache().GetByKey(ns + "/" + want.GetName())
+		if !ok || !reflect.DeepEqual(got.Object, want.Object) {
+			t.Fatalf("%s: cache %#v\nserver %#v", want.GetName(), got, want.Object)
+		}
+	}
+	for _, e := range rec.all() {
+		if e.Type == kinformer.Added && e.Cause != kinformer.CauseRestore {
+			t.Fatalf("ADDED %s with cause %q, want restore", e.Object.GetName(), e.Cause)
+		}
 	}
 }

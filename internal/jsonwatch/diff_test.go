@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/watch"
@@ -29,7 +30,8 @@ import (
 // (the dynamic client's serializer creates one for the kind the object
 // names, and decodes into it). An ERROR event's object is a
 // metav1.Status, as there. Typed objects are decoded with the same JSON
-// rules into the Go type, as the scheme's JSON serializer does.
+// rules into the Go type, as the scheme's JSON serializer does, and their
+// kind and apiVersion cleared after, as typed clients' codecs do.
 
 // reference decodes one event as apimachinery does; strip removes
 // metadata.managedFields afterwards, as the informer would.
@@ -67,6 +69,7 @@ func reference(event []byte, f *Format) (watch.Event, error) {
 		if k := obj.GetObjectKind().GroupVersionKind().Kind; k != f.Kind {
 			return watch.Event{}, fmt.Errorf("kind %q", k)
 		}
+		obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{}) // as the typed clients' codec does
 		if f.StripManagedFields {
 			if m, ok := obj.(metav1.Object); ok {
 				m.SetManagedFields(nil)

@@ -1,6 +1,7 @@
 package jsonwatch
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -143,6 +144,24 @@ func (d *Decoder) item() (runtime.Object, error) {
 		return nil, err
 	}
 	return &unstructured.Unstructured{Object: m}, nil
+}
+
+// Object decodes one object from b, as a list's item: objects stored by
+// the durable cache. It uses the Decoder's goroutine, and no Reader may be
+// in use at the time.
+func (d *Decoder) Object(b []byte) (runtime.Object, error) {
+	v := &d.vals
+	saved := v.dec
+	defer func() { v.dec = saved }()
+	v.dec = jsontext.NewDecoder(bytes.NewReader(b), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	obj, err := d.item()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := v.dec.ReadToken(); err != io.EOF { // nothing after the object
+		return nil, fmt.Errorf("after the object: %v", err)
+	}
+	return obj, nil
 }
 
 // listMeta reads a list's metadata: its resourceVersion and continue

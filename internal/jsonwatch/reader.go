@@ -70,7 +70,7 @@ type Format struct {
 	// with Go's JSON rules as apimachinery applies them; nil decodes
 	// *unstructured.Unstructured.
 	New func() runtime.Object
-	// Kind is the kind every typed object must have.
+	// Kind is the kind every typed object must have ("": any).
 	Kind string
 	// StripManagedFields skips metadata.managedFields.
 	StripManagedFields bool

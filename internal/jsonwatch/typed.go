@@ -9,6 +9,7 @@ import (
 	jsonv1 "github.com/go-json-experiment/json/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // typed decodes objects into Go structs straight from the tokenizer, with
@@ -70,9 +71,12 @@ func (t *typed) decode(f *Format, item bool) (runtime.Object, error) {
 		}
 		return nil, fmt.Errorf("%w: %s: %w", errSemantic, f.Kind, err)
 	}
-	if k := obj.GetObjectKind().GroupVersionKind().Kind; k != f.Kind && (!item || k != "") {
+	if k := obj.GetObjectKind().GroupVersionKind().Kind; f.Kind != "" && k != f.Kind && (!item || k != "") {
 		return nil, fmt.Errorf("%w: an object of kind %q, want %q", errSemantic, k, f.Kind)
 	}
+	// As client-go's typed clients give them (runtime.WithoutVersionDecoder),
+	// and as protobuf decoding does: the type says the kind.
+	obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
 	if f.Share != nil {
 		f.Share.Object(obj)
 	}
