@@ -86,7 +86,8 @@ func BenchmarkDecode(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			rc := io.NopCloser(bytes.NewReader(stream))
-			dec := restclientwatch.NewDecoder(streaming.NewDecoder(framer.NewJSONFramedReader(rc), eventSerializer), objectSerializer)
+			dec := restclientwatchDecoder(stream)
+			_ = rc
 			for {
 				_, obj, err := dec.Decode()
 				if err == io.EOF {
@@ -98,4 +99,9 @@ func BenchmarkDecode(b *testing.B) {
 			}
 		}
 	})
+}
+
+func restclientwatchDecoder(stream []byte) *restclientwatch.Decoder {
+	rc := io.NopCloser(bytes.NewReader(stream))
+	return restclientwatch.NewDecoder(streaming.NewDecoder(framer.NewJSONFramedReader(rc), eventSerializer), objectSerializer)
 }

@@ -58,7 +58,7 @@ func (d *Decoder) List(body io.Reader, fn func(runtime.Object, error)) (ListMeta
 		n                int
 	)
 	for dec.PeekKind() != '}' {
-		name, err := v.name()
+		name, _, err := v.name()
 		if err != nil {
 			return lm, err
 		}
@@ -139,7 +139,7 @@ func (d *Decoder) item() (runtime.Object, error) {
 		}
 		return nil, fmt.Errorf("%w: the item is not a JSON object", errSemantic)
 	}
-	m, err := d.vals.object(levelTop)
+	m, _, err := d.vals.object(levelTop)
 	if err != nil {
 		return nil, err
 	}

@@ -225,7 +225,7 @@ func (r *Reader) next() (watch.Event, error) {
 		objSeen  bool
 	)
 	for dec.PeekKind() != '}' {
-		name, err := r.vals.name()
+		name, _, err := r.vals.name()
 		if err != nil {
 			return watch.Event{}, err
 		}
@@ -308,7 +308,7 @@ func (r *Reader) object() (runtime.Object, error) {
 		}
 		return nil, fmt.Errorf("%w: the object is not a JSON object", errSemantic)
 	}
-	m, err := r.vals.object(levelTop)
+	m, _, err := r.vals.object(levelTop)
 	if err != nil {
 		return nil, err
 	}

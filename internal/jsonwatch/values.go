@@ -2,11 +2,13 @@ package jsonwatch
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -32,12 +34,14 @@ import (
 //
 // A values belongs to one goroutine.
 type values struct {
-	dec   *jsontext.Decoder
-	names intern.Table[string] // object names
-	atoms intern.Table[any]    // short strings and numbers, by their raw literal
-	buf   []byte               // scratch: unquoting
-	stack []any                // scratch: the elements of arrays being decoded
-	pairs []pair               // scratch: the members of objects being decoded
+	dec    *jsontext.Decoder
+	names  intern.Table[string] // object names
+	atoms  intern.Table[any]    // short strings and numbers, by their raw literal
+	buf    []byte               // scratch: unquoting
+	stack  []any                // scratch: the elements of arrays being decoded
+	pairs  []pair               // scratch: the members of objects being decoded
+	shared intern.Table[any]    // small containers of stable values, by their members' identities
+	key    []byte               // scratch: a shared container's key
 	// StripManagedFields skips metadata.managedFields of top-level objects.
 	strip bool
 }
@@ -68,79 +72,111 @@ const (
 // the value was read to its end but is not acceptable; any other error is
 // the tokenizer's: the stream is broken.
 func (v *values) value(at level) (any, error) {
+	x, _, err := v.val(at)
+	return x, err
+}
+
+// val is value, also saying whether x is stable: an interned atom, a
+// constant, or a shared container, whose identity stands for its content
+// (see shareKey).
+func (v *values) val(at level) (x any, stable bool, err error) {
 	switch v.dec.PeekKind() {
 	case '{':
-		m, err := v.object(at)
+		m, stable, err := v.object(at)
 		if m == nil {
-			return nil, err
+			return nil, false, err
 		}
-		return m, err
+		return m, stable, err
 	case '[':
 		return v.array()
 	case '"':
 		raw, err := v.dec.ReadValue()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if a, ok := v.atoms.Get(raw); ok {
-			return a, nil
+			return a, true, nil
 		}
 		s := v.str(raw)
 		var a any = s
-		if len(s) <= maxAtom {
-			v.atoms.Put(string(raw), a)
+		if len(s) > maxAtom {
+			return a, false, nil
 		}
-		return a, nil
+		v.atoms.Put(string(raw), a)
+		return a, true, nil
 	case '0':
 		raw, err := v.dec.ReadValue()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if a, ok := v.atoms.Get(raw); ok {
-			return a, nil
+			return a, true, nil
 		}
 		a, err := number(raw)
-		if err != nil {
-			return nil, err
+		if err != nil || len(raw) > maxAtom {
+			return a, false, err
 		}
-		if len(raw) <= maxAtom {
-			v.atoms.Put(string(raw), a)
-		}
-		return a, nil
+		v.atoms.Put(string(raw), a)
+		return a, true, nil
 	case 't', 'f', 'n':
 		tok, err := v.dec.ReadToken()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		switch tok.Kind() {
 		case 't':
-			return true, nil
+			return true, true, nil
 		case 'f':
-			return false, nil
+			return false, true, nil
 		}
-		return nil, nil
+		return nil, true, nil
 	}
 	// Not the start of a value: ReadToken reports what is there instead.
-	_, err := v.dec.ReadToken()
+	_, err = v.dec.ReadToken()
 	if err == nil {
 		err = fmt.Errorf("jsonwatch: unexpected token")
 	}
-	return nil, err
+	return nil, false, err
+}
+
+// Small objects and arrays made only of stable values repeat between
+// objects (a container's ports, its resources, a condition's fields): such
+// a container is shared, found by a key made of its members' identities.
+// An identity is an address, which the allocator could give again once
+// its value is freed; but the table keeps each shared container, hence
+// every value its key names, alive as long as the key can be found: a key
+// that matches names the very same values.
+const (
+	maxShared = 8 // members or elements of a shared container
+)
+
+// shareKey appends the identity of a name (data address and length) or a
+// value (its interface words) to the key.
+func appendName(key []byte, name string) []byte {
+	key = binary.LittleEndian.AppendUint64(key, uint64(uintptr(unsafe.Pointer(unsafe.StringData(name)))))
+	return binary.LittleEndian.AppendUint64(key, uint64(len(name)))
+}
+
+func appendValue(key []byte, x any) []byte {
+	w := (*[2]uintptr)(unsafe.Pointer(&x))
+	key = binary.LittleEndian.AppendUint64(key, uint64(w[0]))
+	return binary.LittleEndian.AppendUint64(key, uint64(w[1]))
 }
 
 // object reads an object. A semantic error in one member is kept while the
 // rest is read, so that the stream stays in step.
-func (v *values) object(at level) (map[string]any, error) {
+func (v *values) object(at level) (map[string]any, bool, error) {
 	if _, err := v.dec.ReadToken(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	base := len(v.pairs)
 	var bad error
+	stable := at == levelOther
 	for v.dec.PeekKind() != '}' {
-		name, err := v.name()
+		name, interned, err := v.name()
 		if err != nil {
 			v.pairs = v.pairs[:base]
-			return nil, err
+			return nil, false, err
 		}
 		inner := levelOther
 		switch {
@@ -149,62 +185,100 @@ func (v *values) object(at level) (map[string]any, error) {
 		case at == levelMetadata && v.strip && name == "managedFields":
 			if err := v.dec.SkipValue(); err != nil {
 				v.pairs = v.pairs[:base]
-				return nil, err
+				return nil, false, err
 			}
 			continue
 		}
-		val, err := v.value(inner)
+		val, st, err := v.val(inner)
 		if err != nil {
 			if !errors.Is(err, errSemantic) {
 				v.pairs = v.pairs[:base]
-				return nil, err
+				return nil, false, err
 			}
 			bad = cmpErr(bad, err)
 		}
+		stable = stable && st && interned
 		v.pairs = append(v.pairs, pair{name, val})
 	}
 	if _, err := v.dec.ReadToken(); err != nil {
 		v.pairs = v.pairs[:base]
-		return nil, err
+		return nil, false, err
 	}
 	members := v.pairs[base:]
+	var key []byte
+	if stable && bad == nil && len(members) <= maxShared {
+		key = append(v.key[:0], 'm')
+		for _, p := range members {
+			key = appendValue(appendName(key, p.name), p.val)
+		}
+		v.key = key
+		if x, ok := v.shared.Get(key); ok {
+			clear(members)
+			v.pairs = v.pairs[:base]
+			return x.(map[string]any), true, nil
+		}
+	}
 	m := make(map[string]any, len(members))
 	for _, p := range members {
 		m[p.name] = p.val
 	}
 	clear(members)
 	v.pairs = v.pairs[:base]
-	return m, bad
+	if key != nil {
+		v.shared.Put(string(key), m)
+		return m, true, nil
+	}
+	return m, false, bad
 }
 
 // array reads an array into a slice of exactly its length.
-func (v *values) array() (any, error) {
+func (v *values) array() (any, bool, error) {
 	if _, err := v.dec.ReadToken(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	base := len(v.stack)
 	var bad error
+	stable := true
 	for v.dec.PeekKind() != ']' {
-		val, err := v.value(levelOther)
+		val, st, err := v.val(levelOther)
 		if err != nil {
 			if !errors.Is(err, errSemantic) {
 				v.stack = v.stack[:base]
-				return nil, err
+				return nil, false, err
 			}
 			bad = cmpErr(bad, err)
 		}
+		stable = stable && st
 		v.stack = append(v.stack, val)
 	}
 	if _, err := v.dec.ReadToken(); err != nil {
 		v.stack = v.stack[:base]
-		return nil, err
+		return nil, false, err
 	}
 	elems := v.stack[base:]
+	var key []byte
+	if stable && bad == nil && len(elems) <= maxShared {
+		key = append(v.key[:0], 'a')
+		for _, e := range elems {
+			key = appendValue(key, e)
+		}
+		v.key = key
+		if x, ok := v.shared.Get(key); ok {
+			clear(elems)
+			v.stack = v.stack[:base]
+			return x, true, nil
+		}
+	}
 	a := make([]any, len(elems))
 	copy(a, elems)
 	clear(elems)
 	v.stack = v.stack[:base]
-	return a, bad
+	if key != nil {
+		var x any = a // boxed once: its identity is the shared slice's
+		v.shared.Put(string(key), x)
+		return x, true, nil
+	}
+	return a, false, bad
 }
 
 // cmpErr keeps the first error.
@@ -215,21 +289,23 @@ func cmpErr(first, err error) error {
 	return err
 }
 
-// name reads an object member's name, interned.
-func (v *values) name() (string, error) {
+// name reads an object member's name, interned if it can be (short, and
+// without escapes): then interned is set.
+func (v *values) name() (name string, interned bool, err error) {
 	raw, err := v.dec.ReadValue()
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	key := raw[1 : len(raw)-1] // the name, if it has no escapes (else a key that cannot match)
 	if s, ok := v.names.Get(key); ok {
-		return s, nil
+		return s, true, nil
 	}
 	s := v.str(raw)
 	if len(s) <= maxAtom && s == string(key) {
 		v.names.Put(s, s)
+		return s, true, nil
 	}
-	return s, nil
+	return s, false, nil
 }
 
 // str unquotes a raw JSON string as encoding/json does: invalid UTF-8 and
