@@ -89,7 +89,7 @@ func TestFactorySharesOneListAndWatch(t *testing.T) {
 			t.Errorf("a watch asked for %q: not decoded by kinformer", a)
 		}
 	}
-	if !logs.has("decoding=direct resource=configmaps") {
+	if !logs.has("decoding=direct encoding=protobuf resource=configmaps") {
 		t.Errorf("no direct watch of configmaps in the logs: %q", *logs.lines)
 	}
 
@@ -387,7 +387,7 @@ func TestFactoryTypedAndDynamic(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "pod p cached", func() bool { _, ok := pods.Cache().GetByKey(ns + "/p"); return ok })
-	if !logs.has("decoding=direct resource=pods") {
+	if !logs.has("decoding=direct encoding=protobuf resource=pods") {
 		t.Errorf("pods not decoded directly; logs: %q", *logs.lines)
 	}
 
