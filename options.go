@@ -45,16 +45,24 @@ type Options[T Object] struct {
 	// paged instead.
 	DisableStreamingList bool
 
-	// DisableDirectDecoding makes every watch go through the client's own
-	// Watch method and decoder. By default, when the client is a
-	// clientset's typed client (clientset.CoreV1().Pods(ns), …) and T a
-	// built-in type, kinformer opens the watch itself on that client's REST
-	// client, with the same configuration, and decodes the protobuf stream
-	// straight into T: one reused buffer per watch instead of three copies of
-	// every object, and managedFields cut out of the bytes instead of decoded
-	// and dropped. The resource's name is looked up once by discovery; a
-	// server that refuses discovery or protobuf is detected and the client's
-	// Watch used instead. Lists that page always go through the client.
+	// DisableDirectDecoding makes every watch and list go through the
+	// client's own methods and decoders. By default kinformer opens the
+	// watch itself on the client's REST client, with the same configuration
+	// and credentials, and decodes the stream straight into T:
+	//   - built-in types through a clientset's typed client
+	//     (clientset.CoreV1().Pods(ns), …) or a Factory: protobuf, one
+	//     reused buffer per watch instead of three copies of every object,
+	//     managedFields cut out of the bytes instead of decoded and dropped;
+	//   - custom resources through client-go's dynamic client
+	//     (dyn.Resource(gvr).Namespace(ns)), a Factory's Dynamic, or a typed
+	//     client or Factory for a Go struct without protobuf: JSON, in one
+	//     pass over the tokens, managedFields skipped unread, field names,
+	//     short values and small repeated objects shared between objects.
+	//     Their paged lists are decoded the same way.
+	// The resource's name is looked up once by discovery where the client
+	// does not say it; a server that refuses discovery or the format is
+	// detected and the client's own Watch used instead. Paged lists of
+	// built-in types go through the client.
 	DisableDirectDecoding bool
 
 	// PageSize is the limit of each page of a paged list. Default 500.
