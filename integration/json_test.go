@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -119,6 +120,54 @@ func TestDirectJSONMatchesClient(t *testing.T) {
 				t.Fatalf("a large integer did not stay an int64: %#v", got.Object["spec"])
 			}
 		})
+	}
+}
+
+// Selectors and the namespace reach the server on kinformer's own JSON
+// requests: only the matching objects are listed and watched.
+func TestDirectJSONSelectors(t *testing.T) {
+	srv := testenv.Shared(t)
+	cfg := srv.Config()
+	gvr := schema.GroupVersionResource{Group: "json.kinformer.test", Version: "v1", Resource: "washers"}
+	res := createCRD(t, cfg, gvr, "Washer")
+	ns, other := testenv.NewNamespace(t, cfg), testenv.NewNamespace(t, cfg)
+	ctx := bounded(t, time.Minute)
+	for i := range 12 {
+		for _, n := range []string{ns, other} {
+			w := sprocket(n, i)
+			w.SetKind("Washer")
+			if _, err := res.Namespace(n).Create(ctx, w, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, paged := range []bool{false, true} {
+		logs := newLogCapture()
+		inf := kinformer.New[*unstructured.Unstructured](res.Namespace(ns), &kinformer.Options[*unstructured.Unstructured]{
+			LabelSelector: "tier=1", FieldSelector: "metadata.name!=sp-004", DisableStreamingList: paged, PageSize: 2, Logger: slog.New(logs)})
+		inf.Start()
+		if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
+			t.Fatal(err)
+		}
+		w := sprocket(ns, 100) // tier 1
+		w.SetKind("Washer")
+		if _, err := res.Namespace(ns).Create(ctx, w, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "the new object", func() bool { _, ok := inf.Cache().GetByKey(ns + "/sp-100"); return ok })
+		var names []string
+		for _, o := range inf.Cache().List() {
+			names = append(names, o.GetNamespace()+"/"+o.GetName())
+		}
+		slices.Sort(names)
+		want := []string{ns + "/sp-001", ns + "/sp-007", ns + "/sp-010", ns + "/sp-100"}
+		if !slices.Equal(names, want) || !logs.has("encoding=json") {
+			t.Fatalf("paged=%v: cached %v, want %v; logs %q", paged, names, want, *logs.lines)
+		}
+		inf.Stop()
+		if err := res.Namespace(ns).Delete(ctx, "sp-100", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
