@@ -410,9 +410,9 @@ func crdSize(srv *server, self string, n, rounds, updates, writers int, kinds []
 			if b != nil {
 				run.Bursts = append(run.Bursts, *b)
 			}
-			logf("%-17s %6d CRs round %d: synced %.3fs handled %.3fs cpu %.3fs peak heap %.1fMB heap after %.1fMB rss %.1fMB; updates %d/%d cpu/event %.1fµs p50 %.1fms p99 %.1fms%s",
+			logf("%-17s %6d CRs round %d: synced %.3fs handled %.3fs cpu %.3fs peak heap %.1fMB heap after %.1fMB rss %.1fMB; requests %v + %d other, %.1fMB read; updates %d/%d cpu/event %.1fµs p50 %.1fms p99 %.1fms%s",
 				kind, n, r, res.SyncSeconds, res.HandledSeconds, res.SyncCPUSeconds, res.PeakHeapMB, res.HeapAfterSyncMB, res.PeakRSSMB,
-				res.Updates, res.UpdatesExpected, res.UpdateCPUMicros, res.LatencyP50Ms, res.LatencyP99Ms, errSuffix(res.Errors))
+				res.Requests, res.Other, res.BodyMB, res.Updates, res.UpdatesExpected, res.UpdateCPUMicros, res.LatencyP50Ms, res.LatencyP99Ms, errSuffix(res.Errors))
 		}
 	}
 	if profile != "" {
@@ -577,6 +577,19 @@ func crdReport(m machine, rev string, args []string, rounds, writers int, runs [
 			}
 			p(".\n")
 		}
+		p("\nRequests up to synced (first round; other requests, such as discovery, counted apart): ")
+		for i, k := range kinds {
+			for _, r := range run.Results {
+				if r.Contender == k {
+					if i > 0 {
+						p("; ")
+					}
+					p("%s: %s, %d other, %.1f MB read", k, countPaths(r.Requests), r.Other, r.BodyMB)
+					break
+				}
+			}
+		}
+		p(".\n")
 		var errs []string
 		for _, r := range run.Results {
 			for _, e := range r.Errors {

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -20,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kinformer/kinformer"
@@ -280,7 +282,87 @@ type crdResult struct {
 	LatencyP99Ms     float64 `json:"latencyP99Ms"`
 	HeapAfterBurstMB float64 `json:"heapAfterBurstMB"`
 
+	Requests []string `json:"requests"` // each LIST and WATCH of the collection up to synced, with its parameters
+	Other    int      `json:"other"`    // other requests up to synced (discovery)
+	BodyMB   float64  `json:"bodyMB"`   // response bytes of the collection's requests up to synced, after gunzip
+
 	Errors []string `json:"errors,omitempty"` // kinformer Error events
+}
+
+// crdReqLog records each GET of the custom resources' collection with the
+// parameters that tell a streaming list from a paged one, counts the other
+// requests, and the collection's response bytes.
+type crdReqLog struct {
+	mu    sync.Mutex
+	on    bool
+	reqs  []string
+	other int
+	body  atomic.Int64
+}
+
+func (l *crdReqLog) start() {
+	l.mu.Lock()
+	l.on = true
+	l.mu.Unlock()
+}
+
+// stop returns what was recorded since start.
+func (l *crdReqLog) stop() (reqs []string, other int, bodyMB float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.on = false
+	return slices.Clone(l.reqs), l.other, float64(l.body.Load()) / (1 << 20)
+}
+
+func (l *crdReqLog) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		l.mu.Lock()
+		on := l.on
+		l.mu.Unlock()
+		if !on {
+			return rt.RoundTrip(req)
+		}
+		p := req.URL.Path
+		if req.Method != http.MethodGet || !strings.HasSuffix(p, "/"+crdResource) {
+			l.mu.Lock()
+			l.other++
+			l.mu.Unlock()
+			return rt.RoundTrip(req)
+		}
+		q := req.URL.Query()
+		what := "LIST"
+		if q.Get("watch") == "true" || q.Get("watch") == "1" {
+			what = "WATCH"
+		}
+		var ps []string
+		if v := q.Get("limit"); v != "" {
+			ps = append(ps, "limit="+v)
+		}
+		if v := q.Get("continue"); v != "" {
+			ps = append(ps, "continue")
+		}
+		switch rv := q.Get("resourceVersion"); rv {
+		case "":
+		case "0":
+			ps = append(ps, "rv=0")
+		default:
+			ps = append(ps, "rv=N")
+		}
+		if q.Get("sendInitialEvents") == "true" {
+			ps = append(ps, "sendInitialEvents")
+		}
+		if len(ps) > 0 {
+			what += " " + strings.Join(ps, ",")
+		}
+		l.mu.Lock()
+		l.reqs = append(l.reqs, what)
+		l.mu.Unlock()
+		resp, err := rt.RoundTrip(req)
+		if err == nil && resp.Body != nil {
+			resp.Body = &countingBody{ReadCloser: resp.Body, n: &l.body}
+		}
+		return resp, err
+	})
 }
 
 // errorLog keeps the first Error events of a kinformer informer.
@@ -343,6 +425,8 @@ func crdContenderMain(args []string) error {
 	if err != nil {
 		return err
 	}
+	rl := &crdReqLog{}
+	cfg.WrapTransport = rl.wrap
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -372,6 +456,7 @@ func crdContenderMain(args []string) error {
 	debug.FreeOSMemory()
 
 	// ---- sync: the clock starts just before the informer (or factory) is made ----
+	rl.start()
 	cpu0 := cpuSeconds()
 	t0 := time.Now()
 	smp := startSampler(t0)
@@ -442,6 +527,7 @@ func crdContenderMain(args []string) error {
 	}
 	syncDur := time.Since(t0)
 	res.SyncCPUSeconds = cpuSeconds() - cpu0
+	res.Requests, res.Other, res.BodyMB = rl.stop()
 	res.SyncSeconds = syncDur.Seconds()
 	smp.sample()
 	res.PeakRSSMB = vmHWM()
