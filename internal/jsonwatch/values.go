@@ -66,7 +66,18 @@ const (
 	levelOther    level = iota
 	levelTop            // the top-level object
 	levelMetadata       // its metadata
+	levelUnique         // a metadata field that every object has its own of
 )
+
+// unique tells the metadata fields whose values no two objects share:
+// interning them would only fill the tables.
+func unique(name string) bool {
+	switch name {
+	case "name", "uid", "resourceVersion", "creationTimestamp":
+		return true
+	}
+	return false
+}
 
 // value reads the next value. A returned error wrapping errSemantic means
 // the value was read to its end but is not acceptable; any other error is
@@ -93,6 +104,9 @@ func (v *values) val(at level) (x any, stable bool, err error) {
 		raw, err := v.dec.ReadValue()
 		if err != nil {
 			return nil, false, err
+		}
+		if at == levelUnique {
+			return v.str(raw), false, nil
 		}
 		if a, ok := v.atoms.Get(raw); ok {
 			return a, true, nil
@@ -182,6 +196,8 @@ func (v *values) object(at level) (map[string]any, bool, error) {
 		switch {
 		case at == levelTop && name == "metadata":
 			inner = levelMetadata
+		case at == levelMetadata && unique(name):
+			inner = levelUnique
 		case at == levelMetadata && v.strip && name == "managedFields":
 			if err := v.dec.SkipValue(); err != nil {
 				v.pairs = v.pairs[:base]
