@@ -231,12 +231,14 @@ func (r *Reader) next() (watch.Event, error) {
 		}
 		switch name {
 		case "type":
-			typeSeen, typeErr = true, nil
-			if dec.PeekKind() != '"' {
+			typeSeen = true
+			if k := dec.PeekKind(); k != '"' {
 				if err := dec.SkipValue(); err != nil {
 					return watch.Event{}, err
 				}
-				et, typeErr = "", errors.New("watch event: its type is not a string")
+				if k != 'n' { // null leaves the type as it was; anything else fails the event, as encoding/json does
+					typeErr = errors.New("watch event: its type is not a string")
+				}
 				continue
 			}
 			v, err := dec.ReadValue()
