@@ -44,29 +44,39 @@ func jsonListThen(then func(w http.ResponseWriter)) *hostileServer {
 	}}
 }
 
+type hostileJSONCase struct {
+	name   string
+	then   func(w http.ResponseWriter)
+	says   string
+	goesOn bool          // to resourceVersion 12, past the garbage
+	slow   time.Duration // the watch's timeout, if reading takes long
+}
+
+// An event past MaxEvent: the informer reads no further than that, says
+// so, and holds nothing of it after. Not in parallel with the others: it
+// holds up to its 64 MiB while it reads, and their heap checks would see
+// it.
+func TestHostileJSONHugeEvent(t *testing.T) {
+	base := heapInUse()
+	runHostileJSON(t, base, hostileJSONCase{
+		name: "an event of 80 MiB",
+		then: func(w http.ResponseWriter) {
+			w.Write([]byte(jsonEvent("MODIFIED", jsonCM("11")) + `{"type":"MODIFIED","object":{"kind":"ConfigMap","data":{"x":"`))
+			chunk := []byte(strings.Repeat("x", 1<<20))
+			for range 80 {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		},
+		says: "unreadable watch stream: event too large: more than 67108864 bytes",
+		slow: 10 * time.Second,
+	})
+}
+
 func TestHostileJSONServers(t *testing.T) {
 	base := heapInUse()
-	cases := []struct {
-		name   string
-		then   func(w http.ResponseWriter)
-		says   string
-		goesOn bool          // to resourceVersion 12, past the garbage
-		slow   time.Duration // the watch's timeout, if reading takes long
-	}{
-		{
-			name: "an event of 80 MiB",
-			then: func(w http.ResponseWriter) {
-				w.Write([]byte(jsonEvent("MODIFIED", jsonCM("11")) + `{"type":"MODIFIED","object":{"kind":"ConfigMap","data":{"x":"`))
-				chunk := []byte(strings.Repeat("x", 1<<20))
-				for range 80 {
-					if _, err := w.Write(chunk); err != nil {
-						return
-					}
-				}
-			},
-			says: "unreadable watch stream: event too large: more than 67108864 bytes",
-			slow: 10 * time.Second,
-		},
+	cases := []hostileJSONCase{
 		{
 			name: "an event cut short",
 			then: func(w http.ResponseWriter) {
@@ -121,50 +131,54 @@ func TestHostileJSONServers(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			srv := jsonListThen(tc.then)
-			hs := httptest.NewServer(srv)
-			t.Cleanup(hs.Close)
-			dyn, err := dynamic.NewForConfig(&rest.Config{Host: hs.URL})
-			if err != nil {
-				t.Fatal(err)
-			}
-			opts := Options[*unstructured.Unstructured]{Backoff: hostileBackoff, WatchTimeout: max(tc.slow, time.Second), IdleMargin: 200 * time.Millisecond}
-			inf := New[*unstructured.Unstructured](dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns"), &opts)
-			var mu sync.Mutex
-			var errs []string
-			inf.AddHandler(func(e Event[*unstructured.Unstructured]) {
-				if e.Type == Error {
-					mu.Lock()
-					errs = append(errs, e.Err.Error())
-					mu.Unlock()
-				}
-			})
-			inf.Start()
-			t.Cleanup(inf.Stop)
-			eventually(t, "an ERROR event saying "+tc.says, func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				for _, e := range errs {
-					if strings.Contains(e, tc.says) {
-						return true
-					}
-				}
-				return false
-			})
-			from := time.Now()
-			time.Sleep(time.Second)
-			if n, paced := srv.requests(from), int(time.Second/hostileBackoff.Initial); n > paced {
-				t.Errorf("%d requests in a second after the error: a hot loop (at most %d)", n, paced)
-			}
-			if tc.goesOn {
-				if rv := inf.ResourceVersion(); rv != "12" {
-					t.Errorf("resourceVersion %s, want 12 from the event after the garbage", rv)
-				}
-			}
-			inf.Stop()
-			if h := heapInUse(); h > base+heapLimit {
-				t.Errorf("heap %d MiB, was %d MiB before the hostile servers", h>>20, base>>20)
-			}
+			runHostileJSON(t, base, tc)
 		})
+	}
+}
+
+func runHostileJSON(t *testing.T, base uint64, tc hostileJSONCase) {
+	srv := jsonListThen(tc.then)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	dyn, err := dynamic.NewForConfig(&rest.Config{Host: hs.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options[*unstructured.Unstructured]{Backoff: hostileBackoff, WatchTimeout: max(tc.slow, time.Second), IdleMargin: 200 * time.Millisecond}
+	inf := New[*unstructured.Unstructured](dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns"), &opts)
+	var mu sync.Mutex
+	var errs []string
+	inf.AddHandler(func(e Event[*unstructured.Unstructured]) {
+		if e.Type == Error {
+			mu.Lock()
+			errs = append(errs, e.Err.Error())
+			mu.Unlock()
+		}
+	})
+	inf.Start()
+	t.Cleanup(inf.Stop)
+	eventually(t, "an ERROR event saying "+tc.says, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range errs {
+			if strings.Contains(e, tc.says) {
+				return true
+			}
+		}
+		return false
+	})
+	from := time.Now()
+	time.Sleep(time.Second)
+	if n, paced := srv.requests(from), int(time.Second/hostileBackoff.Initial); n > paced {
+		t.Errorf("%d requests in a second after the error: a hot loop (at most %d)", n, paced)
+	}
+	if tc.goesOn {
+		if rv := inf.ResourceVersion(); rv != "12" {
+			t.Errorf("resourceVersion %s, want 12 from the event after the garbage", rv)
+		}
+	}
+	inf.Stop()
+	if h := heapInUse(); h > base+heapLimit {
+		t.Errorf("heap %d MiB, was %d MiB before the hostile servers", h>>20, base>>20)
 	}
 }
