@@ -114,6 +114,7 @@ func newDirectWatcher[T Object](lw any, keepManagedFields bool, share *intern.Sh
 		Kind:               d.kind,
 		StripManagedFields: !keepManagedFields,
 		Share:              share,
+		ShareContainers:    share != nil,
 	})
 	d.shares = share != nil
 	return d
@@ -139,9 +140,11 @@ func newDynamicWatcher(lw any, keepManagedFields bool, share *intern.Sharer) *di
 		namespace: namespace,
 		resource:  gvr.Resource,
 		path:      append(path, gvr.Resource),
-		json:      jsonwatch.NewDecoder(&jsonwatch.Format{StripManagedFields: !keepManagedFields}),
 		// Interned names and values are immutable, whatever a Transform
-		// does with the maps; without one there is nothing left to do.
+		// does with the maps; containers are shared only without one,
+		// which may modify its object in place. Without one there is
+		// nothing left to do after decoding.
+		json:   jsonwatch.NewDecoder(&jsonwatch.Format{StripManagedFields: !keepManagedFields, ShareContainers: share != nil}),
 		shares: share != nil,
 	}
 }

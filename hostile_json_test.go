@@ -3,6 +3,7 @@ package kinformer
 import (
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -180,5 +181,61 @@ func runHostileJSON(t *testing.T, base uint64, tc hostileJSONCase) {
 	inf.Stop()
 	if h := heapInUse(); h > base+heapLimit {
 		t.Errorf("heap %d MiB, was %d MiB before the hostile servers", h>>20, base>>20)
+	}
+}
+
+// Small equal objects inside unstructured objects are shared between them,
+// but not when a Transform runs: it may modify its object in place, and
+// must not reach into another's.
+func TestJSONSharingAndTransform(t *testing.T) {
+	obj := func(name, rv string) string {
+		return `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"` + name + `","namespace":"ns","resourceVersion":"` + rv + `"},"spec":{"size":"s","ports":[1,2]}}`
+	}
+	srv := &hostileServer{serve: func(w http.ResponseWriter, r *http.Request, n int) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		if r.URL.Query().Get("sendInitialEvents") == "true" {
+			w.Write([]byte(jsonEvent("ADDED", obj("a", "7")) + jsonEvent("ADDED", obj("b", "8")) +
+				jsonEvent("BOOKMARK", `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"10","annotations":{"k8s.io/initial-events-end":"true"}}}`)))
+		}
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	dyn, err := dynamic.NewForConfig(&rest.Config{Host: hs.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns")
+	specOf := func(inf *Informer[*unstructured.Unstructured], name string) map[string]any {
+		o, ok := inf.Cache().GetByKey("ns/" + name)
+		if !ok {
+			t.Fatalf("%s not cached", name)
+		}
+		return o.Object["spec"].(map[string]any)
+	}
+	for _, transform := range []bool{false, true} {
+		opts := &Options[*unstructured.Unstructured]{}
+		if transform {
+			opts.Transform = func(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+				u.Object["spec"].(map[string]any)["owner"] = u.GetName() // in place
+				return u, nil
+			}
+		}
+		inf := New[*unstructured.Unstructured](res, opts)
+		inf.Start()
+		if err := inf.WaitForSync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		a, b := specOf(inf, "a"), specOf(inf, "b")
+		same := reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+		switch {
+		case !transform && !same:
+			t.Error("without a Transform, equal small objects are not shared")
+		case transform && (same || a["owner"] != "a" || b["owner"] != "b"):
+			t.Errorf("with a Transform: shared %v, owners %v and %v", same, a["owner"], b["owner"])
+		}
+		inf.Stop()
 	}
 }

@@ -74,7 +74,9 @@ func newCodec[T Object]() codec[T] {
 			},
 		}
 	}
-	f := &jsonwatch.Format{} // managedFields are never stored; any kind
+	// managedFields are never stored; any kind; objects are stored after
+	// the Transform, so restored ones may share containers.
+	f := &jsonwatch.Format{ShareContainers: true}
 	if _, ok := any(fresh()).(*unstructured.Unstructured); !ok {
 		f.New = func() kruntime.Object { return fresh() }
 	}

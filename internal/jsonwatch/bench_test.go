@@ -69,7 +69,7 @@ func BenchmarkDecode(b *testing.B) {
 	b.Run("kinformer", func(b *testing.B) {
 		b.SetBytes(int64(len(stream)))
 		b.ReportAllocs()
-		d := NewDecoder(&Format{StripManagedFields: true})
+		d := NewDecoder(&Format{StripManagedFields: true, ShareContainers: true})
 		for b.Loop() {
 			r := d.NewReader(io.NopCloser(bytes.NewReader(stream)))
 			for {

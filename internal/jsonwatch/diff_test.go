@@ -178,7 +178,7 @@ func describe(ev watch.Event) string {
 	return fmt.Sprintf("%s %#v", ev.Type, ev.Object)
 }
 
-var unstructuredFormat = &Format{StripManagedFields: true}
+var unstructuredFormat = &Format{StripManagedFields: true, ShareContainers: true}
 
 // eventCases are single events: realistic ones and the odd cases where
 // encoding/json's rules are easy to get wrong.
@@ -284,7 +284,7 @@ type widgetStatus struct {
 
 func (w *widget) DeepCopyObject() runtime.Object { panic("not needed") }
 
-var typedFormat = &Format{New: func() runtime.Object { return &widget{} }, Kind: "Widget", StripManagedFields: true}
+var typedFormat = &Format{New: func() runtime.Object { return &widget{} }, Kind: "Widget", StripManagedFields: true, ShareContainers: true}
 
 var typedCases = []string{
 	widgetEvent,

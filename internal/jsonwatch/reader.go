@@ -76,8 +76,14 @@ type Format struct {
 	StripManagedFields bool
 	// Share, if set, makes typed objects share strings and maps with
 	// earlier ones (unstructured objects always share interned names and
-	// values). It must be used by the Reader's goroutine only.
+	// values, which are immutable). It must be used by the Reader's
+	// goroutine only.
 	Share *intern.Sharer
+	// ShareContainers makes small objects and arrays of interned values
+	// (in unstructured objects, and in typed objects' interface{} fields)
+	// shared between objects. Only for objects nothing modifies after
+	// decoding: not before a Transform.
+	ShareContainers bool
 }
 
 // Reader reads the events of one JSON watch stream on its caller's
@@ -109,6 +115,7 @@ type Decoder struct {
 func NewDecoder(f *Format) *Decoder {
 	d := &Decoder{f: f}
 	d.vals.strip = f.StripManagedFields
+	d.vals.shareContainers = f.ShareContainers
 	if f.New != nil {
 		d.typed = newTyped(&d.vals, f.StripManagedFields)
 	}

@@ -36,7 +36,7 @@ func BenchmarkRetained(b *testing.B) {
 	}
 	b.Run("kinformer", func(b *testing.B) {
 		measure(b, func(keep []any) []any {
-			r := NewDecoder(&Format{StripManagedFields: true}).NewReader(io.NopCloser(bytes.NewReader(stream)))
+			r := NewDecoder(&Format{StripManagedFields: true, ShareContainers: true}).NewReader(io.NopCloser(bytes.NewReader(stream)))
 			for {
 				ev, err := r.Next()
 				if err != nil {

@@ -44,6 +44,9 @@ type values struct {
 	key    []byte               // scratch: a shared container's key
 	// StripManagedFields skips metadata.managedFields of top-level objects.
 	strip bool
+	// shareContainers shares small objects and arrays between objects:
+	// only where nothing modifies a decoded object (no Transform).
+	shareContainers bool
 }
 
 type pair struct {
@@ -222,7 +225,7 @@ func (v *values) object(at level) (map[string]any, bool, error) {
 	}
 	members := v.pairs[base:]
 	var key []byte
-	if stable && bad == nil && len(members) <= maxShared {
+	if v.shareContainers && stable && bad == nil && len(members) <= maxShared {
 		key = append(v.key[:0], 'm')
 		for _, p := range members {
 			key = appendValue(appendName(key, p.name), p.val)
@@ -273,7 +276,7 @@ func (v *values) array() (any, bool, error) {
 	}
 	elems := v.stack[base:]
 	var key []byte
-	if stable && bad == nil && len(elems) <= maxShared {
+	if v.shareContainers && stable && bad == nil && len(elems) <= maxShared {
 		key = append(v.key[:0], 'a')
 		for _, e := range elems {
 			key = appendValue(key, e)
