@@ -56,8 +56,9 @@ type Options[T Object] struct {
 	//   - custom resources through client-go's dynamic client
 	//     (dyn.Resource(gvr).Namespace(ns)), a Factory's Dynamic, or a typed
 	//     client or Factory for a Go struct without protobuf: JSON, in one
-	//     pass over the tokens, managedFields skipped unread, field names,
-	//     short values and small repeated objects shared between objects.
+	//     pass over the tokens, managedFields skipped unread, field names
+	//     and short values shared between objects, and small repeated
+	//     objects too when there is no Transform.
 	//     Their paged lists are decoded the same way.
 	// The resource's name is looked up once by discovery where the client
 	// does not say it; a server that refuses discovery or the format is
