@@ -115,10 +115,15 @@ func newDirectWatcher[T Object](lw any, keepManagedFields bool, share *intern.Sh
 		StripManagedFields: !keepManagedFields,
 		Share:              share,
 		ShareContainers:    share != nil,
+		MaxEvent:           maxJSONEvent,
 	})
 	d.shares = share != nil
 	return d
 }
+
+// maxJSONEvent bounds a JSON event's bytes; 0 is jsonwatch.MaxEvent.
+// Tests lower it, before making an informer, to test the bound quickly.
+var maxJSONEvent int64
 
 // newDynamicWatcher returns a JSON directWatcher for a dynamic client's
 // resource, or nil.
@@ -144,7 +149,7 @@ func newDynamicWatcher(lw any, keepManagedFields bool, share *intern.Sharer) *di
 		// does with the maps; containers are shared only without one,
 		// which may modify its object in place. Without one there is
 		// nothing left to do after decoding.
-		json:   jsonwatch.NewDecoder(&jsonwatch.Format{StripManagedFields: !keepManagedFields, ShareContainers: share != nil}),
+		json:   jsonwatch.NewDecoder(&jsonwatch.Format{StripManagedFields: !keepManagedFields, ShareContainers: share != nil, MaxEvent: maxJSONEvent}),
 		shares: share != nil,
 	}
 }

@@ -46,7 +46,7 @@ var ErrNotJSON = errors.New("the server answered a JSON watch with something els
 // ErrTruncated means the stream ended inside an event.
 var ErrTruncated = errors.New("truncated event")
 
-// ErrEventTooLarge means an event went on past MaxEvent bytes.
+// ErrEventTooLarge means an event went on past its bound (Format.MaxEvent).
 var ErrEventTooLarge = errors.New("event too large")
 
 // MaxEvent bounds one event: etcd refuses objects far smaller, so a longer
@@ -79,6 +79,8 @@ type Format struct {
 	// values, which are immutable). It must be used by the Reader's
 	// goroutine only.
 	Share *intern.Sharer
+	// MaxEvent bounds one event's bytes; 0 means the package's MaxEvent.
+	MaxEvent int64
 	// ShareContainers makes small objects and arrays of interned values
 	// (in unstructured objects, and in typed objects' interface{} fields)
 	// shared between objects. Only for objects nothing modifies after
@@ -92,6 +94,7 @@ type Format struct {
 type Reader struct {
 	body   io.ReadCloser
 	lim    *limited // the body as the tokenizer reads it
+	max    int64    // bytes an event may have
 	dec    *jsontext.Decoder
 	f      *Format
 	vals   *values
@@ -125,9 +128,16 @@ func NewDecoder(f *Format) *Decoder {
 // NewReader returns a Reader of body. Readers of one Decoder must be used
 // one after the other, not at once.
 func (d *Decoder) NewReader(body io.ReadCloser) *Reader {
-	lim := &limited{r: body, limit: MaxEvent}
+	lim := &limited{r: body, limit: d.maxEvent()}
 	dec := jsontext.NewDecoder(lim, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-	return &Reader{body: body, lim: lim, dec: dec, f: d.f, vals: &d.vals, typed: d.typed}
+	return &Reader{body: body, lim: lim, dec: dec, max: d.maxEvent(), f: d.f, vals: &d.vals, typed: d.typed}
+}
+
+func (d *Decoder) maxEvent() int64 {
+	if d.f.MaxEvent > 0 {
+		return d.f.MaxEvent
+	}
+	return MaxEvent
 }
 
 // limited reads no further than limit bytes into the body.
@@ -187,7 +197,7 @@ func (r *Reader) Next() (watch.Event, error) {
 	}
 	switch {
 	case errors.Is(err, ErrEventTooLarge):
-		return watch.Event{}, fmt.Errorf("unreadable watch stream: %w: more than %d bytes", ErrEventTooLarge, MaxEvent)
+		return watch.Event{}, fmt.Errorf("unreadable watch stream: %w: more than %d bytes", ErrEventTooLarge, r.max)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return watch.Event{}, fmt.Errorf("unreadable watch stream: %w: the stream ended inside an event", ErrTruncated)
 	}
@@ -207,7 +217,7 @@ func eventError(et watch.EventType, format string, args ...any) error {
 // first, as servers send it; else it is kept as bytes until the end.
 func (r *Reader) next() (watch.Event, error) {
 	dec := r.vals.dec
-	r.lim.limit = dec.InputOffset() + MaxEvent
+	r.lim.limit = dec.InputOffset() + r.max
 	switch k := dec.PeekKind(); k {
 	case '{':
 	case 0:
