@@ -1,0 +1,639 @@
+package kinformer
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
+)
+
+// Labels and annotations of the Leases of a shard group.
+const (
+	// ShardGroupLabel labels every Lease of a group with the group's name.
+	ShardGroupLabel = "kinformer.io/shard-group"
+	// ShardClaimsAnnotation holds the slots the Lease's holder claims: it
+	// serves them, or is about to (see docs/sharding.md).
+	ShardClaimsAnnotation = "kinformer.io/shard-claims"
+)
+
+// ShardingOptions configure a Sharding.
+type ShardingOptions struct {
+	// Group names the set of replicas that share the work; its Leases
+	// carry it as the label ShardGroupLabel. Required; a valid label value.
+	Group string
+	// Namespace holds the group's Leases. Required.
+	Namespace string
+	// Identity names this replica, unique in the group (a pod name).
+	// Required. A replica restarted with the same identity takes its own
+	// Lease back, with the slots it still claims.
+	Identity string
+	// LeaseDuration: a replica whose Lease has not been renewed for this
+	// long is dead, and its share is taken over. A replica that cannot
+	// renew its Lease stops handling before then. Default 15s; at least 2s.
+	LeaseDuration time.Duration
+	// RenewPeriod is how often the Lease is renewed and the group's Leases
+	// read. Default LeaseDuration/5; at most LeaseDuration/3.
+	RenewPeriod time.Duration
+	// Slots is how many equal parts the hash space is cut into: a power
+	// of two up to 4096, the same for every replica of the group. Default
+	// DefaultShardSlots (64).
+	Slots int
+	// Logger receives membership and ownership changes; nil discards.
+	Logger *slog.Logger
+}
+
+// Sharding is a replica's membership in a shard group: it holds a
+// coordination.k8s.io/v1 Lease labelled with the group, reads the others',
+// splits the hash space of metadata.uid between the live members, and
+// tells the informers that use it (Options.Sharding) which part is theirs.
+// Create it with NewSharding, run it with Run; one Sharding serves any
+// number of informers of the process.
+//
+// A replica never serves a slot that another live replica serves: it
+// claims the slot in its Lease first and starts only once a read of the
+// group's Leases made after that write shows no other live claim; it gives
+// a slot up by first telling its informers (whose handlers receive Deleted,
+// CauseReshard, for the objects that leave) and, once their handlers have
+// returned, dropping the claim. A replica that cannot renew its Lease stops
+// serving everything before the others may count it dead. docs/sharding.md
+// has the protocol and its failure cases.
+type Sharding struct {
+	opts   ShardingOptions
+	err    error // invalid options: Run returns it
+	leases coordclient.LeaseInterface
+	log    *slog.Logger
+	name   string // of this replica's Lease
+
+	running atomic.Bool
+	// deadline (unix nanoseconds) is when the others may first count this
+	// replica dead: the send time of the last successful renewal plus
+	// LeaseDuration. Handlers are not called past it (valid).
+	deadline atomic.Int64
+	wake     chan struct{} // capacity 1: an informer acknowledged a change
+
+	mu       sync.Mutex // guards all below
+	ready    bool       // the first assignment is published
+	readyCh  chan struct{}
+	ver      uint64        // of serving; bumped at each change
+	serving  *slotSet      // what the informers may serve
+	changed  chan struct{} // closed at the next change
+	subs     map[*shardSub]struct{}
+	members  []string // live members, as last read
+	claimed  *slotSet // in this replica's Lease, as last written
+	fenced   bool     // renewals failed past the soft deadline: serving nothing
+	release  *slotSet // slots given up, waiting for relVer's acknowledgements
+	relVer   uint64
+	lease    *coordinationv1.Lease // as last written or read; nil before
+	observed map[string]observation
+}
+
+// observation is when a Lease of another replica last changed, by this
+// replica's clock: Leases expire by what this replica has seen, never by
+// the timestamps other clocks wrote.
+type observation struct {
+	rv       string
+	at       time.Time
+	duration time.Duration
+}
+
+// NewSharding returns the membership of this replica in opts.Group, using
+// cfg to reach the API server. It does nothing until Run. Invalid options
+// are reported by Run.
+func NewSharding(cfg *rest.Config, opts ShardingOptions) *Sharding {
+	if opts.LeaseDuration == 0 {
+		opts.LeaseDuration = 15 * time.Second
+	}
+	if opts.RenewPeriod == 0 {
+		opts.RenewPeriod = opts.LeaseDuration / 5
+	}
+	if opts.Slots == 0 {
+		opts.Slots = DefaultShardSlots
+	}
+	s := &Sharding{opts: opts, log: opts.Logger, wake: make(chan struct{}, 1), readyCh: make(chan struct{}),
+		changed: make(chan struct{}), subs: map[*shardSub]struct{}{}, observed: map[string]observation{}}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.log = s.log.With("shardGroup", opts.Group, "identity", opts.Identity)
+	s.err = opts.validate()
+	if s.err == nil {
+		s.serving = newSlotSet(opts.Slots)
+		s.claimed = newSlotSet(opts.Slots)
+		s.name = leaseName(opts.Group, opts.Identity)
+		c := rest.CopyConfig(cfg)
+		c.Timeout = opts.RenewPeriod // a renewal hung past this is failed
+		cs, err := coordclient.NewForConfig(c)
+		if err != nil {
+			s.err = fmt.Errorf("kinformer: sharding: %w", err)
+		} else {
+			s.leases = cs.Leases(opts.Namespace)
+		}
+	}
+	return s
+}
+
+func (o *ShardingOptions) validate() error {
+	var errs []string
+	if o.Group == "" {
+		errs = append(errs, "Group is required")
+	} else if msgs := validation.IsValidLabelValue(o.Group); len(msgs) > 0 {
+		errs = append(errs, fmt.Sprintf("Group %q is not a valid label value: %s", o.Group, strings.Join(msgs, "; ")))
+	}
+	if o.Namespace == "" {
+		errs = append(errs, "Namespace is required")
+	}
+	if o.Identity == "" {
+		errs = append(errs, "Identity is required")
+	}
+	if o.LeaseDuration < 2*time.Second {
+		errs = append(errs, fmt.Sprintf("LeaseDuration %s is under 2s", o.LeaseDuration))
+	}
+	if o.RenewPeriod <= 0 || o.RenewPeriod > o.LeaseDuration/3 {
+		errs = append(errs, fmt.Sprintf("RenewPeriod %s must be positive and at most LeaseDuration/3", o.RenewPeriod))
+	}
+	if err := validSlots(o.Slots); err != nil {
+		errs = append(errs, strings.TrimPrefix(err.Error(), "kinformer: "))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("kinformer: sharding: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// leaseName is the name of a replica's Lease: group and identity, made a
+// valid object name, with a hash of both when they had to be changed.
+func leaseName(group, identity string) string {
+	raw := group + "-" + identity
+	var b strings.Builder
+	for _, r := range strings.ToLower(raw) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '.':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	name := strings.Trim(b.String(), "-.")
+	if name != raw || len(name) > 200 {
+		h := fnv.New32a()
+		h.Write([]byte(group + "\x00" + identity))
+		name = fmt.Sprintf("%s-%08x", strings.Trim(name[:min(len(name), 200)], "-."), h.Sum32())
+	}
+	return name
+}
+
+// ShardingStatus is a snapshot of a replica's membership.
+type ShardingStatus struct {
+	Identity string
+	Members  []string // live members, this replica included, sorted
+	Slots    int      // the slots this replica serves
+	Total    int      // ShardingOptions.Slots
+	Ranges   string   // the hash ranges it serves, or "none"
+	Fenced   bool     // it could not renew its Lease in time, and serves nothing
+}
+
+// Status returns the replica's membership as last known.
+func (s *Sharding) Status() ShardingStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := ShardingStatus{Identity: s.opts.Identity, Members: slices.Clone(s.members), Total: s.opts.Slots, Fenced: s.fenced}
+	if s.serving != nil {
+		st.Slots, st.Ranges = s.serving.len(), s.serving.String()
+	}
+	return st
+}
+
+// Run keeps the replica's Lease and its share until ctx ends, then gives
+// the share up (its informers' handlers receive Deleted for it) and deletes
+// the Lease, so that the others take over at once. It returns the options'
+// error if they are invalid, and ErrRunning if it is already running;
+// failures to reach the API server are logged and retried.
+func (s *Sharding) Run(ctx context.Context) error {
+	if s.err != nil {
+		return s.err
+	}
+	if !s.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer s.running.Store(false)
+	defer s.leave()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			s.tick(ctx)
+			t.Reset(s.opts.RenewPeriod)
+		case <-s.wake:
+			if s.releaseAcked() {
+				s.tick(ctx) // drop the claims at once, not at the next renewal
+			}
+		}
+		s.checkDeadline()
+	}
+}
+
+// leave gives up the share and deletes the Lease when Run ends.
+func (s *Sharding) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.LeaseDuration/2)
+	defer cancel()
+	s.mu.Lock()
+	ver := s.publishLocked(newSlotSet(s.opts.Slots))
+	s.mu.Unlock()
+	if s.waitAcked(ctx, ver) {
+		err := s.leases.Delete(ctx, s.name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			s.log.Warn("kinformer: sharding: could not delete the Lease on leaving; the others take over once it expires", "lease", s.name, "error", err)
+		} else {
+			s.log.Info("kinformer: sharding: left the group", "lease", s.name)
+		}
+	}
+	s.mu.Lock()
+	s.claimed = newSlotSet(s.opts.Slots)
+	s.lease = nil
+	s.release = nil
+	s.mu.Unlock()
+}
+
+// waitAcked waits until every informer has applied version ver.
+func (s *Sharding) waitAcked(ctx context.Context, ver uint64) bool {
+	for {
+		s.mu.Lock()
+		ok := s.ackedLocked(ver)
+		s.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-s.wake:
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Sharding) ackedLocked(ver uint64) bool {
+	for sub := range s.subs {
+		if sub.acked.Load() < ver {
+			return false
+		}
+	}
+	return true
+}
+
+// releaseAcked reports whether a pending release has been applied by
+// every informer.
+func (s *Sharding) releaseAcked() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.release != nil && s.ackedLocked(s.relVer)
+}
+
+// checkDeadline fences the replica if its last successful renewal is too
+// old: past the soft deadline, a margin before the others may count it
+// dead, it serves nothing.
+func (s *Sharding) checkDeadline() {
+	d := s.deadline.Load()
+	if d == 0 {
+		return
+	}
+	soft := time.Unix(0, d).Add(-s.margin())
+	if time.Now().Before(soft) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fenced {
+		return
+	}
+	s.fenced = true
+	s.log.Warn("kinformer: sharding: the Lease could not be renewed in time; serving nothing until it is", "lease", s.name)
+	s.publishLocked(newSlotSet(s.opts.Slots))
+	// Claims are void once the Lease expires; the next renewal writes
+	// none, and the share is claimed afresh.
+	s.claimed = newSlotSet(s.opts.Slots)
+	s.release = nil
+}
+
+// margin is how long before its Lease may be counted dead a replica that
+// could not renew stops serving: time for its informers to drop the share.
+func (s *Sharding) margin() time.Duration {
+	return max(s.opts.RenewPeriod, s.opts.LeaseDuration/4)
+}
+
+// valid reports whether the replica may still handle events: its Lease
+// cannot yet be counted dead by the others.
+func (s *Sharding) valid() bool {
+	d := s.deadline.Load()
+	return d != 0 && time.Now().UnixNano() < d
+}
+
+// tick renews the Lease, reads the group, and moves the share one step
+// towards the assignment: confirms claimed slots no one else claims,
+// releases slots no longer assigned, claims newly assigned free ones (and
+// confirms them after a second write and read).
+func (s *Sharding) tick(ctx context.Context) {
+	for pass := 0; pass < 2; pass++ {
+		s.mu.Lock()
+		if s.release != nil && s.ackedLocked(s.relVer) {
+			s.claimed = s.claimed.minus(s.release)
+			s.release = nil
+		}
+		claims := s.claimed.clone()
+		s.mu.Unlock()
+		if err := s.renew(ctx, claims); err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("kinformer: sharding: renewing the Lease failed", "lease", s.name, "error", err)
+			}
+			return
+		}
+		others, err := s.readGroup(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("kinformer: sharding: reading the group's Leases failed", "error", err)
+			}
+			return
+		}
+		if !s.reconcile(others, claims) {
+			return
+		}
+	}
+}
+
+// peer is another live member and what it claims.
+type peer struct {
+	identity string
+	claims   *slotSet
+}
+
+// renew writes this replica's Lease: renewed now, with claims.
+func (s *Sharding) renew(ctx context.Context, claims *slotSet) error {
+	sent := time.Now()
+	now := metav1.NewMicroTime(sent)
+	secs := int32(max(s.opts.LeaseDuration/time.Second, 1))
+	s.mu.Lock()
+	cur := s.lease
+	s.mu.Unlock()
+	var l *coordinationv1.Lease
+	var err error
+	if cur == nil {
+		cur, err = s.leases.Get(ctx, s.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			cur, err = nil, nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if cur == nil {
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: s.opts.Namespace}}
+	} else {
+		l = cur.DeepCopy()
+	}
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Labels[ShardGroupLabel] = s.opts.Group
+	l.Annotations[ShardClaimsAnnotation] = claims.encode()
+	id := s.opts.Identity
+	l.Spec.HolderIdentity = &id
+	l.Spec.LeaseDurationSeconds = &secs
+	l.Spec.RenewTime = &now
+	if l.Spec.AcquireTime == nil || cur == nil {
+		l.Spec.AcquireTime = &now
+	}
+	var out *coordinationv1.Lease
+	if cur == nil {
+		out, err = s.leases.Create(ctx, l, metav1.CreateOptions{})
+	} else {
+		out, err = s.leases.Update(ctx, l, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) {
+			s.mu.Lock()
+			s.lease = nil // read it afresh next time
+			s.mu.Unlock()
+		}
+		return err
+	}
+	s.mu.Lock()
+	s.lease = out
+	s.mu.Unlock()
+	s.deadline.Store(sent.Add(s.opts.LeaseDuration).UnixNano())
+	return nil
+}
+
+// readGroup lists the group's Leases (a consistent read) and returns the
+// live members other than this replica, with their claims.
+func (s *Sharding) readGroup(ctx context.Context) ([]peer, error) {
+	list, err := s.leases.List(ctx, metav1.ListOptions{LabelSelector: ShardGroupLabel + "=" + s.opts.Group})
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[string]bool{}
+	var out []peer
+	for i := range list.Items {
+		l := &list.Items[i]
+		if l.Name == s.name {
+			continue
+		}
+		seen[l.Name] = true
+		d := s.opts.LeaseDuration
+		if l.Spec.LeaseDurationSeconds != nil && *l.Spec.LeaseDurationSeconds > 0 {
+			d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+		}
+		o, ok := s.observed[l.Name]
+		if !ok || o.rv != l.ResourceVersion {
+			o = observation{rv: l.ResourceVersion, at: now}
+		}
+		o.duration = d
+		s.observed[l.Name] = o
+		if now.Sub(o.at) >= d || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+			continue // expired by this replica's clock, or released
+		}
+		p := peer{identity: *l.Spec.HolderIdentity, claims: newSlotSet(s.opts.Slots)}
+		if v, ok := l.Annotations[ShardClaimsAnnotation]; ok {
+			c, err := decodeSlotSet(v, s.opts.Slots)
+			if err != nil {
+				// A member that claims in a form this replica cannot read
+				// (another slot count) might serve anything: claim nothing
+				// new while it lives.
+				s.log.Warn("kinformer: sharding: cannot read a member's claims; claiming nothing it might hold", "lease", l.Name, "error", err)
+				c = newSlotSet(s.opts.Slots)
+				for i := range s.opts.Slots {
+					c.add(i)
+				}
+			}
+			p.claims = c
+		}
+		out = append(out, p)
+	}
+	for name := range s.observed {
+		if !seen[name] {
+			delete(s.observed, name)
+		}
+	}
+	return out, nil
+}
+
+// reconcile moves the share one step, given the live others read after
+// the write of claims; it reports whether it claimed new slots (which a
+// second write and read must confirm).
+func (s *Sharding) reconcile(others []peer, claims *slotSet) (claimedMore bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fenced {
+		s.fenced = false
+		s.log.Info("kinformer: sharding: the Lease is renewed again", "lease", s.name)
+	}
+	members := []string{s.opts.Identity}
+	taken := newSlotSet(s.opts.Slots) // claimed by a live other
+	lower := newSlotSet(s.opts.Slots) // ... by one whose identity sorts first
+	for _, p := range others {
+		members = append(members, p.identity)
+		taken = taken.union(p.claims)
+		if p.identity < s.opts.Identity {
+			lower = lower.union(p.claims)
+		}
+	}
+	slices.Sort(members)
+	members = slices.Compact(members)
+	if !slices.Equal(members, s.members) {
+		s.log.Info("kinformer: sharding: members", "members", members)
+	}
+	s.members = members
+	want := assignSlots(members, s.opts.Slots)[s.opts.Identity]
+
+	// Claimed (in the Lease just written) but not served yet: serve those
+	// no live other claims; drop those no longer wanted, and those a
+	// member sorting first also claims (it keeps its claim; two that claim
+	// the same slot at once would otherwise both wait for ever).
+	serving := s.serving.clone()
+	pending := claims.minus(s.serving)
+	if s.release != nil {
+		pending = pending.minus(s.release) // being given up: claimed until acknowledged
+	}
+	for i := range s.opts.Slots {
+		if !pending.contains(i) {
+			continue
+		}
+		switch {
+		case !want.contains(i) || lower.contains(i):
+			s.claimed.remove(i)
+		case !taken.contains(i):
+			serving.add(i)
+		}
+	}
+	// Served but no longer wanted: stop serving (the informers drop the
+	// objects, their handlers return), then drop the claim (tick, once
+	// every informer has acknowledged). One release at a time.
+	var gone *slotSet
+	if s.release == nil {
+		if gone = serving.minus(want); !gone.empty() {
+			serving = serving.minus(gone)
+		}
+	}
+	ver := s.publishLocked(serving)
+	if gone != nil && !gone.empty() {
+		s.release, s.relVer = gone, ver
+	}
+	// Wanted, and claimed by no live other: claim now, serve once a read
+	// after the write confirms.
+	if free := want.minus(s.claimed).minus(taken); !free.empty() {
+		s.claimed = s.claimed.union(free)
+		return true
+	}
+	return false
+}
+
+// publishLocked makes set what the informers serve, and returns its
+// version.
+func (s *Sharding) publishLocked(set *slotSet) uint64 {
+	if set.equal(s.serving) && s.ready {
+		return s.ver
+	}
+	if !set.equal(s.serving) {
+		s.log.Info("kinformer: sharding: serving", "slots", set.len(), "of", s.opts.Slots, "ranges", set.String())
+	}
+	s.serving = set
+	s.ver++
+	close(s.changed)
+	s.changed = make(chan struct{})
+	if !s.ready {
+		s.ready = true
+		close(s.readyCh)
+	}
+	return s.ver
+}
+
+// shardSub is one informer's view of a Sharding.
+type shardSub struct {
+	sh    *Sharding
+	acked atomic.Uint64 // the last version the informer has applied
+}
+
+// subscribe registers an informer; it must ack each version it applies
+// and close when it stops.
+func (s *Sharding) subscribe() *shardSub {
+	sub := &shardSub{sh: s}
+	s.mu.Lock()
+	s.subs[sub] = struct{}{}
+	s.mu.Unlock()
+	return sub
+}
+
+// current returns the published share, its version, and a channel closed
+// at the next change; ready is false until the first share is published.
+func (sub *shardSub) current() (set *slotSet, ver uint64, changed <-chan struct{}, ready bool) {
+	s := sub.sh
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.serving, s.ver, s.changed, s.ready
+}
+
+// readyCh is closed once the first share is published.
+func (sub *shardSub) readyCh() <-chan struct{} { return sub.sh.readyCh }
+
+// ack records that the informer has applied version ver: its handlers
+// have returned for every object it dropped.
+func (sub *shardSub) ack(ver uint64) {
+	if sub.acked.Load() < ver {
+		sub.acked.Store(ver)
+	}
+	select {
+	case sub.sh.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (sub *shardSub) close() {
+	s := sub.sh
+	s.mu.Lock()
+	delete(s.subs, sub)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
