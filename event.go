@@ -54,6 +54,10 @@ const (
 	// (Options.StateDir) as the informer started; the events that follow
 	// bring it up to date with the server.
 	CauseRestore
+	// CauseReshard: the replica's share of a sharded resource changed
+	// (Options.Sharding): Added for an object that joined it, Deleted for
+	// one that left it. The object itself may not have changed.
+	CauseReshard
 )
 
 func (c Cause) String() string {
@@ -70,6 +74,8 @@ func (c Cause) String() string {
 		return "transform"
 	case CauseRestore:
 		return "restore"
+	case CauseReshard:
+		return "reshard"
 	}
 	return "unknown"
 }

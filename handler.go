@@ -134,6 +134,11 @@ type listener[T Object] struct {
 	// that a handler calling Stop or RemoveEventHandler is not waited for
 	// by itself.
 	gid atomic.Int64
+	// valid, if set (a sharded informer), says whether the replica may
+	// still handle its objects; while it is false, object events are not
+	// delivered, except the Deleted of a reshard that tell handlers to let
+	// go.
+	valid func() bool
 }
 
 func newListener[T Object](mask uint8, fn func(Event[T]), log *slog.Logger) *listener[T] {
@@ -245,6 +250,12 @@ func (l *listener[T]) run(ctx context.Context) {
 			// The event being handled counts as waiting until it is
 			// handled: a stuck handler shows its lag.
 			l.head.Store(batch[i].at)
+			if l.valid != nil && fenced(batch[i].e) && !l.valid() {
+				l.backlog.Add(-1)
+				l.delivered.Add(1)
+				batch[i] = queued[T]{}
+				continue
+			}
 			if !l.call(batch[i].e) {
 				l.head.Store(0)
 				return // removed
@@ -267,6 +278,18 @@ func (l *listener[T]) run(ctx context.Context) {
 		case <-l.wake:
 		}
 	}
+}
+
+// fenced reports whether e is held back from a replica whose Lease may
+// have been counted dead (listener.valid).
+func fenced[T Object](e Event[T]) bool {
+	switch e.Type {
+	case Added, Modified:
+		return true
+	case Deleted:
+		return e.Cause != CauseReshard
+	}
+	return false
 }
 
 // advanceHead sets head to the oldest event still in the queue, or 0.
@@ -353,8 +376,9 @@ type dispatcher[T Object] struct {
 	runWG     *sync.WaitGroup // joins the listener goroutines of this run
 	// goroutines holds the ids of the running listener goroutines, also
 	// of those removed but still in their last call.
-	goroutines sync.Map  // int64 -> struct{}
-	obs        *observer // counts events; nil without metrics
+	goroutines sync.Map    // int64 -> struct{}
+	obs        *observer   // counts events; nil without metrics
+	valid      func() bool // listener.valid of every listener; nil for none
 }
 
 // depth returns the events queued for all registrations and the age of the
@@ -374,6 +398,7 @@ func (d *dispatcher[T]) depth() (events int, oldest time.Duration) {
 // handled that replay; else once it has handled the first list's events.
 func (d *dispatcher[T]) add(l *listener[T], c *Cache[T], rv func() string, isSynced func() bool) *Registration {
 	reg := &Registration{l: l}
+	l.valid = d.valid
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	// Read under d.mu: the writer marks the first sync under it too, so a
@@ -482,4 +507,28 @@ func (d *dispatcher[T]) emit(e Event[T]) {
 	d.mu.RLock()
 	d.emitLocked(e)
 	d.mu.RUnlock()
+}
+
+// marks returns how many events each listener has been given so far.
+func (d *dispatcher[T]) marks() map[*listener[T]]int64 {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	m := make(map[*listener[T]]int64, len(d.listeners))
+	for _, l := range d.listeners {
+		l.mu.Lock()
+		m[l] = l.pushed
+		l.mu.Unlock()
+	}
+	return m
+}
+
+// reached reports whether each listener has handled the events marks
+// counted, or was removed.
+func (d *dispatcher[T]) reached(marks map[*listener[T]]int64) bool {
+	for l, n := range marks {
+		if !l.removed.Load() && l.delivered.Load() < n {
+			return false
+		}
+	}
+	return true
 }

@@ -196,6 +196,9 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 		}
 		o.Metrics.add(inf.obs.source)
 	}
+	if o.Sharding != nil {
+		inf.disp.valid = o.Sharding.valid
+	}
 	inf.loop = newLoop(lw, &o, inf.cache, inf.status, &inf.disp, log, inf.obs)
 	return inf
 }
@@ -478,6 +481,7 @@ func (inf *Informer[T]) run(ctx context.Context, done chan struct{}) {
 	inf.disp.start(ctx)
 	inf.loop.run(ctx) // returns once ctx is done
 	inf.disp.join()
+	inf.loop.closeShard()
 
 	inf.runMu.Lock()
 	inf.cancel()

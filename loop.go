@@ -80,6 +80,7 @@ const (
 	directRefused                       // direct decoding is not possible here; err says why
 	resyncDue                           // the resync period has passed
 	probed                              // the probe learnt the resourceVersion to catch up to
+	resharded                           // the share of a sharded informer changed during a watch
 )
 
 type outcome struct {
@@ -94,7 +95,7 @@ type outcome struct {
 // step is the transition function of the watch loop.
 func step(s state, o outcome) (next state, backoff bool) {
 	switch o.kind {
-	case stopped:
+	case stopped, resharded:
 		return s, false
 	case listed, watchEnded, probed:
 		s.phase = phaseWatch
@@ -165,6 +166,8 @@ type loop[T Object] struct {
 	quiet time.Duration
 	// stateOpened: the state file has been opened (and loaded) once.
 	stateOpened bool
+	// sh is the share of a sharded informer; nil if not sharded.
+	sh *shardLoop
 }
 
 func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *Cache[T], s *status, d *dispatcher[T], log *slog.Logger, obs *observer) *loop[T] {
@@ -188,6 +191,9 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *
 		l.direct = newDirectWatcher[T](lw, o.KeepManagedFields, share)
 	}
 	l.st.direct = l.direct != nil
+	if o.Sharding != nil {
+		l.sh = &shardLoop{}
+	}
 	if o.StateDir != "" {
 		l.w.persist = newPersister(lw, o, log, l.w.reportAsync)
 		l.w.persist.obs = obs
@@ -217,6 +223,18 @@ func (l *loop[T]) openState() bool {
 
 // run runs the state machine until ctx is done.
 func (l *loop[T]) run(ctx context.Context) {
+	if l.sh != nil {
+		// The first share is needed before anything: the state file is
+		// restored through it.
+		// Unsubscribed by the informer once its handlers have returned
+		// (closeShard): until then the Sharding must not give the share
+		// away.
+		l.sh.sub = l.opts.Sharding.subscribe()
+		l.sh.ver = 0
+		if _, ok := l.applyShare(ctx); !ok {
+			return
+		}
+	}
 	if l.w.persist != nil && l.openState() {
 		l.w.persist.start()
 		defer l.w.persist.stop() // after the last write: the loop has returned
@@ -226,6 +244,10 @@ func (l *loop[T]) run(ctx context.Context) {
 	case l.w.status.resourceVersion() == "":
 	case l.w.status.synced.Load():
 		l.st.phase = phaseWatch // restarted: resume from the kept resourceVersion
+	case l.sh != nil:
+		// Restored, sharded: the file may lack slots the replica did not
+		// serve when it was written. List, diffed against the restored
+		// cache.
 	default:
 		l.st.phase = phaseProbe // restored: catch up before saying synced
 	}
@@ -236,12 +258,28 @@ func (l *loop[T]) run(ctx context.Context) {
 		resyncAt = time.Now().Add(l.opts.ResyncPeriod)
 	}
 	for ctx.Err() == nil {
+		if l.sh != nil {
+			grew, ok := l.applyShare(ctx)
+			if !ok {
+				return
+			}
+			if grew && l.st.phase != phaseListUnpaged {
+				if l.st.phase == phaseWatch {
+					l.obs.relist("reshard")
+				}
+				l.st.phase = phaseList
+			}
+			if l.sh.probe {
+				l.probeShardMode(ctx)
+			}
+		}
 		var o outcome
 		switch began := time.Now(); l.st.phase {
 		case phaseList, phaseListUnpaged:
 			o = l.list(ctx)
 			if o.kind == listed {
 				l.target = "" // a list is as caught up as it gets
+				l.w.gained = nil
 			}
 			if o.kind == listed && l.opts.ResyncPeriod > 0 {
 				// From the end of the list, and never shorter than twice
@@ -320,7 +358,11 @@ func (l *loop[T]) logTransition(o outcome, next state) {
 }
 
 func (l *loop[T]) listOptions() metav1.ListOptions {
-	return metav1.ListOptions{LabelSelector: l.opts.LabelSelector, FieldSelector: l.opts.FieldSelector}
+	o := metav1.ListOptions{LabelSelector: l.opts.LabelSelector, FieldSelector: l.opts.FieldSelector}
+	if l.w.shard != nil {
+		o.ShardSelector = l.w.shard.selector()
+	}
+	return o
 }
 
 // isNil reports whether a client returned a nil object, typed or not.
@@ -411,6 +453,18 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 		return outcome{kind: resyncDue}
 	}
 	rv := l.w.status.resourceVersion()
+	outer := ctx
+	if l.sh != nil {
+		// A change of share ends the watch: it was opened for the old one.
+		var release func()
+		ctx, release = l.cancelOnReshard(ctx)
+		defer release()
+		defer func() {
+			if outer.Err() == nil && ctx.Err() != nil {
+				o = outcome{kind: resharded}
+			}
+		}()
+	}
 	s, err := l.openWatch(ctx, "watch", func(o *metav1.ListOptions) { o.ResourceVersion = rv })
 	if err != nil {
 		if isNoDirect(err) {

@@ -35,6 +35,8 @@ import (
 //	kinformer_state_commit_seconds_total{resource}      time spent encoding and committing them
 //	kinformer_state_objects_written_total{resource}     objects written or deleted by them
 //	kinformer_state_restored_objects_total{resource}    objects restored from the state file
+//	kinformer_shard_slots{resource}                     slots of a sharded informer's share (Options.Sharding)
+//	kinformer_shard_server_side{resource}               1 if the API server filters its lists and watches by the share, 0 if the informer does
 //
 // Several informers with the same Name (other namespaces or selectors)
 // add up: counters and depths sum, ages take the worst.
@@ -44,6 +46,7 @@ type Metrics struct {
 	commits                   *prometheus.CounterVec
 	commitTime, written       *prometheus.CounterVec
 	restored                  *prometheus.CounterVec
+	shardSlots, shardServer   *prometheus.GaugeVec
 
 	mu      sync.Mutex // guards sources
 	sources map[*metricSource]struct{}
@@ -80,9 +83,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Objects written to or deleted from the state file."}, []string{"resource"}),
 		restored: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kinformer_state_restored_objects_total",
 			Help: "Objects restored from the state file as the informer started."}, []string{"resource"}),
+		shardSlots: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kinformer_shard_slots",
+			Help: "Slots of the hash space a sharded informer holds (Options.Sharding)."}, []string{"resource"}),
+		shardServer: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kinformer_shard_server_side",
+			Help: "1 if the API server filters a sharded informer's lists and watches by its share (ShardedListAndWatch), 0 if the informer filters alone."}, []string{"resource"}),
 		sources: map[*metricSource]struct{}{},
 	}
-	for _, c := range []prometheus.Collector{m.events, m.requests, m.relists, m.waits, m.waited, m.commits, m.commitTime, m.written, m.restored, m} {
+	for _, c := range []prometheus.Collector{m.events, m.requests, m.relists, m.waits, m.waited, m.commits, m.commitTime, m.written, m.restored, m.shardSlots, m.shardServer, m} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("kinformer: registering metrics: %w", err)
 		}
@@ -215,6 +222,22 @@ func (o *observer) request(verb string, err error) {
 func (o *observer) relist(cause string) {
 	if o != nil {
 		o.m.relists.WithLabelValues(o.name, cause).Inc()
+	}
+}
+
+// shard records a sharded informer's share and who filters it ("server",
+// "client", or "" before it is known).
+func (o *observer) shard(slots int, mode string) {
+	if o == nil {
+		return
+	}
+	o.m.shardSlots.WithLabelValues(o.name).Set(float64(slots))
+	if mode != "" {
+		v := 0.0
+		if mode == "server" {
+			v = 1
+		}
+		o.m.shardServer.WithLabelValues(o.name).Set(v)
 	}
 }
 

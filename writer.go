@@ -25,6 +25,11 @@ type writer[T Object] struct {
 	// share interns strings and shares equal maps between objects, by
 	// content here and by wire bytes in the direct decoder (direct.go).
 	share *intern.Sharer
+	// shard, if set, is the share of a sharded informer (Options.Sharding):
+	// objects outside it are not cached, as if outside a selector. gained
+	// is the part of it a reshard re-list is adding: its new objects are
+	// Added with CauseReshard.
+	shard, gained *slotSet
 	// persist, if set, keeps the state file (Options.StateDir) up to date
 	// with every change made here.
 	persist *persister[T]
@@ -114,7 +119,15 @@ func (w *writer[T]) bookmark(obj T, rv string) {
 func (w *writer[T]) apply(typ EventType, obj T, prepare prepareFunc[T]) {
 	rv := obj.GetResourceVersion()
 	key := w.cache.keyFunc(obj)
-	obj, ok := prepare(obj)
+	ok := true
+	if w.outside(obj) {
+		// Not this replica's: a server without sharded watches sent it, or
+		// a watch opened for the share before it shrank. Never cached (the
+		// shrink dropped it if it was): treated as a deletion of nothing.
+		typ = Deleted
+	} else {
+		obj, ok = prepare(obj)
+	}
 
 	w.disp.mu.RLock()
 	defer w.disp.mu.RUnlock()
@@ -167,6 +180,9 @@ func (w *writer[T]) apply(typ EventType, obj T, prepare prepareFunc[T]) {
 // is dropped at once, unprepared: a re-list of a mostly unchanged
 // collection then holds one copy of each object, not two.
 func (w *writer[T]) collect(items map[string]T, obj T, prepare prepareFunc[T]) {
+	if w.outside(obj) {
+		return
+	}
 	key := w.cache.keyFunc(obj)
 	if old, ok := w.cache.items[key]; ok && old.GetResourceVersion() == obj.GetResourceVersion() {
 		items[key] = old
@@ -207,7 +223,11 @@ func (w *writer[T]) replace(items map[string]T, rv string) {
 		o, existed := old[key]
 		switch {
 		case !existed:
-			w.disp.emitLocked(Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: rv, Cause: cause})
+			c := cause
+			if w.gained != nil && w.gained.has(string(obj.GetUID())) {
+				c = CauseReshard
+			}
+			w.disp.emitLocked(Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: rv, Cause: c})
 		case o.GetResourceVersion() != obj.GetResourceVersion():
 			w.disp.emitLocked(Event[T]{Type: Modified, Object: obj, Old: o, Key: key, ResourceVersion: rv, Cause: cause})
 		default:
@@ -237,6 +257,14 @@ func (w *writer[T]) replace(items map[string]T, rv string) {
 // and queues Added (CauseRestore) for each. The informer is not synced
 // yet: it catches up with the server first (caughtUp).
 func (w *writer[T]) restore(items map[string]T, rv string) {
+	for key, obj := range items {
+		if w.outside(obj) {
+			delete(items, key) // another replica's now
+			if w.persist != nil {
+				w.persist.record(key, obj, true, rv)
+			}
+		}
+	}
 	w.disp.mu.RLock()
 	defer w.disp.mu.RUnlock()
 	w.cache.swap(items)
@@ -254,4 +282,42 @@ func (w *writer[T]) caughtUp() {
 	w.status.setSync(true, nil)
 	w.disp.mu.RUnlock()
 	w.status.ok()
+}
+
+// outside reports whether obj is outside the share of a sharded informer.
+func (w *writer[T]) outside(obj T) bool {
+	return w.shard != nil && !w.shard.has(string(obj.GetUID()))
+}
+
+// reshard makes set the informer's share: cached objects outside it are
+// removed and Deleted (CauseReshard) is queued for each.
+func (w *writer[T]) reshard(set *slotSet) (dropped int) {
+	w.shard = set
+	var gone []string
+	for key, obj := range w.cache.items {
+		if w.outside(obj) {
+			gone = append(gone, key)
+		}
+	}
+	if len(gone) == 0 {
+		return 0
+	}
+	w.disp.mu.RLock()
+	defer w.disp.mu.RUnlock()
+	rv := w.status.resourceVersion()
+	if w.persist != nil {
+		w.persist.mu.Lock()
+		defer w.persist.mu.Unlock()
+	}
+	for _, key := range gone {
+		old, existed := w.cache.remove(key)
+		if !existed {
+			continue
+		}
+		if w.persist != nil {
+			w.persist.recordLocked(key, old, true)
+		}
+		w.disp.emitLocked(Event[T]{Type: Deleted, Object: old, Key: key, ResourceVersion: rv, Cause: CauseReshard})
+	}
+	return len(gone)
 }

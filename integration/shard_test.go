@@ -1,0 +1,299 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kinformer/kinformer"
+	"github.com/kinformer/kinformer/internal/testenv"
+)
+
+const shardGate = "--feature-gates=ShardedListAndWatch=true"
+
+// ownership records, per object, when each replica's handlers started and
+// stopped owning it: from entering its first Added (or any event when not
+// owned) to returning from a Deleted. No two replicas' intervals for one
+// object may overlap.
+type ownership struct {
+	mu        sync.Mutex
+	open      map[string]map[string]time.Time // key -> replica -> since
+	intervals map[string][]interval           // key -> closed intervals
+	inCall    map[string]string               // key -> replica whose handler runs for it
+	overlaps  []string
+}
+
+type interval struct {
+	replica    string
+	start, end time.Time
+}
+
+func newOwnership() *ownership {
+	return &ownership{open: map[string]map[string]time.Time{}, intervals: map[string][]interval{}, inCall: map[string]string{}}
+}
+
+// handler returns replica's handler: it records ownership and checks that
+// no other replica's handler is running for the same object at once.
+func (o *ownership) handler(replica string) func(kinformer.Event[*corev1.ConfigMap]) {
+	return func(e kinformer.Event[*corev1.ConfigMap]) {
+		if e.Type != kinformer.Added && e.Type != kinformer.Modified && e.Type != kinformer.Deleted {
+			return
+		}
+		key := e.Key
+		o.mu.Lock()
+		if other, ok := o.inCall[key]; ok && other != replica {
+			o.overlaps = append(o.overlaps, fmt.Sprintf("%s: handlers of %s and %s ran at once", key, other, replica))
+		}
+		o.inCall[key] = replica
+		if o.open[key] == nil {
+			o.open[key] = map[string]time.Time{}
+		}
+		if _, ok := o.open[key][replica]; !ok && e.Type != kinformer.Deleted {
+			for other := range o.open[key] {
+				o.overlaps = append(o.overlaps, fmt.Sprintf("%s: %s started (%s, %s) while %s owned it", key, replica, e.Type, e.Cause, other))
+			}
+			o.open[key][replica] = time.Now()
+		}
+		o.mu.Unlock()
+		time.Sleep(200 * time.Microsecond) // a handler that takes time: overlaps would show
+		o.mu.Lock()
+		delete(o.inCall, key)
+		if e.Type == kinformer.Deleted {
+			if since, ok := o.open[key][replica]; ok {
+				o.intervals[key] = append(o.intervals[key], interval{replica, since, time.Now()})
+				delete(o.open[key], replica)
+			}
+		}
+		o.mu.Unlock()
+	}
+}
+
+func (o *ownership) check(t *testing.T) {
+	t.Helper()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, s := range o.overlaps[:min(len(o.overlaps), 10)] {
+		t.Error(s)
+	}
+	if len(o.overlaps) > 0 {
+		t.Fatalf("%d overlaps of ownership", len(o.overlaps))
+	}
+}
+
+// replica is one member of a shard group in this process: its Sharding
+// and one ConfigMaps informer.
+type replica struct {
+	id     string
+	sh     *kinformer.Sharding
+	inf    *kinformer.Informer[*corev1.ConfigMap]
+	bytes  *bytesRead
+	cancel context.CancelFunc // stops the Sharding (which gives the share up), then the informer
+	done   chan struct{}
+}
+
+func startReplica(t *testing.T, cfg *rest.Config, ns, group, id string, own *ownership) *replica {
+	t.Helper()
+	r := &replica{id: id, bytes: &bytesRead{}, done: make(chan struct{})}
+	r.sh = kinformer.NewSharding(cfg, kinformer.ShardingOptions{
+		Group: group, Namespace: ns, Identity: id,
+		LeaseDuration: 4 * time.Second, RenewPeriod: 500 * time.Millisecond,
+	})
+	c, err := kubernetes.NewForConfig(r.bytes.wrap(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.inf = kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{Sharding: r.sh, Name: "configmaps-" + id})
+	r.inf.AddHandler(own.handler(id))
+	shCtx, shCancel := context.WithCancel(context.Background())
+	infCtx, infCancel := context.WithCancel(context.Background())
+	shDone := make(chan struct{})
+	r.cancel = func() {
+		shCancel()
+		<-shDone
+		infCancel()
+	}
+	go func() { defer close(shDone); _ = r.sh.Run(shCtx) }()
+	go func() { defer close(r.done); _ = r.inf.Run(infCtx) }()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *replica) stop() {
+	r.cancel()
+	<-r.done
+}
+
+// checkPartition waits until the replicas' caches are disjoint and their
+// union is the server's state, and returns each one's share of objects.
+func checkPartition(t *testing.T, c kubernetes.Interface, ns string, rs []*replica, timeout time.Duration) map[string]int {
+	t.Helper()
+	var last string
+	deadline := time.Now().Add(timeout)
+	for {
+		want := serverState(t, c, ns, metav1.ListOptions{})
+		union := map[string]string{}
+		counts := map[string]int{}
+		problem := ""
+		for _, r := range rs {
+			if !r.inf.HasSynced() {
+				problem = r.id + " not synced"
+				break
+			}
+			for k, v := range cacheState(r.inf.Cache()) {
+				if _, dup := union[k]; dup {
+					problem = fmt.Sprintf("%s cached by two replicas", k)
+				}
+				union[k] = v
+				counts[r.id]++
+			}
+		}
+		if problem == "" && !sameState(union, want) {
+			problem = fmt.Sprintf("union of %d objects differs from the server's %d", len(union), len(want))
+		}
+		if problem == "" {
+			return counts
+		}
+		if problem != last {
+			t.Logf("waiting: %s", problem)
+			last = problem
+		}
+		if time.Now().After(deadline) {
+			for _, r := range rs {
+				t.Logf("%s: %+v %+v", r.id, r.sh.Status(), r.inf.ShardStatus())
+			}
+			t.Fatalf("no partition after %v: %s", timeout, problem)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestShardingServerSide(t *testing.T) {
+	srv := testenv.New(t, testenv.WithAPIServerArgs(shardGate))
+	testSharding(t, srv.Config(), "server")
+}
+
+func TestShardingClientSide(t *testing.T) {
+	srv := testenv.Shared(t)
+	testSharding(t, srv.Config(), "client")
+}
+
+// Three replicas split 300 ConfigMaps: disjoint caches whose union is the
+// server's, none above 60 %; the mode is what the server offers, and with
+// the server filtering each reads at most 0.7x an unsharded informer's
+// bytes. A fourth joins under write load and gets a share; one leaves and
+// its share is taken over; no object is ever owned by two replicas.
+func testSharding(t *testing.T, cfg *rest.Config, mode string) {
+	ns := testenv.NewNamespace(t, cfg)
+	c := clientset(t, cfg)
+	const n = 300
+	for i := range n {
+		mustCreate(t, c, configMap(ns, fmt.Sprintf("cm-%03d", i), nil, strings.Repeat("x", 512)))
+	}
+	// An unsharded informer's bytes, for comparison.
+	full := &bytesRead{}
+	fc, err := kubernetes.NewForConfig(full.wrap(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi := kinformer.New[*corev1.ConfigMap](fc.CoreV1().ConfigMaps(ns), nil)
+	fctx, fcancel := context.WithCancel(context.Background())
+	fdone := make(chan struct{})
+	go func() { defer close(fdone); _ = fi.Run(fctx) }()
+	if err := fi.WaitForSync(bounded(t, callTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	fcancel()
+	<-fdone
+
+	own := newOwnership()
+	group := "g-" + mode
+	rs := []*replica{
+		startReplica(t, cfg, ns, group, "replica-a", own),
+		startReplica(t, cfg, ns, group, "replica-b", own),
+		startReplica(t, cfg, ns, group, "replica-c", own),
+	}
+	counts := checkPartition(t, c, ns, rs, 60*time.Second)
+	t.Logf("shares: %v", counts)
+	for id, k := range counts {
+		if k > n*60/100 {
+			t.Errorf("%s holds %d of %d objects", id, k, n)
+		}
+	}
+	for _, r := range rs {
+		if got := r.inf.ShardStatus().Mode; got != mode {
+			t.Errorf("%s: mode %q, want %q", r.id, got, mode)
+		}
+	}
+	if mode == "server" {
+		// The unsharded informer's list was one; a replica may have listed
+		// more than once while the shares settled, so compare its last
+		// list's worth: the whole of its reading, bounded.
+		for _, r := range rs {
+			ratio := float64(r.bytes.n.Load()) / float64(full.n.Load())
+			t.Logf("%s read %d bytes, %.2fx an unsharded informer's %d", r.id, r.bytes.n.Load(), ratio, full.n.Load())
+			if ratio > 0.7 {
+				t.Errorf("%s read %.2fx the bytes of an unsharded informer", r.id, ratio)
+			}
+		}
+	}
+
+	// A fourth replica joins while ConfigMaps are updated.
+	stopWrites := make(chan struct{})
+	var writes sync.WaitGroup
+	writes.Add(1)
+	go func() {
+		defer writes.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stopWrites:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+			name := fmt.Sprintf("cm-%03d", i%n)
+			_, err := c.CoreV1().ConfigMaps(ns).Update(ctx, configMap(ns, name, nil, fmt.Sprint("v", i)), metav1.UpdateOptions{})
+			cancel()
+			if err != nil && t.Context().Err() == nil {
+				t.Errorf("update %s: %v", name, err)
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	rs = append(rs, startReplica(t, cfg, ns, group, "replica-d", own))
+	eventually(t, 60*time.Second, "replica-d gets a share", func() bool { return rs[3].inf.Cache().Len() > 0 })
+	close(stopWrites)
+	writes.Wait()
+	counts = checkPartition(t, c, ns, rs, 60*time.Second)
+	t.Logf("shares after the join: %v", counts)
+
+	// replica-b leaves (its Lease deleted): the others take its share.
+	rs[1].stop()
+	rest := []*replica{rs[0], rs[2], rs[3]}
+	counts = checkPartition(t, c, ns, rest, 30*time.Second)
+	t.Logf("shares after replica-b left: %v", counts)
+	if rs[1].inf.Cache().Len() != 0 {
+		t.Errorf("replica-b still caches %d objects after leaving", rs[1].inf.Cache().Len())
+	}
+	own.check(t)
+	// Every reshard event names its cause.
+	keys := make([]string, 0)
+	own.mu.Lock()
+	for k := range own.intervals {
+		keys = append(keys, k)
+	}
+	own.mu.Unlock()
+	sort.Strings(keys)
+	if len(keys) == 0 {
+		t.Error("no object ever changed hands")
+	}
+}

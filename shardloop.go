@@ -1,0 +1,182 @@
+package kinformer
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// ShardStatus says what share of a sharded informer's resource it holds,
+// and who filters it.
+type ShardStatus struct {
+	// Sharded: the informer has Options.Sharding.
+	Sharded bool
+	// Mode is "server" when the API server filters lists and watches by
+	// the share (it echoed the shard selector: the ShardedListAndWatch
+	// feature), "client" when the informer does it alone, "" before the
+	// first list tells.
+	Mode string
+	// Slots of Total are the share; Ranges are its hash ranges.
+	Slots, Total int
+	Ranges       string
+}
+
+// shardLoop is what a sharded informer's loop keeps about its share.
+type shardLoop struct {
+	sub    *shardSub
+	ver    uint64 // of the share applied
+	probe  bool   // the share changed: learn whether the server filters it
+	status atomic.Pointer[ShardStatus]
+}
+
+// applyShare applies the Sharding's share if it changed since the last
+// call: objects that left are removed and Deleted (CauseReshard), their
+// handlers are waited for, and the change is acknowledged so that the
+// Sharding may drop its claim. While the share is empty it waits. It
+// reports whether the share grew (objects may have joined: re-list), and
+// false for ok once ctx ends.
+func (l *loop[T]) applyShare(ctx context.Context) (grew, ok bool) {
+	sh := l.sh
+	for {
+		set, ver, changed, ready := sh.sub.current()
+		if ready && ver != sh.ver {
+			old := l.w.shard
+			dropped := l.w.reshard(set)
+			if dropped > 0 && !l.handlersDone(ctx) {
+				return false, false
+			}
+			sh.ver = ver
+			sh.sub.ack(ver)
+			if old != nil {
+				if g := set.minus(old); !g.empty() {
+					grew = true
+					l.w.gained = g.union(l.w.gained)
+				}
+			}
+			sh.probe = true
+			st := ShardStatus{Sharded: true, Slots: set.len(), Total: set.slots(), Ranges: set.String()}
+			if prev := sh.status.Load(); prev != nil {
+				st.Mode = prev.Mode
+			}
+			sh.status.Store(&st)
+			l.obs.shard(set.len(), st.Mode)
+			l.log.Info("kinformer: share changed", "slots", set.len(), "of", set.slots(), "dropped", dropped, "grew", grew, "ranges", set.String())
+		}
+		if ready && !set.empty() {
+			if l.w.gained != nil {
+				l.w.gained = l.w.gained.minus(l.w.gained.minus(set)) // what is still ours
+			}
+			return grew, true
+		}
+		select {
+		case <-ctx.Done():
+			return false, false
+		case <-changed:
+		}
+	}
+}
+
+// closeShard unsubscribes the informer from its Sharding, once its run
+// has ended and its handlers have returned.
+func (l *loop[T]) closeShard() {
+	if l.sh != nil && l.sh.sub != nil {
+		l.sh.sub.close()
+		l.sh.sub = nil
+	}
+}
+
+// handlersDone waits until every handler has returned from every event
+// queued so far.
+func (l *loop[T]) handlersDone(ctx context.Context) bool {
+	marks := l.w.disp.marks()
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for !l.w.disp.reached(marks) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
+}
+
+// cancelOnReshard returns a context that ends when ctx does or when the
+// share changes, and its release.
+func (l *loop[T]) cancelOnReshard(ctx context.Context) (context.Context, func()) {
+	c, cancel := context.WithCancel(ctx)
+	_, ver, changed, _ := l.sh.sub.current()
+	if ver != l.sh.ver {
+		cancel()
+		return c, cancel
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-changed:
+			cancel()
+		case <-done:
+		}
+	}()
+	return c, func() { close(done); cancel() }
+}
+
+// probeShardMode asks for one object with the share's selector: a server
+// that filters by it echoes it in the list's shardInfo.
+func (l *loop[T]) probeShardMode(ctx context.Context) {
+	opts := l.listOptions()
+	opts.Limit = 1
+	list, err := l.listFn(ctx, opts)
+	l.obs.request("list", classify(err))
+	if err != nil || isNil(list) {
+		return // try again at the next change
+	}
+	l.sh.probe = false
+	mode := "client"
+	if echo, ok := shardEcho(list); ok && echo != "" {
+		mode = "server"
+		if echo != opts.ShardSelector {
+			l.log.Warn("kinformer: the server echoed another shard selector than sent; filtering by the informer's", "sent", opts.ShardSelector, "echo", echo)
+		}
+	}
+	st := *l.sh.status.Load()
+	if st.Mode != mode {
+		l.log.Info("kinformer: sharded list and watch", "mode", mode)
+	}
+	st.Mode = mode
+	l.sh.status.Store(&st)
+	l.obs.shard(st.Slots, mode)
+}
+
+// shardEcho returns the shard selector a list says it was filtered by.
+func shardEcho(list runtime.Object) (string, bool) {
+	if u, ok := list.(*unstructured.UnstructuredList); ok {
+		s, found, _ := unstructured.NestedString(u.Object, "metadata", "shardInfo", "selector")
+		return s, found
+	}
+	lm, err := meta.ListAccessor(list)
+	if err != nil {
+		return "", false
+	}
+	if g, ok := lm.(interface{ GetShardInfo() *metav1.ShardInfo }); ok && g.GetShardInfo() != nil {
+		return g.GetShardInfo().Selector, true
+	}
+	return "", false
+}
+
+// ShardStatus returns the informer's share and how it is filtered; the
+// zero ShardStatus if it is not sharded.
+func (inf *Informer[T]) ShardStatus() ShardStatus {
+	if inf.loop.sh == nil {
+		return ShardStatus{}
+	}
+	if st := inf.loop.sh.status.Load(); st != nil {
+		return *st
+	}
+	return ShardStatus{Sharded: true, Total: inf.loop.opts.Sharding.opts.Slots}
+}
