@@ -237,9 +237,11 @@ func contenderMain(args []string) error {
 	objects := fs.Int("objects", 0, "objects expected in the collection")
 	updates := fs.Int("updates", 0, "update events to expect after sync (writes come from the parent)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the sync to this file")
-	memProfile := fs.String("memprofile", "", "write a heap profile (alloc_space) of the sync to this file")
+	memProfile := fs.String("memprofile", "", "write a heap profile of the sync to this file (alloc_space: the sync; inuse_space: the heap after sync)")
 	noCompression := fs.Bool("no-compression", false, "set rest.Config.DisableCompression")
+	distinct := fs.Bool("distinct", false, "watch the -distinct ConfigMaps (namespace bench-cm-distinct)")
 	fs.Parse(args)
+	setDistinct(*distinct)
 
 	cfg, err := restConfig(*kubeconfig, 1000)
 	if err != nil {
@@ -389,7 +391,10 @@ func contenderMain(args []string) error {
 	}
 	res.HandledSeconds = time.Since(t0).Seconds()
 	res.Series = smp.finish()
+	res.HeapAfterSyncMB = gcHeapMB()
 	if *memProfile != "" {
+		// After the GCs: inuse_space is then the heap after sync, by type
+		// and allocation site; alloc_space is the whole sync's.
 		f, err := os.Create(*memProfile)
 		if err != nil {
 			return err
@@ -397,7 +402,6 @@ func contenderMain(args []string) error {
 		pprof.Lookup("allocs").WriteTo(f, 0)
 		f.Close()
 	}
-	res.HeapAfterSyncMB = gcHeapMB()
 
 	// ---- update burst ----
 	if *cpuProfile != "" && *updates > 0 {

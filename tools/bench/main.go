@@ -116,6 +116,7 @@ type config struct {
 	profileDir                                 string
 	rev                                        string
 	noCompression                              bool
+	distinct                                   bool
 	args                                       []string
 }
 
@@ -135,10 +136,12 @@ func benchMain(args []string) error {
 	fs.BoolVar(&c.verbose, "v", false, "show localapi's logs")
 	fs.StringVar(&c.profileDir, "profile", "", "if set, also write CPU and allocation profiles of one extra kinformer and client-go sync of ConfigMaps here, and CPU profiles of their update bursts (*.burst.cpu.pprof)")
 	fs.BoolVar(&c.noCompression, "no-compression", false, "contenders set rest.Config.DisableCompression (no gzip responses)")
+	fs.BoolVar(&c.distinct, "distinct", false, "ConfigMaps that share little (issue 13): no two with equal labels, most label values unique, in namespace bench-cm-distinct")
 	fs.StringVar(&c.rev, "rev", "", "the kinformer revision measured, for the report (default: git describe --always --dirty of the repository)")
 	fs.Parse(args)
 	c.contenders = strings.Split(*contenders, ",")
 	c.args = args
+	setDistinct(c.distinct)
 
 	root, err := repoRoot()
 	if err != nil {
@@ -185,7 +188,7 @@ func benchMain(args []string) error {
 	}
 	// A warm-up LIST of each collection, not recorded.
 	for _, j := range jobs {
-		if _, _, err := runContender(ctx, cs, self, srv.Kubeconfig, kFloor, j.resource, 0, j.objects, 0, c.configMaps, c.writers, nil); err != nil {
+		if _, _, err := runContender(ctx, cs, self, srv.Kubeconfig, kFloor, j.resource, 0, j.objects, 0, c.configMaps, c.writers, c.contenderFlags()); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
@@ -243,10 +246,14 @@ func benchMain(args []string) error {
 }
 
 func (c config) contenderFlags() []string {
+	var out []string
 	if c.noCompression {
-		return []string{"-no-compression"}
+		out = append(out, "-no-compression")
 	}
-	return nil
+	if c.distinct {
+		out = append(out, "-distinct")
+	}
+	return out
 }
 
 func rotate(xs []string, n int) []string {

@@ -132,7 +132,11 @@ func buildReport(c config, m machine, results []result, bursts []burstStat) repo
 
 	p("## Method\n\n")
 	p("- The program starts the local API server on a fresh data dir, creates the workload once with a 48-way concurrent client, and reuses it for every round.\n")
-	p("- Workloads: %d ConfigMaps of about 1 KiB of JSON as created (four data keys of distinct random content, four labels, one annotation; managedFields as the server writes them) in namespace `%s`", c.configMaps, cmNamespace)
+	labels := "four labels"
+	if c.distinct {
+		labels = "three labels of which only one is shared: no two equal labels maps"
+	}
+	p("- Workloads: %d ConfigMaps of about 1 KiB of JSON as created (four data keys of distinct random content, %s, one annotation; managedFields as the server writes them) in namespace `%s`", c.configMaps, labels, cmNamespace)
 	if c.pods > 0 {
 		p("; %d Pods in `%s` with a realistic Deployment-style spec (two containers, env incl. fieldRef/secretKeyRef, ports, resources, probes, security context, volumes, tolerations, anti-affinity, owner reference; about 2.7 KiB of JSON each as created, more with the server's defaults and managedFields; pending: no scheduler)", c.pods, podNamespace)
 	}

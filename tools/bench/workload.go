@@ -22,7 +22,6 @@ import (
 )
 
 const (
-	cmNamespace  = "bench-cm"
 	podNamespace = "bench-pods"
 	annTS        = "bench/ts"
 	annRound     = "bench/round"
@@ -52,11 +51,29 @@ func randHex(r *rand.Rand, n int) string {
 	return hex.EncodeToString(b)[:n]
 }
 
+// cmNamespace holds the ConfigMaps: bench-cm, or bench-cm-distinct for the
+// -distinct workload, so that a reused data dir never mixes the two.
+var cmNamespace = "bench-cm"
+
+// distinctCMs selects the low-sharing ConfigMaps (-distinct): see configMap.
+var distinctCMs bool
+
+func setDistinct(on bool) {
+	distinctCMs = on
+	if on {
+		cmNamespace = "bench-cm-distinct"
+	}
+}
+
 func cmName(i int) string { return fmt.Sprintf("cm-%05d", i) }
 
 // configMap returns ConfigMap i: about 1 KiB, labels, distinct content.
+// With -distinct (distinctConfigMap) its labels are its own too.
 func configMap(i int) *corev1.ConfigMap {
 	r := rand.New(rand.NewPCG(uint64(i), 0x6b696e666f726d))
+	if distinctCMs {
+		return distinctConfigMap(i, r)
+	}
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      cmName(i),
@@ -66,6 +83,31 @@ func configMap(i int) *corev1.ConfigMap {
 				"app.kubernetes.io/instance":  fmt.Sprintf("inst-%03d", i%200),
 				"app.kubernetes.io/component": []string{"api", "worker", "cache", "db"}[i%4],
 				"bench/shard":                 strconv.Itoa(i % 32),
+			},
+			Annotations: map[string]string{"bench/created-by": "tools/bench"},
+		},
+		Data: map[string]string{
+			"config.yaml":  "id: " + strconv.Itoa(i) + "\ntoken: " + randHex(r, 200) + "\n",
+			"settings.ini": "[main]\nkey=" + randHex(r, 200) + "\n",
+			"payload":      randHex(r, 240),
+			"checksum":     randHex(r, 64),
+		},
+	}
+}
+
+// distinctConfigMap is the workload of issue 13 ("Also"): ConfigMaps that
+// share little. The same data as configMap (four keys, distinct values,
+// about 1 KiB), but of their three labels only one is the same everywhere:
+// no two objects have equal labels maps, and most label values are unique.
+func distinctConfigMap(i int, r *rand.Rand) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      cmName(i),
+			Namespace: cmNamespace,
+			Labels: map[string]string{
+				"app.kubernetes.io/name":     "bench",
+				"app.kubernetes.io/instance": "inst-" + strconv.Itoa(i),
+				"bench/revision":             randHex(r, 12),
 			},
 			Annotations: map[string]string{"bench/created-by": "tools/bench"},
 		},
