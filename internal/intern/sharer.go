@@ -48,8 +48,9 @@ const (
 )
 
 // String returns a string equal to s that an earlier object holds, or s,
-// remembered for the next objects. s must be a copy of its own (as decoders
-// make), never a slice of a reused buffer.
+// remembered for the next objects (once it has repeated: Table.Admit). s
+// must be a copy of its own (as decoders make), never a slice of a reused
+// buffer.
 func (sh *Sharer) String(s string) string {
 	if s == "" || len(s) > MaxString {
 		return s
@@ -61,7 +62,9 @@ func (sh *Sharer) String(s string) string {
 		sh.strs.Put(s, v)
 		return v
 	}
-	sh.strs.Put(s, s)
+	if sh.strs.AdmitString(s) {
+		sh.strs.Put(s, s)
+	}
 	return s
 }
 
@@ -89,7 +92,8 @@ func internKeys[V any](sh *Sharer, m map[string]V) {
 }
 
 // Map returns a map equal to m that an earlier object already holds, or m
-// itself, remembered for the next objects. m must not be modified after.
+// itself, remembered for the next objects (once it has repeated). m must
+// not be modified after.
 func (sh *Sharer) Map(m map[string]string) map[string]string {
 	if len(m) == 0 || len(m) > MaxMapEntries {
 		return m
@@ -116,7 +120,9 @@ func (sh *Sharer) Map(m map[string]string) map[string]string {
 	if shared, ok := sh.maps.Get(buf); ok {
 		return shared
 	}
-	sh.maps.Put(string(buf), m)
+	if sh.maps.Admit(buf) {
+		sh.maps.Put(string(buf), m)
+	}
 	return m
 }
 
@@ -134,14 +140,16 @@ func (sh *Sharer) WireMap(wire []byte) (map[string]string, bool) {
 }
 
 // RememberWireMap interns the keys of m (and its values if values) and
-// remembers m as the map of these wire bytes, for the next objects. m must
-// not be modified after.
+// remembers m as the map of these wire bytes, for the next objects (once
+// they have repeated). m must not be modified after.
 func (sh *Sharer) RememberWireMap(wire []byte, m map[string]string, values bool) {
 	if m == nil || !Shareable(wire) || wire[0] == contentKey {
 		return
 	}
 	sh.internMap(m, values)
-	sh.maps.Put(string(wire), m)
+	if sh.maps.Admit(wire) {
+		sh.maps.Put(string(wire), m)
+	}
 }
 
 // ObjectMeta returns the ObjectMeta of a typed object, or nil (for
@@ -172,7 +180,7 @@ func (sh *Sharer) Object(obj any) {
 func (sh *Sharer) ObjectStrings(obj any) { sh.strings(obj, true) }
 
 // ResourceList returns a resource list equal to m that an earlier container
-// holds, or m itself, remembered for the next ones. A list of a few
+// holds, or m itself, remembered for the next ones (once it has repeated). A list of a few
 // quantities costs over 600 bytes, and the containers of one workload all
 // ask for the same. Quantities are equal when their canonical strings and
 // formats are: the same value, shown the same way.
@@ -201,6 +209,8 @@ func (sh *Sharer) ResourceList(m corev1.ResourceList) corev1.ResourceList {
 	if shared, ok := sh.res.Get(buf); ok {
 		return shared
 	}
-	sh.res.Put(string(buf), m)
+	if sh.res.Admit(buf) {
+		sh.res.Put(string(buf), m)
+	}
 	return m
 }

@@ -48,6 +48,7 @@ func TestMapPoolIsBounded(t *testing.T) {
 	first := p.Map(map[string]string{"pod": "0"})
 	for i := 1; i < 5*Generation; i++ {
 		p.Map(map[string]string{"pod": fmt.Sprint(i)})
+		p.Map(map[string]string{"pod": fmt.Sprint(i)}) // repeated: admitted
 		if n := p.Maps(); n > 2*Generation {
 			t.Fatalf("%d maps remembered, more than two generations", n)
 		}
@@ -79,6 +80,41 @@ func TestInternIsBounded(t *testing.T) {
 				t.Fatal("a string in use was forgotten")
 			}
 		}
+	}
+}
+
+// Values seen once are not remembered past AdmitAll entries: objects that
+// share little do not fill the tables. A value seen again is remembered at
+// its second sighting and shared from the third.
+func TestUniqueValuesAreNotRemembered(t *testing.T) {
+	var sh Sharer
+	for i := range 5 * Generation {
+		sh.String(fmt.Sprintf("uid-%d", i))
+		sh.Map(map[string]string{"uid": fmt.Sprint(i)})
+		sh.RememberWireMap([]byte(fmt.Sprintf("\x0auid-%d", i)), map[string]string{"x": "y"}, true)
+	}
+	// The string table also holds the maps' keys and values interned.
+	if n, m := sh.Strings(), sh.Maps(); n > AdmitAll+8 || m > AdmitAll+8 {
+		t.Fatalf("%d strings and %d maps remembered of unique values, want about %d", n, m, AdmitAll)
+	}
+	a := sh.String(strings.Clone("repeated"))
+	b := sh.String(strings.Clone("repeated"))
+	c := sh.String(strings.Clone("repeated"))
+	if a != "repeated" || unsafe.StringData(c) != unsafe.StringData(b) {
+		t.Error("a string seen three times is not shared")
+	}
+	m1 := sh.Map(map[string]string{"app": "web"})
+	m2 := sh.Map(map[string]string{"app": "web"})
+	m3 := sh.Map(map[string]string{"app": "web"})
+	if m1["app"] != "web" || !sameMap(m2, m3) {
+		t.Error("a map seen three times is not shared")
+	}
+	wire := []byte("\x0aapp=web")
+	sh.RememberWireMap(wire, map[string]string{"app": "web"}, true)
+	w := map[string]string{"app": "web"}
+	sh.RememberWireMap(wire, w, true)
+	if got, ok := sh.WireMap(wire); !ok || !sameMap(got, w) {
+		t.Error("wire bytes seen twice are not remembered")
 	}
 }
 
