@@ -3,6 +3,7 @@ package kinformer
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // IndexNamespace is the index every cache has: objects by namespace (""
@@ -33,20 +34,33 @@ type keySet map[string]struct{}
 // reads items without the lock and computes index values, calling
 // KeyFunc and IndexFuncs, before taking it: an IndexFunc may itself read the
 // cache, and readers wait only for the map updates themselves.
+//
+// The built-in namespace index is built only when a query needs it: an
+// entry per object is about 40 bytes, a tenth of what kinformer adds to a
+// ConfigMap, and many informers never ask for a namespace, or watch only
+// one. Until then the cache counts the objects of each namespace; while
+// they are all in one, a namespace query reads items. The first query that
+// needs the index builds it, under the write lock, and from then on it is
+// kept up to date as any other.
 type Cache[T Object] struct {
-	keyFunc  KeyFunc[T]
-	indexers map[string]IndexFunc[T] // replaced under mu only before the informer starts; the writer reads it without lock
+	keyFunc    KeyFunc[T]
+	defaultKey bool                    // keyFunc is MetaNamespaceKey: an object's key is its namespace and name
+	indexers   map[string]IndexFunc[T] // replaced under mu only before the informer starts; the writer reads it without lock
+	lazyNS     bool                    // IndexNamespace is the built-in one, built on demand; set once by newCache
 
-	mu      sync.RWMutex                 // guards items and indices; held for writing only by the writer
+	mu      sync.RWMutex                 // guards items, indices and nsCount; held for writing by the writer, and by a reader building the namespace index
 	items   map[string]T                 // key -> object
-	indices map[string]map[string]keySet // index name -> value -> keys
+	indices map[string]map[string]keySet // index name -> value -> keys; IndexNamespace only once built if lazyNS
+	nsCount map[string]int               // namespace -> objects, if lazyNS
+	nsBuilt atomic.Bool                  // the lazy namespace index is in indices (set under mu; read by the writer without it)
 }
 
 // newCache returns an empty cache. A nil keyFunc means MetaNamespaceKey.
 // The namespace index (IndexNamespace) is always added.
 func newCache[T Object](keyFunc KeyFunc[T], indexers map[string]IndexFunc[T]) *Cache[T] {
-	if keyFunc == nil {
-		keyFunc = MetaNamespaceKey[T]
+	c := &Cache[T]{keyFunc: keyFunc, defaultKey: keyFunc == nil, items: map[string]T{}}
+	if c.defaultKey {
+		c.keyFunc = MetaNamespaceKey[T]
 	}
 	idx := make(map[string]IndexFunc[T], len(indexers)+1)
 	for name, f := range indexers {
@@ -54,8 +68,9 @@ func newCache[T Object](keyFunc KeyFunc[T], indexers map[string]IndexFunc[T]) *C
 	}
 	if _, ok := idx[IndexNamespace]; !ok {
 		idx[IndexNamespace] = namespaceIndex[T]
+		c.lazyNS, c.nsCount = true, map[string]int{}
 	}
-	c := &Cache[T]{keyFunc: keyFunc, indexers: idx, items: map[string]T{}}
+	c.indexers = idx
 	c.indices = c.emptyIndices()
 	return c
 }
@@ -85,12 +100,66 @@ func (c *Cache[T]) addIndexers(indexers map[string]IndexFunc[T]) error {
 	return nil
 }
 
+// eager reports whether the named index is kept from the start (every
+// index but the built-in namespace one).
+func (c *Cache[T]) eager(name string) bool { return !c.lazyNS || name != IndexNamespace }
+
+// emptyIndices returns the eager indexes, empty.
 func (c *Cache[T]) emptyIndices() map[string]map[string]keySet {
 	m := make(map[string]map[string]keySet, len(c.indexers))
 	for name := range c.indexers {
-		m[name] = map[string]keySet{}
+		if c.eager(name) {
+			m[name] = map[string]keySet{}
+		}
 	}
 	return m
+}
+
+// namespaceReady reports, under the read lock, whether a namespace query
+// can be answered now: from an index, or because every object is in one
+// namespace (or none).
+func (c *Cache[T]) namespaceReady() bool {
+	return !c.lazyNS || c.nsBuilt.Load() || len(c.nsCount) <= 1
+}
+
+// rlockNamespace takes the read lock for a namespace query, building the
+// namespace index first if the query needs it. The caller must RUnlock.
+func (c *Cache[T]) rlockNamespace() {
+	c.mu.RLock()
+	if c.namespaceReady() {
+		return
+	}
+	c.mu.RUnlock()
+	c.mu.Lock()
+	if !c.namespaceReady() {
+		c.indices[IndexNamespace] = namespaceIndexOf(c.items, c.nsCount)
+		c.nsBuilt.Store(true)
+	}
+	c.mu.Unlock()
+	c.mu.RLock() // once built, the index is kept: still ready
+}
+
+// inNamespace calls fn with each cached key and object of namespace ns
+// until it returns false. Under rlockNamespace.
+func (c *Cache[T]) inNamespace(ns string, fn func(key string, obj T) bool) {
+	if idx, ok := c.indices[IndexNamespace]; ok {
+		for key := range idx[ns] {
+			if obj, ok := c.items[key]; ok { // an IndexFunc that is not a pure function of its object can leave a key behind
+				if !fn(key, obj) {
+					return
+				}
+			}
+		}
+		return
+	}
+	if c.nsCount[ns] == 0 {
+		return
+	}
+	for key, obj := range c.items { // all in ns: namespaceReady
+		if !fn(key, obj) {
+			return
+		}
+	}
 }
 
 // Key returns the key the cache files obj under.
@@ -139,6 +208,13 @@ func (c *Cache[T]) Len() int {
 // ByIndex returns the objects filed under value in the named index. It
 // returns ErrUnknownIndex if no such index was configured.
 func (c *Cache[T]) ByIndex(name, value string) ([]T, error) {
+	if !c.eager(name) {
+		c.rlockNamespace()
+		defer c.mu.RUnlock()
+		var out []T
+		c.inNamespace(value, func(_ string, obj T) bool { out = append(out, obj); return true })
+		return out, nil
+	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if _, ok := c.indexers[name]; !ok {
@@ -156,6 +232,13 @@ func (c *Cache[T]) ByIndex(name, value string) ([]T, error) {
 
 // IndexKeys returns the keys filed under value in the named index.
 func (c *Cache[T]) IndexKeys(name, value string) ([]string, error) {
+	if !c.eager(name) {
+		c.rlockNamespace()
+		defer c.mu.RUnlock()
+		var out []string
+		c.inNamespace(value, func(key string, _ T) bool { out = append(out, key); return true })
+		return out, nil
+	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if _, ok := c.indexers[name]; !ok {
@@ -175,11 +258,30 @@ type indexChange struct {
 	old, new []string
 }
 
-// changes computes, without the lock, how the indexes change when old
-// (if existed) becomes obj (if present). Writer only.
-func (c *Cache[T]) changes(old T, existed bool, obj T, present bool) []indexChange {
+// nsChange is how a key's namespace changes with a write (lazyNS): from
+// old (if existed) to new (if present).
+type nsChange struct {
+	old, new         string
+	existed, present bool
+}
+
+// changes computes, without the lock, how the eager indexes change when old
+// (if existed) becomes obj (if present), and the namespaces. Writer only.
+func (c *Cache[T]) changes(old T, existed bool, obj T, present bool) ([]indexChange, nsChange) {
 	var out []indexChange
+	ns := nsChange{existed: existed, present: present}
+	if c.lazyNS {
+		if existed {
+			ns.old = old.GetNamespace()
+		}
+		if present {
+			ns.new = obj.GetNamespace()
+		}
+	}
 	for name, f := range c.indexers {
+		if !c.eager(name) {
+			continue
+		}
 		var oldVals, newVals []string
 		if existed {
 			oldVals = f(old)
@@ -191,23 +293,42 @@ func (c *Cache[T]) changes(old T, existed bool, obj T, present bool) []indexChan
 			out = append(out, indexChange{name, oldVals, newVals})
 		}
 	}
-	return out
+	return out, ns
 }
 
-func (c *Cache[T]) reindex(key string, changes []indexChange) {
+// reindex applies changes under the lock.
+func (c *Cache[T]) reindex(key string, changes []indexChange, ns nsChange) {
 	for _, ch := range changes {
 		unindex(c.indices[ch.name], key, ch.old)
 		index(c.indices[ch.name], key, ch.new)
+	}
+	if !c.lazyNS || (ns.existed == ns.present && ns.old == ns.new) {
+		return
+	}
+	idx := c.indices[IndexNamespace] // nil until built
+	if ns.existed {
+		if c.nsCount[ns.old]--; c.nsCount[ns.old] == 0 {
+			delete(c.nsCount, ns.old)
+		}
+		if idx != nil {
+			unindexOne(idx, key, ns.old)
+		}
+	}
+	if ns.present {
+		c.nsCount[ns.new]++
+		if idx != nil {
+			indexOne(idx, key, ns.new)
+		}
 	}
 }
 
 // put stores obj under key and returns the object it replaced. Writer only.
 func (c *Cache[T]) put(key string, obj T) (old T, existed bool) {
 	old, existed = c.items[key] // the writer's own map: no lock to read
-	changes := c.changes(old, existed, obj, true)
+	changes, ns := c.changes(old, existed, obj, true)
 	c.mu.Lock()
 	c.items[key] = obj
-	c.reindex(key, changes)
+	c.reindex(key, changes, ns)
 	c.mu.Unlock()
 	return old, existed
 }
@@ -218,29 +339,74 @@ func (c *Cache[T]) remove(key string) (old T, existed bool) {
 	if !existed {
 		return old, false
 	}
-	changes := c.changes(old, true, old, false)
+	changes, ns := c.changes(old, true, old, false)
 	c.mu.Lock()
 	delete(c.items, key)
-	c.reindex(key, changes)
+	c.reindex(key, changes, ns)
 	c.mu.Unlock()
 	return old, true
 }
 
 // swap makes items the whole content of the cache, atomically, and
 // returns the content it replaced. The indexes are built before the lock
-// is taken. Writer only.
+// is taken (the namespace index under it, if a reader has just built it
+// for the old content). Writer only.
 func (c *Cache[T]) swap(items map[string]T) (old map[string]T) {
 	indices := c.emptyIndices()
 	for key, obj := range items {
-		for name, f := range c.indexers {
-			index(indices[name], key, f(obj))
+		for name, idx := range indices {
+			index(idx, key, c.indexers[name](obj))
+		}
+	}
+	var counts map[string]int
+	builtNS := false
+	if c.lazyNS {
+		counts = map[string]int{}
+		for _, obj := range items {
+			counts[obj.GetNamespace()]++
+		}
+		if builtNS = c.nsBuilt.Load(); builtNS {
+			indices[IndexNamespace] = namespaceIndexOf(items, counts)
 		}
 	}
 	c.mu.Lock()
+	if c.lazyNS && !builtNS && c.nsBuilt.Load() {
+		indices[IndexNamespace] = namespaceIndexOf(items, counts)
+	}
 	old = c.items
-	c.items, c.indices = items, indices
+	c.items, c.indices, c.nsCount = items, indices, counts
 	c.mu.Unlock()
 	return old
+}
+
+// namespaceIndexOf returns the namespace index of items, whose namespaces
+// are counted in counts.
+func namespaceIndexOf[T Object](items map[string]T, counts map[string]int) map[string]keySet {
+	idx := make(map[string]keySet, len(counts))
+	for ns, n := range counts {
+		idx[ns] = make(keySet, n)
+	}
+	for key, obj := range items {
+		idx[obj.GetNamespace()][key] = struct{}{}
+	}
+	return idx
+}
+
+func indexOne(idx map[string]keySet, key, value string) {
+	set := idx[value]
+	if set == nil {
+		set = keySet{}
+		idx[value] = set
+	}
+	set[key] = struct{}{}
+}
+
+func unindexOne(idx map[string]keySet, key, value string) {
+	set := idx[value]
+	delete(set, key)
+	if len(set) == 0 {
+		delete(idx, value)
+	}
 }
 
 func index(idx map[string]keySet, key string, values []string) {

@@ -3,6 +3,7 @@ package kinformer
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -262,5 +263,140 @@ func TestCacheReplaceIsAtomic(t *testing.T) {
 	<-done
 	if mixed != 0 {
 		t.Fatalf("%d of %d reads saw a half-applied replace", mixed, reads)
+	}
+}
+
+// The namespace index is built only when a query needs it, and kept from
+// then on: every namespace query, before and after, through puts, removes
+// and swaps, answers what a scan of the objects answers. With a KeyFunc
+// of its own, GetNamespaced finds objects through the index too.
+func TestCacheLazyNamespaceIndex(t *testing.T) {
+	for _, custom := range []bool{false, true} {
+		var keyFunc KeyFunc[*corev1.ConfigMap]
+		if custom {
+			keyFunc = func(o *corev1.ConfigMap) string { return "k:" + o.Namespace + ":" + o.Name }
+		}
+		c := newCache(keyFunc, nil)
+		rng := rand.New(rand.NewPCG(1, uint64(len(fmt.Sprint(custom)))))
+		check := func(step int) {
+			t.Helper()
+			for _, ns := range []string{"a", "b", "c", ""} {
+				var want []string
+				for _, k := range c.ListKeys() {
+					if o, _ := c.GetByKey(k); o.Namespace == ns {
+						want = append(want, k)
+					}
+				}
+				sort.Strings(want)
+				keys, err := c.IndexKeys(IndexNamespace, ns)
+				sort.Strings(keys)
+				if err != nil || strings.Join(keys, ",") != strings.Join(want, ",") {
+					t.Fatalf("custom key %v, step %d: IndexKeys(%q) = %v, %v; want %v", custom, step, ns, keys, err, want)
+				}
+				objs, _ := c.ByIndex(IndexNamespace, ns)
+				if sel := c.Select(ns, nil); len(objs) != len(want) || ns != "" && len(sel) != len(want) {
+					t.Fatalf("step %d: ByIndex(%q) %d objects, Select %d, want %d", step, ns, len(objs), len(sel), len(want))
+				}
+				for _, name := range []string{"0", "1", "2", "3"} {
+					o, ok := c.GetNamespaced(ns, name)
+					_, want := c.GetByKey(c.Key(cm(ns, name)))
+					if ok != want || ok && (o.Namespace != ns || o.Name != name) {
+						t.Fatalf("step %d: GetNamespaced(%q, %q) = %v, %v; want found %v", step, ns, name, o, ok, want)
+					}
+				}
+			}
+		}
+		w, _ := newTestWriter(c)
+		for step := range 600 {
+			// Mostly one namespace first (no index needed), then several.
+			nss := []string{"a"}
+			if step > 100 {
+				nss = []string{"a", "b", "c", ""}
+			}
+			o := cm(nss[rng.IntN(len(nss))], fmt.Sprint(rng.IntN(4)))
+			switch r := rng.IntN(20); {
+			case r == 0:
+				items := map[string]*corev1.ConfigMap{}
+				for range rng.IntN(6) {
+					o := cm(nss[rng.IntN(len(nss))], fmt.Sprint(rng.IntN(4)))
+					items[c.Key(o)] = o
+				}
+				w.replace(items, fmt.Sprint(step))
+			case r < 6:
+				c.remove(c.Key(o))
+			default:
+				c.put(c.Key(o), o)
+			}
+			if step%7 == 0 || step > 300 {
+				check(step)
+			}
+			if step == 100 && c.nsBuilt.Load() {
+				t.Fatal("the namespace index was built while all objects were in one namespace")
+			}
+		}
+		if !c.nsBuilt.Load() {
+			t.Fatal("the namespace index was never built")
+		}
+	}
+}
+
+// A cache whose index the caller provides as IndexNamespace keeps it
+// from the start, as any other.
+func TestCacheOwnNamespaceIndex(t *testing.T) {
+	byLabel := func(o *corev1.ConfigMap) []string { return []string{o.Labels["ns"]} }
+	c := newCache(nil, map[string]IndexFunc[*corev1.ConfigMap]{IndexNamespace: byLabel})
+	c.put("a/1", cm("a", "1", "ns", "x"))
+	c.put("b/2", cm("b", "2", "ns", "x"))
+	if keys, _ := c.IndexKeys(IndexNamespace, "x"); len(keys) != 2 {
+		t.Fatalf("own namespace index: %v", keys)
+	}
+	if objs := c.Select("x", nil); len(objs) != 2 {
+		t.Fatalf("Select through the own index: %d objects", len(objs))
+	}
+}
+
+// Readers building the namespace index race the writer's puts and swaps:
+// under -race, nothing torn, and the index right at the end.
+func TestCacheLazyNamespaceIndexConcurrent(t *testing.T) {
+	for round := range 20 {
+		c := newCache[*corev1.ConfigMap](nil, nil)
+		w, _ := newTestWriter(c)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for i := range 200 {
+				o := cm(fmt.Sprintf("ns%d", i%3), fmt.Sprint(i))
+				c.put(c.Key(o), o)
+				if i%50 == 49 {
+					items := map[string]*corev1.ConfigMap{}
+					for j := range i + 1 {
+						o := cm(fmt.Sprintf("ns%d", j%3), fmt.Sprint(j))
+						items[c.Key(o)] = o
+					}
+					w.replace(items, fmt.Sprint(round*1000+i))
+				}
+			}
+		})
+		for r := range 2 {
+			wg.Go(func() {
+				for i := range 100 {
+					c.ByIndex(IndexNamespace, fmt.Sprintf("ns%d", (i+r)%3))
+					c.GetNamespaced("ns1", "1")
+				}
+			})
+		}
+		wg.Wait()
+		total := 0
+		for ns := range 3 {
+			keys, _ := c.IndexKeys(IndexNamespace, fmt.Sprintf("ns%d", ns))
+			for _, k := range keys {
+				if !strings.HasPrefix(k, fmt.Sprintf("ns%d/", ns)) {
+					t.Fatalf("key %s under ns%d", k, ns)
+				}
+			}
+			total += len(keys)
+		}
+		if total != c.Len() || c.Len() != 200 {
+			t.Fatalf("round %d: %d keys indexed, %d cached, want 200", round, total, c.Len())
+		}
 	}
 }

@@ -8,8 +8,6 @@ import (
 // whose labels match sel (nil matches everything): client-go's
 // lister.List(selector) and lister.Pods(ns).List(selector) in one.
 func (c *Cache[T]) Select(namespace string, sel labels.Selector) []T {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
 	var out []T
 	add := func(obj T) {
 		if sel == nil || sel.Empty() || sel.Matches(labels.Set(obj.GetLabels())) {
@@ -17,38 +15,51 @@ func (c *Cache[T]) Select(namespace string, sel labels.Selector) []T {
 		}
 	}
 	if namespace == "" {
+		c.mu.RLock()
+		defer c.mu.RUnlock()
 		for _, obj := range c.items {
 			add(obj)
 		}
 		return out
 	}
-	for key := range c.indices[IndexNamespace][namespace] {
-		if obj, ok := c.items[key]; ok {
-			add(obj)
-		}
-	}
+	c.rlockNamespace()
+	defer c.mu.RUnlock()
+	c.inNamespace(namespace, func(_ string, obj T) bool { add(obj); return true })
 	return out
 }
 
 // GetNamespaced returns the cached object with this namespace and name
 // ("" namespace for a cluster-scoped object), whatever the KeyFunc.
 func (c *Cache[T]) GetNamespaced(namespace, name string) (T, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
 	key := name
 	if namespace != "" {
 		key = namespace + "/" + name
 	}
+	if c.defaultKey { // that key or none
+		c.mu.RLock()
+		defer c.mu.RUnlock()
+		if obj, ok := c.items[key]; ok && obj.GetName() == name && obj.GetNamespace() == namespace {
+			return obj, true
+		}
+		var zero T
+		return zero, false
+	}
+	c.rlockNamespace()
+	defer c.mu.RUnlock()
 	if obj, ok := c.items[key]; ok && obj.GetName() == name && obj.GetNamespace() == namespace {
 		return obj, true
 	}
-	for key := range c.indices[IndexNamespace][namespace] { // another KeyFunc
-		if obj, ok := c.items[key]; ok && obj.GetName() == name {
-			return obj, true
-		}
+	var found T
+	var ok bool
+	c.inNamespace(namespace, func(_ string, obj T) bool { // another KeyFunc
+		found, ok = obj, obj.GetName() == name
+		return !ok
+	})
+	if !ok {
+		var zero T
+		return zero, false
 	}
-	var zero T
-	return zero, false
+	return found, true
 }
 
 // View is one read-only view over several informers of one kind: one per
