@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -89,6 +90,17 @@ func (o *ownership) check(t *testing.T) {
 	}
 }
 
+// testWriter sends a replica's log lines to the test's log.
+type testWriter struct {
+	t  *testing.T
+	id string
+}
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Logf("%s: %s", w.id, strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
 // replica is one member of a shard group in this process: its Sharding
 // and one ConfigMaps informer.
 type replica struct {
@@ -106,6 +118,7 @@ func startReplica(t *testing.T, cfg *rest.Config, ns, group, id string, own *own
 	r.sh = kinformer.NewSharding(cfg, kinformer.ShardingOptions{
 		Group: group, Namespace: ns, Identity: id,
 		LeaseDuration: 4 * time.Second, RenewPeriod: 500 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t, id}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	c, err := kubernetes.NewForConfig(r.bytes.wrap(cfg))
 	if err != nil {
@@ -296,4 +309,52 @@ func testSharding(t *testing.T, cfg *rest.Config, mode string) {
 	if len(keys) == 0 {
 		t.Error("no object ever changed hands")
 	}
+}
+
+// A replica cut off from the API server for longer than its LeaseDuration
+// stops handling its share (its handlers get Deleted, CauseReshard) before
+// the others, which count it dead only then, start on it; once it can
+// reach the server again it rejoins and gets a share back.
+func TestShardingLeaseLoss(t *testing.T) {
+	srv := testenv.Shared(t)
+	cfg := srv.Config()
+	ns := testenv.NewNamespace(t, cfg)
+	c := clientset(t, cfg)
+	const n = 150
+	for i := range n {
+		mustCreate(t, c, configMap(ns, fmt.Sprintf("cm-%03d", i), nil, "v"))
+	}
+	own := newOwnership()
+	p := newFaultProxy(t, strings.TrimPrefix(srv.Host(), "https://"))
+	a := startReplica(t, cfg, ns, "g", "replica-a", own)
+	b := startReplica(t, cfg, ns, "g", "replica-b", own)
+	x := startReplica(t, p.config(t, cfg), ns, "g", "replica-x", own)
+	all := []*replica{a, b, x}
+	counts := checkPartition(t, c, ns, all, 60*time.Second)
+	t.Logf("shares: %v", counts)
+	if counts["replica-x"] == 0 {
+		t.Fatal("replica-x got no share")
+	}
+
+	p.hold() // partitioned: nothing reaches the server, nothing comes back
+	cutAt := time.Now()
+	counts = checkPartition(t, c, ns, []*replica{a, b}, 4*time.Second+15*time.Second)
+	took := time.Since(cutAt)
+	t.Logf("replica-x's share taken over %v after the partition: %v", took.Round(time.Millisecond), counts)
+	if n := x.inf.Cache().Len(); n != 0 {
+		t.Errorf("replica-x, cut off, still caches %d objects", n)
+	}
+	if !x.sh.Status().Fenced {
+		t.Errorf("replica-x does not say it is fenced: %+v", x.sh.Status())
+	}
+	own.check(t)
+
+	p.release(true)
+	eventually(t, 60*time.Second, "replica-x to get a share back", func() bool { return x.inf.Cache().Len() > 0 })
+	counts = checkPartition(t, c, ns, all, 60*time.Second)
+	t.Logf("shares after the partition healed: %v", counts)
+	if counts["replica-x"] == 0 {
+		t.Error("replica-x got no share back")
+	}
+	own.check(t)
 }
