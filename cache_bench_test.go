@@ -12,6 +12,7 @@ package kinformer
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -196,5 +197,40 @@ func BenchmarkCache(b *testing.B) {
 				f()
 			}
 		})
+	}
+}
+
+// BenchmarkCacheRetained reports the heap each store holds per object
+// beyond the objects themselves (made before): its maps, keys and indexes,
+// after a GC, filled by updates as a watch fills it. "queried": after a
+// namespace query, which makes kinformer build its namespace index (see
+// Cache); "idle": never asked for a namespace.
+//
+//	go test -run '^$' -bench BenchmarkCacheRetained -count 3 .
+func BenchmarkCacheRetained(b *testing.B) {
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	for _, queried := range []bool{false, true} {
+		for _, impl := range []string{"kinformer", "client-go"} {
+			name := map[bool]string{false: "idle", true: "queried"}[queried]
+			b.Run(fmt.Sprintf("ns=%s/impl=%s", name, impl), func(b *testing.B) {
+				var perObject float64
+				for b.Loop() {
+					before := heap()
+					s := newBenchStores()[impl]()
+					if queried {
+						s.byNamespace("ns-000")
+					}
+					perObject = float64(heap()-before) / benchObjects
+					runtime.KeepAlive(s)
+				}
+				b.ReportMetric(perObject, "B/object")
+			})
+		}
 	}
 }
