@@ -290,7 +290,10 @@ func (w *writer[T]) outside(obj T) bool {
 }
 
 // reshard makes set the informer's share: cached objects outside it are
-// removed and Deleted (CauseReshard) is queued for each.
+// removed and Deleted (CauseReshard) is queued for each. The state file
+// keeps them: a sharded informer restored from it always re-lists, and
+// drops what is not its share then; a replica that leaves and comes back
+// with the same share starts from its snapshot.
 func (w *writer[T]) reshard(set *slotSet) (dropped int) {
 	w.shard = set
 	var gone []string
@@ -305,17 +308,10 @@ func (w *writer[T]) reshard(set *slotSet) (dropped int) {
 	w.disp.mu.RLock()
 	defer w.disp.mu.RUnlock()
 	rv := w.status.resourceVersion()
-	if w.persist != nil {
-		w.persist.mu.Lock()
-		defer w.persist.mu.Unlock()
-	}
 	for _, key := range gone {
 		old, existed := w.cache.remove(key)
 		if !existed {
 			continue
-		}
-		if w.persist != nil {
-			w.persist.recordLocked(key, old, true)
 		}
 		w.disp.emitLocked(Event[T]{Type: Deleted, Object: old, Key: key, ResourceVersion: rv, Cause: CauseReshard})
 	}

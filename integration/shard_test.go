@@ -358,3 +358,89 @@ func TestShardingLeaseLoss(t *testing.T) {
 	}
 	own.check(t)
 }
+
+// A replica restarted with the same identity and state directory restores
+// its snapshot for the share it gets back: its handlers get Added
+// (CauseRestore) for the objects of its share, then only what changed,
+// not the whole share again.
+func TestShardingDurableRestart(t *testing.T) {
+	srv := testenv.Shared(t)
+	cfg := srv.Config()
+	ns := testenv.NewNamespace(t, cfg)
+	c := clientset(t, cfg)
+	const n = 200
+	for i := range n {
+		mustCreate(t, c, configMap(ns, fmt.Sprintf("cm-%03d", i), nil, "v"))
+	}
+	own := newOwnership()
+	dir := t.TempDir()
+	start := func(rec *recorder[*corev1.ConfigMap]) *replica {
+		r := &replica{id: "replica-b", bytes: &bytesRead{}, done: make(chan struct{})}
+		r.sh = kinformer.NewSharding(cfg, kinformer.ShardingOptions{Group: "g", Namespace: ns, Identity: r.id,
+			LeaseDuration: 4 * time.Second, RenewPeriod: 500 * time.Millisecond})
+		r.inf = kinformer.New[*corev1.ConfigMap](clientset(t, cfg).CoreV1().ConfigMaps(ns),
+			&kinformer.Options[*corev1.ConfigMap]{Sharding: r.sh, StateDir: dir})
+		r.inf.AddHandler(own.handler(r.id))
+		r.inf.AddHandler(rec.handle)
+		shCtx, shCancel := context.WithCancel(context.Background())
+		infCtx, infCancel := context.WithCancel(context.Background())
+		shDone := make(chan struct{})
+		r.cancel = func() { shCancel(); <-shDone; infCancel() }
+		go func() { defer close(shDone); _ = r.sh.Run(shCtx) }()
+		go func() { defer close(r.done); _ = r.inf.Run(infCtx) }()
+		t.Cleanup(r.stop)
+		return r
+	}
+	a := startReplica(t, cfg, ns, "g", "replica-a", own)
+	first := &recorder[*corev1.ConfigMap]{}
+	b := start(first)
+	counts := checkPartition(t, c, ns, []*replica{a, b}, 60*time.Second)
+	t.Logf("shares: %v", counts)
+	share := counts["replica-b"]
+	if share == 0 {
+		t.Fatal("replica-b got no share")
+	}
+	var changed string // an object of replica-b's share, changed while it is down
+	for k := range cacheState(b.inf.Cache()) {
+		changed = k
+		break
+	}
+	b.stop()
+	checkPartition(t, c, ns, []*replica{a}, 30*time.Second)
+	mustUpdate(t, c, ns, changed, "changed")
+
+	again := &recorder[*corev1.ConfigMap]{}
+	b = start(again)
+	eventually(t, 60*time.Second, "replica-b to get its share back", func() bool { return b.inf.Cache().Len() > 0 })
+	counts = checkPartition(t, c, ns, []*replica{a, b}, 60*time.Second)
+	t.Logf("shares after the restart: %v", counts)
+	restored, listed := 0, 0
+	for _, e := range again.all() {
+		if e.Type != kinformer.Added {
+			continue
+		}
+		switch e.Cause {
+		case kinformer.CauseRestore:
+			restored++
+		default:
+			listed++
+		}
+	}
+	t.Logf("after the restart: %d Added from the snapshot, %d from the server", restored, listed)
+	if _, ok := cacheState(b.inf.Cache())[changed]; ok {
+		found := false
+		for _, e := range again.all() {
+			found = found || (e.Type == kinformer.Modified && e.Object.GetName() == changed)
+		}
+		if !found {
+			t.Errorf("%s changed while replica-b was down, and replica-b, which holds it again, got no Modified", changed)
+		}
+	}
+	if restored < counts["replica-b"]/2 {
+		t.Errorf("only %d of replica-b's %d objects came from its snapshot", restored, counts["replica-b"])
+	}
+	if listed > counts["replica-b"]/2 {
+		t.Errorf("%d of replica-b's %d objects were Added from the server again", listed, counts["replica-b"])
+	}
+	own.check(t)
+}
