@@ -70,7 +70,11 @@ Endpoints (GET only):
                      as they come; each has an id, so that a client
                      resumes after a reconnection (Last-Event-ID) and is
                      told how many it missed ("event: missed")
-  /stats             counts and the last minute's events per second (JSON)
+  /stats             counts and the last minute's events per second (JSON);
+                     with --shard-group, the group's members and this
+                     process's share ("sharding") and each resource's
+                     ("shard": its ranges, and who filters: "server" or
+                     "client")
   /metrics           Prometheus metrics: the informers' (kinformer_events_total,
                      kinformer_requests_total, kinformer_objects, …, labelled
                      by resource), kinformer_sse_clients,
@@ -104,6 +108,7 @@ type serveFlags struct {
 	sseClients  int
 	recent      int
 	stateDir    string
+	shard       shardFlags
 	verbose     bool
 	watchTime   time.Duration // hidden: for tests
 }
@@ -117,6 +122,7 @@ func (f *serveFlags) flagSet() *pflag.FlagSet {
 	fs.IntVar(&f.sseClients, "max-sse-clients", defaultSSEClients, "event-stream clients (/events and /events/feed) served at once; more get 503")
 	fs.IntVar(&f.recent, "recent-events", 500, "events kept (summarised, without objects) for /events/recent and the page")
 	bindStateDir(fs, &f.stateDir)
+	f.shard.bind(fs)
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log the informers' retries and re-lists on stderr")
 	fs.DurationVar(&f.watchTime, "watch-timeout", 0, "the shortest server-side timeout of a watch (0: the library's default)")
 	_ = fs.MarkHidden("watch-timeout")
@@ -127,7 +133,7 @@ func (f *serveFlags) flagSet() *pflag.FlagSet {
 func runServe(ctx context.Context, e *env, args []string) error {
 	var f serveFlags
 	fs := f.flagSet()
-	if err := parseFlags(e, fs, args, "serve RESOURCE... [flags]", serveLong); err != nil {
+	if err := parseFlags(e, fs, args, "serve RESOURCE... [flags]", serveLong+shardLong); err != nil {
 		return err
 	}
 	switch {
@@ -145,6 +151,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return usageErrorf("serve: --watch-timeout must not be negative")
 	case f.cluster.allNamespaces && fs.Changed("namespace"):
 		return usageErrorf("serve: --namespace and --all-namespaces are mutually exclusive")
+	}
+	if err := f.shard.check(fs); err != nil {
+		return err
 	}
 	if err := checkListen(f.listen); err != nil {
 		return usageErrorf("serve: --listen %q: %v", f.listen, err)
@@ -179,6 +188,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	s.sseClients.max = int64(f.sseClients)
+	sh, shard := f.shard.newSharding(cfg, ns, e.stderr, f.verbose)
+	s.shard = shard
 	for _, arg := range fs.Args() {
 		res, err := resolver.resolve(ctx, arg)
 		if err != nil {
@@ -203,6 +214,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			Metrics:       s.metrics,
 			StateDir:      f.stateDir,
 			StateKey:      stateKey(cfg, res, scope),
+			Sharding:      sh,
 		})
 		s.add(arg, res, scope, inf)
 		if f.stateDir != "" {
@@ -228,6 +240,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if !tcp.IP.IsLoopback() {
 		fmt.Fprintf(e.stderr, "%s: WARNING: listening on %s, which other hosts may reach: anyone who can connect can read the served objects\n", e.prog, addr)
 	}
+	if shard != nil {
+		fmt.Fprintf(e.stderr, "%s: %s\n", e.prog, escapeTerminal(shard.String()))
+	}
 	fmt.Fprintf(e.stderr, "%s: serving %s on http://%s/\n", e.prog, escapeTerminal(s.names()), addr)
 
 	s.setHostCheck(tcp.IP.IsLoopback(), accept)
@@ -235,9 +250,30 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	// The first error (or SIGINT, SIGTERM) ends everything: g's context is
 	// the lifetime of the informers and of the HTTP server.
 	g, gctx := errgroup.WithContext(ctx)
+	// Sharded, the informers outlive gctx until the Sharding has given its
+	// share up: their handlers (the feed, the event streams) get Deleted
+	// for every object it drops, before its Lease is deleted and the
+	// others take the objects over. The HTTP server, too, waits for that.
+	infCtx, stopInformers := context.WithCancel(context.WithoutCancel(gctx))
+	defer stopInformers()
+	left := make(chan struct{}) // closed once the Sharding has returned
+	if sh != nil {
+		g.Go(func() error {
+			defer close(left)
+			return sh.Run(gctx)
+		})
+	} else {
+		close(left)
+	}
+	g.Go(func() error {
+		<-gctx.Done()
+		<-left
+		stopInformers()
+		return nil
+	})
 	for _, r := range s.resources {
 		g.Go(func() error {
-			_ = r.inf.Run(gctx)
+			_ = r.inf.Run(infCtx)
 			return nil
 		})
 		g.Go(func() error {
@@ -257,6 +293,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	})
 	g.Go(func() error {
 		<-gctx.Done()
+		<-left
 		// Graceful shutdown: end the event streams and let requests in
 		// flight finish, for a few seconds at most. They read caches that
 		// outlive their stopped informers.
@@ -278,15 +315,16 @@ func runServe(ctx context.Context, e *env, args []string) error {
 // served is one resource being served: its informer and what the server
 // keeps about its events.
 type served struct {
-	name       string // resolved: configmaps, deployments.apps
-	res        resource
-	scope      string // the namespace watched, "" for all (or cluster-scoped)
-	inf        *kinformer.Informer[*unstructured.Unstructured]
-	hub        *hub
-	rate       rateRing
-	counts     []atomic.Int64 // events by type, in the order of eventTypes
-	restored   atomic.Int64   // Added events of objects restored from the state file
-	sseDropped atomic.Int64
+	name        string // resolved: configmaps, deployments.apps
+	res         resource
+	scope       string // the namespace watched, "" for all (or cluster-scoped)
+	inf         *kinformer.Informer[*unstructured.Unstructured]
+	shardStatus func() kinformer.ShardStatus // inf's; replaced in tests
+	hub         *hub
+	rate        rateRing
+	counts      []atomic.Int64 // events by type, in the order of eventTypes
+	restored    atomic.Int64   // Added events of objects restored from the state file
+	sseDropped  atomic.Int64
 }
 
 // eventTypes are the event types, in the library's order.
@@ -302,6 +340,7 @@ type server struct {
 	closeOnce sync.Once
 	now       func() time.Time
 	notReady  func() []string // readiness: why not, one line a resource; replaced in tests
+	shard     *shardInfo      // the shard group; nil when not sharded
 	registry  *prometheus.Registry
 	metrics   *kinformer.Metrics // the informers', on registry
 
@@ -336,7 +375,7 @@ func newServer(sseBuffer, recent int) (*server, error) {
 // add serves inf under the names arg and res.String(). Call it before
 // running inf, so that the server's handler sees every event.
 func (s *server) add(arg string, res resource, scope string, inf *kinformer.Informer[*unstructured.Unstructured]) *served {
-	r := &served{name: res.String(), res: res, scope: scope, inf: inf, counts: make([]atomic.Int64, len(eventTypes))}
+	r := &served{name: res.String(), res: res, scope: scope, inf: inf, shardStatus: inf.ShardStatus, counts: make([]atomic.Int64, len(eventTypes))}
 	r.hub = newHub(s.sseBuffer, func() { r.sseDropped.Add(1) })
 	inf.AddHandler(func(ev kinformer.Event[*unstructured.Unstructured]) {
 		if i := slices.Index(eventTypes, ev.Type); i >= 0 {
@@ -380,6 +419,11 @@ func (s *server) names() string {
 // frozen) or has not synced yet; nil when ready.
 func (s *server) health() []string {
 	var out []string
+	if s.shard != nil {
+		if msg := s.shard.problem(); msg != "" {
+			out = append(out, msg)
+		}
+	}
 	for _, r := range s.resources {
 		if msg := r.problem(s.now()); msg != "" {
 			out = append(out, r.name+": "+msg)
@@ -396,6 +440,9 @@ func (r *served) problem(now time.Time) string {
 	if !r.inf.HasSynced() {
 		if r.restored.Load() > 0 {
 			return "not synced: restored, catching up"
+		}
+		if st := r.shardStatus(); st.Sharded && st.Slots == 0 {
+			return "not synced: waiting for a share of the shard group"
 		}
 		return "not synced"
 	}

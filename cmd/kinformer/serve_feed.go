@@ -193,7 +193,7 @@ func (s *server) feed(w http.ResponseWriter, req *http.Request) {
 	}
 	keepalive := time.NewTicker(20 * time.Second)
 	defer keepalive.Stop()
-	for {
+	for closing := false; ; {
 		events, last, missed, changed := s.recent.since(after, f)
 		if missed > 0 && resuming {
 			b = fmt.Appendf(b, "event: missed\ndata: {\"missed\":%d}\n\n", missed)
@@ -212,6 +212,13 @@ func (s *server) feed(w http.ResponseWriter, req *http.Request) {
 			b = fmt.Appendf(b, "id: %s\n\n", s.recent.id(last))
 		}
 		after = last
+		if closing {
+			// The last events first (a sharded serve's Deleted for the
+			// share it gave up), then why the stream ends.
+			b = fmt.Appendf(b, "event: shutdown\ndata: {\"error\":%q}\n\n", errServeStopped.Error())
+			flush()
+			return
+		}
 		if len(b) > 0 && !flush() {
 			return
 		}
@@ -223,9 +230,7 @@ func (s *server) feed(w http.ResponseWriter, req *http.Request) {
 				return
 			}
 		case <-s.closing:
-			b = fmt.Appendf(b, "event: shutdown\ndata: {\"error\":%q}\n\n", errServeStopped.Error())
-			flush()
-			return
+			closing = true
 		case <-req.Context().Done():
 			return
 		}

@@ -276,6 +276,7 @@ type resourceStats struct {
 	Events     map[string]int64 `json:"events"`
 	Rate       []int64          `json:"rate"` // events a second, oldest first
 	Clients    int              `json:"clients"`
+	Shard      *resourceShard   `json:"shard,omitempty"` // sharded: the informer's share
 }
 
 // stats feeds the page: counts, and events per second over the last
@@ -285,8 +286,12 @@ func (s *server) stats(w http.ResponseWriter, req *http.Request) {
 	out := struct {
 		Ready     bool            `json:"ready"`
 		Time      time.Time       `json:"time"`
+		Sharding  *shardingStats  `json:"sharding,omitempty"`
 		Resources []resourceStats `json:"resources"`
 	}{Ready: len(s.notReady()) == 0, Time: now}
+	if s.shard != nil {
+		out.Sharding = s.shard.stats()
+	}
 	for _, r := range s.resources {
 		ev := map[string]int64{}
 		for i, t := range eventTypes {
@@ -299,7 +304,7 @@ func (s *server) stats(w http.ResponseWriter, req *http.Request) {
 		out.Resources = append(out.Resources, resourceStats{
 			Name: r.name, Kind: r.res.kind, Namespace: r.scope, Namespaced: r.res.namespaced,
 			Synced: r.inf.HasSynced(), Error: errMsg, Objects: r.inf.Cache().Len(), Events: ev,
-			Rate: r.rate.last(now), Clients: r.hub.len(),
+			Rate: r.rate.last(now), Clients: r.hub.len(), Shard: newResourceShard(r.shardStatus()),
 		})
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -367,7 +372,11 @@ func (s *server) events(w http.ResponseWriter, req *http.Request) {
 				return
 			}
 		case <-s.closing:
-			write("event: shutdown\ndata: {\"error\":%q}\n\n", errServeStopped.Error())
+			// What is buffered first (a sharded serve's Deleted for the
+			// share it gave up), then why the stream ends.
+			if drain() {
+				write("event: shutdown\ndata: {\"error\":%q}\n\n", errServeStopped.Error())
+			}
 			return
 		case <-req.Context().Done():
 			return

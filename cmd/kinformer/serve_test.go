@@ -104,11 +104,13 @@ func waitReady(t *testing.T, base string) {
 }
 
 // onlyNotSynced reports whether a /readyz body says nothing but "R: not
-// synced" lines (with --state-dir, "R: not synced: restored, catching up").
+// synced" lines (with --state-dir, "R: not synced: restored, catching up";
+// with --shard-group, "R: not synced: waiting for a share of the shard group").
 func onlyNotSynced(body string) bool {
 	lines := strings.Split(strings.TrimSuffix(body, "\n"), "\n")
 	for _, l := range lines {
-		if !strings.HasSuffix(l, ": not synced") && !strings.HasSuffix(l, ": not synced: restored, catching up") {
+		if !strings.HasSuffix(l, ": not synced") && !strings.HasSuffix(l, ": not synced: restored, catching up") &&
+			!strings.HasSuffix(l, ": not synced: waiting for a share of the shard group") {
 			return false
 		}
 	}

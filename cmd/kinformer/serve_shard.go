@@ -1,0 +1,196 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+
+	"github.com/kinformer/kinformer"
+)
+
+// serve --shard-group: several serve processes split every RESOURCE
+// between them with a kinformer.Sharding (one per process, shared by its
+// informers), each caching and serving only its share.
+
+const shardLong = `
+--shard-group NAME splits every RESOURCE between the serve processes of the
+group NAME (the same NAME, RESOURCEs and scope in each): each caches and
+serves only its share, objects whose metadata.uid hashes into the ranges
+it holds. Membership is a coordination.k8s.io/v1 Lease per process,
+labelled kinformer.io/shard-group=NAME, in --shard-namespace (default: the
+namespace of -n, else the context's, else "default"); the process needs
+to get, list, create, update and delete Leases there. --shard-identity
+names the process in the group, unique in it (default: HOSTNAME-PID: in
+a pod, the pod's name and the PID, stable across the container's
+restarts). A process that dies is counted dead once its Lease has not been
+renewed for --lease-duration, and its share is taken over; on SIGINT or
+SIGTERM it gives its share up (the feed shows DELETED, cause "reshard",
+for each object it drops) and deletes its Lease, so that the others take
+over at once. Objects that move between processes are DELETED from one
+and ADDED to the other, cause "reshard", never held by two at once. Where
+the API server has the ShardedListAndWatch feature it sends each process
+only its share; elsewhere each filters the full list and watch itself.
+/stats and the page show the group's members, this process's ranges and
+its objects per RESOURCE.
+`
+
+// shardFlags are serve's sharding flags.
+type shardFlags struct {
+	group         string
+	namespace     string
+	identity      string
+	leaseDuration time.Duration
+}
+
+const defaultLeaseDuration = 15 * time.Second
+
+func (f *shardFlags) bind(fs *pflag.FlagSet) {
+	fs.StringVar(&f.group, "shard-group", "", "split every RESOURCE with the other serve processes of the group `NAME`; each serves only its share (see above)")
+	fs.StringVar(&f.namespace, "shard-namespace", "", "the `NAMESPACE` of the shard group's Leases (default: -n's, else the context's namespace, else \"default\")")
+	fs.StringVar(&f.identity, "shard-identity", "", "this process's name in the shard group, unique in it (default: HOSTNAME-PID)")
+	fs.DurationVar(&f.leaseDuration, "lease-duration", defaultLeaseDuration, "with --shard-group: a process whose Lease is not renewed for this long is dead, and its share is taken over; at least 2s")
+}
+
+// check validates the flags, before anything is loaded: a usage error
+// naming the flag.
+func (f *shardFlags) check(fs *pflag.FlagSet) error {
+	if f.group == "" {
+		if fs.Changed("shard-group") {
+			return usageErrorf("serve: --shard-group must not be empty")
+		}
+		for _, name := range []string{"shard-namespace", "shard-identity", "lease-duration"} {
+			if fs.Changed(name) {
+				return usageErrorf("serve: --%s needs --shard-group", name)
+			}
+		}
+		return nil
+	}
+	if msgs := validation.IsValidLabelValue(f.group); len(msgs) > 0 {
+		return usageErrorf("serve: --shard-group %q: not a valid label value: %s", f.group, strings.Join(msgs, "; "))
+	}
+	if fs.Changed("shard-namespace") {
+		if msgs := validation.IsDNS1123Label(f.namespace); len(msgs) > 0 {
+			return usageErrorf("serve: --shard-namespace %q: not a valid namespace: %s", f.namespace, strings.Join(msgs, "; "))
+		}
+	}
+	if fs.Changed("shard-identity") && strings.TrimSpace(f.identity) == "" {
+		return usageErrorf("serve: --shard-identity must not be empty")
+	}
+	if f.leaseDuration < 2*time.Second {
+		return usageErrorf("serve: --lease-duration %s: must be at least 2s", f.leaseDuration)
+	}
+	return nil
+}
+
+// defaultIdentity is --shard-identity's default: the host name and the
+// PID, unique among the processes of one host and across hosts (whose
+// names differ). In a pod the host name is the pod's name and the PID is
+// often 1, so a restarted container keeps its identity and takes its own
+// Lease back.
+func defaultIdentity() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "kinformer"
+	}
+	return host + "-" + strconv.Itoa(os.Getpid())
+}
+
+// newSharding returns the process's membership in the shard group, and
+// what the server shows of it; nil, nil without --shard-group. ns is the
+// namespace serve works in (-n, else the context's).
+func (f *shardFlags) newSharding(cfg *rest.Config, ns string, stderr io.Writer, verbose bool) (*kinformer.Sharding, *shardInfo) {
+	if f.group == "" {
+		return nil, nil
+	}
+	leaseNS := f.namespace
+	if leaseNS == "" {
+		leaseNS = ns
+	}
+	id := f.identity
+	if id == "" {
+		id = defaultIdentity()
+	}
+	// Membership and share changes are few, and say what this process
+	// serves: logged without -v too.
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	sh := kinformer.NewSharding(cfg, kinformer.ShardingOptions{
+		Group: f.group, Namespace: leaseNS, Identity: id, LeaseDuration: f.leaseDuration,
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+	})
+	return sh, &shardInfo{group: f.group, namespace: leaseNS, identity: id, status: sh.Status}
+}
+
+// shardInfo is what the server shows of the shard group.
+type shardInfo struct {
+	group, namespace, identity string
+	status                     func() kinformer.ShardingStatus // the Sharding's; replaced in tests
+}
+
+func (si *shardInfo) String() string {
+	return fmt.Sprintf("shard group %s as %s (Leases in namespace %s)", si.group, si.identity, si.namespace)
+}
+
+// shardingStats is /stats' "sharding": the group, its live members, and
+// the share of this process.
+type shardingStats struct {
+	Group     string   `json:"group"`
+	Namespace string   `json:"namespace"` // of the Leases
+	Identity  string   `json:"identity"`
+	Members   []string `json:"members"` // live, this process included, sorted
+	Slots     int      `json:"slots"`   // of total, served by this process
+	Total     int      `json:"total"`
+	Ranges    string   `json:"ranges"` // hash ranges of metadata.uid, or "none"
+	Fenced    bool     `json:"fenced"` // its Lease could not be renewed in time: serving nothing
+}
+
+func (si *shardInfo) stats() *shardingStats {
+	st := si.status()
+	members := st.Members
+	if members == nil {
+		members = []string{}
+	}
+	return &shardingStats{
+		Group: si.group, Namespace: si.namespace, Identity: st.Identity, Members: members,
+		Slots: st.Slots, Total: st.Total, Ranges: st.Ranges, Fenced: st.Fenced,
+	}
+}
+
+// problem says why the process is not ready as a member, "" if it is.
+func (si *shardInfo) problem() string {
+	if si.status().Fenced {
+		return "shard group " + si.group + ": fenced: the Lease could not be renewed in time; serving nothing until it is"
+	}
+	return ""
+}
+
+// resourceShard is /stats' "shard" of a resource: its informer's share
+// and who filters it ("server": the API server, "client": the informer;
+// "" until its first list tells).
+type resourceShard struct {
+	Mode   string `json:"mode"`
+	Slots  int    `json:"slots"`
+	Total  int    `json:"total"`
+	Ranges string `json:"ranges"`
+}
+
+func newResourceShard(st kinformer.ShardStatus) *resourceShard {
+	if !st.Sharded {
+		return nil
+	}
+	ranges := st.Ranges
+	if ranges == "" {
+		ranges = "none"
+	}
+	return &resourceShard{Mode: st.Mode, Slots: st.Slots, Total: st.Total, Ranges: ranges}
+}
