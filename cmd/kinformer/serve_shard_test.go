@@ -563,3 +563,51 @@ func TestServeStatsSharding(t *testing.T) {
 		t.Errorf("/stats of an unsharded serve: %s", raw)
 	}
 }
+
+// The page shows the group, this replica among the members, its slots and
+// ranges, and each resource's share; identities are text, never markup.
+func TestServePageSharding(t *testing.T) {
+	t.Parallel()
+	chromium := needChromium(t)
+	hs := shardedServer(t, hostileImg, []string{"a", hostileImg, hostileScript})
+	b := openBrowser(t, chromium, 1280, 900)
+	b.navigate(hs.URL + "/")
+	b.waitFor(`!$("sharding").hidden && $("count-configmaps") && $("count-configmaps").textContent === "1"`, 30*time.Second)
+	var page struct {
+		Group, Identity, Namespace, Share, Ranges, CardShard, CardTitle, Unit string
+		Members                                                               []string
+		Self                                                                  string
+		Own                                                                   []int
+		Slots                                                                 int
+	}
+	b.must(`({
+		group: $("sh-group").textContent, identity: $("sh-identity").textContent, namespace: $("sh-namespace").textContent,
+		share: $("sh-share").textContent, ranges: $("sh-ranges").textContent,
+		cardShard: document.querySelector(".card .shard").textContent, cardTitle: document.querySelector(".card .shard").title,
+		unit: document.querySelector(".card .unit").textContent,
+		members: [...$("sh-members").children].map((m) => m.textContent),
+		self: $("sh-members").querySelector(".self").textContent,
+		own: [...$("sh-strip").children].flatMap((s, i) => s.className === "own" ? [i] : []),
+		slots: $("sh-strip").children.length,
+	})`, &page)
+	var want []int
+	for i := range 64 {
+		if i < 10 || i >= 20 && i < 32 {
+			want = append(want, i)
+		}
+	}
+	const ranges = "[0x0000000000000000,0x2800000000000000) [0x5000000000000000,0x8000000000000000)"
+	if page.Group != "g" || page.Identity != hostileImg || page.Namespace != "ops" || page.Self != hostileImg ||
+		!slices.Equal(page.Members, []string{"a", hostileImg, hostileScript}) ||
+		page.Share != "22 of 64 slots (34 % of the hash space)" || page.Ranges != ranges ||
+		page.Slots != 64 || !slices.Equal(page.Own, want) ||
+		page.CardShard != "share 22/64 slots · filtered here" || page.CardTitle != "hash ranges: "+ranges ||
+		page.Unit != "objects in this replica's share" {
+		t.Errorf("the page shows %+v", page)
+	}
+	var ok bool
+	if b.must(noMarkup+` && ["sh-group", "sh-identity", "sh-namespace", "sh-share", "sh-ranges"].every((id) => $(id).children.length === 0) &&
+		[...$("sh-members").children].every((m) => m.children.length === 0)`, &ok); !ok {
+		t.Errorf("hostile content became markup")
+	}
+}
