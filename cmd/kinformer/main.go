@@ -8,6 +8,7 @@
 //	kinformer serve RESOURCE... [--listen 127.0.0.1:8080] [-n NAMESPACE | -A] [-l SELECTOR]
 //	          [--field-selector SELECTOR] [--resync DURATION] [--state-dir DIR]
 //	          [--accept-hosts REGEXP] [--sse-buffer N] [--max-sse-clients N]
+//	          [--shard-group NAME [--shard-namespace NAMESPACE] [--shard-identity ID] [--lease-duration 15s]]
 //
 // It follows kubectl's conventions, with kubectl's own connection flags
 // (k8s.io/cli-runtime): --kubeconfig (or $KUBECONFIG), --context, --cluster,
@@ -54,6 +55,14 @@
 // (localhost, 127.0.0.1, [::1]) and those --accept-hosts matches, against
 // DNS rebinding; slow or stalled clients are cut off, and concurrent
 // /objects requests and event streams are capped.
+//
+// With --shard-group NAME, several serve processes split every RESOURCE
+// between them (kinformer.Sharding: a Lease per process, labelled
+// kinformer.io/shard-group=NAME): each caches and serves only the objects
+// whose metadata.uid hashes into its share; a process killed is taken over
+// within --lease-duration and a few seconds, one stopped gives its share up
+// at once. /stats and the live page show the members, this process's
+// ranges and its object count per resource.
 //
 // Named kubectl-kinformer and put on $PATH, it is a kubectl plugin:
 // `kubectl kinformer watch pods`.
@@ -273,6 +282,7 @@ Examples:
   %[1]s watch deployments.apps -l app=web --resync 10m
   %[1]s watch cm -A --state-dir ~/.kinformer
   %[1]s serve pods deployments.apps -A --listen 127.0.0.1:8080
+  %[1]s serve configmaps -A --shard-group cm-cache --listen 127.0.0.1:0   # 3 of these: a third each
 
 Run '%[1]s watch --help' or '%[1]s serve --help' for the flags.
 

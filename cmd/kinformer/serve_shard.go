@@ -21,25 +21,26 @@ import (
 // informers), each caching and serving only its share.
 
 const shardLong = `
---shard-group NAME splits every RESOURCE between the serve processes of the
-group NAME (the same NAME, RESOURCEs and scope in each): each caches and
-serves only its share, objects whose metadata.uid hashes into the ranges
-it holds. Membership is a coordination.k8s.io/v1 Lease per process,
+--shard-group NAME splits every RESOURCE between the serve processes of
+the group NAME (the same NAME, RESOURCEs and scope in each): each caches
+and serves only its share, objects whose metadata.uid hashes into the
+ranges it holds. Membership is a coordination.k8s.io/v1 Lease per process,
 labelled kinformer.io/shard-group=NAME, in --shard-namespace (default: the
-namespace of -n, else the context's, else "default"); the process needs
-to get, list, create, update and delete Leases there. --shard-identity
-names the process in the group, unique in it (default: HOSTNAME-PID: in
-a pod, the pod's name and the PID, stable across the container's
-restarts). A process that dies is counted dead once its Lease has not been
-renewed for --lease-duration, and its share is taken over; on SIGINT or
-SIGTERM it gives its share up (the feed shows DELETED, cause "reshard",
+namespace of -n, else the context's, else "default"); the process needs to
+get, list, create, update and delete Leases there. --shard-identity names
+the process in the group, unique in it (default: HOSTNAME-PID; in a pod,
+whose host name is the pod's, serve as the container's first process is
+POD-1 across the container's restarts, and takes its own Lease back on
+restarting). A process that dies is counted dead once its Lease has not
+been renewed for --lease-duration, and its share is taken over; on SIGINT
+or SIGTERM it gives its share up (the feed shows DELETED, cause "reshard",
 for each object it drops) and deletes its Lease, so that the others take
-over at once. Objects that move between processes are DELETED from one
-and ADDED to the other, cause "reshard", never held by two at once. Where
-the API server has the ShardedListAndWatch feature it sends each process
-only its share; elsewhere each filters the full list and watch itself.
-/stats and the page show the group's members, this process's ranges and
-its objects per RESOURCE.
+over at once. Objects that move between processes are DELETED from one and
+ADDED to the other, cause "reshard", never held by two at once. Where the
+API server has the ShardedListAndWatch feature it sends each process only
+its share; elsewhere each filters the full list and watch itself. /stats
+and the page show the group's members, this process's ranges and its
+objects per RESOURCE.
 `
 
 // shardFlags are serve's sharding flags.
@@ -55,7 +56,7 @@ const defaultLeaseDuration = 15 * time.Second
 func (f *shardFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.group, "shard-group", "", "split every RESOURCE with the other serve processes of the group `NAME`; each serves only its share (see above)")
 	fs.StringVar(&f.namespace, "shard-namespace", "", "the `NAMESPACE` of the shard group's Leases (default: -n's, else the context's namespace, else \"default\")")
-	fs.StringVar(&f.identity, "shard-identity", "", "this process's name in the shard group, unique in it (default: HOSTNAME-PID)")
+	fs.StringVar(&f.identity, "shard-identity", "", "this process's `ID` in the shard group, unique in it (default: HOSTNAME-PID)")
 	fs.DurationVar(&f.leaseDuration, "lease-duration", defaultLeaseDuration, "with --shard-group: a process whose Lease is not renewed for this long is dead, and its share is taken over; at least 2s")
 }
 
