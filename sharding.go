@@ -81,6 +81,9 @@ type Sharding struct {
 	// replica dead: the send time of the last successful renewal plus
 	// LeaseDuration. Handlers are not called past it (valid).
 	deadline atomic.Int64
+	// draining: fenced, and its informers have not all applied the empty
+	// share yet; handlers get only its Deleted (valid).
+	draining atomic.Bool
 	wake     chan struct{} // capacity 1: an informer acknowledged a change
 
 	mu       sync.Mutex // guards all below
@@ -112,6 +115,22 @@ type observation struct {
 // cfg to reach the API server. It does nothing until Run. Invalid options
 // are reported by Run.
 func NewSharding(cfg *rest.Config, opts ShardingOptions) *Sharding {
+	s := newSharding(nil, opts)
+	if s.err == nil {
+		c := rest.CopyConfig(cfg)
+		c.Timeout = s.opts.RenewPeriod // a renewal hung past this is failed
+		cs, err := coordclient.NewForConfig(c)
+		if err != nil {
+			s.err = fmt.Errorf("kinformer: sharding: %w", err)
+		} else {
+			s.leases = cs.Leases(opts.Namespace)
+		}
+	}
+	return s
+}
+
+// newSharding is NewSharding over leases (set later if nil).
+func newSharding(leases coordclient.LeaseInterface, opts ShardingOptions) *Sharding {
 	if opts.LeaseDuration == 0 {
 		opts.LeaseDuration = 15 * time.Second
 	}
@@ -121,7 +140,7 @@ func NewSharding(cfg *rest.Config, opts ShardingOptions) *Sharding {
 	if opts.Slots == 0 {
 		opts.Slots = DefaultShardSlots
 	}
-	s := &Sharding{opts: opts, log: opts.Logger, wake: make(chan struct{}, 1), readyCh: make(chan struct{}),
+	s := &Sharding{opts: opts, leases: leases, log: opts.Logger, wake: make(chan struct{}, 1), readyCh: make(chan struct{}),
 		changed: make(chan struct{}), subs: map[*shardSub]struct{}{}, observed: map[string]observation{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -132,14 +151,6 @@ func NewSharding(cfg *rest.Config, opts ShardingOptions) *Sharding {
 		s.serving = newSlotSet(opts.Slots)
 		s.claimed = newSlotSet(opts.Slots)
 		s.name = leaseName(opts.Group, opts.Identity)
-		c := rest.CopyConfig(cfg)
-		c.Timeout = opts.RenewPeriod // a renewal hung past this is failed
-		cs, err := coordclient.NewForConfig(c)
-		if err != nil {
-			s.err = fmt.Errorf("kinformer: sharding: %w", err)
-		} else {
-			s.leases = cs.Leases(opts.Namespace)
-		}
 	}
 	return s
 }
@@ -323,11 +334,19 @@ func (s *Sharding) checkDeadline() {
 	}
 	s.fenced = true
 	s.log.Warn("kinformer: sharding: the Lease could not be renewed in time; serving nothing until it is", "lease", s.name)
-	s.publishLocked(newSlotSet(s.opts.Slots))
-	// Claims are void once the Lease expires; the next renewal writes
-	// none, and the share is claimed afresh.
-	s.claimed = newSlotSet(s.opts.Slots)
-	s.release = nil
+	// Handlers get nothing but the Deleted of the share from now until
+	// every informer has applied the empty share (valid); the claims stay
+	// in the Lease until then, as for any release, so that a renewal that
+	// succeeds meanwhile does not hand the share to others while handlers
+	// still drain it.
+	s.draining.Store(true)
+	ver := s.publishLocked(newSlotSet(s.opts.Slots))
+	if s.release != nil {
+		s.release = s.release.union(s.claimed)
+	} else {
+		s.release = s.claimed.clone()
+	}
+	s.relVer = ver
 }
 
 // margin is how long before its Lease may be counted dead a replica that
@@ -337,10 +356,11 @@ func (s *Sharding) margin() time.Duration {
 }
 
 // valid reports whether the replica may still handle events: its Lease
-// cannot yet be counted dead by the others.
+// cannot yet be counted dead by the others, and it is not dropping its
+// share after a fence.
 func (s *Sharding) valid() bool {
 	d := s.deadline.Load()
-	return d != 0 && time.Now().UnixNano() < d
+	return d != 0 && time.Now().UnixNano() < d && !s.draining.Load()
 }
 
 // tick renews the Lease, reads the group, and moves the share one step
@@ -353,6 +373,7 @@ func (s *Sharding) tick(ctx context.Context) {
 		if s.release != nil && s.ackedLocked(s.relVer) {
 			s.claimed = s.claimed.minus(s.release)
 			s.release = nil
+			s.draining.Store(false)
 		}
 		claims := s.claimed.clone()
 		s.mu.Unlock()

@@ -1,0 +1,447 @@
+package kinformer
+
+// A simulation of shard groups in a synctest bubble: replicas join, leave,
+// die and are cut off from a linearizable in-memory Lease store (the API
+// server and etcd stand-in, with request latency), on a fake clock. At
+// every millisecond no slot may be owned by two valid replicas, and once
+// membership settles every slot is owned by exactly one.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+)
+
+var leasesGR = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+
+// leaseStore is a linearizable store of Leases: each call takes effect
+// at one instant, under mu, between its request and response delays.
+type leaseStore struct {
+	mu    sync.Mutex
+	rv    int64
+	items map[string]*coordinationv1.Lease
+}
+
+// leaseClient is one replica's connection to the store; down cuts it off.
+type leaseClient struct {
+	coordclient.LeaseInterface // not implemented: panics if called
+	st                         *leaseStore
+	down                       atomic.Bool
+	rnd                        func() time.Duration
+}
+
+var errCut = fmt.Errorf("connection refused")
+
+// call runs op after a request delay and returns after a response delay;
+// a cut connection fails (and its request may or may not have landed).
+func (c *leaseClient) call(ctx context.Context, op func() error) error {
+	if c.down.Load() {
+		time.Sleep(c.rnd())
+		return errCut
+	}
+	time.Sleep(c.rnd())
+	c.st.mu.Lock()
+	err := op()
+	c.st.mu.Unlock()
+	time.Sleep(c.rnd())
+	if c.down.Load() || ctx.Err() != nil {
+		return errCut // landed, but the answer was lost
+	}
+	return err
+}
+
+func (c *leaseClient) Get(ctx context.Context, name string, _ metav1.GetOptions) (out *coordinationv1.Lease, err error) {
+	err = c.call(ctx, func() error {
+		l, ok := c.st.items[name]
+		if !ok {
+			return apierrors.NewNotFound(leasesGR, name)
+		}
+		out = l.DeepCopy()
+		return nil
+	})
+	return out, err
+}
+
+func (c *leaseClient) Create(ctx context.Context, l *coordinationv1.Lease, _ metav1.CreateOptions) (out *coordinationv1.Lease, err error) {
+	err = c.call(ctx, func() error {
+		if _, ok := c.st.items[l.Name]; ok {
+			return apierrors.NewAlreadyExists(leasesGR, l.Name)
+		}
+		c.st.rv++
+		n := l.DeepCopy()
+		n.ResourceVersion = fmt.Sprint(c.st.rv)
+		c.st.items[l.Name] = n
+		out = n.DeepCopy()
+		return nil
+	})
+	return out, err
+}
+
+func (c *leaseClient) Update(ctx context.Context, l *coordinationv1.Lease, _ metav1.UpdateOptions) (out *coordinationv1.Lease, err error) {
+	err = c.call(ctx, func() error {
+		cur, ok := c.st.items[l.Name]
+		if !ok {
+			return apierrors.NewNotFound(leasesGR, l.Name)
+		}
+		if cur.ResourceVersion != l.ResourceVersion {
+			return apierrors.NewConflict(leasesGR, l.Name, fmt.Errorf("stale resourceVersion"))
+		}
+		c.st.rv++
+		n := l.DeepCopy()
+		n.ResourceVersion = fmt.Sprint(c.st.rv)
+		c.st.items[l.Name] = n
+		out = n.DeepCopy()
+		return nil
+	})
+	return out, err
+}
+
+func (c *leaseClient) List(ctx context.Context, opts metav1.ListOptions) (out *coordinationv1.LeaseList, err error) {
+	sel, err := labels.Parse(opts.LabelSelector)
+	if err != nil {
+		return nil, err
+	}
+	err = c.call(ctx, func() error {
+		out = &coordinationv1.LeaseList{}
+		for _, l := range c.st.items {
+			if sel.Matches(labels.Set(l.Labels)) {
+				out.Items = append(out.Items, *l.DeepCopy())
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (c *leaseClient) Delete(ctx context.Context, name string, _ metav1.DeleteOptions) error {
+	return c.call(ctx, func() error {
+		if _, ok := c.st.items[name]; !ok {
+			return apierrors.NewNotFound(leasesGR, name)
+		}
+		delete(c.st.items, name)
+		return nil
+	})
+}
+
+// simReplica is a replica: its Sharding, and an informer stand-in that
+// applies each share as the loop does (a shrink handled after a drain
+// delay, a growth after a list delay) and says what it owns.
+type simReplica struct {
+	id     string
+	sh     *Sharding
+	client *leaseClient
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu    sync.Mutex
+	owned *slotSet // slots whose objects its handlers may be handling
+	dead  bool
+}
+
+func (r *simReplica) owns(slot int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.dead && r.owned.contains(slot) && r.sh.valid()
+}
+
+// simLog keeps the replicas' log lines, for a failure's story.
+type simLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *simLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	l.lines = append(l.lines, time.Now().Format("05.000")+" "+strings.TrimSpace(string(p)))
+	l.mu.Unlock()
+	return len(p), nil
+}
+
+func (l *simLog) add(format string, args ...any) { fmt.Fprintf(l, format, args...) }
+
+func startSim(st *leaseStore, id string, rnd *rand.Rand, rmu *sync.Mutex, log *simLog) *simReplica {
+	delay := func(max time.Duration) func() time.Duration {
+		return func() time.Duration {
+			rmu.Lock()
+			defer rmu.Unlock()
+			return time.Duration(rnd.Int64N(int64(max)))
+		}
+	}
+	r := &simReplica{id: id, client: &leaseClient{st: st, rnd: delay(30 * time.Millisecond)}, done: make(chan struct{})}
+	r.sh = newSharding(r.client, ShardingOptions{Group: "g", Namespace: "ns", Identity: id,
+		LeaseDuration: 2 * time.Second, RenewPeriod: 400 * time.Millisecond, Slots: 16,
+		Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == "time" || a.Key == "shardGroup" || a.Key == "level" {
+				return slog.Attr{}
+			}
+			return a
+		}}))})
+	r.owned = newSlotSet(16)
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	sub := r.sh.subscribe()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = r.sh.Run(ctx) }()
+	go func() {
+		defer wg.Done()
+		defer sub.close()
+		work := delay(time.Second)
+		var ver uint64
+		for {
+			set, v, changed, ready := sub.current()
+			if ready && v != ver {
+				r.mu.Lock()
+				old := r.owned
+				r.owned = old.union(set) // the lost slots are still being handled
+				r.mu.Unlock()
+				time.Sleep(work()) // handlers drain the Deleted events (or a list runs)
+				r.mu.Lock()
+				r.owned = set
+				r.mu.Unlock()
+				log.add("%s: applied v%d %s", id, v, set)
+				ver = v
+				sub.ack(v)
+				continue
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			}
+		}
+	}()
+	go func() { wg.Wait(); close(r.done) }()
+	return r
+}
+
+// kill ends the replica without a goodbye: cut off, its handlers gone.
+func (r *simReplica) kill() {
+	r.mu.Lock()
+	r.dead = true
+	r.mu.Unlock()
+	r.client.down.Store(true)
+	r.cancel()
+	<-r.done
+}
+
+func (r *simReplica) leave() {
+	r.cancel()
+	<-r.done
+	r.mu.Lock()
+	r.dead = true
+	r.mu.Unlock()
+}
+
+func TestShardingSimulation(t *testing.T) {
+	for seed := range uint64(10) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { simulate(t, seed) })
+		})
+	}
+}
+
+func simulate(t *testing.T, seed uint64) {
+	st := &leaseStore{items: map[string]*coordinationv1.Lease{}}
+	rnd := rand.New(rand.NewPCG(seed, 7))
+	var rmu sync.Mutex
+	log := &simLog{}
+	defer func() {
+		if t.Failed() {
+			log.mu.Lock()
+			for _, l := range log.lines[max(0, len(log.lines)-150):] {
+				t.Log(l)
+			}
+			log.mu.Unlock()
+		}
+	}()
+	var live []*simReplica
+	next := 0
+	join := func() {
+		live = append(live, startSim(st, fmt.Sprintf("r%02d", next), rnd, &rmu, log))
+		next++
+	}
+	var violations []string
+	check := func() {
+		for slot := range 16 {
+			var owners []string
+			for _, r := range live {
+				if r.owns(slot) {
+					owners = append(owners, r.id)
+				}
+			}
+			if len(owners) > 1 {
+				violations = append(violations, fmt.Sprintf("%v: slot %d owned by %v", time.Now().Format("05.000"), slot, owners))
+				log.add("VIOLATION slot %d owned by %v", slot, owners)
+				t.Errorf("%v: slot %d owned by %v", time.Now().Format("05.000"), slot, owners)
+				t.FailNow()
+			}
+		}
+	}
+	run := func(d time.Duration) {
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+			check()
+		}
+	}
+	settled := func(what string) {
+		t.Helper()
+		// Everyone reachable and alive: within a few LeaseDurations every
+		// slot has exactly one owner.
+		for i := 0; ; i++ {
+			run(100 * time.Millisecond)
+			missing := -1
+			for slot := range 16 {
+				n := 0
+				for _, r := range live {
+					if r.owns(slot) {
+						n++
+					}
+				}
+				if n != 1 {
+					missing = slot
+				}
+			}
+			if missing < 0 {
+				return
+			}
+			if i > 100 {
+				t.Fatalf("%s: slot %d has no single owner 10 s later", what, missing)
+			}
+		}
+	}
+	for range 3 {
+		join()
+	}
+	settled("three start")
+	join()
+	settled("a fourth joins")
+
+	for step := range 60 {
+		rmu.Lock()
+		k := rnd.IntN(5)
+		rmu.Unlock()
+		switch {
+		case k == 0 && len(live) < 6:
+			join()
+		case k == 1 && len(live) > 2:
+			r := live[0]
+			live = live[1:]
+			log.add("%s leaves", r.id)
+			r.leave()
+		case k == 2 && len(live) > 2:
+			r := live[len(live)-1]
+			live = live[:len(live)-1]
+			log.add("%s killed", r.id)
+			r.kill()
+		case k == 3:
+			rmu.Lock()
+			r := live[rnd.IntN(len(live))]
+			cut := time.Duration(rnd.Int64N(int64(4 * time.Second)))
+			rmu.Unlock()
+			log.add("%s cut off for %v", r.id, cut)
+			r.client.down.Store(true)
+			run(cut)
+			r.client.down.Store(false)
+			log.add("%s reconnected", r.id)
+		default:
+			run(500 * time.Millisecond)
+		}
+		run(50 * time.Millisecond)
+		if step%10 == 9 {
+			settled(fmt.Sprint("step ", step))
+		}
+	}
+	settled("the end")
+	for _, v := range violations {
+		t.Error(v)
+	}
+	for _, r := range live {
+		r.leave()
+	}
+	if n := len(st.items); n != 0 {
+		// Killed replicas leave their Leases behind; the others delete
+		// theirs.
+		killed := 0
+		for range st.items {
+			killed++
+		}
+		_ = killed
+	}
+}
+
+// reconcile serves a claimed slot only if no other live member claims it,
+// and of two members claiming one slot the one sorting first keeps it.
+func TestShardingReconcileConflicts(t *testing.T) {
+	all := func(n int) *slotSet {
+		s := newSlotSet(n)
+		for i := range n {
+			s.add(i)
+		}
+		return s
+	}
+	for slot := range 4 {
+		s := newSharding(nil, ShardingOptions{Group: "g", Namespace: "ns", Identity: "m", Slots: 4})
+		s.claimed = all(4)
+		theirs := newSlotSet(4)
+		theirs.add(slot)
+		// "z" sorts after "m": m keeps its claim if it wants the slot, but
+		// may not serve it while z claims it too.
+		s.reconcile([]peer{{identity: "z", claims: theirs}}, s.claimed.clone())
+		if s.serving.contains(slot) {
+			t.Fatalf("slot %d served while another live member claims it", slot)
+		}
+		want := assignSlots([]string{"m", "z"}, 4)["m"]
+		if s.claimed.contains(slot) != want.contains(slot) {
+			t.Fatalf("slot %d: claimed %v, wanted %v", slot, s.claimed.contains(slot), want.contains(slot))
+		}
+		// "a" sorts first: m gives its claim up.
+		s = newSharding(nil, ShardingOptions{Group: "g", Namespace: "ns", Identity: "m", Slots: 4})
+		s.claimed = all(4)
+		s.reconcile([]peer{{identity: "a", claims: theirs}}, s.claimed.clone())
+		if s.serving.contains(slot) || s.claimed.contains(slot) {
+			t.Fatalf("slot %d: still claimed or served against a member that sorts first", slot)
+		}
+	}
+	// A slot being released stays claimed until every informer has
+	// acknowledged, and is not served meanwhile.
+	s := newSharding(nil, ShardingOptions{Group: "g", Namespace: "ns", Identity: "m", Slots: 4})
+	sub := s.subscribe()
+	s.claimed = all(4)
+	s.reconcile(nil, s.claimed.clone()) // alone: serves everything
+	if s.serving.len() != 4 {
+		t.Fatalf("alone, serving %s", s.serving)
+	}
+	sub.ack(s.ver)
+	s.reconcile([]peer{{identity: "z", claims: newSlotSet(4)}}, s.claimed.clone())
+	if s.release == nil || s.release.empty() {
+		t.Fatal("a second member, and nothing to release")
+	}
+	for range 3 {
+		s.reconcile([]peer{{identity: "z", claims: newSlotSet(4)}}, s.claimed.clone())
+		if s.serving.intersects(s.release) || !s.claimed.union(s.release).equal(s.claimed) {
+			t.Fatal("a slot being released was served again or its claim dropped before the acknowledgement")
+		}
+	}
+	if s.releaseAcked() {
+		t.Fatal("release acknowledged by no one")
+	}
+	sub.ack(s.ver)
+	if !s.releaseAcked() {
+		t.Fatal("acknowledged, yet the release waits")
+	}
+}
