@@ -189,6 +189,11 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	s.sseClients.max = int64(f.sseClients)
 	sh, shard := f.shard.newSharding(cfg, ns, e.stderr, f.verbose)
+	if shard != nil {
+		if err := shard.checkLeaseAccess(ctx, cfg); err != nil {
+			return stoppedOr(ctx, err)
+		}
+	}
 	s.shard = shard
 	for _, arg := range fs.Args() {
 		res, err := resolver.resolve(ctx, arg)

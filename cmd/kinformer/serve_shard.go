@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,7 +11,10 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	authclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/kinformer/kinformer"
@@ -27,20 +31,21 @@ and serves only its share, objects whose metadata.uid hashes into the
 ranges it holds. Membership is a coordination.k8s.io/v1 Lease per process,
 labelled kinformer.io/shard-group=NAME, in --shard-namespace (default: the
 namespace of -n, else the context's, else "default"); the process needs to
-get, list, create, update and delete Leases there. --shard-identity names
-the process in the group, unique in it (default: HOSTNAME-PID; in a pod,
-whose host name is the pod's, serve as the container's first process is
-POD-1 across the container's restarts, and takes its own Lease back on
-restarting). A process that dies is counted dead once its Lease has not
-been renewed for --lease-duration, and its share is taken over; on SIGINT
-or SIGTERM it gives its share up (the feed shows DELETED, cause "reshard",
-for each object it drops) and deletes its Lease, so that the others take
-over at once. Objects that move between processes are DELETED from one and
-ADDED to the other, cause "reshard", never held by two at once. Where the
-API server has the ShardedListAndWatch feature it sends each process only
-its share; elsewhere each filters the full list and watch itself. /stats
-and the page show the group's members, this process's ranges and its
-objects per RESOURCE.
+get, list, create, update and delete Leases there (checked at the start:
+exit code 6 if it may not). --shard-identity names the process in the
+group, unique in it (default: HOSTNAME-PID; in a pod, whose host name is
+the pod's, serve as the container's first process is POD-1 across the
+container's restarts, and takes its own Lease back on restarting). A
+process that dies is counted dead once its Lease has not been renewed for
+--lease-duration, and its share is taken over; on SIGINT or SIGTERM it
+gives its share up (the feed shows DELETED, cause "reshard", for each
+object it drops) and deletes its Lease, so that the others take over at
+once. Objects that move between processes are DELETED from one and ADDED
+to the other, cause "reshard", never held by two at once. Where the API
+server has the ShardedListAndWatch feature it sends each process only its
+share; elsewhere each filters the full list and watch itself. /stats and
+the page show the group's members, this process's ranges and its objects
+per RESOURCE.
 `
 
 // shardFlags are serve's sharding flags.
@@ -130,6 +135,53 @@ func (f *shardFlags) newSharding(cfg *rest.Config, ns string, stderr io.Writer, 
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 	})
 	return sh, &shardInfo{group: f.group, namespace: leaseNS, identity: id, status: sh.Status}
+}
+
+// leaseVerbs are what a member does with the group's Leases.
+var leaseVerbs = []string{"get", "list", "create", "update", "delete"}
+
+// checkLeaseAccess asks the API server whether this user may do what a
+// member does with Leases in the group's namespace. Without it the
+// Sharding would retry for ever, logging, and the informers wait for a
+// share that never comes: a forbidden verb is an error (exit code 6)
+// before anything starts. A review that cannot be made (an old or odd
+// authorizer) is no reason to stop: the Sharding's own errors will tell.
+func (si *shardInfo) checkLeaseAccess(ctx context.Context, cfg *rest.Config) error {
+	c, err := authclient.NewForConfig(cfg)
+	if err != nil {
+		return nil
+	}
+	var denied []string
+	reason := ""
+	for _, verb := range leaseVerbs {
+		r, err := c.SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: si.namespace, Verb: verb, Group: "coordination.k8s.io", Resource: "leases",
+			}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return nil
+		}
+		if !r.Status.Allowed {
+			denied = append(denied, verb)
+			if reason == "" {
+				reason = r.Status.Reason
+			}
+		}
+	}
+	if len(denied) == 0 {
+		return nil
+	}
+	verbs := denied[0]
+	if n := len(denied); n > 1 {
+		verbs = strings.Join(denied[:n-1], ", ") + " or " + denied[n-1]
+	}
+	msg := fmt.Sprintf("serve: --shard-group: may not %s leases.coordination.k8s.io in namespace %s, as a member of a shard group must (--shard-namespace chooses the namespace)",
+		verbs, si.namespace)
+	if reason != "" {
+		msg += ": " + reason
+	}
+	return &codedError{code: exitForbidden, msg: msg}
 }
 
 // shardInfo is what the server shows of the shard group.

@@ -60,6 +60,20 @@ func TestServeShardUsage(t *testing.T) {
 	}
 }
 
+// A user who may not keep Leases where the group's go is told so, before
+// anything starts, not left waiting for a share.
+func TestServeShardForbidden(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	code, stdout, stderr := runCmd(t, nil, "serve", "configmaps", "-n", testenv.AllowedNamespace, "--as", testenv.RestrictedUser,
+		"--shard-group", "g", "--listen", "127.0.0.1:0", kubeconfigArg(srv))
+	want := "serve: --shard-group: may not get, list, create, update or delete leases.coordination.k8s.io in namespace " + testenv.AllowedNamespace +
+		", as a member of a shard group must (--shard-namespace chooses the namespace)"
+	if code != exitForbidden || !strings.Contains(stderr, want) || stdout != "" || strings.Contains(stderr, "serving") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want %d and %q", code, stdout, stderr, exitForbidden, want)
+	}
+}
+
 // statsResponse is /stats as the tests read it.
 type statsResponse struct {
 	Ready     bool            `json:"ready"`
