@@ -211,7 +211,7 @@ func (c *Cache[T]) ByIndex(name, value string) ([]T, error) {
 	if !c.eager(name) {
 		c.rlockNamespace()
 		defer c.mu.RUnlock()
-		var out []T
+		out := make([]T, 0, c.nsCount[value])
 		c.inNamespace(value, func(_ string, obj T) bool { out = append(out, obj); return true })
 		return out, nil
 	}
@@ -235,7 +235,7 @@ func (c *Cache[T]) IndexKeys(name, value string) ([]string, error) {
 	if !c.eager(name) {
 		c.rlockNamespace()
 		defer c.mu.RUnlock()
-		var out []string
+		out := make([]string, 0, c.nsCount[value])
 		c.inNamespace(value, func(key string, _ T) bool { out = append(out, key); return true })
 		return out, nil
 	}
