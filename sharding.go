@@ -474,6 +474,12 @@ func (s *Sharding) readGroup(ctx context.Context) ([]peer, error) {
 	defer s.mu.Unlock()
 	seen := map[string]bool{}
 	var out []peer
+	var stale []*coordinationv1.Lease
+	defer func() {
+		for _, l := range stale {
+			go s.deleteStale(l)
+		}
+	}()
 	for i := range list.Items {
 		l := &list.Items[i]
 		if l.Name == s.name {
@@ -490,6 +496,11 @@ func (s *Sharding) readGroup(ctx context.Context) ([]peer, error) {
 		}
 		o.duration = d
 		s.observed[l.Name] = o
+		if now.Sub(o.at) >= staleLeases*d {
+			// Long dead (a replica that never came back, under another
+			// identity): delete it, unless it has changed since.
+			stale = append(stale, l.DeepCopy())
+		}
 		if now.Sub(o.at) >= d || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
 			continue // expired by this replica's clock, or released
 		}
@@ -516,6 +527,22 @@ func (s *Sharding) readGroup(ctx context.Context) ([]peer, error) {
 		}
 	}
 	return out, nil
+}
+
+// staleLeases: a Lease unchanged for this many of its durations is
+// deleted by whichever member sees it so.
+const staleLeases = 10
+
+// deleteStale deletes a long-expired Lease of another replica, if it is
+// still the version seen.
+func (s *Sharding) deleteStale(l *coordinationv1.Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.RenewPeriod)
+	defer cancel()
+	rv := l.ResourceVersion
+	err := s.leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+	if err == nil {
+		s.log.Info("kinformer: sharding: deleted a long-expired Lease", "lease", l.Name)
+	}
 }
 
 // reconcile moves the share one step, given the live others read after
