@@ -625,3 +625,24 @@ func TestServePageSharding(t *testing.T) {
 		t.Errorf("hostile content became markup")
 	}
 }
+
+// /readyz of a sharded serve: fenced, and a resource waiting for its
+// first share, each say so.
+func TestServeShardReadiness(t *testing.T) {
+	t.Parallel()
+	s := mustNewServer(t, 8, 16)
+	res := resource{gvr: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, kind: "ConfigMap", namespaced: true}
+	inf := kinformer.New[*unstructured.Unstructured](kinformertest.NewServer[*unstructured.Unstructured](), nil)
+	r := s.add("cm", res, "", inf)
+	r.shardStatus = func() kinformer.ShardStatus { return kinformer.ShardStatus{Sharded: true, Total: 64} }
+	s.shard = &shardInfo{group: "g", namespace: "ops", identity: "a", status: func() kinformer.ShardingStatus {
+		return kinformer.ShardingStatus{Identity: "a", Total: 64, Ranges: "none", Fenced: true}
+	}}
+	want := []string{
+		"shard group g: fenced: the Lease could not be renewed in time; serving nothing until it is",
+		"configmaps: not synced: waiting for a share of the shard group",
+	}
+	if got := s.health(); !slices.Equal(got, want) {
+		t.Errorf("health: %q, want %q", got, want)
+	}
+}
