@@ -58,6 +58,11 @@ type FactoryOptions struct {
 	// and starts warm after a restart (see Options.StateDir). Default:
 	// none.
 	StateDir string
+
+	// Sharding, if set, is every informer's Options.Sharding, unless its
+	// first consumer gives one: each caches and handles only this
+	// replica's share of its resource (see NewSharding). Default: none.
+	Sharding *Sharding
 }
 
 // Factory makes shared informers, for programs where several controllers
@@ -77,7 +82,8 @@ type Factory struct {
 	codecs runtime.NegotiatedSerializer
 	log    *slog.Logger
 	reg    prometheus.Registerer
-	state  string // FactoryOptions.StateDir
+	state  string    // FactoryOptions.StateDir
+	shard  *Sharding // FactoryOptions.Sharding
 
 	// Set up on first use, because NewFactory returns no error.
 	setupOnce sync.Once
@@ -134,7 +140,7 @@ func NewFactory(cfg *rest.Config, opts *FactoryOptions) *Factory {
 	if opts != nil {
 		o = *opts
 	}
-	f := &Factory{cfg: cfg, scheme: o.Scheme, log: o.Logger, reg: o.Registerer, state: o.StateDir,
+	f := &Factory{cfg: cfg, scheme: o.Scheme, log: o.Logger, reg: o.Registerer, state: o.StateDir, shard: o.Sharding,
 		clients: map[schema.GroupVersion]*rest.RESTClient{}, entries: map[factoryKey]*factoryEntry{}}
 	if f.scheme == nil {
 		f.scheme = clientgoscheme.Scheme
@@ -213,7 +219,7 @@ func remap[R any](f *Factory, lookup func() (R, error)) (R, error) {
 // for the default: Go can only compare a function's code, so closures of
 // one function literal count as the same), KeepManagedFields,
 // DisableStreamingList, DisableDirectDecoding, PageSize, WatchTimeout,
-// IdleMargin, Backoff (after defaults), StateDir and StateNoSync. Two exceptions merge instead:
+// IdleMargin, Backoff (after defaults), StateDir, StateNoSync and Sharding. Two exceptions merge instead:
 //   - Indexers are added to the informer's, before it has started (an
 //     error after, wrapping ErrRunning); an index already there under the
 //     same name must be the same function.
@@ -327,6 +333,9 @@ func keyOf[T Object](f *Factory, t reflect.Type, mapping *meta.RESTMapping, name
 	if o.StateDir == "" {
 		o.StateDir = f.state
 	}
+	if o.Sharding == nil {
+		o.Sharding = f.shard
+	}
 	if o.StateKey == "" && f.cfg != nil {
 		// What a dynamic client cannot say: the server, resource and
 		// namespace. (A typed informer's client says it itself.)
@@ -405,6 +414,7 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T]) error {
 		{"Backoff", have.Backoff == want.Backoff},
 		{"StateDir", have.StateDir == want.StateDir},
 		{"StateNoSync", have.StateNoSync == want.StateNoSync},
+		{"Sharding", have.Sharding == want.Sharding},
 	} {
 		if !c.same {
 			diff = append(diff, c.name)

@@ -444,3 +444,75 @@ func TestShardingDurableRestart(t *testing.T) {
 	}
 	own.check(t)
 }
+
+// A Factory with FactoryOptions.Sharding shards every informer it makes:
+// two replicas, each a factory over ConfigMaps and Secrets with one
+// Sharding, split both resources.
+func TestShardingFactory(t *testing.T) {
+	srv := testenv.Shared(t)
+	cfg := srv.Config()
+	ns := testenv.NewNamespace(t, cfg)
+	c := clientset(t, cfg)
+	const n = 60
+	for i := range n {
+		mustCreate(t, c, configMap(ns, fmt.Sprintf("cm-%03d", i), nil, "v"))
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("s-%03d", i)}, StringData: map[string]string{"k": "v"}}
+		if _, err := c.CoreV1().Secrets(ns).Create(bounded(t, callTimeout), s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type member struct {
+		cms     *kinformer.Informer[*corev1.ConfigMap]
+		secrets *kinformer.Informer[*corev1.Secret]
+	}
+	var members []member
+	for _, id := range []string{"f-a", "f-b"} {
+		sh := kinformer.NewSharding(cfg, kinformer.ShardingOptions{Group: "factory", Namespace: ns, Identity: id,
+			LeaseDuration: 4 * time.Second, RenewPeriod: 500 * time.Millisecond})
+		f := kinformer.NewFactory(cfg, &kinformer.FactoryOptions{Sharding: sh})
+		cms, err := kinformer.Shared[*corev1.ConfigMap](f, ns, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets, err := kinformer.Shared[*corev1.Secret](f, ns, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = sh.Run(ctx) }()
+		f.Start()
+		t.Cleanup(func() { cancel(); <-done; f.Stop() })
+		members = append(members, member{cms, secrets})
+	}
+	eventually(t, 60*time.Second, "both resources split between the two factories", func() bool {
+		cmKeys, secretKeys := map[string]int{}, map[string]int{}
+		for _, m := range members {
+			if !m.cms.HasSynced() || !m.secrets.HasSynced() || m.cms.Cache().Len() == 0 || m.secrets.Cache().Len() == 0 {
+				return false
+			}
+			for _, k := range m.cms.Cache().ListKeys() {
+				cmKeys[k]++
+			}
+			for _, k := range m.secrets.Cache().ListKeys() {
+				secretKeys[k]++
+			}
+		}
+		for _, v := range cmKeys {
+			if v != 1 {
+				return false
+			}
+		}
+		for _, v := range secretKeys {
+			if v != 1 {
+				return false
+			}
+		}
+		return len(cmKeys) == n && len(secretKeys) >= n // the namespace may hold a service-account token secret too
+	})
+	for i, m := range members {
+		if st := m.secrets.ShardStatus(); !st.Sharded || st.Mode != "client" || st.Slots == 0 {
+			t.Errorf("member %d: secrets' shard status %+v", i, st)
+		}
+	}
+}
