@@ -99,6 +99,7 @@ type Sharding struct {
 	release  *slotSet // slots given up, waiting for relVer's acknowledgements
 	relVer   uint64
 	lease    *coordinationv1.Lease // as last written or read; nil before
+	lastErr  error                 // of the last renewal or read, nil after a success
 	observed map[string]observation
 }
 
@@ -207,19 +208,31 @@ func leaseName(group, identity string) string {
 
 // ShardingStatus is a snapshot of a replica's membership.
 type ShardingStatus struct {
-	Identity string
-	Members  []string // live members, this replica included, sorted
-	Slots    int      // the slots this replica serves
-	Total    int      // ShardingOptions.Slots
-	Ranges   string   // the hash ranges it serves, or "none"
-	Fenced   bool     // it could not renew its Lease in time, and serves nothing
+	Group     string
+	Namespace string // of the group's Leases
+	Identity  string
+	Members   []string // live members, this replica included, sorted
+	Slots     int      // the slots this replica serves
+	Total     int      // ShardingOptions.Slots
+	Ranges    string   // the hash ranges it serves, or "none"
+	Fenced    bool     // it could not renew its Lease in time, and serves nothing
+	// RenewedAt is when the Lease was last renewed (the request's send
+	// time); zero before the first renewal.
+	RenewedAt time.Time
+	// LastError is why the last renewal or read of the group failed; nil
+	// once one succeeds again.
+	LastError error
 }
 
 // Status returns the replica's membership as last known.
 func (s *Sharding) Status() ShardingStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := ShardingStatus{Identity: s.opts.Identity, Members: slices.Clone(s.members), Total: s.opts.Slots, Fenced: s.fenced}
+	st := ShardingStatus{Group: s.opts.Group, Namespace: s.opts.Namespace, Identity: s.opts.Identity,
+		Members: slices.Clone(s.members), Total: s.opts.Slots, Fenced: s.fenced, LastError: s.lastErr}
+	if d := s.deadline.Load(); d != 0 {
+		st.RenewedAt = time.Unix(0, d).Add(-s.opts.LeaseDuration)
+	}
 	if s.serving != nil {
 		st.Slots, st.Ranges = s.serving.len(), s.serving.String()
 	}
@@ -378,12 +391,18 @@ func (s *Sharding) tick(ctx context.Context) {
 		claims := s.claimed.clone()
 		s.mu.Unlock()
 		if err := s.renew(ctx, claims); err != nil {
+			s.setErr(fmt.Errorf("renewing the Lease %s: %w", s.name, err))
 			if ctx.Err() == nil {
 				s.log.Warn("kinformer: sharding: renewing the Lease failed", "lease", s.name, "error", err)
 			}
 			return
 		}
 		others, err := s.readGroup(ctx)
+		if err != nil {
+			s.setErr(fmt.Errorf("reading the group's Leases: %w", err))
+		} else {
+			s.setErr(nil)
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("kinformer: sharding: reading the group's Leases failed", "error", err)
@@ -394,6 +413,12 @@ func (s *Sharding) tick(ctx context.Context) {
 			return
 		}
 	}
+}
+
+func (s *Sharding) setErr(err error) {
+	s.mu.Lock()
+	s.lastErr = err
+	s.mu.Unlock()
 }
 
 // peer is another live member and what it claims.

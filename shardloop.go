@@ -178,5 +178,5 @@ func (inf *Informer[T]) ShardStatus() ShardStatus {
 	if st := inf.loop.sh.status.Load(); st != nil {
 		return *st
 	}
-	return ShardStatus{Sharded: true, Total: inf.loop.opts.Sharding.opts.Slots}
+	return ShardStatus{Sharded: true, Total: inf.loop.opts.Sharding.opts.Slots, Ranges: "none"}
 }

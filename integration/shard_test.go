@@ -344,8 +344,8 @@ func TestShardingLeaseLoss(t *testing.T) {
 	if n := x.inf.Cache().Len(); n != 0 {
 		t.Errorf("replica-x, cut off, still caches %d objects", n)
 	}
-	if !x.sh.Status().Fenced {
-		t.Errorf("replica-x does not say it is fenced: %+v", x.sh.Status())
+	if st := x.sh.Status(); !st.Fenced || st.LastError == nil || time.Since(st.RenewedAt) < 3*time.Second {
+		t.Errorf("replica-x does not say it is fenced, why, and since when: %+v", st)
 	}
 	own.check(t)
 
@@ -355,6 +355,9 @@ func TestShardingLeaseLoss(t *testing.T) {
 	t.Logf("shares after the partition healed: %v", counts)
 	if counts["replica-x"] == 0 {
 		t.Error("replica-x got no share back")
+	}
+	if st := x.sh.Status(); st.Fenced || st.LastError != nil {
+		t.Errorf("replica-x, back, still says it is fenced or failing: %+v", st)
 	}
 	own.check(t)
 }
