@@ -203,8 +203,10 @@ type shardingStats struct {
 	Members   []string `json:"members"` // live, this process included, sorted
 	Slots     int      `json:"slots"`   // of total, served by this process
 	Total     int      `json:"total"`
-	Ranges    string   `json:"ranges"` // hash ranges of metadata.uid, or "none"
-	Fenced    bool     `json:"fenced"` // its Lease could not be renewed in time: serving nothing
+	Ranges    string   `json:"ranges"`              // hash ranges of metadata.uid, or "none"
+	Fenced    bool     `json:"fenced"`              // its Lease could not be renewed in time: serving nothing
+	RenewedAt string   `json:"renewedAt,omitempty"` // RFC 3339, when its Lease was last renewed
+	LastError string   `json:"lastError,omitempty"` // why the last renewal or read of the group failed
 }
 
 func (si *shardInfo) stats() *shardingStats {
@@ -213,16 +215,28 @@ func (si *shardInfo) stats() *shardingStats {
 	if members == nil {
 		members = []string{}
 	}
-	return &shardingStats{
+	out := &shardingStats{
 		Group: si.group, Namespace: si.namespace, Identity: st.Identity, Members: members,
 		Slots: st.Slots, Total: st.Total, Ranges: st.Ranges, Fenced: st.Fenced,
 	}
+	if !st.RenewedAt.IsZero() {
+		out.RenewedAt = st.RenewedAt.UTC().Format(time.RFC3339Nano)
+	}
+	if st.LastError != nil {
+		out.LastError = st.LastError.Error()
+	}
+	return out
 }
 
 // problem says why the process is not ready as a member, "" if it is.
 func (si *shardInfo) problem() string {
-	if si.status().Fenced {
-		return "shard group " + si.group + ": fenced: the Lease could not be renewed in time; serving nothing until it is"
+	st := si.status()
+	if st.Fenced {
+		msg := "shard group " + si.group + ": fenced: the Lease could not be renewed in time; serving nothing until it is"
+		if st.LastError != nil {
+			msg += " (" + st.LastError.Error() + ")"
+		}
+		return msg
 	}
 	return ""
 }
