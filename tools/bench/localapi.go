@@ -51,9 +51,14 @@ func localapiPath(flagPath, repoRoot string) (string, error) {
 	return p, nil
 }
 
-// startServer runs localapi on dataDir and waits for its ready line.
-func startServer(bin, dataDir string, verbose bool) (*server, error) {
-	cmd := exec.Command(bin, "--data-dir", dataDir)
+// startServer runs localapi on dataDir and waits for its ready line;
+// extra are kube-apiserver flags (localapi takes them after "--").
+func startServer(bin, dataDir string, verbose bool, extra ...string) (*server, error) {
+	args := []string{"--data-dir", dataDir}
+	if len(extra) > 0 {
+		args = append(append(args, "--"), extra...)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	logFile, err := os.Create(filepath.Join(dataDir, "localapi.log"))
 	if err != nil {

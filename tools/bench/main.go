@@ -8,6 +8,7 @@
 //	cd tools/bench && go run . factory      # a Factory's shared informers against independent ones (a few minutes)
 //	cd tools/bench && go run . restart      # warm restart from Options.StateDir against cold starts, and its cost per update
 //	cd tools/bench && go run . crd          # custom resources (JSON): dynamic and typed informers of both libraries
+//	cd tools/bench && go run . shard        # 1, 2, 4 sharded replicas, server- and client-side filtering; join and death
 //
 // It is its own Go module so that `go test ./...` at the repository root
 // never builds it.
@@ -75,6 +76,18 @@ func main() {
 		case "crd-contender":
 			if err := crdContenderMain(os.Args[2:]); err != nil {
 				fmt.Fprintln(os.Stderr, "crd-contender:", err)
+				os.Exit(1)
+			}
+			return
+		case "shard":
+			if err := shardMain(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "shard:", err)
+				os.Exit(1)
+			}
+			return
+		case "shard-replica":
+			if err := shardReplicaMain(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "shard-replica:", err)
 				os.Exit(1)
 			}
 			return

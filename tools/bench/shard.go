@@ -1,0 +1,772 @@
+package main
+
+// The sharding benchmark (issue 12): what one replica of a shard group
+// reads, spends and holds when 1, 2 or 4 replicas split 20,000 ConfigMaps,
+// with the API server filtering (ShardedListAndWatch) and without (the
+// informers filter), and how long the group takes to be whole again after a
+// replica joins and after one dies.
+//
+//	cd tools/bench && go run . shard
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/kinformer/kinformer"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+const (
+	shardBegin = "<!-- shard: begin -->"
+	shardEnd   = "<!-- shard: end -->"
+
+	shardLeaseNamespace = "bench-shard" // the groups' Leases
+	shardGate           = "--feature-gates=ShardedListAndWatch=true"
+)
+
+// ---- bytes by kind of request ----
+
+// shardBytes counts response body bytes (after gunzip) and requests of a
+// replica: ConfigMaps (lists, watches, the informer's probes), Leases (the
+// Sharding's renewals and reads of the group), and anything else.
+type shardBytes struct {
+	cm, lease, other          atomic.Int64
+	cmReqs, leaseReqs, others atomic.Int64
+}
+
+func (c *shardBytes) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		n, reqs := &c.other, &c.others
+		switch p := req.URL.Path; {
+		case strings.Contains(p, "/configmaps"):
+			n, reqs = &c.cm, &c.cmReqs
+		case strings.Contains(p, "/leases"):
+			n, reqs = &c.lease, &c.leaseReqs
+		}
+		reqs.Add(1)
+		resp, err := rt.RoundTrip(req)
+		if err == nil && resp.Body != nil {
+			resp.Body = &countingBody{ReadCloser: resp.Body, n: n}
+		}
+		return resp, err
+	})
+}
+
+// keyHash is what a replica adds up over the keys its handler holds: the
+// parent compares the sums of all replicas with those of every key, so
+// that a partition is checked without sending keys around.
+func keyHash(key string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	return h.Sum64()
+}
+
+// keySet is a set of keys as a count, a sum and an xor of their hashes.
+type keySet struct {
+	N   int    `json:"n"`
+	Sum uint64 `json:"sum"`
+	Xor uint64 `json:"xor"`
+}
+
+func (k *keySet) add(key string) { h := keyHash(key); k.N++; k.Sum += h; k.Xor ^= h }
+func (k *keySet) del(key string) { h := keyHash(key); k.N--; k.Sum -= h; k.Xor ^= h }
+
+// replicaStatus is a replica's answer to "status".
+type replicaStatus struct {
+	Identity string `json:"identity"`
+	Members  int    `json:"members"` // live members its Sharding sees
+	Slots    int    `json:"slots"`   // slots it serves
+	Total    int    `json:"total"`
+	Fenced   bool   `json:"fenced"`
+
+	Started  bool   `json:"started"` // the informer is running
+	Synced   bool   `json:"synced"`
+	HeapDone bool   `json:"heapDone"` // HeapAllocMB and HeapInuseMB are measured
+	Mode     string `json:"mode"`     // ShardStatus().Mode
+	Keys     keySet `json:"keys"`     // what its handler holds: Added minus Deleted
+	CacheLen int    `json:"cacheLen"`
+
+	SyncSeconds    float64 `json:"syncSeconds"`    // informer start -> HasSynced (polled every 1 ms)
+	SyncCPUSeconds float64 `json:"syncCPUSeconds"` // user+sys of the process over the same interval
+	CPUSeconds     float64 `json:"cpuSeconds"`     // user+sys of the process since it started, now
+	CMBytesSync    int64   `json:"cmBytesSync"`    // ConfigMap bytes, informer start -> synced
+	CMReqsSync     int64   `json:"cmReqsSync"`     // ConfigMap requests, the same interval
+	LeaseBytesSync int64   `json:"leaseBytesSync"` // Lease bytes, process start -> synced
+	LeaseReqsSync  int64   `json:"leaseReqsSync"`
+	CMBytes        int64   `json:"cmBytes"` // since the process started, now
+	CMReqs         int64   `json:"cmReqs"`
+	LeaseBytes     int64   `json:"leaseBytes"`
+	OtherBytes     int64   `json:"otherBytes"`
+	HeapBeforeMB   float64 `json:"heapBeforeMB"` // HeapAlloc after 2 GCs, the Sharding running, before the informer
+	HeapAllocMB    float64 `json:"heapAllocMB"`  // after sync, every initial Added handled, 2 GCs
+	HeapInuseMB    float64 `json:"heapInuseMB"`  //
+	Errors         []string
+}
+
+// ---- the shard-replica subcommand (a child process) ----
+
+// shardReplicaMain is one replica: a Sharding and, from "start" (or
+// -start), one ConfigMaps informer of the namespace using it. It answers
+// "status" on stdin with one JSON line; at the end of stdin it leaves the
+// group (the Sharding gives its share up and deletes its Lease) and exits.
+func shardReplicaMain(args []string) error {
+	fs := flag.NewFlagSet("shard-replica", flag.ExitOnError)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
+	group := fs.String("group", "", "ShardingOptions.Group")
+	identity := fs.String("identity", "", "ShardingOptions.Identity")
+	leaseDuration := fs.Duration("lease-duration", 10*time.Second, "ShardingOptions.LeaseDuration")
+	renewPeriod := fs.Duration("renew-period", 0, "ShardingOptions.RenewPeriod (0: the default, LeaseDuration/5)")
+	start := fs.Bool("start", false, "start the informer at once, not at the first \"start\" on stdin")
+	fs.Parse(args)
+
+	cfg, err := restConfig(*kubeconfig, 1000)
+	if err != nil {
+		return err
+	}
+	bc := &shardBytes{}
+	cfg.WrapTransport = bc.wrap
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	// Open the connection, as every contender does.
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, cmNamespace, metav1.GetOptions{}); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("replica", *identity)
+	sh := kinformer.NewSharding(cfg, kinformer.ShardingOptions{
+		Group: *group, Namespace: shardLeaseNamespace, Identity: *identity,
+		LeaseDuration: *leaseDuration, RenewPeriod: *renewPeriod, Logger: logger,
+	})
+	shCtx, shCancel := context.WithCancel(ctx)
+	shDone := make(chan struct{})
+	var mu sync.Mutex // guards st and keys
+	st := replicaStatus{Identity: *identity}
+	var keys keySet
+	fail := func(format string, args ...any) {
+		mu.Lock()
+		st.Errors = append(st.Errors, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	go func() {
+		defer close(shDone)
+		if err := sh.Run(shCtx); err != nil {
+			fail("Sharding.Run: %v", err)
+		}
+	}()
+
+	var inf *kinformer.Informer[*corev1.ConfigMap]
+	infCtx, infCancel := context.WithCancel(ctx)
+	infDone := make(chan struct{})
+	startInformer := func() {
+		if inf != nil {
+			return
+		}
+		heapBefore := gcHeapMB()
+		inf = kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(cmNamespace),
+			&kinformer.Options[*corev1.ConfigMap]{Sharding: sh, Logger: logger})
+		reg := inf.AddHandler(func(e kinformer.Event[*corev1.ConfigMap]) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch e.Type {
+			case kinformer.Added:
+				keys.add(e.Key)
+			case kinformer.Deleted:
+				keys.del(e.Key)
+			case kinformer.Error:
+				st.Errors = append(st.Errors, errString(e.Err))
+			}
+		})
+		mu.Lock()
+		st.Started, st.HeapBeforeMB = true, heapBefore
+		mu.Unlock()
+		cm0, cmReq0 := bc.cm.Load(), bc.cmReqs.Load()
+		cpu0 := cpuSeconds()
+		t0 := time.Now()
+		go func() { defer close(infDone); inf.Run(infCtx) }()
+		go func() {
+			for !inf.HasSynced() {
+				if infCtx.Err() != nil {
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+			d, cpu := time.Since(t0), cpuSeconds()-cpu0
+			mu.Lock()
+			st.Synced, st.SyncSeconds, st.SyncCPUSeconds = true, d.Seconds(), cpu
+			st.CMBytesSync, st.CMReqsSync = bc.cm.Load()-cm0, bc.cmReqs.Load()-cmReq0
+			st.LeaseBytesSync, st.LeaseReqsSync = bc.lease.Load(), bc.leaseReqs.Load()
+			mu.Unlock()
+			for !(reg.HasSynced() && reg.Pending() == 0) && time.Since(t0) < 5*time.Minute {
+				time.Sleep(time.Millisecond)
+			}
+			alloc := gcHeapMB()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			mu.Lock()
+			st.HeapDone, st.HeapAllocMB, st.HeapInuseMB = true, alloc, float64(ms.HeapInuse)/(1<<20)
+			mu.Unlock()
+		}()
+	}
+	if *start {
+		startInformer()
+	}
+
+	out := bufio.NewWriter(os.Stdout)
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		switch cmd := strings.TrimSpace(sc.Text()); cmd {
+		case "start":
+			startInformer()
+			fmt.Fprintln(out, `{}`)
+		case "status":
+			ss := sh.Status()
+			mu.Lock()
+			s := st
+			s.Errors = slices.Clone(st.Errors)
+			s.Keys = keys
+			mu.Unlock()
+			s.Members, s.Slots, s.Total, s.Fenced = len(ss.Members), ss.Slots, ss.Total, ss.Fenced
+			if inf != nil {
+				s.Mode, s.CacheLen = inf.ShardStatus().Mode, inf.Cache().Len()
+			}
+			s.CPUSeconds = cpuSeconds()
+			s.CMBytes, s.LeaseBytes, s.OtherBytes = bc.cm.Load(), bc.lease.Load(), bc.other.Load()
+			s.CMReqs = bc.cmReqs.Load()
+			b, _ := json.Marshal(s)
+			out.Write(append(b, '\n'))
+		default:
+			fmt.Fprintf(out, "{\"error\":%q}\n", "unknown command "+cmd)
+		}
+		out.Flush()
+	}
+	// Leave: the Sharding gives the share up through the informer, then
+	// the informer stops.
+	shCancel()
+	<-shDone
+	infCancel()
+	if inf != nil {
+		<-infDone
+	}
+	return nil
+}
+
+// ---- the parent ----
+
+// shardProc is a running replica process.
+type shardProc struct {
+	id   string
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  *bufio.Reader
+	dead bool
+}
+
+func startShardProc(self, kubeconfig, group, id string, lease time.Duration, start bool) (*shardProc, error) {
+	args := []string{"shard-replica", "-kubeconfig", kubeconfig, "-group", group, "-identity", id, "-lease-duration", lease.String()}
+	if start {
+		args = append(args, "-start")
+	}
+	cmd := exec.Command(self, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &shardProc{id: id, cmd: cmd, in: in, out: bufio.NewReader(out)}, nil
+}
+
+func (p *shardProc) call(cmd string, v any) error {
+	if _, err := fmt.Fprintln(p.in, cmd); err != nil {
+		return fmt.Errorf("%s: %w", p.id, err)
+	}
+	line, err := p.out.ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w", p.id, cmd, err)
+	}
+	if err := json.Unmarshal([]byte(line), v); err != nil {
+		return fmt.Errorf("%s: %s: %q: %w", p.id, cmd, truncate(line, 200), err)
+	}
+	return nil
+}
+
+func (p *shardProc) status() (replicaStatus, error) {
+	var s replicaStatus
+	err := p.call("status", &s)
+	return s, err
+}
+
+// stop ends stdin (the replica leaves the group) and waits, SIGKILL after 30 s.
+func (p *shardProc) stop() {
+	if p.dead {
+		return
+	}
+	p.dead = true
+	p.in.Close()
+	done := make(chan struct{})
+	go func() { p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		logf("%s did not leave in 30 s: killed", p.id)
+		p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func (p *shardProc) kill() {
+	p.dead = true
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+}
+
+func statuses(ps []*shardProc) ([]replicaStatus, error) {
+	var out []replicaStatus
+	for _, p := range ps {
+		s, err := p.status()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// settled: every replica sees all n members, serves some slots, and the
+// slots served add up to the whole space.
+func settled(sts []replicaStatus) (bool, string) {
+	slots := 0
+	for _, s := range sts {
+		switch {
+		case s.Fenced:
+			return false, s.Identity + " fenced"
+		case s.Members != len(sts):
+			return false, fmt.Sprintf("%s sees %d members of %d", s.Identity, s.Members, len(sts))
+		case s.Slots == 0:
+			return false, s.Identity + " serves no slot"
+		}
+		slots += s.Slots
+	}
+	if len(sts) > 0 && slots != sts[0].Total {
+		return false, fmt.Sprintf("%d of %d slots served", slots, sts[0].Total)
+	}
+	return true, ""
+}
+
+// partitioned: settled, and every replica's informer is synced and its
+// handler holds its share, the shares adding up to want (counts, sums and
+// xors of the keys' hashes: disjoint and complete).
+func partitioned(sts []replicaStatus, want keySet) (bool, string) {
+	if ok, why := settled(sts); !ok {
+		return false, why
+	}
+	var got keySet
+	for _, s := range sts {
+		if !s.Synced {
+			return false, s.Identity + " not synced"
+		}
+		if s.CacheLen != s.Keys.N {
+			return false, fmt.Sprintf("%s caches %d, its handler holds %d", s.Identity, s.CacheLen, s.Keys.N)
+		}
+		got.N += s.Keys.N
+		got.Sum += s.Keys.Sum
+		got.Xor ^= s.Keys.Xor
+	}
+	if got != want {
+		return false, fmt.Sprintf("the shares hold %d objects (of %d), or not the same keys", got.N, want.N)
+	}
+	return true, ""
+}
+
+// waitFor polls the replicas every 100 ms until cond holds.
+func waitFor(ps []*shardProc, timeout time.Duration, what string, cond func([]replicaStatus) (bool, string)) ([]replicaStatus, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		sts, err := statuses(ps)
+		if err != nil {
+			return nil, err
+		}
+		ok, why := cond(sts)
+		if ok {
+			return sts, nil
+		}
+		if time.Now().After(deadline) {
+			return sts, fmt.Errorf("%s: not after %v: %s", what, timeout, why)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// shardResult is one replica of one (mode, N, round) run.
+type shardResult struct {
+	Filter string // "server" or "client": what the API server offers
+	N      int
+	Round  int
+	replicaStatus
+}
+
+// shardRebalance is one round's join and death, N=2 -> 3 -> 2.
+type shardRebalance struct {
+	Mode              string
+	Round             int
+	JoinSeconds       float64 // exec of the third -> partitioned again, the third non-empty
+	JoinerSyncSeconds float64 // the third's own informer start -> synced
+	JoinShares        []int   // objects per replica after the join
+	JoinMovedMB       float64 // ConfigMap bytes read by all three during the join
+	JoinRead          []string
+	DeathSeconds      float64 // SIGKILL of one -> the two survivors partitioned
+	DeathShares       []int
+	DeathMovedMB      float64 // ConfigMap bytes the survivors read taking over
+	DeathRead         []string
+	LeaseDuration     float64
+	RenewPeriod       float64
+	Killed, Joiner    string
+	JoinErr, DeathErr string
+	SurvivorModes     []string
+}
+
+type shardRun struct {
+	Results    []shardResult
+	Rebalances []shardRebalance
+	Problems   []string
+}
+
+func shardMain(args []string) error {
+	fs := flag.NewFlagSet("shard", flag.ExitOnError)
+	cms := fs.Int("cms", 20000, "ConfigMaps (about 1 KiB each)")
+	replicas := fs.String("replicas", "1,2,4", "numbers of replicas, comma-separated")
+	modes := fs.String("modes", "server,client", "server (kube-apiserver with ShardedListAndWatch), client (without: the informers filter), comma-separated")
+	rounds := fs.Int("rounds", 3, "rounds of the replica sweep (each with one join and one death)")
+	lease := fs.Duration("lease-duration", 10*time.Second, "ShardingOptions.LeaseDuration (RenewPeriod is its default, a fifth)")
+	rebalance := fs.Bool("rebalance", true, "after N=2, measure a third replica joining and then one being SIGKILLed")
+	out := fs.String("out", "docs/benchmarks.md", "report whose shard section to update, relative to the repository root ('' for none)")
+	dataDir := fs.String("data-dir", "", "localapi data dir, shared by both modes (default: a new temporary one); reuse one to skip creating the ConfigMaps")
+	localapi := fs.String("localapi", "", "localapi binary (default: where `make localapi` puts it; built if missing)")
+	keep := fs.Bool("keep", false, "keep the temporary data dir")
+	verbose := fs.Bool("v", false, "show localapi's logs")
+	rev := fs.String("rev", "", "the kinformer revision measured (default: git describe --always --dirty of the repository)")
+	fs.Parse(args)
+
+	var ns []int
+	for _, s := range strings.Split(*replicas, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("-replicas: %q is not a positive number", s)
+		}
+		ns = append(ns, n)
+	}
+	ms := strings.Split(*modes, ",")
+	for _, m := range ms {
+		if m != "server" && m != "client" {
+			return fmt.Errorf("-modes: unknown mode %q", m)
+		}
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	if *rev == "" {
+		o, _ := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
+		*rev = strings.TrimSpace(string(o))
+	}
+	bin, err := localapiPath(*localapi, root)
+	if err != nil {
+		return err
+	}
+	if *dataDir == "" {
+		if *dataDir, err = os.MkdirTemp("", "kinformer-bench-shard-"); err != nil {
+			return err
+		}
+		if !*keep {
+			defer os.RemoveAll(*dataDir)
+		}
+	} else if err := os.MkdirAll(*dataDir, 0o755); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	m := describeMachine()
+	begin := time.Now()
+
+	var cur atomic.Pointer[server]
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		logf("interrupted")
+		if s := cur.Load(); s != nil {
+			s.stop()
+		}
+		os.Exit(2)
+	}()
+
+	var want keySet
+	for i := range *cms {
+		want.add(cmNamespace + "/" + cmName(i))
+	}
+	var run shardRun
+	for _, mode := range ms {
+		var extra []string
+		if mode == "server" {
+			extra = []string{shardGate}
+		}
+		logf("starting localapi on %s (%s-side filtering)", *dataDir, mode)
+		srv, err := startServer(bin, *dataDir, *verbose, extra...)
+		if err != nil {
+			return err
+		}
+		cur.Store(srv)
+		logf("localapi ready: %s", srv.Server)
+		err = shardMode(srv, self, mode, *cms, ns, *rounds, *lease, *rebalance, want, &run)
+		cur.Store(nil)
+		srv.stop()
+		if err != nil {
+			return fmt.Errorf("%s-side: %w", mode, err)
+		}
+	}
+	logf("shard benchmark done in %.1f minutes", time.Since(begin).Minutes())
+	text := shardReport(m, *rev, args, *cms, ns, ms, *rounds, *lease, run)
+	fmt.Println(text)
+	if *out == "" {
+		return nil
+	}
+	path := *out
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(root, path)
+	}
+	old, err := os.ReadFile(path)
+	if err != nil {
+		old = []byte("# Benchmarks: kinformer vs client-go\n")
+	}
+	var doc string
+	if i, j := bytes.Index(old, []byte(shardBegin)), bytes.Index(old, []byte(shardEnd)); i >= 0 && j > i {
+		doc = string(old[:i]) + text + strings.TrimPrefix(string(old[j+len(shardEnd):]), "\n")
+	} else {
+		doc = string(old) + "\n" + text
+	}
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		return err
+	}
+	logf("updated %s", path)
+	return nil
+}
+
+// shardMode runs every round of one mode on srv.
+func shardMode(srv *server, self, mode string, cms int, ns []int, rounds int, lease time.Duration, rebalance bool, want keySet, run *shardRun) error {
+	ctx := context.Background()
+	cfg, err := restConfig(srv.Kubeconfig, 5000)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := ensureNamespace(ctx, cs, shardLeaseNamespace); err != nil {
+		return err
+	}
+	// The ConfigMaps, once per data dir.
+	l, err := cs.CoreV1().ConfigMaps(cmNamespace).List(ctx, metav1.ListOptions{Limit: 1})
+	have := 0
+	if err == nil && len(l.Items) > 0 {
+		have = 1
+		if l.RemainingItemCount != nil {
+			have += int(*l.RemainingItemCount)
+		}
+	}
+	if have != cms {
+		start := time.Now()
+		if have > cms {
+			return fmt.Errorf("%s holds %d ConfigMaps, more than -cms %d: use another -data-dir", cmNamespace, have, cms)
+		}
+		if err := createWorkload(ctx, cs, cms, 0); err != nil {
+			return fmt.Errorf("workload: %w", err)
+		}
+		logf("%d ConfigMaps ready in %.0fs", cms, time.Since(start).Seconds())
+	}
+	time.Sleep(2 * time.Second) // let the server settle
+	for r := 1; r <= rounds; r++ {
+		for _, n := range ns {
+			if err := shardConfig(srv, self, mode, n, r, lease, rebalance && n == 2, want, run); err != nil {
+				return fmt.Errorf("N=%d round %d: %w", n, r, err)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	return nil
+}
+
+// shardConfig runs n replicas: their Shardings first, until the group has
+// settled (every member sees the others, the slots are split), then their
+// informers all at once; it waits until the shares are synced and add up,
+// and records each replica. With rebalance, a third joins and then the
+// first is killed.
+func shardConfig(srv *server, self, mode string, n, round int, lease time.Duration, rebalance bool, want keySet, run *shardRun) error {
+	group := fmt.Sprintf("bench-%s-n%d-r%d-%d", mode, n, round, time.Now().UnixNano()%1e6)
+	var ps []*shardProc
+	defer func() {
+		var wg sync.WaitGroup
+		for _, p := range ps {
+			wg.Go(p.stop)
+		}
+		wg.Wait()
+	}()
+	for i := range n {
+		p, err := startShardProc(self, srv.Kubeconfig, group, fmt.Sprintf("replica-%d", i), lease, false)
+		if err != nil {
+			return err
+		}
+		ps = append(ps, p)
+	}
+	if _, err := waitFor(ps, 2*time.Minute, "the group settles", settled); err != nil {
+		return err
+	}
+	for _, p := range ps {
+		var ack struct{}
+		if err := p.call("start", &ack); err != nil {
+			return err
+		}
+	}
+	if _, err := waitFor(ps, 5*time.Minute, "the shares are synced and add up", func(sts []replicaStatus) (bool, string) {
+		return partitioned(sts, want)
+	}); err != nil {
+		return err
+	}
+	sts, err := waitFor(ps, 2*time.Minute, "heap measured", func(sts []replicaStatus) (bool, string) {
+		for _, s := range sts {
+			if !s.HeapDone {
+				return false, s.Identity + " has not measured its heap"
+			}
+		}
+		return partitioned(sts, want)
+	})
+	if err != nil {
+		return err
+	}
+	var shares []string
+	for _, s := range sts {
+		run.Results = append(run.Results, shardResult{Filter: mode, N: n, Round: round, replicaStatus: s})
+		shares = append(shares, fmt.Sprintf("%s %d objects %.2f MB %.2fs cpu %.2fs heap %.1f MB %s", s.Identity, s.Keys.N, mb(s.CMBytesSync), s.SyncSeconds, s.SyncCPUSeconds, s.HeapAllocMB, s.Mode))
+		if s.Mode != mode {
+			run.Problems = append(run.Problems, fmt.Sprintf("%s-side N=%d round %d: %s reports mode %q", mode, n, round, s.Identity, s.Mode))
+		}
+		for _, e := range s.Errors {
+			run.Problems = append(run.Problems, fmt.Sprintf("%s-side N=%d round %d: %s: %s", mode, n, round, s.Identity, e))
+		}
+	}
+	logf("%s-side N=%d round %d: %s", mode, n, round, strings.Join(shares, "; "))
+	if !rebalance {
+		return nil
+	}
+
+	rb := shardRebalance{Mode: mode, Round: round, LeaseDuration: lease.Seconds(), RenewPeriod: (lease / 5).Seconds(), Joiner: fmt.Sprintf("replica-%d", n), Killed: ps[0].id}
+	var before int64
+	prev := map[string]replicaStatus{}
+	for _, s := range sts {
+		before += s.CMBytes
+		prev[s.Identity] = s
+	}
+	// read is what each replica read since prev: MB in requests.
+	read := func(sts []replicaStatus) []string {
+		var out []string
+		for _, s := range sts {
+			out = append(out, fmt.Sprintf("%.2f in %d", mb(s.CMBytes-prev[s.Identity].CMBytes), s.CMReqs-prev[s.Identity].CMReqs))
+		}
+		return out
+	}
+	// A third joins: its Sharding and informer start at once, as a new pod's.
+	t0 := time.Now()
+	p, err := startShardProc(self, srv.Kubeconfig, group, rb.Joiner, lease, true)
+	if err != nil {
+		return err
+	}
+	ps = append(ps, p)
+	sts, err = waitFor(ps, 3*time.Minute, "partitioned after the join", func(sts []replicaStatus) (bool, string) {
+		if last := sts[len(sts)-1]; last.Keys.N == 0 {
+			return false, last.Identity + " holds nothing"
+		}
+		return partitioned(sts, want)
+	})
+	rb.JoinSeconds = time.Since(t0).Seconds()
+	if err != nil {
+		rb.JoinErr = err.Error()
+		run.Rebalances = append(run.Rebalances, rb)
+		return err
+	}
+	var after int64
+	for _, s := range sts {
+		rb.JoinShares = append(rb.JoinShares, s.Keys.N)
+		after += s.CMBytes
+	}
+	rb.JoinMovedMB = mb(after - before)
+	rb.JoinRead = read(sts)
+	prev = map[string]replicaStatus{}
+	for _, s := range sts {
+		prev[s.Identity] = s
+	}
+	rb.JoinerSyncSeconds = sts[len(sts)-1].SyncSeconds
+	// The first dies.
+	survivors := ps[1:]
+	before = 0
+	for _, s := range sts[1:] {
+		before += s.CMBytes
+	}
+	t0 = time.Now()
+	ps[0].kill()
+	sts, err = waitFor(survivors, 3*time.Minute, "the survivors partitioned", func(sts []replicaStatus) (bool, string) {
+		return partitioned(sts, want)
+	})
+	rb.DeathSeconds = time.Since(t0).Seconds()
+	if err != nil {
+		rb.DeathErr = err.Error()
+		run.Rebalances = append(run.Rebalances, rb)
+		return err
+	}
+	after = 0
+	for _, s := range sts {
+		rb.DeathShares = append(rb.DeathShares, s.Keys.N)
+		rb.SurvivorModes = append(rb.SurvivorModes, s.Mode)
+		after += s.CMBytes
+	}
+	rb.DeathMovedMB = mb(after - before)
+	rb.DeathRead = read(sts)
+	logf("%s-side round %d: join %.2fs (shares %v, MB read by each %v), death %.2fs (LeaseDuration %v; shares %v, MB read by each %v)",
+		mode, round, rb.JoinSeconds, rb.JoinShares, rb.JoinRead, rb.DeathSeconds, lease, rb.DeathShares, rb.DeathRead)
+	run.Rebalances = append(run.Rebalances, rb)
+	return nil
+}
+
+func mb(n int64) float64 { return float64(n) / (1 << 20) }
