@@ -122,6 +122,7 @@ type replicaStatus struct {
 	HeapBeforeMB   float64 `json:"heapBeforeMB"` // HeapAlloc after 2 GCs, the Sharding running, before the informer
 	HeapAllocMB    float64 `json:"heapAllocMB"`  // after sync, every initial Added handled, 2 GCs
 	HeapInuseMB    float64 `json:"heapInuseMB"`  //
+	PeakRSSMB      float64 `json:"peakRSSMB"`    // VmHWM, when the heap is measured
 	Errors         []string
 }
 
@@ -139,6 +140,7 @@ func shardReplicaMain(args []string) error {
 	leaseDuration := fs.Duration("lease-duration", 10*time.Second, "ShardingOptions.LeaseDuration")
 	renewPeriod := fs.Duration("renew-period", 0, "ShardingOptions.RenewPeriod (0: the default, LeaseDuration/5)")
 	start := fs.Bool("start", false, "start the informer at once, not at the first \"start\" on stdin")
+	logInfo := fs.Bool("log", false, "kinformer's informational logs (share changes) to stderr, not only warnings")
 	fs.Parse(args)
 
 	cfg, err := restConfig(*kubeconfig, 1000)
@@ -156,7 +158,11 @@ func shardReplicaMain(args []string) error {
 	if _, err := cs.CoreV1().Namespaces().Get(ctx, cmNamespace, metav1.GetOptions{}); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("replica", *identity)
+	level := slog.LevelWarn
+	if *logInfo {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("replica", *identity)
 	sh := kinformer.NewSharding(cfg, kinformer.ShardingOptions{
 		Group: *group, Namespace: shardLeaseNamespace, Identity: *identity,
 		LeaseDuration: *leaseDuration, RenewPeriod: *renewPeriod, Logger: logger,
@@ -227,7 +233,7 @@ func shardReplicaMain(args []string) error {
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
 			mu.Lock()
-			st.HeapDone, st.HeapAllocMB, st.HeapInuseMB = true, alloc, float64(ms.HeapInuse)/(1<<20)
+			st.HeapDone, st.HeapAllocMB, st.HeapInuseMB, st.PeakRSSMB = true, alloc, float64(ms.HeapInuse)/(1<<20), vmHWM()
 			mu.Unlock()
 		}()
 	}
@@ -285,10 +291,16 @@ type shardProc struct {
 	dead bool
 }
 
+// replicaLog: the replicas log kinformer's informational messages (-replica-log).
+var replicaLog bool
+
 func startShardProc(self, kubeconfig, group, id string, lease time.Duration, start bool) (*shardProc, error) {
 	args := []string{"shard-replica", "-kubeconfig", kubeconfig, "-group", group, "-identity", id, "-lease-duration", lease.String()}
 	if start {
 		args = append(args, "-start")
+	}
+	if replicaLog {
+		args = append(args, "-log")
 	}
 	cmd := exec.Command(self, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -476,6 +488,7 @@ func shardMain(args []string) error {
 	keep := fs.Bool("keep", false, "keep the temporary data dir")
 	verbose := fs.Bool("v", false, "show localapi's logs")
 	rev := fs.String("rev", "", "the kinformer revision measured (default: git describe --always --dirty of the repository)")
+	fs.BoolVar(&replicaLog, "replica-log", false, "the replicas log kinformer's informational messages (share changes, lists) to stderr")
 	fs.Parse(args)
 
 	var ns []int

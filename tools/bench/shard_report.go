@@ -24,7 +24,7 @@ func shardReport(m machine, rev string, args []string, cms int, ns []int, modes 
 		ns, m.NProc, shardLeaseNamespace, lease, lease/5)
 	p("Once every replica sees all N members and the slots served add up to 64, each starts its ConfigMaps informer (`kinformer.New` over the namespace, `Options.Sharding`, protobuf) at once: so each lists its own share, not everything before the others join, and the figures are a replica's in a settled group. ")
 	p("The parent polls every replica (100 ms) until each is synced, and the shares are complete and disjoint: the objects its handler holds (Added minus Deleted) equal its cache's length, and the counts, the sums and the xors of the keys' 64-bit FNV hashes add up to those of all %d keys; each must report `ShardStatus().Mode` = the mode. ", cms)
-	p("Per replica: **ConfigMap bytes**: response bodies (after gunzip) of requests to `configmaps` (the list or streaming list, the watch, the informer's probes of whether the server filters) through a `WrapTransport`, from the informer's start to synced; **Lease bytes**: the same for `leases`, from the process's start to synced; **CPU**: the process's user+sys (getrusage) from the informer's start to synced; **time to synced**: the same interval, `HasSynced` polled every 1 ms; **heap**: once every initial Added is handled, `runtime.GC()` twice, then HeapAlloc (and MemStats.HeapInuse); *before the informer* is the same with only the Sharding running. ")
+	p("Per replica: **ConfigMap bytes**: response bodies (after gunzip) of requests to `configmaps` (the list or streaming list, the watch, the informer's probes of whether the server filters) through a `WrapTransport`, from the informer's start to synced; **Lease bytes**: the same for `leases`, from the process's start to synced; **CPU**: the process's user+sys (getrusage) from the informer's start to synced; **time to synced**: the same interval, `HasSynced` polled every 1 ms; **heap**: once every initial Added is handled, `runtime.GC()` twice, then HeapAlloc (and MemStats.HeapInuse, and the process's peak RSS, VmHWM); *before the informer* is the same with only the Sharding running. ")
 	p("Cells are *median / max over the replicas of all rounds*, and *Σ* the median over rounds of the sum over the replicas; ÷ N=1 divides medians. %d round(s).\n\n", rounds)
 
 	sel := func(mode string, n int) []shardResult {
@@ -79,6 +79,7 @@ func shardReport(m machine, rev string, args []string, cms int, ns []int, modes 
 			{"heap after sync, HeapAlloc (MB)", "%.1f", func(r shardResult) float64 { return r.HeapAllocMB }, true, true},
 			{"… of which the informer: after − before it (MB)", "%.1f", heapCache, true, true},
 			{"heap after sync, HeapInuse (MB)", "%.1f", func(r shardResult) float64 { return r.HeapInuseMB }, false, false},
+			{"peak RSS, VmHWM (MB)", "%.1f", func(r shardResult) float64 { return r.PeakRSSMB }, false, true},
 			{"time to synced (s)", "%.2f", func(r shardResult) float64 { return r.SyncSeconds }, false, true},
 			{"Lease bytes to synced (KB)", "%.1f", func(r shardResult) float64 { return float64(r.LeaseBytesSync) / 1024 }, false, false},
 			{"Lease requests to synced", "%.0f", func(r shardResult) float64 { return float64(r.LeaseReqsSync) }, false, false},
@@ -154,10 +155,10 @@ func shardReport(m machine, rev string, args []string, cms int, ns []int, modes 
 	if len(run.Problems) > 0 {
 		p("\n**Problems seen**: %s\n", strings.Join(run.Problems, "; "))
 	}
-	p("\n<details><summary>Every replica</summary>\n\n| mode | N | round | replica | slots | objects | mode reported | synced (s) | CPU (s) | CM read (MB) | CM requests | Lease read (KB) | heap before (MB) | HeapAlloc (MB) | HeapInuse (MB) |\n|---|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("\n<details><summary>Every replica</summary>\n\n| mode | N | round | replica | slots | objects | mode reported | synced (s) | CPU (s) | CM read (MB) | CM requests | Lease read (KB) | heap before (MB) | HeapAlloc (MB) | HeapInuse (MB) | VmHWM (MB) |\n|---|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range run.Results {
-		p("| %s | %d | %d | %s | %d | %d | %s | %.3f | %.3f | %.2f | %d | %.1f | %.1f | %.1f | %.1f |\n", r.Filter, r.N, r.Round, r.Identity, r.Slots, r.Keys.N, r.Mode,
-			r.SyncSeconds, r.SyncCPUSeconds, mb(r.CMBytesSync), r.CMReqsSync, float64(r.LeaseBytesSync)/1024, r.HeapBeforeMB, r.HeapAllocMB, r.HeapInuseMB)
+		p("| %s | %d | %d | %s | %d | %d | %s | %.3f | %.3f | %.2f | %d | %.1f | %.1f | %.1f | %.1f | %.1f |\n", r.Filter, r.N, r.Round, r.Identity, r.Slots, r.Keys.N, r.Mode,
+			r.SyncSeconds, r.SyncCPUSeconds, mb(r.CMBytesSync), r.CMReqsSync, float64(r.LeaseBytesSync)/1024, r.HeapBeforeMB, r.HeapAllocMB, r.HeapInuseMB, r.PeakRSSMB)
 	}
 	p("\n</details>\n%s\n", shardEnd)
 	return b.String()
@@ -200,8 +201,10 @@ func shardBounds(p func(string, ...any), run shardRun, ns []int, modes []string,
 			med("server", nmax, cpu)/med("server", 1, cpu), med("server", nmax, heap)/med("server", 1, heap), nmax, describeMachine().NProc)
 	}
 	if slices.Contains(modes, "client") {
-		p("- **Client-side**: every replica still reads and decodes everything (N=%d reads %.2fx the bytes of N=1), so its CPU to synced barely falls (%.2fx) and the group's total grows with N (the server, too, encodes the whole list N times); only the **heap** shrinks with the share (%.2fx), as the informer drops what is not its own before caching. Sharding without the server's filter spreads handler work and memory, not reading or decoding.\n",
-			nmax, med("client", nmax, bytesOf)/med("client", 1, bytesOf), med("client", nmax, cpu)/med("client", 1, cpu), med("client", nmax, heap)/med("client", 1, heap))
+		p("- **Client-side**: every replica still reads and decodes everything (N=%d reads %.2fx the bytes of N=1), so its CPU to synced does not fall with its share (%.2fx) and the group's total grows with N (the server, too, encodes the whole list N times); its **time to synced** grows (%.2fx), the N replicas decoding the whole list at once on %d cores. Only the **heap** shrinks with the share (%.2fx), as the informer drops what is not its own before caching. Sharding without the server's filter spreads handler work and memory, not reading or decoding.\n",
+			nmax, med("client", nmax, bytesOf)/med("client", 1, bytesOf), med("client", nmax, cpu)/med("client", 1, cpu),
+			med("client", nmax, func(r shardResult) float64 { return r.SyncSeconds })/med("client", 1, func(r shardResult) float64 { return r.SyncSeconds }), describeMachine().NProc,
+			med("client", nmax, heap)/med("client", 1, heap))
 	}
 	lb := math.NaN()
 	for _, r := range run.Results {
@@ -210,10 +213,10 @@ func shardBounds(p func(string, ...any), run shardRun, ns []int, modes []string,
 			break
 		}
 	}
-	p("- **Lease traffic** is each replica's renewal and read of the group's Leases every RenewPeriod (%v): a read returns every member's Lease (about %.1f KB per request here), so a group's Lease bytes grow as N² per period; small beside the objects at these sizes. The figure counts from the process's start, including the wait for the group to settle.\n", lease/5, lb)
+	p("- **Lease traffic** is each replica's renewal (a write of its Lease) and read of the group's Leases every RenewPeriod (%v): a read returns every member's Lease, so a group's Lease bytes per period grow as N²; at N=%d about %.1f KB per Lease request, renewals and reads together: small beside the objects at these sizes. The figure counts from the process's start, including the wait for the group to settle.\n", lease/5, nmax, lb)
 	if len(run.Rebalances) > 0 {
 		p("- **Join**: the newcomer's Lease must be seen by the others (their next renewal, up to a RenewPeriod), they release the slots it wants (from their caches: no request) and only then may it claim and confirm them (a renewal more) and list its share: a few RenewPeriods plus one list of a third, independent of LeaseDuration. The assignment may also move a few slots between the old members (rendezvous hashing with capacities: at most 4 of 64 beyond the joiner's share), and a member that gains even one slot re-lists its whole share (the *by each* column).\n")
-		p("- **Death**: the survivors count the killed replica dead LeaseDuration after they last saw its Lease change (so %v minus up to a RenewPeriod after the kill), then claim its slots, confirm them at the next renewal and re-list: a share that grows is re-listed whole, with the new share's selector, and diffed against the cache (server-side each survivor reads its whole new share, not only the slots it gained; client-side everything again): about LeaseDuration + one or two RenewPeriods + a list.\n", lease)
+		p("- **Death**: the survivors count the killed replica dead LeaseDuration after they last saw its Lease change (so %v minus up to a RenewPeriod after the kill), then claim its slots, confirm them at the next renewal and re-list: a share that grows is re-listed whole, with the new share's selector, and diffed against the cache (server-side each survivor reads its whole new share, not only the slots it gained; client-side everything again): about LeaseDuration + one or two RenewPeriods + a list. A survivor may grow twice: by the dead one's slots at its first renewal after the expiry, and by slots the other survivor releases to even the shares out at the next one (a RenewPeriod later, once that one's informer has dropped them); it then lists its whole share twice (the *by each* column: MB in requests), which is most of what the death costs beyond LeaseDuration, and more client-side, where each list is the whole collection.\n", lease)
 	}
 }
 
