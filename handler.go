@@ -134,11 +134,11 @@ type listener[T Object] struct {
 	// that a handler calling Stop or RemoveEventHandler is not waited for
 	// by itself.
 	gid atomic.Int64
-	// valid, if set (a sharded informer), says whether the replica may
-	// still handle its objects; while it is false, object events are not
-	// delivered, except the Deleted of a reshard that tell handlers to let
-	// go.
-	valid func() bool
+	// admit, if set (a sharded informer), says whether an event may be
+	// delivered now (admitDeliver), never (admitDrop: its object is no
+	// longer this replica's to handle), or later (admitHold: the share is
+	// not known yet).
+	admit func(Event[T]) admission
 }
 
 func newListener[T Object](mask uint8, fn func(Event[T]), log *slog.Logger) *listener[T] {
@@ -232,6 +232,7 @@ func (l *listener[T]) remove() {
 func (l *listener[T]) run(ctx context.Context) {
 	l.gid.Store(curGoroutineID())
 	defer l.gid.Store(0)
+outer:
 	for {
 		l.mu.Lock()
 		if l.removed.Load() {
@@ -250,11 +251,22 @@ func (l *listener[T]) run(ctx context.Context) {
 			// The event being handled counts as waiting until it is
 			// handled: a stuck handler shows its lag.
 			l.head.Store(batch[i].at)
-			if l.valid != nil && fenced(batch[i].e) && !l.valid() {
-				l.backlog.Add(-1)
-				l.delivered.Add(1)
-				batch[i] = queued[T]{}
-				continue
+			if l.admit != nil {
+				switch l.admit(batch[i].e) {
+				case admitDrop:
+					l.backlog.Add(-1)
+					l.delivered.Add(1)
+					batch[i] = queued[T]{}
+					continue
+				case admitHold:
+					l.requeue(batch[i:])
+					select {
+					case <-ctx.Done():
+						return
+					case <-l.wake:
+					}
+					continue outer
+				}
 			}
 			if !l.call(batch[i].e) {
 				l.head.Store(0)
@@ -280,9 +292,19 @@ func (l *listener[T]) run(ctx context.Context) {
 	}
 }
 
-// fenced reports whether e is held back from a replica whose Lease may
-// have been counted dead (listener.valid).
-func fenced[T Object](e Event[T]) bool {
+// admission is what listener.admit says of an event.
+type admission uint8
+
+const (
+	admitDeliver admission = iota
+	admitDrop
+	admitHold
+)
+
+// ownsEvent reports whether e is about an object a sharded replica must
+// own to handle it: Added, Modified, and Deleted other than a reshard's
+// (which tells handlers to let an object go).
+func ownsEvent[T Object](e Event[T]) bool {
 	switch e.Type {
 	case Added, Modified:
 		return true
@@ -376,9 +398,9 @@ type dispatcher[T Object] struct {
 	runWG     *sync.WaitGroup // joins the listener goroutines of this run
 	// goroutines holds the ids of the running listener goroutines, also
 	// of those removed but still in their last call.
-	goroutines sync.Map    // int64 -> struct{}
-	obs        *observer   // counts events; nil without metrics
-	valid      func() bool // listener.valid of every listener; nil for none
+	goroutines sync.Map                 // int64 -> struct{}
+	obs        *observer                // counts events; nil without metrics
+	admit      func(Event[T]) admission // listener.admit of every listener; nil for none
 }
 
 // depth returns the events queued for all registrations and the age of the
@@ -398,7 +420,7 @@ func (d *dispatcher[T]) depth() (events int, oldest time.Duration) {
 // handled that replay; else once it has handled the first list's events.
 func (d *dispatcher[T]) add(l *listener[T], c *Cache[T], rv func() string, isSynced func() bool) *Registration {
 	reg := &Registration{l: l}
-	l.valid = d.valid
+	l.admit = d.admit
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	// Read under d.mu: the writer marks the first sync under it too, so a
@@ -531,4 +553,14 @@ func (d *dispatcher[T]) reached(marks map[*listener[T]]int64) bool {
 		}
 	}
 	return true
+}
+
+// wakeAll makes every listener look at its queue again (events held by
+// admit may be deliverable now).
+func (d *dispatcher[T]) wakeAll() {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	for _, l := range d.listeners {
+		l.signal()
+	}
 }

@@ -197,7 +197,7 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 		o.Metrics.add(inf.obs.source)
 	}
 	if o.Sharding != nil {
-		inf.disp.valid = o.Sharding.valid
+		inf.disp.admit = func(e Event[T]) admission { return inf.loop.admit(e) }
 	}
 	inf.loop = newLoop(lw, &o, inf.cache, inf.status, &inf.disp, log, inf.obs)
 	return inf

@@ -235,6 +235,10 @@ func (l *loop[T]) run(ctx context.Context) {
 			return
 		}
 	}
+	// A share that grew since the last run (or a re-list for a growth
+	// that the last run did not finish) needs a list, not a watch from the
+	// kept resourceVersion.
+	shareGrew := l.sh != nil && l.w.gained != nil && !l.w.gained.empty()
 	if l.w.persist != nil && l.openState() {
 		l.w.persist.start()
 		defer l.w.persist.stop() // after the last write: the loop has returned
@@ -242,8 +246,10 @@ func (l *loop[T]) run(ctx context.Context) {
 	l.st.phase = phaseList
 	switch {
 	case l.w.status.resourceVersion() == "":
-	case l.w.status.synced.Load():
+	case l.w.status.synced.Load() && !shareGrew:
 		l.st.phase = phaseWatch // restarted: resume from the kept resourceVersion
+	case l.w.status.synced.Load():
+		// restarted with a share that grew: list
 	case l.sh != nil:
 		// Restored, sharded: the file may lack slots the replica did not
 		// serve when it was written. List, diffed against the restored
@@ -320,6 +326,8 @@ func (l *loop[T]) run(ctx context.Context) {
 				t.Stop()
 				return
 			case <-t.C:
+			case <-l.shareChanged():
+				t.Stop() // a share to give up or take must not wait out a backoff
 			}
 		}
 		l.st = next

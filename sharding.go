@@ -37,11 +37,13 @@ type ShardingOptions struct {
 	Namespace string
 	// Identity names this replica, unique in the group (a pod name).
 	// Required. A replica restarted with the same identity takes its own
-	// Lease back, with the slots it still claims.
+	// Lease back; the slots it claimed there are free for it to claim again
+	// at once, as no one else has taken them while that Lease lived.
 	Identity string
 	// LeaseDuration: a replica whose Lease has not been renewed for this
 	// long is dead, and its share is taken over. A replica that cannot
-	// renew its Lease stops handling before then. Default 15s; at least 2s.
+	// renew its Lease stops handling before then. Whole seconds (the
+	// Lease's field; a fraction is dropped). Default 15s; at least 2s.
 	LeaseDuration time.Duration
 	// RenewPeriod is how often the Lease is renewed and the group's Leases
 	// read. Default LeaseDuration/5; at most LeaseDuration/3.
@@ -77,14 +79,21 @@ type Sharding struct {
 	name   string // of this replica's Lease
 
 	running atomic.Bool
-	// deadline (unix nanoseconds) is when the others may first count this
-	// replica dead: the send time of the last successful renewal plus
-	// LeaseDuration. Handlers are not called past it (valid).
+	// deadline is when the others may first count this replica dead: the
+	// send time of the last successful renewal plus LeaseDuration, in
+	// nanoseconds since base (the monotonic clock: a step of the wall
+	// clock moves neither). Handlers are not called past it (valid); the
+	// replica fences a margin before it (fenceAt). 0: never renewed.
+	base     time.Time
 	deadline atomic.Int64
+	fenceAt  *time.Timer // runs checkDeadline at the soft deadline, whatever Run is doing
 	// draining: fenced, and its informers have not all applied the empty
 	// share yet; handlers get only its Deleted (valid).
 	draining atomic.Bool
 	wake     chan struct{} // capacity 1: an informer acknowledged a change
+	// testPause, if set, is called by Run between steps (a test stalls
+	// Run with it).
+	testPause func()
 
 	mu       sync.Mutex // guards all below
 	ready    bool       // the first assignment is published
@@ -135,13 +144,15 @@ func newSharding(leases coordclient.LeaseInterface, opts ShardingOptions) *Shard
 	if opts.LeaseDuration == 0 {
 		opts.LeaseDuration = 15 * time.Second
 	}
+	// The Lease says whole seconds, and the others go by what it says.
+	opts.LeaseDuration = opts.LeaseDuration.Truncate(time.Second)
 	if opts.RenewPeriod == 0 {
 		opts.RenewPeriod = opts.LeaseDuration / 5
 	}
 	if opts.Slots == 0 {
 		opts.Slots = DefaultShardSlots
 	}
-	s := &Sharding{opts: opts, leases: leases, log: opts.Logger, wake: make(chan struct{}, 1), readyCh: make(chan struct{}),
+	s := &Sharding{opts: opts, leases: leases, log: opts.Logger, base: time.Now(), wake: make(chan struct{}, 1), readyCh: make(chan struct{}),
 		changed: make(chan struct{}), subs: map[*shardSub]struct{}{}, observed: map[string]observation{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -231,7 +242,7 @@ func (s *Sharding) Status() ShardingStatus {
 	st := ShardingStatus{Group: s.opts.Group, Namespace: s.opts.Namespace, Identity: s.opts.Identity,
 		Members: slices.Clone(s.members), Total: s.opts.Slots, Fenced: s.fenced, LastError: s.lastErr}
 	if d := s.deadline.Load(); d != 0 {
-		st.RenewedAt = time.Unix(0, d).Add(-s.opts.LeaseDuration)
+		st.RenewedAt = s.base.Add(time.Duration(d) - s.opts.LeaseDuration)
 	}
 	if s.serving != nil {
 		st.Slots, st.Ranges = s.serving.len(), s.serving.String()
@@ -252,10 +263,22 @@ func (s *Sharding) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer s.running.Store(false)
+	s.mu.Lock()
+	s.fenceAt = time.AfterFunc(time.Hour, s.checkDeadline)
+	s.fenceAt.Stop()
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.fenceAt.Stop()
+		s.mu.Unlock()
+	}()
 	defer s.leave()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
+		if s.testPause != nil {
+			s.testPause()
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -278,18 +301,34 @@ func (s *Sharding) leave() {
 	s.mu.Lock()
 	ver := s.publishLocked(newSlotSet(s.opts.Slots))
 	s.mu.Unlock()
-	if s.waitAcked(ctx, ver) {
-		err := s.leases.Delete(ctx, s.name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			s.log.Warn("kinformer: sharding: could not delete the Lease on leaving; the others take over once it expires", "lease", s.name, "error", err)
+	if !s.waitAcked(ctx, ver) {
+		// Informers still drop the share: its claims stay, as a release
+		// in progress (a later Run writes them until it is acknowledged),
+		// and handlers get only its Deleted meanwhile.
+		s.log.Warn("kinformer: sharding: informers did not give the share up in time; the Lease keeps its claims until it expires", "lease", s.name)
+		s.mu.Lock()
+		s.draining.Store(true)
+		if s.release != nil {
+			s.release = s.release.union(s.claimed)
 		} else {
-			s.log.Info("kinformer: sharding: left the group", "lease", s.name)
+			s.release = s.claimed.clone()
 		}
+		s.relVer = ver
+		s.lease = nil
+		s.mu.Unlock()
+		return
+	}
+	err := s.leases.Delete(ctx, s.name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		s.log.Warn("kinformer: sharding: could not delete the Lease on leaving; the others take over once it expires", "lease", s.name, "error", err)
+	} else {
+		s.log.Info("kinformer: sharding: left the group", "lease", s.name)
 	}
 	s.mu.Lock()
 	s.claimed = newSlotSet(s.opts.Slots)
 	s.lease = nil
 	s.release = nil
+	s.draining.Store(false)
 	s.mu.Unlock()
 }
 
@@ -333,15 +372,19 @@ func (s *Sharding) releaseAcked() bool {
 // dead, it serves nothing.
 func (s *Sharding) checkDeadline() {
 	d := s.deadline.Load()
-	if d == 0 {
-		return
-	}
-	soft := time.Unix(0, d).Add(-s.margin())
-	if time.Now().Before(soft) {
+	if d == 0 || s.since() < d-int64(s.margin()) {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.fenceLocked()
+}
+
+// since is the time since base, in nanoseconds, on the monotonic clock.
+func (s *Sharding) since() int64 { return int64(time.Since(s.base)) }
+
+// fenceLocked stops serving: the share is published empty and released.
+func (s *Sharding) fenceLocked() {
 	if s.fenced {
 		return
 	}
@@ -373,7 +416,7 @@ func (s *Sharding) margin() time.Duration {
 // share after a fence.
 func (s *Sharding) valid() bool {
 	d := s.deadline.Load()
-	return d != 0 && time.Now().UnixNano() < d && !s.draining.Load()
+	return d != 0 && s.since() < d && !s.draining.Load()
 }
 
 // tick renews the Lease, reads the group, and moves the share one step
@@ -382,6 +425,7 @@ func (s *Sharding) valid() bool {
 // confirms them after a second write and read).
 func (s *Sharding) tick(ctx context.Context) {
 	for pass := 0; pass < 2; pass++ {
+		s.checkDeadline() // never renew past the soft deadline without fencing first
 		s.mu.Lock()
 		if s.release != nil && s.ackedLocked(s.relVer) {
 			s.claimed = s.claimed.minus(s.release)
@@ -427,9 +471,35 @@ type peer struct {
 	claims   *slotSet
 }
 
-// renew writes this replica's Lease: renewed now, with claims.
+// renew writes this replica's Lease: renewed now, with claims. A Lease
+// changed behind its back (a conflict: a response lost, a restart) is read
+// again and written once more at once.
 func (s *Sharding) renew(ctx context.Context, claims *slotSet) error {
 	sent := time.Now()
+	err := s.renewOnce(ctx, claims, sent)
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		err = s.renewOnce(ctx, claims, sent)
+	}
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if prev := s.deadline.Load(); prev != 0 && s.since() >= prev-int64(s.margin()) {
+		// The renewal came back past the soft deadline of the one before:
+		// the others may have counted this replica dead meanwhile. Fence
+		// before the new deadline makes handlers valid again.
+		s.fenceLocked()
+	}
+	d := int64(sent.Sub(s.base) + s.opts.LeaseDuration)
+	s.deadline.Store(d)
+	if s.fenceAt != nil {
+		s.fenceAt.Reset(time.Duration(d - int64(s.margin()) - s.since()))
+	}
+	return nil
+}
+
+func (s *Sharding) renewOnce(ctx context.Context, claims *slotSet, sent time.Time) error {
 	now := metav1.NewMicroTime(sent)
 	secs := int32(max(s.opts.LeaseDuration/time.Second, 1))
 	s.mu.Lock()
@@ -483,7 +553,6 @@ func (s *Sharding) renew(ctx context.Context, claims *slotSet) error {
 	s.mu.Lock()
 	s.lease = out
 	s.mu.Unlock()
-	s.deadline.Store(sent.Add(s.opts.LeaseDuration).UnixNano())
 	return nil
 }
 

@@ -41,6 +41,7 @@ type leaseClient struct {
 	coordclient.LeaseInterface // not implemented: panics if called
 	st                         *leaseStore
 	down                       atomic.Bool
+	slow                       atomic.Int64 // extra request delay, if set (a slow server)
 	rnd                        func() time.Duration
 }
 
@@ -53,7 +54,7 @@ func (c *leaseClient) call(ctx context.Context, op func() error) error {
 		time.Sleep(c.rnd())
 		return errCut
 	}
-	time.Sleep(c.rnd())
+	time.Sleep(c.rnd() + time.Duration(c.slow.Load()))
 	c.st.mu.Lock()
 	err := op()
 	c.st.mu.Unlock()
@@ -144,6 +145,7 @@ type simReplica struct {
 	id     string
 	sh     *Sharding
 	client *leaseClient
+	pause  atomic.Int64 // Run stalls this long at its next step
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -173,7 +175,7 @@ func (l *simLog) Write(p []byte) (int, error) {
 
 func (l *simLog) add(format string, args ...any) { fmt.Fprintf(l, format, args...) }
 
-func startSim(st *leaseStore, id string, rnd *rand.Rand, rmu *sync.Mutex, log *simLog) *simReplica {
+func startSim(st *leaseStore, id string, rnd *rand.Rand, rmu *sync.Mutex, log *simLog, ld time.Duration) *simReplica {
 	delay := func(max time.Duration) func() time.Duration {
 		return func() time.Duration {
 			rmu.Lock()
@@ -183,7 +185,7 @@ func startSim(st *leaseStore, id string, rnd *rand.Rand, rmu *sync.Mutex, log *s
 	}
 	r := &simReplica{id: id, client: &leaseClient{st: st, rnd: delay(30 * time.Millisecond)}, done: make(chan struct{})}
 	r.sh = newSharding(r.client, ShardingOptions{Group: "g", Namespace: "ns", Identity: id,
-		LeaseDuration: 2 * time.Second, RenewPeriod: 400 * time.Millisecond, Slots: 16,
+		LeaseDuration: ld, RenewPeriod: 400 * time.Millisecond, Slots: 16,
 		Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 			if a.Key == "time" || a.Key == "shardGroup" || a.Key == "level" {
 				return slog.Attr{}
@@ -191,6 +193,12 @@ func startSim(st *leaseStore, id string, rnd *rand.Rand, rmu *sync.Mutex, log *s
 			return a
 		}}))})
 	r.owned = newSlotSet(16)
+	r.sh.testPause = func() {
+		if d := r.pause.Swap(0); d > 0 {
+			log.add("%s: Run stalls for %v", id, time.Duration(d))
+			time.Sleep(time.Duration(d))
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	sub := r.sh.subscribe()
@@ -258,6 +266,12 @@ func TestShardingSimulation(t *testing.T) {
 func simulate(t *testing.T, seed uint64) {
 	st := &leaseStore{items: map[string]*coordinationv1.Lease{}}
 	rnd := rand.New(rand.NewPCG(seed, 7))
+	// Odd seeds: a LeaseDuration of a fraction of seconds (the Lease says
+	// whole seconds).
+	ld := 2 * time.Second
+	if seed%2 == 1 {
+		ld = 2900 * time.Millisecond
+	}
 	var rmu sync.Mutex
 	log := &simLog{}
 	defer func() {
@@ -272,7 +286,7 @@ func simulate(t *testing.T, seed uint64) {
 	var live []*simReplica
 	next := 0
 	join := func() {
-		live = append(live, startSim(st, fmt.Sprintf("r%02d", next), rnd, &rmu, log))
+		live = append(live, startSim(st, fmt.Sprintf("r%02d", next), rnd, &rmu, log, ld))
 		next++
 	}
 	var violations []string
@@ -333,7 +347,7 @@ func simulate(t *testing.T, seed uint64) {
 
 	for step := range 60 {
 		rmu.Lock()
-		k := rnd.IntN(5)
+		k := rnd.IntN(7)
 		rmu.Unlock()
 		switch {
 		case k == 0 && len(live) < 6:
@@ -358,6 +372,26 @@ func simulate(t *testing.T, seed uint64) {
 			run(cut)
 			r.client.down.Store(false)
 			log.add("%s reconnected", r.id)
+		case k == 4:
+			// A slow server: requests take up to most of a RenewPeriod.
+			rmu.Lock()
+			r := live[rnd.IntN(len(live))]
+			slow := time.Duration(rnd.Int64N(int64(380 * time.Millisecond)))
+			d := time.Duration(rnd.Int64N(int64(4 * time.Second)))
+			rmu.Unlock()
+			log.add("%s: server slow by %v for %v", r.id, slow, d)
+			r.client.slow.Store(int64(slow))
+			run(d)
+			r.client.slow.Store(0)
+		case k == 5:
+			// Run stalls (a pause of its goroutine) for up to twice the
+			// LeaseDuration.
+			rmu.Lock()
+			r := live[rnd.IntN(len(live))]
+			d := time.Duration(rnd.Int64N(int64(2 * ld)))
+			rmu.Unlock()
+			r.pause.Store(int64(d))
+			run(d + 100*time.Millisecond)
 		default:
 			run(500 * time.Millisecond)
 		}

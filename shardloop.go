@@ -32,6 +32,28 @@ type shardLoop struct {
 	ver    uint64 // of the share applied
 	probe  bool   // the share changed: learn whether the server filters it
 	status atomic.Pointer[ShardStatus]
+	// applied is the share the loop has applied in this run (nil before
+	// the first, and once the run is over): handlers get object events
+	// only for objects in it (loop.admit).
+	applied atomic.Pointer[slotSet]
+}
+
+// admit decides whether a handler may get e now: object events only for
+// objects of the share applied in this run, while the Lease is valid;
+// held while no share is applied yet (a run starting: the share may have
+// moved since the events were queued, before a Stop).
+func (l *loop[T]) admit(e Event[T]) admission {
+	if !ownsEvent(e) {
+		return admitDeliver
+	}
+	set := l.sh.applied.Load()
+	switch {
+	case set == nil:
+		return admitHold
+	case !l.opts.Sharding.valid() || !set.has(string(e.Object.GetUID())):
+		return admitDrop
+	}
+	return admitDeliver
 }
 
 // applyShare applies the Sharding's share if it changed since the last
@@ -47,7 +69,11 @@ func (l *loop[T]) applyShare(ctx context.Context) (grew, ok bool) {
 		if ready && ver != sh.ver {
 			old := l.w.shard
 			dropped := l.w.reshard(set)
-			if dropped > 0 && !l.handlersDone(ctx) {
+			sh.applied.Store(set)
+			l.w.disp.wakeAll()
+			// Also with nothing dropped: watch Deleted events of objects
+			// already gone from the cache may still be queued.
+			if !l.handlersDone(ctx) {
 				return false, false
 			}
 			sh.ver = ver
@@ -81,10 +107,26 @@ func (l *loop[T]) applyShare(ctx context.Context) (grew, ok bool) {
 	}
 }
 
+// shareChanged returns a channel closed when the share changes from the
+// one applied; nil (never ready) if the informer is not sharded.
+func (l *loop[T]) shareChanged() <-chan struct{} {
+	if l.sh == nil {
+		return nil
+	}
+	_, ver, changed, _ := l.sh.sub.current()
+	if ver != l.sh.ver {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return changed
+}
+
 // closeShard unsubscribes the informer from its Sharding, once its run
 // has ended and its handlers have returned.
 func (l *loop[T]) closeShard() {
 	if l.sh != nil && l.sh.sub != nil {
+		l.sh.applied.Store(nil) // until the next run applies its share
 		l.sh.sub.close()
 		l.sh.sub = nil
 	}

@@ -1,0 +1,123 @@
+package kinformer
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// A Sharding that serves set, renewed for an hour, with no API server:
+// what an informer's side of sharding sees.
+func fixedSharding(t *testing.T, slots int, set ...int) *Sharding {
+	t.Helper()
+	sh := newSharding(nil, ShardingOptions{Group: "g", Namespace: "ns", Identity: "a", Slots: slots})
+	sh.deadline.Store(sh.since() + int64(time.Hour))
+	publish(sh, set...)
+	return sh
+}
+
+func publish(sh *Sharding, set ...int) {
+	s := newSlotSet(sh.opts.Slots)
+	for _, i := range set {
+		s.add(i)
+	}
+	sh.mu.Lock()
+	sh.publishLocked(s)
+	sh.mu.Unlock()
+}
+
+// shardedObjects puts n ConfigMaps on s and returns their names by slot
+// (of slots).
+func shardedObjects(s *fakeServer, n, slots int) map[int][]string {
+	set := newSlotSet(slots)
+	out := map[int][]string{}
+	for i := range n {
+		c := cm("ns", fmt.Sprint("o", i))
+		c.UID = types.UID(fmt.Sprintf("uid-%d", i))
+		s.apply(watch.Added, c)
+		slot := set.slotOf(shardHash(string(c.UID)))
+		out[slot] = append(out[slot], "ns/"+c.Name)
+	}
+	return out
+}
+
+// The share grows while the informer is stopped: the next run lists,
+// rather than watching from the kept resourceVersion, which would never
+// bring the objects of the new slot.
+func TestShardRestartWithGrownShare(t *testing.T) {
+	s := newFakeServer()
+	bySlot := shardedObjects(s, 20, 2)
+	sh := fixedSharding(t, 2, 0)
+	inf, rec := startInformer(t, s, &Options[*corev1.ConfigMap]{Sharding: sh})
+	if got := inf.Cache().Len(); got != len(bySlot[0]) {
+		t.Fatalf("slot 0 alone: %d cached, want %d", got, len(bySlot[0]))
+	}
+	inf.Stop()
+	publish(sh, 0, 1)
+	inf.Start()
+	eventually(t, "the grown share listed", func() bool { return inf.Cache().Len() == 20 })
+	eventually(t, "Added (reshard) for the new slot", func() bool {
+		n := 0
+		for _, e := range rec.all() {
+			if e.Type == Added && e.Cause == CauseReshard {
+				n++
+			}
+		}
+		return n == len(bySlot[1])
+	})
+}
+
+// Events queued for a handler when the informer stopped are not delivered
+// for objects that left the share meanwhile (another replica may own them
+// now); the handler gets their Deleted (reshard) instead. Objects still in
+// the share keep their events.
+func TestShardRestartDropsQueuedEventsOfLostSlots(t *testing.T) {
+	s := newFakeServer()
+	bySlot := shardedObjects(s, 30, 2)
+	sh := fixedSharding(t, 2, 0, 1)
+	inf, rec := startInformer(t, s, &Options[*corev1.ConfigMap]{Sharding: sh})
+	gate := make(chan struct{})
+	var late recorder
+	inf.AddHandler(func(e cmEvent) {
+		<-gate
+		late.handle(e)
+	})
+	eventually(t, "the slow handler's replay queued", func() bool { return inf.Cache().Len() == 30 })
+	inf.Stop()
+	publish(sh, 0) // slot 1 goes to another replica while this one is stopped
+	close(gate)
+	inf.Start()
+	eventually(t, "slot 1 dropped", func() bool { return inf.Cache().Len() == len(bySlot[0]) })
+	lost := map[string]bool{}
+	for _, k := range bySlot[1] {
+		lost[k] = true
+	}
+	eventually(t, "the slow handler's Deleted (reshard) for slot 1", func() bool {
+		n := 0
+		for _, e := range late.all() {
+			if e.Type == Deleted && e.Cause == CauseReshard && lost[e.Key] {
+				n++
+			}
+		}
+		return n == len(bySlot[1])
+	})
+	for _, e := range late.all() {
+		if lost[e.Key] && (e.Type == Added || e.Type == Modified) {
+			t.Fatalf("%s %s delivered after its slot left the share", e.Type, e.Key)
+		}
+	}
+	kept := 0
+	for _, e := range late.all() {
+		if e.Type == Added && !lost[e.Key] {
+			kept++
+		}
+	}
+	if kept != len(bySlot[0]) {
+		t.Fatalf("the slow handler got %d Added of the kept slot, want %d (its queued replay)", kept, len(bySlot[0]))
+	}
+	_ = rec
+}
