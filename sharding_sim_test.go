@@ -128,10 +128,14 @@ func (c *leaseClient) List(ctx context.Context, opts metav1.ListOptions) (out *c
 	return out, err
 }
 
-func (c *leaseClient) Delete(ctx context.Context, name string, _ metav1.DeleteOptions) error {
+func (c *leaseClient) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
 	return c.call(ctx, func() error {
-		if _, ok := c.st.items[name]; !ok {
+		l, ok := c.st.items[name]
+		if !ok {
 			return apierrors.NewNotFound(leasesGR, name)
+		}
+		if p := opts.Preconditions; p != nil && p.ResourceVersion != nil && *p.ResourceVersion != l.ResourceVersion {
+			return apierrors.NewConflict(leasesGR, name, fmt.Errorf("precondition failed"))
 		}
 		delete(c.st.items, name)
 		return nil
