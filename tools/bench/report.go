@@ -20,6 +20,7 @@ type machine struct {
 	CPU, Mem, Kernel string
 	GoVersion        string
 	LoadStart        string
+	LoadEnd          string // when set: the load at the end of the run
 	Date             string
 }
 

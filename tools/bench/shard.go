@@ -489,6 +489,8 @@ func shardMain(args []string) error {
 	verbose := fs.Bool("v", false, "show localapi's logs")
 	rev := fs.String("rev", "", "the kinformer revision measured (default: git describe --always --dirty of the repository)")
 	fs.BoolVar(&replicaLog, "replica-log", false, "the replicas log kinformer's informational messages (share changes, lists) to stderr")
+	resultsFile := fs.String("results", "", "also write every figure (JSON) to this file")
+	from := fs.String("from", "", "run nothing: write the report from a -results file")
 	fs.Parse(args)
 
 	var ns []int
@@ -508,6 +510,17 @@ func shardMain(args []string) error {
 	root, err := repoRoot()
 	if err != nil {
 		return err
+	}
+	if *from != "" {
+		b, err := os.ReadFile(*from)
+		if err != nil {
+			return err
+		}
+		var saved shardSaved
+		if err := json.Unmarshal(b, &saved); err != nil {
+			return fmt.Errorf("%s: %w", *from, err)
+		}
+		return writeShardReport(root, *out, shardReport(saved.Machine, saved.Rev, saved.Args, saved.CMs, saved.Replicas, saved.Modes, saved.Rounds, saved.Lease, saved.Run))
 	}
 	if *rev == "" {
 		o, _ := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
@@ -571,12 +584,37 @@ func shardMain(args []string) error {
 		}
 	}
 	logf("shard benchmark done in %.1f minutes", time.Since(begin).Minutes())
-	text := shardReport(m, *rev, args, *cms, ns, ms, *rounds, *lease, run)
+	m.LoadEnd = loadavg()
+	if *resultsFile != "" {
+		b, _ := json.MarshalIndent(shardSaved{Machine: m, Rev: *rev, Args: args, CMs: *cms, Replicas: ns, Modes: ms, Rounds: *rounds, Lease: *lease, Run: run}, "", "  ")
+		if err := os.WriteFile(*resultsFile, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return writeShardReport(root, *out, shardReport(m, *rev, args, *cms, ns, ms, *rounds, *lease, run))
+}
+
+// shardSaved is a run as -results writes it and -from reads it.
+type shardSaved struct {
+	Machine  machine
+	Rev      string
+	Args     []string
+	CMs      int
+	Replicas []int
+	Modes    []string
+	Rounds   int
+	Lease    time.Duration
+	Run      shardRun
+}
+
+// writeShardReport prints text and puts it between the shard markers of
+// out (relative to root; "" for none), or at its end.
+func writeShardReport(root, out, text string) error {
 	fmt.Println(text)
-	if *out == "" {
+	if out == "" {
 		return nil
 	}
-	path := *out
+	path := out
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(root, path)
 	}
