@@ -269,6 +269,19 @@ func (l *loop[T]) run(ctx context.Context) {
 			if !ok {
 				return
 			}
+			if grew && l.st.phase == phaseWatch && l.target == "" && l.w.status.synced.Load() {
+				// Only the slots that joined, as of the watch's
+				// resourceVersion; the watch then goes on from it.
+				if err := l.listGained(ctx); err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					l.log.Info("kinformer: listing the slots that joined the share failed; re-listing the whole share", "reason", err.Error())
+					grew = true
+				} else {
+					grew = false
+				}
+			}
 			if grew && l.st.phase != phaseListUnpaged {
 				if l.st.phase == phaseWatch {
 					l.obs.relist("reshard")

@@ -2,6 +2,8 @@ package kinformer
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -130,6 +132,51 @@ func (l *loop[T]) closeShard() {
 		l.sh.sub.close()
 		l.sh.sub = nil
 	}
+}
+
+// listGained lists the objects of the slots that joined the share
+// (l.w.gained) as of the resourceVersion the cache is at, page by page,
+// and adds them to the cache (Added, CauseReshard); the watch then resumes
+// from that resourceVersion with the whole share's selector, so nothing is
+// missed or replayed. Where the server does not filter, the pages hold
+// everything and the informer keeps the joined slots' objects. An error
+// (410 Gone: the resourceVersion is compacted) means: re-list the whole
+// share.
+func (l *loop[T]) listGained(ctx context.Context) error {
+	gained := l.w.gained
+	rv := l.w.status.resourceVersion()
+	if gained == nil || gained.empty() || rv == "" {
+		return errors.New("nothing to list")
+	}
+	items := map[string]T{}
+	opts := l.listOptions()
+	opts.ShardSelector = gained.selector()
+	opts.ResourceVersion = rv
+	opts.ResourceVersionMatch = metav1.ResourceVersionMatchExact
+	opts.Limit = l.opts.PageSize
+	page := l.clientPage
+	if l.st.direct && l.direct.json != nil {
+		page = l.directPage
+	}
+	for {
+		at, cont, err := page(ctx, opts, items)
+		l.obs.request("list", classify(err))
+		if err != nil {
+			return fmt.Errorf("list of the joined slots at resourceVersion %s: %w", rv, classify(err))
+		}
+		if at != rv {
+			// Not a list at that resourceVersion: the watch from it could
+			// replay older states over the listed ones.
+			return fmt.Errorf("list of the joined slots: asked for resourceVersion %s exactly, got %s", rv, at)
+		}
+		if opts.Continue = cont; cont == "" {
+			break
+		}
+	}
+	n := l.w.merge(items, gained)
+	l.w.gained = nil
+	l.log.Info("kinformer: listed the slots that joined the share", "objects", n, "resourceVersion", rv, "ranges", gained.String())
+	return nil
 }
 
 // handlersDone waits until every handler has returned from every event

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -120,4 +121,63 @@ func TestShardRestartDropsQueuedEventsOfLostSlots(t *testing.T) {
 		t.Fatalf("the slow handler got %d Added of the kept slot, want %d (its queued replay)", kept, len(bySlot[0]))
 	}
 	_ = rec
+}
+
+// A share that grows while the informer watches is filled by a list of
+// the joined slots alone, at the watch's resourceVersion; a share that
+// shrinks is dropped from the cache, without a request.
+func TestShardGrowAndShrinkWhileRunning(t *testing.T) {
+	s := newFakeServer()
+	bySlot := shardedObjects(s, 40, 2)
+	sh := fixedSharding(t, 2, 0)
+	inf, rec := startInformer(t, s, &Options[*corev1.ConfigMap]{Sharding: sh})
+	if inf.Cache().Len() != len(bySlot[0]) {
+		t.Fatalf("cached %d, want %d", inf.Cache().Len(), len(bySlot[0]))
+	}
+	count := func(typ EventType) int {
+		n := 0
+		for _, e := range rec.all() {
+			if e.Type == typ && e.Cause == CauseReshard {
+				n++
+			}
+		}
+		return n
+	}
+	s.mu.Lock()
+	before := len(s.lists)
+	s.mu.Unlock()
+	publish(sh, 0, 1)
+	eventually(t, "the joined slot listed", func() bool { return inf.Cache().Len() == 40 && count(Added) == len(bySlot[1]) })
+	s.mu.Lock()
+	lists := append([]metav1.ListOptions(nil), s.lists[before:]...)
+	s.mu.Unlock()
+	one := newSlotSet(2)
+	one.add(1)
+	exact := 0
+	for _, o := range lists {
+		if o.ShardSelector == one.selector() && o.ResourceVersionMatch == metav1.ResourceVersionMatchExact && o.ResourceVersion != "" {
+			exact++
+		} else if o.Limit != 1 { // the mode probe is a one-object list
+			t.Errorf("a list other than of the joined slot: %+v", o)
+		}
+	}
+	if exact == 0 {
+		t.Fatalf("no list of the joined slot at the watch's resourceVersion among %+v", lists)
+	}
+	s.mu.Lock()
+	before = len(s.lists)
+	s.mu.Unlock()
+	publish(sh, 1)
+	eventually(t, "slot 0 dropped", func() bool { return inf.Cache().Len() == len(bySlot[1]) && count(Deleted) == len(bySlot[0]) })
+	s.mu.Lock()
+	for _, o := range s.lists[before:] {
+		if o.Limit != 1 {
+			t.Errorf("a shrink listed: %+v", o)
+		}
+	}
+	s.mu.Unlock()
+	eventually(t, "the status to say one slot, filtered by the informer", func() bool {
+		st := inf.ShardStatus()
+		return st.Slots == 1 && st.Mode == "client"
+	})
 }

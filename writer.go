@@ -317,3 +317,35 @@ func (w *writer[T]) reshard(set *slotSet) (dropped int) {
 	}
 	return len(gone)
 }
+
+// merge adds the objects of items that fall in gained (slots that joined
+// the share, listed at the cache's resourceVersion) to the cache, and
+// queues Added (CauseReshard) for each new one, Modified for one cached at
+// another resourceVersion. The resourceVersion stays: the watch resumes
+// from it.
+func (w *writer[T]) merge(items map[string]T, gained *slotSet) (added int) {
+	w.disp.mu.RLock()
+	defer w.disp.mu.RUnlock()
+	rv := w.status.resourceVersion()
+	for key, obj := range items {
+		if !gained.has(string(obj.GetUID())) {
+			continue // a server that does not filter sent the whole collection
+		}
+		old, existed := w.cache.items[key]
+		if existed && old.GetResourceVersion() == obj.GetResourceVersion() {
+			continue
+		}
+		w.cache.put(key, obj)
+		e := Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: rv, Cause: CauseReshard}
+		if existed {
+			e.Type, e.Old = Modified, old
+		} else {
+			added++
+		}
+		if w.persist != nil {
+			w.persist.record(key, obj, false, rv)
+		}
+		w.disp.emitLocked(e)
+	}
+	return added
+}
