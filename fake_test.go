@@ -191,6 +191,10 @@ func (s *fakeServer) List(ctx context.Context, opts metav1.ListOptions) (*corev1
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
+	if opts.Continue != "" && opts.ResourceVersionMatch != "" {
+		// As kube-apiserver: the continue token holds the resourceVersion.
+		return nil, apierrors.NewBadRequest("resourceVersionMatch is forbidden when continue is provided")
+	}
 	if opts.Continue != "" && s.expireContinue {
 		return nil, apierrors.NewResourceExpired("The provided continue parameter is too old")
 	}

@@ -172,6 +172,9 @@ func (l *loop[T]) listGained(ctx context.Context) error {
 		if opts.Continue = cont; cont == "" {
 			break
 		}
+		// The continue token holds the resourceVersion; the server
+		// refuses both.
+		opts.ResourceVersion, opts.ResourceVersionMatch = "", ""
 	}
 	n := l.w.merge(items, gained)
 	l.w.gained = nil

@@ -125,7 +125,8 @@ func startReplica(t *testing.T, cfg *rest.Config, ns, group, id string, own *own
 		t.Fatal(err)
 	}
 	r.inf = kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{Sharding: r.sh, Name: "configmaps-" + id,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t, id}, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+		PageSize: 20, // lists of the slots that join a share take pages
+		Logger:   slog.New(slog.NewTextHandler(testWriter{t, id}, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	r.inf.AddHandler(own.handler(id))
 	shCtx, shCancel := context.WithCancel(context.Background())
 	infCtx, infCancel := context.WithCancel(context.Background())
