@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,6 +55,9 @@ type ShardingOptions struct {
 	Slots int
 	// Logger receives membership and ownership changes; nil discards.
 	Logger *slog.Logger
+	// Metrics, if set, receives the kinformer_sharding_* metrics,
+	// labelled with Group (see NewMetrics). Default: none.
+	Metrics *Metrics
 }
 
 // Sharding is a replica's membership in a shard group: it holds a
@@ -109,6 +113,7 @@ type Sharding struct {
 	relVer   uint64
 	lease    *coordinationv1.Lease // as last written or read; nil before
 	lastErr  error                 // of the last renewal or read, nil after a success
+	obs      *shardingObserver     // nil without ShardingOptions.Metrics
 	observed map[string]observation
 }
 
@@ -158,6 +163,13 @@ func newSharding(leases coordclient.LeaseInterface, opts ShardingOptions) *Shard
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.log = s.log.With("shardGroup", opts.Group, "identity", opts.Identity)
+	if m := opts.Metrics; m != nil {
+		s.obs = &shardingObserver{
+			members: m.groupMembers.WithLabelValues(opts.Group), slots: m.groupSlots.WithLabelValues(opts.Group),
+			fenced: m.groupFenced.WithLabelValues(opts.Group), changes: m.groupChanges.WithLabelValues(opts.Group),
+			renewOK: m.groupRenewals.WithLabelValues(opts.Group, "ok"), renewErr: m.groupRenewals.WithLabelValues(opts.Group, "error"),
+		}
+	}
 	s.err = opts.validate()
 	if s.err == nil {
 		s.serving = newSlotSet(opts.Slots)
@@ -389,6 +401,7 @@ func (s *Sharding) fenceLocked() {
 		return
 	}
 	s.fenced = true
+	s.obs.fence(true)
 	s.log.Warn("kinformer: sharding: the Lease could not be renewed in time; serving nothing until it is", "lease", s.name)
 	// Handlers get nothing but the Deleted of the share from now until
 	// every informer has applied the empty share (valid); the claims stay
@@ -480,6 +493,7 @@ func (s *Sharding) renew(ctx context.Context, claims *slotSet) error {
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 		err = s.renewOnce(ctx, claims, sent)
 	}
+	s.obs.renewed(err)
 	if err != nil {
 		return err
 	}
@@ -647,6 +661,7 @@ func (s *Sharding) reconcile(others []peer, claims *slotSet) (claimedMore bool) 
 	defer s.mu.Unlock()
 	if s.fenced {
 		s.fenced = false
+		s.obs.fence(false)
 		s.log.Info("kinformer: sharding: the Lease is renewed again", "lease", s.name)
 	}
 	members := []string{s.opts.Identity}
@@ -665,6 +680,7 @@ func (s *Sharding) reconcile(others []peer, claims *slotSet) (claimedMore bool) 
 		s.log.Info("kinformer: sharding: members", "members", members)
 	}
 	s.members = members
+	s.obs.setMembers(len(members))
 	want := assignSlots(members, s.opts.Slots)[s.opts.Identity]
 
 	// Claimed (in the Lease just written) but not served yet: serve those
@@ -719,6 +735,7 @@ func (s *Sharding) publishLocked(set *slotSet) uint64 {
 		s.log.Info("kinformer: sharding: serving", "slots", set.len(), "of", s.opts.Slots, "ranges", set.String())
 	}
 	s.serving = set
+	s.obs.share(set.len())
 	s.ver++
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -777,5 +794,47 @@ func (sub *shardSub) close() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
+	}
+}
+
+// shardingObserver holds a Sharding's metrics; its methods do nothing on
+// nil.
+type shardingObserver struct {
+	members, slots, fenced prometheus.Gauge
+	changes                prometheus.Counter
+	renewOK, renewErr      prometheus.Counter
+}
+
+func (o *shardingObserver) setMembers(n int) {
+	if o != nil {
+		o.members.Set(float64(n))
+	}
+}
+
+func (o *shardingObserver) share(slots int) {
+	if o != nil {
+		o.slots.Set(float64(slots))
+		o.changes.Inc()
+	}
+}
+
+func (o *shardingObserver) fence(on bool) {
+	if o != nil {
+		v := 0.0
+		if on {
+			v = 1
+		}
+		o.fenced.Set(v)
+	}
+}
+
+func (o *shardingObserver) renewed(err error) {
+	if o == nil {
+		return
+	}
+	if err != nil {
+		o.renewErr.Inc()
+	} else {
+		o.renewOK.Inc()
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -429,4 +430,59 @@ func simulate(t *testing.T, seed uint64) {
 	if n := len(st.items); n != 0 {
 		t.Errorf("%d Leases left after every replica left", n)
 	}
+}
+
+// ShardingOptions.Metrics: members, slots, fenced, renewals and share
+// changes move with a replica cut off and back.
+func TestShardingMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		m, err := NewMetrics(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := &leaseStore{items: map[string]*coordinationv1.Lease{}}
+		c := &leaseClient{st: st, rnd: func() time.Duration { return time.Millisecond }}
+		sh := newSharding(c, ShardingOptions{Group: "g", Namespace: "ns", Identity: "a", LeaseDuration: 2 * time.Second,
+			RenewPeriod: 400 * time.Millisecond, Slots: 16, Metrics: m})
+		sub := sh.subscribe()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = sh.Run(ctx) }()
+		go func() { // an informer that applies every share at once
+			for {
+				_, ver, changed, _ := sub.current()
+				sub.ack(ver)
+				select {
+				case <-ctx.Done():
+					return
+				case <-changed:
+				}
+			}
+		}()
+		time.Sleep(time.Second)
+		g := gather(t, reg)
+		if g["kinformer_sharding_members{group=g}"] != 1 || g["kinformer_sharding_slots{group=g}"] != 16 ||
+			g["kinformer_sharding_fenced{group=g}"] != 0 || g["kinformer_sharding_renewals_total{group=g,result=ok}"] == 0 {
+			t.Fatalf("alone and serving everything: %v", g)
+		}
+		c.down.Store(true)
+		time.Sleep(3 * time.Second)
+		g = gather(t, reg)
+		if g["kinformer_sharding_fenced{group=g}"] != 1 || g["kinformer_sharding_slots{group=g}"] != 0 ||
+			g["kinformer_sharding_renewals_total{group=g,result=error}"] == 0 {
+			t.Fatalf("cut off past the LeaseDuration: %v", g)
+		}
+		c.down.Store(false)
+		time.Sleep(2 * time.Second)
+		g = gather(t, reg)
+		if g["kinformer_sharding_fenced{group=g}"] != 0 || g["kinformer_sharding_slots{group=g}"] != 16 ||
+			g["kinformer_sharding_share_changes_total{group=g}"] < 3 {
+			t.Fatalf("back: %v", g)
+		}
+		cancel()
+		<-done
+		sub.close()
+		synctest.Wait()
+	})
 }
