@@ -188,7 +188,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	s.sseClients.max = int64(f.sseClients)
-	sh, shard := f.shard.newSharding(cfg, ns, e.stderr, f.verbose)
+	sh, shard := f.shard.newSharding(cfg, ns, e.stderr, f.verbose, s.metrics)
 	if shard != nil {
 		if err := shard.checkLeaseAccess(ctx, cfg); err != nil {
 			return stoppedOr(ctx, err)

@@ -112,7 +112,7 @@ func defaultIdentity() string {
 // newSharding returns the process's membership in the shard group, and
 // what the server shows of it; nil, nil without --shard-group. ns is the
 // namespace serve works in (-n, else the context's).
-func (f *shardFlags) newSharding(cfg *rest.Config, ns string, stderr io.Writer, verbose bool) (*kinformer.Sharding, *shardInfo) {
+func (f *shardFlags) newSharding(cfg *rest.Config, ns string, stderr io.Writer, verbose bool, metrics *kinformer.Metrics) (*kinformer.Sharding, *shardInfo) {
 	if f.group == "" {
 		return nil, nil
 	}
@@ -132,7 +132,8 @@ func (f *shardFlags) newSharding(cfg *rest.Config, ns string, stderr io.Writer, 
 	}
 	sh := kinformer.NewSharding(cfg, kinformer.ShardingOptions{
 		Group: f.group, Namespace: leaseNS, Identity: id, LeaseDuration: f.leaseDuration,
-		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+		Logger:  slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+		Metrics: metrics, // /metrics: kinformer_sharding_*
 	})
 	return sh, &shardInfo{group: f.group, namespace: leaseNS, identity: id, status: sh.Status}
 }

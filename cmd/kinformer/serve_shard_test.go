@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -333,6 +334,21 @@ func TestServeSharded(t *testing.T) {
 			t.Errorf("%s: /stats %+v, configmaps' shard %+v", r.id, sh, st.Resources[0].Shard)
 		}
 		slotSum += sh.Slots
+		resp, err := http.Get(r.base + "metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range []string{
+			fmt.Sprintf("kinformer_sharding_members{group=%q} 3", group),
+			fmt.Sprintf("kinformer_sharding_slots{group=%q} %d", group, sh.Slots),
+			fmt.Sprintf("kinformer_sharding_fenced{group=%q} 0", group),
+		} {
+			if !strings.Contains(string(body), line+"\n") {
+				t.Errorf("%s: /metrics lacks %q", r.id, line)
+			}
+		}
 	}
 	if slotSum != kinformer.DefaultShardSlots {
 		t.Errorf("the replicas serve %d slots in all, want %d", slotSum, kinformer.DefaultShardSlots)
