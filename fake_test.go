@@ -3,6 +3,7 @@ package kinformer
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"sync"
@@ -40,6 +41,24 @@ type fakeServer struct {
 	// watches.
 	streaming bool
 	streams   []metav1.ListOptions
+	// shardFilter makes List honour shardSelector and echo it in
+	// shardInfo, as a server with ShardedListAndWatch does.
+	shardFilter bool
+}
+
+var shardRangeRE = regexp.MustCompile(`'0x([0-9a-f]+)', '0x([0-9a-f]+)'`)
+
+// inShardSelector reports whether uid's hash falls in one of sel's ranges.
+func inShardSelector(sel, uid string) bool {
+	h := shardHash(uid)
+	for _, m := range shardRangeRE.FindAllStringSubmatch(sel, -1) {
+		start, _ := strconv.ParseUint(m[1], 16, 64)
+		end, err := strconv.ParseUint(m[2], 16, 64)
+		if h >= start && (err != nil || h < end) { // err: 0x10000000000000000, the end of the space
+			return true
+		}
+	}
+	return false
 }
 
 type change struct {
@@ -218,6 +237,16 @@ func (s *fakeServer) List(ctx context.Context, opts metav1.ListOptions) (*corev1
 	}
 	for _, k := range keys[start:end] {
 		list.Items = append(list.Items, *s.objs[k].DeepCopy())
+	}
+	if s.shardFilter && opts.ShardSelector != "" {
+		list.ShardInfo = &metav1.ShardInfo{Selector: opts.ShardSelector}
+		kept := list.Items[:0]
+		for _, o := range list.Items {
+			if inShardSelector(opts.ShardSelector, string(o.UID)) {
+				kept = append(kept, o)
+			}
+		}
+		list.Items = kept
 	}
 	return list, nil
 }

@@ -269,7 +269,7 @@ func (l *loop[T]) run(ctx context.Context) {
 			if !ok {
 				return
 			}
-			if grew && l.st.phase == phaseWatch && l.target == "" && l.w.status.synced.Load() {
+			if grew && l.st.phase == phaseWatch && l.target == "" && l.w.status.synced.Load() && l.serverFilters() {
 				// Only the slots that joined, as of the watch's
 				// resourceVersion; the watch then goes on from it.
 				if err := l.listGained(ctx); err != nil {

@@ -134,6 +134,16 @@ func (l *loop[T]) closeShard() {
 	}
 }
 
+// serverFilters reports whether the server is not known not to filter by
+// the share. Where it does not (mode "client"), a list of the joined slots
+// would read the whole collection page by page from etcd, at an exact
+// resourceVersion: a re-list of the whole share reads the same bytes, in
+// one streaming list from the server's cache.
+func (l *loop[T]) serverFilters() bool {
+	st := l.sh.status.Load()
+	return st == nil || st.Mode != "client"
+}
+
 // listGained lists the objects of the slots that joined the share
 // (l.w.gained) as of the resourceVersion the cache is at, page by page,
 // and adds them to the cache (Added, CauseReshard); the watch then resumes

@@ -128,6 +128,7 @@ func TestShardRestartDropsQueuedEventsOfLostSlots(t *testing.T) {
 // shrinks is dropped from the cache, without a request.
 func TestShardGrowAndShrinkWhileRunning(t *testing.T) {
 	s := newFakeServer()
+	s.shardFilter = true
 	bySlot := shardedObjects(s, 40, 2)
 	sh := fixedSharding(t, 2, 0)
 	inf, rec := startInformer(t, s, &Options[*corev1.ConfigMap]{Sharding: sh, PageSize: 7}) // the joined slot takes pages
@@ -181,6 +182,29 @@ func TestShardGrowAndShrinkWhileRunning(t *testing.T) {
 	s.mu.Unlock()
 	eventually(t, "the status to say one slot, filtered by the informer", func() bool {
 		st := inf.ShardStatus()
-		return st.Slots == 1 && st.Mode == "client"
+		return st.Slots == 1 && st.Mode == "server"
 	})
+}
+
+// Where the server does not filter, a share that grows is re-listed whole
+// (one list of everything either way), not paged at an exact
+// resourceVersion.
+func TestShardGrowWithoutServerFilter(t *testing.T) {
+	s := newFakeServer()
+	bySlot := shardedObjects(s, 40, 2)
+	sh := fixedSharding(t, 2, 0)
+	inf, _ := startInformer(t, s, &Options[*corev1.ConfigMap]{Sharding: sh, PageSize: 7})
+	eventually(t, "the mode known", func() bool { return inf.ShardStatus().Mode == "client" })
+	s.mu.Lock()
+	before := len(s.lists)
+	s.mu.Unlock()
+	publish(sh, 0, 1)
+	eventually(t, "the share re-listed", func() bool { return inf.Cache().Len() == len(bySlot[0])+len(bySlot[1]) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.lists[before:] {
+		if o.ResourceVersionMatch != "" {
+			t.Errorf("a list at an exact resourceVersion from a server that does not filter: %+v", o)
+		}
+	}
 }
