@@ -46,6 +46,28 @@ func BenchmarkRetained(b *testing.B) {
 			}
 		})
 	})
+	// With the decoder kept, as an informer keeps it: its interning
+	// tables count too.
+	b.Run("kinformer+tables", func(b *testing.B) {
+		var total uint64
+		for b.Loop() {
+			base := heapNow()
+			d := NewDecoder(&Format{StripManagedFields: true, ShareContainers: true})
+			r := d.NewReader(io.NopCloser(bytes.NewReader(stream)))
+			keep := make([]any, 0, n)
+			for {
+				ev, err := r.Next()
+				if err != nil {
+					break
+				}
+				keep = append(keep, ev.Object)
+			}
+			total += heapNow() - base
+			runtime.KeepAlive(keep)
+			runtime.KeepAlive(d)
+		}
+		b.ReportMetric(float64(total)/float64(b.N)/n, "retained-B/obj")
+	})
 	b.Run("client-go", func(b *testing.B) {
 		measure(b, func(keep []any) []any {
 			dec := restclientwatchDecoder(stream)

@@ -116,8 +116,8 @@ func (v *values) val(at level) (x any, stable bool, err error) {
 		}
 		s := v.str(raw)
 		var a any = s
-		if len(s) > maxAtom {
-			return a, false, nil
+		if len(s) > maxAtom || !v.atoms.Admit(raw) {
+			return a, false, nil // too long, or not seen before: not worth a slot yet
 		}
 		v.atoms.Put(string(raw), a)
 		return a, true, nil
@@ -130,7 +130,7 @@ func (v *values) val(at level) (x any, stable bool, err error) {
 			return a, true, nil
 		}
 		a, err := number(raw)
-		if err != nil || len(raw) > maxAtom {
+		if err != nil || len(raw) > maxAtom || !v.atoms.Admit(raw) {
 			return a, false, err
 		}
 		v.atoms.Put(string(raw), a)
@@ -243,7 +243,7 @@ func (v *values) object(at level) (map[string]any, bool, error) {
 	}
 	clear(members)
 	v.pairs = v.pairs[:base]
-	if key != nil {
+	if key != nil && v.shared.Admit(key) {
 		v.shared.Put(string(key), m)
 		return m, true, nil
 	}
@@ -292,7 +292,7 @@ func (v *values) array() (any, bool, error) {
 	copy(a, elems)
 	clear(elems)
 	v.stack = v.stack[:base]
-	if key != nil {
+	if key != nil && v.shared.Admit(key) {
 		var x any = a // boxed once: its identity is the shared slice's
 		v.shared.Put(string(key), x)
 		return x, true, nil
