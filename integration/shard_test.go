@@ -114,6 +114,13 @@ type replica struct {
 
 func startReplica(t *testing.T, cfg *rest.Config, ns, group, id string, own *ownership) *replica {
 	t.Helper()
+	return startReplicaWith(t, cfg, ns, group, id, own, "", nil)
+}
+
+// startReplicaWith is startReplica with a state directory (Options.StateDir;
+// "" for none) and a second handler (nil for none).
+func startReplicaWith(t *testing.T, cfg *rest.Config, ns, group, id string, own *ownership, stateDir string, extra func(kinformer.Event[*corev1.ConfigMap])) *replica {
+	t.Helper()
 	r := &replica{id: id, bytes: &bytesRead{}, done: make(chan struct{})}
 	r.sh = kinformer.NewSharding(cfg, kinformer.ShardingOptions{
 		Group: group, Namespace: ns, Identity: id,
@@ -126,8 +133,12 @@ func startReplica(t *testing.T, cfg *rest.Config, ns, group, id string, own *own
 	}
 	r.inf = kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{Sharding: r.sh, Name: "configmaps-" + id,
 		PageSize: 20, // lists of the slots that join a share take pages
+		StateDir: stateDir,
 		Logger:   slog.New(slog.NewTextHandler(testWriter{t, id}, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	r.inf.AddHandler(own.handler(id))
+	if extra != nil {
+		r.inf.AddHandler(extra)
+	}
 	shCtx, shCancel := context.WithCancel(context.Background())
 	infCtx, infCancel := context.WithCancel(context.Background())
 	shDone := make(chan struct{})
@@ -382,21 +393,7 @@ func TestShardingDurableRestart(t *testing.T) {
 	own := newOwnership()
 	dir := t.TempDir()
 	start := func(rec *recorder[*corev1.ConfigMap]) *replica {
-		r := &replica{id: "replica-b", bytes: &bytesRead{}, done: make(chan struct{})}
-		r.sh = kinformer.NewSharding(cfg, kinformer.ShardingOptions{Group: "g", Namespace: ns, Identity: r.id,
-			LeaseDuration: 4 * time.Second, RenewPeriod: 500 * time.Millisecond})
-		r.inf = kinformer.New[*corev1.ConfigMap](clientset(t, cfg).CoreV1().ConfigMaps(ns),
-			&kinformer.Options[*corev1.ConfigMap]{Sharding: r.sh, StateDir: dir})
-		r.inf.AddHandler(own.handler(r.id))
-		r.inf.AddHandler(rec.handle)
-		shCtx, shCancel := context.WithCancel(context.Background())
-		infCtx, infCancel := context.WithCancel(context.Background())
-		shDone := make(chan struct{})
-		r.cancel = func() { shCancel(); <-shDone; infCancel() }
-		go func() { defer close(shDone); _ = r.sh.Run(shCtx) }()
-		go func() { defer close(r.done); _ = r.inf.Run(infCtx) }()
-		t.Cleanup(r.stop)
-		return r
+		return startReplicaWith(t, cfg, ns, "g", "replica-b", own, dir, rec.handle)
 	}
 	a := startReplica(t, cfg, ns, "g", "replica-a", own)
 	first := &recorder[*corev1.ConfigMap]{}
