@@ -47,7 +47,10 @@ type ShardingOptions struct {
 	// Lease's field; a fraction is dropped). Default 15s; at least 2s.
 	LeaseDuration time.Duration
 	// RenewPeriod is how often the Lease is renewed and the group's Leases
-	// read. Default LeaseDuration/5; at most LeaseDuration/3.
+	// read. A replica claims nothing in the first RenewPeriod of its Run,
+	// so that replicas started together see each other before one claims
+	// (and lists) everything. Default LeaseDuration/5; at most
+	// LeaseDuration/3.
 	RenewPeriod time.Duration
 	// Slots is how many equal parts the hash space is cut into: a power
 	// of two up to 4096, the same for every replica of the group. Default
@@ -113,6 +116,7 @@ type Sharding struct {
 	relVer   uint64
 	lease    *coordinationv1.Lease // as last written or read; nil before
 	lastErr  error                 // of the last renewal or read, nil after a success
+	started  time.Time             // when Run began: no claims for a RenewPeriod after
 	obs      *shardingObserver     // nil without ShardingOptions.Metrics
 	observed map[string]observation
 }
@@ -277,6 +281,7 @@ func (s *Sharding) Run(ctx context.Context) error {
 	defer s.running.Store(false)
 	s.mu.Lock()
 	s.fenceAt = time.AfterFunc(time.Hour, s.checkDeadline)
+	s.started = time.Now()
 	s.fenceAt.Stop()
 	s.mu.Unlock()
 	defer func() {
@@ -718,6 +723,12 @@ func (s *Sharding) reconcile(others []peer, claims *slotSet) (claimedMore bool) 
 	}
 	// Wanted, and claimed by no live other: claim now, serve once a read
 	// after the write confirms.
+	// Not in the first RenewPeriod of a run: replicas started together
+	// (a new group, a rollout) see each other first, instead of the first
+	// one claiming, and listing, everything.
+	if time.Since(s.started) < s.opts.RenewPeriod {
+		return false
+	}
 	if free := want.minus(s.claimed).minus(taken); !free.empty() {
 		s.claimed = s.claimed.union(free)
 		return true
