@@ -322,6 +322,33 @@ func (c *Cache[T]) reindex(key string, changes []indexChange, ns nsChange) {
 	}
 }
 
+// each calls fn for every object, under the read lock (a snapshot).
+func (c *Cache[T]) each(fn func(key string, obj T)) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for key, obj := range c.items {
+		fn(key, obj)
+	}
+}
+
+// peek returns the object at key without the lock: for the writer alone,
+// which is the only one to change items.
+func (c *Cache[T]) peek(key string) (T, bool) {
+	obj, ok := c.items[key]
+	return obj, ok
+}
+
+// peekAll calls fn for every object without the lock: for the writer
+// alone, and fn must not change the cache.
+func (c *Cache[T]) peekAll(fn func(key string, obj T)) {
+	for key, obj := range c.items {
+		fn(key, obj)
+	}
+}
+
+// size is Len without the lock: for the writer alone.
+func (c *Cache[T]) size() int { return len(c.items) }
+
 // put stores obj under key and returns the object it replaced. Writer only.
 func (c *Cache[T]) put(key string, obj T) (old T, existed bool) {
 	old, existed = c.items[key] // the writer's own map: no lock to read

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kinformer/kinformer/internal/persist"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -54,7 +56,7 @@ func FuzzKeys(f *testing.F) {
 		}
 
 		dir := filepath.Join("state", "dir")
-		p := statePath(dir, name, ns)
+		p := persist.Path(dir, name, ns)
 		if filepath.Dir(p) != dir || !stateFileName.MatchString(filepath.Base(p)) {
 			t.Fatalf("state file of %q: %q", name, p)
 		}

@@ -427,13 +427,11 @@ func (d *dispatcher[T]) add(l *listener[T], c *Cache[T], rv func() string, isSyn
 	// registration is either marked by it or finds it synced here.
 	synced := isSynced()
 	if l.wants(Added) {
-		c.mu.RLock()
 		at := rv()
 		now := time.Now().UnixNano()
-		for key, obj := range c.items {
+		c.each(func(key string, obj T) {
 			l.queue = append(l.queue, queued[T]{Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: at, Cause: CauseReplay}, now})
-		}
-		c.mu.RUnlock()
+		})
 		if len(l.queue) > 0 {
 			l.head.Store(now)
 		}
@@ -485,14 +483,6 @@ func (d *dispatcher[T]) onHandlerGoroutine() bool {
 	return ok
 }
 
-// markSynced marks every registration without a sync mark: called once the
-// first list's events are queued.
-func (d *dispatcher[T]) markSyncedLocked() {
-	for _, l := range d.listeners {
-		l.markSynced()
-	}
-}
-
 // start runs every listener until ctx ends.
 func (d *dispatcher[T]) start(ctx context.Context) {
 	d.mu.Lock()
@@ -513,22 +503,46 @@ func (d *dispatcher[T]) join() {
 	wg.Wait()
 }
 
-// emitLocked queues e for every listener that wants it; d.mu must be held
-// (for reading suffices).
-func (d *dispatcher[T]) emitLocked(e Event[T]) {
-	d.obs.event(e.Type)
-	for _, l := range d.listeners {
+// update runs fn, which changes the cache (and the state file) and queues
+// the events of that change through its publisher, under the dispatcher's
+// read lock: a registration added meanwhile (add, which holds the lock
+// for writing while it replays the cache) sees each object exactly once,
+// either in its replay or in the events, never in both or neither.
+//
+// This is where the informer's locks nest, and the only place: the
+// dispatcher's (here), then the persister's (a persist.Batch) and the
+// cache's (its own methods), each taken and released inside fn. The
+// flusher and readers take one lock at a time.
+func (d *dispatcher[T]) update(fn func(publisher[T])) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	fn(publisher[T]{d})
+}
+
+// publisher queues the events of one update; valid only inside it.
+type publisher[T Object] struct{ d *dispatcher[T] }
+
+// emit queues e for every listener that wants it.
+func (p publisher[T]) emit(e Event[T]) {
+	p.d.obs.event(e.Type)
+	for _, l := range p.d.listeners {
 		if l.wants(e.Type) {
 			l.push(e)
 		}
 	}
 }
 
-// emit queues e for every listener that wants it.
+// markSynced marks every registration without a sync mark: called once the
+// first list's (or the catch-up's) events are queued.
+func (p publisher[T]) markSynced() {
+	for _, l := range p.d.listeners {
+		l.markSynced()
+	}
+}
+
+// emit queues e for every listener that wants it, alone.
 func (d *dispatcher[T]) emit(e Event[T]) {
-	d.mu.RLock()
-	d.emitLocked(e)
-	d.mu.RUnlock()
+	d.update(func(p publisher[T]) { p.emit(e) })
 }
 
 // marks returns how many events each listener has been given so far.

@@ -195,8 +195,7 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *
 		l.sh = &shardLoop{}
 	}
 	if o.StateDir != "" {
-		l.w.persist = newPersister(lw, o, log, l.w.reportAsync)
-		l.w.persist.obs = obs
+		l.w.state = newPersister(lw, o, l.w.reportAsync, obs)
 	}
 	return l
 }
@@ -204,21 +203,35 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *
 // openState opens the state file for a run, restoring the cache from it
 // on the first; false if the run goes without it.
 func (l *loop[T]) openState() bool {
-	p := l.w.persist
+	p := l.w.state
+	if p == nil {
+		l.w.reportAsync(errNoIdentity)
+		return false
+	}
 	first := !l.stateOpened
 	l.stateOpened = true
-	items, rv, ok := p.open(first, l.opts.KeyFunc, l.w.share)
+	items, rv, ok := p.Open(first, l.checkRestored)
 	switch {
 	case !ok:
 		return false
 	case first && rv != "":
 		l.w.restore(items, rv)
 		l.obs.restore(len(items))
-		l.log.Info("kinformer: restored from the state file", "objects", len(items), "resourceVersion", rv, "file", p.path)
+		l.log.Info("kinformer: restored from the state file", "objects", len(items), "resourceVersion", rv, "file", p.Path())
 	case !first && rv == "":
-		p.rewrite(l.w.cache.items, l.w.status.resourceVersion())
+		l.w.rewriteState()
 	}
 	return true
+}
+
+// checkRestored accepts an object of the state file if it has the key it
+// is stored under, and shares its strings and maps with the others.
+func (l *loop[T]) checkRestored(key string, obj T) error {
+	if got := l.w.cache.keyFunc(obj); got != key {
+		return fmt.Errorf("it has key %q", got)
+	}
+	l.w.share.Object(obj)
+	return nil
 }
 
 // run runs the state machine until ctx is done.
@@ -238,9 +251,9 @@ func (l *loop[T]) run(ctx context.Context) {
 	// that the last run did not finish) needs a list, not a watch from the
 	// kept resourceVersion.
 	shareGrew := l.sh != nil && l.w.gained != nil && !l.w.gained.empty()
-	if l.w.persist != nil && l.openState() {
-		l.w.persist.start()
-		defer l.w.persist.stop() // after the last write: the loop has returned
+	if l.opts.StateDir != "" && l.openState() {
+		l.w.state.Start()
+		defer l.w.state.Stop() // after the last write: the loop has returned
 	}
 	l.st.phase = phaseList
 	switch {

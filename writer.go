@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kinformer/kinformer/internal/intern"
+	"github.com/kinformer/kinformer/internal/persist"
 )
 
 // writer is the only writer of an informer's cache and status, and the
@@ -30,9 +31,9 @@ type writer[T Object] struct {
 	// is the part of it a reshard re-list is adding: its new objects are
 	// Added with CauseReshard.
 	shard, gained *slotSet
-	// persist, if set, keeps the state file (Options.StateDir) up to date
+	// state, if set, keeps the state file (Options.StateDir) up to date
 	// with every change made here.
-	persist *persister[T]
+	state *persist.Persister[T]
 }
 
 // prepareFunc readies a new object for the cache; false means it must not
@@ -105,13 +106,13 @@ func (w *writer[T]) failed(err error) {
 
 // bookmark records a bookmark's resourceVersion and queues it.
 func (w *writer[T]) bookmark(obj T, rv string) {
-	w.disp.mu.RLock()
-	defer w.disp.mu.RUnlock()
-	w.setRV(rv)
-	if w.persist != nil {
-		w.persist.advance(rv)
-	}
-	w.disp.emitLocked(Event[T]{Type: Bookmark, Object: obj, ResourceVersion: rv})
+	w.disp.update(func(p publisher[T]) {
+		w.setRV(rv)
+		if w.state != nil {
+			w.state.Advance(rv)
+		}
+		p.emit(Event[T]{Type: Bookmark, Object: obj, ResourceVersion: rv})
+	})
 }
 
 // apply applies an Added, Modified or Deleted event from the watch to the
@@ -129,8 +130,12 @@ func (w *writer[T]) apply(typ EventType, obj T, prepare prepareFunc[T]) {
 		obj, ok = prepare(obj)
 	}
 
-	w.disp.mu.RLock()
-	defer w.disp.mu.RUnlock()
+	w.disp.update(func(p publisher[T]) { w.applyLocked(p, typ, obj, ok, key, rv) })
+}
+
+// applyLocked is apply's change of the cache, inside the dispatcher's
+// update; ok is false if obj's new state did not prepare.
+func (w *writer[T]) applyLocked(p publisher[T], typ EventType, obj T, ok bool, key, rv string) {
 	// The resourceVersion is recorded once the cache holds the change:
 	// WaitForResourceVersion then finds the cache at that version.
 	defer w.setRV(rv)
@@ -145,11 +150,11 @@ func (w *writer[T]) apply(typ EventType, obj T, prepare prepareFunc[T]) {
 		// dropped, as a re-list would drop it: the cache never keeps a state
 		// the server has moved past.
 		old, existed := w.cache.remove(key)
-		if w.persist != nil {
+		if w.state != nil {
 			if existed {
-				w.persist.record(key, old, true, e.ResourceVersion)
+				w.state.Record(key, old, true, e.ResourceVersion)
 			} else {
-				w.persist.advance(e.ResourceVersion)
+				w.state.Advance(e.ResourceVersion)
 			}
 		}
 		if !existed {
@@ -168,11 +173,11 @@ func (w *writer[T]) apply(typ EventType, obj T, prepare prepareFunc[T]) {
 		} else {
 			e.Type = Added
 		}
-		if w.persist != nil {
-			w.persist.record(key, obj, false, e.ResourceVersion)
+		if w.state != nil {
+			w.state.Record(key, obj, false, e.ResourceVersion)
 		}
 	}
-	w.disp.emitLocked(e)
+	p.emit(e)
 }
 
 // collect adds a listed object to items. If the cache holds the same
@@ -184,7 +189,7 @@ func (w *writer[T]) collect(items map[string]T, obj T, prepare prepareFunc[T]) {
 		return
 	}
 	key := w.cache.keyFunc(obj)
-	if old, ok := w.cache.items[key]; ok && old.GetResourceVersion() == obj.GetResourceVersion() {
+	if old, ok := w.cache.peek(key); ok && old.GetResourceVersion() == obj.GetResourceVersion() {
 		items[key] = old
 		return
 	}
@@ -202,55 +207,60 @@ func (w *writer[T]) collect(items map[string]T, obj T, prepare prepareFunc[T]) {
 func (w *writer[T]) replace(items map[string]T, rv string) {
 	first := !w.status.synced.Load()
 	cause := CauseRelist
-	if first && len(w.cache.items) == 0 {
+	if first && w.cache.size() == 0 {
 		cause = CauseList
 	}
-	w.disp.mu.RLock()
-	if w.persist != nil {
-		w.persist.mu.Lock() // the file's next state is the whole change, or none of it
-	}
-	old := w.cache.swap(items)
-	w.setRV(rv)
-	for key, o := range old {
-		if _, ok := items[key]; !ok {
-			w.disp.emitLocked(Event[T]{Type: Deleted, Object: o, Key: key, ResourceVersion: rv, Cause: cause})
-			if w.persist != nil {
-				w.persist.recordLocked(key, o, true)
+	w.disp.update(func(p publisher[T]) {
+		var batch *persist.Batch[T]
+		if w.state != nil {
+			batch = w.state.Batch() // the file's next state is the whole change, or none of it
+		}
+		old := w.cache.swap(items)
+		w.setRV(rv)
+		for key, o := range old {
+			if _, ok := items[key]; !ok {
+				p.emit(Event[T]{Type: Deleted, Object: o, Key: key, ResourceVersion: rv, Cause: cause})
+				if batch != nil {
+					batch.Delete(key, o)
+				}
 			}
 		}
-	}
-	for key, obj := range items {
-		o, existed := old[key]
-		switch {
-		case !existed:
-			c := cause
-			if w.gained != nil && w.gained.has(string(obj.GetUID())) {
-				c = CauseReshard
+		for key, obj := range items {
+			o, existed := old[key]
+			switch {
+			case !existed:
+				c := cause
+				if w.gained != nil && w.gained.has(string(obj.GetUID())) {
+					c = CauseReshard
+				}
+				p.emit(Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: rv, Cause: c})
+			case o.GetResourceVersion() != obj.GetResourceVersion():
+				p.emit(Event[T]{Type: Modified, Object: obj, Old: o, Key: key, ResourceVersion: rv, Cause: cause})
+			default:
+				continue
 			}
-			w.disp.emitLocked(Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: rv, Cause: c})
-		case o.GetResourceVersion() != obj.GetResourceVersion():
-			w.disp.emitLocked(Event[T]{Type: Modified, Object: obj, Old: o, Key: key, ResourceVersion: rv, Cause: cause})
-		default:
-			continue
+			if batch != nil {
+				batch.Put(key, obj)
+			}
 		}
-		if w.persist != nil {
-			w.persist.recordLocked(key, obj, false)
+		if batch != nil {
+			batch.End(rv)
 		}
-	}
-	if w.persist != nil {
-		w.persist.advanceLocked(rv)
-		w.persist.mu.Unlock()
-	}
-	if first {
-		// Registrations added before the first list are synced once they
-		// have handled its events.
-		w.disp.markSyncedLocked()
-	}
-	// Synced is set before new registrations may come (under the same
-	// lock), so each either was marked above or finds it synced.
-	w.status.setSync(true, nil)
-	w.disp.mu.RUnlock()
+		w.syncedLocked(p, first)
+	})
 	w.status.ok()
+}
+
+// syncedLocked marks the informer synced inside an update: registrations
+// added before (if first: the first list, or the catch-up of a restored
+// cache) are synced once they have handled the events queued so far.
+// Synced is set before new registrations may come (they wait for the
+// update), so each either is marked here or finds it synced.
+func (w *writer[T]) syncedLocked(p publisher[T], first bool) {
+	if first {
+		p.markSynced()
+	}
+	w.status.setSync(true, nil)
 }
 
 // restore fills the empty cache with the objects of the state file, at rv,
@@ -260,27 +270,32 @@ func (w *writer[T]) restore(items map[string]T, rv string) {
 	for key, obj := range items {
 		if w.outside(obj) {
 			delete(items, key) // another replica's now
-			if w.persist != nil {
-				w.persist.record(key, obj, true, rv)
+			if w.state != nil {
+				w.state.Record(key, obj, true, rv)
 			}
 		}
 	}
-	w.disp.mu.RLock()
-	defer w.disp.mu.RUnlock()
-	w.cache.swap(items)
-	w.setRV(rv)
-	for key, obj := range items {
-		w.disp.emitLocked(Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: rv, Cause: CauseRestore})
-	}
+	w.disp.update(func(p publisher[T]) {
+		w.cache.swap(items)
+		w.setRV(rv)
+		for key, obj := range items {
+			p.emit(Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: rv, Cause: CauseRestore})
+		}
+	})
+}
+
+// rewriteState makes the state file the cache as it is, for a file that
+// no longer holds the last commit.
+func (w *writer[T]) rewriteState() {
+	items := make(map[string]T, w.cache.size())
+	w.cache.peekAll(func(key string, obj T) { items[key] = obj })
+	w.state.Rewrite(items, w.status.resourceVersion())
 }
 
 // caughtUp marks a restored informer synced: it has applied every change
 // the server had made as of its start.
 func (w *writer[T]) caughtUp() {
-	w.disp.mu.RLock()
-	w.disp.markSyncedLocked()
-	w.status.setSync(true, nil)
-	w.disp.mu.RUnlock()
+	w.disp.update(func(p publisher[T]) { w.syncedLocked(p, true) })
 	w.status.ok()
 }
 
@@ -297,24 +312,22 @@ func (w *writer[T]) outside(obj T) bool {
 func (w *writer[T]) reshard(set *slotSet) (dropped int) {
 	w.shard = set
 	var gone []string
-	for key, obj := range w.cache.items {
+	w.cache.peekAll(func(key string, obj T) {
 		if w.outside(obj) {
 			gone = append(gone, key)
 		}
-	}
+	})
 	if len(gone) == 0 {
 		return 0
 	}
-	w.disp.mu.RLock()
-	defer w.disp.mu.RUnlock()
-	rv := w.status.resourceVersion()
-	for _, key := range gone {
-		old, existed := w.cache.remove(key)
-		if !existed {
-			continue
+	w.disp.update(func(p publisher[T]) {
+		rv := w.status.resourceVersion()
+		for _, key := range gone {
+			if old, existed := w.cache.remove(key); existed {
+				p.emit(Event[T]{Type: Deleted, Object: old, Key: key, ResourceVersion: rv, Cause: CauseReshard})
+			}
 		}
-		w.disp.emitLocked(Event[T]{Type: Deleted, Object: old, Key: key, ResourceVersion: rv, Cause: CauseReshard})
-	}
+	})
 	return len(gone)
 }
 
@@ -324,14 +337,17 @@ func (w *writer[T]) reshard(set *slotSet) (dropped int) {
 // another resourceVersion. The resourceVersion stays: the watch resumes
 // from it.
 func (w *writer[T]) merge(items map[string]T, gained *slotSet) (added int) {
-	w.disp.mu.RLock()
-	defer w.disp.mu.RUnlock()
+	w.disp.update(func(p publisher[T]) { added = w.mergeLocked(p, items, gained) })
+	return added
+}
+
+func (w *writer[T]) mergeLocked(p publisher[T], items map[string]T, gained *slotSet) (added int) {
 	rv := w.status.resourceVersion()
 	for key, obj := range items {
 		if !gained.has(string(obj.GetUID())) {
 			continue // a server that does not filter sent the whole collection
 		}
-		old, existed := w.cache.items[key]
+		old, existed := w.cache.peek(key)
 		if existed && old.GetResourceVersion() == obj.GetResourceVersion() {
 			continue
 		}
@@ -342,10 +358,10 @@ func (w *writer[T]) merge(items map[string]T, gained *slotSet) (added int) {
 		} else {
 			added++
 		}
-		if w.persist != nil {
-			w.persist.record(key, obj, false, rv)
+		if w.state != nil {
+			w.state.Record(key, obj, false, rv)
 		}
-		w.disp.emitLocked(e)
+		p.emit(e)
 	}
 	return added
 }

@@ -1,0 +1,321 @@
+// Package persist keeps an informer's state file (Options.StateDir) up to
+// date: the writer records every change it makes to the cache, with the
+// resourceVersion it brings the cache to; the Persister's own goroutine
+// encodes and commits them in batches, one bbolt transaction each
+// (internal/snapshot), so the file is always the cache as it was at some
+// resourceVersion. A new informer with the same identity loads the file
+// (Open), then catches up by a watch from its resourceVersion.
+//
+// The Persister takes no other type's lock, and no other type takes its
+// lock: a change of many objects that must reach the file whole (a
+// re-list) is one Batch.
+package persist
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kinformer/kinformer/internal/snapshot"
+)
+
+const (
+	// DefaultInterval is how often pending changes are committed.
+	DefaultInterval = 250 * time.Millisecond
+	// maxPending starts a commit before the interval is up once this many
+	// objects have changed.
+	maxPending = 4096
+)
+
+// Config configures a Persister.
+type Config[T kruntime.Object] struct {
+	Path     string // the state file; its directory is made 0700
+	Identity string // Identity.String(); a file of another is not loaded
+	Snapshot snapshot.Options
+	Interval time.Duration // default DefaultInterval
+	Codec    Codec[T]
+	// Report receives every failure to use the file, as it happens, from
+	// any goroutine; the informer goes on (without the file, or retrying).
+	Report func(error)
+	// Committed, if set, is told of every commit: how many objects it
+	// wrote, how long it took, and its error.
+	Committed func(objects int, took time.Duration, err error)
+}
+
+// change is one object's pending state: its new version, or deleted.
+type change[T any] struct {
+	obj     T
+	deleted bool
+}
+
+// Persister keeps a state file up to date. Record, Advance and Batch are
+// called by the cache's one writer; the flusher goroutine commits.
+type Persister[T kruntime.Object] struct {
+	cfg Config[T]
+
+	mu      sync.Mutex           // guards the fields below, up to committed
+	pending map[string]change[T] // what changed since the last commit
+	rv      string               // the cache's resourceVersion with pending applied
+	dirty   bool                 // pending or rv not yet committed
+	broken  bool                 // an object failed to encode: persistence is off for this run
+	reset   bool                 // the next commit clears the file first: the cache starts empty
+	kick    chan struct{}
+
+	// committed is the resourceVersion of the last commit; store is open
+	// while running. Both are the flusher's while it runs, and the
+	// caller's of Open, Start and Stop otherwise.
+	committed string
+	store     *snapshot.Store
+	quit      chan struct{} // closed to make the flusher commit, close and end
+	done      chan struct{} // closed when it has
+}
+
+// New returns a Persister of cfg.Path; it does nothing before Open.
+func New[T kruntime.Object](cfg Config[T]) *Persister[T] {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	return &Persister[T]{cfg: cfg, pending: map[string]change[T]{}, kick: make(chan struct{}, 1)}
+}
+
+// Path is the state file.
+func (p *Persister[T]) Path() string { return p.cfg.Path }
+
+// Committed is the resourceVersion of the last commit; not while running.
+func (p *Persister[T]) Committed() string { return p.committed }
+
+// Open opens the state file. On the informer's first run (restore) it
+// loads it: the objects (check may refuse one, and so the file) and their
+// resourceVersion, or none. On later runs it checks that the file still
+// holds the last commit and returns its resourceVersion, or "" if the
+// caller must rewrite it from the cache (Rewrite). A file that cannot be
+// used is reported, set aside and replaced by an empty one. ok is false
+// when the run goes without the file.
+func (p *Persister[T]) Open(restore bool, check func(key string, obj T) error) (items map[string]T, rv string, ok bool) {
+	if err := os.MkdirAll(filepath.Dir(p.cfg.Path), 0o700); err != nil {
+		p.cfg.Report(err)
+		return nil, "", false
+	}
+	st, err := snapshot.Open(p.cfg.Path, p.cfg.Identity, p.cfg.Snapshot)
+	if errors.Is(err, snapshot.ErrInUse) {
+		p.cfg.Report(fmt.Errorf("%s: %w; running without it", p.cfg.Path, err))
+		return nil, "", false
+	}
+	if err == nil && restore {
+		items = map[string]T{}
+		rv, err = st.Load(func(k, v []byte) error {
+			obj, err := p.cfg.Codec.Decode(v)
+			if err != nil {
+				return fmt.Errorf("object %q: %w", k, err)
+			}
+			if err := check(string(k), obj); err != nil {
+				return fmt.Errorf("object %q: %w", k, err)
+			}
+			items[string(k)] = obj
+			return nil
+		})
+		if err != nil {
+			st.Close()
+		}
+	}
+	if err != nil {
+		aside := p.cfg.Path + ".bad"
+		p.cfg.Report(fmt.Errorf("%s: %w; set aside as %s, listing from scratch", p.cfg.Path, err, filepath.Base(aside)))
+		if rerr := os.Rename(p.cfg.Path, aside); rerr != nil && !os.IsNotExist(rerr) {
+			_ = os.Remove(p.cfg.Path)
+		}
+		items, rv = nil, ""
+		if st, err = snapshot.Open(p.cfg.Path, p.cfg.Identity, p.cfg.Snapshot); err != nil {
+			p.cfg.Report(fmt.Errorf("%s: %w; running without it", p.cfg.Path, err))
+			return nil, "", false
+		}
+	}
+	p.store = st
+	if !restore {
+		// A later run of the same informer: the file must still be what
+		// the last run left, else it is rewritten from the cache.
+		if frv, err := st.ResourceVersion(); err != nil || frv != p.committed {
+			return nil, "", true
+		}
+		return nil, p.committed, true
+	}
+	if rv == "" {
+		// Whatever the file holds is not a state the cache will be at: the
+		// first list's objects replace it.
+		p.mu.Lock()
+		p.reset, p.dirty = true, true
+		p.mu.Unlock()
+	}
+	return items, rv, true
+}
+
+// Start runs the flusher until Stop; after a successful Open.
+func (p *Persister[T]) Start() {
+	p.quit, p.done = make(chan struct{}), make(chan struct{})
+	go p.flusher(p.quit, p.done)
+}
+
+// Stop commits what is pending, closes the file and waits for the flusher
+// to end. The writer must have stopped recording.
+func (p *Persister[T]) Stop() {
+	close(p.quit)
+	<-p.done
+	p.quit, p.done = nil, nil
+}
+
+func (p *Persister[T]) flusher(quit, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(p.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-p.kick:
+		case <-quit:
+			p.Flush()
+			if err := p.store.Close(); err != nil {
+				p.cfg.Report(fmt.Errorf("closing %s: %w", p.cfg.Path, err))
+			}
+			p.store = nil
+			return
+		}
+		p.Flush()
+	}
+}
+
+// Record notes one object's new state, or its deletion, and the
+// resourceVersion the cache is at with it.
+func (p *Persister[T]) Record(key string, obj T, deleted bool, rv string) {
+	p.mu.Lock()
+	p.recordLocked(key, obj, deleted)
+	p.advanceLocked(rv)
+	n := len(p.pending)
+	p.mu.Unlock()
+	if n >= maxPending {
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Advance notes a new resourceVersion with no object changed (a bookmark,
+// or the deletion of an object never cached).
+func (p *Persister[T]) Advance(rv string) {
+	p.mu.Lock()
+	p.advanceLocked(rv)
+	p.mu.Unlock()
+}
+
+// Rewrite makes the next commit replace the file's objects with items at
+// rv: for a file that no longer holds the last commit.
+func (p *Persister[T]) Rewrite(items map[string]T, rv string) {
+	b := p.Batch()
+	b.reset()
+	for k, obj := range items {
+		b.Put(k, obj)
+	}
+	b.End(rv)
+}
+
+// Batch begins a change of many objects that reaches the file whole, or
+// not at all (a re-list): no commit sees part of it. Until End, the
+// Persister is the caller's alone; End must follow at once.
+func (p *Persister[T]) Batch() *Batch[T] {
+	p.mu.Lock()
+	return &Batch[T]{p: p}
+}
+
+// Batch is one change of many objects; see Persister.Batch.
+type Batch[T kruntime.Object] struct{ p *Persister[T] }
+
+// Put records obj's new state.
+func (b *Batch[T]) Put(key string, obj T) { b.p.recordLocked(key, obj, false) }
+
+// Delete records that key's object (last state obj) is gone.
+func (b *Batch[T]) Delete(key string, obj T) { b.p.recordLocked(key, obj, true) }
+
+func (b *Batch[T]) reset() {
+	b.p.reset = true
+	clear(b.p.pending)
+	b.p.dirty = true
+}
+
+// End records the resourceVersion the cache is at with the whole change,
+// and ends the batch.
+func (b *Batch[T]) End(rv string) {
+	b.p.advanceLocked(rv)
+	b.p.mu.Unlock()
+	b.p = nil // a second End panics here, not in the mutex
+}
+
+func (p *Persister[T]) recordLocked(key string, obj T, deleted bool) {
+	p.pending[key] = change[T]{obj: obj, deleted: deleted}
+	p.dirty = true
+}
+
+func (p *Persister[T]) advanceLocked(rv string) {
+	if rv != "" && rv != p.rv {
+		p.rv, p.dirty = rv, true
+	}
+}
+
+// Flush commits what changed since the last commit in one transaction.
+// The flusher calls it; so may the caller of Open while it is not running.
+func (p *Persister[T]) Flush() {
+	p.mu.Lock()
+	if !p.dirty || p.broken {
+		p.mu.Unlock()
+		return
+	}
+	pending, rv, reset := p.pending, p.rv, p.reset
+	p.pending, p.dirty, p.reset = make(map[string]change[T], len(pending)/2), false, false
+	p.mu.Unlock()
+
+	began := time.Now()
+	b := &snapshot.Batch{Puts: make(map[string][]byte, len(pending)), RV: rv, Reset: reset}
+	for key, c := range pending {
+		if c.deleted {
+			b.Dels = append(b.Dels, key)
+			continue
+		}
+		v, err := p.cfg.Codec.Encode(c.obj)
+		if err != nil {
+			// The file would lack an object the cache has, which a watch
+			// from its resourceVersion would never bring back: make the
+			// next start list from scratch instead, and stop writing.
+			p.cfg.Report(fmt.Errorf("encoding %s: %w; the snapshot is dropped, the next start will list", key, err))
+			p.mu.Lock()
+			p.broken = true
+			p.mu.Unlock()
+			if err := p.store.Commit(&snapshot.Batch{Reset: true}); err != nil {
+				p.cfg.Report(fmt.Errorf("%s: %w", p.cfg.Path, err))
+			}
+			return
+		}
+		b.Puts[key] = v
+	}
+	err := p.store.Commit(b)
+	if p.cfg.Committed != nil {
+		p.cfg.Committed(len(pending), time.Since(began), err)
+	}
+	if err == nil {
+		p.committed = rv
+		return
+	}
+	p.cfg.Report(fmt.Errorf("writing %s: %w; retrying", p.cfg.Path, err))
+	// Put the batch back under what changed since, to retry.
+	p.mu.Lock()
+	for key, c := range pending {
+		if _, newer := p.pending[key]; !newer {
+			p.pending[key] = c
+		}
+	}
+	p.dirty, p.reset = true, p.reset || reset
+	p.mu.Unlock()
+}
