@@ -70,13 +70,18 @@ func record(inf *kinformer.Informer[*corev1.ConfigMap]) <-chan cmEvent {
 	return ch
 }
 
+// patience bounds every wait: far longer than anything here takes, even
+// with the race detector on a loaded machine, so that only a lost event or
+// a hang reaches it.
+const patience = time.Minute
+
 func bounded(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), patience)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-// waitFor polls cond until it holds, failing the test after 10 s.
+// waitFor polls cond until it holds, failing the test after patience.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	ctx := bounded(t)
@@ -90,7 +95,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // next returns the next n events as "TYPE key cause" lines, failing the test
-// if they do not come within 10 s.
+// if they do not come within patience.
 func next(t *testing.T, ch <-chan cmEvent, n int) []string {
 	t.Helper()
 	ctx := bounded(t)
