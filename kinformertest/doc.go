@@ -22,5 +22,6 @@
 // [Server.Compact], [Server.CloseWatches] and [Server.Bookmark] make the
 // server behave as a real one does at its worst moments, so that the
 // controller's handling of re-lists (Deleted with kinformer.CauseRelist) and
-// bookmarks can be tested too.
+// bookmarks can be tested too. [Server.Requests] counts lists and watches,
+// so that a test can tell whether the informer re-listed or watched again.
 package kinformertest

@@ -16,7 +16,7 @@ import (
 // handler, makes of it: a real informer, so the events, their order and
 // their causes are those a cluster would produce.
 func ExampleNew() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	settings := func(v string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{

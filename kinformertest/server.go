@@ -52,6 +52,17 @@ type Server[T kinformer.Object] struct {
 	history   []change[T]  // every write and bookmark after compacted, in order
 	compacted uint64       // a watch from an older resourceVersion gets 410 Gone
 	watchers  map[*watcher[T]]struct{}
+	requests  Requests
+}
+
+// Requests counts the requests a [Server] has received, so that a test can
+// tell how the informer listed and whether it opened another watch: after
+// [Server.CloseWatches] or [Server.Compact], for instance. Failed requests
+// (400, 410 Gone) count too.
+type Requests struct {
+	Lists      int // List calls
+	WatchLists int // Watch calls with sendInitialEvents (watch-lists)
+	Watches    int // other Watch calls
 }
 
 // change is one write or bookmark, as watches replay it.
@@ -119,6 +130,16 @@ func (s *Server[T]) Get(key string) (T, bool) {
 		return zero, false
 	}
 	return copyOf(o), true
+}
+
+// Requests returns the requests received so far. A watch is counted in the
+// step that opens it, so a watch counted here is one that a later
+// [Server.CloseWatches] closes, if it is still open (a watch from a
+// compacted resourceVersion carries its 410 error and ends by itself).
+func (s *Server[T]) Requests() Requests {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests
 }
 
 // ResourceVersion returns the resourceVersion of the last write.
@@ -192,7 +213,11 @@ func (s *Server[T]) Compact() {
 
 // CloseWatches ends every open watch, as the server does at a watch's
 // timeout or when it restarts; the informer resumes from the last
-// resourceVersion it saw. It returns once the watches are closed.
+// resourceVersion it saw. It returns once the watches are closed. A watch
+// is opened in the step that counts it in [Server.Requests], under the lock
+// CloseWatches takes, so every watch counted before CloseWatches is one it
+// closes; a Watch call still on its way opens its watch after, as a request
+// arriving after a restart does.
 func (s *Server[T]) CloseWatches() {
 	s.mu.Lock()
 	ws := make([]*watcher[T], 0, len(s.watchers))
@@ -225,6 +250,9 @@ func (s *Server[T]) Bookmark() string {
 // resourceVersion. It ignores opts.Limit: one page holds all, as a server
 // may answer.
 func (s *Server[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T], error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests.Lists++
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -232,8 +260,6 @@ func (s *Server[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T]
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	list := &List[T]{Items: []T{}}
 	list.ResourceVersion = format(s.rv)
 	for _, o := range s.sorted() {
@@ -252,11 +278,21 @@ func (s *Server[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T]
 // ends. The watch ends when stopped, when ctx ends, or after
 // opts.TimeoutSeconds.
 func (s *Server[T]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+	// One critical section from the count to the registration in
+	// s.watchers: CloseWatches, which takes s.mu too, then sees every watch
+	// counted so far open, never one counted and still being opened.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if initial {
+		s.requests.WatchLists++
+	} else {
+		s.requests.Watches++
+	}
 	sel, err := parseSelector(opts)
 	if err != nil {
 		return nil, err
 	}
-	initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
 	if initial && (!opts.AllowWatchBookmarks || opts.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan) {
 		// As kube-apiserver validates a watch-list request.
 		return nil, apierrors.NewBadRequest("sendInitialEvents requires allowWatchBookmarks=true and resourceVersionMatch=NotOlderThan")
@@ -273,8 +309,6 @@ func (s *Server[T]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.I
 		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
 	}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	w := newWatcher[T](sel, opts.AllowWatchBookmarks)
 	switch {
 	case fromState:

@@ -41,40 +41,6 @@ func cm(ns, name string, kv ...string) *corev1.ConfigMap {
 // fastBackoff keeps re-lists after 410 and re-opened watches quick.
 var fastBackoff = kinformer.Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond}
 
-// counting counts the server's requests, to tell how the informer listed.
-type counting struct {
-	*cmServer
-	mu         sync.Mutex // guards the counts
-	lists      int
-	watchLists int
-	watches    int
-}
-
-func (c *counting) List(ctx context.Context, opts metav1.ListOptions) (*kinformertest.List[*corev1.ConfigMap], error) {
-	c.mu.Lock()
-	c.lists++
-	c.mu.Unlock()
-	return c.cmServer.List(ctx, opts)
-}
-
-func (c *counting) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	c.mu.Lock()
-	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
-		c.watchLists++
-	} else {
-		c.watches++
-	}
-	c.mu.Unlock()
-	return c.cmServer.Watch(ctx, opts)
-}
-
-// counts returns lists, watch-lists and plain watches so far.
-func (c *counting) counts() [3]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return [3]int{c.lists, c.watchLists, c.watches}
-}
-
 // start runs an informer over lw with opts (fast backoff unless set), records
 // the events of one ordered registration, and waits for sync.
 func start(t *testing.T, lw kinformer.ListerWatcher[*kinformertest.List[*corev1.ConfigMap]], opts *kinformer.Options[*corev1.ConfigMap]) (*kinformer.Informer[*corev1.ConfigMap], <-chan cmEvent) {
@@ -104,14 +70,32 @@ func record(inf *kinformer.Informer[*corev1.ConfigMap]) <-chan cmEvent {
 	return ch
 }
 
+// patience bounds every wait: far longer than anything here takes, even
+// with the race detector on a loaded machine, so that only a lost event or
+// a hang reaches it.
+const patience = time.Minute
+
 func bounded(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), patience)
 	t.Cleanup(cancel)
 	return ctx
 }
 
+// waitFor polls cond until it holds, failing the test after patience.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	ctx := bounded(t)
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
 // next returns the next n events as "TYPE key cause" lines, failing the test
-// if they do not come within 10 s.
+// if they do not come within patience.
 func next(t *testing.T, ch <-chan cmEvent, n int) []string {
 	t.Helper()
 	ctx := bounded(t)
@@ -134,9 +118,29 @@ func expect(t *testing.T, got []string, want ...string) {
 	}
 }
 
+// ownLists counts the lists state makes on each server, for
+// informerRequests to leave out.
+var ownLists = struct {
+	sync.Mutex
+	n map[*cmServer]int
+}{n: map[*cmServer]int{}}
+
+// informerRequests returns the requests s received from the informer: all
+// but the lists that checkCache made.
+func informerRequests(s *cmServer) kinformertest.Requests {
+	ownLists.Lock()
+	defer ownLists.Unlock()
+	r := s.Requests()
+	r.Lists -= ownLists.n[s]
+	return r
+}
+
 // state returns key -> resourceVersion of everything on the server.
 func state(t *testing.T, s *cmServer) map[string]string {
 	t.Helper()
+	ownLists.Lock()
+	ownLists.n[s]++
+	ownLists.Unlock()
 	l, err := s.List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -178,12 +182,12 @@ func must[T any](v T, err error) T {
 func TestInformerFollowsWrites(t *testing.T) {
 	for _, paged := range []bool{false, true} {
 		t.Run(fmt.Sprintf("paged=%v", paged), func(t *testing.T) {
-			srv := &counting{cmServer: kinformertest.NewServer(cm("ns", "a"), cm("ns", "b"))}
+			srv := kinformertest.NewServer(cm("ns", "a"), cm("ns", "b"))
 			inf, events := start(t, srv, &kinformer.Options[*corev1.ConfigMap]{DisableStreamingList: paged})
 			initial := next(t, events, 2)
 			slices.Sort(initial)
 			expect(t, initial, "ADDED ns/a list", "ADDED ns/b list")
-			checkCache(t, inf, srv.cmServer)
+			checkCache(t, inf, srv)
 			if got, want := inf.ResourceVersion(), srv.ResourceVersion(); got != want {
 				t.Errorf("informer at resourceVersion %s, server at %s", got, want)
 			}
@@ -194,17 +198,17 @@ func TestInformerFollowsWrites(t *testing.T) {
 				t.Fatal(err)
 			}
 			expect(t, next(t, events, 3), "ADDED ns/c watch", "MODIFIED ns/a watch", "DELETED ns/b watch")
-			checkCache(t, inf, srv.cmServer)
+			checkCache(t, inf, srv)
 			if got, _ := inf.Cache().GetByKey("ns/a"); got.Labels["v"] != "2" || got.ResourceVersion != a.ResourceVersion {
 				t.Errorf("cached a = %v, want the update %v", got, a)
 			}
 
-			want := [3]int{0, 1, 1} // one watch-list, then one watch
+			want := kinformertest.Requests{WatchLists: 1, Watches: 1}
 			if paged {
-				want = [3]int{1, 0, 1}
+				want = kinformertest.Requests{Lists: 1, Watches: 1}
 			}
-			if got := srv.counts(); got != want {
-				t.Errorf("lists, watch-lists, watches = %v, want %v", got, want)
+			if got := informerRequests(srv); got != want {
+				t.Errorf("requests %+v, want %+v", got, want)
 			}
 		})
 	}
@@ -213,7 +217,7 @@ func TestInformerFollowsWrites(t *testing.T) {
 // A stopped informer started again resumes its watch from where it was:
 // it receives exactly the writes made meanwhile, without a re-list.
 func TestRestartResumes(t *testing.T) {
-	srv := &counting{cmServer: kinformertest.NewServer(cm("ns", "a"), cm("ns", "b"))}
+	srv := kinformertest.NewServer(cm("ns", "a"), cm("ns", "b"))
 	inf, events := start(t, srv, nil)
 	next(t, events, 2)
 	inf.Stop()
@@ -225,16 +229,16 @@ func TestRestartResumes(t *testing.T) {
 	}
 	inf.Start()
 	expect(t, next(t, events, 3), "ADDED ns/c watch", "MODIFIED ns/a watch", "DELETED ns/b watch")
-	checkCache(t, inf, srv.cmServer)
-	if c := srv.counts(); c[0]+c[1] != 1 {
-		t.Errorf("lists, watch-lists, watches = %v: want one list in all", c)
+	checkCache(t, inf, srv)
+	if r := informerRequests(srv); r.Lists+r.WatchLists != 1 {
+		t.Errorf("requests %+v: want one list in all", r)
 	}
 }
 
 // After Compact, an informer that comes back with its old resourceVersion
 // gets 410 Gone and re-lists: the differences arrive with CauseRelist.
 func TestCompactForcesRelist(t *testing.T) {
-	srv := &counting{cmServer: kinformertest.NewServer(cm("ns", "a"), cm("ns", "b"))}
+	srv := kinformertest.NewServer(cm("ns", "a"), cm("ns", "b"))
 	inf, events := start(t, srv, nil)
 	next(t, events, 2)
 	inf.Stop()
@@ -248,9 +252,9 @@ func TestCompactForcesRelist(t *testing.T) {
 	got := next(t, events, 2)
 	slices.Sort(got)
 	expect(t, got, "ADDED ns/c relist", "DELETED ns/a relist")
-	checkCache(t, inf, srv.cmServer)
-	if c := srv.counts(); c[1] != 2 {
-		t.Errorf("watch-lists = %d, want 2 (the first list and the re-list)", c[1])
+	checkCache(t, inf, srv)
+	if r := informerRequests(srv); r.WatchLists != 2 {
+		t.Errorf("watch-lists = %d, want 2 (the first list and the re-list)", r.WatchLists)
 	}
 }
 
@@ -258,16 +262,75 @@ func TestCompactForcesRelist(t *testing.T) {
 // resourceVersion, so a write made in between is not lost, and nothing is
 // re-listed.
 func TestCloseWatchesResumes(t *testing.T) {
-	srv := &counting{cmServer: kinformertest.NewServer(cm("ns", "a"))}
+	srv := kinformertest.NewServer(cm("ns", "a"))
 	inf, events := start(t, srv, nil)
 	next(t, events, 1)
-	before := srv.counts()[2]
+	// The informer opens its watch after the watch-list that synced it:
+	// wait for it, so that CloseWatches has a watch to close.
+	waitFor(t, "the watch", func() bool { return informerRequests(srv).Watches > 0 })
+	before := informerRequests(srv)
 	srv.CloseWatches()
 	must(srv.Add(cm("ns", "b")))
 	expect(t, next(t, events, 1), "ADDED ns/b watch")
-	checkCache(t, inf, srv.cmServer)
-	if c := srv.counts(); c[0]+c[1] != 1 || c[2] <= before {
-		t.Errorf("lists+watch-lists = %d, watches %d → %d: want one list, and a new watch", c[0]+c[1], before, c[2])
+	checkCache(t, inf, srv)
+	// The watch CloseWatches closed did not see the write: it came on
+	// another.
+	if r := informerRequests(srv); r.Lists+r.WatchLists != 1 || r.Watches <= before.Watches {
+		t.Errorf("requests %+v, then %+v: want one list, and a watch opened after CloseWatches", before, r)
+	}
+}
+
+// slowWatch holds the informer's plain watches for delay, before they reach
+// the server (the request in flight) or after it answered (the response in
+// flight).
+type slowWatch struct {
+	*cmServer
+	delay time.Duration
+	after bool
+}
+
+func (s *slowWatch) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+		return s.cmServer.Watch(ctx, opts)
+	}
+	if !s.after {
+		time.Sleep(s.delay)
+	}
+	w, err := s.cmServer.Watch(ctx, opts)
+	if s.after {
+		time.Sleep(s.delay)
+	}
+	return w, err
+}
+
+// Regression: CloseWatches while the informer's watch is being opened.
+// Watches used to be counted by a wrapper as they were asked for, before
+// the server registered them; on a loaded machine CloseWatches could run
+// in between, find nothing to close, and the watch counted before it went
+// on. The server now counts a watch in the step that registers it: a watch
+// Requests has counted is one CloseWatches closes, and one still on its way
+// is not counted yet. synctest holds the watch in flight.
+func TestCloseWatchesInFlight(t *testing.T) {
+	for _, after := range []bool{false, true} {
+		t.Run(fmt.Sprintf("after=%v", after), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := kinformertest.NewServer(cm("ns", "a"))
+				inf, events := start(t, &slowWatch{cmServer: srv, delay: time.Second, after: after}, nil)
+				next(t, events, 1)
+				synctest.Wait() // the informer's watch is in slowWatch's sleep
+				before := informerRequests(srv)
+				if want := map[bool]int{false: 0, true: 1}[after]; before.Watches != want {
+					t.Fatalf("requests %+v with the watch in flight, want %d watches", before, want)
+				}
+				srv.CloseWatches()
+				must(srv.Add(cm("ns", "b")))
+				expect(t, next(t, events, 1), "ADDED ns/b watch")
+				checkCache(t, inf, srv)
+				if r := informerRequests(srv); r.Lists+r.WatchLists != 1 || r.Watches <= before.Watches {
+					t.Errorf("requests %+v, then %+v: want one list, and a watch opened after CloseWatches", before, r)
+				}
+			})
+		})
 	}
 }
 
