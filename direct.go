@@ -69,12 +69,12 @@ type directWatcher struct {
 // its watches itself; else nil, and the informer uses lw's own Watch. With
 // share set, the decoder strips and shares objects itself, and they need
 // no preparing after (see writer.prepare).
-func newDirectWatcher[T Object](lw any, keepManagedFields bool, share *intern.Sharer) *directWatcher {
+func newDirectWatcher[T Object](lw any, keepManagedFields bool, share *intern.Sharer, maxJSONEvent int64) *directWatcher {
 	if !mayStream(lw) {
 		return nil
 	}
 	if reflect.TypeFor[T]() == reflect.TypeFor[*unstructured.Unstructured]() {
-		return newDynamicWatcher(lw, keepManagedFields, share)
+		return newDynamicWatcher(lw, keepManagedFields, share, maxJSONEvent)
 	}
 	rs, ok := lw.(restScoped)
 	if !ok {
@@ -121,13 +121,9 @@ func newDirectWatcher[T Object](lw any, keepManagedFields bool, share *intern.Sh
 	return d
 }
 
-// maxJSONEvent bounds a JSON event's bytes; 0 is jsonwatch.MaxEvent.
-// Tests lower it, before making an informer, to test the bound quickly.
-var maxJSONEvent int64
-
 // newDynamicWatcher returns a JSON directWatcher for a dynamic client's
 // resource, or nil.
-func newDynamicWatcher(lw any, keepManagedFields bool, share *intern.Sharer) *directWatcher {
+func newDynamicWatcher(lw any, keepManagedFields bool, share *intern.Sharer, maxJSONEvent int64) *directWatcher {
 	client, namespace, gvr, ok := dynamicTarget(lw)
 	if !ok {
 		return nil

@@ -9,6 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// The sentinels say what went wrong without the package's name: they are
+// found inside longer messages ("watch: resource version expired: ...").
+// Errors the package makes at its API ("kinformer: WaitForResourceVersion:
+// ...") start with "kinformer: ".
 var (
 	// ErrExpired means the server no longer has the history the informer
 	// asked for (410 Gone, or an expired continue token). The informer
@@ -53,6 +57,16 @@ var (
 
 	// ErrRunning is returned by Run when the informer is already running.
 	ErrRunning = errors.New("informer already running")
+
+	// ErrStarted is returned for what can be done only before an informer
+	// first starts (AddIndexers; a factory's consumer asking for another
+	// resync period).
+	ErrStarted = errors.New("informer already started")
+
+	// ErrFactoryStopped is returned by Shared and Dynamic after
+	// Factory.Stop: a stopped factory would never start the informer it
+	// returned.
+	ErrFactoryStopped = errors.New("factory stopped")
 )
 
 // classify adds the informer's sentinel to a server error, keeping the

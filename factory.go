@@ -34,10 +34,6 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 )
 
-// ErrFactoryStopped is returned by Shared and Dynamic after Factory.Stop:
-// a stopped factory would never start the informer it returned.
-var ErrFactoryStopped = errors.New("kinformer: factory stopped")
-
 // FactoryOptions configure a Factory. The zero value (or nil) is valid.
 type FactoryOptions struct {
 	// Registerer receives the metrics of every informer of the factory
@@ -221,7 +217,7 @@ func remap[R any](f *Factory, lookup func() (R, error)) (R, error) {
 // DisableStreamingList, DisableDirectDecoding, PageSize, WatchTimeout,
 // IdleMargin, Backoff (after defaults), StateDir, StateNoSync and Sharding. Two exceptions merge instead:
 //   - Indexers are added to the informer's, before it has started (an
-//     error after, wrapping ErrRunning); an index already there under the
+//     error after, wrapping ErrStarted); an index already there under the
 //     same name must be the same function.
 //   - ResyncPeriod: the informer resyncs at the shortest period asked for
 //     before it started. A resync only fires events for differences, so
@@ -443,7 +439,7 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T]) error {
 		if have.ResyncPeriod > 0 {
 			now = "resyncs every " + have.ResyncPeriod.String()
 		}
-		return fmt.Errorf("%w: it %s, and cannot resync every %s now", ErrRunning, now, want.ResyncPeriod)
+		return fmt.Errorf("%w: it %s, and cannot resync every %s now", ErrStarted, now, want.ResyncPeriod)
 	}
 	if len(added) > 0 {
 		if err := inf.AddIndexers(added); err != nil {
@@ -475,7 +471,7 @@ func (inf *Informer[T]) setResync(d time.Duration) error {
 	inf.runMu.Lock()
 	defer inf.runMu.Unlock()
 	if inf.started {
-		return fmt.Errorf("%w: the resync period can only change before the informer starts", ErrRunning)
+		return fmt.Errorf("%w: the resync period can only change before the informer starts", ErrStarted)
 	}
 	inf.loop.opts.ResyncPeriod = d
 	return nil

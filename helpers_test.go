@@ -161,7 +161,7 @@ func startInformer(t *testing.T, s ListerWatcher[*corev1.ConfigMapList], opts *O
 // newTestWriter returns a writer of c, as the loop has, whose events are
 // recorded instead of delivered: events returns (and forgets) them.
 func newTestWriter[T Object](c *Cache[T]) (w *writer[T], events func() []Event[T]) {
-	w = &writer[T]{cache: c, status: &status{syncCh: make(chan struct{})}, disp: &dispatcher[T]{},
+	w = &writer[T]{cache: c, status: newStatus(), disp: &dispatcher[T]{},
 		log: slog.New(slog.DiscardHandler), share: &intern.Sharer{}}
 	l := newListener(1<<len(eventTypes)-1, func(Event[T]) {}, w.log)
 	w.disp.add(l, c, w.status.resourceVersion, func() bool { return false })

@@ -50,19 +50,19 @@ type hostileJSONCase struct {
 	then   func(w http.ResponseWriter)
 	says   string
 	goesOn bool // to resourceVersion 12, past the garbage
+	// maxEvent, if set, bounds the bytes of an event.
+	maxEvent int64
 }
 
 // An event past its bound: the informer reads no further than that, says
 // so, and holds nothing of it after. The bound is lowered to 4 MiB (the
 // default, 64 MiB, is tested in internal/jsonwatch): under -race on a
-// loaded machine, tokenizing 64 MiB takes longer than the test waits. Not
-// in parallel with the others, as it sets the bound.
+// loaded machine, tokenizing 64 MiB takes longer than the test waits.
 func TestHostileJSONHugeEvent(t *testing.T) {
-	maxJSONEvent = 4 << 20
-	defer func() { maxJSONEvent = 0 }()
 	base := heapInUse()
 	runHostileJSON(t, base, hostileJSONCase{
-		name: "an event of 6 MiB",
+		name:     "an event of 6 MiB",
+		maxEvent: 4 << 20,
 		then: func(w http.ResponseWriter) {
 			w.Write([]byte(jsonEvent("MODIFIED", jsonCM("11")) + `{"type":"MODIFIED","object":{"kind":"ConfigMap","data":{"x":"`))
 			chunk := []byte(strings.Repeat("x", 1<<20))
@@ -146,7 +146,7 @@ func runHostileJSON(t *testing.T, base uint64, tc hostileJSONCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := Options[*unstructured.Unstructured]{Backoff: hostileBackoff, WatchTimeout: time.Second, IdleMargin: 200 * time.Millisecond}
+	opts := Options[*unstructured.Unstructured]{Backoff: hostileBackoff, WatchTimeout: time.Second, IdleMargin: 200 * time.Millisecond, maxJSONEvent: tc.maxEvent}
 	inf := New[*unstructured.Unstructured](dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns"), &opts)
 	var mu sync.Mutex
 	var errs []string

@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -57,104 +56,6 @@ type Informer[T Object] struct {
 	done    chan struct{}      // closed when the current run has fully ended
 }
 
-// status is what the loop publishes to other goroutines.
-type status struct {
-	rv     atomic.Pointer[string] // last resourceVersion seen
-	synced atomic.Bool
-
-	mu      sync.Mutex    // guards syncErr and syncCh
-	syncErr error         // the last persistent error before the first sync
-	syncCh  chan struct{} // closed (and replaced) when synced or syncErr change
-
-	waitMu  sync.Mutex // guards waiters
-	waiters []rvWaiter // WaitForResourceVersion calls not yet satisfied
-	nwait   atomic.Int32
-
-	lastEvent atomic.Int64 // UnixNano of the last thing received from the server
-
-	healthMu     sync.Mutex // guards failing and failingSince
-	failing      error      // the last persistent error not yet followed by success
-	failingSince time.Time  // when the persistent failures began
-}
-
-type rvWaiter struct {
-	rv string
-	ch chan struct{}
-}
-
-// advance records rv as the last resourceVersion seen and wakes the
-// WaitForResourceVersion calls it satisfies. Cheap when none wait.
-func (s *status) advance(rv string) {
-	if rv == "" {
-		return
-	}
-	s.rv.Store(&rv)
-	if s.nwait.Load() == 0 {
-		return
-	}
-	s.waitMu.Lock()
-	defer s.waitMu.Unlock()
-	kept := s.waiters[:0]
-	for _, w := range s.waiters {
-		if c, err := resourceversion.CompareResourceVersion(rv, w.rv); err == nil && c >= 0 {
-			close(w.ch)
-			continue
-		}
-		kept = append(kept, w)
-	}
-	clear(s.waiters[len(kept):])
-	s.waiters = kept
-	s.nwait.Store(int32(len(kept)))
-}
-
-func (s *status) lastEventTime() time.Time {
-	if n := s.lastEvent.Load(); n != 0 {
-		return time.Unix(0, n)
-	}
-	return time.Time{}
-}
-
-// reached reports whether the last resourceVersion seen is rv or later.
-func (s *status) reached(rv string) bool {
-	c, err := resourceversion.CompareResourceVersion(s.resourceVersion(), rv)
-	return err == nil && c >= 0
-}
-
-// fail records a persistent error; ok clears it.
-func (s *status) fail(err error) {
-	s.healthMu.Lock()
-	defer s.healthMu.Unlock()
-	if s.failing == nil {
-		s.failingSince = time.Now()
-	}
-	s.failing = err
-}
-
-func (s *status) ok() {
-	s.healthMu.Lock()
-	defer s.healthMu.Unlock()
-	s.failing, s.failingSince = nil, time.Time{}
-}
-
-func (s *status) resourceVersion() string {
-	if p := s.rv.Load(); p != nil {
-		return *p
-	}
-	return ""
-}
-
-// setSync records the outcome of a list for WaitForSync.
-func (s *status) setSync(synced bool, persistent error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if synced {
-		s.synced.Store(true)
-	}
-	s.syncErr = persistent
-	close(s.syncCh)
-	s.syncCh = make(chan struct{})
-}
-
 // New returns an informer for the resource lw lists and watches, typically
 // a client-go resource client such as clientset.CoreV1().Pods(namespace);
 // Go infers L from it. A nil opts means the defaults. The informer does
@@ -178,7 +79,7 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 	}
 	inf := &Informer[T]{
 		cache:  newCache(o.KeyFunc, o.Indexers),
-		status: &status{syncCh: make(chan struct{})},
+		status: newStatus(),
 		log:    log,
 		hlog:   hlog,
 		name:   o.Name,
@@ -233,12 +134,12 @@ func checkItemType[T Object, L runtime.Object]() {
 // AddIndexers adds indexes to the cache of an informer that has never run
 // (client-go's AddIndexers): consumers sharing an informer may each bring
 // theirs before it starts. It returns an error naming the index if one of
-// that name exists, and ErrRunning once the informer has started.
+// that name exists, and ErrStarted once the informer has started.
 func (inf *Informer[T]) AddIndexers(indexers map[string]IndexFunc[T]) error {
 	inf.runMu.Lock()
 	defer inf.runMu.Unlock()
 	if inf.started {
-		return fmt.Errorf("%w: indexes can only be added before the informer starts", ErrRunning)
+		return fmt.Errorf("%w: indexes can only be added before the informer starts", ErrStarted)
 	}
 	return inf.cache.addIndexers(indexers)
 }
@@ -259,26 +160,7 @@ func (inf *Informer[T]) HasSynced() bool { return inf.status.synced.Load() }
 // 401, 404, a bad selector ([IsPersistent]) — and returns that error. The
 // informer itself keeps retrying with backoff in every case.
 func (inf *Informer[T]) WaitForSync(ctx context.Context) error {
-	s := inf.status
-	for {
-		if s.synced.Load() {
-			return nil
-		}
-		s.mu.Lock()
-		err, ch := s.syncErr, s.syncCh
-		s.mu.Unlock()
-		if err != nil {
-			return err
-		}
-		if s.synced.Load() {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ch:
-		}
-	}
+	return inf.status.waitSync(ctx)
 }
 
 // WaitForResourceVersion blocks until the cache reflects resourceVersion
@@ -292,39 +174,7 @@ func (inf *Informer[T]) WaitForResourceVersion(ctx context.Context, rv string) e
 	if _, err := resourceversion.CompareResourceVersion(rv, rv); err != nil {
 		return fmt.Errorf("kinformer: WaitForResourceVersion: %w", err)
 	}
-	s := inf.status
-	if s.reached(rv) {
-		return nil
-	}
-	ch := make(chan struct{})
-	s.waitMu.Lock()
-	s.waiters = append(s.waiters, rvWaiter{rv, ch})
-	s.nwait.Store(int32(len(s.waiters)))
-	s.waitMu.Unlock()
-	if s.reached(rv) { // advanced before the waiter was seen
-		s.forget(ch)
-		return nil
-	}
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		s.forget(ch)
-		return ctx.Err()
-	}
-}
-
-// forget drops the waiter whose channel is ch, if still there.
-func (s *status) forget(ch chan struct{}) {
-	s.waitMu.Lock()
-	defer s.waitMu.Unlock()
-	for i, w := range s.waiters {
-		if w.ch == ch {
-			s.waiters = append(s.waiters[:i], s.waiters[i+1:]...)
-			break
-		}
-	}
-	s.nwait.Store(int32(len(s.waiters)))
+	return inf.status.waitRV(ctx, rv)
 }
 
 // LastError returns the last persistent error ([IsPersistent]: 403, 404,
@@ -335,10 +185,7 @@ func (s *status) forget(ch chan struct{}) {
 // resource (a CRD deleted): the cache is then frozen at its last state, and
 // a readiness check should say so.
 func (inf *Informer[T]) LastError() (err error, since time.Time) {
-	s := inf.status
-	s.healthMu.Lock()
-	defer s.healthMu.Unlock()
-	return s.failing, s.failingSince
+	return inf.status.lastError()
 }
 
 // AddEventHandler registers fn for events of type t. It returns

@@ -35,35 +35,48 @@ func (l *loop[T]) pagedList(ctx context.Context, limit int64) outcome {
 	items := map[string]T{}
 	opts := l.listOptions()
 	opts.Limit = limit
-	var rv string
-	page, decoding := l.clientPage, "client"
-	if l.st.direct && l.direct.json != nil {
-		page, decoding = l.directPage, "direct"
-	}
-	l.log.Debug("kinformer: paged list", "decoding", decoding, "limit", limit)
-	for {
-		next, cont, err := page(ctx, opts, items)
-		if isNoDirect(err) {
-			return outcome{kind: directRefused, err: err}
-		}
-		l.obs.request("list", classify(err))
-		if err != nil {
-			err = classify(err)
-			if opts.Continue != "" && errors.Is(err, ErrExpired) {
-				return outcome{kind: continueExpired, err: err}
-			}
-			return outcome{kind: listFailed, err: fmt.Errorf("list: %w", err)}
-		}
-		rv = next
-		if opts.Continue = cont; opts.Continue == "" {
-			break
-		}
-	}
-	if rv == "" {
+	rv, continued, err := l.listPages(ctx, opts, items)
+	switch {
+	case isNoDirect(err):
+		return outcome{kind: directRefused, err: err}
+	case continued && errors.Is(err, ErrExpired):
+		return outcome{kind: continueExpired, err: err}
+	case err != nil:
+		return outcome{kind: listFailed, err: fmt.Errorf("list: %w", err)}
+	case rv == "":
 		return outcome{kind: listFailed, err: fmt.Errorf("list: %w: the list has no resourceVersion", ErrUnexpectedObject)}
 	}
 	l.w.replace(items, rv)
 	return outcome{kind: listed}
+}
+
+// listPages reads what opts select, page by page, into items, and
+// returns the list's resourceVersion; continued says whether an error came
+// on a page after the first. The pages after the first carry only the
+// continue token, which holds the resourceVersion (the server refuses
+// both). This is the one paging loop.
+func (l *loop[T]) listPages(ctx context.Context, opts metav1.ListOptions, items map[string]T) (rv string, continued bool, err error) {
+	page, decoding := l.clientPage, "client"
+	if l.st.direct && l.direct.json != nil {
+		page, decoding = l.directPage, "direct"
+	}
+	l.log.Debug("kinformer: paged list", "decoding", decoding, "limit", opts.Limit)
+	for {
+		next, cont, err := page(ctx, opts, items)
+		if isNoDirect(err) {
+			return "", opts.Continue != "", err
+		}
+		err = classify(err)
+		l.obs.request("list", err)
+		if err != nil {
+			return "", opts.Continue != "", err
+		}
+		rv = next
+		if opts.Continue = cont; cont == "" {
+			return rv, false, nil
+		}
+		opts.ResourceVersion, opts.ResourceVersionMatch = "", ""
+	}
 }
 
 // clientPage reads one page through the client's List into items.
@@ -164,46 +177,32 @@ func (l *loop[T]) watchList(ctx context.Context) outcome {
 	first := time.Now().Add(watchListStartTimeout)
 	received := false
 	for {
-		dl := deadlines{}
-		if !received {
-			dl.first = first
-		}
-		ev, why, err := s.next(ctx, dl)
-		switch why {
-		case ctxDone:
+		c, err := l.read(ctx, s, deadlines{first: first}, "list (watch-list)", &received)
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
 			return outcome{kind: stopped}
-		case firstFired:
+		case errors.Is(err, errFirst):
 			return outcome{kind: watchListRefused, err: fmt.Errorf("nothing received in %s", watchListStartTimeout)}
-		case idleFired:
+		case errors.Is(err, ErrIdle):
 			return outcome{kind: listFailed, err: l.idle("list (watch-list)", s)}
-		case noDirect:
+		case isNoDirect(err):
 			return outcome{kind: directRefused, err: err}
-		case broken:
-			return outcome{kind: listFailed, err: fmt.Errorf("list (watch-list): %w", err)}
-		case skipped:
-			received = true
-			l.w.report(fmt.Errorf("list (watch-list): %w", err))
-			continue
-		case streamClosed:
+		case errors.Is(err, errEnded):
 			// Cut off mid-list, or before anything came (a restart, a
 			// network blip, a server shutting down): try again after a
 			// backoff. A server that ignores sendInitialEvents (before
 			// 1.27) does not close the stream: it sends no end marker,
-			// which firstFired or a MODIFIED/DELETED event tells.
+			// which errFirst or a MODIFIED/DELETED event tells.
 			return outcome{kind: listFailed, err: errors.New("list (watch-list): the stream ended before its initial events did")}
-		}
-		received = true
-		c, err := check[T](ev)
-		switch {
-		case c.typ == Error:
-			if watchListRefusedBy(err) {
-				return outcome{kind: watchListRefused, err: err}
-			}
-			return outcome{kind: listFailed, err: fmt.Errorf("list (watch-list): %w", err)}
-		case err != nil && c.endOfList:
+		case c.typ == Error && watchListRefusedBy(err):
+			return outcome{kind: watchListRefused, err: err}
+		case c.endOfList:
 			return outcome{kind: listFailed, err: fmt.Errorf("list (watch-list): end marker: %w", err)}
-		case err != nil:
-			l.w.report(fmt.Errorf("list (watch-list): %w", err))
+		default: // an ERROR event, or a stream that broke
+			return outcome{kind: listFailed, err: fmt.Errorf("list (watch-list): %w", err)}
+		}
+		switch {
 		case c.typ == Added:
 			l.w.collect(items, c.obj, s.prepare)
 		case c.typ == Bookmark:

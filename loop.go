@@ -188,7 +188,7 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *
 		if o.Transform == nil {
 			share = l.w.share
 		}
-		l.direct = newDirectWatcher[T](lw, o.KeepManagedFields, share)
+		l.direct = newDirectWatcher[T](lw, o.KeepManagedFields, share, o.maxJSONEvent)
 	}
 	l.st.direct = l.direct != nil
 	if o.Sharding != nil {
@@ -522,13 +522,14 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 				d.quiet = lastChange.Add(l.quiet)
 			}
 		}
-		ev, why, err := s.next(ctx, d)
-		switch why {
-		case ctxDone:
+		c, err := l.read(ctx, s, d, "watch", &received)
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
 			return outcome{kind: stopped}
-		case resyncFired:
+		case errors.Is(err, errResync):
 			return outcome{kind: resyncDue}
-		case quietFired:
+		case errors.Is(err, errQuiet):
 			// The server sends the changes since the watch's
 			// resourceVersion back to back as soon as the watch opens:
 			// silence after them means it has sent them all. (It sends
@@ -536,21 +537,15 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 			// resourceVersion, so silence is all there is to go by.)
 			l.caughtUp()
 			return outcome{kind: watchEnded}
-		case idleFired:
+		case errors.Is(err, ErrIdle):
 			return outcome{kind: watchFailed, err: l.idle("watch", s)}
-		case noDirect:
+		case isNoDirect(err):
 			return outcome{kind: directRefused, err: err}
-		case broken:
-			return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err), received: received}
-		case skipped:
-			l.w.report(fmt.Errorf("watch: %w", err))
-			received = true
-			continue
-		case streamClosed:
+		case errors.Is(err, errEnded):
 			if l.target != "" && time.Since(s.started) >= catchUpTimeout-catchUpTimeout/10 &&
 				(lastChange.IsZero() || time.Since(lastChange) >= catchUpTimeout/2) {
 				// A catch-up watch that ran its course, quiet for its
-				// second half (see quietFired).
+				// second half (see errQuiet).
 				l.caughtUp()
 				return outcome{kind: watchEnded}
 			}
@@ -558,20 +553,15 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 				return outcome{kind: watchClosedEarly}
 			}
 			return outcome{kind: watchEnded}
-		}
-		c, err := check[T](ev)
-		switch {
-		case c.typ == Error:
+		default: // an ERROR event, or a stream that broke
 			return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err), received: received}
-		case err != nil:
-			l.w.report(fmt.Errorf("watch: %w", err))
-		case c.typ == Bookmark:
+		}
+		if c.typ == Bookmark {
 			l.w.bookmark(c.obj, c.rv)
-		default:
+		} else {
 			l.w.apply(c.typ, c.obj, s.prepare)
 			lastChange = time.Now()
 		}
-		received = true
 		if l.target != "" && l.w.status.reached(l.target) {
 			l.caughtUp()
 		}

@@ -148,6 +148,9 @@ type Options[T Object] struct {
 	Logger *slog.Logger
 
 	defaultKey bool // KeyFunc was not given: MetaNamespaceKey
+	// maxJSONEvent bounds a JSON event's bytes; 0 is jsonwatch.MaxEvent.
+	// Tests lower it to test the bound quickly.
+	maxJSONEvent int64
 }
 
 const (

@@ -178,20 +178,17 @@ func (s *stream[T]) dropConn() bool {
 	return false
 }
 
-// waitResult says why stream.next returned.
-type waitResult uint8
-
-const (
-	gotEvent     waitResult = iota
-	skipped                 // an event that could not be used: err says why; the stream goes on
-	broken                  // the stream is unreadable: err says why
-	noDirect                // not a protobuf stream: err says why
-	ctxDone                 // the informer is stopping
-	streamClosed            // the server or the network ended the stream
-	resyncFired             // the resync time has come
-	idleFired               // nothing for s.idle: the connection is taken for dead
-	firstFired              // nothing at all before the first-event deadline
-	quietFired              // the quiet deadline passed
+// Why stream.next returned without an event: besides ctx.Err() (the
+// informer is stopping), errEnded (the server or the network ended the
+// stream), ErrIdle (nothing for s.idle: the connection is taken for dead),
+// an error wrapping errNoDirect (not a direct stream after all) or
+// ErrUnexpectedObject (one event could not be used and was skipped; the
+// stream goes on), and any other error (the stream is unreadable and
+// over), one of the deadlines passed:
+var (
+	errResync = errors.New("resync due")
+	errFirst  = errors.New("nothing received before the first-event deadline")
+	errQuiet  = errors.New("quiet deadline passed")
 )
 
 // deadlines are the absolute times at which stream.next stops waiting;
@@ -202,49 +199,86 @@ type deadlines struct {
 	quiet  time.Time
 }
 
-// earliest returns the first deadline due (idle included) and its result.
-func (s *stream[T]) earliest(d deadlines) (time.Time, waitResult) {
-	at, why := s.last.Add(s.idle), idleFired
+// earliest returns the first deadline due (idle included) and why.
+func (s *stream[T]) earliest(d deadlines) (time.Time, error) {
+	at, why := s.last.Add(s.idle), ErrIdle
 	if !d.resync.IsZero() && d.resync.Before(at) {
-		at, why = d.resync, resyncFired
+		at, why = d.resync, errResync
 	}
 	if !d.first.IsZero() && d.first.Before(at) {
-		at, why = d.first, firstFired
+		at, why = d.first, errFirst
 	}
 	if !d.quiet.IsZero() && d.quiet.Before(at) {
-		at, why = d.quiet, quietFired
+		at, why = d.quiet, errQuiet
 	}
 	return at, why
 }
 
 // next waits for the next event, or until ctx ends, the stream ends or a
-// deadline passes.
-func (s *stream[T]) next(ctx context.Context, d deadlines) (watch.Event, waitResult, error) {
+// deadline passes, and says which (see errResync).
+func (s *stream[T]) next(ctx context.Context, d deadlines) (watch.Event, error) {
 	at, why := s.earliest(d)
 	if !time.Now().Before(at) {
-		return watch.Event{}, why, nil
+		return watch.Event{}, why
 	}
 	ev, err := s.src.next(ctx, at)
 	switch {
 	case err == nil:
 		s.last = time.Now()
-		return ev, gotEvent, nil
+		return ev, nil
 	case ctx.Err() != nil:
-		return watch.Event{}, ctxDone, nil
+		return watch.Event{}, ctx.Err()
 	case errors.Is(err, errDeadline):
-		return watch.Event{}, why, nil
+		return watch.Event{}, why
 	case errors.Is(err, errEnded):
 		if !d.resync.IsZero() && !time.Now().Before(d.resync) {
-			return watch.Event{}, resyncFired, nil // closed by the resync alarm as an event came
+			return watch.Event{}, errResync // closed by the resync alarm as an event came
 		}
-		return watch.Event{}, streamClosed, nil
-	case errors.Is(err, errNoDirect):
-		return watch.Event{}, noDirect, err
+		return watch.Event{}, errEnded
 	case errors.Is(err, ErrUnexpectedObject):
 		s.last = time.Now() // something came: the connection lives
-		return watch.Event{}, skipped, err
 	}
-	return watch.Event{}, broken, err
+	return watch.Event{}, err
+}
+
+// read returns the next event of s the loop can use. An event that cannot
+// be used is reported (what says of which request) and skipped; received
+// is set once anything but an ERROR event came, and from then on the
+// first-event deadline is off. Else it returns why s gives no more
+// (stream.next's reasons), an ERROR event's server error (c.typ Error),
+// or a watch-list's end marker that cannot be used (c.endOfList). This is
+// the one place where the loop waits on a stream and checks its events.
+func (l *loop[T]) read(ctx context.Context, s *stream[T], d deadlines, what string, received *bool) (c checked[T], err error) {
+	for {
+		if *received {
+			d.first = time.Time{} // only before anything came
+		}
+		ev, err := s.next(ctx, d)
+		if errors.Is(err, ErrUnexpectedObject) {
+			*received = true
+			l.w.report(fmt.Errorf("%s: %w", what, err))
+			continue
+		}
+		if err != nil {
+			return checked[T]{}, err
+		}
+		c, err := check[T](ev)
+		switch {
+		case c.typ == Error:
+			// Not received: a watch whose first answer is an error (410)
+			// backs off before it re-lists (step).
+			return c, err
+		case err != nil && c.endOfList:
+			*received = true
+			return c, err
+		case err != nil:
+			*received = true
+			l.w.report(fmt.Errorf("%s: %w", what, err))
+			continue
+		}
+		*received = true
+		return c, nil
+	}
 }
 
 // checked is a watch event the loop can use.

@@ -127,24 +127,24 @@ func TestDeadlineAsAnEventArrivesIsNotMislabelled(t *testing.T) {
 				time.Sleep(10 * time.Second)
 				pw.Write(frame) // fails once the body is closed
 			}()
-			_, why, _ := s.next(t.Context(), deadlines{first: now.Add(10 * time.Second)})
-			if why != gotEvent {
+			_, why := s.next(t.Context(), deadlines{first: now.Add(10 * time.Second)})
+			if why != nil {
 				// The alarm won: the deadline, and nothing else, is reported.
-				if why != firstFired {
+				if why != errFirst {
 					t.Errorf("the first-event deadline passed and next reported %v", why)
 				}
 				return
 			}
 			raced++
 			t0 := time.Now()
-			_, why, _ = s.next(t.Context(), deadlines{}) // received: only idle (1h) left
-			if why == idleFired && time.Since(t0) < time.Hour {
+			_, why = s.next(t.Context(), deadlines{}) // received: only idle (1h) left
+			if why == ErrIdle && time.Since(t0) < time.Hour {
 				bad++
 			}
 		})
 	}
 	if bad > 0 {
-		t.Fatalf("%d/200: an event came as the first-event deadline passed; the next wait reported idleFired though idle is an hour away", bad)
+		t.Fatalf("%d/200: an event came as the first-event deadline passed; the next wait reported ErrIdle though idle is an hour away", bad)
 	}
 	if raced == 0 {
 		t.Fatal("in 200 runs the event never arrived with the deadline: the race was not exercised")

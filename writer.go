@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/kinformer/kinformer/internal/intern"
 	"github.com/kinformer/kinformer/internal/persist"
@@ -68,7 +67,7 @@ func prepared[T Object](obj T) (T, bool) { return obj, true }
 
 // setRV records rv, and that the server has just been heard from.
 func (w *writer[T]) setRV(rv string) {
-	w.status.lastEvent.Store(time.Now().UnixNano())
+	w.status.heard()
 	w.status.advance(rv)
 }
 

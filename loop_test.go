@@ -1,0 +1,59 @@
+package kinformer
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestStep is the whole recovery table of the watch loop.
+func TestStep(t *testing.T) {
+	expired := errors.Join(ErrExpired, errors.New("410"))
+	tooLarge := errors.Join(ErrTooLargeResourceVersion, errors.New("504"))
+	other := errors.New("connection reset")
+	// The states the loop can be in: what it does next, and how.
+	list := state{phase: phaseList, watchList: true, direct: true}
+	paged := state{phase: phaseList, direct: true}
+	unpaged := state{phase: phaseListUnpaged, direct: true}
+	watching := state{phase: phaseWatch, watchList: true, direct: true}
+	viaClient := state{phase: phaseWatch, watchList: true}
+	listViaClient := state{phase: phaseList, watchList: true}
+	probing := state{phase: phaseProbe, watchList: true, direct: true}
+	for _, tc := range []struct {
+		name        string
+		from        state
+		o           outcome
+		want        state
+		wantBackoff bool
+	}{
+		{"stopped → stay", watching, outcome{kind: stopped}, watching, false},
+		{"list ok → watch", list, outcome{kind: listed}, watching, false},
+		{"paged list ok → watch", paged, outcome{kind: listed}, state{phase: phaseWatch, direct: true}, false},
+		{"unpaged list ok → watch", unpaged, outcome{kind: listed}, state{phase: phaseWatch, direct: true}, false},
+		{"list failed → list again after backoff", list, outcome{kind: listFailed, err: other}, list, true},
+		{"list expired → list again after backoff", list, outcome{kind: listFailed, err: expired}, list, true},
+		{"unpaged list failed → paged list again after backoff", unpaged, outcome{kind: listFailed, err: other}, paged, true},
+		{"watch-list cut mid-list → watch-list again after backoff", list, outcome{kind: listFailed, err: other}, list, true},
+		{"continue token expired → one unpaged list at once", paged, outcome{kind: continueExpired, err: expired}, unpaged, false},
+		{"watch-list refused → page at once, for good", list, outcome{kind: watchListRefused, err: other}, paged, false},
+		{"direct decoding refused while listing → list through the client at once", list, outcome{kind: directRefused, err: other}, listViaClient, false},
+		{"direct decoding refused while watching → watch through the client at once", watching, outcome{kind: directRefused, err: other}, viaClient, false},
+		{"watch ended → resume at once", watching, outcome{kind: watchEnded}, watching, false},
+		{"restored, probe ok → watch from the file's resourceVersion at once", probing, outcome{kind: probed}, watching, false},
+		{"restored, probe failed → probe again after backoff, keeping the restored cache", probing, outcome{kind: listFailed, err: other}, probing, true},
+		{"watch closed at once → resume after backoff", watching, outcome{kind: watchClosedEarly}, watching, true},
+		{"watch 410 after progress → re-list at once", watching, outcome{kind: watchFailed, err: expired, received: true}, list, false},
+		{"watch too large rv after progress → re-list at once", watching, outcome{kind: watchFailed, err: tooLarge, received: true}, list, false},
+		{"watch 410 as first answer → re-list after backoff", watching, outcome{kind: watchFailed, err: expired}, list, true},
+		{"watch too large rv as first answer → re-list after backoff", watching, outcome{kind: watchFailed, err: tooLarge}, list, true},
+		{"watch error → resume after backoff", watching, outcome{kind: watchFailed, err: other}, watching, true},
+		{"watch error after progress → resume after backoff", watching, outcome{kind: watchFailed, err: other, received: true}, watching, true},
+		{"idle → resume after backoff", watching, outcome{kind: watchFailed, err: ErrIdle}, watching, true},
+		{"resync → re-list at once", watching, outcome{kind: resyncDue}, list, false},
+		{"resync on a pager → paged re-list at once", state{phase: phaseWatch}, outcome{kind: resyncDue}, state{phase: phaseList}, false},
+	} {
+		got, backoff := step(tc.from, tc.o)
+		if got != tc.want || backoff != tc.wantBackoff {
+			t.Errorf("%s: step = %+v, backoff %v; want %+v, %v", tc.name, got, backoff, tc.want, tc.wantBackoff)
+		}
+	}
+}

@@ -1,0 +1,183 @@
+package kinformer
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+)
+
+// status is what the loop publishes to other goroutines: the informer's
+// resourceVersion, whether it has synced, when it last heard from the
+// server, why it cannot sync or goes on failing, and who waits for which.
+// Only the loop's writer changes it; anyone reads it.
+//
+// What is read on every event or by every caller is an atomic; the rest,
+// and every wait, is under the one mutex.
+type status struct {
+	rv        atomic.Pointer[string] // the last resourceVersion seen
+	synced    atomic.Bool            // never false again once true
+	lastEvent atomic.Int64           // UnixNano of the last thing received from the server
+	nwait     atomic.Int32           // len(waiters): advance takes mu only when someone waits
+
+	mu           sync.Mutex    // guards the fields below
+	syncErr      error         // the last persistent error before the first sync
+	syncCh       chan struct{} // closed (and replaced) when synced or syncErr change
+	waiters      []rvWaiter    // WaitForResourceVersion calls not yet satisfied
+	failing      error         // the last persistent error not yet followed by success
+	failingSince time.Time     // when the persistent failures began
+}
+
+type rvWaiter struct {
+	rv string
+	ch chan struct{}
+}
+
+func newStatus() *status { return &status{syncCh: make(chan struct{})} }
+
+// advance records rv as the last resourceVersion seen and wakes the
+// WaitForResourceVersion calls it satisfies. Cheap when none wait.
+func (s *status) advance(rv string) {
+	if rv == "" {
+		return
+	}
+	s.rv.Store(&rv)
+	if s.nwait.Load() == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kept := s.waiters[:0]
+	for _, w := range s.waiters {
+		if c, err := resourceversion.CompareResourceVersion(rv, w.rv); err == nil && c >= 0 {
+			close(w.ch)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(s.waiters[len(kept):])
+	s.waiters = kept
+	s.nwait.Store(int32(len(kept)))
+}
+
+// heard records that the server has just been heard from.
+func (s *status) heard() { s.lastEvent.Store(time.Now().UnixNano()) }
+
+func (s *status) lastEventTime() time.Time {
+	if n := s.lastEvent.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+func (s *status) resourceVersion() string {
+	if p := s.rv.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// reached reports whether the last resourceVersion seen is rv or later.
+func (s *status) reached(rv string) bool {
+	c, err := resourceversion.CompareResourceVersion(s.resourceVersion(), rv)
+	return err == nil && c >= 0
+}
+
+// waitRV waits until the resourceVersion is rv or later, or ctx ends.
+func (s *status) waitRV(ctx context.Context, rv string) error {
+	if s.reached(rv) {
+		return nil
+	}
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.waiters = append(s.waiters, rvWaiter{rv, ch})
+	s.nwait.Store(int32(len(s.waiters)))
+	s.mu.Unlock()
+	if s.reached(rv) { // advanced before the waiter was seen
+		s.forget(ch)
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		s.forget(ch)
+		return ctx.Err()
+	}
+}
+
+// forget drops the waiter whose channel is ch, if still there.
+func (s *status) forget(ch chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, w := range s.waiters {
+		if w.ch == ch {
+			s.waiters = append(s.waiters[:i], s.waiters[i+1:]...)
+			break
+		}
+	}
+	s.nwait.Store(int32(len(s.waiters)))
+}
+
+// setSync records the outcome of a list for WaitForSync: synced, or not
+// yet and why (a persistent error, or nil for none known).
+func (s *status) setSync(synced bool, persistent error) {
+	if synced {
+		// Before syncCh closes: a waiter woken by it finds it set.
+		s.synced.Store(true)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.syncErr = persistent
+	close(s.syncCh)
+	s.syncCh = make(chan struct{})
+}
+
+// waitSync waits until the informer has synced (nil), a persistent error
+// stops the first sync (that error), or ctx ends.
+func (s *status) waitSync(ctx context.Context) error {
+	for {
+		if s.synced.Load() {
+			return nil
+		}
+		s.mu.Lock()
+		err, ch := s.syncErr, s.syncCh
+		s.mu.Unlock()
+		if s.synced.Load() {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// fail records a persistent error; ok clears it.
+func (s *status) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failing == nil {
+		s.failingSince = time.Now()
+	}
+	s.failing = err
+}
+
+func (s *status) ok() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failing, s.failingSince = nil, time.Time{}
+}
+
+// lastError is the persistent error that goes on, and since when.
+func (s *status) lastError() (error, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failing, s.failingSince
+}
