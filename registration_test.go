@@ -166,6 +166,46 @@ func TestHandlerRemovingAnotherWaitsForItsCall(t *testing.T) {
 	})
 }
 
+// A handler that has a goroutine of its own remove its registration does
+// not remove itself: that goroutine waits, like any caller, until the
+// handler's call has ended.
+func TestHandlerRemovalHandedToAGoroutineWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFakeServer()
+		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
+		defer inf.Stop()
+		inf.Start()
+		if err := inf.WaitForSync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		regCh := make(chan *Registration, 1)
+		release, removed := make(chan struct{}), make(chan struct{})
+		reg, _ := inf.AddEventHandler(Added, func(e cmEvent) {
+			me := <-regCh
+			go func() {
+				inf.RemoveEventHandler(me)
+				close(removed)
+			}()
+			<-release
+		})
+		regCh <- reg
+		s.put(cm("ns", "a"))
+		synctest.Wait()
+		select {
+		case <-removed:
+			t.Fatal("RemoveEventHandler from a goroutine the handler started returned during the handler's call")
+		default:
+		}
+		close(release)
+		synctest.Wait()
+		select {
+		case <-removed:
+		default:
+			t.Fatal("RemoveEventHandler did not return once the handler's call ended")
+		}
+	})
+}
+
 // A handler that stops another informer is a caller like any other: Stop
 // waits until that informer's handler calls have ended. Only a handler's
 // own informer is exempt.
