@@ -171,6 +171,36 @@ func TestShareAfterStartAndStopShared(t *testing.T) {
 	}
 }
 
+// A handler of a shared informer may stop it (StopShared) and the whole
+// factory: neither waits for the handler itself. A Stop from elsewhere
+// afterwards waits until the informer has ended.
+func TestFactoryStopFromAHandler(t *testing.T) {
+	s := newCMShare()
+	s.f.Start() // no deferred Stop: after a deadlock it would hang the test
+	a, err := s.get(cmKey, Options[*corev1.ConfigMap]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	returned := make(chan struct{})
+	a.AddEventHandler(Added, func(e cmEvent) {
+		if e.Object.Name == "stop" {
+			StopShared(s.f, a)
+			s.f.Stop()
+			close(returned)
+		}
+	})
+	s.srv.put(cm("ns", "stop"))
+	select {
+	case <-returned:
+	case <-time.After(30 * time.Second):
+		t.Fatal("StopShared or Stop from a handler of the factory's informer deadlocked")
+	}
+	s.f.Stop()
+	if a.isRunning() {
+		t.Fatal("the informer runs after the factory's Stop returned")
+	}
+}
+
 func (inf *Informer[T]) isRunning() bool {
 	inf.runMu.Lock()
 	defer inf.runMu.Unlock()

@@ -131,8 +131,8 @@ type listener[T Object] struct {
 	// head is when the oldest undelivered event was queued (0: none).
 	head atomic.Int64
 	// gid is the id of the goroutine running the listener (0: none), so
-	// that a handler calling Stop or RemoveEventHandler is not waited for
-	// by itself.
+	// that a handler removing itself is not waited for by itself (see
+	// curGoroutineID for why an id).
 	gid atomic.Int64
 	// admit, if set (a sharded informer), says whether an event may be
 	// delivered now (admitDeliver), never (admitDrop: its object is no
@@ -229,8 +229,9 @@ func (l *listener[T]) remove() {
 
 // run delivers queued events in order until ctx is done or the listener is
 // removed. Events still queued when ctx ends stay queued for the next run.
-func (l *listener[T]) run(ctx context.Context) {
-	l.gid.Store(curGoroutineID())
+// gid is the id of the goroutine that calls it.
+func (l *listener[T]) run(ctx context.Context, gid int64) {
+	l.gid.Store(gid)
 	defer l.gid.Store(0)
 outer:
 	for {
@@ -369,9 +370,42 @@ func (l *listener[T]) call(e Event[T]) (registered bool) {
 }
 
 // curGoroutineID returns the id of the calling goroutine, from the first
-// line of its stack ("goroutine 42 [running]:"). Go offers no other way;
-// it is called only when a listener starts and on Stop and
-// RemoveEventHandler, never per event.
+// line of its stack ("goroutine 42 [running]:"). It is read once when a
+// listener's goroutine starts, and by RemoveEventHandler (only while the
+// handler is in a call), Stop, a Start during a stop, and the Factory's
+// stops; never per event.
+//
+// Why an id, when Go discourages telling goroutines apart: to keep two
+// promises at once. To any caller, RemoveEventHandler returns only when
+// the handler is not running, and Stop only when no handler is running; to
+// a handler, it may call either on itself. Take a handler in a call, and a
+// RemoveEventHandler of it (or its informer's Stop) that began meanwhile.
+// If another goroutine called it, it must wait for the call (a controller
+// that removes its handler, then closes the channel the handler sends on,
+// relies on that); if the handler called it, from within that call,
+// waiting is a deadlock. The informer's state is the same in both — one
+// call in progress, one removal or stop begun — so only the caller's
+// identity tells them apart, and a goroutine's id is the only identity Go
+// offers. Each design without it loses one promise:
+//   - a value given to the handler (a context or token in Event, a method
+//     on it): the calls handlers make today, RemoveEventHandler(reg) and
+//     Stop(), carry none, so they would deadlock;
+//   - a removal that never waits, with a separate wait (client-go: its
+//     RemoveEventHandler returns while callbacks may still run, and
+//     ShutDownEventHandler waits but "MUST NOT be called from within the
+//     event handler's own callbacks"): RemoveEventHandler would return
+//     while the handler runs, and the wait would deadlock from a handler;
+//   - Stop that cancels and waits on a channel closed after Run's join:
+//     that is what it does; it still has to choose whether to wait;
+//   - state the listener sets around the call: it is the same for every
+//     caller.
+//
+// A caller is told apart only as a goroutine: a handler that has another
+// goroutine make the call, and waits for that goroutine, deadlocks (that
+// goroutine waits like any other caller). Were the stack's format ever to
+// change, every id would read 0 and every caller would look like a
+// handler: Stop and RemoveEventHandler would stop waiting, never
+// deadlock; TestHandlerGoroutineID says so.
 func curGoroutineID() int64 {
 	var buf [64]byte
 	b := buf[:runtime.Stack(buf[:], false)]
@@ -397,7 +431,8 @@ type dispatcher[T Object] struct {
 	runCtx    context.Context // non-nil while running
 	runWG     *sync.WaitGroup // joins the listener goroutines of this run
 	// goroutines holds the ids of the running listener goroutines, also
-	// of those removed but still in their last call.
+	// of those removed but still in their last call: a handler calling
+	// Stop is not waited for by itself (see curGoroutineID).
 	goroutines sync.Map                 // int64 -> struct{}
 	obs        *observer                // counts events; nil without metrics
 	admit      func(Event[T]) admission // listener.admit of every listener; nil for none
@@ -460,7 +495,7 @@ func (d *dispatcher[T]) startLocked(l *listener[T]) {
 		id := curGoroutineID()
 		d.goroutines.Store(id, struct{}{})
 		defer d.goroutines.Delete(id)
-		l.run(ctx)
+		l.run(ctx, id)
 	}()
 }
 

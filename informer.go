@@ -235,7 +235,11 @@ func (inf *Informer[T]) addListener(mask uint8, fn func(Event[T])) *Registration
 // and once RemoveEventHandler returns the handler is not running and will
 // never be called again (it waits for a call in progress to end). A handler
 // may remove itself; its current call then completes after the removal.
-// An unknown or nil registration is a no-op.
+// Any other caller waits: a handler removing another registration too (two
+// handlers that remove each other from their calls at once wait for each
+// other for ever), and a goroutine a handler starts to remove itself (the
+// handler must not wait for that goroutine). An unknown or nil
+// registration is a no-op.
 func (inf *Informer[T]) RemoveEventHandler(reg *Registration) { inf.disp.remove(reg) }
 
 // Start runs the informer in the background. It is a no-op if the informer
@@ -255,8 +259,10 @@ func (inf *Informer[T]) Start() {
 // a stopped informer.
 //
 // Called from one of the informer's own handlers, Stop does not wait (the
-// handler would wait for itself): it is RequestStop. A Transform, KeyFunc or
-// IndexFunc, which run on the informer's loop, must use RequestStop.
+// handler would wait for itself): it is RequestStop. A handler of another
+// informer, or a goroutine a handler starts, waits like any caller. A
+// Transform, KeyFunc or IndexFunc, which run on the informer's loop, must
+// use RequestStop.
 func (inf *Informer[T]) Stop() {
 	done := inf.RequestStop()
 	if inf.disp.onHandlerGoroutine() {

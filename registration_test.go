@@ -110,6 +110,162 @@ func TestHandlerRemovesItselfAndStopsItsInformer(t *testing.T) {
 	}
 }
 
+// A handler that removes another registration is a caller like any other:
+// RemoveEventHandler returns only once that registration's call in
+// progress has ended. Only a handler's own registration is exempt.
+func TestHandlerRemovingAnotherWaitsForItsCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFakeServer()
+		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
+		release := make(chan struct{})
+		defer func() {
+			select {
+			case <-release:
+			default:
+				close(release)
+			}
+			inf.Stop()
+		}()
+		inf.Start()
+		if err := inf.WaitForSync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		var otherCalls atomic.Int32
+		other, _ := inf.AddEventHandler(Added, func(e cmEvent) {
+			otherCalls.Add(1)
+			if e.Object.Name == "b" {
+				<-release
+			}
+		})
+		removed := make(chan struct{})
+		inf.AddEventHandler(Added, func(e cmEvent) {
+			if e.Object.Name == "a" {
+				inf.RemoveEventHandler(other)
+				close(removed)
+			}
+		})
+		s.put(cm("ns", "b"))
+		synctest.Wait() // other is in its call for b
+		s.put(cm("ns", "a"))
+		synctest.Wait()
+		select {
+		case <-removed:
+			t.Fatal("RemoveEventHandler from a handler returned while the registration it removed was in a call")
+		default:
+		}
+		close(release)
+		synctest.Wait()
+		select {
+		case <-removed:
+		default:
+			t.Fatal("RemoveEventHandler from a handler did not return once the other call ended")
+		}
+		if n := otherCalls.Load(); n != 1 {
+			t.Fatalf("the removed registration was called %d times, want once (a was dropped)", n)
+		}
+	})
+}
+
+// A handler that has a goroutine of its own remove its registration does
+// not remove itself: that goroutine waits, like any caller, until the
+// handler's call has ended.
+func TestHandlerRemovalHandedToAGoroutineWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFakeServer()
+		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
+		defer inf.Stop()
+		inf.Start()
+		if err := inf.WaitForSync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		regCh := make(chan *Registration, 1)
+		release, removed := make(chan struct{}), make(chan struct{})
+		reg, _ := inf.AddEventHandler(Added, func(e cmEvent) {
+			me := <-regCh
+			go func() {
+				inf.RemoveEventHandler(me)
+				close(removed)
+			}()
+			<-release
+		})
+		regCh <- reg
+		s.put(cm("ns", "a"))
+		synctest.Wait()
+		select {
+		case <-removed:
+			t.Fatal("RemoveEventHandler from a goroutine the handler started returned during the handler's call")
+		default:
+		}
+		close(release)
+		synctest.Wait()
+		select {
+		case <-removed:
+		default:
+			t.Fatal("RemoveEventHandler did not return once the handler's call ended")
+		}
+	})
+}
+
+// A handler that stops another informer is a caller like any other: Stop
+// waits until that informer's handler calls have ended. Only a handler's
+// own informer is exempt.
+func TestHandlerStoppingAnotherInformerWaitsForIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFakeServer()
+		x := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
+		y := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
+		release := make(chan struct{})
+		defer func() {
+			select {
+			case <-release:
+			default:
+				close(release)
+			}
+			x.Stop()
+			y.Stop()
+		}()
+		x.Start()
+		y.Start()
+		if err := x.WaitForSync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := y.WaitForSync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		y.AddEventHandler(Added, func(e cmEvent) {
+			if e.Object.Name == "b" {
+				<-release
+			}
+		})
+		stopped := make(chan struct{})
+		x.AddEventHandler(Added, func(e cmEvent) {
+			if e.Object.Name == "a" {
+				y.Stop()
+				close(stopped)
+			}
+		})
+		s.put(cm("ns", "b"))
+		synctest.Wait() // y's handler is in its call for b
+		s.put(cm("ns", "a"))
+		synctest.Wait()
+		select {
+		case <-stopped:
+			t.Fatal("Stop from another informer's handler returned while the stopped informer's handler was in a call")
+		default:
+		}
+		close(release)
+		synctest.Wait()
+		select {
+		case <-stopped:
+		default:
+			t.Fatal("Stop from another informer's handler did not return once the call ended")
+		}
+		if y.isRunning() {
+			t.Fatal("y runs after its Stop returned")
+		}
+	})
+}
+
 // WaitForResourceVersion returns once the cache holds the version, at once
 // for one already reached, and with ctx's error otherwise.
 func TestWaitForResourceVersion(t *testing.T) {
