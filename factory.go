@@ -5,29 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"reflect"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/kinformer/kinformer/internal/apiclient"
 )
+
+// The Factory: its public API and the lifetime of its informers. Which
+// requests share an informer, and how their options merge, is in
+// factory_share.go; the clients, kinds and discovery behind it in
+// internal/apiclient.
 
 // ErrFactoryStopped is returned by Shared and Dynamic after Factory.Stop:
 // a stopped factory would never start the informer it returned.
@@ -73,8 +68,7 @@ type FactoryOptions struct {
 // A Factory is safe for concurrent use.
 type Factory struct {
 	cfg    *rest.Config
-	scheme *runtime.Scheme
-	codecs runtime.NegotiatedSerializer
+	scheme *runtime.Scheme // FactoryOptions.Scheme; nil: client-go's
 	log    *slog.Logger
 	reg    prometheus.Registerer
 	state  string    // FactoryOptions.StateDir
@@ -83,14 +77,10 @@ type Factory struct {
 	// Set up on first use, because NewFactory returns no error.
 	setupOnce sync.Once
 	setupErr  error
-	base      *rest.Config // cfg with the shared rate limiter and user agent
-	http      *http.Client // shared by every client of the factory
-	mapper    *restmapper.DeferredDiscoveryRESTMapper
-	dyn       *dynamic.DynamicClient
+	api       *apiclient.Clients
 	metrics   *Metrics // nil without a Registerer
 
-	mu      sync.Mutex // guards clients, entries, retired, started and stopped
-	clients map[schema.GroupVersion]*rest.RESTClient
+	mu      sync.Mutex // guards entries, retired, started and stopped
 	entries map[factoryKey]*factoryEntry
 	retired []*factoryEntry // stopped, perhaps not yet ended
 	started bool
@@ -126,70 +116,28 @@ func NewFactory(cfg *rest.Config, opts *FactoryOptions) *Factory {
 	if opts != nil {
 		o = *opts
 	}
-	f := &Factory{cfg: cfg, scheme: o.Scheme, log: o.Logger, reg: o.Registerer, state: o.StateDir, shard: o.Sharding,
-		clients: map[schema.GroupVersion]*rest.RESTClient{}, entries: map[factoryKey]*factoryEntry{}}
-	if f.scheme == nil {
-		f.scheme = clientgoscheme.Scheme
-		f.codecs = rest.CodecFactoryForGeneratedClient(clientgoscheme.Scheme, clientgoscheme.Codecs).WithoutConversion()
-	} else {
-		f.codecs = rest.CodecFactoryForGeneratedClient(f.scheme, serializer.NewCodecFactory(f.scheme)).WithoutConversion()
-	}
-	return f
+	return &Factory{cfg: cfg, scheme: o.Scheme, log: o.Logger, reg: o.Registerer, state: o.StateDir, shard: o.Sharding,
+		entries: map[factoryKey]*factoryEntry{}}
 }
 
+// setup makes, once, what every informer of the factory shares: its
+// clients, and its metrics.
 func (f *Factory) setup() error {
-	f.setupOnce.Do(func() { f.setupErr = f.connect() })
+	f.setupOnce.Do(func() {
+		api, err := apiclient.Connect(f.cfg, f.scheme)
+		if err != nil {
+			f.setupErr = fmt.Errorf("kinformer: NewFactory: %w", err)
+			return
+		}
+		if f.reg != nil {
+			if f.metrics, err = NewMetrics(f.reg); err != nil {
+				f.setupErr = err
+				return
+			}
+		}
+		f.api = api
+	})
 	return f.setupErr
-}
-
-// connect makes what every informer of the factory shares, as
-// kubernetes.NewForConfig does for its clients.
-func (f *Factory) connect() error {
-	if f.cfg == nil {
-		return errors.New("kinformer: NewFactory: nil *rest.Config")
-	}
-	cfg := rest.CopyConfig(f.cfg)
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	if cfg.RateLimiter == nil && cfg.QPS > 0 {
-		if cfg.Burst <= 0 {
-			return errors.New("kinformer: NewFactory: Burst must be positive when QPS is set and RateLimiter is not")
-		}
-		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
-	}
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return fmt.Errorf("kinformer: NewFactory: %w", err)
-	}
-	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
-	if err != nil {
-		return fmt.Errorf("kinformer: NewFactory: %w", err)
-	}
-	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		return fmt.Errorf("kinformer: NewFactory: %w", err)
-	}
-	if f.reg != nil {
-		if f.metrics, err = NewMetrics(f.reg); err != nil {
-			return err
-		}
-	}
-	f.base, f.http, f.dyn = cfg, hc, dyn
-	f.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	return nil
-}
-
-// remap runs a RESTMapper lookup, and once more after refreshing discovery
-// if the server did not know the kind or resource: its CRD may have been
-// installed since discovery was cached.
-func remap[R any](f *Factory, lookup func() (R, error)) (R, error) {
-	r, err := lookup()
-	if meta.IsNoMatchError(err) {
-		f.mapper.Reset()
-		r, err = lookup()
-	}
-	return r, err
 }
 
 // Shared returns the factory's informer of T's resource in namespace (""
@@ -230,27 +178,16 @@ func Shared[T Object](f *Factory, namespace string, opts *Options[T]) (*Informer
 		return nil, fmt.Errorf("kinformer: Shared[%s]: want a pointer to a struct type registered in the scheme (Dynamic for unstructured objects)", t)
 	}
 	obj, _ := reflect.New(t.Elem()).Interface().(runtime.Object)
-	gvk, err := f.kindOf(obj)
+	typed, err := f.api.ForType(obj)
 	if err != nil {
 		return nil, fmt.Errorf("kinformer: Shared[%s]: %w", t, err)
 	}
-	listKind := gvk.GroupVersion().WithKind(gvk.Kind + "List")
-	if !f.scheme.Recognizes(listKind) {
-		return nil, fmt.Errorf("kinformer: Shared[%s]: the scheme has no list kind %s", t, listKind)
-	}
-	mapping, err := remap(f, func() (*meta.RESTMapping, error) { return f.mapper.RESTMapping(gvk.GroupKind(), gvk.Version) })
-	if err != nil {
-		return nil, fmt.Errorf("kinformer: Shared[%s]: %w", t, err)
-	}
-	k, o := keyOf(f, t, mapping, namespace, opts)
-	protobuf := supportsProtobuf(obj) && func() bool { l, err := f.scheme.New(listKind); return err == nil && supportsProtobuf(l) }()
+	k, o := keyOf(f, t, typed.Mapping, namespace, opts)
 	return share(f, k, o, func(o *Options[T]) (*Informer[T], error) {
-		client, err := f.restClientLocked(gvk.GroupVersion())
+		lw, err := f.api.ListerWatcher(typed, k.namespace)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("kinformer: %w", err)
 		}
-		lw := &restListerWatcher{client: client, namespace: k.namespace, resource: k.gvr.Resource, kind: gvk.Kind, protobuf: protobuf,
-			newList: func() (runtime.Object, error) { return f.scheme.New(listKind) }}
 		return New[T](lw, o), nil
 	})
 }
@@ -263,36 +200,14 @@ func (f *Factory) Dynamic(gvr schema.GroupVersionResource, namespace string, opt
 	if err := f.setup(); err != nil {
 		return nil, err
 	}
-	mapping, err := remap(f, func() (*meta.RESTMapping, error) {
-		gvk, err := f.mapper.KindFor(gvr)
-		if err != nil {
-			return nil, err
-		}
-		return f.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	})
+	mapping, err := f.api.ForResource(gvr)
 	if err != nil {
 		return nil, fmt.Errorf("kinformer: Dynamic(%s): %w", gvr, err)
 	}
 	k, o := keyOf(f, reflect.TypeFor[*unstructured.Unstructured](), mapping, namespace, opts)
 	return share(f, k, o, func(o *Options[*unstructured.Unstructured]) (*Informer[*unstructured.Unstructured], error) {
-		return New[*unstructured.Unstructured](f.dyn.Resource(k.gvr).Namespace(k.namespace), o), nil
+		return New[*unstructured.Unstructured](f.api.Dynamic(k.gvr, k.namespace), o), nil
 	})
-}
-
-// kindOf returns the one kind obj's type is registered as.
-func (f *Factory) kindOf(obj runtime.Object) (schema.GroupVersionKind, error) {
-	gvks, unversioned, err := f.scheme.ObjectKinds(obj)
-	if err != nil {
-		return schema.GroupVersionKind{}, err
-	}
-	if unversioned {
-		return schema.GroupVersionKind{}, fmt.Errorf("%T is an unversioned type, not a resource", obj)
-	}
-	gvks = slices.DeleteFunc(gvks, func(k schema.GroupVersionKind) bool { return k.Version == runtime.APIVersionInternal })
-	if len(gvks) != 1 {
-		return schema.GroupVersionKind{}, fmt.Errorf("%T is registered as %d kinds %v, want one", obj, len(gvks), gvks)
-	}
-	return gvks[0], nil
 }
 
 // Start starts every informer the factory has made, and makes Shared and
@@ -435,99 +350,4 @@ func wait(entries []*factoryEntry) {
 			<-e.done
 		}
 	}
-}
-
-// restClientLocked returns the factory's REST client for a group version,
-// configured as client-go's generated clients are.
-func (f *Factory) restClientLocked(gv schema.GroupVersion) (*rest.RESTClient, error) {
-	if c := f.clients[gv]; c != nil {
-		return c, nil
-	}
-	cfg := rest.CopyConfig(f.base)
-	cfg.GroupVersion = &gv
-	cfg.APIPath = "/apis"
-	if gv.Group == "" {
-		cfg.APIPath = "/api"
-	}
-	cfg.NegotiatedSerializer = f.codecs
-	c, err := rest.RESTClientForConfigAndClient(cfg, f.http)
-	if err != nil {
-		return nil, fmt.Errorf("kinformer: client for %s: %w", gv, err)
-	}
-	f.clients[gv] = c
-	return c, nil
-}
-
-// supportsProtobuf reports whether the protobuf serializer can decode
-// into obj (the generated types of k8s.io/api can).
-func supportsProtobuf(obj runtime.Object) bool {
-	_, ok := obj.(interface {
-		Reset()
-		Unmarshal([]byte) error
-	})
-	return ok
-}
-
-// restListerWatcher lists and watches one resource on a REST client, as a
-// clientset's typed client does. It also offers GetClient and GetNamespace,
-// like those clients, so that the informer decodes its watches itself
-// (direct.go).
-type restListerWatcher struct {
-	client    rest.Interface
-	namespace string // "": all namespaces, or cluster-scoped
-	resource  string
-	kind      string
-	protobuf  bool // ask for protobuf, unless the config says otherwise
-	newList   func() (runtime.Object, error)
-}
-
-func (lw *restListerWatcher) List(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	list, err := lw.newList()
-	if err != nil {
-		return nil, err
-	}
-	err = lw.client.Get().
-		UseProtobufAsDefaultIfPreferred(lw.protobuf).
-		NamespaceIfScoped(lw.namespace, lw.namespace != "").
-		Resource(lw.resource).
-		VersionedParams(&opts, metav1.ParameterCodec).
-		Timeout(timeoutOf(opts)).
-		Do(ctx).
-		Into(list)
-	if err != nil {
-		return nil, err
-	}
-	return list, nil
-}
-
-func (lw *restListerWatcher) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	opts.Watch = true
-	return lw.client.Get().
-		UseProtobufAsDefaultIfPreferred(lw.protobuf).
-		NamespaceIfScoped(lw.namespace, lw.namespace != "").
-		Resource(lw.resource).
-		VersionedParams(&opts, metav1.ParameterCodec).
-		Timeout(timeoutOf(opts)).
-		Watch(ctx)
-}
-
-func (lw *restListerWatcher) GetClient() rest.Interface { return lw.client }
-func (lw *restListerWatcher) GetNamespace() string      { return lw.namespace }
-
-// resourceName tells the direct decoder the resource the factory's
-// discovery found, so that it does not look it up again (direct.go).
-func (lw *restListerWatcher) resourceName() string { return lw.resource }
-
-// kindName tells the direct decoder the kind its objects have (the
-// scheme's), and jsonOnly that types without protobuf are watched in JSON.
-func (lw *restListerWatcher) kindName() string { return lw.kind }
-func (lw *restListerWatcher) jsonOnly() bool   { return !lw.protobuf }
-
-// timeoutOf is the client-side timeout client-go's clients give a request
-// with TimeoutSeconds.
-func timeoutOf(opts metav1.ListOptions) time.Duration {
-	if opts.TimeoutSeconds == nil {
-		return 0
-	}
-	return time.Duration(*opts.TimeoutSeconds) * time.Second
 }
