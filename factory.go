@@ -149,9 +149,11 @@ func (f *Factory) setup() error {
 // since).
 //
 // Consumers of one informer must agree on its options, and an error says
-// which they do not: Transform and KeyFunc (the same function, or both nil
-// for the default: Go can only compare a function's code, so closures of
-// one function literal count as the same), KeepManagedFields,
+// which they do not: Transform and KeyFunc (the same function value, or
+// both nil for the default, which MetaNamespaceKey given explicitly also
+// is: a declared function is the same wherever it is named, but closures
+// made twice may be two, even of one literal with equal captures, so make a
+// closure once and give that value to every consumer), KeepManagedFields,
 // DisableStreamingList, DisableDirectDecoding, PageSize, WatchTimeout,
 // IdleMargin, Backoff (after defaults), StateDir, StateNoSync and Sharding. Two exceptions merge instead:
 //   - Indexers are added to the informer's, before it has started (an

@@ -180,13 +180,23 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T]) error {
 	return nil
 }
 
-// funcID identifies a function value (0 for nil). Go cannot compare
-// functions, and reflect shows only their code, which two closures of one
-// literal share even when they captured different values. A func value is
-// one pointer, to its closure (code and captured variables; a static one
-// for a function without captures): that pointer is its identity. The same
-// value passed twice is the same; two closures are different, even equal
-// ones (a conservative error, never a wrong sharing).
+// funcID identifies a function value within this process (0 for nil). Go
+// cannot compare functions, and reflect shows only their code, which two
+// closures of one literal share even when they captured different values.
+// A func value is one pointer, to its closure (code and captured variables;
+// a static one for a declared function): that pointer is its identity. The
+// same value passed twice is the same, and so is a declared function named
+// twice; a closure made twice is two, even with equal captures (and may be
+// without captures, where inlining copied its literal): a conservative
+// error, never a wrong sharing.
+//
+// The state file compares functions by another rule, their symbol's name
+// (funcName, persist.go), and both are needed. Within one process the
+// closure pointer tells apart closures of one literal that captured
+// different values (two Transforms dropping different fields must not share
+// a cache), which their one name cannot. A state file must be recognised
+// by the next process, after a restart, where no pointer survives and only
+// the name is the same.
 func funcID(fn any) uintptr {
 	v := reflect.ValueOf(fn)
 	if !v.IsValid() || v.Kind() != reflect.Func || v.IsNil() {
