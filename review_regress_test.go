@@ -2,7 +2,6 @@ package kinformer
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -99,40 +98,4 @@ func TestOldestPendingAndRemoval(t *testing.T) {
 			t.Fatal("a removed registration never syncs")
 		}
 	})
-}
-
-func transformDropping(key string) func(*corev1.ConfigMap) (*corev1.ConfigMap, error) {
-	return func(o *corev1.ConfigMap) (*corev1.ConfigMap, error) { delete(o.Data, key); return o, nil }
-}
-
-func plainTransform(o *corev1.ConfigMap) (*corev1.ConfigMap, error) { return o, nil }
-
-// funcID tells function values apart as the factory needs: one value is
-// one id, two closures (even of one literal, made in a loop) are two, and
-// a function named twice is one. An explicit MetaNamespaceKey is the
-// default KeyFunc.
-func TestFuncID(t *testing.T) {
-	var ids []uintptr
-	for _, k := range []string{"password", "token"} {
-		ids = append(ids, funcID(transformDropping(k)))
-	}
-	if ids[0] == ids[1] {
-		t.Fatal("two closures with different captures have one id")
-	}
-	f := transformDropping("x")
-	if funcID(f) != funcID(f) {
-		t.Fatal("one value, two ids")
-	}
-	if funcID(plainTransform) != funcID(plainTransform) || funcID(plainTransform) == 0 {
-		t.Fatal("a function named twice has two ids")
-	}
-	if funcID(nil) != 0 || funcID((func())(nil)) != 0 {
-		t.Fatal("nil has an id")
-	}
-	if keyFuncID(MetaNamespaceKey[*corev1.ConfigMap]) != 0 || keyFuncID[*corev1.ConfigMap](nil) != 0 {
-		t.Fatal("an explicit MetaNamespaceKey is not the default")
-	}
-	if keyFuncID(func(o *corev1.ConfigMap) string { return strings.ToUpper(o.Name) }) == 0 {
-		t.Fatal("another KeyFunc is the default")
-	}
 }
