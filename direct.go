@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"github.com/kinformer/kinformer/internal/apiclient"
 	"github.com/kinformer/kinformer/internal/intern"
 	"github.com/kinformer/kinformer/internal/jsonwatch"
 	"github.com/kinformer/kinformer/internal/protowatch"
@@ -199,8 +200,8 @@ func dynamicTarget(lw any) (client rest.Interface, namespace string, gvr schema.
 // kindOf returns the kind a source knows its objects have (a Factory's,
 // from its scheme), else def.
 func kindOf(lw any, def string) string {
-	if k, ok := lw.(interface{ kindName() string }); ok && k.kindName() != "" {
-		return k.kindName()
+	if f, ok := lw.(*apiclient.ListerWatcher); ok && f.Kind() != "" {
+		return f.Kind()
 	}
 	return def
 }
@@ -208,15 +209,15 @@ func kindOf(lw any, def string) string {
 // jsonOnly tells whether a source speaks JSON only, whatever its type
 // could decode (a Factory's, for types its scheme has no protobuf for).
 func jsonOnly(lw any) bool {
-	j, ok := lw.(interface{ jsonOnly() bool })
-	return ok && j.jsonOnly()
+	f, ok := lw.(*apiclient.ListerWatcher)
+	return ok && !f.Protobuf()
 }
 
 // resourceOf returns the resource name a source already knows (a
-// Factory's), or "" for discovery to find.
+// Factory's, from discovery), or "" for discovery to find.
 func resourceOf(lw any) string {
-	if n, ok := lw.(interface{ resourceName() string }); ok {
-		return n.resourceName()
+	if f, ok := lw.(*apiclient.ListerWatcher); ok {
+		return f.Resource()
 	}
 	return ""
 }

@@ -342,3 +342,22 @@ func (inf *Informer[T]) run(ctx context.Context, done chan struct{}) {
 	inf.runMu.Unlock()
 	close(done)
 }
+
+// isStarted reports whether the informer has ever run.
+func (inf *Informer[T]) isStarted() bool {
+	inf.runMu.Lock()
+	defer inf.runMu.Unlock()
+	return inf.started
+}
+
+// setResync changes the resync period of an informer that has never run:
+// its loop reads the period only once running.
+func (inf *Informer[T]) setResync(d time.Duration) error {
+	inf.runMu.Lock()
+	defer inf.runMu.Unlock()
+	if inf.started {
+		return fmt.Errorf("%w: the resync period can only change before the informer starts", ErrStarted)
+	}
+	inf.loop.opts.ResyncPeriod = d
+	return nil
+}

@@ -1,0 +1,223 @@
+package kinformer
+
+import (
+	"fmt"
+	"reflect"
+	goruntime "runtime"
+	"strings"
+	"unsafe"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// The sharing rules of a Factory: which requests get the same informer
+// (factoryKey, keyOf), and when a later consumer's options merge into it
+// or conflict with it (merge; functions compared by funcID).
+
+// factoryKey is what makes two requests one informer.
+type factoryKey struct {
+	typ       reflect.Type // T: a typed and a dynamic informer never share
+	gvr       schema.GroupVersionResource
+	namespace string // "" for all namespaces, and for cluster-scoped resources
+	label     string // canonical form, where it parses
+	field     string
+}
+
+// keyOf returns the sharing key of a request, and its options with what
+// the factory sets.
+func keyOf[T Object](f *Factory, t reflect.Type, mapping *meta.RESTMapping, namespace string, opts *Options[T]) (factoryKey, Options[T]) {
+	var o Options[T]
+	if opts != nil {
+		o = *opts
+	}
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		namespace = ""
+	}
+	k := factoryKey{typ: t, gvr: mapping.Resource, namespace: namespace, label: o.LabelSelector, field: o.FieldSelector}
+	// "a=1,b=2" and "b=2, a=1" select the same; a selector that does not
+	// parse stays as it is, for the server to refuse.
+	if s, err := labels.Parse(o.LabelSelector); err == nil {
+		k.label = s.String()
+	}
+	if s, err := fields.ParseSelector(o.FieldSelector); err == nil {
+		k.field = s.String()
+	}
+	o.Name = mapping.Resource.GroupResource().String()
+	o.Metrics = f.metrics
+	if o.StateDir == "" {
+		o.StateDir = f.state
+	}
+	if o.Sharding == nil {
+		o.Sharding = f.shard
+	}
+	if o.StateKey == "" && f.cfg != nil {
+		// What a dynamic client cannot say: the server, resource and
+		// namespace. (A typed informer's client says it itself.)
+		o.StateKey = f.cfg.Host + " " + mapping.Resource.String() + " namespace=" + namespace
+	}
+	if o.Logger == nil {
+		o.Logger = f.log
+	}
+	return k, o
+}
+
+// share returns the informer of k, merging o into it, or makes it with
+// mk (called with f.mu held) and starts it if the factory has started.
+func share[T Object](f *Factory, k factoryKey, o Options[T], mk func(*Options[T]) (*Informer[T], error)) (*Informer[T], error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return nil, ErrFactoryStopped
+	}
+	if e := f.entries[k]; e != nil {
+		inf := e.inf.(*Informer[T])
+		if err := merge(inf, e, o); err != nil {
+			return nil, fmt.Errorf("kinformer: shared informer of %s: %w", describe(k, e.resource), err)
+		}
+		return inf, nil
+	}
+	inf, err := mk(&o)
+	if err != nil {
+		return nil, err
+	}
+	d := o.withDefaults()
+	e := &factoryEntry{resource: o.Name, inf: inf, opts: &d, keyFunc: keyFuncID(o.KeyFunc), indexes: map[string]uintptr{},
+		onHandler: inf.disp.onHandlerGoroutine}
+	for name, fn := range o.Indexers {
+		e.indexes[name] = funcID(fn)
+	}
+	f.entries[k] = e
+	if f.started {
+		f.startLocked(e)
+	}
+	return inf, nil
+}
+
+// describe names a shared informer in errors.
+func describe(k factoryKey, resource string) string {
+	s := resource
+	if k.namespace != "" {
+		s += " in namespace " + k.namespace
+	}
+	if k.label != "" {
+		s += " with labels " + k.label
+	}
+	if k.field != "" {
+		s += " with fields " + k.field
+	}
+	return s
+}
+
+// merge checks that o can share inf, whose entry is e, and adds its
+// indexes and resync period. Nothing changes if it returns an error.
+func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T]) error {
+	have, want := e.opts.(*Options[T]), o.withDefaults()
+	var diff []string
+	for _, c := range []struct {
+		name string
+		same bool
+	}{
+		{"Transform", funcID(have.Transform) == funcID(want.Transform)},
+		{"KeyFunc", e.keyFunc == keyFuncID(o.KeyFunc)},
+		{"KeepManagedFields", have.KeepManagedFields == want.KeepManagedFields},
+		{"DisableStreamingList", have.DisableStreamingList == want.DisableStreamingList},
+		{"DisableDirectDecoding", have.DisableDirectDecoding == want.DisableDirectDecoding},
+		{"PageSize", have.PageSize == want.PageSize},
+		{"WatchTimeout", have.WatchTimeout == want.WatchTimeout},
+		{"IdleMargin", have.IdleMargin == want.IdleMargin},
+		{"Backoff", have.Backoff == want.Backoff},
+		{"StateDir", have.StateDir == want.StateDir},
+		{"StateNoSync", have.StateNoSync == want.StateNoSync},
+		{"Sharding", have.Sharding == want.Sharding},
+	} {
+		if !c.same {
+			diff = append(diff, c.name)
+		}
+	}
+	if len(diff) > 0 {
+		return fmt.Errorf("already made with a different %s", strings.Join(diff, ", "))
+	}
+
+	added := map[string]IndexFunc[T]{}
+	for name, fn := range want.Indexers {
+		id, ok := e.indexes[name]
+		switch {
+		case !ok:
+			added[name] = fn
+		case id != funcID(fn):
+			return fmt.Errorf("index %q already exists with another function", name)
+		}
+	}
+	resync := have.ResyncPeriod
+	if p := want.ResyncPeriod; p > 0 && (resync <= 0 || p < resync) {
+		resync = p
+	}
+	if resync != have.ResyncPeriod && inf.isStarted() {
+		now := "does not resync"
+		if have.ResyncPeriod > 0 {
+			now = "resyncs every " + have.ResyncPeriod.String()
+		}
+		return fmt.Errorf("%w: it %s, and cannot resync every %s now", ErrStarted, now, want.ResyncPeriod)
+	}
+	if len(added) > 0 {
+		if err := inf.AddIndexers(added); err != nil {
+			return err
+		}
+		for name, fn := range added {
+			e.indexes[name] = funcID(fn)
+		}
+	}
+	if resync != have.ResyncPeriod {
+		if err := inf.setResync(resync); err != nil {
+			return err
+		}
+		have.ResyncPeriod = resync
+	}
+	return nil
+}
+
+// funcID identifies a function value within this process (0 for nil). Go
+// cannot compare functions, and reflect shows only their code, which two
+// closures of one literal share even when they captured different values.
+// A func value is one pointer, to its closure (code and captured variables;
+// a static one for a declared function): that pointer is its identity. The
+// same value passed twice is the same, and so is a declared function named
+// twice; a closure made twice is two, even with equal captures (and may be
+// without captures, where inlining copied its literal): a conservative
+// error, never a wrong sharing.
+//
+// The state file compares functions by another rule, their symbol's name
+// (funcName, persist.go), and both are needed. Within one process the
+// closure pointer tells apart closures of one literal that captured
+// different values (two Transforms dropping different fields must not share
+// a cache), which their one name cannot. A state file must be recognised
+// by the next process, after a restart, where no pointer survives and only
+// the name is the same.
+func funcID(fn any) uintptr {
+	v := reflect.ValueOf(fn)
+	if !v.IsValid() || v.Kind() != reflect.Func || v.IsNil() {
+		return 0
+	}
+	p := reflect.New(v.Type()) // a *func: read the func value's one word
+	p.Elem().Set(v)
+	return uintptr(*(*unsafe.Pointer)(p.UnsafePointer()))
+}
+
+// keyFuncID is funcID of a KeyFunc, with MetaNamespaceKey given
+// explicitly the same as none (the default).
+func keyFuncID[T Object](fn KeyFunc[T]) uintptr {
+	if fn == nil || goruntime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name() == metaNamespaceKeyName {
+		return 0
+	}
+	return funcID(fn)
+}
+
+// metaNamespaceKeyName is the name the runtime gives every instantiation of
+// MetaNamespaceKey named in non-generic code ("….MetaNamespaceKey[...]").
+// (Named in generic code, as in Options' default, it is a wrapper closure
+// instead, with another name and code.)
+var metaNamespaceKeyName = goruntime.FuncForPC(reflect.ValueOf(MetaNamespaceKey[*metav1.PartialObjectMetadata]).Pointer()).Name()

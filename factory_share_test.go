@@ -1,0 +1,163 @@
+package kinformer
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// The sharing rules: which requests share an informer (keyOf), when
+// options merge or conflict (share, merge), and function identity (funcID).
+
+func byName(c *corev1.ConfigMap) []string  { return []string{c.Name} }
+func byLabel(c *corev1.ConfigMap) []string { return []string{c.Labels["k"]} }
+func upper(c *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	c.Name = strings.ToUpper(c.Name)
+	return c, nil
+}
+
+func TestShareMergesOrRefuses(t *testing.T) {
+	s := newCMShare()
+	first, err := s.get(cmKey, Options[*corev1.ConfigMap]{Indexers: map[string]IndexFunc[*corev1.ConfigMap]{"name": byName}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// PageSize left zero and given as the default are the same.
+	same, err := s.get(cmKey, Options[*corev1.ConfigMap]{PageSize: defaultPageSize,
+		Indexers: map[string]IndexFunc[*corev1.ConfigMap]{"name": byName, "label": byLabel}})
+	if err != nil || same != first {
+		t.Fatalf("second consumer: %p, %v; want the first informer %p", same, err, first)
+	}
+	if _, err := first.Cache().ByIndex("label", "x"); err != nil {
+		t.Fatalf("the second consumer's index was not added: %v", err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		o    Options[*corev1.ConfigMap]
+		want string
+	}{
+		{"transform", Options[*corev1.ConfigMap]{Transform: upper}, "Transform"},
+		{"key", Options[*corev1.ConfigMap]{KeyFunc: func(c *corev1.ConfigMap) string { return c.Name }}, "KeyFunc"},
+		{"page and managed fields", Options[*corev1.ConfigMap]{PageSize: 10, KeepManagedFields: true}, "KeepManagedFields, PageSize"},
+		{"backoff", Options[*corev1.ConfigMap]{Backoff: DefaultBackoff()}, "Backoff"},
+		{"streaming", Options[*corev1.ConfigMap]{DisableStreamingList: true}, "DisableStreamingList"},
+		{"direct", Options[*corev1.ConfigMap]{DisableDirectDecoding: true}, "DisableDirectDecoding"},
+		{"timeouts", Options[*corev1.ConfigMap]{WatchTimeout: time.Minute, IdleMargin: time.Second}, "WatchTimeout, IdleMargin"},
+		{"index clash", Options[*corev1.ConfigMap]{Indexers: map[string]IndexFunc[*corev1.ConfigMap]{"name": byLabel}}, `index "name"`},
+	} {
+		inf, err := s.get(cmKey, tc.o)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "configmaps in namespace ns") {
+			t.Errorf("%s: %p, %v; want an error naming %s and the informer", tc.name, inf, err, tc.want)
+		}
+	}
+	if s.made != 1 {
+		t.Fatalf("%d informers made, want 1", s.made)
+	}
+
+	// Another selector or namespace is another informer.
+	other := cmKey
+	other.label = "app=web"
+	if inf, err := s.get(other, Options[*corev1.ConfigMap]{Transform: upper}); err != nil || inf == first {
+		t.Fatalf("other selector: %p, %v; want a new informer", inf, err)
+	}
+	s.f.Stop()
+	if _, err := s.get(cmKey, Options[*corev1.ConfigMap]{}); !errors.Is(err, ErrFactoryStopped) {
+		t.Fatalf("after Stop: %v, want ErrFactoryStopped", err)
+	}
+}
+
+func TestShareResyncTakesTheShortestBeforeStart(t *testing.T) {
+	s := newCMShare()
+	inf, err := s.get(cmKey, Options[*corev1.ConfigMap]{ResyncPeriod: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []time.Duration{0, 2 * time.Hour, 10 * time.Minute, 20 * time.Minute} {
+		if _, err := s.get(cmKey, Options[*corev1.ConfigMap]{ResyncPeriod: p}); err != nil {
+			t.Fatalf("resync %s: %v", p, err)
+		}
+	}
+	if got := inf.loop.opts.ResyncPeriod; got != 10*time.Minute {
+		t.Fatalf("resync period %s, want the shortest asked for, 10m", got)
+	}
+
+	s.f.Start()
+	defer s.f.Stop()
+	if err := s.f.WaitForSync(bounded(t)); err != nil {
+		t.Fatal(err)
+	}
+	// Once running: longer or none is served by the running period,
+	// shorter is an error, and so is a new index.
+	for _, p := range []time.Duration{0, 10 * time.Minute, time.Hour} {
+		if _, err := s.get(cmKey, Options[*corev1.ConfigMap]{ResyncPeriod: p}); err != nil {
+			t.Fatalf("resync %s after start: %v", p, err)
+		}
+	}
+	if _, err := s.get(cmKey, Options[*corev1.ConfigMap]{ResyncPeriod: time.Minute}); !errors.Is(err, ErrStarted) {
+		t.Fatalf("shorter resync after start: %v, want ErrStarted", err)
+	}
+	_, err = s.get(cmKey, Options[*corev1.ConfigMap]{Indexers: map[string]IndexFunc[*corev1.ConfigMap]{"name": byName}})
+	if !errors.Is(err, ErrStarted) || !strings.Contains(err.Error(), "configmaps") {
+		t.Fatalf("index after start: %v, want ErrStarted naming the resource", err)
+	}
+}
+
+func TestKeyOf(t *testing.T) {
+	f := NewFactory(nil, nil)
+	gvr := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	namespaced := &meta.RESTMapping{Resource: gvr, Scope: meta.RESTScopeNamespace}
+	k, o := keyOf(f, reflect.TypeFor[*corev1.ConfigMap](), namespaced, "ns",
+		&Options[*corev1.ConfigMap]{LabelSelector: "b=2, a=1", FieldSelector: "metadata.name=x", Name: "mine"})
+	k2, _ := keyOf(f, reflect.TypeFor[*corev1.ConfigMap](), namespaced, "ns", &Options[*corev1.ConfigMap]{LabelSelector: "a=1,b=2", FieldSelector: "metadata.name=x"})
+	if k != k2 || o.Name != "deployments.apps" || o.LabelSelector != "b=2, a=1" {
+		t.Fatalf("keys %+v and %+v, name %q, selector %q", k, k2, o.Name, o.LabelSelector)
+	}
+	cluster := &meta.RESTMapping{Resource: corev1.SchemeGroupVersion.WithResource("nodes"), Scope: meta.RESTScopeRoot}
+	k, no := keyOf[*corev1.Node](f, reflect.TypeFor[*corev1.Node](), cluster, "ns", nil)
+	if k.namespace != "" || no.Name != "nodes" {
+		t.Fatalf("cluster-scoped: namespace %q, name %q", k.namespace, no.Name)
+	}
+}
+
+func transformDropping(key string) func(*corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	return func(o *corev1.ConfigMap) (*corev1.ConfigMap, error) { delete(o.Data, key); return o, nil }
+}
+
+func plainTransform(o *corev1.ConfigMap) (*corev1.ConfigMap, error) { return o, nil }
+
+// funcID tells function values apart as the factory needs: one value is
+// one id, two closures (even of one literal, made in a loop) are two, and
+// a function named twice is one. An explicit MetaNamespaceKey is the
+// default KeyFunc.
+func TestFuncID(t *testing.T) {
+	var ids []uintptr
+	for _, k := range []string{"password", "token"} {
+		ids = append(ids, funcID(transformDropping(k)))
+	}
+	if ids[0] == ids[1] {
+		t.Fatal("two closures with different captures have one id")
+	}
+	f := transformDropping("x")
+	if funcID(f) != funcID(f) {
+		t.Fatal("one value, two ids")
+	}
+	if funcID(plainTransform) != funcID(plainTransform) || funcID(plainTransform) == 0 {
+		t.Fatal("a function named twice has two ids")
+	}
+	if funcID(nil) != 0 || funcID((func())(nil)) != 0 {
+		t.Fatal("nil has an id")
+	}
+	if keyFuncID(MetaNamespaceKey[*corev1.ConfigMap]) != 0 || keyFuncID[*corev1.ConfigMap](nil) != 0 {
+		t.Fatal("an explicit MetaNamespaceKey is not the default")
+	}
+	if keyFuncID(func(o *corev1.ConfigMap) string { return strings.ToUpper(o.Name) }) == 0 {
+		t.Fatal("another KeyFunc is the default")
+	}
+}
