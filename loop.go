@@ -35,6 +35,10 @@ import (
 //     Watch, at once and for good;
 //   - any other failure → the same phase again, after a backoff;
 //   - resync due → re-list at once;
+//   - the share of a sharded informer grew → list the slots that joined
+//     alone, at the watch's resourceVersion, where the server filters and
+//     the informer is synced and caught up; else re-list; a list of the
+//     joined slots that fails → re-list at once;
 //   - a cache restored from its state file → a one-object list for the
 //     server's current resourceVersion (the probe), then watch from the
 //     file's; synced once the watch reaches the probe's resourceVersion.
@@ -45,6 +49,7 @@ const (
 	phaseListUnpaged              // as phaseList, in one unpaged request
 	phaseWatch                    // watch from the remembered resourceVersion
 	phaseProbe                    // restored: learn the server's resourceVersion, to catch up to
+	phaseListJoined               // sharded: list the slots that joined the share, at the watch's resourceVersion
 )
 
 func (p phase) String() string {
@@ -55,6 +60,8 @@ func (p phase) String() string {
 		return "list (unpaged)"
 	case phaseProbe:
 		return "probe"
+	case phaseListJoined:
+		return "list (joined slots)"
 	}
 	return "watch"
 }
@@ -64,6 +71,9 @@ type state struct {
 	phase     phase
 	watchList bool // list with a watch-list (sendInitialEvents), not pages
 	direct    bool // decode watches directly (internal/protowatch, internal/jsonwatch)
+	// joinable: when the share grows, the slots that joined can be listed
+	// alone (caught up, synced, and the server filters by the share).
+	joinable bool
 }
 
 type outcomeKind uint8
@@ -81,6 +91,7 @@ const (
 	resyncDue                           // the resync period has passed
 	probed                              // the probe learnt the resourceVersion to catch up to
 	resharded                           // the share of a sharded informer changed during a watch
+	shareGrew                           // the share grew: objects may have joined
 )
 
 type outcome struct {
@@ -126,12 +137,48 @@ func step(s state, o outcome) (next state, backoff bool) {
 			return s, !o.received
 		}
 		return s, true
+	case shareGrew:
+		switch {
+		case s.phase == phaseWatch && s.joinable:
+			// List the slots that joined at the watch's resourceVersion;
+			// the watch then goes on from it.
+			s.phase = phaseListJoined
+		case s.phase != phaseListUnpaged:
+			s.phase = phaseList
+		}
+		return s, false
 	default: // listFailed
+		if s.phase == phaseListJoined {
+			// Compacted, or the server cannot list at that version:
+			// re-list the whole share, at once.
+			s.phase = phaseList
+			return s, false
+		}
 		if s.phase != phaseProbe {
 			s.phase = phaseList
 		}
 		return s, true
 	}
+}
+
+// firstPhase is where a run starts: with the resourceVersion it keeps
+// (haveRV), whether it had synced, whether its share grew since (or a
+// re-list for a growth did not finish), and whether it is sharded.
+func firstPhase(haveRV, synced, shareGrew, sharded bool) phase {
+	switch {
+	case !haveRV:
+		return phaseList
+	case synced && !shareGrew:
+		return phaseWatch // restarted: resume from the kept resourceVersion
+	case synced:
+		return phaseList // restarted with a share that grew
+	case sharded:
+		// Restored, sharded: the file may lack slots the replica did not
+		// serve when it was written. List, diffed against the restored
+		// cache.
+		return phaseList
+	}
+	return phaseProbe // restored: catch up before saying synced
 }
 
 // healthyWatch: a watch that still delivers this long after it opened
@@ -250,25 +297,12 @@ func (l *loop[T]) run(ctx context.Context) {
 	// A share that grew since the last run (or a re-list for a growth
 	// that the last run did not finish) needs a list, not a watch from the
 	// kept resourceVersion.
-	shareGrew := l.sh != nil && l.w.gained != nil && !l.w.gained.empty()
+	grewBefore := l.sh != nil && l.w.gained != nil && !l.w.gained.empty()
 	if l.opts.StateDir != "" && l.openState() {
 		l.w.state.Start()
 		defer l.w.state.Stop() // after the last write: the loop has returned
 	}
-	l.st.phase = phaseList
-	switch {
-	case l.w.status.resourceVersion() == "":
-	case l.w.status.synced.Load() && !shareGrew:
-		l.st.phase = phaseWatch // restarted: resume from the kept resourceVersion
-	case l.w.status.synced.Load():
-		// restarted with a share that grew: list
-	case l.sh != nil:
-		// Restored, sharded: the file may lack slots the replica did not
-		// serve when it was written. List, diffed against the restored
-		// cache.
-	default:
-		l.st.phase = phaseProbe // restored: catch up before saying synced
-	}
+	l.st.phase = firstPhase(l.w.status.resourceVersion() != "", l.w.status.synced.Load(), grewBefore, l.sh != nil)
 	bo := newBackoffState(l.opts.Backoff)
 	var resyncAt time.Time // zero: no resync scheduled
 	if l.opts.ResyncPeriod > 0 {
@@ -276,53 +310,24 @@ func (l *loop[T]) run(ctx context.Context) {
 		resyncAt = time.Now().Add(l.opts.ResyncPeriod)
 	}
 	for ctx.Err() == nil {
+		var o outcome
+		attempt := true
 		if l.sh != nil {
 			grew, ok := l.applyShare(ctx)
 			if !ok {
 				return
 			}
-			if grew && l.st.phase == phaseWatch && l.target == "" && l.w.status.synced.Load() && l.serverFilters() {
-				// Only the slots that joined, as of the watch's
-				// resourceVersion; the watch then goes on from it.
-				if err := l.listGained(ctx); err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					l.log.Info("kinformer: listing the slots that joined the share failed; re-listing the whole share", "reason", err.Error())
-					grew = true
-				} else {
-					grew = false
-				}
-			}
-			if grew && l.st.phase != phaseListUnpaged {
-				if l.st.phase == phaseWatch {
-					l.obs.relist("reshard")
-				}
-				l.st.phase = phaseList
-			}
 			if l.sh.probe {
 				l.probeShardMode(ctx)
 			}
+			if grew {
+				// Objects may have joined: step says how to get them.
+				l.st.joinable = l.target == "" && l.w.status.synced.Load() && l.serverFilters()
+				o, attempt = outcome{kind: shareGrew}, false
+			}
 		}
-		var o outcome
-		switch began := time.Now(); l.st.phase {
-		case phaseList, phaseListUnpaged:
-			o = l.list(ctx)
-			if o.kind == listed {
-				l.target = "" // a list is as caught up as it gets
-				l.w.gained = nil
-			}
-			if o.kind == listed && l.opts.ResyncPeriod > 0 {
-				// From the end of the list, and never shorter than twice
-				// the list took: a period shorter than a list must not
-				// leave the informer listing all the time and never
-				// watching.
-				resyncAt = time.Now().Add(max(l.opts.ResyncPeriod, 2*time.Since(began)))
-			}
-		case phaseWatch:
-			o = l.watch(ctx, resyncAt)
-		case phaseProbe:
-			o = l.probe(ctx)
+		if attempt {
+			o = l.attempt(ctx, &resyncAt)
 		}
 		if ctx.Err() != nil {
 			return
@@ -333,12 +338,12 @@ func (l *loop[T]) run(ctx context.Context) {
 			// re-list at each first wait.
 			bo.reset()
 		}
-		if o.err != nil && (o.kind == listFailed || o.kind == watchFailed) {
+		if o.err != nil && (o.kind == listFailed || o.kind == watchFailed) && l.st.phase != phaseListJoined {
 			l.w.failed(o.err)
 		}
 		next, wait := step(l.st, o)
 		l.logTransition(o, next)
-		if next.phase == phaseList && l.st.phase == phaseWatch {
+		if next.phase == phaseList && (l.st.phase == phaseWatch || l.st.phase == phaseListJoined) {
 			l.obs.relist(relistCause(o))
 		}
 		if wait {
@@ -359,11 +364,39 @@ func (l *loop[T]) run(ctx context.Context) {
 	}
 }
 
+// attempt makes one attempt of the current phase: a list, a watch, a
+// probe, or a list of the slots that joined the share.
+func (l *loop[T]) attempt(ctx context.Context, resyncAt *time.Time) (o outcome) {
+	switch began := time.Now(); l.st.phase {
+	case phaseList, phaseListUnpaged:
+		o = l.list(ctx)
+		if o.kind == listed {
+			l.target = "" // a list is as caught up as it gets
+			l.w.gained = nil
+		}
+		if o.kind == listed && l.opts.ResyncPeriod > 0 {
+			// From the end of the list, and never shorter than twice the
+			// list took: a period shorter than a list must not leave the
+			// informer listing all the time and never watching.
+			*resyncAt = time.Now().Add(max(l.opts.ResyncPeriod, 2*time.Since(began)))
+		}
+	case phaseListJoined:
+		o = l.listJoined(ctx)
+	case phaseWatch:
+		o = l.watch(ctx, *resyncAt)
+	case phaseProbe:
+		o = l.probe(ctx)
+	}
+	return o
+}
+
 // relistCause names why a watch gave way to a re-list, for the metrics.
 func relistCause(o outcome) string {
 	switch {
 	case o.kind == resyncDue:
 		return "resync"
+	case o.kind == shareGrew, o.kind == listFailed:
+		return "reshard" // listFailed: of the slots that joined
 	case errors.Is(o.err, ErrExpired):
 		return "expired"
 	case errors.Is(o.err, ErrTooLargeResourceVersion):
@@ -381,6 +414,8 @@ func (l *loop[T]) logTransition(o outcome, next state) {
 		l.log.Info("kinformer: decoding watches through the client", "reason", o.err.Error())
 	case o.kind == continueExpired:
 		l.log.Info("kinformer: continue token expired, listing without paging")
+	case l.st.phase == phaseListJoined && o.kind == listFailed:
+		l.log.Info("kinformer: listing the slots that joined the share failed; re-listing the whole share", "reason", o.err.Error())
 	case o.kind == watchClosedEarly:
 		l.log.Debug("kinformer: watch closed as soon as opened")
 	case o.kind == resyncDue:

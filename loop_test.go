@@ -18,6 +18,8 @@ func TestStep(t *testing.T) {
 	viaClient := state{phase: phaseWatch, watchList: true}
 	listViaClient := state{phase: phaseList, watchList: true}
 	probing := state{phase: phaseProbe, watchList: true, direct: true}
+	joinable := state{phase: phaseWatch, watchList: true, direct: true, joinable: true}
+	joining := state{phase: phaseListJoined, watchList: true, direct: true, joinable: true}
 	for _, tc := range []struct {
 		name        string
 		from        state
@@ -50,10 +52,39 @@ func TestStep(t *testing.T) {
 		{"idle → resume after backoff", watching, outcome{kind: watchFailed, err: ErrIdle}, watching, true},
 		{"resync → re-list at once", watching, outcome{kind: resyncDue}, list, false},
 		{"resync on a pager → paged re-list at once", state{phase: phaseWatch}, outcome{kind: resyncDue}, state{phase: phaseList}, false},
+		{"share changed during a watch → applied, then the same phase", watching, outcome{kind: resharded}, watching, false},
+		{"share grew while watching, server filters → list the joined slots at once", joinable, outcome{kind: shareGrew}, joining, false},
+		{"share grew while watching, joined slots not listable alone → re-list at once", watching, outcome{kind: shareGrew}, list, false},
+		{"share grew while listing → list", list, outcome{kind: shareGrew}, list, false},
+		{"share grew before an unpaged list → that list", unpaged, outcome{kind: shareGrew}, unpaged, false},
+		{"share grew while catching up → re-list", probing, outcome{kind: shareGrew}, list, false},
+		{"joined slots listed → watch on from the same resourceVersion", joining, outcome{kind: listed}, joinable, false},
+		{"joined slots' list failed → re-list the whole share at once", joining, outcome{kind: listFailed, err: expired}, state{phase: phaseList, watchList: true, direct: true, joinable: true}, false},
 	} {
 		got, backoff := step(tc.from, tc.o)
 		if got != tc.want || backoff != tc.wantBackoff {
 			t.Errorf("%s: step = %+v, backoff %v; want %+v, %v", tc.name, got, backoff, tc.want, tc.wantBackoff)
+		}
+	}
+}
+
+// TestFirstPhase: where a run starts.
+func TestFirstPhase(t *testing.T) {
+	for _, tc := range []struct {
+		name                          string
+		haveRV, synced, grew, sharded bool
+		want                          phase
+	}{
+		{"new", false, false, false, false, phaseList},
+		{"new, sharded", false, false, false, true, phaseList},
+		{"restarted", true, true, false, false, phaseWatch},
+		{"restarted, sharded, same share", true, true, false, true, phaseWatch},
+		{"restarted, the share grew", true, true, true, true, phaseList},
+		{"restored from a state file", true, false, false, false, phaseProbe},
+		{"restored, sharded", true, false, false, true, phaseList},
+	} {
+		if got := firstPhase(tc.haveRV, tc.synced, tc.grew, tc.sharded); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}
 }

@@ -164,32 +164,27 @@ func (l *loop[T]) listGained(ctx context.Context) error {
 	opts.ResourceVersion = rv
 	opts.ResourceVersionMatch = metav1.ResourceVersionMatchExact
 	opts.Limit = l.opts.PageSize
-	page := l.clientPage
-	if l.st.direct && l.direct.json != nil {
-		page = l.directPage
+	at, _, err := l.listPages(ctx, opts, items)
+	if err != nil {
+		return fmt.Errorf("list of the joined slots at resourceVersion %s: %w", rv, err)
 	}
-	for {
-		at, cont, err := page(ctx, opts, items)
-		l.obs.request("list", classify(err))
-		if err != nil {
-			return fmt.Errorf("list of the joined slots at resourceVersion %s: %w", rv, classify(err))
-		}
-		if at != rv {
-			// Not a list at that resourceVersion: the watch from it could
-			// replay older states over the listed ones.
-			return fmt.Errorf("list of the joined slots: asked for resourceVersion %s exactly, got %s", rv, at)
-		}
-		if opts.Continue = cont; cont == "" {
-			break
-		}
-		// The continue token holds the resourceVersion; the server
-		// refuses both.
-		opts.ResourceVersion, opts.ResourceVersionMatch = "", ""
+	if at != rv {
+		// Not a list at that resourceVersion: the watch from it could
+		// replay older states over the listed ones.
+		return fmt.Errorf("list of the joined slots: asked for resourceVersion %s exactly, got %s", rv, at)
 	}
 	n := l.w.merge(items, gained)
 	l.w.gained = nil
 	l.log.Info("kinformer: listed the slots that joined the share", "objects", n, "resourceVersion", rv, "ranges", gained.String())
 	return nil
+}
+
+// listJoined is the phaseListJoined attempt: listGained as an outcome.
+func (l *loop[T]) listJoined(ctx context.Context) outcome {
+	if err := l.listGained(ctx); err != nil {
+		return outcome{kind: listFailed, err: err}
+	}
+	return outcome{kind: listed}
 }
 
 // handlersDone waits until every handler has returned from every event
