@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -117,13 +118,9 @@ func TestHandlerRemovingAnotherWaitsForItsCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newFakeServer()
 		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
-		release := make(chan struct{})
+		release, unblock := gate()
 		defer func() {
-			select {
-			case <-release:
-			default:
-				close(release)
-			}
+			unblock()
 			inf.Stop()
 		}()
 		inf.Start()
@@ -153,7 +150,7 @@ func TestHandlerRemovingAnotherWaitsForItsCall(t *testing.T) {
 			t.Fatal("RemoveEventHandler from a handler returned while the registration it removed was in a call")
 		default:
 		}
-		close(release)
+		unblock()
 		synctest.Wait()
 		select {
 		case <-removed:
@@ -214,13 +211,9 @@ func TestHandlerStoppingAnotherInformerWaitsForIt(t *testing.T) {
 		s := newFakeServer()
 		x := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
 		y := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
-		release := make(chan struct{})
+		release, unblock := gate()
 		defer func() {
-			select {
-			case <-release:
-			default:
-				close(release)
-			}
+			unblock()
 			x.Stop()
 			y.Stop()
 		}()
@@ -253,7 +246,7 @@ func TestHandlerStoppingAnotherInformerWaitsForIt(t *testing.T) {
 			t.Fatal("Stop from another informer's handler returned while the stopped informer's handler was in a call")
 		default:
 		}
-		close(release)
+		unblock()
 		synctest.Wait()
 		select {
 		case <-stopped:
@@ -452,4 +445,11 @@ func TestOldestPendingAndRemoval(t *testing.T) {
 			t.Fatal("a removed registration never syncs")
 		}
 	})
+}
+
+// gate returns a channel for handlers to block on, and what opens it
+// (safe to call more than once, as a deferred call after the test's own).
+func gate() (<-chan struct{}, func()) {
+	c := make(chan struct{})
+	return c, sync.OnceFunc(func() { close(c) })
 }

@@ -229,6 +229,16 @@ func openPersister(t *testing.T, p *Persister[*corev1.ConfigMap]) (map[string]*c
 	return items, rv
 }
 
+// reload opens dir's file as a new informer would, and closes it.
+func reload(t *testing.T, dir string) (map[string]*corev1.ConfigMap, string) {
+	t.Helper()
+	p, _ := testPersister(t, dir)
+	items, rv := openPersister(t, p)
+	p.Start()
+	p.Stop()
+	return items, rv
+}
+
 func labelled(ns, name, v string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: v, Labels: map[string]string{"app": "x"}},
@@ -327,10 +337,7 @@ func TestPersisterEncodeFailure(t *testing.T) {
 		t.Fatalf("reports %v, want errReported for the encoding", errs)
 	}
 
-	p2, _ := testPersister(t, dir)
-	items, rv := openPersister(t, p2)
-	p2.Start()
-	p2.Stop()
+	items, rv := reload(t, dir)
 	if rv != "" || len(items) != 0 {
 		t.Fatalf("after an encoding failure: restored %d objects at %q, want none", len(items), rv)
 	}
@@ -356,10 +363,7 @@ func TestPersisterDamagedFile(t *testing.T) {
 	if _, err := os.Stat(p.Path() + ".bad"); err != nil {
 		t.Fatalf("not set aside: %v", err)
 	}
-	p2, _ := testPersister(t, dir)
-	items, rv = openPersister(t, p2)
-	p2.Start()
-	p2.Stop()
+	items, rv = reload(t, dir)
 	if rv != "1" || len(items) != 1 {
 		t.Fatalf("the new file: %d objects at %q, want 1 at 1", len(items), rv)
 	}
