@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/kinformertest"
@@ -257,4 +261,96 @@ func TestDurableNeedsStateKey(t *testing.T) {
 	if len(errs) != 1 || !errors.Is(errs[0], kinformer.ErrSnapshot) {
 		t.Fatalf("errors: %v, want one ErrSnapshot naming StateKey", errs)
 	}
+}
+
+// heldLister passes lists through, and holds the events of every watch
+// from a resourceVersion (the catch-up watch of a restored informer) until
+// release is closed.
+type heldLister struct {
+	*kinformertest.Server[*corev1.ConfigMap]
+	release chan struct{}
+	opened  atomic.Int32 // watches held
+}
+
+func (h *heldLister) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := h.Server.Watch(ctx, opts)
+	if err != nil || opts.ResourceVersion == "" || opts.SendInitialEvents != nil {
+		return w, err
+	}
+	h.opened.Add(1)
+	hw := &heldWatch{inner: w, out: make(chan watch.Event), stop: make(chan struct{})}
+	go hw.forward(h.release)
+	return hw, nil
+}
+
+type heldWatch struct {
+	inner    watch.Interface
+	out      chan watch.Event
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+func (w *heldWatch) forward(release <-chan struct{}) {
+	defer close(w.out)
+	defer w.inner.Stop()
+	select {
+	case <-release:
+	case <-w.stop:
+		return
+	}
+	for ev := range w.inner.ResultChan() {
+		select {
+		case w.out <- ev:
+		case <-w.stop:
+			return
+		}
+	}
+}
+
+func (w *heldWatch) Stop()                          { w.stopOnce.Do(func() { close(w.stop) }) }
+func (w *heldWatch) ResultChan() <-chan watch.Event { return w.out }
+
+// A restored informer is synced only once its catch-up watch has brought
+// the cache to the server's state at its start, not when the probe has
+// learnt the resourceVersion to reach. The catch-up watch's events are
+// held: in the bubble no time passes, so the silence rule cannot end the
+// catch-up either, and WaitForSync must still be waiting.
+func TestDurableNotSyncedBeforeTheCatchUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := kinformertest.NewServer(newCM("a"), newCM("b"), newCM("c"))
+		dir := t.TempDir()
+		first, _, _ := runDurable(t, srv, dir)
+		waitSynced(t, first)
+		first.Stop()
+		srv.Delete(newCM("b"))
+		srv.Update(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}, Data: map[string]string{"k": "new"}})
+		srv.Add(newCM("d"))
+		atStart := serverState(srv)
+
+		lw := &heldLister{Server: srv, release: make(chan struct{})}
+		second, _, _ := runDurable(t, lw, dir)
+		synced := make(chan error, 1)
+		go func() { synced <- second.WaitForSync(t.Context()) }()
+		synctest.Wait()
+		if lw.opened.Load() != 1 {
+			t.Fatalf("%d catch-up watches open, want 1 (its events held)", lw.opened.Load())
+		}
+		select {
+		case err := <-synced:
+			close(lw.release)
+			t.Fatalf("WaitForSync returned (%v) before the catch-up watch delivered anything: cache %v, server at the start %v",
+				err, cacheState(second), atStart)
+		default:
+		}
+		if second.HasSynced() {
+			t.Fatal("HasSynced before the catch-up watch delivered anything")
+		}
+		close(lw.release)
+		if err := <-synced; err != nil {
+			t.Fatalf("WaitForSync: %v", err)
+		}
+		if got := cacheState(second); !maps.Equal(got, atStart) {
+			t.Fatalf("cache when WaitForSync returned: %v, want the server's state at the start %v", got, atStart)
+		}
+	})
 }
