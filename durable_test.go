@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -353,4 +355,40 @@ func TestDurableNotSyncedBeforeTheCatchUp(t *testing.T) {
 			t.Fatalf("cache when WaitForSync returned: %v, want the server's state at the start %v", got, atStart)
 		}
 	})
+}
+
+// A deletion that only a re-list finds (the catch-up watch got 410, and
+// the re-list is diffed against the restored cache) is written to the
+// state file like any other: a third run, with the server unreachable,
+// restores the cache without the deleted object.
+func TestDurableRelistDeletionIsPersisted(t *testing.T) {
+	srv := kinformertest.NewServer(newCM("a"), newCM("b"), newCM("c"))
+	dir := t.TempDir()
+	first, _, _ := runDurable(t, srv, dir)
+	waitSynced(t, first)
+	first.Stop()
+	srv.Delete(newCM("b"))
+	srv.Compact() // the second run's catch-up watch gets 410
+
+	second, log, reg := runDurable(t, srv, dir)
+	waitSynced(t, second)
+	waitHandled(t, reg)
+	if events, _ := log.get(); !slices.Contains(events, "DELETED ns/b relist") {
+		t.Fatalf("second run's events: %v, want ns/b deleted by the re-list", events)
+	}
+	want := cacheState(second)
+	second.Stop()
+
+	down := &flakyLister{Server: srv, fails: math.MaxInt32}
+	third, _, _ := runDurable(t, down, dir)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(down.lists()) == 0 { // the probe comes after the restore
+		if time.Now().After(deadline) {
+			t.Fatal("the third run never probed the server")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := cacheState(third); !maps.Equal(got, want) {
+		t.Fatalf("third run restored %v, want what the second run left: %v", got, want)
+	}
 }
