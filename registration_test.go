@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -205,4 +206,62 @@ func TestAddIndexers(t *testing.T) {
 	if err := inf.AddIndexers(map[string]IndexFunc[*corev1.ConfigMap]{"other": byApp}); !errors.Is(err, ErrRunning) {
 		t.Fatalf("AddIndexers after start: %v", err)
 	}
+}
+
+// WaitForResourceVersion compares resourceVersions as numbers, not as
+// strings: across a power of ten ("9" < "10") both when a call starts
+// (already reached or not) and when the cache advances (waking a waiter).
+func TestWaitForResourceVersionAcrossAPowerOfTen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFakeServer()
+		s.rv = 7 // listed at 7; the next writes are at 8, 9 and 10
+		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
+		inf.Start()
+		defer inf.Stop()
+		if err := inf.WaitForSync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		// expect checks, at the resourceVersion at, which versions are
+		// reached at once and which a call waits for (a second, in vain).
+		expect := func(at string, reached, future []string) {
+			t.Helper()
+			if inf.ResourceVersion() != at {
+				t.Fatalf("resourceVersion %q, want %s", inf.ResourceVersion(), at)
+			}
+			for _, rv := range append(reached, future...) {
+				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+				err := inf.WaitForResourceVersion(ctx, rv)
+				cancel()
+				if want := slices.Contains(reached, rv); (err == nil) != want || err != nil && !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("WaitForResourceVersion(%s) at %s: %v, want reached %v", rv, at, err, want)
+				}
+			}
+		}
+		s.put(cm("ns", "a"))
+		synctest.Wait()
+		expect("8", []string{"7", "8"}, []string{"9", "10", "11"})
+		ten := make(chan error, 1)
+		go func() { ten <- inf.WaitForResourceVersion(t.Context(), "10") }()
+		synctest.Wait()
+		s.put(cm("ns", "b"))
+		synctest.Wait()
+		select {
+		case err := <-ten:
+			t.Errorf("a waiter for 10 returned (%v) when the cache reached 9", err)
+			ten <- nil
+		default:
+		}
+		expect("9", []string{"1", "8", "9"}, []string{"10", "11", "100"})
+		s.put(cm("ns", "c"))
+		synctest.Wait()
+		select {
+		case err := <-ten:
+			if err != nil {
+				t.Errorf("the waiter for 10: %v", err)
+			}
+		default:
+			t.Errorf("the waiter for 10 still waits with the cache at %s", inf.ResourceVersion())
+		}
+		expect("10", []string{"2", "9", "10"}, []string{"11", "100"})
+	})
 }
