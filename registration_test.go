@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -263,5 +264,64 @@ func TestWaitForResourceVersionAcrossAPowerOfTen(t *testing.T) {
 			t.Errorf("the waiter for 10 still waits with the cache at %s", inf.ResourceVersion())
 		}
 		expect("10", []string{"2", "9", "10"}, []string{"11", "100"})
+	})
+}
+
+// Once WaitForResourceVersion(rv) returns, the cache holds the change at
+// rv: its resourceVersion is recorded after the cache is updated, not
+// before. An index function, which runs as the writer updates the cache,
+// holds the write up for a second of fake time: long enough for a call
+// woken early to return and read the cache while the change is not in it.
+func TestWaitForResourceVersionThenTheCacheHasIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var armed atomic.Bool                     // the next indexing of ns/a holds the write up
+		var release atomic.Pointer[chan struct{}] // closed by the test once it has read the cache
+		hold := func(o *corev1.ConfigMap) []string {
+			if o.Name == "a" && armed.CompareAndSwap(true, false) {
+				select {
+				case <-*release.Load():
+				case <-time.After(time.Second):
+				}
+			}
+			return nil
+		}
+		s := newFakeServer()
+		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff,
+			Indexers: map[string]IndexFunc[*corev1.ConfigMap]{"hold": hold}})
+		inf.Start()
+		defer inf.Stop()
+		if err := inf.WaitForSync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		for _, step := range []struct {
+			what  string
+			write func()
+		}{
+			{"create", func() { s.put(cm("ns", "a", "v", "1")) }},
+			{"update", func() { s.put(cm("ns", "a", "v", "2")) }},
+			{"delete", func() { s.del("ns", "a") }},
+		} {
+			ch := make(chan struct{})
+			release.Store(&ch)
+			armed.Store(true)
+			step.write()
+			rv := strconv.FormatInt(s.rv, 10) // the write's: the server is written only here
+			if err := inf.WaitForResourceVersion(t.Context(), rv); err != nil {
+				t.Fatal(err)
+			}
+			got, ok := inf.Cache().GetByKey("ns/a")
+			close(ch)
+			var at string
+			if ok {
+				at = got.ResourceVersion
+			}
+			if want := step.what != "delete"; ok != want || ok && at != rv {
+				t.Errorf("%s: WaitForResourceVersion(%s) returned with ns/a cached %v (at %q), want %v at %s", step.what, rv, ok, at, want, rv)
+			}
+			synctest.Wait()
+			if armed.Load() {
+				t.Fatalf("%s: the index function was never called for ns/a: nothing was held up", step.what)
+			}
+		}
 	})
 }
