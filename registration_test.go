@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -18,6 +19,28 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 )
 
+// gate holds handlers until opened. A handler waits at most a minute of
+// fake time at it, and says so: a test that fails before it opens its gate
+// (its deferred inf.Stop waits for the handler) ends with its error, not
+// with a deadlock of the bubble that kills the test binary.
+type gate struct {
+	ch   chan struct{}
+	open func() // idempotent: deferred, and called by the test
+}
+
+func newGate() *gate {
+	ch := make(chan struct{})
+	return &gate{ch: ch, open: sync.OnceFunc(func() { close(ch) })}
+}
+
+func (g *gate) wait(t *testing.T) {
+	select {
+	case <-g.ch:
+	case <-time.After(time.Minute):
+		t.Error("a handler was held a minute at a gate that never opened")
+	}
+}
+
 // A registration is synced once it has handled the cache as it stood when
 // it was added: the first list's events for an early one, the replay for a
 // late one; not before.
@@ -28,11 +51,11 @@ func TestRegistrationHasSynced(t *testing.T) {
 			s.put(cm("ns", fmt.Sprintf("o%d", i)))
 		}
 		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
-		gate := make(chan struct{})
+		gate := newGate()
 		var early atomic.Int32
 		earlyReg := inf.AddHandler(func(e cmEvent) {
 			if e.Type == Added {
-				<-gate
+				gate.wait(t)
 				early.Add(1)
 			}
 		})
@@ -41,6 +64,7 @@ func TestRegistrationHasSynced(t *testing.T) {
 		}
 		inf.Start()
 		defer inf.Stop()
+		defer gate.open() // before Stop, which waits for the handlers
 		if err := inf.WaitForSync(bounded(t)); err != nil {
 			t.Fatal(err)
 		}
@@ -48,16 +72,17 @@ func TestRegistrationHasSynced(t *testing.T) {
 		if earlyReg.HasSynced() {
 			t.Fatal("synced before handling the first list's events")
 		}
-		close(gate)
+		gate.open()
 		synctest.Wait()
 		if !earlyReg.HasSynced() || early.Load() != 5 {
 			t.Fatalf("after the first list's 5 events (%d handled): HasSynced %v", early.Load(), earlyReg.HasSynced())
 		}
 
-		block := make(chan struct{})
+		block := newGate()
+		defer block.open()
 		var late atomic.Int32
 		lateReg := inf.AddHandler(func(e cmEvent) {
-			<-block
+			block.wait(t)
 			late.Add(1)
 		})
 		synctest.Wait()
@@ -72,7 +97,7 @@ func TestRegistrationHasSynced(t *testing.T) {
 		if d := lateReg.OldestPending(); d < 3*time.Second {
 			t.Fatalf("OldestPending %v, want the replay's 3 s", d)
 		}
-		close(block)
+		block.open()
 		synctest.Wait()
 		if !lateReg.HasSynced() || late.Load() != 5 || lateReg.OldestPending() != 0 {
 			t.Fatalf("after the replay (%d handled): HasSynced %v, oldest %v", late.Load(), lateReg.HasSynced(), lateReg.OldestPending())
