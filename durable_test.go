@@ -120,13 +120,11 @@ func waitHandled(t *testing.T, reg *kinformer.Registration) {
 	}
 }
 
-func sortedTail(events []string, from int) []string {
-	tail := append([]string(nil), events[from:]...)
-	sort.Strings(tail)
-	return tail
-}
-
-func TestDurableRestoreThenCatchUp(t *testing.T) {
+// changedWhileDown returns a server and a state directory that a first
+// informer left with a, b and c: since then b is deleted, c updated and d
+// added.
+func changedWhileDown(t *testing.T) (*kinformertest.Server[*corev1.ConfigMap], string) {
+	t.Helper()
 	srv := kinformertest.NewServer(newCM("a"), newCM("b"), newCM("c"))
 	dir := t.TempDir()
 	first, _, _ := runDurable(t, srv, dir)
@@ -135,6 +133,17 @@ func TestDurableRestoreThenCatchUp(t *testing.T) {
 	srv.Delete(newCM("b"))
 	srv.Update(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}, Data: map[string]string{"k": "new"}})
 	srv.Add(newCM("d"))
+	return srv, dir
+}
+
+func sortedTail(events []string, from int) []string {
+	tail := append([]string(nil), events[from:]...)
+	sort.Strings(tail)
+	return tail
+}
+
+func TestDurableRestoreThenCatchUp(t *testing.T) {
+	srv, dir := changedWhileDown(t)
 
 	// The probe fails twice: the informer has its restored cache at once,
 	// and is not synced until the probe works and the watch catches up.
@@ -319,14 +328,7 @@ func (w *heldWatch) ResultChan() <-chan watch.Event { return w.out }
 // catch-up either, and WaitForSync must still be waiting.
 func TestDurableNotSyncedBeforeTheCatchUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := kinformertest.NewServer(newCM("a"), newCM("b"), newCM("c"))
-		dir := t.TempDir()
-		first, _, _ := runDurable(t, srv, dir)
-		waitSynced(t, first)
-		first.Stop()
-		srv.Delete(newCM("b"))
-		srv.Update(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}, Data: map[string]string{"k": "new"}})
-		srv.Add(newCM("d"))
+		srv, dir := changedWhileDown(t)
 		atStart := serverState(srv)
 
 		lw := &heldLister{Server: srv, release: make(chan struct{})}
@@ -362,12 +364,7 @@ func TestDurableNotSyncedBeforeTheCatchUp(t *testing.T) {
 // state file like any other: a third run, with the server unreachable,
 // restores the cache without the deleted object.
 func TestDurableRelistDeletionIsPersisted(t *testing.T) {
-	srv := kinformertest.NewServer(newCM("a"), newCM("b"), newCM("c"))
-	dir := t.TempDir()
-	first, _, _ := runDurable(t, srv, dir)
-	waitSynced(t, first)
-	first.Stop()
-	srv.Delete(newCM("b"))
+	srv, dir := changedWhileDown(t)
 	srv.Compact() // the second run's catch-up watch gets 410
 
 	second, log, reg := runDurable(t, srv, dir)

@@ -24,18 +24,44 @@ import (
 // gather returns every metric of reg as "name{label=value,...} value".
 func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
+	out := map[string]float64{}
+	for _, s := range samples(t, reg) {
+		var labels []string
+		for _, l := range s.labels {
+			labels = append(labels, l.GetName()+"="+l.GetValue())
+		}
+		out[s.name+"{"+strings.Join(labels, ",")+"}"] = value(s.metric)
+	}
+	return out
+}
+
+// sample is one metric of a family, with its labels.
+type sample struct {
+	name   string
+	labels []*dto.LabelPair
+	metric *dto.Metric
+}
+
+func (s sample) label(name string) string {
+	for _, l := range s.labels {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// samples returns every metric of reg.
+func samples(t *testing.T, reg *prometheus.Registry) []sample {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]float64{}
+	var out []sample
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
-			var labels []string
-			for _, l := range m.GetLabel() {
-				labels = append(labels, l.GetName()+"="+l.GetValue())
-			}
-			out[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = value(m)
+			out = append(out, sample{name: mf.GetName(), labels: m.GetLabel(), metric: m})
 		}
 	}
 	return out
@@ -168,28 +194,20 @@ func TestMetricsRequestResultsAreBounded(t *testing.T) {
 		return len(s.listErrs) == 0 && len(s.watchErrs) == 0 && len(s.watchers) == 1
 	})
 
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := map[string]float64{}
-	for _, mf := range mfs {
-		for _, metric := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range metric.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-				if v := l.GetValue(); strings.Contains(v, "secret") || strings.Contains(v, "127.0.0.1") || strings.Contains(v, "/") {
-					t.Errorf("a name or URL in %s's label %s: %q", mf.GetName(), l.GetName(), v)
-				}
+	for _, sm := range samples(t, reg) {
+		for _, l := range sm.labels {
+			if v := l.GetValue(); strings.Contains(v, "secret") || strings.Contains(v, "127.0.0.1") || strings.Contains(v, "/") {
+				t.Errorf("a name or URL in %s's label %s: %q", sm.name, l.GetName(), v)
 			}
-			if mf.GetName() != "kinformer_requests_total" {
-				continue
-			}
-			if r := labels["result"]; !slices.Contains(allowed, r) {
-				t.Errorf("result %q is not one of %v", r, allowed)
-			} else if r != "ok" {
-				got[labels["verb"]+"/"+r] = value(metric)
-			}
+		}
+		if sm.name != "kinformer_requests_total" {
+			continue
+		}
+		if r := sm.label("result"); !slices.Contains(allowed, r) {
+			t.Errorf("result %q is not one of %v", r, allowed)
+		} else if r != "ok" {
+			got[sm.label("verb")+"/"+r] = value(sm.metric)
 		}
 	}
 	if !maps.Equal(got, want) {
