@@ -400,3 +400,59 @@ func TestCacheLazyNamespaceIndexConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// With a KeyFunc that leaves the namespace out, a key can move to another
+// namespace: deleted in one and created in the other, or updated. The
+// namespace queries then answer for the new namespace only, whether the
+// lazy namespace index was built before the move or after it.
+func TestCacheKeyMovesNamespace(t *testing.T) {
+	byName := func(o *corev1.ConfigMap) string { return o.Name }
+	keys := func(objs []*corev1.ConfigMap) (out []string) {
+		for _, o := range objs {
+			out = append(out, MetaNamespaceKey(o))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name        string
+		builtBefore bool // the namespace index is built before the move
+		deleteFirst bool // the move is a delete and a create, not an update
+	}{
+		{"delete and create, index built before", true, true},
+		{"delete and create, index built after", false, true},
+		{"update, index built before", true, false},
+		{"update, index built after", false, false},
+	} {
+		c := newCache(byName, nil)
+		c.put("a", cm("one", "a"))
+		c.put("b", cm("two", "b"))
+		if tc.builtBefore {
+			c.Select("one", nil) // two namespaces: the query builds the index
+			if !c.nsBuilt.Load() {
+				t.Fatalf("%s: the namespace index was not built", tc.name)
+			}
+		}
+		if tc.deleteFirst {
+			c.remove("a")
+		}
+		c.put("a", cm("two", "a"))
+		if got := c.Select("one", nil); len(got) != 0 {
+			t.Errorf("%s: Select(one) = %v, want nothing", tc.name, keys(got))
+		}
+		if got, err := c.ByIndex(IndexNamespace, "one"); err != nil || len(got) != 0 {
+			t.Errorf("%s: ByIndex(namespace, one) = %v, %v; want nothing", tc.name, keys(got), err)
+		}
+		if got, err := c.IndexKeys(IndexNamespace, "one"); err != nil || len(got) != 0 {
+			t.Errorf("%s: IndexKeys(namespace, one) = %v, %v; want nothing", tc.name, got, err)
+		}
+		if got, ok := c.GetNamespaced("one", "a"); ok {
+			t.Errorf("%s: GetNamespaced(one, a) = %s/%s, want nothing", tc.name, got.Namespace, got.Name)
+		}
+		if got, ok := c.GetNamespaced("two", "a"); !ok || got.Namespace != "two" {
+			t.Errorf("%s: GetNamespaced(two, a) = %v, %v; want two/a", tc.name, got, ok)
+		}
+		if got, _ := c.IndexKeys(IndexNamespace, "two"); len(got) != 2 {
+			t.Errorf("%s: IndexKeys(namespace, two) = %v, want a and b", tc.name, got)
+		}
+	}
+}

@@ -4,13 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/kinformertest"
@@ -114,13 +120,11 @@ func waitHandled(t *testing.T, reg *kinformer.Registration) {
 	}
 }
 
-func sortedTail(events []string, from int) []string {
-	tail := append([]string(nil), events[from:]...)
-	sort.Strings(tail)
-	return tail
-}
-
-func TestDurableRestoreThenCatchUp(t *testing.T) {
+// changedWhileDown returns a server and a state directory that a first
+// informer left with a, b and c: since then b is deleted, c updated and d
+// added.
+func changedWhileDown(t *testing.T) (*kinformertest.Server[*corev1.ConfigMap], string) {
+	t.Helper()
 	srv := kinformertest.NewServer(newCM("a"), newCM("b"), newCM("c"))
 	dir := t.TempDir()
 	first, _, _ := runDurable(t, srv, dir)
@@ -129,6 +133,17 @@ func TestDurableRestoreThenCatchUp(t *testing.T) {
 	srv.Delete(newCM("b"))
 	srv.Update(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}, Data: map[string]string{"k": "new"}})
 	srv.Add(newCM("d"))
+	return srv, dir
+}
+
+func sortedTail(events []string, from int) []string {
+	tail := append([]string(nil), events[from:]...)
+	sort.Strings(tail)
+	return tail
+}
+
+func TestDurableRestoreThenCatchUp(t *testing.T) {
+	srv, dir := changedWhileDown(t)
 
 	// The probe fails twice: the informer has its restored cache at once,
 	// and is not synced until the probe works and the watch catches up.
@@ -256,5 +271,121 @@ func TestDurableNeedsStateKey(t *testing.T) {
 	_, errs := log.get()
 	if len(errs) != 1 || !errors.Is(errs[0], kinformer.ErrSnapshot) {
 		t.Fatalf("errors: %v, want one ErrSnapshot naming StateKey", errs)
+	}
+}
+
+// heldLister passes lists through, and holds the events of every watch
+// from a resourceVersion (the catch-up watch of a restored informer) until
+// release is closed.
+type heldLister struct {
+	*kinformertest.Server[*corev1.ConfigMap]
+	release chan struct{}
+	opened  atomic.Int32 // watches held
+}
+
+func (h *heldLister) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := h.Server.Watch(ctx, opts)
+	if err != nil || opts.ResourceVersion == "" || opts.SendInitialEvents != nil {
+		return w, err
+	}
+	h.opened.Add(1)
+	hw := &heldWatch{inner: w, out: make(chan watch.Event), stop: make(chan struct{})}
+	go hw.forward(h.release)
+	return hw, nil
+}
+
+type heldWatch struct {
+	inner    watch.Interface
+	out      chan watch.Event
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+func (w *heldWatch) forward(release <-chan struct{}) {
+	defer close(w.out)
+	defer w.inner.Stop()
+	select {
+	case <-release:
+	case <-w.stop:
+		return
+	}
+	for ev := range w.inner.ResultChan() {
+		select {
+		case w.out <- ev:
+		case <-w.stop:
+			return
+		}
+	}
+}
+
+func (w *heldWatch) Stop()                          { w.stopOnce.Do(func() { close(w.stop) }) }
+func (w *heldWatch) ResultChan() <-chan watch.Event { return w.out }
+
+// A restored informer is synced only once its catch-up watch has brought
+// the cache to the server's state at its start, not when the probe has
+// learnt the resourceVersion to reach. The catch-up watch's events are
+// held: in the bubble no time passes, so the silence rule cannot end the
+// catch-up either, and WaitForSync must still be waiting.
+func TestDurableNotSyncedBeforeTheCatchUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, dir := changedWhileDown(t)
+		atStart := serverState(srv)
+
+		lw := &heldLister{Server: srv, release: make(chan struct{})}
+		second, _, _ := runDurable(t, lw, dir)
+		synced := make(chan error, 1)
+		go func() { synced <- second.WaitForSync(t.Context()) }()
+		synctest.Wait()
+		if lw.opened.Load() != 1 {
+			t.Fatalf("%d catch-up watches open, want 1 (its events held)", lw.opened.Load())
+		}
+		select {
+		case err := <-synced:
+			close(lw.release)
+			t.Fatalf("WaitForSync returned (%v) before the catch-up watch delivered anything: cache %v, server at the start %v",
+				err, cacheState(second), atStart)
+		default:
+		}
+		if second.HasSynced() {
+			t.Fatal("HasSynced before the catch-up watch delivered anything")
+		}
+		close(lw.release)
+		if err := <-synced; err != nil {
+			t.Fatalf("WaitForSync: %v", err)
+		}
+		if got := cacheState(second); !maps.Equal(got, atStart) {
+			t.Fatalf("cache when WaitForSync returned: %v, want the server's state at the start %v", got, atStart)
+		}
+	})
+}
+
+// A deletion that only a re-list finds (the catch-up watch got 410, and
+// the re-list is diffed against the restored cache) is written to the
+// state file like any other: a third run, with the server unreachable,
+// restores the cache without the deleted object.
+func TestDurableRelistDeletionIsPersisted(t *testing.T) {
+	srv, dir := changedWhileDown(t)
+	srv.Compact() // the second run's catch-up watch gets 410
+
+	second, log, reg := runDurable(t, srv, dir)
+	waitSynced(t, second)
+	waitHandled(t, reg)
+	if events, _ := log.get(); !slices.Contains(events, "DELETED ns/b relist") {
+		t.Fatalf("second run's events: %v, want ns/b deleted by the re-list", events)
+	}
+	want := cacheState(second)
+	second.Stop()
+
+	down := &flakyLister{Server: srv, fails: math.MaxInt32}
+	third, _, _ := runDurable(t, down, dir)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(down.lists()) == 0 { // the probe comes after the restore
+		if time.Now().After(deadline) {
+			t.Fatal("the third run never probed the server")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := cacheState(third); !maps.Equal(got, want) {
+		t.Fatalf("third run restored %v, want what the second run left: %v", got, want)
 	}
 }

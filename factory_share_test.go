@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 )
 
 // The sharing rules: which requests share an informer (keyOf), when
@@ -24,6 +25,9 @@ func upper(c *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 
 func TestShareMergesOrRefuses(t *testing.T) {
 	s := newCMShare()
+	// Two memberships of one group: two distinct Shardings.
+	shardA, shardB := NewSharding(&rest.Config{}, ShardingOptions{Group: "g", Namespace: "ns", Identity: "a"}),
+		NewSharding(&rest.Config{}, ShardingOptions{Group: "g", Namespace: "ns", Identity: "b"})
 	first, err := s.get(cmKey, Options[*corev1.ConfigMap]{Indexers: map[string]IndexFunc[*corev1.ConfigMap]{"name": byName}})
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +55,9 @@ func TestShareMergesOrRefuses(t *testing.T) {
 		{"direct", Options[*corev1.ConfigMap]{DisableDirectDecoding: true}, "DisableDirectDecoding"},
 		{"timeouts", Options[*corev1.ConfigMap]{WatchTimeout: time.Minute, IdleMargin: time.Second}, "WatchTimeout, IdleMargin"},
 		{"index clash", Options[*corev1.ConfigMap]{Indexers: map[string]IndexFunc[*corev1.ConfigMap]{"name": byLabel}}, `index "name"`},
+		{"state dir", Options[*corev1.ConfigMap]{StateDir: t.TempDir()}, "StateDir"},
+		{"state no sync", Options[*corev1.ConfigMap]{StateNoSync: true}, "StateNoSync"},
+		{"sharding", Options[*corev1.ConfigMap]{Sharding: shardA}, "Sharding"},
 	} {
 		inf, err := s.get(cmKey, tc.o)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "configmaps in namespace ns") {
@@ -59,6 +66,20 @@ func TestShareMergesOrRefuses(t *testing.T) {
 	}
 	if s.made != 1 {
 		t.Fatalf("%d informers made, want 1", s.made)
+	}
+	// Sharded by one Sharding, an informer is not shared with a consumer
+	// that gives another.
+	sharded := cmKey
+	sharded.label = "sharded=yes"
+	a, err := s.get(sharded, Options[*corev1.ConfigMap]{Sharding: shardA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same, err := s.get(sharded, Options[*corev1.ConfigMap]{Sharding: shardA}); err != nil || same != a {
+		t.Fatalf("the same Sharding again: %p, %v; want the first informer %p", same, err, a)
+	}
+	if inf, err := s.get(sharded, Options[*corev1.ConfigMap]{Sharding: shardB}); err == nil || !strings.Contains(err.Error(), "Sharding") {
+		t.Fatalf("another Sharding: %p, %v; want an error naming Sharding", inf, err)
 	}
 
 	// Another selector or namespace is another informer.

@@ -1,7 +1,10 @@
 package kinformer
 
 import (
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -9,6 +12,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 )
 
 // The sharing rules, without an API server: share is given the fake
@@ -128,4 +134,74 @@ func TestFactoryWaitForSyncNamesTheResource(t *testing.T) {
 	}
 	// The informer retries (fast backoff) and syncs.
 	eventually(t, "sync after the 403", func() bool { return s.f.WaitForSync(bounded(t)) == nil })
+}
+
+// discoveryOnly serves the discovery of the core group with configmaps,
+// and nothing else: enough for Shared and Dynamic to make (not start)
+// informers.
+func discoveryOnly(t *testing.T) *rest.Config {
+	t.Helper()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/api":
+			json.NewEncoder(w).Encode(metav1.APIVersions{Versions: []string{"v1"}})
+		case "/apis":
+			json.NewEncoder(w).Encode(metav1.APIGroupList{})
+		case "/api/v1":
+			json.NewEncoder(w).Encode(metav1.APIResourceList{GroupVersion: "v1", APIResources: watchableConfigMaps()})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(hs.Close)
+	return &rest.Config{Host: hs.URL}
+}
+
+// Through the public API, Shared and Dynamic share an informer between
+// requests with the same label selector and the same field selector,
+// however they are spelled, and never otherwise: not between different
+// label selectors with the same field selector, nor the other way round,
+// nor between a label selector and the same text as a field selector.
+func TestSharedKeyIsBothSelectors(t *testing.T) {
+	requests := []struct {
+		label, field string
+		class        string // the same class, the same informer
+	}{
+		{"app=web", "metadata.name=x", "web,x"},
+		{"app=db", "metadata.name=x", "db,x"},
+		{"app=web", "metadata.name=y", "web,y"},
+		{"tier=front,app=web", "metadata.name=x", "web+front,x"},
+		{"app=web,tier=front", "metadata.name=x", "web+front,x"},
+		{"app=web", "metadata.namespace=ns,metadata.name=x", "web,x+ns"},
+		{"app=web", "metadata.name=x,metadata.namespace=ns", "web,x+ns"},
+		{"a=1", "", "label a=1"},
+		{"", "a=1", "field a=1"},
+		{"", "", "all"},
+	}
+	f := NewFactory(discoveryOnly(t), nil)
+	defer f.Stop()
+	gvr := corev1.SchemeGroupVersion.WithResource("configmaps")
+	for _, api := range []string{"Shared", "Dynamic"} {
+		got := make([]any, len(requests))
+		for i, r := range requests {
+			var err error
+			if api == "Shared" {
+				got[i], err = Shared(f, "ns", &Options[*corev1.ConfigMap]{LabelSelector: r.label, FieldSelector: r.field})
+			} else {
+				got[i], err = f.Dynamic(gvr, "ns", &Options[*unstructured.Unstructured]{LabelSelector: r.label, FieldSelector: r.field})
+			}
+			if err != nil {
+				t.Fatalf("%s(labels %q, fields %q): %v", api, r.label, r.field, err)
+			}
+		}
+		for i, a := range requests {
+			for j, b := range requests[:i] {
+				if same := got[i] == got[j]; same != (a.class == b.class) {
+					t.Errorf("%s: labels %q fields %q and labels %q fields %q: same informer %v, want %v",
+						api, a.label, a.field, b.label, b.field, same, !same)
+				}
+			}
+		}
+	}
 }

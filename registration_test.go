@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +19,28 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 )
 
+// gate holds handlers until opened. A handler waits at most a minute of
+// fake time at it, and says so: a test that fails before it opens its gate
+// (its deferred inf.Stop waits for the handler) ends with its error, not
+// with a deadlock of the bubble that kills the test binary.
+type gate struct {
+	ch   chan struct{}
+	open func() // idempotent: deferred, and called by the test
+}
+
+func newGate() *gate {
+	ch := make(chan struct{})
+	return &gate{ch: ch, open: sync.OnceFunc(func() { close(ch) })}
+}
+
+func (g *gate) wait(t *testing.T) {
+	select {
+	case <-g.ch:
+	case <-time.After(time.Minute):
+		t.Error("a handler was held a minute at a gate that never opened")
+	}
+}
+
 // A registration is synced once it has handled the cache as it stood when
 // it was added: the first list's events for an early one, the replay for a
 // late one; not before.
@@ -27,11 +51,11 @@ func TestRegistrationHasSynced(t *testing.T) {
 			s.put(cm("ns", fmt.Sprintf("o%d", i)))
 		}
 		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
-		gate := make(chan struct{})
+		gate := newGate()
 		var early atomic.Int32
 		earlyReg := inf.AddHandler(func(e cmEvent) {
 			if e.Type == Added {
-				<-gate
+				gate.wait(t)
 				early.Add(1)
 			}
 		})
@@ -40,6 +64,7 @@ func TestRegistrationHasSynced(t *testing.T) {
 		}
 		inf.Start()
 		defer inf.Stop()
+		defer gate.open() // before Stop, which waits for the handlers
 		if err := inf.WaitForSync(bounded(t)); err != nil {
 			t.Fatal(err)
 		}
@@ -47,16 +72,17 @@ func TestRegistrationHasSynced(t *testing.T) {
 		if earlyReg.HasSynced() {
 			t.Fatal("synced before handling the first list's events")
 		}
-		close(gate)
+		gate.open()
 		synctest.Wait()
 		if !earlyReg.HasSynced() || early.Load() != 5 {
 			t.Fatalf("after the first list's 5 events (%d handled): HasSynced %v", early.Load(), earlyReg.HasSynced())
 		}
 
-		block := make(chan struct{})
+		block := newGate()
+		defer block.open()
 		var late atomic.Int32
 		lateReg := inf.AddHandler(func(e cmEvent) {
-			<-block
+			block.wait(t)
 			late.Add(1)
 		})
 		synctest.Wait()
@@ -71,7 +97,7 @@ func TestRegistrationHasSynced(t *testing.T) {
 		if d := lateReg.OldestPending(); d < 3*time.Second {
 			t.Fatalf("OldestPending %v, want the replay's 3 s", d)
 		}
-		close(block)
+		block.open()
 		synctest.Wait()
 		if !lateReg.HasSynced() || late.Load() != 5 || lateReg.OldestPending() != 0 {
 			t.Fatalf("after the replay (%d handled): HasSynced %v, oldest %v", late.Load(), lateReg.HasSynced(), lateReg.OldestPending())
@@ -118,7 +144,8 @@ func TestHandlerRemovingAnotherWaitsForItsCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newFakeServer()
 		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
-		release, unblock := gate()
+		g := newGate()
+		release, unblock := g.ch, g.open
 		defer func() {
 			unblock()
 			inf.Stop()
@@ -211,7 +238,8 @@ func TestHandlerStoppingAnotherInformerWaitsForIt(t *testing.T) {
 		s := newFakeServer()
 		x := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
 		y := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
-		release, unblock := gate()
+		g := newGate()
+		release, unblock := g.ch, g.open
 		defer func() {
 			unblock()
 			x.Stop()
@@ -447,9 +475,119 @@ func TestOldestPendingAndRemoval(t *testing.T) {
 	})
 }
 
-// gate returns a channel for handlers to block on, and what opens it
-// (safe to call more than once, as a deferred call after the test's own).
-func gate() (<-chan struct{}, func()) {
-	c := make(chan struct{})
-	return c, sync.OnceFunc(func() { close(c) })
+// WaitForResourceVersion compares resourceVersions as numbers, not as
+// strings: across a power of ten ("9" < "10") both when a call starts
+// (already reached or not) and when the cache advances (waking a waiter).
+func TestWaitForResourceVersionAcrossAPowerOfTen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFakeServer()
+		s.rv = 7 // listed at 7; the next writes are at 8, 9 and 10
+		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
+		inf.Start()
+		defer inf.Stop()
+		if err := inf.WaitForSync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		// expect checks, at the resourceVersion at, which versions are
+		// reached at once and which a call waits for (a second, in vain).
+		expect := func(at string, reached, future []string) {
+			t.Helper()
+			if inf.ResourceVersion() != at {
+				t.Fatalf("resourceVersion %q, want %s", inf.ResourceVersion(), at)
+			}
+			for _, rv := range append(reached, future...) {
+				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+				err := inf.WaitForResourceVersion(ctx, rv)
+				cancel()
+				if want := slices.Contains(reached, rv); (err == nil) != want || err != nil && !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("WaitForResourceVersion(%s) at %s: %v, want reached %v", rv, at, err, want)
+				}
+			}
+		}
+		s.put(cm("ns", "a"))
+		synctest.Wait()
+		expect("8", []string{"7", "8"}, []string{"9", "10", "11"})
+		ten := make(chan error, 1)
+		go func() { ten <- inf.WaitForResourceVersion(t.Context(), "10") }()
+		synctest.Wait()
+		s.put(cm("ns", "b"))
+		synctest.Wait()
+		select {
+		case err := <-ten:
+			t.Errorf("a waiter for 10 returned (%v) when the cache reached 9", err)
+			ten <- nil
+		default:
+		}
+		expect("9", []string{"1", "8", "9"}, []string{"10", "11", "100"})
+		s.put(cm("ns", "c"))
+		synctest.Wait()
+		select {
+		case err := <-ten:
+			if err != nil {
+				t.Errorf("the waiter for 10: %v", err)
+			}
+		default:
+			t.Errorf("the waiter for 10 still waits with the cache at %s", inf.ResourceVersion())
+		}
+		expect("10", []string{"2", "9", "10"}, []string{"11", "100"})
+	})
+}
+
+// Once WaitForResourceVersion(rv) returns, the cache holds the change at
+// rv: its resourceVersion is recorded after the cache is updated, not
+// before. An index function, which runs as the writer updates the cache,
+// holds the write up for a second of fake time: long enough for a call
+// woken early to return and read the cache while the change is not in it.
+func TestWaitForResourceVersionThenTheCacheHasIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var armed atomic.Bool                     // the next indexing of ns/a holds the write up
+		var release atomic.Pointer[chan struct{}] // closed by the test once it has read the cache
+		hold := func(o *corev1.ConfigMap) []string {
+			if o.Name == "a" && armed.CompareAndSwap(true, false) {
+				select {
+				case <-*release.Load():
+				case <-time.After(time.Second):
+				}
+			}
+			return nil
+		}
+		s := newFakeServer()
+		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff,
+			Indexers: map[string]IndexFunc[*corev1.ConfigMap]{"hold": hold}})
+		inf.Start()
+		defer inf.Stop()
+		if err := inf.WaitForSync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		for _, step := range []struct {
+			what  string
+			write func()
+		}{
+			{"create", func() { s.put(cm("ns", "a", "v", "1")) }},
+			{"update", func() { s.put(cm("ns", "a", "v", "2")) }},
+			{"delete", func() { s.del("ns", "a") }},
+		} {
+			ch := make(chan struct{})
+			release.Store(&ch)
+			armed.Store(true)
+			step.write()
+			rv := strconv.FormatInt(s.rv, 10) // the write's: the server is written only here
+			if err := inf.WaitForResourceVersion(t.Context(), rv); err != nil {
+				t.Fatal(err)
+			}
+			got, ok := inf.Cache().GetByKey("ns/a")
+			close(ch)
+			var at string
+			if ok {
+				at = got.ResourceVersion
+			}
+			if want := step.what != "delete"; ok != want || ok && at != rv {
+				t.Errorf("%s: WaitForResourceVersion(%s) returned with ns/a cached %v (at %q), want %v at %s", step.what, rv, ok, at, want, rv)
+			}
+			synctest.Wait()
+			if armed.Load() {
+				t.Fatalf("%s: the index function was never called for ns/a: nothing was held up", step.what)
+			}
+		}
+	})
 }
