@@ -237,7 +237,7 @@ func (l *loop[T]) run(ctx context.Context) {
 	// A share that grew since the last run (or a re-list for a growth
 	// that the last run did not finish) needs a list, not a watch from the
 	// kept resourceVersion.
-	shareGrew := l.sh != nil && l.w.gained != nil && !l.w.gained.empty()
+	shareGrew := l.sh != nil && l.w.gained != nil && !l.w.gained.Empty()
 	if l.w.persist != nil && l.openState() {
 		l.w.persist.start()
 		defer l.w.persist.stop() // after the last write: the loop has returned
@@ -380,7 +380,7 @@ func (l *loop[T]) logTransition(o outcome, next state) {
 func (l *loop[T]) listOptions() metav1.ListOptions {
 	o := metav1.ListOptions{LabelSelector: l.opts.LabelSelector, FieldSelector: l.opts.FieldSelector}
 	if l.w.shard != nil {
-		o.ShardSelector = l.w.shard.selector()
+		o.ShardSelector = l.w.shard.Selector()
 	}
 	return o
 }

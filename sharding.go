@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/kinformer/kinformer/internal/slots"
 )
 
 // Labels and annotations of the Leases of a shard group.
@@ -106,13 +108,13 @@ type Sharding struct {
 	ready    bool       // the first assignment is published
 	readyCh  chan struct{}
 	ver      uint64        // of serving; bumped at each change
-	serving  *slotSet      // what the informers may serve
+	serving  *slots.Set    // what the informers may serve
 	changed  chan struct{} // closed at the next change
 	subs     map[*shardSub]struct{}
-	members  []string // live members, as last read
-	claimed  *slotSet // in this replica's Lease, as last written
-	fenced   bool     // renewals failed past the soft deadline: serving nothing
-	release  *slotSet // slots given up, waiting for relVer's acknowledgements
+	members  []string   // live members, as last read
+	claimed  *slots.Set // in this replica's Lease, as last written
+	fenced   bool       // renewals failed past the soft deadline: serving nothing
+	release  *slots.Set // slots given up, waiting for relVer's acknowledgements
 	relVer   uint64
 	lease    *coordinationv1.Lease // as last written or read; nil before
 	lastErr  error                 // of the last renewal or read, nil after a success
@@ -176,8 +178,8 @@ func newSharding(leases coordclient.LeaseInterface, opts ShardingOptions) *Shard
 	}
 	s.err = opts.validate()
 	if s.err == nil {
-		s.serving = newSlotSet(opts.Slots)
-		s.claimed = newSlotSet(opts.Slots)
+		s.serving = slots.New(opts.Slots)
+		s.claimed = slots.New(opts.Slots)
 		s.name = leaseName(opts.Group, opts.Identity)
 	}
 	return s
@@ -202,7 +204,7 @@ func (o *ShardingOptions) validate() error {
 	if o.RenewPeriod <= 0 || o.RenewPeriod > o.LeaseDuration/3 {
 		errs = append(errs, fmt.Sprintf("RenewPeriod %s must be positive and at most LeaseDuration/3", o.RenewPeriod))
 	}
-	if err := validSlots(o.Slots); err != nil {
+	if err := slots.Valid(o.Slots); err != nil {
 		errs = append(errs, strings.TrimPrefix(err.Error(), "kinformer: "))
 	}
 	if len(errs) > 0 {
@@ -261,7 +263,7 @@ func (s *Sharding) Status() ShardingStatus {
 		st.RenewedAt = s.base.Add(time.Duration(d) - s.opts.LeaseDuration)
 	}
 	if s.serving != nil {
-		st.Slots, st.Ranges = s.serving.len(), s.serving.String()
+		st.Slots, st.Ranges = s.serving.Len(), s.serving.String()
 	}
 	return st
 }
@@ -316,7 +318,7 @@ func (s *Sharding) leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.LeaseDuration/2)
 	defer cancel()
 	s.mu.Lock()
-	ver := s.publishLocked(newSlotSet(s.opts.Slots))
+	ver := s.publishLocked(slots.New(s.opts.Slots))
 	s.mu.Unlock()
 	if !s.waitAcked(ctx, ver) {
 		// Informers still drop the share: its claims stay, as a release
@@ -326,9 +328,9 @@ func (s *Sharding) leave() {
 		s.mu.Lock()
 		s.draining.Store(true)
 		if s.release != nil {
-			s.release = s.release.union(s.claimed)
+			s.release = s.release.Union(s.claimed)
 		} else {
-			s.release = s.claimed.clone()
+			s.release = s.claimed.Clone()
 		}
 		s.relVer = ver
 		s.lease = nil
@@ -342,7 +344,7 @@ func (s *Sharding) leave() {
 		s.log.Info("kinformer: sharding: left the group", "lease", s.name)
 	}
 	s.mu.Lock()
-	s.claimed = newSlotSet(s.opts.Slots)
+	s.claimed = slots.New(s.opts.Slots)
 	s.lease = nil
 	s.release = nil
 	s.draining.Store(false)
@@ -414,11 +416,11 @@ func (s *Sharding) fenceLocked() {
 	// succeeds meanwhile does not hand the share to others while handlers
 	// still drain it.
 	s.draining.Store(true)
-	ver := s.publishLocked(newSlotSet(s.opts.Slots))
+	ver := s.publishLocked(slots.New(s.opts.Slots))
 	if s.release != nil {
-		s.release = s.release.union(s.claimed)
+		s.release = s.release.Union(s.claimed)
 	} else {
-		s.release = s.claimed.clone()
+		s.release = s.claimed.Clone()
 	}
 	s.relVer = ver
 }
@@ -446,11 +448,11 @@ func (s *Sharding) tick(ctx context.Context) {
 		s.checkDeadline() // never renew past the soft deadline without fencing first
 		s.mu.Lock()
 		if s.release != nil && s.ackedLocked(s.relVer) {
-			s.claimed = s.claimed.minus(s.release)
+			s.claimed = s.claimed.Minus(s.release)
 			s.release = nil
 			s.draining.Store(false)
 		}
-		claims := s.claimed.clone()
+		claims := s.claimed.Clone()
 		s.mu.Unlock()
 		if err := s.renew(ctx, claims); err != nil {
 			s.setErr(fmt.Errorf("renewing the Lease %s: %w", s.name, err))
@@ -486,13 +488,13 @@ func (s *Sharding) setErr(err error) {
 // peer is another live member and what it claims.
 type peer struct {
 	identity string
-	claims   *slotSet
+	claims   *slots.Set
 }
 
 // renew writes this replica's Lease: renewed now, with claims. A Lease
 // changed behind its back (a conflict: a response lost, a restart) is read
 // again and written once more at once.
-func (s *Sharding) renew(ctx context.Context, claims *slotSet) error {
+func (s *Sharding) renew(ctx context.Context, claims *slots.Set) error {
 	sent := time.Now()
 	err := s.renewOnce(ctx, claims, sent)
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
@@ -518,7 +520,7 @@ func (s *Sharding) renew(ctx context.Context, claims *slotSet) error {
 	return nil
 }
 
-func (s *Sharding) renewOnce(ctx context.Context, claims *slotSet, sent time.Time) error {
+func (s *Sharding) renewOnce(ctx context.Context, claims *slots.Set, sent time.Time) error {
 	now := metav1.NewMicroTime(sent)
 	secs := int32(max(s.opts.LeaseDuration/time.Second, 1))
 	s.mu.Lock()
@@ -547,7 +549,7 @@ func (s *Sharding) renewOnce(ctx context.Context, claims *slotSet, sent time.Tim
 		l.Annotations = map[string]string{}
 	}
 	l.Labels[ShardGroupLabel] = s.opts.Group
-	l.Annotations[ShardClaimsAnnotation] = claims.encode()
+	l.Annotations[ShardClaimsAnnotation] = claims.Encode()
 	id := s.opts.Identity
 	l.Spec.HolderIdentity = &id
 	l.Spec.LeaseDurationSeconds = &secs
@@ -617,17 +619,17 @@ func (s *Sharding) readGroup(ctx context.Context) ([]peer, error) {
 		if now.Sub(o.at) >= d || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
 			continue // expired by this replica's clock, or released
 		}
-		p := peer{identity: *l.Spec.HolderIdentity, claims: newSlotSet(s.opts.Slots)}
+		p := peer{identity: *l.Spec.HolderIdentity, claims: slots.New(s.opts.Slots)}
 		if v, ok := l.Annotations[ShardClaimsAnnotation]; ok {
-			c, err := decodeSlotSet(v, s.opts.Slots)
+			c, err := slots.Decode(v, s.opts.Slots)
 			if err != nil {
 				// A member that claims in a form this replica cannot read
 				// (another slot count) might serve anything: claim nothing
 				// new while it lives.
 				s.log.Warn("kinformer: sharding: cannot read a member's claims; claiming nothing it might hold", "lease", l.Name, "error", err)
-				c = newSlotSet(s.opts.Slots)
+				c = slots.New(s.opts.Slots)
 				for i := range s.opts.Slots {
-					c.add(i)
+					c.Add(i)
 				}
 			}
 			p.claims = c
@@ -661,7 +663,7 @@ func (s *Sharding) deleteStale(l *coordinationv1.Lease) {
 // reconcile moves the share one step, given the live others read after
 // the write of claims; it reports whether it claimed new slots (which a
 // second write and read must confirm).
-func (s *Sharding) reconcile(others []peer, claims *slotSet) (claimedMore bool) {
+func (s *Sharding) reconcile(others []peer, claims *slots.Set) (claimedMore bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fenced {
@@ -670,13 +672,13 @@ func (s *Sharding) reconcile(others []peer, claims *slotSet) (claimedMore bool) 
 		s.log.Info("kinformer: sharding: the Lease is renewed again", "lease", s.name)
 	}
 	members := []string{s.opts.Identity}
-	taken := newSlotSet(s.opts.Slots) // claimed by a live other
-	lower := newSlotSet(s.opts.Slots) // ... by one whose identity sorts first
+	taken := slots.New(s.opts.Slots) // claimed by a live other
+	lower := slots.New(s.opts.Slots) // ... by one whose identity sorts first
 	for _, p := range others {
 		members = append(members, p.identity)
-		taken = taken.union(p.claims)
+		taken = taken.Union(p.claims)
 		if p.identity < s.opts.Identity {
-			lower = lower.union(p.claims)
+			lower = lower.Union(p.claims)
 		}
 	}
 	slices.Sort(members)
@@ -692,33 +694,33 @@ func (s *Sharding) reconcile(others []peer, claims *slotSet) (claimedMore bool) 
 	// no live other claims; drop those no longer wanted, and those a
 	// member sorting first also claims (it keeps its claim; two that claim
 	// the same slot at once would otherwise both wait for ever).
-	serving := s.serving.clone()
-	pending := claims.minus(s.serving)
+	serving := s.serving.Clone()
+	pending := claims.Minus(s.serving)
 	if s.release != nil {
-		pending = pending.minus(s.release) // being given up: claimed until acknowledged
+		pending = pending.Minus(s.release) // being given up: claimed until acknowledged
 	}
 	for i := range s.opts.Slots {
-		if !pending.contains(i) {
+		if !pending.Contains(i) {
 			continue
 		}
 		switch {
-		case !want.contains(i) || lower.contains(i):
-			s.claimed.remove(i)
-		case !taken.contains(i):
-			serving.add(i)
+		case !want.Contains(i) || lower.Contains(i):
+			s.claimed.Remove(i)
+		case !taken.Contains(i):
+			serving.Add(i)
 		}
 	}
 	// Served but no longer wanted: stop serving (the informers drop the
 	// objects, their handlers return), then drop the claim (tick, once
 	// every informer has acknowledged). One release at a time.
-	var gone *slotSet
+	var gone *slots.Set
 	if s.release == nil {
-		if gone = serving.minus(want); !gone.empty() {
-			serving = serving.minus(gone)
+		if gone = serving.Minus(want); !gone.Empty() {
+			serving = serving.Minus(gone)
 		}
 	}
 	ver := s.publishLocked(serving)
-	if gone != nil && !gone.empty() {
+	if gone != nil && !gone.Empty() {
 		s.release, s.relVer = gone, ver
 	}
 	// Wanted, and claimed by no live other: claim now, serve once a read
@@ -729,8 +731,8 @@ func (s *Sharding) reconcile(others []peer, claims *slotSet) (claimedMore bool) 
 	if time.Since(s.started) < s.opts.RenewPeriod {
 		return false
 	}
-	if free := want.minus(s.claimed).minus(taken); !free.empty() {
-		s.claimed = s.claimed.union(free)
+	if free := want.Minus(s.claimed).Minus(taken); !free.Empty() {
+		s.claimed = s.claimed.Union(free)
 		return true
 	}
 	return false
@@ -738,15 +740,15 @@ func (s *Sharding) reconcile(others []peer, claims *slotSet) (claimedMore bool) 
 
 // publishLocked makes set what the informers serve, and returns its
 // version.
-func (s *Sharding) publishLocked(set *slotSet) uint64 {
-	if set.equal(s.serving) && s.ready {
+func (s *Sharding) publishLocked(set *slots.Set) uint64 {
+	if set.Equal(s.serving) && s.ready {
 		return s.ver
 	}
-	if !set.equal(s.serving) {
-		s.log.Info("kinformer: sharding: serving", "slots", set.len(), "of", s.opts.Slots, "ranges", set.String())
+	if !set.Equal(s.serving) {
+		s.log.Info("kinformer: sharding: serving", "slots", set.Len(), "of", s.opts.Slots, "ranges", set.String())
 	}
 	s.serving = set
-	s.obs.share(set.len())
+	s.obs.share(set.Len())
 	s.ver++
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -775,7 +777,7 @@ func (s *Sharding) subscribe() *shardSub {
 
 // current returns the published share, its version, and a channel closed
 // at the next change; ready is false until the first share is published.
-func (sub *shardSub) current() (set *slotSet, ver uint64, changed <-chan struct{}, ready bool) {
+func (sub *shardSub) current() (set *slots.Set, ver uint64, changed <-chan struct{}, ready bool) {
 	s := sub.sh
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -25,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+
+	"github.com/kinformer/kinformer/internal/slots"
 )
 
 var leasesGR = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
@@ -156,14 +158,14 @@ type simReplica struct {
 	done   chan struct{}
 
 	mu    sync.Mutex
-	owned *slotSet // slots whose objects its handlers may be handling
+	owned *slots.Set // slots whose objects its handlers may be handling
 	dead  bool
 }
 
 func (r *simReplica) owns(slot int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return !r.dead && r.owned.contains(slot) && r.sh.valid()
+	return !r.dead && r.owned.Contains(slot) && r.sh.valid()
 }
 
 // simLog keeps the replicas' log lines, for a failure's story.
@@ -198,7 +200,7 @@ func startSim(st *leaseStore, id string, rnd *rand.Rand, rmu *sync.Mutex, log *s
 			}
 			return a
 		}}))})
-	r.owned = newSlotSet(16)
+	r.owned = slots.New(16)
 	r.sh.testPause = func() {
 		if d := r.pause.Swap(0); d > 0 {
 			log.add("%s: Run stalls for %v", id, time.Duration(d))
@@ -221,7 +223,7 @@ func startSim(st *leaseStore, id string, rnd *rand.Rand, rmu *sync.Mutex, log *s
 			if ready && v != ver {
 				r.mu.Lock()
 				old := r.owned
-				r.owned = old.union(set) // the lost slots are still being handled
+				r.owned = old.Union(set) // the lost slots are still being handled
 				r.mu.Unlock()
 				if !r.fast.Load() {
 					time.Sleep(work()) // handlers drain the Deleted events (or a list runs)

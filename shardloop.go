@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kinformer/kinformer/internal/slots"
 )
 
 // ShardStatus says what share of a sharded informer's resource it holds,
@@ -37,7 +39,7 @@ type shardLoop struct {
 	// applied is the share the loop has applied in this run (nil before
 	// the first, and once the run is over): handlers get object events
 	// only for objects in it (loop.admit).
-	applied atomic.Pointer[slotSet]
+	applied atomic.Pointer[slots.Set]
 }
 
 // admit decides whether a handler may get e now: object events only for
@@ -52,7 +54,7 @@ func (l *loop[T]) admit(e Event[T]) admission {
 	switch {
 	case set == nil:
 		return admitHold
-	case !l.opts.Sharding.valid() || !set.has(string(e.Object.GetUID())):
+	case !l.opts.Sharding.valid() || !set.Has(string(e.Object.GetUID())):
 		return admitDrop
 	}
 	return admitDeliver
@@ -81,23 +83,23 @@ func (l *loop[T]) applyShare(ctx context.Context) (grew, ok bool) {
 			sh.ver = ver
 			sh.sub.ack(ver)
 			if old != nil {
-				if g := set.minus(old); !g.empty() {
+				if g := set.Minus(old); !g.Empty() {
 					grew = true
-					l.w.gained = g.union(l.w.gained)
+					l.w.gained = g.Union(l.w.gained)
 				}
 			}
 			sh.probe = true
-			st := ShardStatus{Sharded: true, Slots: set.len(), Total: set.slots(), Ranges: set.String()}
+			st := ShardStatus{Sharded: true, Slots: set.Len(), Total: set.Total(), Ranges: set.String()}
 			if prev := sh.status.Load(); prev != nil {
 				st.Mode = prev.Mode
 			}
 			sh.status.Store(&st)
-			l.obs.shard(set.len(), st.Mode)
-			l.log.Info("kinformer: share changed", "slots", set.len(), "of", set.slots(), "dropped", dropped, "grew", grew, "ranges", set.String())
+			l.obs.shard(set.Len(), st.Mode)
+			l.log.Info("kinformer: share changed", "slots", set.Len(), "of", set.Total(), "dropped", dropped, "grew", grew, "ranges", set.String())
 		}
-		if ready && !set.empty() {
+		if ready && !set.Empty() {
 			if l.w.gained != nil {
-				l.w.gained = l.w.gained.minus(l.w.gained.minus(set)) // what is still ours
+				l.w.gained = l.w.gained.Minus(l.w.gained.Minus(set)) // what is still ours
 			}
 			return grew, true
 		}
@@ -155,12 +157,12 @@ func (l *loop[T]) serverFilters() bool {
 func (l *loop[T]) listGained(ctx context.Context) error {
 	gained := l.w.gained
 	rv := l.w.status.resourceVersion()
-	if gained == nil || gained.empty() || rv == "" {
+	if gained == nil || gained.Empty() || rv == "" {
 		return errors.New("nothing to list")
 	}
 	items := map[string]T{}
 	opts := l.listOptions()
-	opts.ShardSelector = gained.selector()
+	opts.ShardSelector = gained.Selector()
 	opts.ResourceVersion = rv
 	opts.ResourceVersionMatch = metav1.ResourceVersionMatchExact
 	opts.Limit = l.opts.PageSize

@@ -9,22 +9,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kinformer/kinformer/internal/slots"
 )
 
 // A Sharding that serves set, renewed for an hour, with no API server:
 // what an informer's side of sharding sees.
-func fixedSharding(t *testing.T, slots int, set ...int) *Sharding {
+func fixedSharding(t *testing.T, total int, set ...int) *Sharding {
 	t.Helper()
-	sh := newSharding(nil, ShardingOptions{Group: "g", Namespace: "ns", Identity: "a", Slots: slots})
+	sh := newSharding(nil, ShardingOptions{Group: "g", Namespace: "ns", Identity: "a", Slots: total})
 	sh.deadline.Store(sh.since() + int64(time.Hour))
 	publish(sh, set...)
 	return sh
 }
 
 func publish(sh *Sharding, set ...int) {
-	s := newSlotSet(sh.opts.Slots)
+	s := slots.New(sh.opts.Slots)
 	for _, i := range set {
-		s.add(i)
+		s.Add(i)
 	}
 	sh.mu.Lock()
 	sh.publishLocked(s)
@@ -33,14 +35,14 @@ func publish(sh *Sharding, set ...int) {
 
 // shardedObjects puts n ConfigMaps on s and returns their names by slot
 // (of slots).
-func shardedObjects(s *fakeServer, n, slots int) map[int][]string {
-	set := newSlotSet(slots)
+func shardedObjects(s *fakeServer, n, total int) map[int][]string {
+	set := slots.New(total)
 	out := map[int][]string{}
 	for i := range n {
 		c := cm("ns", fmt.Sprint("o", i))
 		c.UID = types.UID(fmt.Sprintf("uid-%d", i))
 		s.apply(watch.Added, c)
-		slot := set.slotOf(shardHash(string(c.UID)))
+		slot := set.SlotOf(slots.Hash(string(c.UID)))
 		out[slot] = append(out[slot], "ns/"+c.Name)
 	}
 	return out
@@ -152,14 +154,14 @@ func TestShardGrowAndShrinkWhileRunning(t *testing.T) {
 	s.mu.Lock()
 	lists := append([]metav1.ListOptions(nil), s.lists[before:]...)
 	s.mu.Unlock()
-	one := newSlotSet(2)
-	one.add(1)
+	one := slots.New(2)
+	one.Add(1)
 	exact := 0
 	for _, o := range lists {
 		switch {
-		case o.ShardSelector == one.selector() && o.ResourceVersionMatch == metav1.ResourceVersionMatchExact && o.ResourceVersion != "":
+		case o.ShardSelector == one.Selector() && o.ResourceVersionMatch == metav1.ResourceVersionMatchExact && o.ResourceVersion != "":
 			exact++
-		case o.ShardSelector == one.selector() && o.Continue != "":
+		case o.ShardSelector == one.Selector() && o.Continue != "":
 			// the next pages of that list
 		case o.Limit != 1: // the mode probe is a one-object list
 			t.Errorf("a list other than of the joined slot: %+v", o)
