@@ -104,9 +104,8 @@ type Sharding struct {
 	// Run with it).
 	testPause func()
 
-	mu       sync.Mutex // guards all below
-	ready    bool       // the first assignment is published
-	readyCh  chan struct{}
+	mu       sync.Mutex    // guards all below
+	ready    bool          // the first assignment is published
 	ver      uint64        // of serving; bumped at each change
 	serving  *slots.Set    // what the informers may serve
 	changed  chan struct{} // closed at the next change
@@ -163,7 +162,7 @@ func newSharding(leases coordclient.LeaseInterface, opts ShardingOptions) *Shard
 	if opts.Slots == 0 {
 		opts.Slots = DefaultShardSlots
 	}
-	s := &Sharding{opts: opts, leases: leases, log: opts.Logger, base: time.Now(), wake: make(chan struct{}, 1), readyCh: make(chan struct{}),
+	s := &Sharding{opts: opts, leases: leases, log: opts.Logger, base: time.Now(), wake: make(chan struct{}, 1),
 		changed: make(chan struct{}), subs: map[*shardSub]struct{}{}, observed: map[string]observation{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -752,10 +751,7 @@ func (s *Sharding) publishLocked(set *slots.Set) uint64 {
 	s.ver++
 	close(s.changed)
 	s.changed = make(chan struct{})
-	if !s.ready {
-		s.ready = true
-		close(s.readyCh)
-	}
+	s.ready = true
 	return s.ver
 }
 
@@ -783,9 +779,6 @@ func (sub *shardSub) current() (set *slots.Set, ver uint64, changed <-chan struc
 	defer s.mu.Unlock()
 	return s.serving, s.ver, s.changed, s.ready
 }
-
-// readyCh is closed once the first share is published.
-func (sub *shardSub) readyCh() <-chan struct{} { return sub.sh.readyCh }
 
 // ack records that the informer has applied version ver: its handlers
 // have returned for every object it dropped.
