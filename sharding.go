@@ -99,7 +99,7 @@ type Sharding struct {
 	// draining: fenced, and its informers have not all applied the empty
 	// share yet; handlers get only its Deleted (valid).
 	draining atomic.Bool
-	wake     chan struct{} // capacity 1: an informer acknowledged a change
+	wake     chan struct{} // capacity 1: an informer acknowledged a change or unsubscribed; read by Run's goroutine alone
 	// testPause, if set, is called by Run between steps (a test stalls
 	// Run with it).
 	testPause func()
@@ -350,7 +350,11 @@ func (s *Sharding) leave() {
 	s.mu.Unlock()
 }
 
-// waitAcked waits until every informer has applied version ver.
+// waitAcked waits until every informer has applied version ver. It runs
+// on Run's goroutine after Run's loop, so it is wake's only reader: an
+// acknowledgement or an unsubscription after the check below finds wake
+// empty and fills it, or finds it full of an earlier signal; either way
+// the receive returns and the check runs again.
 func (s *Sharding) waitAcked(ctx context.Context, ver uint64) bool {
 	for {
 		s.mu.Lock()
@@ -363,7 +367,6 @@ func (s *Sharding) waitAcked(ctx context.Context, ver uint64) bool {
 		case <-ctx.Done():
 			return false
 		case <-s.wake:
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
