@@ -100,9 +100,6 @@ type Sharding struct {
 	// share yet; handlers get only its Deleted (valid).
 	draining atomic.Bool
 	wake     chan struct{} // capacity 1: an informer acknowledged a change or unsubscribed; read by Run's goroutine alone
-	// testPause, if set, is called by Run between steps (a test stalls
-	// Run with it).
-	testPause func()
 
 	mu       sync.Mutex    // guards all below
 	ready    bool          // the first assignment is published
@@ -294,9 +291,6 @@ func (s *Sharding) Run(ctx context.Context) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
-		if s.testPause != nil {
-			s.testPause()
-		}
 		select {
 		case <-ctx.Done():
 			return nil

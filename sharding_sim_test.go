@@ -46,6 +46,16 @@ type leaseClient struct {
 	down                       atomic.Bool
 	slow                       atomic.Int64 // extra request delay, if set (a slow server)
 	rnd                        func() time.Duration
+	// stall, if set, is called before each Get, Create, Update and List:
+	// the calls Run makes on its own goroutine (Delete is also made by
+	// other goroutines), so that a stall there stalls Run.
+	stall func()
+}
+
+func (c *leaseClient) stallRun() {
+	if c.stall != nil {
+		c.stall()
+	}
 }
 
 var errCut = fmt.Errorf("connection refused")
@@ -69,6 +79,7 @@ func (c *leaseClient) call(ctx context.Context, op func() error) error {
 }
 
 func (c *leaseClient) Get(ctx context.Context, name string, _ metav1.GetOptions) (out *coordinationv1.Lease, err error) {
+	c.stallRun()
 	err = c.call(ctx, func() error {
 		l, ok := c.st.items[name]
 		if !ok {
@@ -81,6 +92,7 @@ func (c *leaseClient) Get(ctx context.Context, name string, _ metav1.GetOptions)
 }
 
 func (c *leaseClient) Create(ctx context.Context, l *coordinationv1.Lease, _ metav1.CreateOptions) (out *coordinationv1.Lease, err error) {
+	c.stallRun()
 	err = c.call(ctx, func() error {
 		if _, ok := c.st.items[l.Name]; ok {
 			return apierrors.NewAlreadyExists(leasesGR, l.Name)
@@ -96,6 +108,7 @@ func (c *leaseClient) Create(ctx context.Context, l *coordinationv1.Lease, _ met
 }
 
 func (c *leaseClient) Update(ctx context.Context, l *coordinationv1.Lease, _ metav1.UpdateOptions) (out *coordinationv1.Lease, err error) {
+	c.stallRun()
 	err = c.call(ctx, func() error {
 		cur, ok := c.st.items[l.Name]
 		if !ok {
@@ -115,6 +128,7 @@ func (c *leaseClient) Update(ctx context.Context, l *coordinationv1.Lease, _ met
 }
 
 func (c *leaseClient) List(ctx context.Context, opts metav1.ListOptions) (out *coordinationv1.LeaseList, err error) {
+	c.stallRun()
 	sel, err := labels.Parse(opts.LabelSelector)
 	if err != nil {
 		return nil, err
@@ -152,7 +166,7 @@ type simReplica struct {
 	id     string
 	sh     *Sharding
 	client *leaseClient
-	pause  atomic.Int64 // Run stalls this long at its next step
+	pause  atomic.Int64 // Run stalls this long before its next request
 	fast   atomic.Bool  // handlers drain at once (a leave that must not time out)
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -201,7 +215,7 @@ func startSim(st *leaseStore, id string, rnd *rand.Rand, rmu *sync.Mutex, log *s
 			return a
 		}}))})
 	r.owned = slots.New(16)
-	r.sh.testPause = func() {
+	r.client.stall = func() {
 		if d := r.pause.Swap(0); d > 0 {
 			log.add("%s: Run stalls for %v", id, time.Duration(d))
 			time.Sleep(time.Duration(d))
