@@ -61,8 +61,9 @@ type FactoryOptions struct {
 
 	// Sharding, if set, is every informer's Options.Sharding, unless its
 	// first consumer gives one: each caches and handles only this
-	// replica's share of its resource (see NewSharding). Default: none.
-	Sharding *Sharding
+	// replica's share of its resource (a *sharding.Sharding; see Sharder).
+	// Default: none.
+	Sharding Sharder
 }
 
 // Factory makes shared informers, for programs where several controllers
@@ -82,8 +83,8 @@ type Factory struct {
 	codecs runtime.NegotiatedSerializer
 	log    *slog.Logger
 	reg    prometheus.Registerer
-	state  string    // FactoryOptions.StateDir
-	shard  *Sharding // FactoryOptions.Sharding
+	state  string  // FactoryOptions.StateDir
+	shard  Sharder // FactoryOptions.Sharding
 
 	// Set up on first use, because NewFactory returns no error.
 	setupOnce sync.Once
@@ -333,7 +334,7 @@ func keyOf[T Object](f *Factory, t reflect.Type, mapping *meta.RESTMapping, name
 	if o.StateDir == "" {
 		o.StateDir = f.state
 	}
-	if o.Sharding == nil {
+	if nilSharder(o.Sharding) {
 		o.Sharding = f.shard
 	}
 	if o.StateKey == "" && f.cfg != nil {
@@ -414,7 +415,7 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T]) error {
 		{"Backoff", have.Backoff == want.Backoff},
 		{"StateDir", have.StateDir == want.StateDir},
 		{"StateNoSync", have.StateNoSync == want.StateNoSync},
-		{"Sharding", have.Sharding == want.Sharding},
+		{"Sharding", sameSharder(have.Sharding, want.Sharding)},
 	} {
 		if !c.same {
 			diff = append(diff, c.name)

@@ -226,9 +226,9 @@ func (l *loop[T]) run(ctx context.Context) {
 	if l.sh != nil {
 		// The first share is needed before anything: the state file is
 		// restored through it. The informer unsubscribes once its
-		// handlers have returned (closeShard): until then the Sharding
+		// handlers have returned (closeShard): until then the Sharder
 		// must not give the share away.
-		l.sh.sub = l.opts.Sharding.subscribe()
+		l.sh.sub = l.opts.Sharding.Subscribe()
 		l.sh.ver = 0
 		if _, ok := l.applyShare(ctx); !ok {
 			return

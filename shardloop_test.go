@@ -2,8 +2,9 @@ package kinformer
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,25 +14,56 @@ import (
 	"github.com/kinformer/kinformer/internal/slots"
 )
 
-// A Sharding that serves set, renewed for an hour, with no API server:
-// what an informer's side of sharding sees.
-func fixedSharding(t *testing.T, total int, set ...int) *Sharding {
+// fixedSharder is a Sharder without Leases: a test publishes its shares,
+// and handlers are always valid. It records the versions acknowledged.
+type fixedSharder struct {
+	mu      sync.Mutex // guards all below
+	share   Share
+	changed chan struct{}
+	acks    []uint64
+}
+
+// fixedSharding returns a fixedSharder of total slots that serves set.
+func fixedSharding(t *testing.T, total int, set ...int) *fixedSharder {
 	t.Helper()
-	sh := newSharding(nil, ShardingOptions{Group: "g", Namespace: "ns", Identity: "a", Slots: total})
-	sh.deadline.Store(sh.since() + int64(time.Hour))
+	sh := &fixedSharder{share: Share{Total: total}, changed: make(chan struct{})}
 	publish(sh, set...)
 	return sh
 }
 
-func publish(sh *Sharding, set ...int) {
-	s := slots.New(sh.opts.Slots)
-	for _, i := range set {
-		s.Add(i)
-	}
+// publish makes set the share, as a new version.
+func publish(sh *fixedSharder, set ...int) {
 	sh.mu.Lock()
-	sh.publishLocked(s)
-	sh.mu.Unlock()
+	defer sh.mu.Unlock()
+	sh.share = Share{Version: sh.share.Version + 1, Total: sh.share.Total, Slots: slices.Sorted(slices.Values(set))}
+	close(sh.changed)
+	sh.changed = make(chan struct{})
 }
+
+func (sh *fixedSharder) acked() []uint64 {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return slices.Clone(sh.acks)
+}
+
+func (sh *fixedSharder) Subscribe() ShareSubscription { return fixedSub{sh} }
+
+type fixedSub struct{ sh *fixedSharder }
+
+func (s fixedSub) Share() (Share, <-chan struct{}) {
+	s.sh.mu.Lock()
+	defer s.sh.mu.Unlock()
+	return s.sh.share, s.sh.changed
+}
+
+func (s fixedSub) Ack(v uint64) {
+	s.sh.mu.Lock()
+	defer s.sh.mu.Unlock()
+	s.sh.acks = append(s.sh.acks, v)
+}
+
+func (fixedSub) Valid() bool { return true }
+func (fixedSub) Close()      {}
 
 // shardedObjects puts n ConfigMaps on s and returns their names by slot
 // (of slots).

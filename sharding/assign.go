@@ -1,4 +1,4 @@
-package kinformer
+package sharding
 
 import (
 	"cmp"
@@ -7,9 +7,6 @@ import (
 
 	"github.com/kinformer/kinformer/internal/slots"
 )
-
-// DefaultShardSlots is ShardingOptions.Slots when it is zero.
-const DefaultShardSlots = slots.DefaultSlots
 
 // assignSlots splits total slots between members (their identities, in
 // any order) and returns each one's set. Every member gets total/n or one

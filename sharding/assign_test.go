@@ -1,4 +1,4 @@
-package kinformer
+package sharding
 
 import (
 	"fmt"
