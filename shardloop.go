@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -229,17 +228,7 @@ func (l *loop[T]) listGained(ctx context.Context) error {
 // handlersDone waits until every handler has returned from every event
 // queued so far.
 func (l *loop[T]) handlersDone(ctx context.Context) bool {
-	marks := l.w.disp.marks()
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for !l.w.disp.reached(marks) {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
-	}
-	return true
+	return l.w.disp.waitHandled(ctx, l.w.disp.marks())
 }
 
 // cancelOnReshard returns a context that ends when ctx does or when the

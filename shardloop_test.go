@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -164,6 +165,39 @@ func TestShardRestartDropsQueuedEventsOfLostSlots(t *testing.T) {
 		t.Fatalf("the slow handler got %d Added of the kept slot, want %d (its queued replay)", kept, len(bySlot[0]))
 	}
 	_ = rec
+}
+
+// A share is acknowledged once the handlers have returned from the
+// Deleted of every object that left it, and not before: until then the
+// Sharder must not let another replica take those objects.
+func TestShardAckAfterHandlersReturn(t *testing.T) {
+	s := newFakeServer()
+	bySlot := shardedObjects(s, 20, 2)
+	sh := fixedSharding(t, 2, 0, 1)
+	inf, _ := startInformer(t, s, &Options[*corev1.ConfigMap]{Sharding: sh})
+	gate := make(chan struct{})
+	deleted := make(chan struct{}, 1)
+	if _, err := inf.AddEventHandler(Deleted, func(cmEvent) {
+		select {
+		case deleted <- struct{}{}:
+		default:
+		}
+		<-gate
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the first share acknowledged", func() bool { return slices.Contains(sh.acked(), 1) })
+	publish(sh, 0)
+	<-deleted // the handler is in the Deleted of a slot-1 object
+	time.Sleep(50 * time.Millisecond)
+	if slices.Contains(sh.acked(), 2) {
+		t.Fatal("the shrunk share acknowledged while a handler is still in a Deleted of it")
+	}
+	close(gate)
+	eventually(t, "the shrunk share acknowledged", func() bool { return slices.Contains(sh.acked(), 2) })
+	if got := inf.Cache().Len(); got != len(bySlot[0]) {
+		t.Fatalf("%d cached, want slot 0's %d", got, len(bySlot[0]))
+	}
 }
 
 // A share that grows while the informer watches is filled by a list of
