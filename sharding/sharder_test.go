@@ -5,5 +5,5 @@ import (
 	"github.com/kinformer/kinformer/sharding"
 )
 
-// A Sharding is what informers take as Options.Sharding.
+// A Sharding is what informers take as kinformer.Options.Sharding.
 var _ kinformer.Sharder = (*sharding.Sharding)(nil)
