@@ -66,6 +66,21 @@ func (s fixedSub) Ack(v uint64) {
 func (fixedSub) Valid() bool { return true }
 func (fixedSub) Close()      {}
 
+// gated returns a handler that waits for gate to close before passing
+// each event to next, and a channel that receives once it is first
+// called.
+func gated(gate <-chan struct{}, next func(cmEvent)) (func(cmEvent), <-chan struct{}) {
+	called := make(chan struct{}, 1)
+	return func(e cmEvent) {
+		select {
+		case called <- struct{}{}:
+		default:
+		}
+		<-gate
+		next(e)
+	}, called
+}
+
 // shardedObjects puts n ConfigMaps on s and returns their names by slot
 // (of slots).
 func shardedObjects(s *fakeServer, n, total int) map[int][]string {
@@ -117,16 +132,9 @@ func TestShardRestartDropsQueuedEventsOfLostSlots(t *testing.T) {
 	sh := fixedSharding(t, 2, 0, 1)
 	inf, rec := startInformer(t, s, &Options[*corev1.ConfigMap]{Sharding: sh})
 	gate := make(chan struct{})
-	inCall := make(chan struct{}, 1)
 	var late recorder
-	inf.AddHandler(func(e cmEvent) {
-		select {
-		case inCall <- struct{}{}:
-		default:
-		}
-		<-gate
-		late.handle(e)
-	})
+	slow, inCall := gated(gate, late.handle)
+	inf.AddHandler(slow)
 	// The slow handler is in its first call, the rest of its replay is
 	// queued: the informer stops once that call returns, before the share
 	// changes; the queue waits for the next run.
@@ -176,14 +184,8 @@ func TestShardAckAfterHandlersReturn(t *testing.T) {
 	sh := fixedSharding(t, 2, 0, 1)
 	inf, _ := startInformer(t, s, &Options[*corev1.ConfigMap]{Sharding: sh})
 	gate := make(chan struct{})
-	deleted := make(chan struct{}, 1)
-	if _, err := inf.AddEventHandler(Deleted, func(cmEvent) {
-		select {
-		case deleted <- struct{}{}:
-		default:
-		}
-		<-gate
-	}); err != nil {
+	slow, deleted := gated(gate, func(cmEvent) {})
+	if _, err := inf.AddEventHandler(Deleted, slow); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the first share acknowledged", func() bool { return slices.Contains(sh.acked(), 1) })

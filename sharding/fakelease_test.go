@@ -35,6 +35,16 @@ func newLeaseStore() *leaseStore {
 	return &leaseStore{items: map[string]*coordinationv1.Lease{}}
 }
 
+// putLocked stores a copy of l at the next resourceVersion and returns
+// another copy; st.mu must be held.
+func (st *leaseStore) putLocked(l *coordinationv1.Lease) *coordinationv1.Lease {
+	st.rv++
+	n := l.DeepCopy()
+	n.ResourceVersion = fmt.Sprint(st.rv)
+	st.items[l.Name] = n
+	return n.DeepCopy()
+}
+
 // client returns a new connection to the store, whose requests and
 // responses each take rnd().
 func (st *leaseStore) client(rnd func() time.Duration) *leaseClient {
@@ -99,11 +109,7 @@ func (c *leaseClient) Create(ctx context.Context, l *coordinationv1.Lease, _ met
 		if _, ok := c.st.items[l.Name]; ok {
 			return apierrors.NewAlreadyExists(leasesGR, l.Name)
 		}
-		c.st.rv++
-		n := l.DeepCopy()
-		n.ResourceVersion = fmt.Sprint(c.st.rv)
-		c.st.items[l.Name] = n
-		out = n.DeepCopy()
+		out = c.st.putLocked(l)
 		return nil
 	})
 	return out, err
@@ -119,11 +125,7 @@ func (c *leaseClient) Update(ctx context.Context, l *coordinationv1.Lease, _ met
 		if cur.ResourceVersion != l.ResourceVersion {
 			return apierrors.NewConflict(leasesGR, l.Name, fmt.Errorf("stale resourceVersion"))
 		}
-		c.st.rv++
-		n := l.DeepCopy()
-		n.ResourceVersion = fmt.Sprint(c.st.rv)
-		c.st.items[l.Name] = n
-		out = n.DeepCopy()
+		out = c.st.putLocked(l)
 		return nil
 	})
 	return out, err
@@ -168,24 +170,19 @@ type member struct {
 	client *leaseClient
 	sub    Subscription
 	cancel context.CancelFunc
-	done   chan struct{} // closed once Run and the informer have returned
+	done   <-chan struct{} // closed once Run and the informer have returned
 }
 
 // startMember runs a Sharding with opts on st; it is stopped at the end
 // of the test.
 func startMember(t *testing.T, st *leaseStore, opts Options) *member {
 	t.Helper()
-	m := &member{client: st.client(func() time.Duration { return time.Millisecond }), done: make(chan struct{})}
+	m := &member{client: st.client(func() time.Duration { return time.Millisecond })}
 	m.sh = newSharding(m.client, opts)
 	m.sub = m.sh.Subscribe()
-	ctx, cancel := context.WithCancel(context.Background())
-	m.cancel = cancel
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); _ = m.sh.Run(ctx) }()
-	go func() {
-		defer wg.Done()
-		defer m.sub.Close()
+	var ctx context.Context
+	ctx, m.cancel = context.WithCancel(context.Background())
+	m.done = runWithInformer(ctx, m.sh, m.sub, func() {
 		for {
 			share, changed := m.sub.Share()
 			m.sub.Ack(share.Version)
@@ -195,19 +192,44 @@ func startMember(t *testing.T, st *leaseStore, opts Options) *member {
 			case <-changed:
 			}
 		}
-	}()
-	go func() { wg.Wait(); close(m.done) }()
+	})
 	t.Cleanup(func() { m.stop(t) })
 	return m
+}
+
+// runWithInformer runs sh until ctx ends, and informer, which applies the
+// shares of sub, on another goroutine; sub is closed once informer
+// returns. The channel is closed once both have returned.
+func runWithInformer(ctx context.Context, sh *Sharding, sub Subscription, informer func()) <-chan struct{} {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = sh.Run(ctx) }()
+	go func() { defer wg.Done(); defer sub.Close(); informer() }()
+	go func() { wg.Wait(); close(done) }()
+	return done
+}
+
+// stopWithin is how long a replica may take to stop: its Run gives the
+// share up for at most LeaseDuration/2, and deletes its Lease.
+const stopWithin = 10 * time.Second
+
+// cancelAndWait cancels a run and waits, at most stopWithin, for done;
+// false if it did not come.
+func cancelAndWait(cancel context.CancelFunc, done <-chan struct{}) bool {
+	cancel()
+	select {
+	case <-done:
+		return true
+	case <-time.After(stopWithin):
+		return false
+	}
 }
 
 // stop ends the member's Run and waits for it, at most stopWithin.
 func (m *member) stop(t *testing.T) {
 	t.Helper()
-	m.cancel()
-	select {
-	case <-m.done:
-	case <-time.After(stopWithin):
+	if !cancelAndWait(m.cancel, m.done) {
 		t.Errorf("%s: Run did not return within %v", m.sh.opts.Identity, stopWithin)
 	}
 }

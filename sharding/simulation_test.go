@@ -43,7 +43,7 @@ type simReplica struct {
 	// when the replica stops, however it stops.
 	abort     chan struct{}
 	abortOnce sync.Once
-	done      chan struct{} // closed once Run and the stand-in have returned
+	done      <-chan struct{} // closed once Run and the stand-in have returned
 
 	mu    sync.Mutex
 	owned *slots.Set // slots whose objects its handlers may be handling
@@ -90,7 +90,7 @@ func startSim(st *leaseStore, id string, rnd *rand.Rand, rmu *sync.Mutex, log *s
 			return time.Duration(rnd.Int64N(int64(max)))
 		}
 	}
-	r := &simReplica{id: id, client: st.client(delay(30 * time.Millisecond)), abort: make(chan struct{}), done: make(chan struct{})}
+	r := &simReplica{id: id, client: st.client(delay(30 * time.Millisecond)), abort: make(chan struct{})}
 	r.sh = newSharding(r.client, Options{Group: "g", Namespace: "ns", Identity: id,
 		LeaseDuration: ld, RenewPeriod: 400 * time.Millisecond, Slots: 16, Logger: log.logger()})
 	r.owned = slots.New(16)
@@ -100,15 +100,10 @@ func startSim(st *leaseStore, id string, rnd *rand.Rand, rmu *sync.Mutex, log *s
 			time.Sleep(time.Duration(d))
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
+	var ctx context.Context
+	ctx, r.cancel = context.WithCancel(context.Background())
 	r.sub = r.sh.Subscribe()
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); _ = r.sh.Run(ctx) }()
-	go func() {
-		defer wg.Done()
-		defer r.sub.Close()
+	r.done = runWithInformer(ctx, r.sh, r.sub, func() {
 		work := delay(time.Second)
 		var ver uint64
 		for {
@@ -144,26 +139,13 @@ func startSim(st *leaseStore, id string, rnd *rand.Rand, rmu *sync.Mutex, log *s
 			case <-changed:
 			}
 		}
-	}()
-	go func() { wg.Wait(); close(r.done) }()
+	})
 	return r
 }
 
-// stopWithin is how long a replica may take to stop: its Run gives the
-// share up for at most LeaseDuration/2, and deletes its Lease.
-const stopWithin = 10 * time.Second
-
 // stop ends the replica's Run and waits, at most stopWithin, for it and
 // the stand-in to return; false if they did not.
-func (r *simReplica) stop() bool {
-	r.cancel()
-	select {
-	case <-r.done:
-		return true
-	case <-time.After(stopWithin):
-		return false
-	}
-}
+func (r *simReplica) stop() bool { return cancelAndWait(r.cancel, r.done) }
 
 // kill ends the replica without a goodbye: cut off, its handlers gone.
 func (r *simReplica) kill() bool {
