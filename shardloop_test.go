@@ -287,3 +287,33 @@ func TestShardGrowWithoutServerFilter(t *testing.T) {
 		}
 	}
 }
+
+// The consumers of a shared informer must give the same Sharder: the same
+// pointer (a *sharding.Sharding), or equal values. One Go cannot compare
+// is the same as no other, without a panic; a nil pointer is no Sharder.
+func TestSameSharder(t *testing.T) {
+	type tagged struct {
+		*fixedSharder
+		tags []string // not comparable
+	}
+	a, b := fixedSharding(t, 2, 0), fixedSharding(t, 2, 0)
+	for _, c := range []struct {
+		x, y Sharder
+		same bool
+	}{
+		{a, a, true},
+		{a, b, false},
+		{nil, nil, true},
+		{a, nil, false},
+		{tagged{a, nil}, tagged{a, nil}, false},
+		{tagged{a, nil}, a, false},
+	} {
+		if got := sameSharder(c.x, c.y); got != c.same {
+			t.Errorf("sameSharder(%T, %T) = %v, want %v", c.x, c.y, got, c.same)
+		}
+	}
+	var none *fixedSharder
+	if o := (&Options[*corev1.ConfigMap]{Sharding: none}).withDefaults(); o.Sharding != nil {
+		t.Errorf("a nil *fixedSharder is the Sharder %v, want none", o.Sharding)
+	}
+}
