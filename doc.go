@@ -86,6 +86,21 @@
 // unusable file is reported with [ErrSnapshot] and replaced after a full
 // list.
 //
+// # Sharding
+//
+// With [Options.Sharding] (or [FactoryOptions.Sharding]) an informer caches
+// and handles only its replica's share of the resource: the objects whose
+// metadata.uid hashes into the slots a [Sharder] gives it. Package sharding
+// is the Sharder of a group of replicas on Kubernetes Leases:
+//
+//	sh := sharding.New(cfg, sharding.Options{Group: "widget-controller", Namespace: "ops", Identity: podName})
+//	go sh.Run(ctx)
+//	inf := kinformer.New[*corev1.Pod](pods, &kinformer.Options[*corev1.Pod]{Sharding: sh})
+//
+// Objects that leave the share get [Deleted] and objects that join it
+// [Added], both with [CauseReshard]; [Informer.ShardStatus] says what the
+// informer holds and whether the API server filters it.
+//
 // # Sharing and memory
 //
 // Objects handed out by the cache and in events are shared: never modify

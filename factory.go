@@ -47,8 +47,9 @@ type FactoryOptions struct {
 
 	// Sharding, if set, is every informer's Options.Sharding, unless its
 	// first consumer gives one: each caches and handles only this
-	// replica's share of its resource (see NewSharding). Default: none.
-	Sharding *Sharding
+	// replica's share of its resource (a *sharding.Sharding; see Sharder).
+	// Default: none.
+	Sharding Sharder
 }
 
 // Factory makes shared informers, for programs where several controllers
@@ -67,8 +68,8 @@ type Factory struct {
 	scheme *runtime.Scheme // FactoryOptions.Scheme; nil: client-go's
 	log    *slog.Logger
 	reg    prometheus.Registerer
-	state  string    // FactoryOptions.StateDir
-	shard  *Sharding // FactoryOptions.Sharding
+	state  string  // FactoryOptions.StateDir
+	shard  Sharder // FactoryOptions.Sharding
 
 	// Set up on first use, because NewFactory returns no error.
 	setupOnce sync.Once

@@ -51,7 +51,7 @@ func keyOf[T Object](f *Factory, t reflect.Type, mapping *meta.RESTMapping, name
 	if o.StateDir == "" {
 		o.StateDir = f.state
 	}
-	if o.Sharding == nil {
+	if nilSharder(o.Sharding) {
 		o.Sharding = f.shard
 	}
 	if o.StateKey == "" && f.cfg != nil {
@@ -132,7 +132,7 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T]) error {
 		{"Backoff", have.Backoff == want.Backoff},
 		{"StateDir", have.StateDir == want.StateDir},
 		{"StateNoSync", have.StateNoSync == want.StateNoSync},
-		{"Sharding", have.Sharding == want.Sharding},
+		{"Sharding", sameSharder(have.Sharding, want.Sharding)},
 	} {
 		if !c.same {
 			diff = append(diff, c.name)

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/rest"
 )
 
 // The sharing rules: which requests share an informer (keyOf), when
@@ -25,9 +24,8 @@ func upper(c *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 
 func TestShareMergesOrRefuses(t *testing.T) {
 	s := newCMShare()
-	// Two memberships of one group: two distinct Shardings.
-	shardA, shardB := NewSharding(&rest.Config{}, ShardingOptions{Group: "g", Namespace: "ns", Identity: "a"}),
-		NewSharding(&rest.Config{}, ShardingOptions{Group: "g", Namespace: "ns", Identity: "b"})
+	// Two memberships of one group: two distinct Sharders.
+	shardA, shardB := fixedSharding(t, 64, 0, 1), fixedSharding(t, 64, 2, 3)
 	first, err := s.get(cmKey, Options[*corev1.ConfigMap]{Indexers: map[string]IndexFunc[*corev1.ConfigMap]{"name": byName}})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kinformer/kinformer/internal/slots"
 )
 
 // fakeServer is a scripted stand-in for one resource of the API server, for
@@ -50,7 +52,7 @@ var shardRangeRE = regexp.MustCompile(`'0x([0-9a-f]+)', '0x([0-9a-f]+)'`)
 
 // inShardSelector reports whether uid's hash falls in one of sel's ranges.
 func inShardSelector(sel, uid string) bool {
-	h := shardHash(uid)
+	h := slots.Hash(uid)
 	for _, m := range shardRangeRE.FindAllStringSubmatch(sel, -1) {
 		start, _ := strconv.ParseUint(m[1], 16, 64)
 		end, err := strconv.ParseUint(m[2], 16, 64)

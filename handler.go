@@ -139,6 +139,9 @@ type listener[T Object] struct {
 	// longer this replica's to handle), or later (admitHold: the share is
 	// not known yet).
 	admit func(Event[T]) admission
+	// handled, if set, is told each time the listener has handled or
+	// dropped an event, and when it is removed (dispatcher.waitHandled).
+	handled *progress
 }
 
 func newListener[T Object](mask uint8, fn func(Event[T]), log *slog.Logger) *listener[T] {
@@ -222,6 +225,7 @@ func (l *listener[T]) remove() {
 	}
 	l.mu.Unlock()
 	l.signal()
+	l.handled.signal()
 	if ended != nil {
 		<-ended
 	}
@@ -257,6 +261,7 @@ outer:
 				case admitDrop:
 					l.backlog.Add(-1)
 					l.delivered.Add(1)
+					l.handled.signal()
 					batch[i] = queued[T]{}
 					continue
 				case admitHold:
@@ -275,6 +280,7 @@ outer:
 			}
 			l.backlog.Add(-1)
 			l.delivered.Add(1)
+			l.handled.signal()
 			if i+1 < len(batch) {
 				l.head.Store(batch[i+1].at)
 			} else {
@@ -436,6 +442,7 @@ type dispatcher[T Object] struct {
 	goroutines sync.Map                 // int64 -> struct{}
 	obs        *observer                // counts events; nil without metrics
 	admit      func(Event[T]) admission // listener.admit of every listener; nil for none
+	handled    progress                 // listener.handled of every listener
 }
 
 // depth returns the events queued for all registrations and the age of the
@@ -456,6 +463,7 @@ func (d *dispatcher[T]) depth() (events int, oldest time.Duration) {
 func (d *dispatcher[T]) add(l *listener[T], c *Cache[T], rv func() string, isSynced func() bool) *Registration {
 	reg := &Registration{l: l}
 	l.admit = d.admit
+	l.handled = &d.handled
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	// Read under d.mu: the writer marks the first sync under it too, so a
@@ -602,6 +610,56 @@ func (d *dispatcher[T]) reached(marks map[*listener[T]]int64) bool {
 		}
 	}
 	return true
+}
+
+// waitHandled waits until each listener has handled the events marks
+// counted, or was removed; false if ctx ends first.
+func (d *dispatcher[T]) waitHandled(ctx context.Context, marks map[*listener[T]]int64) bool {
+	d.handled.waiting.Add(1)
+	defer d.handled.waiting.Add(-1)
+	for {
+		next := d.handled.next() // before the check: progress after it closes next
+		if d.reached(marks) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-next:
+		}
+	}
+}
+
+// progress tells a waiter that listeners have handled events. While no
+// one waits, a signal costs one atomic load.
+type progress struct {
+	waiting atomic.Int32  // waiters; signals are skipped while 0
+	mu      sync.Mutex    // guards ch
+	ch      chan struct{} // closed by the next signal; nil if no one asked
+}
+
+// next returns a channel closed by the next signal. A signal after a
+// change the caller has not seen yet is not lost: the change is made
+// before the signal, and waiting is raised before the caller looks.
+func (p *progress) next() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ch == nil {
+		p.ch = make(chan struct{})
+	}
+	return p.ch
+}
+
+func (p *progress) signal() {
+	if p == nil || p.waiting.Load() == 0 {
+		return
+	}
+	p.mu.Lock()
+	if p.ch != nil {
+		close(p.ch)
+		p.ch = nil
+	}
+	p.mu.Unlock()
 }
 
 // wakeAll makes every listener look at its queue again (events held by

@@ -286,9 +286,9 @@ func (l *loop[T]) run(ctx context.Context) {
 	if l.sh != nil {
 		// The first share is needed before anything: the state file is
 		// restored through it. The informer unsubscribes once its
-		// handlers have returned (closeShard): until then the Sharding
+		// handlers have returned (closeShard): until then the Sharder
 		// must not give the share away.
-		l.sh.sub = l.opts.Sharding.subscribe()
+		l.sh.sub = l.opts.Sharding.Subscribe()
 		l.sh.ver = 0
 		if _, ok := l.applyShare(ctx); !ok {
 			return
@@ -297,7 +297,7 @@ func (l *loop[T]) run(ctx context.Context) {
 	// A share that grew since the last run (or a re-list for a growth
 	// that the last run did not finish) needs a list, not a watch from the
 	// kept resourceVersion.
-	grewBefore := l.sh != nil && l.w.gained != nil && !l.w.gained.empty()
+	grewBefore := l.sh != nil && l.w.gained != nil && !l.w.gained.Empty()
 	if l.opts.StateDir != "" && l.openState() {
 		l.w.state.Start()
 		defer l.w.state.Stop() // after the last write: the loop has returned
@@ -428,7 +428,7 @@ func (l *loop[T]) logTransition(o outcome, next state) {
 func (l *loop[T]) listOptions() metav1.ListOptions {
 	o := metav1.ListOptions{LabelSelector: l.opts.LabelSelector, FieldSelector: l.opts.FieldSelector}
 	if l.w.shard != nil {
-		o.ShardSelector = l.w.shard.selector()
+		o.ShardSelector = l.w.shard.Selector()
 	}
 	return o
 }

@@ -37,11 +37,9 @@ import (
 //	kinformer_state_restored_objects_total{resource}    objects restored from the state file
 //	kinformer_shard_slots{resource}                     slots of a sharded informer's share (Options.Sharding)
 //	kinformer_shard_server_side{resource}               1 if the API server filters its lists and watches by the share, 0 if the informer does
-//	kinformer_sharding_members{group}                   live members of a shard group, as this replica last read them (ShardingOptions.Metrics)
-//	kinformer_sharding_slots{group}                     slots this replica serves
-//	kinformer_sharding_fenced{group}                    1 while it cannot renew its Lease in time and serves nothing
-//	kinformer_sharding_renewals_total{group,result}     renewals of its Lease: ok, error
-//	kinformer_sharding_share_changes_total{group}       changes of the share it serves
+//
+// The shard group's own metrics (kinformer_sharding_*) are package
+// sharding's Metrics.
 //
 // Several informers with the same Name (other namespaces or selectors)
 // add up: counters and depths sum, ages take the worst.
@@ -52,10 +50,6 @@ type Metrics struct {
 	commitTime, written       *prometheus.CounterVec
 	restored                  *prometheus.CounterVec
 	shardSlots, shardServer   *prometheus.GaugeVec
-	groupMembers, groupSlots  *prometheus.GaugeVec
-	groupFenced               *prometheus.GaugeVec
-	groupRenewals             *prometheus.CounterVec
-	groupChanges              *prometheus.CounterVec
 
 	mu      sync.Mutex // guards sources
 	sources map[*metricSource]struct{}
@@ -96,20 +90,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Slots of the hash space a sharded informer holds (Options.Sharding)."}, []string{"resource"}),
 		shardServer: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kinformer_shard_server_side",
 			Help: "1 if the API server filters a sharded informer's lists and watches by its share (ShardedListAndWatch), 0 if the informer filters alone."}, []string{"resource"}),
-		groupMembers: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kinformer_sharding_members",
-			Help: "Live members of the shard group, as this replica last read its Leases."}, []string{"group"}),
-		groupSlots: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kinformer_sharding_slots",
-			Help: "Slots of the hash space this replica serves."}, []string{"group"}),
-		groupFenced: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kinformer_sharding_fenced",
-			Help: "1 while this replica could not renew its Lease in time and serves nothing."}, []string{"group"}),
-		groupRenewals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kinformer_sharding_renewals_total",
-			Help: "Renewals of this replica's Lease, by result: ok, error."}, []string{"group", "result"}),
-		groupChanges: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kinformer_sharding_share_changes_total",
-			Help: "Changes of the share this replica serves."}, []string{"group"}),
 		sources: map[*metricSource]struct{}{},
 	}
-	for _, c := range []prometheus.Collector{m.events, m.requests, m.relists, m.waits, m.waited, m.commits, m.commitTime, m.written, m.restored, m.shardSlots, m.shardServer,
-		m.groupMembers, m.groupSlots, m.groupFenced, m.groupRenewals, m.groupChanges, m} {
+	for _, c := range []prometheus.Collector{m.events, m.requests, m.relists, m.waits, m.waited, m.commits, m.commitTime, m.written, m.restored, m.shardSlots, m.shardServer, m} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("kinformer: registering metrics: %w", err)
 		}

@@ -119,18 +119,20 @@ type Options[T Object] struct {
 	StateNoSync bool
 
 	// Sharding, if set, makes the informer cache and handle only this
-	// replica's share of the resource (see NewSharding): objects whose
-	// metadata.uid hashes into the slots the Sharding serves. Lists and
+	// replica's share of the resource: objects whose metadata.uid hashes
+	// into the slots the Sharder serves (a *sharding.Sharding, from
+	// package sharding, on Leases; see Sharder). Lists and
 	// watches carry the share as shardSelector, so that a server with the
 	// ShardedListAndWatch feature sends only it; the informer filters by
 	// the same hash itself as well, so a server without it gives handlers
 	// the same events (ShardStatus says which is in effect). When the share
 	// changes, objects that leave it get Deleted and objects that join it
 	// Added, both CauseReshard; a shrink is done from the cache, a growth
-	// by a re-list. Handlers are not called once the replica's Lease may be
-	// counted dead by the others. The informer is synced once it has
-	// listed its first, non-empty share. Default: none, the whole resource.
-	Sharding *Sharding
+	// by a re-list. Handlers are not called while the subscription is not
+	// Valid (the replica's Lease may be counted dead by the others). The
+	// informer is synced once it has listed its first, non-empty share.
+	// Default: none, the whole resource.
+	Sharding Sharder
 
 	// Name names the informer in its logs and metrics: its resource, such
 	// as "pods" or "deployments.apps" (a Factory sets it). Default: T's
@@ -178,5 +180,8 @@ func (o *Options[T]) withDefaults() Options[T] {
 		out.IdleMargin = defaultIdleMargin
 	}
 	out.Backoff = out.Backoff.withDefaults()
+	if nilSharder(out.Sharding) {
+		out.Sharding = nil
+	}
 	return out
 }

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kinformer/kinformer/internal/slots"
 )
 
 // ShardStatus says what share of a sharded informer's resource it holds,
@@ -30,74 +31,85 @@ type ShardStatus struct {
 
 // shardLoop is what a sharded informer's loop keeps about its share.
 type shardLoop struct {
-	sub    *shardSub
-	ver    uint64 // of the share applied
-	probe  bool   // the share changed: learn whether the server filters it
+	sub    ShareSubscription // of the current run; nil between runs
+	ver    uint64            // of the share applied in this run; 0 before the first
+	probe  bool              // the share changed: learn whether the server filters it
 	status atomic.Pointer[ShardStatus]
 	// applied is the share the loop has applied in this run (nil before
 	// the first, and once the run is over): handlers get object events
 	// only for objects in it (loop.admit).
-	applied atomic.Pointer[slotSet]
+	applied atomic.Pointer[appliedShare]
+}
+
+// appliedShare is a share a run has applied, and the subscription it
+// came by (whose Valid says whether handlers may be called).
+type appliedShare struct {
+	set *slots.Set
+	sub ShareSubscription
 }
 
 // admit decides whether a handler may get e now: object events only for
-// objects of the share applied in this run, while the Lease is valid;
-// held while no share is applied yet (a run starting: the share may have
-// moved since the events were queued, before a Stop).
+// objects of the share applied in this run, while the subscription is
+// valid; held while no share is applied yet (a run starting: the share
+// may have moved since the events were queued, before a Stop).
 func (l *loop[T]) admit(e Event[T]) admission {
 	if !ownsEvent(e) {
 		return admitDeliver
 	}
-	set := l.sh.applied.Load()
+	a := l.sh.applied.Load()
 	switch {
-	case set == nil:
+	case a == nil:
 		return admitHold
-	case !l.opts.Sharding.valid() || !set.has(string(e.Object.GetUID())):
+	case !a.sub.Valid() || !a.set.Has(string(e.Object.GetUID())):
 		return admitDrop
 	}
 	return admitDeliver
 }
 
-// applyShare applies the Sharding's share if it changed since the last
+// applyShare applies the Sharder's share if it changed since the last
 // call: objects that left are removed and Deleted (CauseReshard), their
 // handlers are waited for, and the change is acknowledged so that the
-// Sharding may drop its claim. While the share is empty it waits. It
-// reports whether the share grew (objects may have joined: re-list), and
-// false for ok once ctx ends.
+// Sharder may let another replica take them. While the share is empty it
+// waits. It reports whether the share grew (objects may have joined:
+// re-list), and false for ok once ctx ends.
 func (l *loop[T]) applyShare(ctx context.Context) (grew, ok bool) {
 	sh := l.sh
 	for {
-		set, ver, changed, ready := sh.sub.current()
-		if ready && ver != sh.ver {
+		share, changed := sh.sub.Share()
+		if share.Version != 0 && share.Version != sh.ver {
+			set := l.shareSet(share)
 			old := l.w.shard
 			dropped := l.w.reshard(set)
-			sh.applied.Store(set)
+			sh.applied.Store(&appliedShare{set: set, sub: sh.sub})
 			l.w.disp.wakeAll()
 			// Also with nothing dropped: watch Deleted events of objects
 			// already gone from the cache may still be queued.
 			if !l.handlersDone(ctx) {
 				return false, false
 			}
-			sh.ver = ver
-			sh.sub.ack(ver)
+			sh.ver = share.Version
+			sh.sub.Ack(share.Version)
 			if old != nil {
-				if g := set.minus(old); !g.empty() {
+				if g := joined(old, set); !g.Empty() {
 					grew = true
-					l.w.gained = g.union(l.w.gained)
+					if l.w.gained != nil && l.w.gained.Total() == g.Total() {
+						g = g.Union(l.w.gained) // a growth not listed yet
+					}
+					l.w.gained = g
 				}
 			}
 			sh.probe = true
-			st := ShardStatus{Sharded: true, Slots: set.len(), Total: set.slots(), Ranges: set.String()}
+			st := ShardStatus{Sharded: true, Slots: set.Len(), Total: set.Total(), Ranges: set.String()}
 			if prev := sh.status.Load(); prev != nil {
 				st.Mode = prev.Mode
 			}
 			sh.status.Store(&st)
-			l.obs.shard(set.len(), st.Mode)
-			l.log.Info("kinformer: share changed", "slots", set.len(), "of", set.slots(), "dropped", dropped, "grew", grew, "ranges", set.String())
+			l.obs.shard(set.Len(), st.Mode)
+			l.log.Info("kinformer: share changed", "slots", set.Len(), "of", set.Total(), "dropped", dropped, "grew", grew, "ranges", set.String())
 		}
-		if ready && !set.empty() {
+		if sh.ver != 0 && !l.w.shard.Empty() {
 			if l.w.gained != nil {
-				l.w.gained = l.w.gained.minus(l.w.gained.minus(set)) // what is still ours
+				l.w.gained = l.w.gained.Minus(joined(l.w.shard, l.w.gained)) // what is still ours
 			}
 			return grew, true
 		}
@@ -109,14 +121,35 @@ func (l *loop[T]) applyShare(ctx context.Context) (grew, ok bool) {
 	}
 }
 
+// shareSet is share as a set of slots. A share that is not one (a Total
+// that is not a power of two up to 4096, a slot out of range: a Sharder's
+// bug) is logged and served as none.
+func (l *loop[T]) shareSet(share Share) *slots.Set {
+	set, err := slots.Of(share.Total, share.Slots)
+	if err != nil {
+		l.log.Error("kinformer: the Sharder published an invalid share; serving none of it", "version", share.Version, "error", err)
+		return slots.New(1)
+	}
+	return set
+}
+
+// joined returns the slots of set not in old: all of them if old cuts
+// the hash space into another number of slots (nil is empty).
+func joined(old, set *slots.Set) *slots.Set {
+	if old == nil || set == nil || old.Total() != set.Total() {
+		return set.Clone()
+	}
+	return set.Minus(old)
+}
+
 // shareChanged returns a channel closed when the share changes from the
 // one applied; nil (never ready) if the informer is not sharded.
 func (l *loop[T]) shareChanged() <-chan struct{} {
 	if l.sh == nil {
 		return nil
 	}
-	_, ver, changed, _ := l.sh.sub.current()
-	if ver != l.sh.ver {
+	share, changed := l.sh.sub.Share()
+	if share.Version != l.sh.ver {
 		c := make(chan struct{})
 		close(c)
 		return c
@@ -124,12 +157,12 @@ func (l *loop[T]) shareChanged() <-chan struct{} {
 	return changed
 }
 
-// closeShard unsubscribes the informer from its Sharding, once its run
-// has ended and its handlers have returned.
+// closeShard unsubscribes the informer from its Sharder, once its run has
+// ended and its handlers have returned.
 func (l *loop[T]) closeShard() {
 	if l.sh != nil && l.sh.sub != nil {
 		l.sh.applied.Store(nil) // until the next run applies its share
-		l.sh.sub.close()
+		l.sh.sub.Close()
 		l.sh.sub = nil
 	}
 }
@@ -155,12 +188,12 @@ func (l *loop[T]) serverFilters() bool {
 func (l *loop[T]) listGained(ctx context.Context) error {
 	gained := l.w.gained
 	rv := l.w.status.resourceVersion()
-	if gained == nil || gained.empty() || rv == "" {
+	if gained == nil || gained.Empty() || rv == "" {
 		return errors.New("nothing to list")
 	}
 	items := map[string]T{}
 	opts := l.listOptions()
-	opts.ShardSelector = gained.selector()
+	opts.ShardSelector = gained.Selector()
 	opts.ResourceVersion = rv
 	opts.ResourceVersionMatch = metav1.ResourceVersionMatchExact
 	opts.Limit = l.opts.PageSize
@@ -190,25 +223,15 @@ func (l *loop[T]) listJoined(ctx context.Context) outcome {
 // handlersDone waits until every handler has returned from every event
 // queued so far.
 func (l *loop[T]) handlersDone(ctx context.Context) bool {
-	marks := l.w.disp.marks()
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for !l.w.disp.reached(marks) {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
-	}
-	return true
+	return l.w.disp.waitHandled(ctx, l.w.disp.marks())
 }
 
 // cancelOnReshard returns a context that ends when ctx does or when the
 // share changes, and its release.
 func (l *loop[T]) cancelOnReshard(ctx context.Context) (context.Context, func()) {
 	c, cancel := context.WithCancel(ctx)
-	_, ver, changed, _ := l.sh.sub.current()
-	if ver != l.sh.ver {
+	share, changed := l.sh.sub.Share()
+	if share.Version != l.sh.ver {
 		cancel()
 		return c, cancel
 	}
@@ -275,5 +298,9 @@ func (inf *Informer[T]) ShardStatus() ShardStatus {
 	if st := inf.loop.sh.status.Load(); st != nil {
 		return *st
 	}
-	return ShardStatus{Sharded: true, Total: inf.loop.opts.Sharding.opts.Slots, Ranges: "none"}
+	// No share applied yet: the Sharder says how many slots there are.
+	sub := inf.loop.opts.Sharding.Subscribe()
+	share, _ := sub.Share()
+	sub.Close()
+	return ShardStatus{Sharded: true, Total: share.Total, Ranges: "none"}
 }

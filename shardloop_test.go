@@ -2,6 +2,8 @@ package kinformer
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,38 +11,86 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kinformer/kinformer/internal/slots"
 )
 
-// A Sharding that serves set, renewed for an hour, with no API server:
-// what an informer's side of sharding sees.
-func fixedSharding(t *testing.T, slots int, set ...int) *Sharding {
+// fixedSharder is a Sharder without Leases: a test publishes its shares,
+// and handlers are always valid. It records the versions acknowledged.
+type fixedSharder struct {
+	mu      sync.Mutex // guards all below
+	share   Share
+	changed chan struct{}
+	acks    []uint64
+}
+
+// fixedSharding returns a fixedSharder of total slots that serves set.
+func fixedSharding(t *testing.T, total int, set ...int) *fixedSharder {
 	t.Helper()
-	sh := newSharding(nil, ShardingOptions{Group: "g", Namespace: "ns", Identity: "a", Slots: slots})
-	sh.deadline.Store(sh.since() + int64(time.Hour))
+	sh := &fixedSharder{share: Share{Total: total}, changed: make(chan struct{})}
 	publish(sh, set...)
 	return sh
 }
 
-func publish(sh *Sharding, set ...int) {
-	s := newSlotSet(sh.opts.Slots)
-	for _, i := range set {
-		s.add(i)
-	}
+// publish makes set the share, as a new version.
+func publish(sh *fixedSharder, set ...int) {
 	sh.mu.Lock()
-	sh.publishLocked(s)
-	sh.mu.Unlock()
+	defer sh.mu.Unlock()
+	sh.share = Share{Version: sh.share.Version + 1, Total: sh.share.Total, Slots: slices.Sorted(slices.Values(set))}
+	close(sh.changed)
+	sh.changed = make(chan struct{})
+}
+
+func (sh *fixedSharder) acked() []uint64 {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return slices.Clone(sh.acks)
+}
+
+func (sh *fixedSharder) Subscribe() ShareSubscription { return fixedSub{sh} }
+
+type fixedSub struct{ sh *fixedSharder }
+
+func (s fixedSub) Share() (Share, <-chan struct{}) {
+	s.sh.mu.Lock()
+	defer s.sh.mu.Unlock()
+	return s.sh.share, s.sh.changed
+}
+
+func (s fixedSub) Ack(v uint64) {
+	s.sh.mu.Lock()
+	defer s.sh.mu.Unlock()
+	s.sh.acks = append(s.sh.acks, v)
+}
+
+func (fixedSub) Valid() bool { return true }
+func (fixedSub) Close()      {}
+
+// gated returns a handler that waits for gate to close before passing
+// each event to next, and a channel that receives once it is first
+// called.
+func gated(gate <-chan struct{}, next func(cmEvent)) (func(cmEvent), <-chan struct{}) {
+	called := make(chan struct{}, 1)
+	return func(e cmEvent) {
+		select {
+		case called <- struct{}{}:
+		default:
+		}
+		<-gate
+		next(e)
+	}, called
 }
 
 // shardedObjects puts n ConfigMaps on s and returns their names by slot
 // (of slots).
-func shardedObjects(s *fakeServer, n, slots int) map[int][]string {
-	set := newSlotSet(slots)
+func shardedObjects(s *fakeServer, n, total int) map[int][]string {
+	set := slots.New(total)
 	out := map[int][]string{}
 	for i := range n {
 		c := cm("ns", fmt.Sprint("o", i))
 		c.UID = types.UID(fmt.Sprintf("uid-%d", i))
 		s.apply(watch.Added, c)
-		slot := set.slotOf(shardHash(string(c.UID)))
+		slot := set.SlotOf(slots.Hash(string(c.UID)))
 		out[slot] = append(out[slot], "ns/"+c.Name)
 	}
 	return out
@@ -83,14 +133,16 @@ func TestShardRestartDropsQueuedEventsOfLostSlots(t *testing.T) {
 	inf, rec := startInformer(t, s, &Options[*corev1.ConfigMap]{Sharding: sh})
 	gate := make(chan struct{})
 	var late recorder
-	inf.AddHandler(func(e cmEvent) {
-		<-gate
-		late.handle(e)
-	})
-	eventually(t, "the slow handler's replay queued", func() bool { return inf.Cache().Len() == 30 })
-	inf.Stop()
-	publish(sh, 0) // slot 1 goes to another replica while this one is stopped
+	slow, inCall := gated(gate, late.handle)
+	inf.AddHandler(slow)
+	// The slow handler is in its first call, the rest of its replay is
+	// queued: the informer stops once that call returns, before the share
+	// changes; the queue waits for the next run.
+	<-inCall
+	stopped := inf.RequestStop()
 	close(gate)
+	<-stopped
+	publish(sh, 0) // slot 1 goes to another replica while this one is stopped
 	inf.Start()
 	eventually(t, "slot 1 dropped", func() bool { return inf.Cache().Len() == len(bySlot[0]) })
 	lost := map[string]bool{}
@@ -106,8 +158,8 @@ func TestShardRestartDropsQueuedEventsOfLostSlots(t *testing.T) {
 		}
 		return n == len(bySlot[1])
 	})
-	for _, e := range late.all() {
-		if lost[e.Key] && (e.Type == Added || e.Type == Modified) {
+	for i, e := range late.all() {
+		if i > 0 && lost[e.Key] && (e.Type == Added || e.Type == Modified) { // the first was handled before the change
 			t.Fatalf("%s %s delivered after its slot left the share", e.Type, e.Key)
 		}
 	}
@@ -121,6 +173,33 @@ func TestShardRestartDropsQueuedEventsOfLostSlots(t *testing.T) {
 		t.Fatalf("the slow handler got %d Added of the kept slot, want %d (its queued replay)", kept, len(bySlot[0]))
 	}
 	_ = rec
+}
+
+// A share is acknowledged once the handlers have returned from the
+// Deleted of every object that left it, and not before: until then the
+// Sharder must not let another replica take those objects.
+func TestShardAckAfterHandlersReturn(t *testing.T) {
+	s := newFakeServer()
+	bySlot := shardedObjects(s, 20, 2)
+	sh := fixedSharding(t, 2, 0, 1)
+	inf, _ := startInformer(t, s, &Options[*corev1.ConfigMap]{Sharding: sh})
+	gate := make(chan struct{})
+	slow, deleted := gated(gate, func(cmEvent) {})
+	if _, err := inf.AddEventHandler(Deleted, slow); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the first share acknowledged", func() bool { return slices.Contains(sh.acked(), 1) })
+	publish(sh, 0)
+	<-deleted // the handler is in the Deleted of a slot-1 object
+	time.Sleep(50 * time.Millisecond)
+	if slices.Contains(sh.acked(), 2) {
+		t.Fatal("the shrunk share acknowledged while a handler is still in a Deleted of it")
+	}
+	close(gate)
+	eventually(t, "the shrunk share acknowledged", func() bool { return slices.Contains(sh.acked(), 2) })
+	if got := inf.Cache().Len(); got != len(bySlot[0]) {
+		t.Fatalf("%d cached, want slot 0's %d", got, len(bySlot[0]))
+	}
 }
 
 // A share that grows while the informer watches is filled by a list of
@@ -152,14 +231,14 @@ func TestShardGrowAndShrinkWhileRunning(t *testing.T) {
 	s.mu.Lock()
 	lists := append([]metav1.ListOptions(nil), s.lists[before:]...)
 	s.mu.Unlock()
-	one := newSlotSet(2)
-	one.add(1)
+	one := slots.New(2)
+	one.Add(1)
 	exact := 0
 	for _, o := range lists {
 		switch {
-		case o.ShardSelector == one.selector() && o.ResourceVersionMatch == metav1.ResourceVersionMatchExact && o.ResourceVersion != "":
+		case o.ShardSelector == one.Selector() && o.ResourceVersionMatch == metav1.ResourceVersionMatchExact && o.ResourceVersion != "":
 			exact++
-		case o.ShardSelector == one.selector() && o.Continue != "":
+		case o.ShardSelector == one.Selector() && o.Continue != "":
 			// the next pages of that list
 		case o.Limit != 1: // the mode probe is a one-object list
 			t.Errorf("a list other than of the joined slot: %+v", o)
@@ -206,5 +285,35 @@ func TestShardGrowWithoutServerFilter(t *testing.T) {
 		if o.ResourceVersionMatch != "" {
 			t.Errorf("a list at an exact resourceVersion from a server that does not filter: %+v", o)
 		}
+	}
+}
+
+// The consumers of a shared informer must give the same Sharder: the same
+// pointer (a *sharding.Sharding), or equal values. One Go cannot compare
+// is the same as no other, without a panic; a nil pointer is no Sharder.
+func TestSameSharder(t *testing.T) {
+	type tagged struct {
+		*fixedSharder
+		tags []string // not comparable
+	}
+	a, b := fixedSharding(t, 2, 0), fixedSharding(t, 2, 0)
+	for _, c := range []struct {
+		x, y Sharder
+		same bool
+	}{
+		{a, a, true},
+		{a, b, false},
+		{nil, nil, true},
+		{a, nil, false},
+		{tagged{a, nil}, tagged{a, nil}, false},
+		{tagged{a, nil}, a, false},
+	} {
+		if got := sameSharder(c.x, c.y); got != c.same {
+			t.Errorf("sameSharder(%T, %T) = %v, want %v", c.x, c.y, got, c.same)
+		}
+	}
+	var none *fixedSharder
+	if o := (&Options[*corev1.ConfigMap]{Sharding: none}).withDefaults(); o.Sharding != nil {
+		t.Errorf("a nil *fixedSharder is the Sharder %v, want none", o.Sharding)
 	}
 }

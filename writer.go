@@ -7,6 +7,7 @@ import (
 
 	"github.com/kinformer/kinformer/internal/intern"
 	"github.com/kinformer/kinformer/internal/persist"
+	"github.com/kinformer/kinformer/internal/slots"
 )
 
 // writer is the only writer of an informer's cache and status, and the
@@ -29,7 +30,7 @@ type writer[T Object] struct {
 	// objects outside it are not cached, as if outside a selector. gained
 	// is the part of it a reshard re-list is adding: its new objects are
 	// Added with CauseReshard.
-	shard, gained *slotSet
+	shard, gained *slots.Set
 	// state, if set, keeps the state file (Options.StateDir) up to date
 	// with every change made here.
 	state *persist.Persister[T]
@@ -229,7 +230,7 @@ func (w *writer[T]) replace(items map[string]T, rv string) {
 			switch {
 			case !existed:
 				c := cause
-				if w.gained != nil && w.gained.has(string(obj.GetUID())) {
+				if w.gained != nil && w.gained.Has(string(obj.GetUID())) {
 					c = CauseReshard
 				}
 				p.emit(Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: rv, Cause: c})
@@ -300,7 +301,7 @@ func (w *writer[T]) caughtUp() {
 
 // outside reports whether obj is outside the share of a sharded informer.
 func (w *writer[T]) outside(obj T) bool {
-	return w.shard != nil && !w.shard.has(string(obj.GetUID()))
+	return w.shard != nil && !w.shard.Has(string(obj.GetUID()))
 }
 
 // reshard makes set the informer's share: cached objects outside it are
@@ -308,7 +309,7 @@ func (w *writer[T]) outside(obj T) bool {
 // keeps them: a sharded informer restored from it always re-lists, and
 // drops what is not its share then; a replica that leaves and comes back
 // with the same share starts from its snapshot.
-func (w *writer[T]) reshard(set *slotSet) (dropped int) {
+func (w *writer[T]) reshard(set *slots.Set) (dropped int) {
 	w.shard = set
 	var gone []string
 	w.cache.peekAll(func(key string, obj T) {
@@ -335,15 +336,15 @@ func (w *writer[T]) reshard(set *slotSet) (dropped int) {
 // queues Added (CauseReshard) for each new one, Modified for one cached at
 // another resourceVersion. The resourceVersion stays: the watch resumes
 // from it.
-func (w *writer[T]) merge(items map[string]T, gained *slotSet) (added int) {
+func (w *writer[T]) merge(items map[string]T, gained *slots.Set) (added int) {
 	w.disp.update(func(p publisher[T]) { added = w.mergeLocked(p, items, gained) })
 	return added
 }
 
-func (w *writer[T]) mergeLocked(p publisher[T], items map[string]T, gained *slotSet) (added int) {
+func (w *writer[T]) mergeLocked(p publisher[T], items map[string]T, gained *slots.Set) (added int) {
 	rv := w.status.resourceVersion()
 	for key, obj := range items {
-		if !gained.has(string(obj.GetUID())) {
+		if !gained.Has(string(obj.GetUID())) {
 			continue // a server that does not filter sent the whole collection
 		}
 		old, existed := w.cache.peek(key)

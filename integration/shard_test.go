@@ -17,6 +17,7 @@ import (
 
 	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/internal/testenv"
+	"github.com/kinformer/kinformer/sharding"
 )
 
 const shardGate = "--feature-gates=ShardedListAndWatch=true"
@@ -105,7 +106,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // and one ConfigMaps informer.
 type replica struct {
 	id     string
-	sh     *kinformer.Sharding
+	sh     *sharding.Sharding
 	inf    *kinformer.Informer[*corev1.ConfigMap]
 	bytes  *bytesRead
 	cancel context.CancelFunc // stops the Sharding (which gives the share up), then the informer
@@ -122,7 +123,7 @@ func startReplica(t *testing.T, cfg *rest.Config, ns, group, id string, own *own
 func startReplicaWith(t *testing.T, cfg *rest.Config, ns, group, id string, own *ownership, stateDir string, extra func(kinformer.Event[*corev1.ConfigMap])) *replica {
 	t.Helper()
 	r := &replica{id: id, bytes: &bytesRead{}, done: make(chan struct{})}
-	r.sh = kinformer.NewSharding(cfg, kinformer.ShardingOptions{
+	r.sh = sharding.New(cfg, sharding.Options{
 		Group: group, Namespace: ns, Identity: id,
 		LeaseDuration: 4 * time.Second, RenewPeriod: 500 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t, id}, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -471,7 +472,7 @@ func TestShardingFactory(t *testing.T) {
 	}
 	var members []member
 	for _, id := range []string{"f-a", "f-b"} {
-		sh := kinformer.NewSharding(cfg, kinformer.ShardingOptions{Group: "factory", Namespace: ns, Identity: id,
+		sh := sharding.New(cfg, sharding.Options{Group: "factory", Namespace: ns, Identity: id,
 			LeaseDuration: 4 * time.Second, RenewPeriod: 500 * time.Millisecond})
 		f := kinformer.NewFactory(cfg, &kinformer.FactoryOptions{Sharding: sh})
 		cms, err := kinformer.Shared[*corev1.ConfigMap](f, ns, nil)

@@ -188,7 +188,14 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	s.sseClients.max = int64(f.sseClients)
-	sh, shard := f.shard.newSharding(cfg, ns, e.stderr, f.verbose, s.metrics)
+	sh, shard, err := f.shard.newSharding(cfg, ns, e.stderr, f.verbose, s.registry)
+	if err != nil {
+		return err
+	}
+	var sharder kinformer.Sharder // none without --shard-group
+	if sh != nil {
+		sharder = sh
+	}
 	if shard != nil {
 		if err := shard.checkLeaseAccess(ctx, cfg); err != nil {
 			return stoppedOr(ctx, err)
@@ -219,7 +226,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			Metrics:       s.metrics,
 			StateDir:      f.stateDir,
 			StateKey:      stateKey(cfg, res, scope),
-			Sharding:      sh,
+			Sharding:      sharder,
 		})
 		s.add(arg, res, scope, inf)
 		if f.stateDir != "" {

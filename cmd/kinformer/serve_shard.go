@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,10 +19,11 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kinformer/kinformer"
+	"github.com/kinformer/kinformer/sharding"
 )
 
 // serve --shard-group: several serve processes split every RESOURCE
-// between them with a kinformer.Sharding (one per process, shared by its
+// between them with a sharding.Sharding (one per process, shared by its
 // informers), each caching and serving only its share.
 
 const shardLong = `
@@ -111,10 +113,15 @@ func defaultIdentity() string {
 
 // newSharding returns the process's membership in the shard group, and
 // what the server shows of it; nil, nil without --shard-group. ns is the
-// namespace serve works in (-n, else the context's).
-func (f *shardFlags) newSharding(cfg *rest.Config, ns string, stderr io.Writer, verbose bool, metrics *kinformer.Metrics) (*kinformer.Sharding, *shardInfo) {
+// namespace serve works in (-n, else the context's); the group's metrics
+// go to reg.
+func (f *shardFlags) newSharding(cfg *rest.Config, ns string, stderr io.Writer, verbose bool, reg prometheus.Registerer) (*sharding.Sharding, *shardInfo, error) {
 	if f.group == "" {
-		return nil, nil
+		return nil, nil, nil
+	}
+	metrics, err := sharding.NewMetrics(reg) // /metrics: kinformer_sharding_*
+	if err != nil {
+		return nil, nil, err
 	}
 	leaseNS := f.namespace
 	if leaseNS == "" {
@@ -130,12 +137,12 @@ func (f *shardFlags) newSharding(cfg *rest.Config, ns string, stderr io.Writer, 
 	if verbose {
 		level = slog.LevelDebug
 	}
-	sh := kinformer.NewSharding(cfg, kinformer.ShardingOptions{
+	sh := sharding.New(cfg, sharding.Options{
 		Group: f.group, Namespace: leaseNS, Identity: id, LeaseDuration: f.leaseDuration,
 		Logger:  slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
-		Metrics: metrics, // /metrics: kinformer_sharding_*
+		Metrics: metrics,
 	})
-	return sh, &shardInfo{group: f.group, namespace: leaseNS, identity: id, status: sh.Status}
+	return sh, &shardInfo{group: f.group, namespace: leaseNS, identity: id, status: sh.Status}, nil
 }
 
 // leaseVerbs are what a member does with the group's Leases.
@@ -188,7 +195,7 @@ func (si *shardInfo) checkLeaseAccess(ctx context.Context, cfg *rest.Config) err
 // shardInfo is what the server shows of the shard group.
 type shardInfo struct {
 	group, namespace, identity string
-	status                     func() kinformer.ShardingStatus // the Sharding's; replaced in tests
+	status                     func() sharding.Status // the Sharding's; replaced in tests
 }
 
 func (si *shardInfo) String() string {

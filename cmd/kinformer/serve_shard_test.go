@@ -26,6 +26,7 @@ import (
 	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/internal/testenv"
 	"github.com/kinformer/kinformer/kinformertest"
+	"github.com/kinformer/kinformer/sharding"
 )
 
 // The sharding flags are checked before anything is loaded, each error
@@ -329,7 +330,7 @@ func TestServeSharded(t *testing.T) {
 	for _, r := range []*shardReplica{a, b, cr} {
 		_, st := r.snapshot(t)
 		sh := st.Sharding
-		if sh.Group != group || sh.Identity != r.id || sh.Namespace != ns || sh.Total != kinformer.DefaultShardSlots || sh.Fenced ||
+		if sh.Group != group || sh.Identity != r.id || sh.Namespace != ns || sh.Total != sharding.DefaultSlots || sh.Fenced ||
 			sh.Slots == 0 || !strings.HasPrefix(sh.Ranges, "[0x") || st.Resources[0].Shard.Ranges != sh.Ranges || !st.Ready {
 			t.Errorf("%s: /stats %+v, configmaps' shard %+v", r.id, sh, st.Resources[0].Shard)
 		}
@@ -350,8 +351,8 @@ func TestServeSharded(t *testing.T) {
 			}
 		}
 	}
-	if slotSum != kinformer.DefaultShardSlots {
-		t.Errorf("the replicas serve %d slots in all, want %d", slotSum, kinformer.DefaultShardSlots)
+	if slotSum != sharding.DefaultSlots {
+		t.Errorf("the replicas serve %d slots in all, want %d", slotSum, sharding.DefaultSlots)
 	}
 
 	// SIGKILL replica-b; its feed as it was just before (the partition is
@@ -390,7 +391,7 @@ func TestServeSharded(t *testing.T) {
 	if took >= leaseDuration {
 		t.Errorf("replica-c's share taken over %v after SIGINT, not before its Lease could expire (%v): was the Lease deleted?", took, leaseDuration)
 	}
-	leases, err := c.CoordinationV1().Leases(ns).List(context.Background(), metav1.ListOptions{LabelSelector: kinformer.ShardGroupLabel + "=" + group})
+	leases, err := c.CoordinationV1().Leases(ns).List(context.Background(), metav1.ListOptions{LabelSelector: sharding.GroupLabel + "=" + group})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -553,8 +554,8 @@ func shardedServer(t *testing.T, identity string, members []string) *httptest.Se
 	r.shardStatus = func() kinformer.ShardStatus {
 		return kinformer.ShardStatus{Sharded: true, Mode: "client", Slots: 22, Total: 64, Ranges: ranges}
 	}
-	s.shard = &shardInfo{group: "g", namespace: "ops", identity: identity, status: func() kinformer.ShardingStatus {
-		return kinformer.ShardingStatus{Identity: identity, Members: members, Slots: 22, Total: 64, Ranges: ranges}
+	s.shard = &shardInfo{group: "g", namespace: "ops", identity: identity, status: func() sharding.Status {
+		return sharding.Status{Identity: identity, Members: members, Slots: 22, Total: 64, Ranges: ranges}
 	}}
 	hs := httptest.NewServer(s.handler())
 	t.Cleanup(hs.Close)
@@ -651,8 +652,8 @@ func TestServeShardReadiness(t *testing.T) {
 	inf := kinformer.New[*unstructured.Unstructured](kinformertest.NewServer[*unstructured.Unstructured](), nil)
 	r := s.add("cm", res, "", inf)
 	r.shardStatus = func() kinformer.ShardStatus { return kinformer.ShardStatus{Sharded: true, Total: 64} }
-	s.shard = &shardInfo{group: "g", namespace: "ops", identity: "a", status: func() kinformer.ShardingStatus {
-		return kinformer.ShardingStatus{Identity: "a", Total: 64, Ranges: "none", Fenced: true}
+	s.shard = &shardInfo{group: "g", namespace: "ops", identity: "a", status: func() sharding.Status {
+		return sharding.Status{Identity: "a", Total: 64, Ranges: "none", Fenced: true}
 	}}
 	want := []string{
 		"shard group g: fenced: the Lease could not be renewed in time; serving nothing until it is",

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/kinformer/kinformer"
+	"github.com/kinformer/kinformer/sharding"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -135,10 +136,10 @@ type replicaStatus struct {
 func shardReplicaMain(args []string) error {
 	fs := flag.NewFlagSet("shard-replica", flag.ExitOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
-	group := fs.String("group", "", "ShardingOptions.Group")
-	identity := fs.String("identity", "", "ShardingOptions.Identity")
-	leaseDuration := fs.Duration("lease-duration", 10*time.Second, "ShardingOptions.LeaseDuration")
-	renewPeriod := fs.Duration("renew-period", 0, "ShardingOptions.RenewPeriod (0: the default, LeaseDuration/5)")
+	group := fs.String("group", "", "sharding.Options.Group")
+	identity := fs.String("identity", "", "sharding.Options.Identity")
+	leaseDuration := fs.Duration("lease-duration", 10*time.Second, "sharding.Options.LeaseDuration")
+	renewPeriod := fs.Duration("renew-period", 0, "sharding.Options.RenewPeriod (0: the default, LeaseDuration/5)")
 	start := fs.Bool("start", false, "start the informer at once, not at the first \"start\" on stdin")
 	logInfo := fs.Bool("log", false, "kinformer's informational logs (share changes) to stderr, not only warnings")
 	fs.Parse(args)
@@ -163,7 +164,7 @@ func shardReplicaMain(args []string) error {
 		level = slog.LevelInfo
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("replica", *identity)
-	sh := kinformer.NewSharding(cfg, kinformer.ShardingOptions{
+	sh := sharding.New(cfg, sharding.Options{
 		Group: *group, Namespace: shardLeaseNamespace, Identity: *identity,
 		LeaseDuration: *leaseDuration, RenewPeriod: *renewPeriod, Logger: logger,
 	})
@@ -480,7 +481,7 @@ func shardMain(args []string) error {
 	replicas := fs.String("replicas", "1,2,4", "numbers of replicas, comma-separated")
 	modes := fs.String("modes", "server,client", "server (kube-apiserver with ShardedListAndWatch), client (without: the informers filter), comma-separated")
 	rounds := fs.Int("rounds", 3, "rounds of the replica sweep (each with one join and one death)")
-	lease := fs.Duration("lease-duration", 10*time.Second, "ShardingOptions.LeaseDuration (RenewPeriod is its default, a fifth)")
+	lease := fs.Duration("lease-duration", 10*time.Second, "sharding.Options.LeaseDuration (RenewPeriod is its default, a fifth)")
 	rebalance := fs.Bool("rebalance", true, "after N=2, measure a third replica joining and then one being SIGKILLed")
 	out := fs.String("out", "docs/benchmarks.md", "report whose shard section to update, relative to the repository root ('' for none)")
 	dataDir := fs.String("data-dir", "", "localapi data dir, shared by both modes (default: a new temporary one); reuse one to skip creating the ConfigMaps")
