@@ -99,3 +99,37 @@ func newPersister[T Object](lw any, o *Options[T], report func(error), obs *obse
 		Committed: obs.commit,
 	})
 }
+
+// openState opens the state file for a run, restoring the cache from it
+// on the first; false if the run goes without it.
+func (l *loop[T]) openState() bool {
+	p := l.w.state
+	if p == nil {
+		l.w.reportAsync(errNoIdentity)
+		return false
+	}
+	first := !l.stateOpened
+	l.stateOpened = true
+	items, rv, ok := p.Open(first, l.checkRestored)
+	switch {
+	case !ok:
+		return false
+	case first && rv != "":
+		l.w.restore(items, rv)
+		l.obs.restore(len(items))
+		l.log.Info("kinformer: restored from the state file", "objects", len(items), "resourceVersion", rv, "file", p.Path())
+	case !first && rv == "":
+		l.w.rewriteState()
+	}
+	return true
+}
+
+// checkRestored accepts an object of the state file if it has the key it
+// is stored under, and shares its strings and maps with the others.
+func (l *loop[T]) checkRestored(key string, obj T) error {
+	if got := l.w.cache.keyFunc(obj); got != key {
+		return fmt.Errorf("it has key %q", got)
+	}
+	l.w.share.Object(obj)
+	return nil
+}

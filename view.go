@@ -4,64 +4,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// Select returns the cached objects in namespace ("" for every namespace)
-// whose labels match sel (nil matches everything): client-go's
-// lister.List(selector) and lister.Pods(ns).List(selector) in one.
-func (c *Cache[T]) Select(namespace string, sel labels.Selector) []T {
-	var out []T
-	add := func(obj T) {
-		if sel == nil || sel.Empty() || sel.Matches(labels.Set(obj.GetLabels())) {
-			out = append(out, obj)
-		}
-	}
-	if namespace == "" {
-		c.mu.RLock()
-		defer c.mu.RUnlock()
-		for _, obj := range c.items {
-			add(obj)
-		}
-		return out
-	}
-	c.rlockNamespace()
-	defer c.mu.RUnlock()
-	c.inNamespace(namespace, func(_ string, obj T) bool { add(obj); return true })
-	return out
-}
-
-// GetNamespaced returns the cached object with this namespace and name
-// ("" namespace for a cluster-scoped object), whatever the KeyFunc.
-func (c *Cache[T]) GetNamespaced(namespace, name string) (T, bool) {
-	key := name
-	if namespace != "" {
-		key = namespace + "/" + name
-	}
-	if c.defaultKey { // that key or none
-		c.mu.RLock()
-		defer c.mu.RUnlock()
-		if obj, ok := c.items[key]; ok && obj.GetName() == name && obj.GetNamespace() == namespace {
-			return obj, true
-		}
-		var zero T
-		return zero, false
-	}
-	c.rlockNamespace()
-	defer c.mu.RUnlock()
-	if obj, ok := c.items[key]; ok && obj.GetName() == name && obj.GetNamespace() == namespace {
-		return obj, true
-	}
-	var found T
-	var ok bool
-	c.inNamespace(namespace, func(_ string, obj T) bool { // another KeyFunc
-		found, ok = obj, obj.GetName() == name
-		return !ok
-	})
-	if !ok {
-		var zero T
-		return zero, false
-	}
-	return found, true
-}
-
 // View is one read-only view over several informers of one kind: one per
 // namespace (a controller that may watch only some namespaces, as
 // controller-runtime's per-namespace cache), or one per selector. Each

@@ -1,0 +1,257 @@
+package kinformer
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// dispatcher holds an informer's registrations and runs their goroutines
+// while the informer runs.
+//
+// Its lock orders the writer's updates against new registrations: the
+// writer holds it for reading while it updates the cache and queues the
+// events of that update, and a new registration holds it for writing while
+// it replays the cache, so that a new handler sees each object exactly
+// once before its live events.
+type dispatcher[T Object] struct {
+	mu        sync.RWMutex // guards listeners, runCtx and runWG
+	listeners map[*Registration]*listener[T]
+	runCtx    context.Context // non-nil while running
+	runWG     *sync.WaitGroup // joins the listener goroutines of this run
+	// goroutines holds the ids of the running listener goroutines, also
+	// of those removed but still in their last call: a handler calling
+	// Stop is not waited for by itself (see curGoroutineID).
+	goroutines sync.Map                 // int64 -> struct{}
+	obs        *observer                // counts events; nil without metrics
+	admit      func(Event[T]) admission // listener.admit of every listener; nil for none
+	handled    progress                 // listener.handled of every listener
+}
+
+// depth returns the events queued for all registrations and the age of the
+// oldest.
+func (d *dispatcher[T]) depth() (events int, oldest time.Duration) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	for _, l := range d.listeners {
+		events += l.pending()
+		oldest = max(oldest, l.oldest())
+	}
+	return events, oldest
+}
+
+// add registers l, first queueing Added for every object in c if l wants
+// Added. If synced, the cache is complete: l is synced once it has
+// handled that replay; else once it has handled the first list's events.
+func (d *dispatcher[T]) add(l *listener[T], c *Cache[T], rv func() string, isSynced func() bool) *Registration {
+	reg := &Registration{l: l}
+	l.admit = d.admit
+	l.handled = &d.handled
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	// Read under d.mu: the writer marks the first sync under it too, so a
+	// registration is either marked by it or finds it synced here.
+	synced := isSynced()
+	if l.wants(Added) {
+		at := rv()
+		now := time.Now().UnixNano()
+		c.each(func(key string, obj T) {
+			l.queue = append(l.queue, queued[T]{Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: at, Cause: CauseReplay}, now})
+		})
+		if len(l.queue) > 0 {
+			l.head.Store(now)
+		}
+		l.pushed = int64(len(l.queue))
+		l.backlog.Add(l.pushed)
+	}
+	if synced {
+		l.syncMark.Store(l.pushed)
+	}
+	if d.listeners == nil {
+		d.listeners = map[*Registration]*listener[T]{}
+	}
+	d.listeners[reg] = l
+	if d.runCtx != nil {
+		d.startLocked(l)
+	}
+	return reg
+}
+
+// startLocked runs l for the current run; d.mu must be held.
+func (d *dispatcher[T]) startLocked(l *listener[T]) {
+	ctx, wg := d.runCtx, d.runWG
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		id := curGoroutineID()
+		d.goroutines.Store(id, struct{}{})
+		defer d.goroutines.Delete(id)
+		l.run(ctx, id)
+	}()
+}
+
+// remove unregisters reg; once it returns, its handler is not running
+// (unless remove was called by that handler) and is never called again.
+func (d *dispatcher[T]) remove(reg *Registration) {
+	d.mu.Lock()
+	l, ok := d.listeners[reg]
+	delete(d.listeners, reg)
+	d.mu.Unlock()
+	if ok {
+		l.remove()
+	}
+}
+
+// onHandlerGoroutine reports whether the caller is one of the listeners'
+// goroutines: a handler.
+func (d *dispatcher[T]) onHandlerGoroutine() bool {
+	_, ok := d.goroutines.Load(curGoroutineID())
+	return ok
+}
+
+// start runs every listener until ctx ends.
+func (d *dispatcher[T]) start(ctx context.Context) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.runCtx, d.runWG = ctx, &sync.WaitGroup{}
+	for _, l := range d.listeners {
+		d.startLocked(l)
+	}
+}
+
+// join waits for the listener goroutines of the run that start began,
+// once its context has ended.
+func (d *dispatcher[T]) join() {
+	d.mu.Lock()
+	wg := d.runWG
+	d.runCtx, d.runWG = nil, nil
+	d.mu.Unlock()
+	wg.Wait()
+}
+
+// update runs fn, which changes the cache (and the state file) and queues
+// the events of that change through its publisher, under the dispatcher's
+// read lock: a registration added meanwhile (add, which holds the lock
+// for writing while it replays the cache) sees each object exactly once,
+// either in its replay or in the events, never in both or neither.
+//
+// This is where the informer's locks nest, and the only place: the
+// dispatcher's (here), then the persister's (a persist.Batch) and the
+// cache's (its own methods), each taken and released inside fn. The
+// flusher and readers take one lock at a time.
+func (d *dispatcher[T]) update(fn func(publisher[T])) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	fn(publisher[T]{d})
+}
+
+// publisher queues the events of one update; valid only inside it.
+type publisher[T Object] struct{ d *dispatcher[T] }
+
+// emit queues e for every listener that wants it.
+func (p publisher[T]) emit(e Event[T]) {
+	p.d.obs.event(e.Type)
+	for _, l := range p.d.listeners {
+		if l.wants(e.Type) {
+			l.push(e)
+		}
+	}
+}
+
+// markSynced marks every registration without a sync mark: called once the
+// first list's (or the catch-up's) events are queued.
+func (p publisher[T]) markSynced() {
+	for _, l := range p.d.listeners {
+		l.markSynced()
+	}
+}
+
+// emit queues e for every listener that wants it, alone.
+func (d *dispatcher[T]) emit(e Event[T]) {
+	d.update(func(p publisher[T]) { p.emit(e) })
+}
+
+// marks returns how many events each listener has been given so far.
+func (d *dispatcher[T]) marks() map[*listener[T]]int64 {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	m := make(map[*listener[T]]int64, len(d.listeners))
+	for _, l := range d.listeners {
+		l.mu.Lock()
+		m[l] = l.pushed
+		l.mu.Unlock()
+	}
+	return m
+}
+
+// reached reports whether each listener has handled the events marks
+// counted, or was removed.
+func (d *dispatcher[T]) reached(marks map[*listener[T]]int64) bool {
+	for l, n := range marks {
+		if !l.removed.Load() && l.delivered.Load() < n {
+			return false
+		}
+	}
+	return true
+}
+
+// waitHandled waits until each listener has handled the events marks
+// counted, or was removed; false if ctx ends first.
+func (d *dispatcher[T]) waitHandled(ctx context.Context, marks map[*listener[T]]int64) bool {
+	d.handled.waiting.Add(1)
+	defer d.handled.waiting.Add(-1)
+	for {
+		next := d.handled.next() // before the check: progress after it closes next
+		if d.reached(marks) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-next:
+		}
+	}
+}
+
+// progress tells a waiter that listeners have handled events. While no
+// one waits, a signal costs one atomic load.
+type progress struct {
+	waiting atomic.Int32  // waiters; signals are skipped while 0
+	mu      sync.Mutex    // guards ch
+	ch      chan struct{} // closed by the next signal; nil if no one asked
+}
+
+// next returns a channel closed by the next signal. A signal after a
+// change the caller has not seen yet is not lost: the change is made
+// before the signal, and waiting is raised before the caller looks.
+func (p *progress) next() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ch == nil {
+		p.ch = make(chan struct{})
+	}
+	return p.ch
+}
+
+func (p *progress) signal() {
+	if p == nil || p.waiting.Load() == 0 {
+		return
+	}
+	p.mu.Lock()
+	if p.ch != nil {
+		close(p.ch)
+		p.ch = nil
+	}
+	p.mu.Unlock()
+}
+
+// wakeAll makes every listener look at its queue again (events held by
+// admit may be deliverable now).
+func (d *dispatcher[T]) wakeAll() {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	for _, l := range d.listeners {
+		l.signal()
+	}
+}

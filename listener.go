@@ -1,0 +1,342 @@
+package kinformer
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// queued is an event in a listener's queue, with when it was queued.
+type queued[T Object] struct {
+	e  Event[T]
+	at int64 // time.Now().UnixNano() when queued
+}
+
+// listener is one registration: its handler, the event types it wants, and
+// its own queue, drained by its own goroutine while the informer runs.
+//
+// The queue is unbounded: a slow handler never stalls the watch or the
+// other handlers, and the price is memory, one queue entry (about 100
+// bytes) per event it lags behind; objects themselves are shared with the
+// cache. Registration.Pending and OldestPending tell how far behind a
+// handler is, in events and in time, and the metrics export both.
+type listener[T Object] struct {
+	mask uint8
+	fn   func(Event[T])
+	log  *slog.Logger // where panics go
+
+	mu     sync.Mutex // guards queue, pushed, inCall and callEnded; removed is set under it too
+	queue  []queued[T]
+	pushed int64 // events ever queued
+	// inCall: fn is running; callEnded, if not nil, is closed when it
+	// returns (for a removal waiting for it).
+	inCall    bool
+	callEnded chan struct{}
+	removed   atomic.Bool   // read without mu between events
+	wake      chan struct{} // capacity 1: "the queue may be non-empty"
+	// backlog counts events queued or being handled, for Pending.
+	backlog atomic.Int64
+	// delivered counts events handled; syncMark is the number that makes
+	// the registration synced, -1 until known (a removed one is synced).
+	delivered, syncMark atomic.Int64
+	// head is when the oldest undelivered event was queued (0: none).
+	head atomic.Int64
+	// gid is the id of the goroutine running the listener (0: none), so
+	// that a handler removing itself is not waited for by itself (see
+	// curGoroutineID for why an id).
+	gid atomic.Int64
+	// admit, if set (a sharded informer), says whether an event may be
+	// delivered now (admitDeliver), never (admitDrop: its object is no
+	// longer this replica's to handle), or later (admitHold: the share is
+	// not known yet).
+	admit func(Event[T]) admission
+	// handled, if set, is told each time the listener has handled or
+	// dropped an event, and when it is removed (dispatcher.waitHandled).
+	handled *progress
+}
+
+func newListener[T Object](mask uint8, fn func(Event[T]), log *slog.Logger) *listener[T] {
+	l := &listener[T]{mask: mask, fn: fn, log: log, wake: make(chan struct{}, 1)}
+	l.syncMark.Store(-1)
+	return l
+}
+
+func (l *listener[T]) wants(t EventType) bool {
+	bit, _ := t.bit()
+	return l.mask&bit != 0
+}
+
+func (l *listener[T]) pending() int { return int(max(l.backlog.Load(), 0)) }
+
+func (l *listener[T]) synced() bool {
+	if l.removed.Load() {
+		return true // nothing more will come: no one waits for it forever
+	}
+	m := l.syncMark.Load()
+	return m >= 0 && l.delivered.Load() >= m
+}
+
+func (l *listener[T]) oldest() time.Duration {
+	at := l.head.Load()
+	if at == 0 {
+		return 0
+	}
+	return max(time.Duration(time.Now().UnixNano()-at), 0)
+}
+
+// markSynced makes the registration synced once every event queued so far
+// has been delivered, unless it already has its mark.
+func (l *listener[T]) markSynced() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.syncMark.CompareAndSwap(-1, l.pushed)
+}
+
+// push appends an event to the queue; it never blocks.
+func (l *listener[T]) push(e Event[T]) {
+	now := time.Now().UnixNano()
+	l.mu.Lock()
+	if l.removed.Load() {
+		l.mu.Unlock()
+		return
+	}
+	if len(l.queue) == 0 {
+		l.head.CompareAndSwap(0, now)
+	}
+	l.queue = append(l.queue, queued[T]{e, now})
+	l.pushed++
+	l.backlog.Add(1)
+	l.mu.Unlock()
+	l.signal()
+}
+
+func (l *listener[T]) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// remove drops the queue and stops further deliveries. Unless it runs on
+// the listener's own goroutine (a handler removing itself), it waits for a
+// call in progress to end, so that the handler never runs again once it
+// returns.
+func (l *listener[T]) remove() {
+	l.mu.Lock()
+	l.removed.Store(true)
+	l.queue = nil
+	l.backlog.Store(0)
+	l.head.Store(0)
+	var ended chan struct{}
+	if l.inCall && l.gid.Load() != curGoroutineID() {
+		if l.callEnded == nil {
+			l.callEnded = make(chan struct{})
+		}
+		ended = l.callEnded
+	}
+	l.mu.Unlock()
+	l.signal()
+	l.handled.signal()
+	if ended != nil {
+		<-ended
+	}
+}
+
+// run delivers queued events in order until ctx is done or the listener is
+// removed. Events still queued when ctx ends stay queued for the next run.
+// gid is the id of the goroutine that calls it.
+func (l *listener[T]) run(ctx context.Context, gid int64) {
+	l.gid.Store(gid)
+	defer l.gid.Store(0)
+outer:
+	for {
+		l.mu.Lock()
+		if l.removed.Load() {
+			l.mu.Unlock()
+			return
+		}
+		batch := l.queue
+		l.queue = nil
+		l.mu.Unlock()
+
+		for i := range batch {
+			if ctx.Err() != nil {
+				l.requeue(batch[i:])
+				return
+			}
+			// The event being handled counts as waiting until it is
+			// handled: a stuck handler shows its lag.
+			l.head.Store(batch[i].at)
+			if l.admit != nil {
+				switch l.admit(batch[i].e) {
+				case admitDrop:
+					l.backlog.Add(-1)
+					l.delivered.Add(1)
+					l.handled.signal()
+					batch[i] = queued[T]{}
+					continue
+				case admitHold:
+					l.requeue(batch[i:])
+					select {
+					case <-ctx.Done():
+						return
+					case <-l.wake:
+					}
+					continue outer
+				}
+			}
+			if !l.call(batch[i].e) {
+				l.head.Store(0)
+				return // removed
+			}
+			l.backlog.Add(-1)
+			l.delivered.Add(1)
+			l.handled.signal()
+			if i+1 < len(batch) {
+				l.head.Store(batch[i+1].at)
+			} else {
+				l.advanceHead()
+			}
+			batch[i] = queued[T]{} // let the object go as soon as it is handled
+		}
+		if len(batch) > 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.wake:
+		}
+	}
+}
+
+// admission is what listener.admit says of an event.
+type admission uint8
+
+const (
+	admitDeliver admission = iota
+	admitDrop
+	admitHold
+)
+
+// ownsEvent reports whether e is about an object a sharded replica must
+// own to handle it: Added, Modified, and Deleted other than a reshard's
+// (which tells handlers to let an object go).
+func ownsEvent[T Object](e Event[T]) bool {
+	switch e.Type {
+	case Added, Modified:
+		return true
+	case Deleted:
+		return e.Cause != CauseReshard
+	}
+	return false
+}
+
+// advanceHead sets head to the oldest event still in the queue, or 0.
+func (l *listener[T]) advanceHead() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.queue) > 0 && !l.removed.Load() {
+		l.head.Store(l.queue[0].at)
+	} else {
+		l.head.Store(0)
+	}
+}
+
+// requeue puts undelivered events back in front of any that arrived since.
+func (l *listener[T]) requeue(rest []queued[T]) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.removed.Load() {
+		return
+	}
+	l.queue = append(append(make([]queued[T], 0, len(rest)+len(l.queue)), rest...), l.queue...)
+	l.head.Store(l.queue[0].at)
+}
+
+// call runs the handler unless the listener was removed, recovering a panic
+// so that one faulty handler neither kills the process nor keeps the next
+// events from being delivered. It reports whether the listener is still
+// registered.
+func (l *listener[T]) call(e Event[T]) (registered bool) {
+	l.mu.Lock()
+	if l.removed.Load() {
+		l.mu.Unlock()
+		return false
+	}
+	l.inCall = true
+	l.mu.Unlock()
+	registered = true
+	defer func() {
+		l.mu.Lock()
+		l.inCall = false
+		if l.callEnded != nil {
+			close(l.callEnded)
+			l.callEnded = nil
+		}
+		l.mu.Unlock()
+	}()
+	defer func() {
+		if r := recover(); r != nil {
+			l.log.Error("kinformer: event handler panicked",
+				"type", string(e.Type), "key", e.Key, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		}
+	}()
+	l.fn(e)
+	return true
+}
+
+// curGoroutineID returns the id of the calling goroutine, from the first
+// line of its stack ("goroutine 42 [running]:"). It is read once when a
+// listener's goroutine starts, and by RemoveEventHandler (only while the
+// handler is in a call), Stop, a Start during a stop, and the Factory's
+// stops; never per event.
+//
+// Why an id, when Go discourages telling goroutines apart: to keep two
+// promises at once. To any caller, RemoveEventHandler returns only when
+// the handler is not running, and Stop only when no handler is running; to
+// a handler, it may call either on itself. Take a handler in a call, and a
+// RemoveEventHandler of it (or its informer's Stop) that began meanwhile.
+// If another goroutine called it, it must wait for the call (a controller
+// that removes its handler, then closes the channel the handler sends on,
+// relies on that); if the handler called it, from within that call,
+// waiting is a deadlock. The informer's state is the same in both — one
+// call in progress, one removal or stop begun — so only the caller's
+// identity tells them apart, and a goroutine's id is the only identity Go
+// offers. Each design without it loses one promise:
+//   - a value given to the handler (a context or token in Event, a method
+//     on it): the calls handlers make today, RemoveEventHandler(reg) and
+//     Stop(), carry none, so they would deadlock;
+//   - a removal that never waits, with a separate wait (client-go: its
+//     RemoveEventHandler returns while callbacks may still run, and
+//     ShutDownEventHandler waits but "MUST NOT be called from within the
+//     event handler's own callbacks"): RemoveEventHandler would return
+//     while the handler runs, and the wait would deadlock from a handler;
+//   - Stop that cancels and waits on a channel closed after Run's join:
+//     that is what it does; it still has to choose whether to wait;
+//   - state the listener sets around the call: it is the same for every
+//     caller.
+//
+// A caller is told apart only as a goroutine: a handler that has another
+// goroutine make the call, and waits for that goroutine, deadlocks (that
+// goroutine waits like any other caller). Were the stack's format ever to
+// change, every id would read 0 and every caller would look like a
+// handler: Stop and RemoveEventHandler would stop waiting, never
+// deadlock; TestHandlerGoroutineID says so.
+func curGoroutineID() int64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	if i := bytes.IndexByte(b, ' '); i > 0 {
+		b = b[:i]
+	}
+	id, _ := strconv.ParseInt(string(b), 10, 64)
+	return id
+}

@@ -1,0 +1,229 @@
+package kinformer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// watchTimeout picks the server-side timeout of one watch, at random in
+// [WatchTimeout, 2*WatchTimeout), so that informers started together do not
+// all reconnect at the same instant.
+func (l *loop[T]) watchTimeout() time.Duration {
+	if l.target != "" {
+		return catchUpTimeout
+	}
+	d := l.opts.WatchTimeout
+	return (d + rand.N(d)).Truncate(time.Second)
+}
+
+// openWatch opens a watch with bookmarks and a randomised server-side
+// timeout, decoded directly if the state says so, else through the client;
+// adjust sets the options that differ between a plain watch and a
+// watch-list. An error wrapping errNoDirect means direct decoding is not
+// possible.
+func (l *loop[T]) openWatch(ctx context.Context, verb string, adjust func(*metav1.ListOptions)) (*stream[T], error) {
+	timeout := l.watchTimeout()
+	secs := int64(max(timeout/time.Second, 1))
+	opts := l.listOptions()
+	opts.AllowWatchBookmarks = true
+	opts.TimeoutSeconds = &secs
+	adjust(&opts)
+	wctx, cancel := context.WithCancel(ctx)
+	s := &stream[T]{cancel: cancel, idle: timeout + l.opts.IdleMargin, prepare: l.w.prepare}
+	wctx = s.traced(wctx)
+	if l.st.direct {
+		r, err := l.direct.open(wctx, opts)
+		if err != nil {
+			cancel()
+			err = classify(err)
+			if !isNoDirect(err) {
+				l.obs.request(verb, err)
+			}
+			return nil, err
+		}
+		l.obs.request(verb, nil)
+		s.src = newDirectSource(wctx, r)
+		l.log.Debug("kinformer: watch opened", "decoding", "direct", "encoding", l.direct.encoding(), "resource", l.direct.resource)
+		if l.direct.sharesObjects() {
+			s.prepare = prepared[T]
+		}
+	} else {
+		w, err := l.watchFn(wctx, opts)
+		if err == nil && (w == nil || isNilWatch(w)) {
+			err = fmt.Errorf("%w: the client returned no watch and no error", ErrUnexpectedObject)
+		}
+		l.obs.request(verb, classify(err))
+		if err != nil {
+			if w != nil && !isNilWatch(w) {
+				w.Stop()
+			}
+			cancel()
+			return nil, classify(err)
+		}
+		s.src = &clientSource{w: w}
+		l.log.Debug("kinformer: watch opened", "decoding", "client")
+	}
+	// The clocks start once the watch is open: opening may take a while
+	// (discovery, a new connection), and must not count as watching.
+	s.started = time.Now()
+	s.last = s.started
+	return s, nil
+}
+
+func isNoDirect(err error) bool { return errors.Is(err, errNoDirect) }
+
+func isNilWatch(w watch.Interface) bool {
+	v := reflect.ValueOf(w)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// watch applies the events of a new watch from the remembered
+// resourceVersion until it ends, fails, goes idle, or the resync is due.
+func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
+	if !resyncAt.IsZero() && !time.Now().Before(resyncAt) {
+		return outcome{kind: resyncDue}
+	}
+	rv := l.w.status.resourceVersion()
+	outer := ctx
+	if l.sh != nil {
+		// A change of share ends the watch: it was opened for the old one.
+		var release func()
+		ctx, release = l.cancelOnReshard(ctx)
+		defer release()
+		defer func() {
+			if outer.Err() == nil && ctx.Err() != nil {
+				o = outcome{kind: resharded}
+			}
+		}()
+	}
+	s, err := l.openWatch(ctx, "watch", func(o *metav1.ListOptions) { o.ResourceVersion = rv })
+	if err != nil {
+		if isNoDirect(err) {
+			return outcome{kind: directRefused, err: err}
+		}
+		return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err)}
+	}
+	defer s.stop()
+	defer func() { o.healthy = s.last.Sub(s.started) >= healthyWatch }()
+	l.w.status.ok() // the watch is allowed again
+
+	received := false        // anything on this watch
+	var lastChange time.Time // of the last object event on this watch
+	for {
+		d := deadlines{resync: resyncAt}
+		if l.target != "" {
+			// Before anything came, the first bytes may be late (a busy
+			// server starting the watch): three times as long, at least
+			// minFirstQuiet.
+			d.quiet = s.started.Add(min(max(3*l.quiet, minFirstQuiet), catchUpTimeout*9/10))
+			if !lastChange.IsZero() {
+				d.quiet = lastChange.Add(l.quiet)
+			}
+		}
+		c, err := l.read(ctx, s, d, "watch", &received)
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return outcome{kind: stopped}
+		case errors.Is(err, errResync):
+			return outcome{kind: resyncDue}
+		case errors.Is(err, errQuiet):
+			// The server sends the changes since the watch's
+			// resourceVersion back to back as soon as the watch opens:
+			// silence after them means it has sent them all. (It sends
+			// no bookmark to a watch that is already at its
+			// resourceVersion, so silence is all there is to go by.)
+			l.caughtUp()
+			return outcome{kind: watchEnded}
+		case errors.Is(err, ErrIdle):
+			return outcome{kind: watchFailed, err: l.idle("watch", s)}
+		case isNoDirect(err):
+			return outcome{kind: directRefused, err: err}
+		case errors.Is(err, errEnded):
+			if l.target != "" && time.Since(s.started) >= catchUpTimeout-catchUpTimeout/10 &&
+				(lastChange.IsZero() || time.Since(lastChange) >= catchUpTimeout/2) {
+				// A catch-up watch that ran its course, quiet for its
+				// second half (see errQuiet).
+				l.caughtUp()
+				return outcome{kind: watchEnded}
+			}
+			if l.target == "" && !received && time.Since(s.started) < minHealthyWatch {
+				return outcome{kind: watchClosedEarly}
+			}
+			return outcome{kind: watchEnded}
+		default: // an ERROR event, or a stream that broke
+			return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err), received: received}
+		}
+		if c.typ == Bookmark {
+			l.w.bookmark(c.obj, c.rv)
+		} else {
+			l.w.apply(c.typ, c.obj, s.prepare)
+			lastChange = time.Now()
+		}
+		if l.target != "" && l.w.status.reached(l.target) {
+			l.caughtUp()
+		}
+	}
+}
+
+// idle is the error of a stream silent past its idle deadline, whose
+// connection it drops (stream.dropConn).
+func (l *loop[T]) idle(what string, s *stream[T]) error {
+	if s.dropConn() {
+		l.log.Info("kinformer: "+what+" silent past its deadline: closing its connection", "silent", s.idle)
+	}
+	return fmt.Errorf("%s: %w: nothing received for %s", what, ErrIdle, s.idle)
+}
+
+// catchUpTimeout is the server-side timeout of the watches of a restored
+// informer that has not caught up yet. Such a watch is synced by an event
+// or bookmark at or past the probe's resourceVersion, or by silence: none
+// for loop.quiet after an event (three times the probe's round trip, at
+// least minQuiet) or three times that before any (at least minFirstQuiet),
+// or none in the second half of a watch that ran its course.
+const (
+	catchUpTimeout = time.Second
+	minQuiet       = 100 * time.Millisecond
+	minFirstQuiet  = 300 * time.Millisecond
+)
+
+// probe lists one object to learn the server's current resourceVersion:
+// the restored informer is synced once its watch reaches it.
+func (l *loop[T]) probe(ctx context.Context) outcome {
+	opts := l.listOptions()
+	opts.Limit = 1
+	began := time.Now()
+	list, err := l.listFn(ctx, opts)
+	l.quiet = min(max(3*time.Since(began), minQuiet), catchUpTimeout/2)
+	if err == nil && isNil(list) {
+		err = fmt.Errorf("%w: the client returned no list and no error", ErrUnexpectedObject)
+	}
+	l.obs.request("list", classify(err))
+	if err != nil {
+		return outcome{kind: listFailed, err: fmt.Errorf("list (limit 1, for the current resourceVersion): %w", classify(err))}
+	}
+	lm, err := meta.ListAccessor(list)
+	if err != nil {
+		return outcome{kind: listFailed, err: fmt.Errorf("list: %w: %v", ErrUnexpectedObject, err)}
+	}
+	l.target = lm.GetResourceVersion()
+	if l.target == "" || l.w.status.reached(l.target) {
+		l.caughtUp()
+	}
+	return outcome{kind: probed}
+}
+
+// caughtUp ends the catch-up of a restored informer.
+func (l *loop[T]) caughtUp() {
+	l.log.Info("kinformer: caught up with the server", "resourceVersion", l.w.status.resourceVersion(), "target", l.target)
+	l.target = ""
+	l.w.caughtUp()
+}
