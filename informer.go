@@ -46,8 +46,12 @@ type Informer[T Object] struct {
 
 	// loop is the watch loop, with everything only its goroutine touches
 	// (the writer of cache and status among them). Runs never overlap, so
-	// it passes from one run's goroutine to the next.
+	// it passes from one run's goroutine to the next. What it tells other
+	// goroutines goes through status and, if sharded, shard.
 	loop *loop[T]
+
+	shard   *sharePublished // the loop's share, if sharded (Options.Sharding)
+	sharder Sharder         // Options.Sharding
 
 	runMu   sync.Mutex         // guards started, ctx, cancel and done
 	started bool               // has ever run
@@ -97,10 +101,11 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 		}
 		o.Metrics.add(inf.obs.source)
 	}
-	if o.Sharding != nil {
-		inf.disp.admit = func(e Event[T]) admission { return inf.loop.admit(e) }
-	}
 	inf.loop = newLoop(lw, &o, inf.cache, inf.status, &inf.disp, log, inf.obs)
+	if sh := inf.loop.sh; sh != nil {
+		inf.shard, inf.sharder = sh.pub, o.Sharding
+		inf.disp.admit = func(e Event[T]) admission { return admit(sh.pub, e) }
+	}
 	return inf
 }
 

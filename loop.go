@@ -236,7 +236,7 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *
 	}
 	l.st.direct = l.direct != nil
 	if o.Sharding != nil {
-		l.sh = &shardLoop{}
+		l.sh = &shardLoop{pub: &sharePublished{}}
 	}
 	if o.StateDir != "" {
 		l.w.state = newPersister(lw, o, l.w.reportAsync, obs)

@@ -31,13 +31,21 @@ type ShardStatus struct {
 
 // shardLoop is what a sharded informer's loop keeps about its share.
 type shardLoop struct {
-	sub    ShareSubscription // of the current run; nil between runs
-	ver    uint64            // of the share applied in this run; 0 before the first
-	probe  bool              // the share changed: learn whether the server filters it
+	sub   ShareSubscription // of the current run; nil between runs
+	ver   uint64            // of the share applied in this run; 0 before the first
+	probe bool              // the share changed: learn whether the server filters it
+	pub   *sharePublished   // what the loop tells other goroutines
+}
+
+// sharePublished is what a sharded informer's loop publishes to other
+// goroutines: the share it has applied in this run, which handler
+// goroutines read to admit events (admit), and its status, which anyone
+// reads (Informer.ShardStatus). The loop writes it; both are atomics.
+type sharePublished struct {
 	status atomic.Pointer[ShardStatus]
 	// applied is the share the loop has applied in this run (nil before
 	// the first, and once the run is over): handlers get object events
-	// only for objects in it (loop.admit).
+	// only for objects in it.
 	applied atomic.Pointer[appliedShare]
 }
 
@@ -48,15 +56,16 @@ type appliedShare struct {
 	sub ShareSubscription
 }
 
-// admit decides whether a handler may get e now: object events only for
-// objects of the share applied in this run, while the subscription is
-// valid; held while no share is applied yet (a run starting: the share
-// may have moved since the events were queued, before a Stop).
-func (l *loop[T]) admit(e Event[T]) admission {
+// admit decides, on a handler's goroutine, whether the handler may get e
+// now: object events only for objects of the share applied in this run,
+// while the subscription is valid; held while no share is applied yet (a
+// run starting: the share may have moved since the events were queued,
+// before a Stop).
+func admit[T Object](p *sharePublished, e Event[T]) admission {
 	if !ownsEvent(e) {
 		return admitDeliver
 	}
-	a := l.sh.applied.Load()
+	a := p.applied.Load()
 	switch {
 	case a == nil:
 		return admitHold
@@ -80,7 +89,7 @@ func (l *loop[T]) applyShare(ctx context.Context) (grew, ok bool) {
 			set := l.shareSet(share)
 			old := l.w.shard
 			dropped := l.w.reshard(set)
-			sh.applied.Store(&appliedShare{set: set, sub: sh.sub})
+			sh.pub.applied.Store(&appliedShare{set: set, sub: sh.sub})
 			l.w.disp.wakeAll()
 			// Also with nothing dropped: watch Deleted events of objects
 			// already gone from the cache may still be queued.
@@ -100,10 +109,10 @@ func (l *loop[T]) applyShare(ctx context.Context) (grew, ok bool) {
 			}
 			sh.probe = true
 			st := ShardStatus{Sharded: true, Slots: set.Len(), Total: set.Total(), Ranges: set.String()}
-			if prev := sh.status.Load(); prev != nil {
+			if prev := sh.pub.status.Load(); prev != nil {
 				st.Mode = prev.Mode
 			}
-			sh.status.Store(&st)
+			sh.pub.status.Store(&st)
 			l.obs.shard(set.Len(), st.Mode)
 			l.log.Info("kinformer: share changed", "slots", set.Len(), "of", set.Total(), "dropped", dropped, "grew", grew, "ranges", set.String())
 		}
@@ -161,7 +170,7 @@ func (l *loop[T]) shareChanged() <-chan struct{} {
 // ended and its handlers have returned.
 func (l *loop[T]) closeShard() {
 	if l.sh != nil && l.sh.sub != nil {
-		l.sh.applied.Store(nil) // until the next run applies its share
+		l.sh.pub.applied.Store(nil) // until the next run applies its share
 		l.sh.sub.Close()
 		l.sh.sub = nil
 	}
@@ -173,7 +182,7 @@ func (l *loop[T]) closeShard() {
 // resourceVersion: a re-list of the whole share reads the same bytes, in
 // one streaming list from the server's cache.
 func (l *loop[T]) serverFilters() bool {
-	st := l.sh.status.Load()
+	st := l.sh.pub.status.Load()
 	return st == nil || st.Mode != "client"
 }
 
@@ -264,12 +273,12 @@ func (l *loop[T]) probeShardMode(ctx context.Context) {
 			l.log.Warn("kinformer: the server echoed another shard selector than sent; filtering by the informer's", "sent", opts.ShardSelector, "echo", echo)
 		}
 	}
-	st := *l.sh.status.Load()
+	st := *l.sh.pub.status.Load()
 	if st.Mode != mode {
 		l.log.Info("kinformer: sharded list and watch", "mode", mode)
 	}
 	st.Mode = mode
-	l.sh.status.Store(&st)
+	l.sh.pub.status.Store(&st)
 	l.obs.shard(st.Slots, mode)
 }
 
@@ -292,14 +301,14 @@ func shardEcho(list runtime.Object) (string, bool) {
 // ShardStatus returns the informer's share and how it is filtered; the
 // zero ShardStatus if it is not sharded.
 func (inf *Informer[T]) ShardStatus() ShardStatus {
-	if inf.loop.sh == nil {
+	if inf.shard == nil {
 		return ShardStatus{}
 	}
-	if st := inf.loop.sh.status.Load(); st != nil {
+	if st := inf.shard.status.Load(); st != nil {
 		return *st
 	}
 	// No share applied yet: the Sharder says how many slots there are.
-	sub := inf.loop.opts.Sharding.Subscribe()
+	sub := inf.sharder.Subscribe()
 	share, _ := sub.Share()
 	sub.Close()
 	return ShardStatus{Sharded: true, Total: share.Total, Ranges: "none"}

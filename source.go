@@ -30,7 +30,7 @@ type source interface {
 	//     ended it); resume from the last resourceVersion;
 	//   - errDeadline: the deadline passed;
 	//   - ctx.Err(): the informer is stopping;
-	//   - errNoDirect (wrapped): not a protobuf stream after all;
+	//   - errNoDirect (wrapped): not a protobuf or JSON stream after all;
 	//   - an error wrapping ErrUnexpectedObject: one event could not be
 	//     used and was skipped; the stream goes on;
 	//   - any other error: the stream is unreadable and over.
@@ -80,7 +80,7 @@ func (s *clientSource) stop() {
 	}
 }
 
-// directSource reads a protobuf stream on the caller's goroutine. A
+// directSource reads a protobuf or JSON stream on the caller's goroutine. A
 // deadline closes the body under the blocked read, and so does the end of
 // the request's context, whether or not the transport watches that context
 // itself.
