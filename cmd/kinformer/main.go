@@ -57,7 +57,7 @@
 // /objects requests and event streams are capped.
 //
 // With --shard-group NAME, several serve processes split every RESOURCE
-// between them (kinformer.Sharding: a Lease per process, labelled
+// between them (package sharding: a Lease per process, labelled
 // kinformer.io/shard-group=NAME): each caches and serves only the objects
 // whose metadata.uid hashes into its share; a process killed is taken over
 // within --lease-duration and a few seconds, one stopped gives its share up
