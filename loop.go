@@ -136,8 +136,9 @@ func step(s state, o outcome) (next state, backoff bool) {
 		return s, true
 	case shareGrew:
 		switch {
-		case s.phase == phaseWatch && s.joinable:
-			// List the slots that joined at the watch's resourceVersion;
+		case s.joinable && (s.phase == phaseWatch || s.phase == phaseListJoined):
+			// List the slots that joined at the watch's resourceVersion
+			// (all of them, if it grew again before they were listed);
 			// the watch then goes on from it.
 			s.phase = phaseListJoined
 		case s.phase != phaseListUnpaged:

@@ -59,6 +59,8 @@ func TestStep(t *testing.T) {
 		{"share grew before an unpaged list → that list", unpaged, outcome{kind: shareGrew}, unpaged, false},
 		{"share grew while catching up → re-list", probing, outcome{kind: shareGrew}, list, false},
 		{"joined slots listed → watch on from the same resourceVersion", joining, outcome{kind: listed}, joinable, false},
+		{"share grew again before the joined slots were listed → list them all", joining, outcome{kind: shareGrew}, joining, false},
+		{"share grew again, not listable alone → re-list", state{phase: phaseListJoined, watchList: true, direct: true}, outcome{kind: shareGrew}, list, false},
 		{"joined slots' list failed → re-list the whole share at once", joining, outcome{kind: listFailed, err: expired}, state{phase: phaseList, watchList: true, direct: true, joinable: true}, false},
 	} {
 		got, backoff := step(tc.from, tc.o)

@@ -223,6 +223,9 @@ func (l *loop[T]) listGained(ctx context.Context) error {
 
 // listJoined is the phaseListJoined attempt: listGained as an outcome.
 func (l *loop[T]) listJoined(ctx context.Context) outcome {
+	if g := l.w.gained; g == nil || g.Empty() {
+		return outcome{kind: listed} // they left again before being listed
+	}
 	if err := l.listGained(ctx); err != nil {
 		return outcome{kind: listFailed, err: err}
 	}

@@ -159,6 +159,11 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 				return outcome{kind: watchClosedEarly}
 			}
 			return outcome{kind: watchEnded}
+		case c.endOfList:
+			// A watch-list's end marker without a resourceVersion, on a
+			// plain watch: garbage, skipped.
+			l.w.report(fmt.Errorf("watch: %w", err))
+			continue
 		default: // an ERROR event, or a stream that broke
 			return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err), received: received}
 		}

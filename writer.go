@@ -214,6 +214,7 @@ func (w *writer[T]) replace(items map[string]T, rv string) {
 		var batch *persist.Batch[T]
 		if w.state != nil {
 			batch = w.state.Batch() // the file's next state is the whole change, or none of it
+			defer batch.End(rv)
 		}
 		old := w.cache.swap(items)
 		w.setRV(rv)
@@ -242,9 +243,6 @@ func (w *writer[T]) replace(items map[string]T, rv string) {
 			if batch != nil {
 				batch.Put(key, obj)
 			}
-		}
-		if batch != nil {
-			batch.End(rv)
 		}
 		w.syncedLocked(p, first)
 	})

@@ -3,6 +3,7 @@ package kinformer
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -465,4 +466,42 @@ func TestSharingComesAfterTransform(t *testing.T) {
 	if !sameMap(b.Labels, c.Labels) || sameMap(a.Labels, b.Labels) {
 		t.Fatal("equal labels not shared, or different labels shared")
 	}
+}
+
+// On a plain watch, an end marker without a resourceVersion is garbage:
+// reported and skipped, and the watch goes on (no second watch, no
+// re-list).
+func TestEndMarkerWithoutResourceVersionOnAWatchIsSkipped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFakeServer()
+		s.put(cm("ns", "a"))
+		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{
+			Backoff: Backoff{Initial: time.Hour, Max: time.Hour}})
+		var errs atomic.Int32
+		inf.AddEventHandler(Error, func(e cmEvent) {
+			if errors.Is(e.Err, ErrUnexpectedObject) {
+				errs.Add(1)
+			}
+		})
+		inf.Start()
+		defer inf.Stop()
+		if err := inf.WaitForSync(bounded(t)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		lists, watches := s.counts()
+		s.sendRaw(watch.Event{Type: watch.Bookmark, Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}})
+		s.put(cm("ns", "b"))
+		synctest.Wait()
+		if _, ok := inf.Cache().GetByKey("ns/b"); !ok {
+			t.Fatal("the write after the bad marker did not arrive on the same watch")
+		}
+		if l, w := s.counts(); l != lists || w != watches {
+			t.Fatalf("lists %d → %d, watches %d → %d: the watch was dropped over a skippable event", lists, l, watches, w)
+		}
+		if errs.Load() != 1 {
+			t.Fatalf("%d ErrUnexpectedObject events, want 1", errs.Load())
+		}
+	})
 }
