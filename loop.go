@@ -308,7 +308,7 @@ func (l *loop[T]) run(ctx context.Context) {
 		next, wait := step(l.st, o)
 		l.logTransition(o, next)
 		if next.phase == phaseList && (l.st.phase == phaseWatch || l.st.phase == phaseListJoined) {
-			l.obs.relist(relistCause(o))
+			l.obs.relist(relistCause(l.st.phase, o))
 		}
 		if wait {
 			d := bo.fail(time.Now())
@@ -354,13 +354,14 @@ func (l *loop[T]) attempt(ctx context.Context, resyncAt *time.Time) (o outcome) 
 	return o
 }
 
-// relistCause names why a watch gave way to a re-list, for the metrics.
-func relistCause(o outcome) string {
+// relistCause names why a watch (or a list of the slots that joined the
+// share) gave way to a re-list, for the metrics.
+func relistCause(from phase, o outcome) string {
 	switch {
 	case o.kind == resyncDue:
 		return "resync"
-	case o.kind == shareGrew, o.kind == listFailed:
-		return "reshard" // listFailed: of the slots that joined
+	case o.kind == shareGrew, from == phaseListJoined:
+		return "reshard"
 	case errors.Is(o.err, ErrExpired):
 		return "expired"
 	case errors.Is(o.err, ErrTooLargeResourceVersion):

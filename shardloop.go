@@ -2,7 +2,6 @@ package kinformer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -186,20 +185,21 @@ func (l *loop[T]) serverFilters() bool {
 	return st == nil || st.Mode != "client"
 }
 
-// listGained lists the objects of the slots that joined the share
-// (l.w.gained) as of the resourceVersion the cache is at, page by page,
+// listJoined is the phaseListJoined attempt: it lists the objects of the
+// slots that joined the share (l.w.gained) as of the resourceVersion the
+// cache is at, page by page,
 // and adds them to the cache (Added, CauseReshard); the watch then resumes
 // from that resourceVersion with the whole share's selector, so nothing is
 // missed or replayed. Where the server does not filter, the pages hold
-// everything and the informer keeps the joined slots' objects. An error
+// everything and the informer keeps the joined slots' objects. A failure
 // (410 Gone: the resourceVersion is compacted) means: re-list the whole
-// share.
-func (l *loop[T]) listGained(ctx context.Context) error {
+// share (step).
+func (l *loop[T]) listJoined(ctx context.Context) outcome {
 	gained := l.w.gained
-	rv := l.w.status.resourceVersion()
-	if gained == nil || gained.Empty() || rv == "" {
-		return errors.New("nothing to list")
+	if gained == nil || gained.Empty() {
+		return outcome{kind: listed} // they left again before being listed
 	}
+	rv := l.w.status.resourceVersion()
 	items := map[string]T{}
 	opts := l.listOptions()
 	opts.ShardSelector = gained.Selector()
@@ -207,28 +207,17 @@ func (l *loop[T]) listGained(ctx context.Context) error {
 	opts.ResourceVersionMatch = metav1.ResourceVersionMatchExact
 	opts.Limit = l.opts.PageSize
 	at, _, err := l.listPages(ctx, opts, items)
-	if err != nil {
-		return fmt.Errorf("list of the joined slots at resourceVersion %s: %w", rv, err)
-	}
-	if at != rv {
+	switch {
+	case err != nil:
+		return outcome{kind: listFailed, err: fmt.Errorf("list of the joined slots at resourceVersion %s: %w", rv, err)}
+	case at != rv:
 		// Not a list at that resourceVersion: the watch from it could
 		// replay older states over the listed ones.
-		return fmt.Errorf("list of the joined slots: asked for resourceVersion %s exactly, got %s", rv, at)
+		return outcome{kind: listFailed, err: fmt.Errorf("list of the joined slots: asked for resourceVersion %s exactly, got %s", rv, at)}
 	}
 	n := l.w.merge(items, gained)
 	l.w.gained = nil
 	l.log.Info("kinformer: listed the slots that joined the share", "objects", n, "resourceVersion", rv, "ranges", gained.String())
-	return nil
-}
-
-// listJoined is the phaseListJoined attempt: listGained as an outcome.
-func (l *loop[T]) listJoined(ctx context.Context) outcome {
-	if g := l.w.gained; g == nil || g.Empty() {
-		return outcome{kind: listed} // they left again before being listed
-	}
-	if err := l.listGained(ctx); err != nil {
-		return outcome{kind: listFailed, err: err}
-	}
 	return outcome{kind: listed}
 }
 

@@ -419,15 +419,7 @@ func TestEndMarkerWithoutResourceVersion(t *testing.T) {
 func TestExpiredAfterProgressRelistsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newFakeServer()
-		s.put(cm("ns", "a"))
-		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{
-			Backoff: Backoff{Initial: time.Hour, Max: time.Hour}})
-		inf.Start()
-		defer inf.Stop()
-		if err := inf.WaitForSync(bounded(t)); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
+		startWatching(t, s, nil)
 		s.put(cm("ns", "b")) // progress on the watch
 		synctest.Wait()
 		s.sendRaw(watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired("too old").ErrStatus})
@@ -474,21 +466,14 @@ func TestSharingComesAfterTransform(t *testing.T) {
 func TestEndMarkerWithoutResourceVersionOnAWatchIsSkipped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newFakeServer()
-		s.put(cm("ns", "a"))
-		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{
-			Backoff: Backoff{Initial: time.Hour, Max: time.Hour}})
 		var errs atomic.Int32
-		inf.AddEventHandler(Error, func(e cmEvent) {
-			if errors.Is(e.Err, ErrUnexpectedObject) {
-				errs.Add(1)
-			}
+		inf := startWatching(t, s, func(inf *Informer[*corev1.ConfigMap]) {
+			inf.AddEventHandler(Error, func(e cmEvent) {
+				if errors.Is(e.Err, ErrUnexpectedObject) {
+					errs.Add(1)
+				}
+			})
 		})
-		inf.Start()
-		defer inf.Stop()
-		if err := inf.WaitForSync(bounded(t)); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
 		lists, watches := s.counts()
 		s.sendRaw(watch.Event{Type: watch.Bookmark, Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 			Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}})
@@ -504,4 +489,25 @@ func TestEndMarkerWithoutResourceVersionOnAWatchIsSkipped(t *testing.T) {
 			t.Fatalf("%d ErrUnexpectedObject events, want 1", errs.Load())
 		}
 	})
+}
+
+// startWatching starts, in a synctest bubble, an informer of s holding
+// ns/a, with backoffs of an hour (a retry would be seen), registers what
+// before adds, and returns once it is synced and watching; the test's end
+// stops it.
+func startWatching(t *testing.T, s *fakeServer, before func(*Informer[*corev1.ConfigMap])) *Informer[*corev1.ConfigMap] {
+	t.Helper()
+	s.put(cm("ns", "a"))
+	inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{
+		Backoff: Backoff{Initial: time.Hour, Max: time.Hour}})
+	if before != nil {
+		before(inf)
+	}
+	inf.Start()
+	t.Cleanup(inf.Stop)
+	if err := inf.WaitForSync(bounded(t)); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	return inf
 }
