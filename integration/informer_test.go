@@ -540,6 +540,9 @@ func TestClientKinds(t *testing.T) {
 		if size, _, _ := unstructured.NestedString(w2.Object, "spec", "size"); size != "large" {
 			t.Fatalf("w2 spec = %v", w2.Object["spec"])
 		}
+		// The handler runs after the cache holds w2, on its own goroutine:
+		// wait for its second event before checking both.
+		eventually(t, 10*time.Second, "the handler's ADDED w2", func() bool { return len(rec.lines(kinformer.Added)) >= 2 })
 		if got := strings.Join(rec.lines(kinformer.Added), ","); got != "ADDED w1,ADDED w2" {
 			t.Fatalf("events %s", got)
 		}
