@@ -47,8 +47,16 @@ type keySet map[string]struct{}
 type Cache[T Object] struct {
 	keyFunc    KeyFunc[T]
 	defaultKey bool                    // keyFunc is MetaNamespaceKey: an object's key is its namespace and name
-	indexers   map[string]IndexFunc[T] // replaced under mu only before the informer starts; the writer reads it without lock
+	indexers   map[string]IndexFunc[T] // replaced (never changed in place) under wmu and mu; the writer reads it under wmu alone
 	lazyNS     bool                    // IndexNamespace is the built-in one, built on demand; set once by newCache
+
+	// wmu serialises the writer's changes with addIndexers: each write
+	// holds it from reading the old object to the map update, so that an
+	// index added meanwhile is built from the items as they are between
+	// two writes, never from one whose index values were computed for the
+	// old set of indexes. The writer is the only other user, so it is not
+	// contended in the steady state.
+	wmu sync.Mutex
 
 	mu      sync.RWMutex                 // guards items, indices and nsCount; held for writing by the writer, and by a reader building the namespace index
 	items   map[string]T                 // key -> object
@@ -77,29 +85,79 @@ func newCache[T Object](keyFunc KeyFunc[T], indexers map[string]IndexFunc[T]) *C
 	return c
 }
 
-// addIndexers adds indexes to an empty cache that no reader has yet; the
-// informer calls it only before its first run.
+// addIndexers adds indexes, built from the cached objects, at any time.
+// It holds wmu, so the writer waits; the new indexes are computed without
+// mu (readers go on, and an IndexFunc may read the cache) and published
+// with the new indexers under it, so a reader finds an index complete or
+// not at all.
 func (c *Cache[T]) addIndexers(indexers map[string]IndexFunc[T]) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for name := range indexers {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	for name, f := range indexers {
 		if _, ok := c.indexers[name]; ok {
 			return fmt.Errorf("kinformer: index %q already exists", name)
+		}
+		if f == nil {
+			return fmt.Errorf("kinformer: index %q has a nil IndexFunc", name)
 		}
 	}
 	idx := make(map[string]IndexFunc[T], len(c.indexers)+len(indexers))
 	for name, f := range c.indexers {
 		idx[name] = f
 	}
+	built := make(map[string]map[string]keySet, len(indexers))
 	for name, f := range indexers {
 		idx[name] = f
-		c.indices[name] = map[string]keySet{}
-		for key, obj := range c.items {
-			index(c.indices[name], key, f(obj))
+		m := map[string]keySet{}
+		for key, obj := range c.items { // only the writer changes items, and it waits on wmu
+			index(m, key, f(obj))
 		}
+		built[name] = m
+	}
+	c.mu.Lock()
+	for name, m := range built {
+		c.indices[name] = m
 	}
 	c.indexers = idx
+	c.mu.Unlock()
 	return nil
+}
+
+// Indexers returns the cache's index functions by name, IndexNamespace
+// included. The map is the caller's.
+func (c *Cache[T]) Indexers() map[string]IndexFunc[T] {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make(map[string]IndexFunc[T], len(c.indexers))
+	for name, f := range c.indexers {
+		out[name] = f
+	}
+	return out
+}
+
+// IndexValues returns the values the named index files objects under
+// (client-go's ListIndexFuncValues), in no particular order. It returns
+// ErrUnknownIndex if no such index exists.
+func (c *Cache[T]) IndexValues(name string) ([]string, error) {
+	if !c.eager(name) {
+		c.mu.RLock()
+		defer c.mu.RUnlock()
+		out := make([]string, 0, len(c.nsCount))
+		for ns := range c.nsCount {
+			out = append(out, ns)
+		}
+		return out, nil
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if _, ok := c.indexers[name]; !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownIndex, name)
+	}
+	out := make([]string, 0, len(c.indices[name]))
+	for v := range c.indices[name] {
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // eager reports whether the named index is kept from the start (every
@@ -411,6 +469,8 @@ func (c *Cache[T]) size() int { return len(c.items) }
 
 // put stores obj under key and returns the object it replaced. Writer only.
 func (c *Cache[T]) put(key string, obj T) (old T, existed bool) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	old, existed = c.items[key] // the writer's own map: no lock to read
 	changes, ns := c.changes(old, existed, obj, true)
 	c.mu.Lock()
@@ -422,6 +482,8 @@ func (c *Cache[T]) put(key string, obj T) (old T, existed bool) {
 
 // remove deletes key and returns the object that was there. Writer only.
 func (c *Cache[T]) remove(key string) (old T, existed bool) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	old, existed = c.items[key]
 	if !existed {
 		return old, false
@@ -439,6 +501,8 @@ func (c *Cache[T]) remove(key string) (old T, existed bool) {
 // is taken (the namespace index under it, if a reader has just built it
 // for the old content). Writer only.
 func (c *Cache[T]) swap(items map[string]T) (old map[string]T) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	indices := c.emptyIndices()
 	for key, obj := range items {
 		for name, idx := range indices {

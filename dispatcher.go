@@ -67,6 +67,7 @@ func (d *dispatcher[T]) add(l *listener[T], c *Cache[T], rv func() string, isSyn
 	}
 	if synced {
 		l.syncMark.Store(l.pushed)
+		l.checkSynced()
 	}
 	if d.listeners == nil {
 		d.listeners = map[*Registration]*listener[T]{}
@@ -76,6 +77,42 @@ func (d *dispatcher[T]) add(l *listener[T], c *Cache[T], rv func() string, isSyn
 		d.startLocked(l)
 	}
 	return reg
+}
+
+// resend queues for reg alone a Modified event, with Old the same object
+// and CauseResend, for every object in c. It holds d.mu for writing, as add
+// does, so that the events take their place in reg's stream after the
+// changes already queued and before the next ones. It returns how many it
+// queued; 0 if reg is not registered or does not want Modified.
+func (d *dispatcher[T]) resend(reg *Registration, c *Cache[T], rv func() string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l, ok := d.listeners[reg]
+	if !ok || !l.wants(Modified) {
+		return 0
+	}
+	at := rv()
+	now := time.Now().UnixNano()
+	l.mu.Lock()
+	if l.removed.Load() {
+		l.mu.Unlock()
+		return 0
+	}
+	n := 0
+	c.each(func(key string, obj T) {
+		l.queue = append(l.queue, queued[T]{Event[T]{Type: Modified, Object: obj, Old: obj, Key: key, ResourceVersion: at, Cause: CauseResend}, now})
+		n++
+	})
+	if n > 0 {
+		l.head.CompareAndSwap(0, now)
+		l.pushed += int64(n)
+		l.backlog.Add(int64(n))
+	}
+	l.mu.Unlock()
+	if n > 0 {
+		l.signal()
+	}
+	return n
 }
 
 // startLocked runs l for the current run; d.mu must be held.

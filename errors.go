@@ -59,7 +59,7 @@ var (
 	ErrRunning = errors.New("informer already running")
 
 	// ErrStarted is returned for what can be done only before an informer
-	// first starts (AddIndexers; a factory's consumer asking for another
+	// first starts (SetTransform; a factory's consumer asking for another
 	// resync period).
 	ErrStarted = errors.New("informer already started")
 

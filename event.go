@@ -58,6 +58,10 @@ const (
 	// (Options.Sharding): Added for an object that joined it, Deleted for
 	// one that left it. The object itself may not have changed.
 	CauseReshard
+	// CauseResend: Informer.Resend queued the object again for one
+	// registration, unchanged (Modified, Old the same object): client-go's
+	// periodic handler resync. No change was seen.
+	CauseResend
 )
 
 func (c Cause) String() string {
@@ -76,6 +80,8 @@ func (c Cause) String() string {
 		return "restore"
 	case CauseReshard:
 		return "reshard"
+	case CauseResend:
+		return "resend"
 	}
 	return "unknown"
 }

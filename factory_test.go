@@ -121,7 +121,9 @@ func (inf *Informer[T]) isRunning() bool {
 // and the error keeps its kind.
 func TestFactoryWaitForSyncNamesTheResource(t *testing.T) {
 	s := newCMShare()
-	s.srv.listErrs = []error{apierrors.NewForbidden(cmResource, "", errors.New("no"))}
+	// Forbidden until the test has seen it: with a passing 403 the
+	// informer's retry could sync before WaitForSync looks.
+	s.srv.listErr = apierrors.NewForbidden(cmResource, "", errors.New("no"))
 	s.srv.streaming = false
 	if _, err := s.get(cmKey, Options[*corev1.ConfigMap]{DisableStreamingList: true}); err != nil {
 		t.Fatal(err)
@@ -132,6 +134,9 @@ func TestFactoryWaitForSyncNamesTheResource(t *testing.T) {
 	if !apierrors.IsForbidden(err) || !strings.HasPrefix(err.Error(), "configmaps in namespace ns: ") {
 		t.Fatalf("WaitForSync = %v, want a 403 prefixed with the resource", err)
 	}
+	s.srv.mu.Lock()
+	s.srv.listErr = nil
+	s.srv.mu.Unlock()
 	// The informer retries (fast backoff) and syncs.
 	eventually(t, "sync after the 403", func() bool { return s.f.WaitForSync(bounded(t)) == nil })
 }

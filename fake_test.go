@@ -34,6 +34,7 @@ type fakeServer struct {
 	lists     []metav1.ListOptions // every List call's options
 	watches   []metav1.ListOptions // every Watch call's options
 	listErrs  []error              // returned by the next List calls, in turn
+	listErr   error                // returned by every List call while set (after listErrs)
 	watchErrs []error              // returned by the next Watch calls, in turn
 	// expireContinue makes a List with a continue token fail with 410.
 	expireContinue bool
@@ -208,6 +209,9 @@ func (s *fakeServer) List(ctx context.Context, opts metav1.ListOptions) (*corev1
 			return nil, err
 		}
 	}
+	if s.listErr != nil {
+		return nil, s.listErr
+	}
 	sel, err := labels.Parse(opts.LabelSelector)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
@@ -266,6 +270,9 @@ func (s *fakeServer) Watch(ctx context.Context, opts metav1.ListOptions) (watch.
 		if err != nil {
 			return nil, err
 		}
+	}
+	if s.listErr != nil {
+		return nil, s.listErr
 	}
 	sel, err := labels.Parse(opts.LabelSelector)
 	if err != nil {

@@ -15,6 +15,7 @@ type registered interface {
 	pending() int
 	synced() bool
 	oldest() time.Duration
+	syncedChan() <-chan struct{}
 }
 
 // Pending returns how many events wait in the handler's queue: a measure of
@@ -47,6 +48,16 @@ func (r *Registration) HasSynced() bool {
 		return false
 	}
 	return r.l.synced()
+}
+
+// Synced returns a channel that is closed once HasSynced is true, to wait
+// for it in a select (client-go's DoneChecker). A nil Registration's is
+// nil: it never closes.
+func (r *Registration) Synced() <-chan struct{} {
+	if r == nil || r.l == nil {
+		return nil
+	}
+	return r.l.syncedChan()
 }
 
 // HandlerFuncs is one ordered registration with a callback per event type:

@@ -136,16 +136,12 @@ func checkItemType[T Object, L runtime.Object]() {
 	panic(fmt.Sprintf("kinformer.New: the client lists %s, whose items are %s, not %s", lt, item, want))
 }
 
-// AddIndexers adds indexes to the cache of an informer that has never run
-// (client-go's AddIndexers): consumers sharing an informer may each bring
-// theirs before it starts. It returns an error naming the index if one of
-// that name exists, and ErrStarted once the informer has started.
+// AddIndexers adds indexes to the informer's cache, before it starts or
+// while it runs (client-go's AddIndexers): each new index is built from
+// the objects cached at that moment and kept up to date from then on; the
+// informer's writes wait while it is built. It returns an error naming the
+// index if one of that name exists, and adds none of them then.
 func (inf *Informer[T]) AddIndexers(indexers map[string]IndexFunc[T]) error {
-	inf.runMu.Lock()
-	defer inf.runMu.Unlock()
-	if inf.started {
-		return fmt.Errorf("%w: indexes can only be added before the informer starts", ErrStarted)
-	}
 	return inf.cache.addIndexers(indexers)
 }
 
@@ -159,6 +155,11 @@ func (inf *Informer[T]) ResourceVersion() string { return inf.status.resourceVer
 // HasSynced reports whether the cache has been filled by a complete list.
 // It stays true across Stop and Start.
 func (inf *Informer[T]) HasSynced() bool { return inf.status.synced.Load() }
+
+// Synced returns a channel that is closed once the informer has synced
+// (HasSynced), to wait for it in a select; unlike WaitForSync it does not
+// end on a persistent error.
+func (inf *Informer[T]) Synced() <-chan struct{} { return inf.status.syncedCh }
 
 // WaitForSync blocks until the cache is synced (nil), until ctx ends
 // (ctx.Err()), or until listing fails in a way retrying cannot fix — 403,
@@ -234,6 +235,20 @@ func (inf *Informer[T]) AddHandler(fn func(Event[T])) *Registration {
 
 func (inf *Informer[T]) addListener(mask uint8, fn func(Event[T])) *Registration {
 	return inf.disp.add(newListener(mask, fn, inf.hlog), inf.cache, inf.status.resourceVersion, inf.status.synced.Load)
+}
+
+// Resend queues, for reg alone, a Modified event for every cached object,
+// with Old the same object and Cause CauseResend, after the events already
+// queued for it: client-go's periodic resync of a handler, which a
+// controller uses to look at every object again. It is not a re-list and
+// nothing is asked of the server (Options.ResyncPeriod re-lists). It
+// returns how many events it queued: 0 if reg is not registered or does
+// not handle Modified.
+func (inf *Informer[T]) Resend(reg *Registration) int {
+	if reg == nil {
+		return 0
+	}
+	return inf.disp.resend(reg, inf.cache, inf.status.resourceVersion)
 }
 
 // RemoveEventHandler unregisters a handler: its queued events are dropped,
@@ -353,6 +368,20 @@ func (inf *Informer[T]) isStarted() bool {
 	inf.runMu.Lock()
 	defer inf.runMu.Unlock()
 	return inf.started
+}
+
+// SetTransform sets Options.Transform of an informer that has never run
+// (client-go's SetTransform); nil removes it. It returns ErrStarted once
+// the informer has started. A Factory's informer is shared: its Transform
+// is every consumer's.
+func (inf *Informer[T]) SetTransform(fn func(T) (T, error)) error {
+	inf.runMu.Lock()
+	defer inf.runMu.Unlock()
+	if inf.started {
+		return fmt.Errorf("%w: the transform can only be set before the informer starts", ErrStarted)
+	}
+	inf.loop.setTransform(fn)
+	return nil
 }
 
 // setResync changes the resync period of an informer that has never run:

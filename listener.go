@@ -60,10 +60,15 @@ type listener[T Object] struct {
 	// handled, if set, is told each time the listener has handled or
 	// dropped an event, and when it is removed (dispatcher.waitHandled).
 	handled *progress
+	// syncedCh is closed once synced() (Registration.Synced);
+	// syncClosed says it is, so that the check costs one load after.
+	syncedCh   chan struct{}
+	syncClosed atomic.Bool
+	syncOnce   sync.Once
 }
 
 func newListener[T Object](mask uint8, fn func(Event[T]), log *slog.Logger) *listener[T] {
-	l := &listener[T]{mask: mask, fn: fn, log: log, wake: make(chan struct{}, 1)}
+	l := &listener[T]{mask: mask, fn: fn, log: log, wake: make(chan struct{}, 1), syncedCh: make(chan struct{})}
 	l.syncMark.Store(-1)
 	return l
 }
@@ -95,8 +100,24 @@ func (l *listener[T]) oldest() time.Duration {
 // has been delivered, unless it already has its mark.
 func (l *listener[T]) markSynced() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.syncMark.CompareAndSwap(-1, l.pushed)
+	l.mu.Unlock()
+	l.checkSynced()
+}
+
+func (l *listener[T]) syncedChan() <-chan struct{} { return l.syncedCh }
+
+// checkSynced closes syncedCh once the registration is synced. It is
+// called after each change that can make it so: a delivery, the sync mark,
+// the removal.
+func (l *listener[T]) checkSynced() {
+	if l.syncClosed.Load() || !l.synced() {
+		return
+	}
+	l.syncOnce.Do(func() {
+		l.syncClosed.Store(true)
+		close(l.syncedCh)
+	})
 }
 
 // push appends an event to the queue; it never blocks.
@@ -143,6 +164,7 @@ func (l *listener[T]) remove() {
 	}
 	l.mu.Unlock()
 	l.signal()
+	l.checkSynced()
 	l.handled.signal()
 	if ended != nil {
 		<-ended
@@ -179,6 +201,7 @@ outer:
 				case admitDrop:
 					l.backlog.Add(-1)
 					l.delivered.Add(1)
+					l.checkSynced()
 					l.handled.signal()
 					batch[i] = queued[T]{}
 					continue
@@ -198,6 +221,7 @@ outer:
 			}
 			l.backlog.Add(-1)
 			l.delivered.Add(1)
+			l.checkSynced()
 			l.handled.signal()
 			if i+1 < len(batch) {
 				l.head.Store(batch[i+1].at)

@@ -213,6 +213,25 @@ type loop[T Object] struct {
 	stateOpened bool
 	// sh is the share of a sharded informer; nil if not sharded.
 	sh *shardLoop
+	// newDirect makes the direct decoder, sharing through share if not
+	// nil; nil with DisableDirectDecoding.
+	newDirect func(share *intern.Sharer) *directWatcher
+}
+
+// setTransform sets the Transform, before the loop first runs, and makes
+// the decoder to go with it: it shares objects only without a Transform,
+// which may modify maps in place (sharing must come after it).
+func (l *loop[T]) setTransform(fn func(T) (T, error)) {
+	l.opts.Transform, l.w.transform = fn, fn
+	l.direct = nil
+	if l.newDirect != nil {
+		var share *intern.Sharer
+		if fn == nil {
+			share = l.w.share
+		}
+		l.direct = l.newDirect(share)
+	}
+	l.st.direct = l.direct != nil
 }
 
 func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *Cache[T], s *status, d *dispatcher[T], log *slog.Logger, obs *observer) *loop[T] {
@@ -227,15 +246,11 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *
 	}
 	l.st.watchList = !o.DisableStreamingList && mayStream(lw)
 	if !o.DisableDirectDecoding {
-		// The decoder shares only without a Transform, which may modify
-		// maps in place: sharing must come after it.
-		var share *intern.Sharer
-		if o.Transform == nil {
-			share = l.w.share
+		l.newDirect = func(share *intern.Sharer) *directWatcher {
+			return newDirectWatcher[T](lw, o.KeepManagedFields, share, o.maxJSONEvent)
 		}
-		l.direct = newDirectWatcher[T](lw, o.KeepManagedFields, share, o.maxJSONEvent)
 	}
-	l.st.direct = l.direct != nil
+	l.setTransform(o.Transform)
 	if o.Sharding != nil {
 		l.sh = &shardLoop{pub: &sharePublished{}}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -359,7 +360,9 @@ func TestLastErrorAfterSync(t *testing.T) {
 	eventually(t, "recovered", func() bool { err, _ := inf.LastError(); return err == nil })
 }
 
-// Indexes can be added until the informer starts, not after.
+// Indexes can be added before the informer starts and while it runs; an
+// index added while it runs holds every cached object and follows later
+// changes.
 func TestAddIndexers(t *testing.T) {
 	s := newFakeServer()
 	s.put(cm("ns", "a", "app", "web"))
@@ -379,8 +382,70 @@ func TestAddIndexers(t *testing.T) {
 	if got, _ := inf.Cache().ByIndex("app", "web"); len(got) != 1 {
 		t.Fatalf("ByIndex(app, web) = %v", got)
 	}
-	if err := inf.AddIndexers(map[string]IndexFunc[*corev1.ConfigMap]{"other": byApp}); !errors.Is(err, ErrStarted) {
+	byName := func(o *corev1.ConfigMap) []string { return []string{o.Name} }
+	if err := inf.AddIndexers(map[string]IndexFunc[*corev1.ConfigMap]{"name": byName, "app": byApp}); err == nil || !strings.Contains(err.Error(), `"app"`) {
+		t.Fatalf("AddIndexers with an existing name after start: %v", err)
+	}
+	if _, err := inf.Cache().ByIndex("name", "a"); !errors.Is(err, ErrUnknownIndex) {
+		t.Fatalf("a refused AddIndexers added an index: %v", err)
+	}
+	if err := inf.AddIndexers(map[string]IndexFunc[*corev1.ConfigMap]{"name": byName}); err != nil {
 		t.Fatalf("AddIndexers after start: %v", err)
+	}
+	if got, _ := inf.Cache().ByIndex("name", "a"); len(got) != 1 {
+		t.Fatalf("ByIndex(name, a) after adding it = %v", got)
+	}
+	s.put(cm("ns", "b", "app", "web"))
+	eventually(t, "b in the new index", func() bool { got, _ := inf.Cache().ByIndex("name", "b"); return len(got) == 1 })
+	if vals, err := inf.Cache().IndexValues("name"); err != nil || len(vals) != 2 {
+		t.Fatalf("IndexValues(name) = %v, %v", vals, err)
+	}
+	if _, err := inf.Cache().IndexValues("nope"); !errors.Is(err, ErrUnknownIndex) {
+		t.Fatalf("IndexValues(nope): %v", err)
+	}
+	if got := inf.Cache().Indexers(); len(got) != 3 || got["name"] == nil || got[IndexNamespace] == nil {
+		t.Fatalf("Indexers() = %v", got)
+	}
+}
+
+// An index added while the informer writes is exact: every object is in
+// it under its current value, whatever the interleaving of the add with
+// the writes (run with -race).
+func TestAddIndexersWhileWriting(t *testing.T) {
+	s := newFakeServer()
+	inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
+	inf.Start()
+	defer inf.Stop()
+	if err := inf.WaitForSync(bounded(t)); err != nil {
+		t.Fatal(err)
+	}
+	byV := func(o *corev1.ConfigMap) []string { return []string{o.Labels["v"]} }
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 300 {
+			s.put(cm("ns", fmt.Sprintf("o%d", i%40), "v", fmt.Sprint(i)))
+		}
+	}()
+	for i := range 20 {
+		if err := inf.AddIndexers(map[string]IndexFunc[*corev1.ConfigMap]{fmt.Sprintf("v%d", i): byV}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	want := s.state()
+	eventually(t, "cache caught up", func() bool { return equalMaps(cacheState(inf.Cache()), want) })
+	for i := range 20 {
+		name := fmt.Sprintf("v%d", i)
+		for _, o := range inf.Cache().List() {
+			keys, err := inf.Cache().IndexKeys(name, o.Labels["v"])
+			if err != nil || len(keys) != 1 || keys[0] != "ns/"+o.Name {
+				t.Fatalf("index %s, value %s: keys %v, %v", name, o.Labels["v"], keys, err)
+			}
+		}
+		if vals, _ := inf.Cache().IndexValues(name); len(vals) != inf.Cache().Len() {
+			t.Fatalf("index %s has %d values for %d objects: a stale value was left", name, len(vals), inf.Cache().Len())
+		}
 	}
 }
 
@@ -590,4 +655,137 @@ func TestWaitForResourceVersionThenTheCacheHasIt(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Resend queues, for one registration only, Modified (Old the same object,
+// CauseResend) for every cached object, after what was queued before it.
+func TestResend(t *testing.T) {
+	s := newFakeServer()
+	for _, n := range []string{"a", "b", "c"} {
+		s.put(cm("ns", n))
+	}
+	inf, rec := startInformer(t, s, nil)
+	other := &recorder{}
+	inf.AddHandler(other.handle)
+	addedOnly, err := inf.AddEventHandler(Added, func(cmEvent) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := inf.AddHandler(rec.handle)
+	if n := inf.Resend(addedOnly); n != 0 {
+		t.Fatalf("Resend to a registration without Modified queued %d", n)
+	}
+	if n := inf.Resend(reg); n != 3 {
+		t.Fatalf("Resend queued %d events, want 3", n)
+	}
+	eventually(t, "resent events", func() bool { return len(rec.lines(false, Modified)) == 3 })
+	seen := map[string]bool{}
+	var replayed int
+	for _, e := range rec.all() {
+		switch {
+		case e.Type == Modified:
+			if e.Cause != CauseResend || e.Old != e.Object || e.Key == "" {
+				t.Fatalf("resent event %+v: want CauseResend and Old == Object", e)
+			}
+			if replayed < 3 {
+				t.Fatalf("a resent event came before reg's replay was done")
+			}
+			seen[e.Key] = true
+		case e.Type == Added && e.Cause == CauseReplay:
+			replayed++
+		}
+	}
+	if len(seen) != 3 {
+		t.Fatalf("resent keys %v", seen)
+	}
+	if got := other.lines(false, Modified); len(got) != 0 {
+		t.Fatalf("another registration got the resent events: %v", got)
+	}
+	inf.RemoveEventHandler(reg)
+	if n := inf.Resend(reg); n != 0 {
+		t.Fatalf("Resend to a removed registration queued %d", n)
+	}
+	if n := inf.Resend(nil); n != 0 {
+		t.Fatalf("Resend(nil) queued %d", n)
+	}
+}
+
+// Synced channels close when HasSynced becomes true: the informer's, a
+// registration's added before the start, and one added after the sync;
+// a removed registration's too.
+func TestSyncedChannels(t *testing.T) {
+	s := newFakeServer()
+	s.put(cm("ns", "a"))
+	inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
+	release := make(chan struct{})
+	before := inf.AddHandler(func(cmEvent) { <-release })
+	select {
+	case <-inf.Synced():
+		t.Fatal("Synced closed before the start")
+	case <-before.Synced():
+		t.Fatal("a registration's Synced closed before the start")
+	default:
+	}
+	inf.Start()
+	defer inf.Stop()
+	select {
+	case <-inf.Synced():
+	case <-bounded(t).Done():
+		t.Fatal("the informer's Synced did not close")
+	}
+	select {
+	case <-before.Synced():
+		t.Fatal("Synced closed while the handler still holds the first list's event")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-before.Synced():
+	case <-bounded(t).Done():
+		t.Fatal("the registration's Synced did not close")
+	}
+	after := inf.AddHandler(func(cmEvent) {})
+	select {
+	case <-after.Synced():
+	case <-bounded(t).Done():
+		t.Fatal("Synced of a registration added after the sync did not close")
+	}
+	stuck := make(chan struct{})
+	removed := inf.AddHandler(func(cmEvent) { <-stuck })
+	go func() { time.Sleep(10 * time.Millisecond); close(stuck) }()
+	inf.RemoveEventHandler(removed)
+	select {
+	case <-removed.Synced():
+	case <-bounded(t).Done():
+		t.Fatal("a removed registration's Synced did not close")
+	}
+	var none *Registration
+	if none.Synced() != nil {
+		t.Fatal("a nil Registration's Synced is not nil")
+	}
+}
+
+// SetTransform sets the Transform before the start, not after.
+func TestSetTransform(t *testing.T) {
+	s := newFakeServer()
+	s.put(cm("ns", "a", "app", "web"))
+	inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
+	mark := func(o *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+		o.Labels["seen"] = "yes"
+		return o, nil
+	}
+	if err := inf.SetTransform(mark); err != nil {
+		t.Fatal(err)
+	}
+	inf.Start()
+	defer inf.Stop()
+	if err := inf.WaitForSync(bounded(t)); err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := inf.Cache().GetByKey("ns/a"); !ok || o.Labels["seen"] != "yes" {
+		t.Fatalf("cached %v, want the transformed object", o)
+	}
+	if err := inf.SetTransform(nil); !errors.Is(err, ErrStarted) {
+		t.Fatalf("SetTransform after start: %v, want ErrStarted", err)
+	}
 }

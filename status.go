@@ -25,6 +25,7 @@ type status struct {
 	mu           sync.Mutex    // guards the fields below
 	syncErr      error         // the last persistent error before the first sync
 	syncCh       chan struct{} // closed (and replaced) when synced or syncErr change
+	syncedCh     chan struct{} // closed once synced, never replaced
 	waiters      []rvWaiter    // WaitForResourceVersion calls not yet satisfied
 	failing      error         // the last persistent error not yet followed by success
 	failingSince time.Time     // when the persistent failures began
@@ -35,7 +36,9 @@ type rvWaiter struct {
 	ch chan struct{}
 }
 
-func newStatus() *status { return &status{syncCh: make(chan struct{})} }
+func newStatus() *status {
+	return &status{syncCh: make(chan struct{}), syncedCh: make(chan struct{})}
+}
 
 // advance records rv as the last resourceVersion seen and wakes the
 // WaitForResourceVersion calls it satisfies. Cheap when none wait.
@@ -133,6 +136,13 @@ func (s *status) setSync(synced bool, persistent error) {
 	s.syncErr = persistent
 	close(s.syncCh)
 	s.syncCh = make(chan struct{})
+	if synced {
+		select {
+		case <-s.syncedCh:
+		default:
+			close(s.syncedCh)
+		}
+	}
 }
 
 // waitSync waits until the informer has synced (nil), a persistent error
