@@ -1,0 +1,32 @@
+// Package clientgo makes kinformer informers usable where client-go's are:
+// a [cache.SharedIndexInformer] whose GetIndexer client-go's generated
+// listers accept, and which fits controller-runtime's
+// cache.Options.NewInformer.
+//
+//	sii := clientgo.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{"node": byNode})
+//	lister := corelisters.NewPodLister(sii.GetIndexer())
+//
+//	pods := kinformer.New[*corev1.Pod](clientset.CoreV1().Pods(""), nil) // or from a Factory
+//	sii2 := clientgo.Wrap(pods)
+//
+// Events have client-go's meaning: OnAdd's isInInitialList is true for
+// the objects of the informer's first list (and of its state file, and of
+// the replay to a handler added later); a Deleted that a re-list inferred
+// reaches OnDelete as a [cache.DeletedFinalStateUnknown]; a handler's
+// resync period (AddEventHandlerWithResyncPeriod, or the informer's
+// default) calls OnUpdate(obj, obj) for every cached object, for that
+// handler alone ([kinformer.Informer.Resend]). kinformer's Bookmark events
+// are not delivered, and its Error events go to the watch error handler.
+//
+// Wrap keeps everything of the informer it wraps: protobuf or JSON
+// decoding straight off the wire, the shared labels and annotations, the
+// state file, sharding. NewSharedIndexInformer, over a client-go
+// ListerWatcher that hides its client, lists and watches through it and
+// keeps what kinformer does after decoding (managedFields dropped, equal
+// maps and strings shared between objects, a handler that never blocks
+// the watch).
+//
+// Cached objects are shared between the cache, every handler and every
+// reader, as in client-go, and more so: equal label and annotation maps are
+// one map. Never modify them; DeepCopy first.
+package clientgo

@@ -1,0 +1,413 @@
+package clientgo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/watchlist"
+	"k8s.io/klog/v2"
+
+	"github.com/kinformer/kinformer"
+)
+
+// minimumResyncPeriod is client-go's: a shorter handler resync is raised
+// to it.
+const minimumResyncPeriod = time.Second
+
+// NewSharedIndexInformer is client-go's cache.NewSharedIndexInformer on a
+// kinformer informer: it lists and watches through lw, caches objects of
+// example's type, resyncs each handler every
+// defaultEventHandlerResyncPeriod (0: never) unless it asks for its own
+// period, and indexes with indexers. client-go's namespace index
+// (cache.NamespaceIndex with cache.MetaNamespaceIndexFunc) is kinformer's
+// built-in one, built only when first queried.
+//
+// lw's client is not visible to kinformer, so objects are decoded by it;
+// use Wrap over kinformer.New with a clientset's typed client, or a
+// kinformer.Factory, to keep kinformer's own decoders.
+func NewSharedIndexInformer(lw cache.ListerWatcher, example runtime.Object, defaultEventHandlerResyncPeriod time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
+	opts := &kinformer.Options[kinformer.Object]{Name: typeName(example)}
+	var extra cache.Indexers
+	for name, f := range indexers {
+		if name == kinformer.IndexNamespace && sameFunc(f, cache.MetaNamespaceIndexFunc) {
+			continue // the built-in namespace index
+		}
+		if extra == nil {
+			extra = cache.Indexers{}
+		}
+		extra[name] = f
+	}
+	inf := kinformer.New[kinformer.Object](listerWatcher{lw}, opts)
+	s := newInformer(inf, fmt.Sprintf("%T", example), defaultEventHandlerResyncPeriod, lw)
+	if err := s.AddIndexers(extra); err != nil {
+		// Only a nil IndexFunc can fail on a new informer.
+		panic(fmt.Sprintf("clientgo.NewSharedIndexInformer: %v", err))
+	}
+	return s
+}
+
+// Wrap returns inf as a client-go SharedIndexInformer. Its handlers and
+// indexes are inf's; its Run runs inf (or, if inf already runs, from a
+// Factory for example, waits with it until stopped).
+func Wrap[T kinformer.Object](inf *kinformer.Informer[T]) cache.SharedIndexInformer {
+	return newInformer(inf, reflect.TypeFor[T]().String(), 0, nil)
+}
+
+// typeName names example's type for kinformer's logs and metrics: "pods"
+// style names are a Factory's; here, its kind in lower case.
+func typeName(example runtime.Object) string {
+	t := reflect.TypeOf(example)
+	if t == nil {
+		return "object"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return strings.ToLower(t.Name())
+}
+
+// listerWatcher is a client-go ListerWatcher in kinformer's shape.
+type listerWatcher struct{ lw cache.ListerWatcher }
+
+func (a listerWatcher) List(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	if lw, ok := a.lw.(cache.ListerWithContext); ok {
+		return lw.ListWithContext(ctx, opts)
+	}
+	return a.lw.List(opts)
+}
+
+func (a listerWatcher) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	if lw, ok := a.lw.(cache.WatcherWithContext); ok {
+		return lw.WatchWithContext(ctx, opts)
+	}
+	return a.lw.Watch(opts)
+}
+
+// IsWatchListSemanticsUnSupported passes on what lw says of itself (a fake
+// client cannot stream its lists).
+func (a listerWatcher) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(a.lw)
+}
+
+// informer is a kinformer informer as a client-go SharedIndexInformer.
+type informer[T kinformer.Object] struct {
+	inf           *kinformer.Informer[T]
+	typ           string // the object type, for names ("*v1.Pod")
+	defaultResync time.Duration
+	indexer       *indexer[T]
+	reflector     *cache.Reflector // never run: what watch error handlers are given
+
+	mu          sync.Mutex // guards everything below
+	started     bool
+	stopped     bool
+	runCtx      context.Context // the run's; nil when not running
+	runWG       sync.WaitGroup  // the run's resync goroutines
+	resyncCheck time.Duration   // client-go's resyncCheckPeriod: the shortest handler resync
+	handlers    map[*handle[T]]struct{}
+	watchErr    cache.WatchErrorHandlerWithContext
+	errReg      *kinformer.Registration
+}
+
+func newInformer[T kinformer.Object](inf *kinformer.Informer[T], typ string, resync time.Duration, lw cache.ListerWatcher) *informer[T] {
+	if lw == nil {
+		lw = &cache.ListWatch{}
+	}
+	s := &informer[T]{
+		inf:           inf,
+		typ:           typ,
+		defaultResync: resync,
+		resyncCheck:   resync,
+		handlers:      map[*handle[T]]struct{}{},
+		reflector:     cache.NewNamedReflector(typ, lw, nil, cache.NewStore(cache.MetaNamespaceKeyFunc), 0),
+	}
+	s.indexer = &indexer[T]{c: inf.Cache(), s: s}
+	// Errors go to the watch error handler, client-go's default until one
+	// is set: kinformer's Error events are what its list and watch met.
+	s.errReg = inf.AddHandlerFuncs(kinformer.HandlerFuncs[T]{Error: s.watchError})
+	return s
+}
+
+func (s *informer[T]) watchError(e kinformer.Event[T]) {
+	s.mu.Lock()
+	h, ctx := s.watchErr, s.runCtx
+	s.mu.Unlock()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if h == nil {
+		h = cache.DefaultWatchErrorHandler
+	}
+	h(ctx, s.reflector, e.Err)
+}
+
+// handle is a client-go handler's registration.
+type handle[T kinformer.Object] struct {
+	reg    *kinformer.Registration
+	name   string
+	resync time.Duration // 0: none
+	cancel context.CancelFunc
+}
+
+func (h *handle[T]) HasSynced() bool { return h.reg.HasSynced() }
+
+func (h *handle[T]) HasSyncedChecker() cache.DoneChecker {
+	return doneChecker{name: h.name, done: h.reg.Synced()}
+}
+
+// doneChecker is a cache.DoneChecker over a channel.
+type doneChecker struct {
+	name string
+	done <-chan struct{}
+}
+
+func (d doneChecker) Name() string          { return d.name }
+func (d doneChecker) Done() <-chan struct{} { return d.done }
+
+func (s *informer[T]) AddEventHandler(handler cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	return s.AddEventHandlerWithOptions(handler, cache.HandlerOptions{})
+}
+
+func (s *informer[T]) AddEventHandlerWithResyncPeriod(handler cache.ResourceEventHandler, resyncPeriod time.Duration) (cache.ResourceEventHandlerRegistration, error) {
+	return s.AddEventHandlerWithOptions(handler, cache.HandlerOptions{ResyncPeriod: &resyncPeriod})
+}
+
+// AddEventHandlerWithOptions registers handler as one ordered kinformer
+// registration. Its resync period, as client-go's, is at least a second;
+// a period shorter than the informer's shortest one so far lowers that
+// before the start and is raised to it after; after a start without any,
+// the handler gets no resync.
+func (s *informer[T]) AddEventHandlerWithOptions(handler cache.ResourceEventHandler, options cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+	if handler == nil {
+		return nil, errors.New("clientgo: nil handler")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil, fmt.Errorf("handler %v was not added to shared informer because it has stopped already", handler)
+	}
+	logger := klog.Background()
+	if options.Logger != nil {
+		logger = *options.Logger
+	}
+	resync := s.defaultResync
+	if options.ResyncPeriod != nil {
+		resync = *options.ResyncPeriod
+	}
+	if resync > 0 {
+		if resync < minimumResyncPeriod {
+			logger.Info("Warning: resync period is too small. Changing it to the minimum allowed value", "resyncPeriod", resync, "minimumResyncPeriod", minimumResyncPeriod)
+			resync = minimumResyncPeriod
+		}
+		switch {
+		case s.started && s.resyncCheck == 0:
+			logger.Info("Warning: the specified resyncPeriod is invalid because this shared informer doesn't support resyncing", "desired", resync)
+			resync = 0
+		case s.started && resync < s.resyncCheck:
+			logger.Info("Warning: resync period is smaller than resync check period and the informer has already started. Changing it to the resync check period", "resyncPeriod", resync, "resyncCheckPeriod", s.resyncCheck)
+			resync = s.resyncCheck
+		case !s.started && (s.resyncCheck == 0 || resync < s.resyncCheck):
+			s.resyncCheck = resync
+		}
+	}
+	h := &handle[T]{name: fmt.Sprintf("%T", handler), resync: resync}
+	h.reg = s.inf.AddHandlerFuncs(kinformer.HandlerFuncs[T]{
+		Added: func(e kinformer.Event[T]) {
+			handler.OnAdd(e.Object, e.Cause == kinformer.CauseList || e.Cause == kinformer.CauseReplay || e.Cause == kinformer.CauseRestore)
+		},
+		Modified: func(e kinformer.Event[T]) { handler.OnUpdate(e.Old, e.Object) },
+		Deleted: func(e kinformer.Event[T]) {
+			if e.Cause == kinformer.CauseRelist {
+				handler.OnDelete(cache.DeletedFinalStateUnknown{Key: e.Key, Obj: e.Object})
+				return
+			}
+			handler.OnDelete(e.Object)
+		},
+	})
+	s.handlers[h] = struct{}{}
+	if s.runCtx != nil {
+		s.startResync(h)
+	}
+	return h, nil
+}
+
+// startResync resends the cache to h every h.resync, from the informer's
+// sync until the run ends or h is removed. s.mu must be held, while
+// running.
+func (s *informer[T]) startResync(h *handle[T]) {
+	if h.resync <= 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(s.runCtx)
+	h.cancel = cancel
+	s.runWG.Add(1)
+	go func() {
+		defer s.runWG.Done()
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.inf.Synced():
+		}
+		t := time.NewTicker(h.resync)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s.inf.Resend(h.reg)
+			}
+		}
+	}()
+}
+
+func (s *informer[T]) RemoveEventHandler(reg cache.ResourceEventHandlerRegistration) error {
+	h, ok := reg.(*handle[T])
+	if !ok {
+		return fmt.Errorf("clientgo: %T is not a registration of this informer", reg)
+	}
+	s.mu.Lock()
+	_, registered := s.handlers[h]
+	delete(s.handlers, h)
+	if h.cancel != nil {
+		h.cancel()
+	}
+	s.mu.Unlock()
+	if registered {
+		s.inf.RemoveEventHandler(h.reg)
+	}
+	return nil
+}
+
+func (s *informer[T]) GetStore() cache.Store     { return s.indexer }
+func (s *informer[T]) GetIndexer() cache.Indexer { return s.indexer }
+
+func (s *informer[T]) GetController() cache.Controller { return controller[T]{s} }
+
+func (s *informer[T]) Run(stopCh <-chan struct{}) {
+	s.RunWithContext(wait.ContextForChannel(stopCh))
+}
+
+// RunWithContext runs the informer until ctx ends, once: as client-go's,
+// a second Run returns at once, and a stopped informer stays stopped
+// (IsStopped), refusing new handlers. If the kinformer informer already
+// runs (a Factory's), it waits until ctx ends without starting it again.
+func (s *informer[T]) RunWithContext(ctx context.Context) {
+	s.mu.Lock()
+	if s.started {
+		s.mu.Unlock()
+		klog.FromContext(ctx).Info("Warning: the sharedIndexInformer has started, run more than once is not allowed")
+		return
+	}
+	s.started = true
+	runCtx, cancel := context.WithCancel(ctx)
+	s.runCtx = runCtx
+	for h := range s.handlers {
+		s.startResync(h)
+	}
+	s.mu.Unlock()
+
+	if err := s.inf.Run(runCtx); errors.Is(err, kinformer.ErrRunning) {
+		<-runCtx.Done()
+	}
+
+	s.mu.Lock()
+	s.stopped = true
+	s.runCtx = nil
+	s.mu.Unlock()
+	cancel()
+	s.runWG.Wait()
+}
+
+func (s *informer[T]) HasSynced() bool { return s.inf.HasSynced() }
+
+func (s *informer[T]) HasSyncedChecker() cache.DoneChecker {
+	return doneChecker{name: "SharedIndexInformer " + s.typ, done: s.inf.Synced()}
+}
+
+func (s *informer[T]) LastSyncResourceVersion() string { return s.inf.ResourceVersion() }
+
+func (s *informer[T]) SetWatchErrorHandler(handler cache.WatchErrorHandler) error {
+	if handler == nil {
+		return s.SetWatchErrorHandlerWithContext(nil)
+	}
+	return s.SetWatchErrorHandlerWithContext(func(_ context.Context, r *cache.Reflector, err error) { handler(r, err) })
+}
+
+// SetWatchErrorHandlerWithContext sets what is called with each error the
+// informer's lists and watches meet (its Error events), before the start.
+// The Reflector it is given is never run: it carries the informer's name.
+func (s *informer[T]) SetWatchErrorHandlerWithContext(handler cache.WatchErrorHandlerWithContext) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return errors.New("informer has already started")
+	}
+	s.watchErr = handler
+	return nil
+}
+
+// SetTransform sets the transform, before the start. It is kinformer's
+// Options.Transform: it runs after managedFields are dropped, and an
+// error (or an object of another type) skips the object with an Error
+// event naming it.
+func (s *informer[T]) SetTransform(handler cache.TransformFunc) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return errors.New("informer has already started")
+	}
+	var fn func(T) (T, error)
+	if handler != nil {
+		fn = func(obj T) (T, error) {
+			out, err := handler(obj)
+			if err != nil {
+				return obj, err
+			}
+			t, ok := out.(T)
+			if !ok {
+				return obj, fmt.Errorf("the transform returned a %T, not a %s", out, s.typ)
+			}
+			return t, nil
+		}
+	}
+	return s.inf.SetTransform(fn)
+}
+
+func (s *informer[T]) IsStopped() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopped
+}
+
+// AddIndexers adds indexes before or while the informer runs; each is
+// built from the cached objects. As client-go's, it fails once the
+// informer has stopped, and for a name that is taken (adding client-go's
+// namespace index where kinformer's built-in one is does nothing).
+func (s *informer[T]) AddIndexers(indexers cache.Indexers) error {
+	s.mu.Lock()
+	stopped := s.stopped
+	s.mu.Unlock()
+	if stopped {
+		return errors.New("indexer was not added because it has stopped already")
+	}
+	return s.indexer.AddIndexers(indexers)
+}
+
+// controller is the informer as a cache.Controller.
+type controller[T kinformer.Object] struct{ s *informer[T] }
+
+func (c controller[T]) Run(stopCh <-chan struct{})          { c.s.Run(stopCh) }
+func (c controller[T]) RunWithContext(ctx context.Context)  { c.s.RunWithContext(ctx) }
+func (c controller[T]) HasSynced() bool                     { return c.s.HasSynced() }
+func (c controller[T]) HasSyncedChecker() cache.DoneChecker { return c.s.HasSyncedChecker() }
+func (c controller[T]) LastSyncResourceVersion() string     { return c.s.LastSyncResourceVersion() }
