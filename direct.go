@@ -70,19 +70,20 @@ type directWatcher struct {
 // its watches itself; else nil, and the informer uses lw's own Watch. With
 // share set, the decoder strips and shares objects itself, and they need
 // no preparing after (see writer.prepare).
-func newDirectWatcher[T Object](lw any, keepManagedFields bool, share *intern.Sharer, maxJSONEvent int64) *directWatcher {
+// t is the type of the objects to make: T, or for an interface T the
+// concrete type (Factory.Typed).
+func newDirectWatcher[T Object](lw any, t reflect.Type, keepManagedFields bool, share *intern.Sharer, maxJSONEvent int64) *directWatcher {
 	if !mayStream(lw) {
 		return nil
 	}
-	if reflect.TypeFor[T]() == reflect.TypeFor[*unstructured.Unstructured]() {
+	if t == reflect.TypeFor[*unstructured.Unstructured]() {
 		return newDynamicWatcher(lw, keepManagedFields, share, maxJSONEvent)
 	}
 	rs, ok := lw.(restScoped)
 	if !ok {
 		return nil
 	}
-	t := reflect.TypeFor[T]()
-	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct || !t.AssignableTo(reflect.TypeFor[T]()) {
 		return nil
 	}
 	client := rs.GetClient()
@@ -96,7 +97,7 @@ func newDirectWatcher[T Object](lw any, keepManagedFields bool, share *intern.Sh
 		resource:  resourceOf(lw),
 		kind:      kindOf(lw, elem.Name()),
 	}
-	if _, ok := any(*new(T)).(protowatch.Object); ok && !jsonOnly(lw) {
+	if t.Implements(reflect.TypeFor[protowatch.Object]()) && !jsonOnly(lw) {
 		layout := protowatch.LayoutOf(elem)
 		d.proto = &protowatch.Format{
 			Kind:               d.kind,

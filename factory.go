@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -188,6 +189,54 @@ func Shared[T Object](f *Factory, namespace string, opts *Options[T]) (*Informer
 			return nil, fmt.Errorf("kinformer: %w", err)
 		}
 		return New[T](lw, o), nil
+	})
+}
+
+// Typed returns the factory's informer of example's type, as Shared does,
+// for a program that knows the type only at run time (controller-runtime's
+// cache, handed a client.Object): its objects are of example's type, made
+// by kinformer's own decoders as Shared's are, and seen as Object. example
+// must be a pointer to a struct type of the factory's scheme. Shared[T]
+// and Typed of the same type are two informers.
+func (f *Factory) Typed(example runtime.Object, namespace string, opts *Options[Object]) (*Informer[Object], error) {
+	if err := f.setup(); err != nil {
+		return nil, err
+	}
+	t := reflect.TypeOf(example)
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct || !t.Implements(reflect.TypeFor[Object]()) {
+		return nil, fmt.Errorf("kinformer: Typed(%T): want a pointer to a struct type with metadata, registered in the scheme", example)
+	}
+	typed, err := f.api.ForType(example)
+	if err != nil {
+		return nil, fmt.Errorf("kinformer: Typed(%s): %w", t, err)
+	}
+	k, o := keyOf(f, t, typed.Mapping, namespace, opts)
+	k.boxed = true
+	o.objType = t
+	return share(f, k, o, func(o *Options[Object]) (*Informer[Object], error) {
+		lw, err := f.api.ListerWatcher(typed, k.namespace)
+		if err != nil {
+			return nil, fmt.Errorf("kinformer: %w", err)
+		}
+		return New[Object](lw, o), nil
+	})
+}
+
+// Metadata returns the factory's informer of the resource gvr as
+// PartialObjectMetadata: metadata only, through client-go's metadata
+// client, for a program that needs no more of a large resource (owner
+// references, labels). Shared as Shared's are.
+func (f *Factory) Metadata(gvr schema.GroupVersionResource, namespace string, opts *Options[*metav1.PartialObjectMetadata]) (*Informer[*metav1.PartialObjectMetadata], error) {
+	if err := f.setup(); err != nil {
+		return nil, err
+	}
+	mapping, err := f.api.ForResource(gvr)
+	if err != nil {
+		return nil, fmt.Errorf("kinformer: Metadata(%s): %w", gvr, err)
+	}
+	k, o := keyOf(f, reflect.TypeFor[*metav1.PartialObjectMetadata](), mapping, namespace, opts)
+	return share(f, k, o, func(o *Options[*metav1.PartialObjectMetadata]) (*Informer[*metav1.PartialObjectMetadata], error) {
+		return New[*metav1.PartialObjectMetadata](f.api.Metadata(k.gvr, k.namespace), o), nil
 	})
 }
 

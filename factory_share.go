@@ -21,6 +21,7 @@ import (
 // factoryKey is what makes two requests one informer.
 type factoryKey struct {
 	typ       reflect.Type // T: a typed and a dynamic informer never share
+	boxed     bool         // Factory.Typed's: objects of typ, as Object
 	gvr       schema.GroupVersionResource
 	namespace string // "" for all namespaces, and for cluster-scoped resources
 	label     string // canonical form, where it parses

@@ -77,7 +77,8 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 		hlog = slog.Default()
 	}
 	if o.Name == "" {
-		o.Name = strings.ToLower(reflect.TypeFor[T]().String()[strings.LastIndex(reflect.TypeFor[T]().String(), ".")+1:])
+		t := o.objectType().String()
+		o.Name = strings.ToLower(t[strings.LastIndex(t, ".")+1:])
 	} else {
 		log, hlog = log.With("resource", o.Name), hlog.With("resource", o.Name)
 	}

@@ -247,7 +247,7 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *
 	l.st.watchList = !o.DisableStreamingList && mayStream(lw)
 	if !o.DisableDirectDecoding {
 		l.newDirect = func(share *intern.Sharer) *directWatcher {
-			return newDirectWatcher[T](lw, o.KeepManagedFields, share, o.maxJSONEvent)
+			return newDirectWatcher[T](lw, o.objectType(), o.KeepManagedFields, share, o.maxJSONEvent)
 		}
 	}
 	l.setTransform(o.Transform)

@@ -2,6 +2,7 @@ package kinformer
 
 import (
 	"log/slog"
+	"reflect"
 	"time"
 )
 
@@ -150,6 +151,10 @@ type Options[T Object] struct {
 	Logger *slog.Logger
 
 	defaultKey bool // KeyFunc was not given: MetaNamespaceKey
+	// objType is the concrete type of the objects when T is an interface
+	// (Factory.Typed): what the direct decoder and the state file make.
+	// nil: T itself.
+	objType reflect.Type
 	// maxJSONEvent bounds a JSON event's bytes; 0 is jsonwatch.MaxEvent.
 	// Tests lower it to test the bound quickly.
 	maxJSONEvent int64
@@ -160,6 +165,15 @@ const (
 	defaultWatchTimeout = 5 * time.Minute
 	defaultIdleMargin   = 30 * time.Second
 )
+
+// objectType is the type of the objects the informer makes: T, or
+// objType for an interface T.
+func (o *Options[T]) objectType() reflect.Type {
+	if o.objType != nil {
+		return o.objType
+	}
+	return reflect.TypeFor[T]()
+}
 
 // withDefaults returns a copy of o with every zero field set to its default.
 func (o *Options[T]) withDefaults() Options[T] {

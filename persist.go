@@ -40,7 +40,7 @@ func stateIdentity[T Object](lw any, o *Options[T]) string {
 		// cache, the same file.
 		key = "MetaNamespaceKey"
 	}
-	t := reflect.TypeFor[T]()
+	t := o.objectType()
 	return persist.Identity{
 		Source:            src,
 		Type:              t.String() + " " + typePath(t),
@@ -94,7 +94,7 @@ func newPersister[T Object](lw any, o *Options[T], report func(error), obs *obse
 		Identity:  identity,
 		Snapshot:  snapshot.Options{NoSync: o.StateNoSync},
 		Interval:  o.StateInterval,
-		Codec:     persist.NewCodec[T](),
+		Codec:     persist.NewCodec[T](o.objectType()),
 		Report:    func(err error) { report(fmt.Errorf("%w: %w", ErrSnapshot, err)) },
 		Committed: obs.commit,
 	})

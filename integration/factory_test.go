@@ -526,3 +526,85 @@ func TestFactoryStopLeavesNoGoroutine(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Typed makes an informer of a type known only at run time, decoded by
+// kinformer as Shared's are (protobuf, straight into *corev1.Pod), and
+// keeps its state file; Metadata one of metadata only. Each is shared by
+// its own rule, and neither is Shared[T]'s.
+func TestFactoryTypedAtRunTimeAndMetadata(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	ns := testenv.NewNamespace(t, srv.Config())
+	dir := t.TempDir()
+	f, logs := newFactory(t, srv.Config())
+	pods, err := f.Typed(&corev1.Pod{}, ns, &kinformer.Options[kinformer.Object]{StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := f.Typed(&corev1.Pod{}, ns, &kinformer.Options[kinformer.Object]{StateDir: dir}); err != nil || again != pods {
+		t.Fatalf("second Typed: %p, %v; want the same informer", again, err)
+	}
+	if _, err := f.Typed(&corev1.PodList{}, ns, nil); err == nil {
+		t.Fatal("Typed of a list type: no error")
+	}
+	typedPods, err := kinformer.Shared[*corev1.Pod](f, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	podsGVR := corev1.SchemeGroupVersion.WithResource("pods")
+	meta, err := f.Metadata(podsGVR, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := bounded(t, callTimeout)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p", Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	if _, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.Start()
+	waitForSync(t, f)
+	got, ok := pods.Cache().GetByKey(ns + "/p")
+	if !ok {
+		t.Fatal("p not in the Typed informer's cache")
+	}
+	if p, ok := got.(*corev1.Pod); !ok || p.Spec.Containers[0].Image != "busybox" || p.Labels["app"] != "web" {
+		t.Fatalf("Typed cached a %T: %v", got, got)
+	}
+	if m, ok := meta.Cache().GetByKey(ns + "/p"); !ok || m.Labels["app"] != "web" || m.UID == "" {
+		t.Fatalf("Metadata cached %v, %v", m, ok)
+	}
+	if _, ok := typedPods.Cache().GetByKey(ns + "/p"); !ok {
+		t.Fatal("p not in Shared[*corev1.Pod]'s cache")
+	}
+	if n := strings.Count(strings.Join(*logs.lines, "\n"), "decoding=direct encoding=protobuf resource=pods"); n < 2 {
+		t.Errorf("pods decoded directly by %d informers, want 2 (Shared and Typed); logs: %q", n, *logs.lines)
+	}
+	kinformer.StopShared(f, pods)
+
+	// A new factory's Typed informer starts warm from the state file.
+	f2, _ := newFactory(t, srv.Config())
+	warm, err := f2.Typed(&corev1.Pod{}, ns, &kinformer.Options[kinformer.Object]{StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := make(chan kinformer.Object, 1)
+	warm.AddHandlerFuncs(kinformer.HandlerFuncs[kinformer.Object]{Added: func(e kinformer.Event[kinformer.Object]) {
+		if e.Cause == kinformer.CauseRestore {
+			select {
+			case restored <- e.Object:
+			default:
+			}
+		}
+	}})
+	f2.Start()
+	waitForSync(t, f2)
+	select {
+	case obj := <-restored:
+		if p, ok := obj.(*corev1.Pod); !ok || p.Name != "p" {
+			t.Fatalf("restored %T %v", obj, obj)
+		}
+	case <-ctx.Done():
+		t.Fatal("the Typed informer did not restore from its state file")
+	}
+}

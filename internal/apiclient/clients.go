@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/util/flowcontrol"
@@ -36,6 +37,7 @@ type Clients struct {
 	http   *http.Client // shared by every client below
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 	dyn    *dynamic.DynamicClient
+	meta   metadata.Interface
 
 	mu   sync.Mutex // guards rest
 	rest map[schema.GroupVersion]*rest.RESTClient
@@ -78,7 +80,11 @@ func Connect(cfg *rest.Config, scheme *runtime.Scheme) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.base, c.http, c.dyn = cfg, hc, dyn
+	md, err := metadata.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, err
+	}
+	c.base, c.http, c.dyn, c.meta = cfg, hc, dyn, md
 	c.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 	return c, nil
 }
@@ -88,6 +94,12 @@ func Connect(cfg *rest.Config, scheme *runtime.Scheme) (*Clients, error) {
 // own, which the root's direct decoding recognises.
 func (c *Clients) Dynamic(gvr schema.GroupVersionResource, namespace string) dynamic.ResourceInterface {
 	return c.dyn.Resource(gvr).Namespace(namespace)
+}
+
+// Metadata returns the metadata client of resource gvr in namespace:
+// objects as PartialObjectMetadata (metadata only), in JSON.
+func (c *Clients) Metadata(gvr schema.GroupVersionResource, namespace string) metadata.ResourceInterface {
+	return c.meta.Resource(gvr).Namespace(namespace)
 }
 
 // restClient returns the REST client of a group version, made once and

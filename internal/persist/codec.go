@@ -26,9 +26,12 @@ type protoObject interface {
 	Unmarshal([]byte) error
 }
 
-// NewCodec returns T's codec.
-func NewCodec[T kruntime.Object]() Codec[T] {
-	t := reflect.TypeFor[T]()
+// NewCodec returns the codec of objects of type t, which is T or, for an
+// interface T, a type that implements it; nil means T.
+func NewCodec[T kruntime.Object](t reflect.Type) Codec[T] {
+	if t == nil {
+		t = reflect.TypeFor[T]()
+	}
 	fresh := func() T { return *new(T) }
 	if t.Kind() == reflect.Pointer {
 		elem := t.Elem()

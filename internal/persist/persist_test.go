@@ -25,7 +25,7 @@ import (
 // codecRoundTrip encodes and decodes obj with T's codec.
 func codecRoundTrip[T runtime.Object](t *testing.T, obj T) T {
 	t.Helper()
-	c := NewCodec[T]()
+	c := NewCodec[T](nil)
 	b, err := c.Encode(obj)
 	if err != nil {
 		t.Fatalf("encode: %v", err)
@@ -126,7 +126,7 @@ func TestCodecUnstructured(t *testing.T) {
 
 // A type of neither kind goes through encoding/json.
 func TestCodecPlainJSON(t *testing.T) {
-	c := NewCodec[*jsonOnlyObj]()
+	c := NewCodec[*jsonOnlyObj](nil)
 	obj := &jsonOnlyObj{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "n", Labels: map[string]string{"a": "b"}}, Value: 42}
 	b, err := c.Encode(obj)
 	if err != nil {
@@ -186,7 +186,7 @@ func testPersister(t *testing.T, dir string) (*Persister[*corev1.ConfigMap], fun
 		Identity: identity,
 		Snapshot: snapshot.Options{NoSync: true, LockTimeout: 100 * time.Millisecond},
 		Interval: time.Hour,
-		Codec:    NewCodec[*corev1.ConfigMap](),
+		Codec:    NewCodec[*corev1.ConfigMap](nil),
 		Report: func(err error) {
 			mu.Lock()
 			errs = append(errs, fmt.Errorf("%w: %w", errReported, err))
@@ -390,14 +390,14 @@ func TestPersisterInUse(t *testing.T) {
 // and what it decodes encodes again.
 func FuzzDecodeObject(f *testing.F) {
 	pod := &corev1.Pod{ObjectMeta: testMeta("p"), Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}}
-	pb, err := NewCodec[*corev1.Pod]().Encode(pod)
+	pb, err := NewCodec[*corev1.Pod](nil).Encode(pod)
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Add(pb)
 	f.Add([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"b"},"data":{"k":"v"},"n":[1,2.5,{"x":null}]}`))
 	f.Add([]byte{})
-	podCodec, uCodec := NewCodec[*corev1.Pod](), NewCodec[*unstructured.Unstructured]()
+	podCodec, uCodec := NewCodec[*corev1.Pod](nil), NewCodec[*unstructured.Unstructured](nil)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if obj, err := podCodec.Decode(b); err == nil {
 			if _, err := podCodec.Encode(obj); err != nil {
