@@ -11,13 +11,16 @@ LOCALAPI := $(shell $(GO) env GOCACHE)/../kinformer-localapi/localapi
 demo:
 	bash hack/demo.sh
 
+# cmd/kinformer is its own module (so that the library's users do not get
+# its dependencies): it is built, vetted and tested from its directory.
 kinformer:
-	$(GO) build -o bin/kinformer ./cmd/kinformer
+	cd cmd/kinformer && $(GO) build -o ../../bin/kinformer .
 
 # Everything CI runs: formatting, vet, the local API server build, and all
 # tests (unit and real-API-server integration) with the race detector.
 test: fmt vet localapi
 	$(GO) test -race -count=1 -timeout 30m ./...
+	cd cmd/kinformer && $(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) fuzz
 
 # Every fuzz target for a while (FUZZTIME each; FUZZTIME_SLOW for the one
@@ -41,6 +44,7 @@ fuzz:
 # Unit tests only: no API server needed.
 unit:
 	KINFORMER_SKIP_APISERVER=1 $(GO) test -race -count=1 ./...
+	cd cmd/kinformer && KINFORMER_SKIP_APISERVER=1 $(GO) test -race -count=1 ./...
 
 # The real kube-apiserver + etcd of tools/localapi (its own module). Cold,
 # this compiles k8s.io/kubernetes: 7-12 minutes on 2 cores; warm, seconds.
@@ -49,6 +53,7 @@ localapi:
 
 vet:
 	$(GO) vet ./...
+	cd cmd/kinformer && $(GO) vet ./...
 	cd tools/localapi && $(GO) vet ./...
 
 fmt:

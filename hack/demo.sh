@@ -42,6 +42,8 @@ say() { printf 'demo: %s\n' "$*" >&2; }
 
 localapi_pid='' traffic_pid='' watch_pid='' timer_pid='' ready=0
 work=$(mktemp -d "${TMPDIR:-/tmp}/kinformer-demo.XXXXXX")
+# Absolute: the kinformer command is built from its own directory.
+case $work in /*) ;; *) work=$root/$work ;; esac
 
 # nap SECONDS: sleep in a builtin (a read that times out on a FIFO nobody
 # writes), so that no foreground job takes the terminal and its Ctrl-C.
@@ -105,7 +107,8 @@ if [ -n "${KINFORMER_BIN:-}" ] && [ -x "$KINFORMER_BIN" ]; then
 	kinformer=$KINFORMER_BIN
 else
 	kinformer=$work/kinformer
-	"$GO" build -o "$kinformer" ./cmd/kinformer
+	# cmd/kinformer is its own module: build it from its directory.
+	(cd cmd/kinformer && "$GO" build -o "$kinformer" .)
 fi
 
 # 2. Start the server and wait for its ready line.

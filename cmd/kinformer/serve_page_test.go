@@ -235,7 +235,9 @@ func TestServePageEscapes(t *testing.T) {
 // With KINFORMER_SCREENSHOT=FILE, a screenshot of the page with some
 // traffic, for the README (docs/serve.png):
 //
-//	KINFORMER_SCREENSHOT=$PWD/docs/serve.png go test -run TestServeScreenshot ./cmd/kinformer
+//	KINFORMER_SCREENSHOT=$PWD/docs/serve.png go -C cmd/kinformer test -run TestServeScreenshot .
+//
+// (from the repository's root; cmd/kinformer is its own module).
 func TestServeScreenshot(t *testing.T) {
 	out := os.Getenv("KINFORMER_SCREENSHOT")
 	if out == "" {
