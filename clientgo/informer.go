@@ -60,7 +60,19 @@ func NewSharedIndexInformer(lw cache.ListerWatcher, example runtime.Object, defa
 // indexes are inf's; its Run runs inf (or, if inf already runs, from a
 // Factory for example, waits with it until stopped).
 func Wrap[T kinformer.Object](inf *kinformer.Informer[T]) cache.SharedIndexInformer {
-	return newInformer(inf, reflect.TypeFor[T]().String(), 0, nil)
+	return WrapWithResync(inf, 0)
+}
+
+// WrapWithResync is Wrap with a default handler resync period, as
+// NewSharedIndexInformer's defaultEventHandlerResyncPeriod: every handler
+// that asks for no period of its own gets OnUpdate(obj, obj) for every
+// cached object that often (0: never).
+func WrapWithResync[T kinformer.Object](inf *kinformer.Informer[T], defaultEventHandlerResyncPeriod time.Duration) cache.SharedIndexInformer {
+	typ := reflect.TypeFor[T]().String()
+	if reflect.TypeFor[T]().Kind() == reflect.Interface {
+		typ = inf.Name()
+	}
+	return newInformer(inf, typ, defaultEventHandlerResyncPeriod, nil)
 }
 
 // typeName names example's type for kinformer's logs and metrics: "pods"

@@ -1,0 +1,402 @@
+package controllerruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/kinformer/kinformer"
+	"github.com/kinformer/kinformer/clientgo"
+)
+
+// form is how a kind is cached: as its Go type, unstructured, or metadata
+// only. One kind may be cached in each form, by separate informers.
+type form uint8
+
+const (
+	structured form = iota
+	unstructuredForm
+	metadataForm
+)
+
+func formOf(obj runtime.Object) form {
+	switch obj.(type) {
+	case runtime.Unstructured:
+		return unstructuredForm
+	case *metav1.PartialObjectMetadata, *metav1.PartialObjectMetadataList:
+		return metadataForm
+	}
+	return structured
+}
+
+type entryKey struct {
+	gvk  schema.GroupVersionKind
+	form form
+}
+
+// entry is one kind's informer in one namespace cache.
+type entry struct {
+	sii    toolscache.SharedIndexInformer
+	reader reader
+	cancel context.CancelFunc // stops its run; nil until started
+	forget func()             // drops it from the factory
+}
+
+// namespaceCache is one namespace's (or every namespace's) informers, with
+// one configuration: controller-runtime's informerCache.
+type namespaceCache struct {
+	sh        *shared
+	namespace string
+	config    cache.Config
+
+	mu        sync.Mutex // guards everything below
+	entries   map[entryKey]*entry
+	started   bool
+	stopped   bool
+	ctx       context.Context // Start's
+	startWait chan struct{}   // closed by Start
+	wg        sync.WaitGroup  // the informers' runs
+}
+
+func newNamespaceCache(sh *shared, c cache.Config, namespace string) *namespaceCache {
+	return &namespaceCache{sh: sh, namespace: namespace, config: c, entries: map[entryKey]*entry{}, startWait: make(chan struct{})}
+}
+
+var _ cache.Cache = (*namespaceCache)(nil)
+
+// get returns the entry of gvk in obj's form, making it unless
+// failOnMissing, and waits for its sync if block and the cache runs.
+func (c *namespaceCache) get(ctx context.Context, gvk schema.GroupVersionKind, obj runtime.Object, failOnMissing, block bool) (bool, *entry, error) {
+	k := entryKey{gvk, formOf(obj)}
+	c.mu.Lock()
+	e, ok := c.entries[k]
+	started := c.started
+	c.mu.Unlock()
+	if !ok {
+		if failOnMissing {
+			return started, nil, &cache.ErrResourceNotCached{GVK: gvk}
+		}
+		var err error
+		if e, started, err = c.add(k, obj); err != nil {
+			return started, nil, err
+		}
+	}
+	if block && started && !e.sii.HasSynced() {
+		select {
+		case <-e.sii.HasSyncedChecker().Done():
+		case <-ctx.Done():
+			return started, nil, apierrors.NewTimeoutError(fmt.Sprintf("failed waiting for %T Informer to sync", obj), 0)
+		}
+	}
+	return started, e, nil
+}
+
+// add makes the entry of k, or returns the one made meanwhile.
+func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[k]; ok {
+		return e, c.started, nil
+	}
+	mapping, err := c.sh.mapper.RESTMapping(k.gvk.GroupKind(), k.gvk.Version)
+	if err != nil {
+		return nil, c.started, err
+	}
+	ns := restrictNamespace(c.namespace, c.config.FieldSelector)
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		ns = metav1.NamespaceAll
+	}
+	var label, field string
+	if c.config.LabelSelector != nil {
+		label = c.config.LabelSelector.String()
+	}
+	if c.config.FieldSelector != nil {
+		field = c.config.FieldSelector.String()
+	}
+	resync := syncPeriodOf(c.config, rand.Float64())
+	f := c.sh.factory
+	e := &entry{}
+	switch k.form {
+	case unstructuredForm:
+		inf, err := f.Dynamic(mapping.Resource, ns, &kinformer.Options[*unstructured.Unstructured]{
+			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged})
+		if err != nil {
+			return nil, c.started, err
+		}
+		e.sii, e.forget = clientgo.WrapWithResync(inf, resync), func() { kinformer.StopShared(f, inf) }
+	case metadataForm:
+		inf, err := f.Metadata(mapping.Resource, ns, &kinformer.Options[*metav1.PartialObjectMetadata]{
+			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged})
+		if err != nil {
+			return nil, c.started, err
+		}
+		e.sii, e.forget = clientgo.WrapWithResync(inf, resync), func() { kinformer.StopShared(f, inf) }
+	default:
+		example, err := c.sh.scheme.New(k.gvk)
+		if err != nil {
+			return nil, c.started, err
+		}
+		inf, err := f.Typed(example, ns, &kinformer.Options[kinformer.Object]{
+			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged})
+		if err != nil {
+			return nil, c.started, err
+		}
+		e.sii, e.forget = clientgo.WrapWithResync(inf, resync), func() { kinformer.StopShared(f, inf) }
+	}
+	if h := c.sh.watchErrHandler; h != nil {
+		if err := e.sii.SetWatchErrorHandlerWithContext(h); err != nil {
+			return nil, c.started, err
+		}
+	}
+	if t := transformFor(k, c.config.Transform); t != nil {
+		if err := e.sii.SetTransform(t); err != nil {
+			return nil, c.started, err
+		}
+	}
+	e.reader = reader{indexer: e.sii.GetIndexer(), gvk: k.gvk, scope: mapping.Scope.Name(),
+		noCopy: ptr.Deref(c.config.UnsafeDisableDeepCopy, false)}
+	c.entries[k] = e
+	if c.started {
+		c.startLocked(e)
+	}
+	return e, c.started, nil
+}
+
+// transformFor is the transform of an entry: the configured one, and for
+// metadata the kind's GroupVersionKind set on each object (the server
+// sends PartialObjectMetadata's own), as controller-runtime does.
+func transformFor(k entryKey, t toolscache.TransformFunc) toolscache.TransformFunc {
+	if k.form != metadataForm {
+		return t
+	}
+	gvk := k.gvk
+	return func(obj any) (any, error) {
+		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+			m.SetGroupVersionKind(gvk)
+		}
+		if t == nil {
+			return obj, nil
+		}
+		return t(obj)
+	}
+}
+
+// restrictNamespace narrows all namespaces to the one a field selector
+// requires, as controller-runtime does.
+func restrictNamespace(ns string, sel fields.Selector) string {
+	if ns != "" || sel == nil || sel.Empty() {
+		return ns
+	}
+	if v, ok := sel.RequiresExactMatch("metadata.namespace"); ok {
+		return v
+	}
+	return ""
+}
+
+// startLocked runs e until the cache's context ends or e is removed.
+// c.mu must be held, and the cache started.
+func (c *namespaceCache) startLocked(e *entry) {
+	if c.stopped {
+		return
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	e.cancel = cancel
+	c.wg.Go(func() { e.sii.RunWithContext(ctx) })
+}
+
+// Start runs the informers, those made so far and those made later, until
+// ctx ends, then waits for them to stop.
+func (c *namespaceCache) Start(ctx context.Context) error {
+	c.mu.Lock()
+	if c.started {
+		c.mu.Unlock()
+		return errors.New("informer already started") //nolint:staticcheck // controller-runtime's message
+	}
+	c.ctx = ctx
+	for _, e := range c.entries {
+		c.startLocked(e)
+	}
+	c.started = true
+	close(c.startWait)
+	c.mu.Unlock()
+	<-ctx.Done()
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
+	c.wg.Wait()
+	return nil
+}
+
+func (c *namespaceCache) WaitForCacheSync(ctx context.Context) bool {
+	select {
+	case <-c.startWait:
+	case <-ctx.Done():
+		return false
+	}
+	c.mu.Lock()
+	var checkers []toolscache.DoneChecker
+	for _, e := range c.entries {
+		checkers = append(checkers, e.sii.HasSyncedChecker())
+	}
+	c.mu.Unlock()
+	for _, d := range checkers {
+		select {
+		case <-d.Done():
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+func (c *namespaceCache) Get(ctx context.Context, key client.ObjectKey, out client.Object, opts ...client.GetOption) error {
+	gvk, err := apiutil.GVKForObject(out, c.sh.scheme)
+	if err != nil {
+		return err
+	}
+	started, e, err := c.get(ctx, gvk, out, c.sh.failOnMissing, true)
+	if err != nil {
+		return err
+	}
+	if !started {
+		return &cache.ErrCacheNotStarted{}
+	}
+	return e.reader.Get(key, out, opts...)
+}
+
+func (c *namespaceCache) List(ctx context.Context, out client.ObjectList, opts ...client.ListOption) error {
+	gvk, obj, err := c.itemOf(out)
+	if err != nil {
+		return err
+	}
+	started, e, err := c.get(ctx, gvk, obj, c.sh.failOnMissing, true)
+	if err != nil {
+		return err
+	}
+	if !started {
+		return &cache.ErrCacheNotStarted{}
+	}
+	return e.reader.List(out, opts...)
+}
+
+// itemOf returns the kind of a list's items, and an item of its form.
+func (c *namespaceCache) itemOf(list client.ObjectList) (schema.GroupVersionKind, runtime.Object, error) {
+	gvk, err := apiutil.GVKForObject(list, c.sh.scheme)
+	if err != nil {
+		return gvk, nil, err
+	}
+	gvk.Kind = trimList(gvk.Kind)
+	switch formOf(list) {
+	case unstructuredForm:
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		return gvk, u, nil
+	case metadataForm:
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(gvk)
+		return gvk, m, nil
+	}
+	obj, err := c.sh.scheme.New(gvk)
+	return gvk, obj, err
+}
+
+func blockOf(opts []cache.InformerGetOption) bool {
+	var o cache.InformerGetOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return ptr.Deref(o.BlockUntilSynced, true)
+}
+
+func (c *namespaceCache) GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error) {
+	gvk, err := apiutil.GVKForObject(obj, c.sh.scheme)
+	if err != nil {
+		return nil, err
+	}
+	_, e, err := c.get(ctx, gvk, obj, false, blockOf(opts))
+	if err != nil {
+		return nil, err
+	}
+	return e.sii, nil
+}
+
+func (c *namespaceCache) GetInformerForKind(ctx context.Context, gvk schema.GroupVersionKind, opts ...cache.InformerGetOption) (cache.Informer, error) {
+	obj, err := c.sh.scheme.New(gvk)
+	if err != nil {
+		return nil, err
+	}
+	_, e, err := c.get(ctx, gvk, obj, false, blockOf(opts))
+	if err != nil {
+		return nil, err
+	}
+	return e.sii, nil
+}
+
+// RemoveInformer stops the kind's informer and forgets it: a later use
+// makes a new one.
+func (c *namespaceCache) RemoveInformer(_ context.Context, obj client.Object) error {
+	gvk, err := apiutil.GVKForObject(obj, c.sh.scheme)
+	if err != nil {
+		return err
+	}
+	k := entryKey{gvk, formOf(obj)}
+	c.mu.Lock()
+	e, ok := c.entries[k]
+	delete(c.entries, k)
+	c.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if e.cancel != nil {
+		e.cancel()
+	}
+	e.forget()
+	return nil
+}
+
+// IndexField adds a field index, before or after the start: values are
+// filed per namespace and across namespaces, as controller-runtime's
+// field selectors look them up.
+func (c *namespaceCache) IndexField(ctx context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
+	inf, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+	if err != nil {
+		return err
+	}
+	return indexByField(inf, field, extract)
+}
+
+func indexByField(inf cache.Informer, field string, extract client.IndexerFunc) error {
+	return inf.AddIndexers(toolscache.Indexers{fieldIndexName(field): func(raw any) ([]string, error) {
+		obj, ok := raw.(client.Object)
+		if !ok {
+			return nil, fmt.Errorf("object of type %T is not an Object", raw)
+		}
+		ns := obj.GetNamespace()
+		raws := extract(obj)
+		vals := make([]string, 0, 2*len(raws))
+		for _, v := range raws {
+			vals = append(vals, namespacedKey(ns, v))
+		}
+		if ns != "" {
+			for _, v := range raws {
+				vals = append(vals, namespacedKey("", v))
+			}
+		}
+		return vals, nil
+	}})
+}

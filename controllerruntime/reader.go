@@ -1,0 +1,184 @@
+package controllerruntime
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// reader reads one informer's cache as controller-runtime's CacheReader
+// does: Get and List answer the same, errors included.
+type reader struct {
+	indexer toolscache.Indexer
+	gvk     schema.GroupVersionKind
+	scope   meta.RESTScopeName
+	noCopy  bool // UnsafeDisableDeepCopy
+}
+
+func (r reader) Get(key client.ObjectKey, out client.Object, opts ...client.GetOption) error {
+	var o client.GetOptions
+	o.ApplyOptions(opts)
+	if r.scope == meta.RESTScopeNameRoot {
+		key.Namespace = ""
+	}
+	storeKey := key.Name
+	if key.Namespace != "" {
+		storeKey = key.Namespace + "/" + key.Name
+	}
+	obj, exists, err := r.indexer.GetByKey(storeKey)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		// controller-runtime names the kind where the resource goes.
+		return apierrors.NewNotFound(schema.GroupResource{Group: r.gvk.Group, Resource: r.gvk.Kind}, key.Name)
+	}
+	ro, ok := obj.(runtime.Object)
+	if !ok {
+		return fmt.Errorf("cache contained %T, which is not an Object", obj)
+	}
+	copied := !r.noCopy && (o.UnsafeDisableDeepCopy == nil || !*o.UnsafeDisableDeepCopy)
+	if copied {
+		ro = ro.DeepCopyObject()
+	}
+	outVal, objVal := reflect.ValueOf(out), reflect.ValueOf(ro)
+	if !objVal.Type().AssignableTo(outVal.Type()) {
+		return fmt.Errorf("cache had type %s, but %s was asked for", objVal.Type(), outVal.Type())
+	}
+	reflect.Indirect(outVal).Set(reflect.Indirect(objVal))
+	if copied {
+		out.GetObjectKind().SetGroupVersionKind(r.gvk)
+	}
+	return nil
+}
+
+func (r reader) List(out client.ObjectList, opts ...client.ListOption) error {
+	var o client.ListOptions
+	o.ApplyOptions(opts)
+	if o.Continue != "" {
+		return fmt.Errorf("continue list option is not supported by the cache")
+	}
+	var objs []any
+	var err error
+	switch {
+	case o.FieldSelector != nil:
+		if !exactOnly(o.FieldSelector) {
+			return fmt.Errorf("non-exact field matches are not supported by the cache")
+		}
+		objs, err = r.byFields(o.FieldSelector.Requirements(), o.Namespace)
+	case o.Namespace != "":
+		objs, err = r.indexer.ByIndex(toolscache.NamespaceIndex, o.Namespace)
+	default:
+		objs = r.indexer.List()
+	}
+	if err != nil {
+		return err
+	}
+	copied := !r.noCopy && (o.UnsafeDisableDeepCopy == nil || !*o.UnsafeDisableDeepCopy)
+	items := make([]runtime.Object, 0, len(objs))
+	for _, it := range objs {
+		if o.Limit > 0 && int64(len(items)) >= o.Limit {
+			break
+		}
+		obj, ok := it.(runtime.Object)
+		if !ok {
+			return fmt.Errorf("cache contained %T, which is not an Object", it)
+		}
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return err
+		}
+		if o.LabelSelector != nil && !o.LabelSelector.Matches(labels.Set(m.GetLabels())) {
+			continue
+		}
+		if copied {
+			obj = obj.DeepCopyObject()
+			obj.GetObjectKind().SetGroupVersionKind(r.gvk)
+		}
+		items = append(items, obj)
+	}
+	if err := meta.SetList(out, items); err != nil {
+		return err
+	}
+	out.SetContinue("continue-not-supported")
+	return nil
+}
+
+// exactOnly reports whether a field selector has only = and == terms,
+// which the field indexes answer.
+func exactOnly(sel fields.Selector) bool {
+	reqs := sel.Requirements()
+	if len(reqs) == 0 {
+		return false
+	}
+	for _, r := range reqs {
+		if r.Operator != selection.Equals && r.Operator != selection.DoubleEquals {
+			return false
+		}
+	}
+	return true
+}
+
+// byFields returns the objects whose field indexes hold every
+// requirement's value, in namespace ("" for all).
+func (r reader) byFields(reqs fields.Requirements, namespace string) ([]any, error) {
+	indexers := r.indexer.GetIndexers()
+	var objs []any
+	for i, req := range reqs {
+		name, value := fieldIndexName(req.Field), namespacedKey(namespace, req.Value)
+		if i == 0 {
+			var err error
+			if objs, err = r.indexer.ByIndex(name, value); err != nil {
+				return nil, err
+			}
+			if len(objs) == 0 {
+				return nil, nil
+			}
+			continue
+		}
+		fn, ok := indexers[name]
+		if !ok {
+			return nil, fmt.Errorf("index with name %s does not exist", name)
+		}
+		kept := objs[:0:0]
+		for _, obj := range objs {
+			vals, err := fn(obj)
+			if err != nil {
+				return nil, err
+			}
+			if slices.Contains(vals, value) {
+				kept = append(kept, obj)
+			}
+		}
+		if len(kept) == 0 {
+			return nil, nil
+		}
+		objs = kept
+	}
+	return objs, nil
+}
+
+// fieldIndexName and namespacedKey are controller-runtime's index names
+// and values for field indexes (IndexField): code that reads the indexer
+// itself finds them as with controller-runtime's cache.
+func fieldIndexName(field string) string { return "field:" + field }
+
+func namespacedKey(ns, v string) string {
+	if ns == "" {
+		ns = "__all_namespaces"
+	}
+	return ns + "/" + v
+}
+
+func trimList(kind string) string { return strings.TrimSuffix(kind, "List") }
