@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -73,9 +74,13 @@ type Options struct {
 	// panics go to slog.Default()).
 	Logger *slog.Logger
 
-	// KeepManagedFields keeps metadata.managedFields in the cache, which
-	// by default are dropped.
-	KeepManagedFields bool
+	// DropManagedFields drops metadata.managedFields from every cached
+	// object, as kinformer does by default and controller-runtime's
+	// TransformStripManagedFields does: they are often half an object's
+	// size and rarely read. Off by default, as in controller-runtime's
+	// cache, whose behaviour NewCache keeps; recommended unless the
+	// controller reads managedFields from the cache.
+	DropManagedFields bool
 }
 
 // NewCache is a cache.NewCacheFunc: controller-runtime's cache on
@@ -108,7 +113,10 @@ func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, er
 		mapper:          opts.Mapper,
 		failOnMissing:   opts.ReaderFailOnMissingInformer,
 		watchErrHandler: opts.DefaultWatchErrorHandler,
-		keepManaged:     ko.KeepManagedFields,
+		keepManaged:     !ko.DropManagedFields,
+		cfg:             cfg,
+		httpClient:      opts.HTTPClient,
+		newInformer:     opts.NewInformer,
 	}
 	var defaultCache cache.Cache
 	if len(opts.DefaultNamespaces) > 0 {
@@ -144,6 +152,11 @@ type shared struct {
 	failOnMissing   bool
 	watchErrHandler toolscache.WatchErrorHandlerWithContext
 	keepManaged     bool
+	cfg             *rest.Config
+	httpClient      *http.Client
+	// newInformer is cache.Options.NewInformer: when set, informers are
+	// its, over client-go ListWatches, not the factory's.
+	newInformer func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer
 }
 
 // factoryCache stops the factory once the cache has run.
@@ -151,6 +164,10 @@ type factoryCache struct {
 	cache.Cache
 	factory *kinformer.Factory
 }
+
+// NeedLeaderElection says that every replica runs the cache (a manager
+// asks).
+func (c *factoryCache) NeedLeaderElection() bool { return false }
 
 func (c *factoryCache) Start(ctx context.Context) error {
 	defer c.factory.Stop()
@@ -168,15 +185,15 @@ func defaultOpts(cfg *rest.Config, opts cache.Options) (cache.Options, error) {
 	if opts.Scheme == nil {
 		opts.Scheme = scheme.Scheme
 	}
-	if opts.Mapper == nil {
-		hc := opts.HTTPClient
-		if hc == nil {
-			var err error
-			if hc, err = rest.HTTPClientFor(cfg); err != nil {
-				return opts, fmt.Errorf("could not create HTTP client from config: %w", err)
-			}
+	if opts.HTTPClient == nil {
+		hc, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			return opts, fmt.Errorf("could not create HTTP client from config: %w", err)
 		}
-		m, err := apiutil.NewDynamicRESTMapper(cfg, hc)
+		opts.HTTPClient = hc
+	}
+	if opts.Mapper == nil {
+		m, err := apiutil.NewDynamicRESTMapper(cfg, opts.HTTPClient)
 		if err != nil {
 			return opts, fmt.Errorf("could not create RESTMapper from config: %w", err)
 		}

@@ -131,15 +131,22 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 	resync := syncPeriodOf(c.config, rand.Float64())
 	f := c.sh.factory
 	e := &entry{}
-	switch k.form {
-	case unstructuredForm:
+	switch {
+	case c.sh.newInformer != nil:
+		lw, err := c.listWatch(k, mapping, ns, label, field)
+		if err != nil {
+			return nil, c.started, err
+		}
+		e.sii = c.sh.newInformer(lw, obj, resync, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+		e.forget = func() {}
+	case k.form == unstructuredForm:
 		inf, err := f.Dynamic(mapping.Resource, ns, &kinformer.Options[*unstructured.Unstructured]{
 			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged})
 		if err != nil {
 			return nil, c.started, err
 		}
 		e.sii, e.forget = clientgo.WrapWithResync(inf, resync), func() { kinformer.StopShared(f, inf) }
-	case metadataForm:
+	case k.form == metadataForm:
 		inf, err := f.Metadata(mapping.Resource, ns, &kinformer.Options[*metav1.PartialObjectMetadata]{
 			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged})
 		if err != nil {
