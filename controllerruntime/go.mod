@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/kinformer/kinformer v0.0.0
 	github.com/prometheus/client_golang v1.24.0
+	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.22.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2

@@ -1,0 +1,208 @@
+package controllerruntime_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kcr "github.com/kinformer/kinformer/controllerruntime"
+	"github.com/kinformer/kinformer/internal/testenv"
+)
+
+// logs collects the informers' log lines.
+type logs struct {
+	mu    *sync.Mutex
+	lines *[]string
+}
+
+func newLogs() logs { return logs{mu: &sync.Mutex{}, lines: &[]string{}} }
+
+func (l logs) Enabled(context.Context, slog.Level) bool { return true }
+func (l logs) WithAttrs(as []slog.Attr) slog.Handler {
+	return attrs{l, as}
+}
+func (l logs) WithGroup(string) slog.Handler { return l }
+func (l logs) Handle(_ context.Context, r slog.Record) error { l.add(r, nil); return nil }
+
+func (l logs) add(r slog.Record, extra []slog.Attr) {
+	s := r.Message
+	for _, a := range extra {
+		s += " " + a.String()
+	}
+	r.Attrs(func(a slog.Attr) bool { s += " " + a.String(); return true })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	*l.lines = append(*l.lines, s)
+}
+
+func (l logs) has(sub string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range *l.lines {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+type attrs struct {
+	l  logs
+	as []slog.Attr
+}
+
+func (a attrs) Enabled(context.Context, slog.Level) bool { return true }
+func (a attrs) WithAttrs(as []slog.Attr) slog.Handler {
+	return attrs{a.l, append(append([]slog.Attr(nil), a.as...), as...)}
+}
+func (a attrs) WithGroup(string) slog.Handler                 { return a }
+func (a attrs) Handle(_ context.Context, r slog.Record) error { a.l.add(r, a.as); return nil }
+
+// runCache starts c until the returned stop is called (or the test ends),
+// and waits for its sync.
+func runCache(t *testing.T, c cache.Cache) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Start: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	defer wcancel()
+	if !c.WaitForCacheSync(wctx) {
+		t.Fatal("the cache did not sync")
+	}
+	return stop
+}
+
+func setup(t *testing.T) (*rest.Config, kubernetes.Interface, string) {
+	t.Helper()
+	srv := testenv.Shared(t)
+	current := goleak.IgnoreCurrent()
+	t.Cleanup(func() {
+		if err := goleak.Find(current,
+			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+			goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*clientConnReadLoop).run"),
+			goleak.IgnoreAnyFunction("net/http.(*http2ClientConn).readLoop"),
+			// controller-runtime's dynamic RESTMapper and client-go's
+			// rate limiters keep these for the life of the process.
+			goleak.IgnoreAnyFunction("k8s.io/apimachinery/pkg/util/wait.BackoffUntil"),
+		); err != nil {
+			t.Error(err)
+		}
+	})
+	cs, err := kubernetes.NewForConfig(srv.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv.Config(), cs, testenv.NewNamespace(t, srv.Config())
+}
+
+func pod(ns, name string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+}
+
+// kcr.With: the informers decode built-in types themselves (protobuf),
+// drop managedFields when asked, and with a state directory a new cache
+// starts warm from the last one's file and catches up with what changed
+// while it was down.
+func TestWithStateDirDirectDecodingAndManagedFields(t *testing.T) {
+	cfg, cs, ns := setup(t)
+	ctx := t.Context()
+	for _, n := range []string{"a", "b"} {
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod(ns, n), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	newCache := func(l logs) cache.Cache {
+		c, err := kcr.With(kcr.Options{StateDir: dir, DropManagedFields: true, Logger: slog.New(l)})(cfg, cache.Options{
+			DefaultNamespaces: map[string]cache.Config{ns: {}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	first := newLogs()
+	c := newCache(first)
+	if _, err := c.GetInformer(ctx, &corev1.Pod{}); err != nil {
+		t.Fatal(err)
+	}
+	stop := runCache(t, c)
+	var got corev1.Pod
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ManagedFields != nil {
+		t.Fatal("DropManagedFields: the cached pod has managedFields")
+	}
+	if got.Spec.Containers[0].Image != "busybox" {
+		t.Fatalf("Get returned %v", got)
+	}
+	if !first.has("decoding=direct encoding=protobuf") {
+		t.Errorf("pods not decoded by kinformer; logs: %q", *first.lines)
+	}
+	stop()
+
+	// While it is down: b goes, c comes.
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, "b", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod(ns, "c"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	second := newLogs()
+	c2 := newCache(second)
+	if _, err := c2.GetInformer(ctx, &corev1.Pod{}); err != nil {
+		t.Fatal(err)
+	}
+	runCache(t, c2)
+	if !second.has("restored from the state file") || !second.has("objects=2") {
+		t.Fatalf("the second cache did not start from the state file; logs: %q", *second.lines)
+	}
+	var list corev1.PodList
+	if err := c2.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range list.Items {
+		names = append(names, p.Name)
+	}
+	if strings.Join(sorted(names), ",") != "a,c" {
+		t.Fatalf("after the warm start the cache lists %v, want a,c", names)
+	}
+}
+
+func sorted(s []string) []string {
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s
+}
