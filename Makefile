@@ -11,8 +11,9 @@ LOCALAPI := $(shell $(GO) env GOCACHE)/../kinformer-localapi/localapi
 demo:
 	bash hack/demo.sh
 
-# cmd/kinformer is its own module (so that the library's users do not get
-# its dependencies): it is built, vetted and tested from its directory.
+# cmd/kinformer and controllerruntime are modules of their own (so that
+# the library's users do not get their dependencies): each is built,
+# vetted and tested from its directory.
 kinformer:
 	cd cmd/kinformer && $(GO) build -o ../../bin/kinformer .
 
@@ -21,6 +22,7 @@ kinformer:
 test: fmt vet localapi
 	$(GO) test -race -count=1 -timeout 30m ./...
 	cd cmd/kinformer && $(GO) test -race -count=1 -timeout 30m ./...
+	cd controllerruntime && $(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) fuzz
 
 # Every fuzz target for a while (FUZZTIME each; FUZZTIME_SLOW for the one
@@ -45,6 +47,7 @@ fuzz:
 unit:
 	KINFORMER_SKIP_APISERVER=1 $(GO) test -race -count=1 ./...
 	cd cmd/kinformer && KINFORMER_SKIP_APISERVER=1 $(GO) test -race -count=1 ./...
+	cd controllerruntime && KINFORMER_SKIP_APISERVER=1 $(GO) test -race -count=1 ./...
 
 # The real kube-apiserver + etcd of tools/localapi (its own module). Cold,
 # this compiles k8s.io/kubernetes: 7-12 minutes on 2 cores; warm, seconds.
@@ -54,6 +57,7 @@ localapi:
 vet:
 	$(GO) vet ./...
 	cd cmd/kinformer && $(GO) vet ./...
+	cd controllerruntime && $(GO) vet ./...
 	cd tools/localapi && $(GO) vet ./...
 
 fmt:
