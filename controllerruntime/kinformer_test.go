@@ -2,6 +2,7 @@ package controllerruntime_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	kcr "github.com/kinformer/kinformer/controllerruntime"
 	"github.com/kinformer/kinformer/internal/testenv"
+	"github.com/kinformer/kinformer/sharding"
 )
 
 // logs collects the informers' log lines.
@@ -32,7 +34,7 @@ func (l logs) Enabled(context.Context, slog.Level) bool { return true }
 func (l logs) WithAttrs(as []slog.Attr) slog.Handler {
 	return attrs{l, as}
 }
-func (l logs) WithGroup(string) slog.Handler { return l }
+func (l logs) WithGroup(string) slog.Handler                 { return l }
 func (l logs) Handle(_ context.Context, r slog.Record) error { l.add(r, nil); return nil }
 
 func (l logs) add(r slog.Record, extra []slog.Attr) {
@@ -205,4 +207,64 @@ func sorted(s []string) []string {
 		}
 	}
 	return s
+}
+
+// kcr.With's Sharding: two managers' caches over one group split every
+// kind they cache between them, each object in exactly one.
+func TestWithShardingSplitsTheCache(t *testing.T) {
+	cfg, cs, ns := setup(t)
+	ctx := t.Context()
+	const n = 40
+	for i := range n {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("cm-%02d", i)}}
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var caches []cache.Cache
+	for _, id := range []string{"kcr-a", "kcr-b"} {
+		sh := sharding.New(cfg, sharding.Options{Group: "kcr", Namespace: ns, Identity: id,
+			LeaseDuration: 4 * time.Second, RenewPeriod: 500 * time.Millisecond})
+		shCtx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = sh.Run(shCtx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		c, err := kcr.With(kcr.Options{Sharding: sh})(cfg, cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.GetInformer(ctx, &corev1.ConfigMap{}, cache.BlockUntilSynced(false)); err != nil {
+			t.Fatal(err)
+		}
+		runCache(t, c)
+		caches = append(caches, c)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		seen := map[string]int{}
+		each := make([]int, len(caches))
+		for i, c := range caches {
+			var list corev1.ConfigMapList
+			if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+				t.Fatal(err)
+			}
+			for _, cm := range list.Items {
+				if strings.HasPrefix(cm.Name, "cm-") {
+					seen[cm.Name]++
+					each[i]++
+				}
+			}
+		}
+		split := len(seen) == n && each[0] > 0 && each[1] > 0
+		for _, v := range seen {
+			split = split && v == 1
+		}
+		if split {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the ConfigMaps were not split between the two caches: %d and %d of %d, %d distinct", each[0], each[1], n, len(seen))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
