@@ -22,11 +22,8 @@ import (
 
 	"github.com/kinformer/kinformer"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 )
 
 // The contenders. Each runs in its own process (this program re-executed
@@ -61,6 +58,7 @@ type result struct {
 	LatencyReqP50Ms  float64 `json:"latencyReqP50Ms"`  // handler time - write request start (annotation)
 	LatencyReqP99Ms  float64 `json:"latencyReqP99Ms"`  //
 	HeapAfterBurstMB float64 `json:"heapAfterBurstMB"` // after the burst and runtime.GC()
+	ReadMisses       int64   `json:"readMisses"`       // -lister: reads that did not find the handled object
 
 	Series [][2]float64 `json:"series"` // (ms since start, heap MB), every 2 ms until handled
 }
@@ -229,7 +227,7 @@ type informerUnderTest struct {
 
 func contenderMain(args []string) error {
 	fs := flag.NewFlagSet("contender", flag.ExitOnError)
-	kind := fs.String("kind", kKinformer, "client-go | client-go+strip | kinformer | kinformer+client-decoding | floor")
+	kind := fs.String("kind", kKinformer, "client-go | client-go+strip | kinformer | kinformer+client-decoding | floor | kclientgo | kclientgo-wrap")
 	resource := fs.String("resource", "configmaps", "configmaps | pods")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
 	round := fs.Int("round", 0, "round number")
@@ -240,6 +238,7 @@ func contenderMain(args []string) error {
 	memProfile := fs.String("memprofile", "", "write a heap profile of the sync to this file (alloc_space: the sync; inuse_space: the heap after sync)")
 	noCompression := fs.Bool("no-compression", false, "set rest.Config.DisableCompression")
 	distinct := fs.Bool("distinct", false, "watch the -distinct ConfigMaps (namespace bench-cm-distinct)")
+	lister := fs.Bool("lister", false, "each Added and Modified handled reads its object back from the cache (a client-go lister; kinformer's Cache for kinformer)")
 	fs.Parse(args)
 	setDistinct(*distinct)
 
@@ -263,47 +262,25 @@ func contenderMain(args []string) error {
 
 	var iut informerUnderTest
 	switch *kind {
-	case kClientGo, kClientGoStrip:
-		opts := []informers.SharedInformerOption{informers.WithNamespace(ns)}
-		if *kind == kClientGoStrip {
-			opts = append(opts, informers.WithTransform(func(obj any) (any, error) {
-				if a, err := meta.Accessor(obj); err == nil {
-					a.SetManagedFields(nil)
-				}
-				return obj, nil
-			}))
-		}
-		factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, opts...)
-		var inf cache.SharedIndexInformer
-		if *resource == "pods" {
-			inf = factory.Core().V1().Pods().Informer()
-		} else {
-			inf = factory.Core().V1().ConfigMaps().Informer()
-		}
-		_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { rec.added() },
-			UpdateFunc: func(_, obj any) { rec.updated(obj.(metav1.Object)) },
-			DeleteFunc: func(any) {},
-		})
+	case kClientGo, kClientGoStrip, kKClientGo, kKClientGoWrap:
+		inf, start, err := newSharedIndexInformer(ctx, *kind, cs, *resource, ns)
 		if err != nil {
 			return err
 		}
-		iut = informerUnderTest{
-			start:     func() { factory.Start(ctx.Done()) },
-			hasSynced: inf.HasSynced,
-			length:    func() int { return len(inf.GetStore().ListKeys()) },
+		if iut, err = sharedInformerUnderTest(inf, start, *resource, rec, *lister); err != nil {
+			return err
 		}
 	case kKinformer:
 		if *resource == "pods" {
-			iut = kinformerUnderTest(kinformer.New[*corev1.Pod](cs.CoreV1().Pods(ns), nil), rec)
+			iut = kinformerUnderTest(kinformer.New[*corev1.Pod](cs.CoreV1().Pods(ns), nil), rec, *lister)
 		} else {
-			iut = kinformerUnderTest(kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), nil), rec)
+			iut = kinformerUnderTest(kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), nil), rec, *lister)
 		}
 	case kKinformerCG:
 		if *resource == "pods" {
-			iut = kinformerUnderTest(kinformer.New[*corev1.Pod](cs.CoreV1().Pods(ns), &kinformer.Options[*corev1.Pod]{DisableDirectDecoding: true}), rec)
+			iut = kinformerUnderTest(kinformer.New[*corev1.Pod](cs.CoreV1().Pods(ns), &kinformer.Options[*corev1.Pod]{DisableDirectDecoding: true}), rec, *lister)
 		} else {
-			iut = kinformerUnderTest(kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{DisableDirectDecoding: true}), rec)
+			iut = kinformerUnderTest(kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{DisableDirectDecoding: true}), rec, *lister)
 		}
 	case kFloor:
 		var keep any
@@ -452,14 +429,21 @@ func contenderMain(args []string) error {
 		res.LatencyReqP50Ms, res.LatencyReqP99Ms = percentile(latReq, 50), percentile(latReq, 99)
 		res.HeapAfterBurstMB = gcHeapMB()
 	}
+	res.ReadMisses = readMisses.Load()
 	b, _ := json.Marshal(res)
 	fmt.Println(string(b))
 	return nil
 }
 
-func kinformerUnderTest[T kinformer.Object](inf *kinformer.Informer[T], rec *recorder) informerUnderTest {
+func kinformerUnderTest[T kinformer.Object](inf *kinformer.Informer[T], rec *recorder, read bool) informerUnderTest {
+	c := inf.Cache()
 	// One handler for every type, like client-go's one ResourceEventHandler.
 	inf.AddHandler(func(e kinformer.Event[T]) {
+		if read && (e.Type == kinformer.Added || e.Type == kinformer.Modified) {
+			if _, ok := c.GetNamespaced(e.Object.GetNamespace(), e.Object.GetName()); !ok {
+				readMisses.Add(1)
+			}
+		}
 		switch e.Type {
 		case kinformer.Added:
 			rec.added()

@@ -9,6 +9,7 @@
 //	cd tools/bench && go run . restart      # warm restart from Options.StateDir against cold starts, and its cost per update
 //	cd tools/bench && go run . crd          # custom resources (JSON): dynamic and typed informers of both libraries
 //	cd tools/bench && go run . shard        # 1, 2, 4 sharded replicas, server- and client-side filtering; join and death
+//	cd tools/bench && go run . cr           # controller-runtime managers over either cache; client-go SharedIndexInformers of both libraries
 //
 // It is its own Go module so that `go test ./...` at the repository root
 // never builds it.
@@ -88,6 +89,18 @@ func main() {
 		case "shard-replica":
 			if err := shardReplicaMain(os.Args[2:]); err != nil {
 				fmt.Fprintln(os.Stderr, "shard-replica:", err)
+				os.Exit(1)
+			}
+			return
+		case "cr":
+			if err := crMain(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "cr:", err)
+				os.Exit(1)
+			}
+			return
+		case "cr-contender":
+			if err := crContenderMain(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "cr-contender:", err)
 				os.Exit(1)
 			}
 			return

@@ -1,0 +1,355 @@
+package main
+
+// The controller-runtime benchmark's contender (a child process): one
+// manager with two reconcilers over the main workload, each contender
+// differing only in the manager's cache.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/kinformer/kinformer/clientgo"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// The controller-runtime contenders: the same manager and reconcilers,
+// another cache.
+const (
+	kCR            = "cr"             // controller-runtime's own cache, ctrl.Options{} defaults
+	kCRNewInformer = "cr+newinformer" // its own cache, with Options.Cache.NewInformer = clientgo.NewSharedIndexInformer
+	kCRKCR         = "cr+kcr"         // kinformer's controller-runtime cache (controllerruntime/, kcr.NewCache): not plugged in yet
+
+	// podConfigMapIndex indexes Pods by the ConfigMaps their volumes mount
+	// (20 Pods each in the workload: spec.nodeName would be one value for
+	// all, the Pods being unscheduled).
+	podConfigMapIndex = "spec.volumes.configMap.name"
+)
+
+// crNewCache is each controller-runtime contender's
+// manager.Options.NewCache (nil: controller-runtime's own cache.New). A
+// contender without an entry cannot run.
+var crNewCache = map[string]cache.NewCacheFunc{
+	kCR:            nil,
+	kCRNewInformer: nil, // cache.New, with Options.Cache.NewInformer set (see crManager)
+
+	// kinformer's controller-runtime cache plugs in here once the
+	// controllerruntime/ module exists: add it to go.mod (require, and
+	// replace => ../../controllerruntime), import it as kcr, uncomment the
+	// line below, and add cr+kcr to `go run . cr -contenders`.
+	//
+	// kCRKCR: kcr.NewCache,
+}
+
+// crResult is what a cr-contender process reports, as one JSON line. Times
+// are from the parent's exec of the process; CPU is the process's whole
+// user+sys (getrusage) since its start.
+type crResult struct {
+	Contender string `json:"contender"`
+	Round     int    `json:"round"`
+
+	MainSeconds       float64 `json:"mainSeconds"`       // exec -> main (the binary's init)
+	SyncSeconds       float64 `json:"syncSeconds"`       // exec -> both informers HasSynced (polled every 1 ms) and WaitForCacheSync true
+	ReconciledSeconds float64 `json:"reconciledSeconds"` // exec -> each reconciler has reconciled every object of the workload once
+
+	SyncCPUSeconds       float64 `json:"syncCPUSeconds"`
+	ReconciledCPUSeconds float64 `json:"reconciledCPUSeconds"`
+	PeakHeapMB           float64 `json:"peakHeapMB"`           // highest heap sample (every 2 ms) up to synced
+	PeakHeapReconciledMB float64 `json:"peakHeapReconciledMB"` // ... up to reconciled
+	HeapAfterSyncMB      float64 `json:"heapAfterSyncMB"`      // once reconciled, runtime.GC() twice
+	PeakRSSMB            float64 `json:"peakRSSMB"`            // VmHWM once reconciled
+
+	CMReconciles  int64 `json:"cmReconciles"`  // up to reconciled, every namespace
+	PodReconciles int64 `json:"podReconciles"` //
+	Errors        int64 `json:"errors"`        // failed Get or List, or a Pod missing from its own index's List
+
+	Updates          int     `json:"updates"`         // reconciles of an update of the burst
+	UpdatesExpected  int     `json:"updatesExpected"` // writes made
+	UpdateCPUMicros  float64 `json:"updateCPUMicros"` // CPU from synced to the last update reconciled, per update
+	LatencyP50Ms     float64 `json:"latencyP50Ms"`    // reconcile time - write response time
+	LatencyP99Ms     float64 `json:"latencyP99Ms"`
+	HeapAfterBurstMB float64 `json:"heapAfterBurstMB"`
+
+	CachedConfigMaps int `json:"cachedConfigMaps"` // in the workload's namespaces, at the end
+	CachedPods       int `json:"cachedPods"`
+}
+
+// countTo closes done when inc has been called want times.
+type countTo struct {
+	n    atomic.Int64
+	want int64
+	done chan struct{}
+}
+
+func newCountTo(want int) *countTo {
+	c := &countTo{want: int64(want), done: make(chan struct{})}
+	if want == 0 {
+		close(c.done)
+	}
+	return c
+}
+
+func (c *countTo) inc() {
+	if c.n.Add(1) == c.want {
+		close(c.done)
+	}
+}
+
+// crManager makes the contender's manager: metrics and health probes off,
+// no leader election; the cache crNewCache names.
+func crManager(kind string, cfg *rest.Config) (ctrl.Manager, error) {
+	newCache, ok := crNewCache[kind]
+	if !ok {
+		if kind == kCRKCR {
+			return nil, errors.New("cr+kcr: kcr.NewCache is not plugged in yet (see crNewCache in tools/bench/cr_contender.go)")
+		}
+		return nil, fmt.Errorf("unknown controller-runtime contender %q", kind)
+	}
+	opts := ctrl.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		LeaderElection:         false,
+		NewCache:               newCache,
+	}
+	if kind == kCRNewInformer {
+		opts.Cache.NewInformer = clientgo.NewSharedIndexInformer
+	}
+	return ctrl.NewManager(cfg, opts)
+}
+
+func crContenderMain(args []string) error {
+	t0 := time.Now()
+	smp := startSampler(t0)
+	fs := flag.NewFlagSet("cr-contender", flag.ExitOnError)
+	kind := fs.String("kind", kCR, "cr | cr+newinformer | cr+kcr")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
+	round := fs.Int("round", 0, "round number")
+	execNs := fs.Int64("exec-ns", 0, "when the parent started this process (UnixNano; 0: main's start)")
+	burstID := fs.String("burst-id", "", "value of the bench/round annotation of this contender's update burst")
+	nCM := fs.Int("configmaps", 0, "ConfigMaps of the workload (in bench-cm)")
+	nPods := fs.Int("pods", 0, "Pods of the workload (in bench-pods)")
+	updates := fs.Int("updates", 0, "update reconciles to expect after sync (writes come from the parent; at most one per ConfigMap)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile, process start to reconciled, to this file")
+	memProfile := fs.String("memprofile", "", "write a heap profile once reconciled to this file (alloc_space: the start; inuse_space: the heap after sync)")
+	fs.Parse(args)
+	if *memProfile != "" {
+		runtime.MemProfileRate = 4096
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		pprof.StartCPUProfile(f)
+	}
+	start := t0
+	if *execNs != 0 {
+		start = time.Unix(0, *execNs)
+	}
+	since := func() float64 { return time.Since(start).Seconds() }
+	res := crResult{Contender: *kind, Round: *round, MainSeconds: t0.Sub(start).Seconds(), UpdatesExpected: *updates}
+	ctrl.SetLogger(klog.NewKlogr())
+
+	cfg, err := restConfig(*kubeconfig, 1000)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mgr, err := crManager(*kind, cfg)
+	if err != nil {
+		return err
+	}
+	rec := newRecorder(*burstID, 0, *updates)
+	cms, pods := newCountTo(*nCM), newCountTo(*nPods)
+	var cmN, podN, errN atomic.Int64
+	cl := mgr.GetClient()
+
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podConfigMapIndex, func(o client.Object) []string {
+		var out []string
+		for _, v := range o.(*corev1.Pod).Spec.Volumes {
+			if v.ConfigMap != nil {
+				out = append(out, v.ConfigMap.Name)
+			}
+		}
+		return out
+	}); err != nil {
+		return err
+	}
+	// ConfigMaps: a cached Get; counts the first reconcile of each, and
+	// records those of an update of the burst.
+	if err := ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Named("bench-configmaps").Complete(
+		reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+			var cm corev1.ConfigMap
+			if err := cl.Get(ctx, req.NamespacedName, &cm); err != nil {
+				errN.Add(1)
+				return reconcile.Result{}, client.IgnoreNotFound(err)
+			}
+			cmN.Add(1)
+			if cm.Namespace != cmNamespace {
+				return reconcile.Result{}, nil
+			}
+			if *burstID != "" && cm.Annotations[annRound] == *burstID {
+				rec.updated(&cm)
+			} else {
+				cms.inc()
+			}
+			return reconcile.Result{}, nil
+		})); err != nil {
+		return err
+	}
+	// Pods: a cached Get, and a List of the Pods that mount the same
+	// ConfigMap (the field index), which must hold the Pod itself.
+	if err := ctrl.NewControllerManagedBy(mgr).For(&corev1.Pod{}).Named("bench-pods").Complete(
+		reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+			var pod corev1.Pod
+			if err := cl.Get(ctx, req.NamespacedName, &pod); err != nil {
+				errN.Add(1)
+				return reconcile.Result{}, client.IgnoreNotFound(err)
+			}
+			podN.Add(1)
+			for _, v := range pod.Spec.Volumes {
+				if v.ConfigMap == nil {
+					continue
+				}
+				var l corev1.PodList
+				if err := cl.List(ctx, &l, client.InNamespace(pod.Namespace), client.MatchingFields{podConfigMapIndex: v.ConfigMap.Name}); err != nil {
+					errN.Add(1)
+					return reconcile.Result{}, err
+				}
+				if !slices.ContainsFunc(l.Items, func(p corev1.Pod) bool { return p.Name == pod.Name }) {
+					errN.Add(1)
+				}
+				break
+			}
+			if pod.Namespace == podNamespace {
+				pods.inc()
+			}
+			return reconcile.Result{}, nil
+		})); err != nil {
+		return err
+	}
+	// The informers (made now, started by the manager), to poll.
+	var infs []cache.Informer
+	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Pod{}} {
+		inf, err := mgr.GetCache().GetInformer(ctx, obj)
+		if err != nil {
+			return err
+		}
+		infs = append(infs, inf)
+	}
+
+	// ---- start, sync, reconcile ----
+	mgrErr := make(chan error, 1)
+	go func() { mgrErr <- mgr.Start(ctx) }()
+	for slices.ContainsFunc(infs, func(i cache.Informer) bool { return !i.HasSynced() }) {
+		select {
+		case err := <-mgrErr:
+			return fmt.Errorf("manager: %w", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		return errors.New("WaitForCacheSync returned false")
+	}
+	res.SyncSeconds, res.SyncCPUSeconds = since(), cpuSeconds()
+	smp.sample()
+	res.PeakHeapMB = smp.peakUntil(float64(time.Since(t0).Microseconds()) / 1000)
+	for _, c := range []*countTo{cms, pods} {
+		select {
+		case <-c.done:
+		case err := <-mgrErr:
+			return fmt.Errorf("manager: %w", err)
+		case <-time.After(2 * time.Minute):
+			return fmt.Errorf("%s: %d ConfigMaps and %d Pods of the workload reconciled after 2 minutes, want %d and %d",
+				*kind, cms.n.Load(), pods.n.Load(), *nCM, *nPods)
+		}
+	}
+	res.ReconciledSeconds, res.ReconciledCPUSeconds = since(), cpuSeconds()
+	res.PeakRSSMB = vmHWM()
+	res.CMReconciles, res.PodReconciles = cmN.Load(), podN.Load()
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	smp.sample()
+	res.PeakHeapReconciledMB = smp.peakUntil(float64(time.Since(t0).Microseconds()) / 1000)
+	smp.finish()
+	res.HeapAfterSyncMB = gcHeapMB()
+	if *memProfile != "" {
+		f, err := os.Create(*memProfile)
+		if err != nil {
+			return err
+		}
+		pprof.Lookup("allocs").WriteTo(f, 0)
+		f.Close()
+	}
+
+	// ---- update burst ----
+	cpuBurst0 := cpuSeconds()
+	fmt.Println("synced")
+	var writes []write
+	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&writes); err != nil && !errors.Is(err, os.ErrClosed) && err.Error() != "EOF" {
+		return fmt.Errorf("reading writes: %w", err)
+	}
+	if *updates > 0 {
+		select {
+		case <-rec.done:
+		case <-time.After(2 * time.Minute):
+			fmt.Fprintf(os.Stderr, "cr-contender %s: only %d of %d update reconciles after 2 minutes\n", *kind, len(rec.records), *updates)
+		}
+		rec.mu.Lock()
+		recs := slices.Clone(rec.records)
+		cpuEnd := rec.cpuEnd
+		if cpuEnd == 0 {
+			cpuEnd = cpuSeconds()
+		}
+		rec.mu.Unlock()
+		res.Updates = len(recs)
+		if len(recs) > 0 {
+			res.UpdateCPUMicros = (cpuEnd - cpuBurst0) / float64(len(recs)) * 1e6
+		}
+		resp := make(map[string]int64, len(writes))
+		for _, w := range writes {
+			resp[w.Name+"@"+w.RV] = w.Resp
+		}
+		var lat []float64
+		for _, r := range recs {
+			if t, ok := resp[r.name+"@"+r.rv]; ok {
+				lat = append(lat, float64(r.at-t)/1e6)
+			}
+		}
+		res.LatencyP50Ms, res.LatencyP99Ms = percentile(lat, 50), percentile(lat, 99)
+		res.HeapAfterBurstMB = gcHeapMB()
+	}
+	res.Errors = errN.Load()
+
+	// What the cache holds, for the parent to check (no copies).
+	var cml corev1.ConfigMapList
+	if err := cl.List(ctx, &cml, client.InNamespace(cmNamespace), client.UnsafeDisableDeepCopy); err != nil {
+		return err
+	}
+	var pl corev1.PodList
+	if err := cl.List(ctx, &pl, client.InNamespace(podNamespace), client.UnsafeDisableDeepCopy); err != nil {
+		return err
+	}
+	res.CachedConfigMaps, res.CachedPods = len(cml.Items), len(pl.Items)
+	b, _ := json.Marshal(res)
+	fmt.Println(string(b))
+	return nil
+}
