@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/kinformer/kinformer/clientgo"
+	kcr "github.com/kinformer/kinformer/controllerruntime"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -34,7 +35,9 @@ import (
 const (
 	kCR            = "cr"             // controller-runtime's own cache, ctrl.Options{} defaults
 	kCRNewInformer = "cr+newinformer" // its own cache, with Options.Cache.NewInformer = clientgo.NewSharedIndexInformer
-	kCRKCR         = "cr+kcr"         // kinformer's controller-runtime cache (controllerruntime/, kcr.NewCache): not plugged in yet
+	kCRStrip       = "cr+strip"       // its own cache, with DefaultTransform: cache.TransformStripManagedFields()
+	kCRKCR         = "cr+kcr"         // kinformer's controller-runtime cache (controllerruntime/, kcr.NewCache)
+	kCRKCRDrop     = "cr+kcr-drop"    // kcr.With(kcr.Options{DropManagedFields: true})
 
 	// podConfigMapIndex indexes Pods by the ConfigMaps their volumes mount
 	// (20 Pods each in the workload: spec.nodeName would be one value for
@@ -48,13 +51,9 @@ const (
 var crNewCache = map[string]cache.NewCacheFunc{
 	kCR:            nil,
 	kCRNewInformer: nil, // cache.New, with Options.Cache.NewInformer set (see crManager)
-
-	// kinformer's controller-runtime cache plugs in here once the
-	// controllerruntime/ module exists: add it to go.mod (require, and
-	// replace => ../../controllerruntime), import it as kcr, uncomment the
-	// line below, and add cr+kcr to `go run . cr -contenders`.
-	//
-	// kCRKCR: kcr.NewCache,
+	kCRStrip:       nil, // cache.New, with Options.Cache.DefaultTransform set (see crManager)
+	kCRKCR:         kcr.NewCache,
+	kCRKCRDrop:     kcr.With(kcr.Options{DropManagedFields: true}),
 }
 
 // crResult is what a cr-contender process reports, as one JSON line. Times
@@ -116,9 +115,6 @@ func (c *countTo) inc() {
 func crManager(kind string, cfg *rest.Config) (ctrl.Manager, error) {
 	newCache, ok := crNewCache[kind]
 	if !ok {
-		if kind == kCRKCR {
-			return nil, errors.New("cr+kcr: kcr.NewCache is not plugged in yet (see crNewCache in tools/bench/cr_contender.go)")
-		}
 		return nil, fmt.Errorf("unknown controller-runtime contender %q", kind)
 	}
 	opts := ctrl.Options{
@@ -127,8 +123,11 @@ func crManager(kind string, cfg *rest.Config) (ctrl.Manager, error) {
 		LeaderElection:         false,
 		NewCache:               newCache,
 	}
-	if kind == kCRNewInformer {
+	switch kind {
+	case kCRNewInformer:
 		opts.Cache.NewInformer = clientgo.NewSharedIndexInformer
+	case kCRStrip:
+		opts.Cache.DefaultTransform = cache.TransformStripManagedFields()
 	}
 	return ctrl.NewManager(cfg, opts)
 }
@@ -137,7 +136,7 @@ func crContenderMain(args []string) error {
 	t0 := time.Now()
 	smp := startSampler(t0)
 	fs := flag.NewFlagSet("cr-contender", flag.ExitOnError)
-	kind := fs.String("kind", kCR, "cr | cr+newinformer | cr+kcr")
+	kind := fs.String("kind", kCR, "cr | cr+newinformer | cr+strip | cr+kcr | cr+kcr-drop")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
 	round := fs.Int("round", 0, "round number")
 	execNs := fs.Int64("exec-ns", 0, "when the parent started this process (UnixNano; 0: main's start)")
