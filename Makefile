@@ -4,7 +4,7 @@ GO    ?= go
 # Where internal/testenv looks for the local API server binary.
 LOCALAPI := $(shell $(GO) env GOCACHE)/../kinformer-localapi/localapi
 
-.PHONY: test unit localapi vet fmt demo kinformer fuzz
+.PHONY: test unit localapi vet fmt demo kinformer fuzz crsuite
 
 # A real local kube-apiserver with some traffic, and `kinformer watch
 # configmaps -A` on it. Ctrl-C (or DEMO_SECONDS=N) stops everything.
@@ -53,6 +53,12 @@ unit:
 # this compiles k8s.io/kubernetes: 7-12 minutes on 2 cores; warm, seconds.
 localapi:
 	cd tools/localapi && $(GO) build -o "$(LOCALAPI)" .
+
+# controller-runtime's own cache test suite (pkg/cache, on envtest with
+# kube-apiserver and etcd built from tools/localapi). Not part of `test`.
+# CRSUITE_ARGS are passed on, e.g. CRSUITE_ARGS=--kinformer.
+crsuite:
+	GO=$(GO) bash hack/crsuite.sh $(CRSUITE_ARGS)
 
 vet:
 	$(GO) vet ./...
