@@ -56,7 +56,9 @@ localapi:
 
 # controller-runtime's own cache test suite (pkg/cache, on envtest with
 # kube-apiserver and etcd built from tools/localapi). Not part of `test`.
-# CRSUITE_ARGS are passed on, e.g. CRSUITE_ARGS=--kinformer.
+# CRSUITE_ARGS are passed on: --kinformer (the default: kcr.NewCache),
+# --clientgo, or '' for controller-runtime's own cache.
+CRSUITE_ARGS ?= --kinformer
 crsuite:
 	GO=$(GO) bash hack/crsuite.sh $(CRSUITE_ARGS)
 

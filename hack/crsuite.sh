@@ -4,6 +4,7 @@
 #
 #   bash hack/crsuite.sh                    # against controller-runtime's own cache (baseline)
 #   bash hack/crsuite.sh --kinformer [DIR]  # with kcr.NewCache in place of cache.New
+#   bash hack/crsuite.sh --clientgo         # controller-runtime's cache on kinformer's clientgo informers
 #
 # It copies the controller-runtime module (CR_VERSION, from the module cache)
 # to a work directory, builds kube-apiserver and etcd from source
@@ -22,6 +23,10 @@
 #
 # Options:
 #   --kinformer [DIR]  run the suite on the kinformer adapter module in DIR
+#   --clientgo         run it on controller-runtime's own cache with
+#                      NewInformer = clientgo.NewSharedIndexInformer (where a
+#                      test gives no NewInformer of its own): every informer
+#                      is kinformer's, through the client-go adapter
 #   --race             go test -race (as controller-runtime's CI runs it; slower)
 #   -v, --verbose      also stream the test output to stderr while it runs
 #   -- ARGS            more go test arguments, e.g. -- -ginkgo.focus='Multi-Namespace'
@@ -56,6 +61,7 @@ while (($#)); do
 		fi
 		;;
 	--kinformer=*) mode=kinformer kdir=${1#*=} ;;
+	--clientgo) mode=clientgo ;;
 	--race) race=(-race) ;;
 	-v | --verbose) verbose=1 ;;
 	--)
@@ -135,6 +141,41 @@ if [ "$mode" = kinformer ]; then
 	) || die "could not add the adapter module to the copy's go.mod"
 	say "go.mod: $adapter_mod => $kdir, github.com/kinformer/kinformer => $root"
 	say "the suite builds with $(cd "$mod" && "$GO" list -m -f '{{.Path}} {{.Version}}' k8s.io/client-go)"
+fi
+
+# 2b. With --clientgo: controller-runtime's cache, its informers kinformer's.
+if [ "$mode" = clientgo ]; then
+	gofmt=$("$GO" env GOROOT)/bin/gofmt
+	for f in pkg/cache/cache_test.go pkg/cache/informer_cache_test.go; do
+		"$gofmt" -r 'cache.New -> kcgNewCache' -w "$mod/$f"
+	done
+	n=$({ grep -o '\bkcgNewCache\b' "$mod/pkg/cache/cache_test.go" "$mod/pkg/cache/informer_cache_test.go" || true; } | wc -l)
+	((n > 0)) || die "no cache.New reference rewritten; the rewrite needs updating"
+	cat >"$mod/pkg/cache/kclientgo_test.go" <<'GO'
+package cache_test
+
+import (
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	kclientgo "github.com/kinformer/kinformer/clientgo"
+)
+
+// kcgNewCache is controller-runtime's cache.New with kinformer's
+// client-go informers, unless the test brings its own.
+func kcgNewCache(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
+	if opts.NewInformer == nil {
+		opts.NewInformer = kclientgo.NewSharedIndexInformer
+	}
+	return cache.New(cfg, opts)
+}
+GO
+	(
+		cd "$mod"
+		"$GO" mod edit -require="github.com/kinformer/kinformer@v0.0.0" -replace="github.com/kinformer/kinformer=$root"
+		"$GO" mod tidy
+	) || die "could not add github.com/kinformer/kinformer to the copy's go.mod"
+	say "rewrote $n cache.New references to kcgNewCache (cache.New with NewInformer: clientgo.NewSharedIndexInformer)"
 fi
 
 # 3. envtest's binaries.
