@@ -97,6 +97,8 @@ type detector[T Object] struct {
 
 	buf    []watched[T] // the periodic check's chunk
 	copies atomic.Int64 // deep copies made (tests)
+	// inexact reports the first copy that is not equal to its object.
+	inexact sync.Once
 	// found is raised by each report: it is the Stale of the informer's
 	// Sharer, which then forgets the maps it shares (one may be the map
 	// changed) before it shares one again.
@@ -118,22 +120,58 @@ func newDetector[T Object](log *slog.Logger, obs *observer, panics bool) *detect
 	return d
 }
 
-func (d *detector[T]) copyOf(obj T) T {
+// copyOf returns a deep copy of obj, the object under key, and whether
+// it is equal to obj: a DeepCopyObject that is not exact (a JSON round
+// trip turns int64s into float64s) would have every object reported for
+// ever, each check after each refresh; such copies are not kept, and the
+// first is reported (inexact).
+func (d *detector[T]) copyOf(key string, obj T) (T, bool) {
 	d.copies.Add(1)
-	return obj.DeepCopyObject().(T)
+	cp := obj.DeepCopyObject().(T)
+	if diff := mutation(cp, obj); diff != "" {
+		d.inexact.Do(func() {
+			msg := fmt.Sprintf("the mutation detector cannot check objects of type %T: their DeepCopyObject is not exact (%s, copy: %s); objects whose copy differs are not checked",
+				obj, key, diff)
+			d.log.Error("kinformer: " + msg)
+			if d.fail != nil {
+				d.fail(msg)
+			}
+		})
+		return cp, false
+	}
+	return cp, true
 }
 
 // track starts watching obj, just cached under key, in place of what was.
 func (d *detector[T]) track(key string, obj T) {
-	w := watched[T]{key: key, cached: obj, copy: d.copyOf(obj)}
+	cp, exact := d.copyOf(key, obj)
+	w := watched[T]{key: key, cached: obj, copy: cp}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if i, ok := d.index[key]; ok {
+	i, ok := d.index[key]
+	switch {
+	case !exact:
+		if ok {
+			d.dropLocked(i)
+		}
+	case ok:
 		d.entries[i] = w
-		return
+	default:
+		d.index[key] = len(d.entries)
+		d.entries = append(d.entries, w)
 	}
-	d.index[key] = len(d.entries)
-	d.entries = append(d.entries, w)
+}
+
+// dropLocked removes entry i (moving the last one there).
+func (d *detector[T]) dropLocked(i int) {
+	delete(d.index, d.entries[i].key)
+	last := len(d.entries) - 1
+	if i != last {
+		d.entries[i] = d.entries[last]
+		d.index[d.entries[i].key] = i
+	}
+	d.entries[last] = watched[T]{}
+	d.entries = d.entries[:last]
 }
 
 // retire stops watching old under key and compares it with its copy;
@@ -146,14 +184,7 @@ func (d *detector[T]) retire(emit func(Event[T]), key string, old T) {
 		return
 	}
 	cp := d.entries[i].copy
-	last := len(d.entries) - 1
-	if i != last {
-		d.entries[i] = d.entries[last]
-		d.index[d.entries[i].key] = i
-	}
-	d.entries[last] = watched[T]{}
-	d.entries = d.entries[:last]
-	delete(d.index, key)
+	d.dropLocked(i)
 	d.mu.Unlock()
 	if diff := mutation(old, cp); diff != "" {
 		d.report(emit, key, diff)
@@ -227,16 +258,21 @@ func (d *detector[T]) check(ctx context.Context) {
 // refresh replaces w's copy with a copy of its object as it is now, if w
 // is still the entry of its key: not retired (the writer then compares
 // and reports it itself) nor refreshed meanwhile. It reports whether it
-// did, that is whether the caller reports the difference.
+// did, that is whether the caller reports the difference. A copy that is
+// not exact is not kept: the object is no longer checked.
 func (d *detector[T]) refresh(w watched[T]) bool {
-	cp := d.copyOf(w.cached)
+	cp, exact := d.copyOf(w.key, w.cached)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	i, ok := d.index[w.key]
 	if !ok || !sameObject(d.entries[i].cached, w.cached) || !sameObject(d.entries[i].copy, w.copy) {
 		return false
 	}
-	d.entries[i].copy = cp
+	if exact {
+		d.entries[i].copy = cp
+	} else {
+		d.dropLocked(i)
+	}
 	return true
 }
 
@@ -316,8 +352,14 @@ func mutation[T Object](now, was T) string {
 var semanticFails sync.Map // reflect.Type -> struct{}
 
 // semanticEqual is equality.Semantic.DeepEqual, or reflect.DeepEqual for
-// the types it cannot compare.
+// the types it cannot compare. reflect.DeepEqual comes first: objects equal
+// to it are equal to Semantic too, it is several times faster and does not
+// allocate, and an object unchanged since its copy was made is
+// reflect.DeepEqual to the copy. Semantic is asked only when it says no.
 func semanticEqual(a, b any) (equal bool) {
+	if reflect.DeepEqual(a, b) {
+		return true
+	}
 	t := reflect.TypeOf(a)
 	if _, ok := semanticFails.Load(t); ok {
 		return reflect.DeepEqual(a, b)
@@ -338,7 +380,13 @@ func walkDiff(a, b reflect.Value, path string, found func(path, what string) boo
 	if a.CanInterface() && b.CanInterface() && semanticEqual(a.Interface(), b.Interface()) {
 		return true
 	}
-	leaf := func() bool { return found(path, showValue(a)+", was "+showValue(b)) }
+	leaf := func() bool {
+		sa, sb := showValue(a), showValue(b)
+		if sa == sb && a.IsValid() && b.IsValid() { // 1 and 1: an int64 and a float64
+			sa, sb = sa+" ("+a.Type().String()+")", sb+" ("+b.Type().String()+")"
+		}
+		return found(path, sa+", was "+sb)
+	}
 	if a.Kind() == reflect.Interface && b.Kind() == reflect.Interface && !a.IsNil() && !b.IsNil() {
 		a, b = a.Elem(), b.Elem()
 	}

@@ -510,4 +510,57 @@ func TestMutationDiff(t *testing.T) {
 	if got := mutation(u, uw); got != `metadata.labels.app: "db", was "web"` {
 		t.Fatalf("unstructured: %q", got)
 	}
+	// Values that print alike say their types.
+	u, uw = uw.DeepCopy(), uw.DeepCopy()
+	u.Object["spec"], uw.Object["spec"] = map[string]any{"n": int64(1)}, map[string]any{"n": float64(1)}
+	if got := mutation(u, uw); got != "spec.n: 1 (int64), was 1 (float64)" {
+		t.Fatalf("types: %q", got)
+	}
+}
+
+// lossyCM's DeepCopyObject is not exact: it drops the data.
+type lossyCM struct{ corev1.ConfigMap }
+
+func (c *lossyCM) DeepCopyObject() k8sruntime.Object {
+	out := &lossyCM{*c.ConfigMap.DeepCopy()}
+	out.Data = nil
+	return out
+}
+
+// A type whose DeepCopyObject is not exact cannot be checked: said once
+// (an error line; in "panic" mode, the panic), and its objects are not
+// reported as changed, though each copy differs.
+func TestMutationDetectorInexactCopy(t *testing.T) {
+	c := newCache[*lossyCM](nil, nil)
+	w, events := newTestWriter(c)
+	var log syncBuffer
+	w.detect = newDetector[*lossyCM](slog.New(slog.NewTextHandler(&log, nil)), nil, false)
+	w.detect.rv = w.status.resourceVersion
+	w.detect.emit, w.detect.fence = w.disp.emit, w.disp.fence
+	var fails []string
+	w.detect.fail = func(msg string) { fails = append(fails, msg) }
+	for i := range 3 {
+		o := &lossyCM{*cm("ns", fmt.Sprint(i))}
+		o.Data["k"] = "v"
+		w.apply(Added, o, w.prepare)
+	}
+	o := &lossyCM{*cm("ns", "0")}
+	o.Data["k"] = "v2"
+	w.apply(Modified, o, w.prepare)
+	w.detect.check(context.Background())
+	for _, e := range events() {
+		if e.Type == Error {
+			t.Fatalf("reported: %v", e.Err)
+		}
+	}
+	want := `the mutation detector cannot check objects of type *kinformer.lossyCM: their DeepCopyObject is not exact (ns/0, copy: data["k"]: absent, was "v")`
+	if len(fails) != 1 || !strings.HasPrefix(fails[0], want) {
+		t.Fatalf("fail called with %q, want once with %q", fails, want)
+	}
+	if n := strings.Count(log.String(), "level=ERROR"); n != 1 || !strings.Contains(log.String(), "not exact") {
+		t.Fatalf("log: %s", log.String())
+	}
+	if n := len(w.detect.entries); n != 0 {
+		t.Fatalf("%d objects checked", n)
+	}
 }

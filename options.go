@@ -155,7 +155,10 @@ type Options[T Object] struct {
 	// differs, and in an error log line (and counted, with Metrics). Each
 	// change is reported once; the informer goes on. It doubles the memory
 	// the cached objects take and costs a comparison of each every second:
-	// for tests and debugging. The environment variable
+	// for tests and debugging. Copies are made with DeepCopyObject: a type
+	// whose DeepCopyObject is not exact (a JSON round trip, which turns
+	// int64s into float64s) is said once in an error line, and objects
+	// whose copy differs are not checked. The environment variable
 	// KINFORMER_CACHE_MUTATION_DETECTOR ([EnvMutationDetector]) turns it on
 	// for every informer of the process ("panic" also panics at each
 	// detection), and informers over a kinformertest.Server have it on.
