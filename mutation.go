@@ -284,7 +284,7 @@ func (d *detector[T]) report(emit func(Event[T]), key, diff string) {
 	d.found.Store(true)
 	d.log.Error("kinformer: "+err.Error()+" (copy objects from the cache or events before changing them)", "key", key)
 	d.obs.mutation()
-	emit(Event[T]{Type: Error, Err: err, Key: key, ResourceVersion: d.rv()})
+	emit(Event[T]{Type: Error, Err: err, ResourceVersion: d.rv()})
 	if d.fail != nil {
 		d.fail(err.Error())
 	}
