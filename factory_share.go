@@ -114,7 +114,8 @@ func describe(k factoryKey, resource string) string {
 }
 
 // merge checks that o can share inf, whose entry is e, and adds its
-// indexes, resync period and mutation detector. Nothing changes if it returns an error.
+// indexes, resync period and mutation detector. Nothing changes if it
+// returns an error.
 func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T]) error {
 	have, want := e.opts.(*Options[T]), o.withDefaults()
 	var diff []string
