@@ -204,6 +204,20 @@ func (p publisher[T]) markSynced() {
 	}
 }
 
+// fence makes every handler call that has ended happen before fence
+// returns (in the memory model's sense): each listener's goroutine takes
+// its lock as a call ends. The mutation detector's check reads objects a
+// handler may have changed; without it the race detector would report the
+// handler's change, under -race, before the detector could.
+func (d *dispatcher[T]) fence() {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	for _, l := range d.listeners {
+		l.mu.Lock()
+		l.mu.Unlock()
+	}
+}
+
 // emit queues e for every listener that wants it, alone.
 func (d *dispatcher[T]) emit(e Event[T]) {
 	d.update(func(p publisher[T]) { p.emit(e) })

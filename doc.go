@@ -107,4 +107,10 @@
 // them. Objects with equal labels or annotations may share one map, and
 // repeated short strings are shared between objects. By default
 // managedFields are stripped before caching (see [Options.KeepManagedFields]).
+//
+// [Options.DetectMutations] (or [EnvMutationDetector] in the environment,
+// "panic" to panic too; always over a kinformertest.Server) finds code that
+// modifies them anyway: each cached object is compared with a copy as it
+// is replaced or removed and every second, and a change is reported in an
+// Error event wrapping [ErrMutated] that names the object and what differs.
 package kinformer

@@ -55,6 +55,15 @@ var (
 	// aside (renamed with the suffix ".bad"), and lists from scratch.
 	ErrSnapshot = errors.New("state snapshot unusable")
 
+	// ErrMutated means the mutation detector (Options.DetectMutations)
+	// found a cached object changed in place: by a handler, a reader of the
+	// cache, or a Transform's leftover reference, which must copy
+	// (DeepCopy) before changing anything. Cached objects share maps and
+	// strings with each other, so one change may show in many objects: each
+	// is reported once, in an Error event whose message names its key and
+	// what differs, and an error log line. The informer goes on.
+	ErrMutated = errors.New("cached object modified in place")
+
 	// ErrRunning is returned by Run when the informer is already running.
 	ErrRunning = errors.New("informer already running")
 

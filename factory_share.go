@@ -114,7 +114,8 @@ func describe(k factoryKey, resource string) string {
 }
 
 // merge checks that o can share inf, whose entry is e, and adds its
-// indexes and resync period. Nothing changes if it returns an error.
+// indexes, resync period and mutation detector. Nothing changes if it
+// returns an error.
 func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T]) error {
 	have, want := e.opts.(*Options[T]), o.withDefaults()
 	var diff []string
@@ -164,6 +165,12 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T]) error {
 		}
 		return fmt.Errorf("%w: it %s, and cannot resync every %s now", ErrStarted, now, want.ResyncPeriod)
 	}
+	// Any consumer asking for the mutation detector turns it on, before
+	// the informer starts (it copies every object as it is cached).
+	detect := want.DetectMutations && !have.DetectMutations
+	if detect && !inf.detectingMutations() && inf.isStarted() {
+		return fmt.Errorf("%w: it does not detect mutations, and cannot start now", ErrStarted)
+	}
 	if len(added) > 0 {
 		if err := inf.AddIndexers(added); err != nil {
 			return err
@@ -177,6 +184,12 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T]) error {
 			return err
 		}
 		have.ResyncPeriod = resync
+	}
+	if detect {
+		if err := inf.setDetectMutations(); err != nil {
+			return err
+		}
+		have.DetectMutations = true
 	}
 	return nil
 }

@@ -183,3 +183,37 @@ func TestFuncID(t *testing.T) {
 		t.Fatal("another KeyFunc is the default")
 	}
 }
+
+// Any consumer of a shared informer asking for the detector turns it on
+// before the start; after it, asking is an error wrapping ErrStarted,
+// unless it is on.
+func TestShareDetectMutations(t *testing.T) {
+	t.Setenv(EnvMutationDetector, "")
+	s := newCMShare()
+	inf, err := s.get(cmKey, Options[*corev1.ConfigMap]{})
+	if err != nil || inf.detectingMutations() {
+		t.Fatalf("first consumer: %v, detecting %v", err, inf.detectingMutations())
+	}
+	if _, err := s.get(cmKey, Options[*corev1.ConfigMap]{DetectMutations: true}); err != nil || !inf.detectingMutations() {
+		t.Fatalf("second consumer asking: %v, detecting %v", err, inf.detectingMutations())
+	}
+	if _, err := s.get(cmKey, Options[*corev1.ConfigMap]{}); err != nil || !inf.detectingMutations() {
+		t.Fatalf("third consumer not asking: %v, detecting %v", err, inf.detectingMutations())
+	}
+	s.f.Start()
+	defer s.f.Stop()
+	if _, err := s.get(cmKey, Options[*corev1.ConfigMap]{DetectMutations: true}); err != nil {
+		t.Fatalf("asking after the start, on: %v", err)
+	}
+
+	other := cmKey
+	other.namespace = "other"
+	started, err := s.get(other, Options[*corev1.ConfigMap]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the factory's start", started.isStarted)
+	if _, err := s.get(other, Options[*corev1.ConfigMap]{DetectMutations: true}); !errors.Is(err, ErrStarted) {
+		t.Fatalf("asking after the start, off: %v, want ErrStarted", err)
+	}
+}

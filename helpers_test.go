@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -16,7 +17,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain turns the cache mutation detector on, in "panic" mode, for
+// every informer of the tests (unless the environment says otherwise): a
+// test, or the library, that changes a cached object kills the run.
+func TestMain(m *testing.M) {
+	if _, ok := os.LookupEnv(EnvMutationDetector); !ok {
+		os.Setenv(EnvMutationDetector, "panic")
+	}
+	goleak.VerifyTestMain(m)
+}
 
 type cmEvent = Event[*corev1.ConfigMap]
 

@@ -43,6 +43,8 @@ type Informer[T Object] struct {
 	hlog   *slog.Logger // handler panics: never discarded by default
 	name   string
 	obs    *observer // nil without Options.Metrics
+	// mutationPanics: the environment said "panic" at New (EnvMutationDetector).
+	mutationPanics bool
 
 	// loop is the watch loop, with everything only its goroutine touches
 	// (the writer of cache and status among them). Runs never overlap, so
@@ -103,6 +105,11 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 		o.Metrics.add(inf.obs.source)
 	}
 	inf.loop = newLoop(lw, &o, inf.cache, inf.status, &inf.disp, log, inf.obs)
+	envOn, panics := mutationEnv()
+	inf.mutationPanics = panics
+	if lwd, ok := any(lw).(mutationDetecting); envOn || o.DetectMutations || ok && lwd.DetectMutations() {
+		inf.detectMutations()
+	}
 	if sh := inf.loop.sh; sh != nil {
 		inf.shard, inf.sharder = sh.pub, o.Sharding
 		inf.disp.admit = func(e Event[T]) admission { return admit(sh.pub, e) }
@@ -353,7 +360,12 @@ func (inf *Informer[T]) begin(parent context.Context) (context.Context, chan str
 
 func (inf *Informer[T]) run(ctx context.Context, done chan struct{}) {
 	inf.disp.start(ctx)
+	var detector sync.WaitGroup
+	if d := inf.loop.w.detect; d != nil {
+		detector.Go(func() { d.run(ctx) })
+	}
 	inf.loop.run(ctx) // returns once ctx is done
+	detector.Wait()
 	inf.disp.join()
 	inf.loop.closeShard()
 
@@ -383,6 +395,39 @@ func (inf *Informer[T]) SetTransform(fn func(T) (T, error)) error {
 	}
 	inf.loop.setTransform(fn)
 	return nil
+}
+
+// detectMutations turns the mutation detector on, before the informer
+// first runs.
+func (inf *Informer[T]) detectMutations() {
+	d := newDetector[T](inf.hlog, inf.obs, inf.mutationPanics)
+	d.rv = inf.status.resourceVersion
+	d.emit = inf.disp.emit
+	d.fence = inf.disp.fence
+	inf.loop.w.detect = d
+	inf.loop.w.share.Stale = &d.found
+}
+
+// setDetectMutations turns the mutation detector on for an informer that
+// has never run (a Factory's consumer asking for it); a no-op if it is on.
+func (inf *Informer[T]) setDetectMutations() error {
+	inf.runMu.Lock()
+	defer inf.runMu.Unlock()
+	if inf.loop.w.detect != nil {
+		return nil
+	}
+	if inf.started {
+		return fmt.Errorf("%w: the mutation detector can only be turned on before the informer starts", ErrStarted)
+	}
+	inf.detectMutations()
+	return nil
+}
+
+// detectingMutations reports whether the mutation detector is on.
+func (inf *Informer[T]) detectingMutations() bool {
+	inf.runMu.Lock()
+	defer inf.runMu.Unlock()
+	return inf.loop.w.detect != nil
 }
 
 // setResync changes the resync period of an informer that has never run:

@@ -37,6 +37,7 @@ import (
 //	kinformer_state_restored_objects_total{resource}    objects restored from the state file
 //	kinformer_shard_slots{resource}                     slots of a sharded informer's share (Options.Sharding)
 //	kinformer_shard_server_side{resource}               1 if the API server filters its lists and watches by the share, 0 if the informer does
+//	kinformer_cache_mutations_total{resource}           cached objects found modified in place (Options.DetectMutations; only while it is on)
 //
 // The shard group's own metrics (kinformer_sharding_*) are package
 // sharding's Metrics.
@@ -50,6 +51,7 @@ type Metrics struct {
 	commitTime, written       *prometheus.CounterVec
 	restored                  *prometheus.CounterVec
 	shardSlots, shardServer   *prometheus.GaugeVec
+	mutations                 *prometheus.CounterVec
 
 	mu      sync.Mutex // guards sources
 	sources map[*metricSource]struct{}
@@ -90,9 +92,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Slots of the hash space a sharded informer holds (Options.Sharding)."}, []string{"resource"}),
 		shardServer: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kinformer_shard_server_side",
 			Help: "1 if the API server filters a sharded informer's lists and watches by its share (ShardedListAndWatch), 0 if the informer filters alone."}, []string{"resource"}),
+		mutations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kinformer_cache_mutations_total",
+			Help: "Cached objects found modified in place by the mutation detector (Options.DetectMutations)."}, []string{"resource"}),
 		sources: map[*metricSource]struct{}{},
 	}
-	for _, c := range []prometheus.Collector{m.events, m.requests, m.relists, m.waits, m.waited, m.commits, m.commitTime, m.written, m.restored, m.shardSlots, m.shardServer, m} {
+	for _, c := range []prometheus.Collector{m.events, m.requests, m.relists, m.waits, m.waited, m.commits, m.commitTime, m.written, m.restored, m.shardSlots, m.shardServer, m.mutations, m} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("kinformer: registering metrics: %w", err)
 		}
@@ -187,6 +191,9 @@ type observer struct {
 	waited  prometheus.Counter
 	source  *metricSource
 	results sync.Map // verb+"/"+result -> prometheus.Counter
+	// mutations counts the mutation detector's findings; set (at 0) once
+	// the detector is on, so that the series exists only then.
+	mutations prometheus.Counter
 }
 
 func newObserver(m *Metrics, name string) *observer {
@@ -264,6 +271,20 @@ func (o *observer) commit(n int, d time.Duration, err error) {
 	}
 	o.m.commits.WithLabelValues(o.name, result).Inc()
 	o.m.commitTime.WithLabelValues(o.name).Add(d.Seconds())
+}
+
+// detecting makes the mutation counter's series, at 0: the detector is on.
+func (o *observer) detecting() {
+	if o != nil && o.mutations == nil {
+		o.mutations = o.m.mutations.WithLabelValues(o.name)
+	}
+}
+
+// mutation counts a cached object found modified in place.
+func (o *observer) mutation() {
+	if o != nil && o.mutations != nil {
+		o.mutations.Inc()
+	}
 }
 
 func (o *observer) restore(n int) {

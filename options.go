@@ -146,8 +146,28 @@ type Options[T Object] struct {
 	// none.
 	Metrics *Metrics
 
+	// DetectMutations keeps a deep copy of every cached object and
+	// compares the object with it when the informer replaces or removes it,
+	// and every second while the informer runs: a handler or reader that
+	// changes a cached object in place (they are shared, and equal label
+	// and annotation maps are shared between objects) is reported in an
+	// Error event wrapping [ErrMutated], naming the object's key and what
+	// differs, and in an error log line (and counted, with Metrics). Each
+	// change is reported once; the informer goes on. It doubles the memory
+	// the cached objects take and costs a comparison of each every second:
+	// for tests and debugging. Copies are made with DeepCopyObject: a type
+	// whose DeepCopyObject is not exact (a JSON round trip, which turns
+	// int64s into float64s) is said once in an error line, and objects
+	// whose copy differs are not checked. The environment variable
+	// KINFORMER_CACHE_MUTATION_DETECTOR ([EnvMutationDetector]) turns it on
+	// for every informer of the process ("panic" also panics at each
+	// detection), and informers over a kinformertest.Server have it on.
+	// Default: off, at no cost.
+	DetectMutations bool
+
 	// Logger receives the informer's logs. Default: informational logs are
-	// discarded, and a handler's panic (an error) goes to slog.Default().
+	// discarded, and a handler's panic and a cached object's mutation
+	// (errors) go to slog.Default().
 	Logger *slog.Logger
 
 	defaultKey bool // KeyFunc was not given: MetaNamespaceKey

@@ -34,6 +34,41 @@ type writer[T Object] struct {
 	// state, if set, keeps the state file (Options.StateDir) up to date
 	// with every change made here.
 	state *persist.Persister[T]
+	// detect, if set, is the mutation detector (Options.DetectMutations):
+	// told of every object cached, replaced and removed, through put,
+	// remove and swap. nil: off, and nothing is copied.
+	detect *detector[T]
+}
+
+// put stores obj under key in the cache, inside an update; the detector
+// compares the object it replaces with its copy, and copies obj.
+func (w *writer[T]) put(p publisher[T], key string, obj T) (old T, existed bool) {
+	old, existed = w.cache.put(key, obj)
+	if w.detect != nil {
+		w.detect.put(p.emit, key, old, existed, obj)
+	}
+	return old, existed
+}
+
+// remove removes key from the cache, inside an update; the detector
+// compares the object removed with its copy.
+func (w *writer[T]) remove(p publisher[T], key string) (old T, existed bool) {
+	old, existed = w.cache.remove(key)
+	if w.detect != nil && existed {
+		w.detect.retire(p.emit, key, old)
+	}
+	return old, existed
+}
+
+// swap makes items the cache's content, inside an update; the detector
+// compares the objects replaced or dropped with their copies, and copies
+// the new ones.
+func (w *writer[T]) swap(p publisher[T], items map[string]T) (old map[string]T) {
+	old = w.cache.swap(items)
+	if w.detect != nil {
+		w.detect.swap(p.emit, old, items)
+	}
+	return old
 }
 
 // prepareFunc readies a new object for the cache; false means it must not
@@ -149,7 +184,7 @@ func (w *writer[T]) applyLocked(p publisher[T], typ EventType, obj T, ok bool, k
 		// prepares. An object whose new state fails to transform is
 		// dropped, as a re-list would drop it: the cache never keeps a state
 		// the server has moved past.
-		old, existed := w.cache.remove(key)
+		old, existed := w.remove(p, key)
 		if w.state != nil {
 			if existed {
 				w.state.Record(key, old, true, e.ResourceVersion)
@@ -168,7 +203,7 @@ func (w *writer[T]) applyLocked(p publisher[T], typ EventType, obj T, ok bool, k
 			}
 		}
 	default:
-		if old, existed := w.cache.put(key, obj); existed {
+		if old, existed := w.put(p, key, obj); existed {
 			e.Type, e.Old = Modified, old
 		} else {
 			e.Type = Added
@@ -216,7 +251,7 @@ func (w *writer[T]) replace(items map[string]T, rv string) {
 			batch = w.state.Batch() // the file's next state is the whole change, or none of it
 			defer batch.End(rv)
 		}
-		old := w.cache.swap(items)
+		old := w.swap(p, items)
 		w.setRV(rv)
 		for key, o := range old {
 			if _, ok := items[key]; !ok {
@@ -274,7 +309,7 @@ func (w *writer[T]) restore(items map[string]T, rv string) {
 		}
 	}
 	w.disp.update(func(p publisher[T]) {
-		w.cache.swap(items)
+		w.swap(p, items)
 		w.setRV(rv)
 		for key, obj := range items {
 			p.emit(Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: rv, Cause: CauseRestore})
@@ -321,7 +356,7 @@ func (w *writer[T]) reshard(set *slots.Set) (dropped int) {
 	w.disp.update(func(p publisher[T]) {
 		rv := w.status.resourceVersion()
 		for _, key := range gone {
-			if old, existed := w.cache.remove(key); existed {
+			if old, existed := w.remove(p, key); existed {
 				p.emit(Event[T]{Type: Deleted, Object: old, Key: key, ResourceVersion: rv, Cause: CauseReshard})
 			}
 		}
@@ -349,7 +384,7 @@ func (w *writer[T]) mergeLocked(p publisher[T], items map[string]T, gained *slot
 		if existed && old.GetResourceVersion() == obj.GetResourceVersion() {
 			continue
 		}
-		w.cache.put(key, obj)
+		w.put(p, key, obj)
 		e := Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: rv, Cause: CauseReshard}
 		if existed {
 			e.Type, e.Old = Modified, old

@@ -3,6 +3,7 @@ package clientgo_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -25,7 +26,15 @@ import (
 	"github.com/kinformer/kinformer/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// TestMain turns the cache mutation detector on, in "panic" mode, for
+// every informer of the tests (unless the environment says otherwise): a
+// test, or the library, that changes a cached object kills the run.
+func TestMain(m *testing.M) {
+	if _, ok := os.LookupEnv(kinformer.EnvMutationDetector); !ok {
+		os.Setenv(kinformer.EnvMutationDetector, "panic")
+	}
+	testenv.Main(m)
+}
 
 // call is one call of a client-go handler, rendered.
 type call struct {

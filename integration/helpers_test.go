@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,7 +23,15 @@ import (
 	"github.com/kinformer/kinformer/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// TestMain turns the cache mutation detector on, in "panic" mode, for
+// every informer of the tests (unless the environment says otherwise): a
+// test, or the library, that changes a cached object kills the run.
+func TestMain(m *testing.M) {
+	if _, ok := os.LookupEnv(kinformer.EnvMutationDetector); !ok {
+		os.Setenv(kinformer.EnvMutationDetector, "panic")
+	}
+	testenv.Main(m)
+}
 
 // counting counts and timestamps the list and watch requests of the
 // configmaps collection that go through the config it wraps, at the HTTP

@@ -230,7 +230,27 @@ type gearList struct {
 	Items           []gear `json:"items"`
 }
 
-func (g *gear) DeepCopyObject() runtime.Object     { return jsonCopy(g) }
+// DeepCopyObject is an exact copy, as controller-gen's: a JSON round trip
+// would turn the int64s of Status and Template into float64s, a copy the
+// cache mutation detector rightly finds different from the object.
+func (g *gear) DeepCopyObject() runtime.Object {
+	out := &gear{TypeMeta: g.TypeMeta, Spec: g.Spec}
+	g.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	if g.Spec.Owner != nil {
+		owner := *g.Spec.Owner
+		out.Spec.Owner = &owner
+	}
+	out.Spec.Tags = slices.Clone(g.Spec.Tags)
+	out.Spec.Ports = slices.Clone(g.Spec.Ports)
+	if g.Spec.Template != nil {
+		out.Spec.Template = runtime.DeepCopyJSON(g.Spec.Template)
+	}
+	if g.Status != nil {
+		out.Status = runtime.DeepCopyJSON(g.Status)
+	}
+	return out
+}
+
 func (g *gearList) DeepCopyObject() runtime.Object { return jsonCopy(g) }
 
 func jsonCopy[T any](v *T) *T {

@@ -24,4 +24,15 @@
 // controller's handling of re-lists (Deleted with kinformer.CauseRelist) and
 // bookmarks can be tested too. [Server.Requests] counts lists and watches,
 // so that a test can tell whether the informer re-listed or watched again.
+//
+// Informers over a Server detect mutations of their cache
+// (kinformer.Options.DetectMutations, whatever the options say): each
+// cached object is compared with a copy every second and when it is
+// replaced or removed, and a handler or reader that changed one in place,
+// instead of a DeepCopy, gets the informer's handlers an Error event
+// wrapping kinformer.ErrMutated that names the object and what differs,
+// and an error log line. With the environment variable
+// KINFORMER_CACHE_MUTATION_DETECTOR=panic the test binary panics instead of
+// going on: set it in TestMain (os.Setenv before m.Run) to make such a bug
+// fail the run.
 package kinformertest

@@ -149,6 +149,13 @@ func (s *Server[T]) ResourceVersion() string {
 	return format(s.rv)
 }
 
+// DetectMutations returns true: informers over a Server have the cache
+// mutation detector on (kinformer.Options.DetectMutations), so that a
+// handler under test that changes an object it was given, instead of a
+// copy, is reported (an Error event wrapping kinformer.ErrMutated, and an
+// error log line) instead of corrupting the cache unnoticed.
+func (s *Server[T]) DetectMutations() bool { return true }
+
 func (s *Server[T]) write(op watch.EventType, obj T) (T, error) {
 	var zero T
 	if isNil(obj) {

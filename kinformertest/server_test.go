@@ -2,9 +2,11 @@ package kinformertest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -583,5 +585,32 @@ func TestUnstructured(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("no Modified event")
+	}
+}
+
+// Informers over a Server detect mutations of their cache: a handler that
+// changes the object it was given, instead of a copy, gets the informer's
+// handlers an Error event wrapping ErrMutated that names the object.
+func TestMutationsDetected(t *testing.T) {
+	t.Setenv(kinformer.EnvMutationDetector, "") // the Server's doing, whatever the environment says
+	inf, srv := kinformertest.New(cm("ns", "a", "app", "web"))
+	errs := make(chan error, 10)
+	inf.AddEventHandler(kinformer.Error, func(e cmEvent) { errs <- e.Err })
+	changed := make(chan struct{})
+	inf.AddEventHandler(kinformer.Added, func(e cmEvent) {
+		e.Object.Labels["app"] = "changed" // the bug
+		close(changed)
+	})
+	inf.Start()
+	defer inf.Stop()
+	<-changed
+	must(srv.Update(cm("ns", "a", "app", "web", "v", "2")))
+	select {
+	case err := <-errs:
+		if !errors.Is(err, kinformer.ErrMutated) || !strings.Contains(err.Error(), `ns/a: metadata.labels["app"]: "changed", was "web"`) {
+			t.Fatalf("error %v, want ErrMutated naming ns/a and its label", err)
+		}
+	case <-bounded(t).Done():
+		t.Fatal("no report")
 	}
 }

@@ -3,6 +3,7 @@ package intern
 import (
 	"encoding/binary"
 	"slices"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,6 +34,13 @@ type Sharer struct {
 	res  Table[corev1.ResourceList] // containers' requests and limits
 	keys []string                   // scratch: sorted keys
 	buf  []byte                     // scratch: a lookup key
+
+	// Stale, if set, is raised from any goroutine when a map handed out
+	// may have been changed in place (the cache's mutation detector found
+	// an object changed): the next lookup forgets every map and resource
+	// list (ForgetMaps) and lowers it, so that a changed map is not given
+	// to the objects decoded from then on. nil: never.
+	Stale *atomic.Bool
 }
 
 const (
@@ -68,6 +76,23 @@ func (sh *Sharer) String(s string) string {
 	return s
 }
 
+// ForgetMaps forgets every map and resource list remembered, so that the
+// next objects share none with earlier ones: for after one of them was
+// found changed in place (see Stale), which a shared map would otherwise
+// pass on to every object decoded with it from then on. Strings, which
+// cannot change, are kept.
+func (sh *Sharer) ForgetMaps() {
+	sh.maps = Table[map[string]string]{}
+	sh.res = Table[corev1.ResourceList]{}
+}
+
+// checkStale forgets the maps if Stale was raised.
+func (sh *Sharer) checkStale() {
+	if sh.Stale != nil && sh.Stale.Load() && sh.Stale.CompareAndSwap(true, false) {
+		sh.ForgetMaps()
+	}
+}
+
 // Strings returns how many strings are remembered (for tests).
 func (sh *Sharer) Strings() int { return sh.strs.Len() }
 
@@ -98,6 +123,7 @@ func (sh *Sharer) Map(m map[string]string) map[string]string {
 	if len(m) == 0 || len(m) > MaxMapEntries {
 		return m
 	}
+	sh.checkStale()
 	keys, size := sh.keys[:0], 0
 	for k, v := range m {
 		keys = append(keys, k)
@@ -136,6 +162,7 @@ func (sh *Sharer) WireMap(wire []byte) (map[string]string, bool) {
 	if !Shareable(wire) || wire[0] == contentKey {
 		return nil, false
 	}
+	sh.checkStale()
 	return sh.maps.Get(wire)
 }
 
@@ -188,6 +215,7 @@ func (sh *Sharer) ResourceList(m corev1.ResourceList) corev1.ResourceList {
 	if len(m) == 0 || len(m) > MaxMapEntries {
 		return m
 	}
+	sh.checkStale()
 	keys := sh.keys[:0]
 	for k := range m {
 		keys = append(keys, string(k))

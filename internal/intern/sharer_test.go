@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -40,6 +41,29 @@ func TestMapPoolSharesEqualMaps(t *testing.T) {
 	}
 	if p.Map(nil) != nil {
 		t.Error("nil map replaced")
+	}
+}
+
+// Once forgotten, a map changed in place (by someone who should not have)
+// is no longer given to new objects.
+func TestForgetMaps(t *testing.T) {
+	var p Sharer
+	a := p.Map(map[string]string{"app": "web"})
+	a["app"] = "changed"
+	if b := p.Map(map[string]string{"app": "web"}); !sameMap(a, b) {
+		t.Fatal("not shared: the test shows nothing")
+	}
+	var stale atomic.Bool
+	p.Stale = &stale
+	stale.Store(true)
+	if b := p.Map(map[string]string{"app": "web"}); sameMap(a, b) || b["app"] != "web" || p.Maps() != 1 || stale.Load() {
+		t.Fatalf("after Stale: %v, %d maps, stale %v", b, p.Maps(), stale.Load())
+	}
+	a = p.Map(map[string]string{"app": "web"})
+	a["app"] = "changed"
+	stale.Store(true)
+	if b, ok := p.WireMap([]byte{10}); ok || stale.Load() || p.Maps() != 0 {
+		t.Fatalf("WireMap after Stale: %v %v, stale %v, %d maps", b, ok, stale.Load(), p.Maps())
 	}
 }
 

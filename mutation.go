@@ -1,0 +1,533 @@
+package kinformer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// The cache mutation detector (Options.DetectMutations): a deep copy of
+// every cached object, compared with the object when the writer replaces
+// or removes it and every second while the informer runs. A difference is
+// someone's change to a shared object (handlers and readers must copy
+// first): reported once, as an Error event wrapping ErrMutated and an
+// error log line, and in "panic" mode by a panic.
+
+// EnvMutationDetector names the environment variable read by New for every
+// informer: "true" or "1" turns the mutation detector on
+// (Options.DetectMutations) whatever the options say; "panic" turns it on
+// and makes each detection panic after it is reported, to fail a test
+// binary loudly. Any other value, or none, leaves it to the options.
+const EnvMutationDetector = "KINFORMER_CACHE_MUTATION_DETECTOR"
+
+// mutationEnv reads EnvMutationDetector.
+func mutationEnv() (on, panics bool) {
+	switch strings.ToLower(strings.TrimSpace(os.Getenv(EnvMutationDetector))) {
+	case "true", "1":
+		return true, false
+	case "panic":
+		return true, true
+	}
+	return false, false
+}
+
+// mutationDetecting is what a ListerWatcher implements to turn the
+// detector on for informers over it (kinformertest.Server does).
+type mutationDetecting interface{ DetectMutations() bool }
+
+const (
+	// defaultMutationPeriod is how often every cached object is compared
+	// with its copy.
+	defaultMutationPeriod = time.Second
+	// mutationChunk is how many objects the periodic check takes from the
+	// detector's table at a time: the writer, which updates the table as
+	// it changes the cache, waits at most for one chunk to be copied out.
+	mutationChunk = 256
+	// maxMutationDiffs and maxMutationValue bound what a report says of
+	// what differs: the first differences found, each value cut short.
+	maxMutationDiffs = 3
+	maxMutationValue = 60
+)
+
+// detector keeps, for every cached object, the instance cached and a deep
+// copy made as it was cached (after Transform and sharing). Entries are
+// pairs: the periodic check compares an instance with its own copy, never
+// with the copy of another state of the object, whatever the writer does
+// meanwhile; and it never takes the cache's lock, so readers do not wait
+// for it.
+//
+// The writer (the loop's goroutine) tracks objects as it caches them and
+// retires them as it replaces or removes them, comparing each retired one
+// with its copy first: a mutation is caught before the object leaves the
+// cache. Whoever finds a difference in an entry first reports it: the
+// writer, which removes the entry, or the periodic check, which replaces
+// the entry's copy with a copy of the mutated object (refresh), so the
+// same mutation is reported once and the next one is caught again.
+type detector[T Object] struct {
+	period time.Duration
+	log    *slog.Logger // error level: the informer's handler logger, never discarded
+	obs    *observer    // nil without metrics
+	rv     func() string
+	// emit queues an Error event from the periodic check (the writer passes
+	// its publisher's).
+	emit func(Event[T])
+	// fence makes the handler calls that have ended happen before the
+	// comparisons that follow (dispatcher.fence): a handler that modified
+	// its object and returned is reported, not left to the race detector.
+	fence func()
+	// fail is called with the message after a report in "panic" mode.
+	fail func(msg string)
+	// tick, if set, replaces the period's ticker (tests).
+	tick <-chan time.Time
+
+	mu      sync.Mutex     // guards index and entries
+	index   map[string]int // key -> its entry
+	entries []watched[T]
+
+	buf    []watched[T] // the periodic check's chunk
+	copies atomic.Int64 // deep copies made (tests)
+	// inexact reports the first copy that is not equal to its object.
+	inexact sync.Once
+	// found is raised by each report: it is the Stale of the informer's
+	// Sharer, which then forgets the maps it shares (one may be the map
+	// changed) before it shares one again.
+	found atomic.Bool
+}
+
+// watched is one cached object and its copy.
+type watched[T Object] struct {
+	key          string
+	cached, copy T
+}
+
+func newDetector[T Object](log *slog.Logger, obs *observer, panics bool) *detector[T] {
+	d := &detector[T]{period: defaultMutationPeriod, log: log, obs: obs, index: map[string]int{}}
+	if panics {
+		d.fail = func(msg string) { panic("kinformer: " + msg) }
+	}
+	obs.detecting()
+	return d
+}
+
+// copyOf returns a deep copy of obj, the object under key, and whether
+// it is equal to obj: a DeepCopyObject that is not exact (a JSON round
+// trip turns int64s into float64s) would have every object reported for
+// ever, each check after each refresh; such copies are not kept, and the
+// first is reported (inexact).
+func (d *detector[T]) copyOf(key string, obj T) (T, bool) {
+	d.copies.Add(1)
+	cp := obj.DeepCopyObject().(T)
+	if diff := mutation(cp, obj); diff != "" {
+		d.inexact.Do(func() {
+			msg := fmt.Sprintf("the mutation detector cannot check objects of type %T: their DeepCopyObject is not exact (%s, copy: %s); objects whose copy differs are not checked",
+				obj, key, diff)
+			d.log.Error("kinformer: " + msg)
+			if d.fail != nil {
+				d.fail(msg)
+			}
+		})
+		return cp, false
+	}
+	return cp, true
+}
+
+// track starts watching obj, just cached under key, in place of what was.
+func (d *detector[T]) track(key string, obj T) {
+	cp, exact := d.copyOf(key, obj)
+	w := watched[T]{key: key, cached: obj, copy: cp}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	i, ok := d.index[key]
+	switch {
+	case !exact:
+		if ok {
+			d.dropLocked(i)
+		}
+	case ok:
+		d.entries[i] = w
+	default:
+		d.index[key] = len(d.entries)
+		d.entries = append(d.entries, w)
+	}
+}
+
+// dropLocked removes entry i (moving the last one there).
+func (d *detector[T]) dropLocked(i int) {
+	delete(d.index, d.entries[i].key)
+	last := len(d.entries) - 1
+	if i != last {
+		d.entries[i] = d.entries[last]
+		d.index[d.entries[i].key] = i
+	}
+	d.entries[last] = watched[T]{}
+	d.entries = d.entries[:last]
+}
+
+// retire stops watching old under key and compares it with its copy;
+// emit queues the Error event of a difference.
+func (d *detector[T]) retire(emit func(Event[T]), key string, old T) {
+	d.mu.Lock()
+	i, ok := d.index[key]
+	if !ok || !sameObject(d.entries[i].cached, old) {
+		d.mu.Unlock()
+		return
+	}
+	cp := d.entries[i].copy
+	d.dropLocked(i)
+	d.mu.Unlock()
+	if diff := mutation(old, cp); diff != "" {
+		d.report(emit, key, diff)
+	}
+}
+
+// put follows the writer's put: obj replaced old (if existed) under key.
+func (d *detector[T]) put(emit func(Event[T]), key string, old T, existed bool, obj T) {
+	if existed {
+		d.retire(emit, key, old)
+	}
+	d.track(key, obj)
+}
+
+// swap follows the writer's swap of the cache's content, old, for items:
+// the objects replaced or dropped are retired, the new ones tracked; an
+// object a re-list kept (the same instance) stays watched.
+func (d *detector[T]) swap(emit func(Event[T]), old, items map[string]T) {
+	for key, o := range old {
+		if n, ok := items[key]; !ok || !sameObject(o, n) {
+			d.retire(emit, key, o)
+		}
+	}
+	for key, obj := range items {
+		if o, ok := old[key]; !ok || !sameObject(o, obj) {
+			d.track(key, obj)
+		}
+	}
+}
+
+// run compares every cached object with its copy each period until ctx
+// ends.
+func (d *detector[T]) run(ctx context.Context) {
+	tick := d.tick
+	if tick == nil {
+		t := time.NewTicker(d.period)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+			d.check(ctx)
+		}
+	}
+}
+
+// check compares every watched object with its copy, a chunk at a time,
+// outside the detector's lock.
+func (d *detector[T]) check(ctx context.Context) {
+	defer func() { clear(d.buf) }() // do not pin objects until the next check
+	for i := 0; ctx.Err() == nil; i += mutationChunk {
+		d.fence()
+		d.mu.Lock()
+		if i >= len(d.entries) {
+			d.mu.Unlock()
+			return
+		}
+		d.buf = append(d.buf[:0], d.entries[i:min(i+mutationChunk, len(d.entries))]...)
+		d.mu.Unlock()
+		for _, w := range d.buf {
+			if diff := mutation(w.cached, w.copy); diff != "" && d.refresh(w) {
+				d.report(d.emit, w.key, diff)
+			}
+		}
+	}
+}
+
+// refresh replaces w's copy with a copy of its object as it is now, if w
+// is still the entry of its key: not retired (the writer then compares
+// and reports it itself) nor refreshed meanwhile. It reports whether it
+// did, that is whether the caller reports the difference. A copy that is
+// not exact is not kept: the object is no longer checked.
+func (d *detector[T]) refresh(w watched[T]) bool {
+	cp, exact := d.copyOf(w.key, w.cached)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	i, ok := d.index[w.key]
+	if !ok || !sameObject(d.entries[i].cached, w.cached) || !sameObject(d.entries[i].copy, w.copy) {
+		return false
+	}
+	if exact {
+		d.entries[i].copy = cp
+	} else {
+		d.dropLocked(i)
+	}
+	return true
+}
+
+// report tells of a mutation of the object under key: an error log line,
+// the metric, an Error event wrapping ErrMutated, and in "panic" mode a
+// panic.
+func (d *detector[T]) report(emit func(Event[T]), key, diff string) {
+	err := fmt.Errorf("%w: %s: %s", ErrMutated, key, diff)
+	d.found.Store(true)
+	d.log.Error("kinformer: "+err.Error()+" (copy objects from the cache or events before changing them)", "key", key)
+	d.obs.mutation()
+	emit(Event[T]{Type: Error, Err: err, ResourceVersion: d.rv()})
+	if d.fail != nil {
+		d.fail(err.Error())
+	}
+}
+
+// sameObject reports whether a and b are the same instance.
+func sameObject[T Object](a, b T) bool {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	if !va.IsValid() || !vb.IsValid() {
+		return va.IsValid() == vb.IsValid()
+	}
+	if va.Type() != vb.Type() {
+		return false
+	}
+	if va.Kind() == reflect.Pointer {
+		return va.Pointer() == vb.Pointer()
+	}
+	return va.Comparable() && va.Equal(vb)
+}
+
+// mutation returns "" if now is semantically equal to was
+// (equality.Semantic: quantities by value, times by instant, nil and
+// empty maps and slices alike), else a short account of what differs:
+// the first few paths, with the values now and before.
+func mutation[T Object](now, was T) string {
+	if semanticEqual(now, was) {
+		return ""
+	}
+	var a, b reflect.Value
+	if u, ok := any(now).(*unstructured.Unstructured); ok && u != nil {
+		if w, ok := any(was).(*unstructured.Unstructured); ok && w != nil {
+			a, b = reflect.ValueOf(u.Object), reflect.ValueOf(w.Object)
+		}
+	}
+	if !a.IsValid() {
+		a, b = reflect.ValueOf(now), reflect.ValueOf(was)
+	}
+	var diffs []string
+	more := false
+	walkDiff(a, b, "", func(path, what string) bool {
+		if len(diffs) == maxMutationDiffs {
+			more = true
+			return false
+		}
+		if path == "" {
+			path = "object"
+		}
+		diffs = append(diffs, path+": "+what)
+		return true
+	})
+	if len(diffs) == 0 { // differs only where reflection cannot look
+		return "changed"
+	}
+	s := strings.Join(diffs, "; ")
+	if more {
+		s += "; …"
+	}
+	return s
+}
+
+// semanticFails holds the types equality.Semantic cannot compare: it
+// panics on an unexported field of a type it has no function for (a
+// time.Time in a custom resource's struct, say). Those are compared with
+// reflect.DeepEqual, stricter but never wrong the other way.
+var semanticFails sync.Map // reflect.Type -> struct{}
+
+// semanticEqual is equality.Semantic.DeepEqual, or reflect.DeepEqual for
+// the types it cannot compare. reflect.DeepEqual comes first: objects equal
+// to it are equal to Semantic too, it is several times faster and does not
+// allocate, and an object unchanged since its copy was made is
+// reflect.DeepEqual to the copy. Semantic is asked only when it says no.
+func semanticEqual(a, b any) (equal bool) {
+	if reflect.DeepEqual(a, b) {
+		return true
+	}
+	t := reflect.TypeOf(a)
+	if _, ok := semanticFails.Load(t); ok {
+		return reflect.DeepEqual(a, b)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			semanticFails.Store(t, struct{}{})
+			equal = reflect.DeepEqual(a, b)
+		}
+	}()
+	return equality.Semantic.DeepEqual(a, b)
+}
+
+// walkDiff calls found with the path and an account of each difference
+// between a (now) and b (before), descending into what differs, until
+// found returns false. Struct fields are named by their JSON names.
+func walkDiff(a, b reflect.Value, path string, found func(path, what string) bool) bool {
+	if a.CanInterface() && b.CanInterface() && semanticEqual(a.Interface(), b.Interface()) {
+		return true
+	}
+	leaf := func() bool {
+		sa, sb := showValue(a), showValue(b)
+		if sa == sb && a.IsValid() && b.IsValid() { // 1 and 1: an int64 and a float64
+			sa, sb = sa+" ("+a.Type().String()+")", sb+" ("+b.Type().String()+")"
+		}
+		return found(path, sa+", was "+sb)
+	}
+	if a.Kind() == reflect.Interface && b.Kind() == reflect.Interface && !a.IsNil() && !b.IsNil() {
+		a, b = a.Elem(), b.Elem()
+	}
+	if a.Type() != b.Type() {
+		return leaf()
+	}
+	switch a.Kind() {
+	case reflect.Pointer:
+		if a.IsNil() || b.IsNil() {
+			return leaf()
+		}
+		return walkDiff(a.Elem(), b.Elem(), path, found)
+	case reflect.Struct:
+		t := a.Type()
+		differs := false
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, inline := jsonName(f)
+			p := path
+			if !inline {
+				p = joinPath(path, name)
+			}
+			fa, fb := a.Field(i), b.Field(i)
+			if fa.CanInterface() && fb.CanInterface() && semanticEqual(fa.Interface(), fb.Interface()) {
+				continue
+			}
+			differs = true
+			if !walkDiff(fa, fb, p, found) {
+				return false
+			}
+		}
+		if !differs { // quantities, times: compared as a whole
+			return leaf()
+		}
+		return true
+	case reflect.Map:
+		keys := map[string]reflect.Value{}
+		for _, m := range []reflect.Value{a, b} {
+			for _, k := range m.MapKeys() {
+				keys[fmt.Sprint(k.Interface())] = k
+			}
+		}
+		names := make([]string, 0, len(keys))
+		for n := range keys {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		jsonObject := a.Type().Elem().Kind() == reflect.Interface
+		for _, n := range names {
+			k := keys[n]
+			p := path + fmt.Sprintf("[%q]", n)
+			if jsonObject {
+				p = joinPath(path, n)
+			}
+			va, vb := a.MapIndex(k), b.MapIndex(k)
+			var ok bool
+			switch {
+			case !va.IsValid():
+				ok = found(p, "absent, was "+showValue(vb))
+			case !vb.IsValid():
+				ok = found(p, showValue(va)+", was absent")
+			default:
+				ok = walkDiff(va, vb, p, found)
+			}
+			if !ok {
+				return false
+			}
+		}
+		return true
+	case reflect.Slice, reflect.Array:
+		if a.Len() != b.Len() {
+			return found(path, fmt.Sprintf("%d items, was %d", a.Len(), b.Len()))
+		}
+		for i := range a.Len() {
+			if !walkDiff(a.Index(i), b.Index(i), fmt.Sprintf("%s[%d]", path, i), found) {
+				return false
+			}
+		}
+		return true
+	}
+	return leaf()
+}
+
+// jsonName returns the name of a struct field in JSON, and whether it is
+// inlined (an embedded struct without a name, like TypeMeta).
+func jsonName(f reflect.StructField) (string, bool) {
+	tag := f.Tag.Get("json")
+	name, opts, _ := strings.Cut(tag, ",")
+	if name == "" && f.Anonymous && (strings.Contains(opts, "inline") || tag == "") {
+		return "", true
+	}
+	if name == "" || name == "-" {
+		name = f.Name
+	}
+	return name, false
+}
+
+func joinPath(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// showValue renders v briefly: strings quoted, values with a String
+// method (quantities, times) by it, others by fmt, all cut at
+// maxMutationValue runes.
+func showValue(v reflect.Value) string {
+	if !v.IsValid() {
+		return "absent"
+	}
+	if !v.CanInterface() {
+		return "(unexported)"
+	}
+	var s string
+	switch {
+	case v.Kind() == reflect.Pointer && !v.IsNil():
+		return showValue(v.Elem()) // never a String method on the cached value itself: it may cache into it
+	case v.Kind() == reflect.String:
+		s = fmt.Sprintf("%q", v.String())
+	case (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface || v.Kind() == reflect.Map || v.Kind() == reflect.Slice) && v.IsNil():
+		s = "nil"
+	default:
+		x := v.Interface()
+		if _, ok := x.(fmt.Stringer); !ok && reflect.PointerTo(v.Type()).Implements(reflect.TypeFor[fmt.Stringer]()) {
+			p := reflect.New(v.Type()) // a copy: String may cache into its receiver
+			p.Elem().Set(v)
+			x = p.Interface()
+		}
+		if str, ok := x.(string); ok {
+			s = fmt.Sprintf("%q", str)
+		} else {
+			s = fmt.Sprintf("%v", x)
+		}
+	}
+	if utf8.RuneCountInString(s) > maxMutationValue {
+		r := []rune(s)
+		s = string(r[:maxMutationValue]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,596 @@
+package kinformer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"reflect"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// detecting is an informer over a fake server with the mutation detector
+// on, whose periodic check runs when the test says (check, on the test's
+// goroutine: the test's own changes of cached objects happen before it),
+// and whose "panic" mode, if the environment asks for it, only records.
+type detecting struct {
+	inf   *Informer[*corev1.ConfigMap]
+	rec   *recorder
+	log   *syncBuffer
+	marks int
+	mu    sync.Mutex // guards fails
+	fails []string
+}
+
+func startDetecting(t *testing.T, s *fakeServer, opts *Options[*corev1.ConfigMap]) *detecting {
+	t.Helper()
+	if opts == nil {
+		opts = &Options[*corev1.ConfigMap]{}
+	}
+	opts.DetectMutations = true
+	if opts.Backoff == (Backoff{}) {
+		opts.Backoff = fastBackoff
+	}
+	d := &detecting{rec: &recorder{}, log: &syncBuffer{}}
+	opts.Logger = slog.New(slog.NewTextHandler(d.log, nil))
+	d.inf = New[*corev1.ConfigMap](s, opts)
+	det := d.inf.loop.w.detect
+	det.tick = make(chan time.Time) // never: the test calls check
+	det.fail = func(msg string) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.fails = append(d.fails, msg)
+	}
+	d.inf.AddHandler(d.rec.handle)
+	d.inf.Start()
+	t.Cleanup(d.inf.Stop)
+	if err := d.inf.WaitForSync(bounded(t)); err != nil {
+		t.Fatal(err)
+	}
+	n := d.inf.Cache().Len()
+	eventually(t, "initial events", func() bool { return len(d.rec.lines(false, Added)) >= n })
+	return d
+}
+
+// check runs the periodic check.
+func (d *detecting) check() { d.inf.loop.w.detect.check(context.Background()) }
+
+// delivered waits until the handler has been given every event queued so
+// far: a marker queued after them has arrived.
+func (d *detecting) delivered(t *testing.T) {
+	t.Helper()
+	d.marks++
+	mark := fmt.Sprint("mark-", d.marks)
+	d.inf.disp.emit(Event[*corev1.ConfigMap]{Type: Bookmark, ResourceVersion: mark})
+	eventually(t, "the marker", func() bool {
+		for _, e := range d.rec.all() {
+			if e.Type == Bookmark && e.ResourceVersion == mark {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func (d *detecting) failed() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.fails...)
+}
+
+// mutations returns the ErrMutated events so far, as "key: message".
+func (d *detecting) mutations(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, e := range d.rec.all() {
+		if e.Type == Error && errors.Is(e.Err, ErrMutated) {
+			key, _, ok := strings.Cut(strings.TrimPrefix(e.Err.Error(), ErrMutated.Error()+": "), ": ")
+			if !ok || e.Key != "" {
+				t.Fatalf("the message %q does not name a key, or the event has one (%q)", e.Err, e.Key)
+			}
+			out = append(out, key+": "+e.Err.Error())
+		}
+	}
+	return out
+}
+
+// waitMutations waits for n ErrMutated events, then checks that no more
+// come with another check.
+func (d *detecting) waitMutations(t *testing.T, n int) []string {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%d mutations reported", n), func() bool { return len(d.mutations(t)) >= n })
+	d.check()
+	d.delivered(t)
+	got := d.mutations(t)
+	if len(got) != n {
+		t.Fatalf("%d mutations reported, want %d: %q", len(got), n, got)
+	}
+	return got
+}
+
+func cached(t *testing.T, inf *Informer[*corev1.ConfigMap], key string) *corev1.ConfigMap {
+	t.Helper()
+	o, ok := inf.Cache().GetByKey(key)
+	if !ok {
+		t.Fatalf("%s not cached", key)
+	}
+	return o
+}
+
+// A cached object changed in place is reported as the writer replaces,
+// deletes or re-lists it away: before the evidence is gone, and before
+// the event of the change. The periodic check never runs here.
+func TestMutationDetectedWhenReplaced(t *testing.T) {
+	for _, how := range []string{"update", "delete", "relist"} {
+		t.Run(how, func(t *testing.T) {
+			s := newFakeServer()
+			s.put(cm("ns", "a", "app", "web"))
+			s.put(cm("ns", "b", "app", "db"))
+			d := startDetecting(t, s, nil)
+
+			cached(t, d.inf, "ns/a").Labels["app"] = "evil"
+			cached(t, d.inf, "ns/b").Data = map[string]string{"k": "v"} // kept by a re-list: left to the periodic check
+			want := []string{"ERROR ns/a", "DELETED ns/a"}
+			switch how {
+			case "update":
+				s.put(cm("ns", "a", "app", "web", "v", "2"))
+				want[1] = "MODIFIED ns/a"
+			case "delete":
+				s.del("ns", "a")
+			case "relist":
+				d.inf.Stop()
+				s.del("ns", "a")
+				s.compact()
+				d.inf.Start()
+			}
+			eventually(t, "the change", func() bool { return len(d.rec.lines(false, Modified, Deleted)) == 1 })
+			var got []string
+			for _, e := range d.rec.all() {
+				if e.Type == Error && errors.Is(e.Err, ErrExpired) {
+					continue // the re-list's cause
+				}
+				switch {
+				case e.Type == Error:
+					got = append(got, "ERROR "+strings.Split(e.Err.Error(), ": ")[1])
+				case e.Type != Added:
+					got = append(got, string(e.Type)+" "+e.Key)
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Fatalf("events %q, want %q", got, want)
+			}
+			msgs := d.mutations(t)
+			if len(msgs) != 1 || !strings.Contains(msgs[0], `ns/a: metadata.labels["app"]: "evil", was "web"`) {
+				t.Fatalf("report %q, want one naming ns/a and its label", msgs)
+			}
+			if log := d.log.String(); !strings.Contains(log, "level=ERROR") || !strings.Contains(log, "key=ns/a") || !strings.Contains(log, `\"evil\", was \"web\"`) {
+				t.Fatalf("log: %s", log)
+			}
+			// b, still cached, is the periodic check's: once.
+			d.check()
+			d.waitMutations(t, 2)
+			// "panic" mode's hook, called after each report with its message.
+			if f := d.failed(); len(f) != 2 || !strings.HasPrefix(f[0], "cached object modified in place: ns/a: ") ||
+				!strings.HasPrefix(f[1], "cached object modified in place: ns/b: ") {
+				t.Fatalf("fail called with %q, want the two reports", f)
+			}
+		})
+	}
+}
+
+// The periodic check finds a change of an object nothing replaces, reports
+// it once, and the next change again; an object copied before it is
+// changed, or replaced by the server, is never reported.
+func TestMutationDetectedByPeriodicCheck(t *testing.T) {
+	s := newFakeServer()
+	s.put(cm("ns", "a", "app", "web"))
+	s.put(cm("ns", "b"))
+	d := startDetecting(t, s, nil)
+
+	// No false alarm: updates, copies changed, checks.
+	s.put(cm("ns", "b", "v", "2"))
+	c := cached(t, d.inf, "ns/a").DeepCopy()
+	c.Labels["app"] = "copy"
+	d.check()
+	d.check()
+	if got := d.mutations(t); len(got) != 0 {
+		t.Fatalf("reported without a mutation: %q", got)
+	}
+
+	a := cached(t, d.inf, "ns/a")
+	a.Data["k"] = "1"
+	d.check()
+	got := d.waitMutations(t, 1)
+	if !strings.Contains(got[0], `ns/a: cached object modified in place: ns/a: data["k"]: "1", was absent`) {
+		t.Fatalf("report %q", got[0])
+	}
+	a.Data["k"] = "2"
+	delete(a.Labels, "app")
+	d.check()
+	got = d.waitMutations(t, 2)
+	if !strings.Contains(got[1], `metadata.labels["app"]: absent, was "web"; data["k"]: "2", was "1"`) {
+		t.Fatalf("second report %q", got[1])
+	}
+	// The copy was refreshed: replacing the object reports nothing more.
+	s.put(cm("ns", "a", "v", "3"))
+	eventually(t, "the update", func() bool { return len(d.rec.lines(false, Modified)) == 2 })
+	d.waitMutations(t, 2)
+	if n := strings.Count(d.log.String(), "level=ERROR"); n != 2 {
+		t.Fatalf("%d error lines, want 2: %s", n, d.log.String())
+	}
+
+	// The informer's own goroutine checks on its clock, while it runs
+	// (changed while it was stopped: before the goroutine starts).
+	d.inf.Stop()
+	b := cached(t, d.inf, "ns/b")
+	b.Labels["new"] = "x"
+	det := d.inf.loop.w.detect
+	det.tick, det.period = nil, 5*time.Millisecond
+	d.inf.Start()
+	eventually(t, "the goroutine's report", func() bool { return len(d.mutations(t)) == 3 })
+	time.Sleep(50 * time.Millisecond) // ten checks more
+	d.delivered(t)
+	if got = d.mutations(t); len(got) != 3 {
+		t.Fatalf("reports %q, want 3", got)
+	}
+	if !strings.Contains(got[2], `ns/b: metadata.labels["new"]: "x", was absent`) {
+		t.Fatalf("the goroutine's report %q", got[2])
+	}
+}
+
+// Equal labels maps are shared between cached objects: one change of one
+// map shows in every object holding it, and each is reported, once.
+func TestMutationOfSharedMapReportedPerObject(t *testing.T) {
+	s := newFakeServer()
+	for _, n := range []string{"a", "b", "c"} {
+		s.put(cm("ns", n, "app", "web"))
+	}
+	s.put(cm("ns", "other", "app", "db"))
+	d := startDetecting(t, s, nil)
+	m := cached(t, d.inf, "ns/a").Labels
+	for _, k := range []string{"ns/b", "ns/c"} {
+		if reflect.ValueOf(cached(t, d.inf, k).Labels).UnsafePointer() != reflect.ValueOf(m).UnsafePointer() {
+			t.Fatalf("%s does not share ns/a's labels map: the test needs sharing", k)
+		}
+	}
+	m["app"] = "evil"
+	d.check()
+	got := d.waitMutations(t, 3)
+	keys := map[string]int{}
+	for _, g := range got {
+		keys[strings.SplitN(g, ":", 2)[0]]++
+	}
+	if fmt.Sprint(keys) != "map[ns/a:1 ns/b:1 ns/c:1]" {
+		t.Fatalf("reported %v, want ns/a, ns/b and ns/c once each", keys)
+	}
+	// Re-armed: a second change is reported again, once per object.
+	m["tier"] = "1"
+	d.check()
+	d.waitMutations(t, 6)
+	// The changed map is no longer shared with new objects: a new one with
+	// the same labels has its own, right ones.
+	s.put(cm("ns", "d", "app", "web"))
+	eventually(t, "ns/d", func() bool { _, ok := d.inf.Cache().GetByKey("ns/d"); return ok })
+	if l := cached(t, d.inf, "ns/d").Labels; fmt.Sprint(l) != "map[app:web]" {
+		t.Fatalf("a new object was given the changed map: %v", l)
+	}
+}
+
+// In "panic" mode the process panics after the report, with its message:
+// run in a child process.
+func TestMutationPanicMode(t *testing.T) {
+	if os.Getenv("KINFORMER_TEST_MUTATION_CHILD") == "1" {
+		s := newFakeServer()
+		s.put(cm("ns", "a", "app", "web"))
+		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
+		inf.Start()
+		if err := inf.WaitForSync(bounded(t)); err != nil {
+			t.Fatal(err)
+		}
+		o, _ := inf.Cache().GetByKey("ns/a")
+		o.Labels["app"] = "evil"
+		s.put(cm("ns", "a", "v", "2"))
+		time.Sleep(10 * time.Second)
+		t.Fatal("no panic")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMutationPanicMode$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "KINFORMER_TEST_MUTATION_CHILD=1", EnvMutationDetector+"=panic")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the child did not fail:\n%s", out)
+	}
+	for _, want := range []string{
+		`ERROR kinformer: cached object modified in place: ns/a: metadata.labels["app"]: "evil", was "web"`,
+		`panic: kinformer: cached object modified in place: ns/a: metadata.labels["app"]: "evil", was "web"`,
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("the child's output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// countedCM counts its deep copies.
+type countedCM struct{ corev1.ConfigMap }
+
+var cmCopies atomic.Int64
+
+func (c *countedCM) DeepCopyObject() k8sruntime.Object {
+	cmCopies.Add(1)
+	return &countedCM{*c.ConfigMap.DeepCopy()}
+}
+
+// Off, the detector copies nothing and runs no goroutine; on, it copies
+// every object cached.
+func TestMutationDetectorOff(t *testing.T) {
+	t.Setenv(EnvMutationDetector, "")
+	counted := func(detect bool) int64 {
+		c := newCache[*countedCM](nil, nil)
+		w, _ := newTestWriter(c)
+		if detect {
+			w.detect = newDetector[*countedCM](w.log, nil, false)
+			w.detect.rv = func() string { return "" }
+		}
+		before := cmCopies.Load()
+		for i := range 10 {
+			o := &countedCM{*cm("ns", fmt.Sprint(i))}
+			o.ResourceVersion = "1"
+			w.apply(Added, o, w.prepare)
+		}
+		w.apply(Modified, &countedCM{*cm("ns", "0")}, w.prepare)
+		w.apply(Deleted, &countedCM{*cm("ns", "1")}, w.prepare)
+		items := map[string]*countedCM{}
+		for i := range 3 {
+			o := &countedCM{*cm("ns", fmt.Sprint(i))}
+			o.ResourceVersion = "2"
+			w.collect(items, o, w.prepare)
+		}
+		w.replace(items, "3")
+		return cmCopies.Load() - before
+	}
+	if n := counted(false); n != 0 {
+		t.Fatalf("off: %d copies", n)
+	}
+	if n := counted(true); n != 10+1+3 {
+		t.Fatalf("on: %d copies, want one per object cached (14)", n)
+	}
+
+	running := func() bool {
+		buf := make([]byte, 1<<20)
+		return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "(*detector[...]).run")
+	}
+	s := newFakeServer()
+	s.put(cm("ns", "a"))
+	off, _ := startInformer(t, s, nil)
+	if off.loop.w.detect != nil || running() {
+		t.Fatal("the detector is on without being asked")
+	}
+	off.Stop()
+	on, _ := startInformer(t, s, &Options[*corev1.ConfigMap]{DetectMutations: true})
+	if on.loop.w.detect == nil {
+		t.Fatal("DetectMutations: no detector")
+	}
+	eventually(t, "the detector's goroutine", running)
+	on.Stop()
+	if running() {
+		t.Fatal("the detector's goroutine outlived Stop")
+	}
+}
+
+// The environment turns the detector on for every informer: "true" and
+// "1" to report, "panic" to panic too; anything else leaves it to the
+// options. A ListerWatcher may ask for it.
+func TestMutationDetectorSwitches(t *testing.T) {
+	for _, tc := range []struct {
+		env        string
+		opt, lw    bool
+		on, panics bool
+	}{
+		{"", false, false, false, false},
+		{"", true, false, true, false},
+		{"", false, true, true, false},
+		{"true", false, false, true, false},
+		{"1", false, false, true, false},
+		{"TRUE", false, false, true, false},
+		{"panic", false, false, true, true},
+		{"false", false, false, false, false},
+		{"0", true, false, true, false},
+		{"yes", false, false, false, false},
+	} {
+		t.Setenv(EnvMutationDetector, tc.env)
+		var lw ListerWatcher[*corev1.ConfigMapList] = newFakeServer()
+		if tc.lw {
+			lw = detectingLW{newFakeServer()}
+		}
+		inf := New[*corev1.ConfigMap](lw, &Options[*corev1.ConfigMap]{DetectMutations: tc.opt})
+		d := inf.loop.w.detect
+		if on := d != nil; on != tc.on || on && (d.fail != nil) != tc.panics {
+			t.Errorf("env %q, option %v, lister %v: on %v, panics %v; want %v, %v", tc.env, tc.opt, tc.lw, on, on && d.fail != nil, tc.on, tc.panics)
+		}
+	}
+}
+
+type detectingLW struct{ *fakeServer }
+
+func (detectingLW) DetectMutations() bool { return true }
+
+// A detection is counted in kinformer_cache_mutations_total, whose series
+// exists only for informers that detect.
+func TestMutationMetric(t *testing.T) {
+	t.Setenv(EnvMutationDetector, "")
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newFakeServer()
+	s.put(cm("ns", "a"))
+	startInformer(t, s, &Options[*corev1.ConfigMap]{Name: "plain", Metrics: m})
+	d := startDetecting(t, s, &Options[*corev1.ConfigMap]{Name: "configmaps", Metrics: m})
+	if got := gather(t, reg)["kinformer_cache_mutations_total{resource=configmaps}"]; got != 0 {
+		t.Fatalf("before: %v", got)
+	}
+	cached(t, d.inf, "ns/a").Labels["x"] = "y"
+	d.check()
+	d.waitMutations(t, 1)
+	all := gather(t, reg)
+	if got := all["kinformer_cache_mutations_total{resource=configmaps}"]; got != 1 {
+		t.Fatalf("kinformer_cache_mutations_total = %v, want 1", got)
+	}
+	if _, ok := all["kinformer_cache_mutations_total{resource=plain}"]; ok {
+		t.Fatal("a series for an informer without the detector")
+	}
+}
+
+// What a report says differs: paths in JSON names, values before and
+// after, bounded; semantic equality, so a quantity that cached its string
+// is no change.
+func TestMutationDiff(t *testing.T) {
+	base := cm("ns", "a", "app", "web")
+	base.Data["k"] = "v"
+	for _, tc := range []struct {
+		name   string
+		change func(*corev1.ConfigMap)
+		want   string
+	}{
+		{"none", func(*corev1.ConfigMap) {}, ""},
+		{"label", func(c *corev1.ConfigMap) { c.Labels["app"] = "db" }, `metadata.labels["app"]: "db", was "web"`},
+		{"added and removed", func(c *corev1.ConfigMap) { c.Data["new"] = "x"; delete(c.Data, "k") },
+			`data["k"]: absent, was "v"; data["new"]: "x", was absent`},
+		{"pointer", func(c *corev1.ConfigMap) { c.Immutable = new(bool) }, "immutable: false, was nil"},
+		{"time", func(c *corev1.ConfigMap) { c.CreationTimestamp = metav1.Unix(3600, 0) },
+			"metadata.creationTimestamp: 1970-01-01 01:00:00 +0000 UTC, was 0001-01-01 00:00:00 +0000 UTC"},
+		{"slice", func(c *corev1.ConfigMap) { c.Finalizers = []string{"f"} }, "metadata.finalizers: 1 items, was 0"},
+		{"bounded", func(c *corev1.ConfigMap) {
+			c.Name, c.Namespace, c.UID, c.Data["k"] = "b", "other", "u", strings.Repeat("x", 1000)
+		}, `metadata.name: "b", was "a"; metadata.namespace: "other", was "ns"; metadata.uid: "u", was ""; …`},
+		{"long", func(c *corev1.ConfigMap) { c.Data["k"] = strings.Repeat("é", 100) },
+			`data["k"]: "` + strings.Repeat("é", maxMutationValue-1) + `…, was "v"`},
+	} {
+		now := base.DeepCopy()
+		tc.change(now)
+		if got := mutation(now, base); got != tc.want {
+			t.Errorf("%s: %q\nwant %q", tc.name, got, tc.want)
+		}
+	}
+
+	// A quantity that cached its canonical string differs for
+	// reflect.DeepEqual, not for what a reader can see.
+	q := resource.NewMilliQuantity(1500, resource.DecimalSI)
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "v",
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: q}}}}}}
+	was := pod.DeepCopy()
+	_ = q.String()
+	if reflect.DeepEqual(pod, was) {
+		t.Fatal("the quantity did not cache its string: the test shows nothing")
+	}
+	if got := mutation(pod, was); got != "" {
+		t.Fatalf("a quantity's cached string reported: %q", got)
+	}
+	q.Add(resource.MustParse("1"))
+	if got := mutation(pod, was); got != "spec.volumes[0].emptyDir.sizeLimit: 2500m, was 1500m" {
+		t.Fatalf("a quantity's change: %q", got)
+	}
+
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"})
+	u.SetName("a")
+	u.SetLabels(map[string]string{"app": "web"})
+	uw := u.DeepCopy()
+	u.Object["metadata"].(map[string]any)["labels"].(map[string]any)["app"] = "db"
+	if got := mutation(u, uw); got != `metadata.labels.app: "db", was "web"` {
+		t.Fatalf("unstructured: %q", got)
+	}
+	// Values that print alike say their types.
+	u, uw = uw.DeepCopy(), uw.DeepCopy()
+	u.Object["spec"], uw.Object["spec"] = map[string]any{"n": int64(1)}, map[string]any{"n": float64(1)}
+	if got := mutation(u, uw); got != "spec.n: 1 (int64), was 1 (float64)" {
+		t.Fatalf("types: %q", got)
+	}
+}
+
+// lossyCM's DeepCopyObject is not exact: it drops the data.
+type lossyCM struct{ corev1.ConfigMap }
+
+func (c *lossyCM) DeepCopyObject() k8sruntime.Object {
+	out := &lossyCM{*c.ConfigMap.DeepCopy()}
+	out.Data = nil
+	return out
+}
+
+// A type whose DeepCopyObject is not exact cannot be checked: said once
+// (an error line; in "panic" mode, the panic), and its objects are not
+// reported as changed, though each copy differs.
+func TestMutationDetectorInexactCopy(t *testing.T) {
+	c := newCache[*lossyCM](nil, nil)
+	w, events := newTestWriter(c)
+	var log syncBuffer
+	w.detect = newDetector[*lossyCM](slog.New(slog.NewTextHandler(&log, nil)), nil, false)
+	w.detect.rv = w.status.resourceVersion
+	w.detect.emit, w.detect.fence = w.disp.emit, w.disp.fence
+	var fails []string
+	w.detect.fail = func(msg string) { fails = append(fails, msg) }
+	for i := range 3 {
+		o := &lossyCM{*cm("ns", fmt.Sprint(i))}
+		o.Data["k"] = "v"
+		w.apply(Added, o, w.prepare)
+	}
+	o := &lossyCM{*cm("ns", "0")}
+	o.Data["k"] = "v2"
+	w.apply(Modified, o, w.prepare)
+	w.detect.check(context.Background())
+	for _, e := range events() {
+		if e.Type == Error {
+			t.Fatalf("reported: %v", e.Err)
+		}
+	}
+	want := `the mutation detector cannot check objects of type *kinformer.lossyCM: their DeepCopyObject is not exact (ns/0, copy: data["k"]: absent, was "v")`
+	if len(fails) != 1 || !strings.HasPrefix(fails[0], want) {
+		t.Fatalf("fail called with %q, want once with %q", fails, want)
+	}
+	if n := strings.Count(log.String(), "level=ERROR"); n != 1 || !strings.Contains(log.String(), "not exact") {
+		t.Fatalf("log: %s", log.String())
+	}
+	if n := len(w.detect.entries); n != 0 {
+		t.Fatalf("%d objects checked", n)
+	}
+}
+
+// A handler that changed its object and returned is reported by the
+// detector's own goroutine, and under -race it is the report that fails
+// the run, not a race between the handler's write and the check's read:
+// the check synchronises with the handler calls that have ended
+// (dispatcher.fence). Nothing else orders the two here: the tick comes
+// from a goroutine started before the object existed.
+func TestMutationByHandlerIsNotARace(t *testing.T) {
+	s := newFakeServer()
+	d := startDetecting(t, s, nil)
+	tick := make(chan time.Time)
+	d.inf.Stop()
+	d.inf.loop.w.detect.tick = tick
+	d.inf.Start()
+	go func() {
+		time.Sleep(time.Second) // the handler has long returned
+		tick <- time.Time{}
+	}()
+	d.inf.AddEventHandler(Added, func(e cmEvent) { e.Object.Labels["by"] = "handler" })
+	s.put(cm("ns", "a", "app", "web"))
+	eventually(t, "the report", func() bool { return len(d.mutations(t)) == 1 })
+	if got := d.mutations(t); !strings.Contains(got[0], `ns/a: metadata.labels["by"]: "handler", was absent`) {
+		t.Fatalf("report %q", got[0])
+	}
+}
