@@ -81,6 +81,14 @@ type Options struct {
 	// cache, whose behaviour NewCache keeps; recommended unless the
 	// controller reads managedFields from the cache.
 	DropManagedFields bool
+
+	// DetectMutations turns on kinformer's cache mutation detector for
+	// every informer (see kinformer's Options.DetectMutations; also
+	// KINFORMER_CACHE_MUTATION_DETECTOR): a cached object changed in
+	// place, by a handler or through UnsafeDisableDeepCopy, is reported
+	// with an error naming it. It doubles the cache's memory: for tests
+	// and canaries.
+	DetectMutations bool
 }
 
 // NewCache is a cache.NewCacheFunc: controller-runtime's cache on
@@ -114,6 +122,7 @@ func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, er
 		failOnMissing:   opts.ReaderFailOnMissingInformer,
 		watchErrHandler: opts.DefaultWatchErrorHandler,
 		keepManaged:     !ko.DropManagedFields,
+		detectMutations: ko.DetectMutations,
 		cfg:             cfg,
 		httpClient:      opts.HTTPClient,
 		newInformer:     opts.NewInformer,
@@ -152,6 +161,7 @@ type shared struct {
 	failOnMissing   bool
 	watchErrHandler toolscache.WatchErrorHandlerWithContext
 	keepManaged     bool
+	detectMutations bool
 	cfg             *rest.Config
 	httpClient      *http.Client
 	// newInformer is cache.Options.NewInformer: when set, informers are

@@ -19,6 +19,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kinformer/kinformer"
 	kcr "github.com/kinformer/kinformer/controllerruntime"
 	"github.com/kinformer/kinformer/internal/testenv"
 )
@@ -26,7 +27,13 @@ import (
 // The package's tests and examples run against a real kube-apiserver
 // (tools/localapi). Without one (KINFORMER_SKIP_APISERVER), the examples,
 // which cannot skip, are not run.
+// The cache mutation detector is on, in panic mode, unless the environment
+// says otherwise: a test, a reconciler or the adapter that changes a cached
+// object kills the run.
 func TestMain(m *testing.M) {
+	if _, ok := os.LookupEnv(kinformer.EnvMutationDetector); !ok {
+		os.Setenv(kinformer.EnvMutationDetector, "panic")
+	}
 	flag.Parse()
 	if testenv.Skipping() {
 		fmt.Fprintln(os.Stderr, "controllerruntime: "+testenv.EnvSkip+" is set: tests and examples that need the API server do not run")

@@ -141,14 +141,14 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		e.forget = func() {}
 	case k.form == unstructuredForm:
 		inf, err := f.Dynamic(mapping.Resource, ns, &kinformer.Options[*unstructured.Unstructured]{
-			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged})
+			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations})
 		if err != nil {
 			return nil, c.started, err
 		}
 		e.sii, e.forget = clientgo.WrapWithResync(inf, resync), func() { kinformer.StopShared(f, inf) }
 	case k.form == metadataForm:
 		inf, err := f.Metadata(mapping.Resource, ns, &kinformer.Options[*metav1.PartialObjectMetadata]{
-			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged})
+			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations})
 		if err != nil {
 			return nil, c.started, err
 		}
@@ -159,7 +159,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 			return nil, c.started, err
 		}
 		inf, err := f.Typed(example, ns, &kinformer.Options[kinformer.Object]{
-			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged})
+			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations})
 		if err != nil {
 			return nil, c.started, err
 		}
