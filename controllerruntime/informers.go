@@ -96,11 +96,20 @@ func (c *namespaceCache) get(ctx context.Context, gvk schema.GroupVersionKind, o
 			return started, nil, err
 		}
 	}
-	if block && started && !e.sii.HasSynced() {
+	// An informer made by this call was not synced when asked, even if it
+	// syncs before the check below (kinformer's can, on a quick server).
+	if block && started && (!ok || !e.sii.HasSynced()) {
+		timeout := apierrors.NewTimeoutError(fmt.Sprintf("failed waiting for %T Informer to sync", obj), 0)
+		if ctx.Err() != nil {
+			// No time to wait: an error, as controller-runtime's (a
+			// select would pick at random between this and a sync
+			// completing meanwhile).
+			return started, nil, timeout
+		}
 		select {
 		case <-e.sii.HasSyncedChecker().Done():
 		case <-ctx.Done():
-			return started, nil, apierrors.NewTimeoutError(fmt.Sprintf("failed waiting for %T Informer to sync", obj), 0)
+			return started, nil, timeout
 		}
 	}
 	return started, e, nil
