@@ -8,7 +8,6 @@ package main
 //	cd tools/bench && go run . crd
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -311,21 +310,7 @@ func crdMain(args []string) error {
 		return nil
 	}
 	path := filepath.Join(root, *out)
-	old, err := os.ReadFile(path)
-	if err != nil {
-		old = []byte("# Benchmarks: kinformer vs client-go\n")
-	}
-	var doc string
-	if i, j := bytes.Index(old, []byte(crdBegin)), bytes.Index(old, []byte(crdEnd)); i >= 0 && j > i {
-		doc = string(old[:i]) + text + strings.TrimPrefix(string(old[j+len(crdEnd):]), "\n")
-	} else {
-		doc = string(old) + text
-	}
-	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-		return err
-	}
-	logf("updated %s", path)
-	return nil
+	return replaceSection(path, crdBegin, crdEnd, text)
 }
 
 // crdSize creates the CRD and n Widgets on srv and runs the rounds.

@@ -7,7 +7,6 @@ package main
 //	cd tools/bench && go run . factory
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -351,21 +350,7 @@ func factoryMain(args []string) error {
 		return nil
 	}
 	path := filepath.Join(root, *out)
-	old, err := os.ReadFile(path)
-	if err != nil {
-		old = []byte("# Benchmarks: kinformer vs client-go\n")
-	}
-	var doc string
-	if i, j := bytes.Index(old, []byte(factoryBegin)), bytes.Index(old, []byte(factoryEnd)); i >= 0 && j > i {
-		doc = string(old[:i]) + text + strings.TrimPrefix(string(old[j+len(factoryEnd):]), "\n")
-	} else {
-		doc = string(old) + text
-	}
-	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-		return err
-	}
-	logf("updated %s", path)
-	return nil
+	return replaceSection(path, factoryBegin, factoryEnd, text)
 }
 
 // factoryReport is the factory section of docs/benchmarks.md, markers included.

@@ -10,7 +10,6 @@ package main
 //	cd tools/bench && go run . restart
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"os"
@@ -42,21 +41,7 @@ func writeRestartReport(root, out string, rr restartRun) error {
 		return nil
 	}
 	path := filepath.Join(root, out)
-	old, err := os.ReadFile(path)
-	if err != nil {
-		old = []byte("# Benchmarks: kinformer vs client-go\n")
-	}
-	var doc string
-	if i, j := bytes.Index(old, []byte(restartBegin)), bytes.Index(old, []byte(restartEnd)); i >= 0 && j > i {
-		doc = string(old[:i]) + text + strings.TrimPrefix(string(old[j+len(restartEnd):]), "\n")
-	} else {
-		doc = string(old) + text
-	}
-	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-		return err
-	}
-	logf("updated %s", path)
-	return nil
+	return replaceSection(path, restartBegin, restartEnd, text)
 }
 
 // restartReport is the restart section of docs/benchmarks.md, markers included.
