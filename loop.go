@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kinformer/kinformer/internal/intern"
+	"github.com/kinformer/kinformer/internal/liveness"
 )
 
 // The watch loop is a small state machine. Its state says what the
@@ -193,14 +194,15 @@ const minHealthyWatch = time.Second
 // loop is an informer's watch loop, with all that only its goroutine
 // touches.
 type loop[T Object] struct {
-	listFn  func(context.Context, metav1.ListOptions) (runtime.Object, error)
-	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)
-	opts    *Options[T]
-	w       writer[T]
-	direct  *directWatcher // nil: watches go through watchFn only
-	st      state          // kept between runs: what was learnt about the server
-	log     *slog.Logger
-	obs     *observer // metrics; nil for none
+	listFn   func(context.Context, metav1.ListOptions) (runtime.Object, error)
+	watchFn  func(context.Context, metav1.ListOptions) (watch.Interface, error)
+	opts     *Options[T]
+	w        writer[T]
+	direct   *directWatcher  // nil: watches go through watchFn only
+	liveness liveness.Prober // checks a silent connection; nil if the client's cannot be reached
+	st       state           // kept between runs: what was learnt about the server
+	log      *slog.Logger
+	obs      *observer // metrics; nil for none
 
 	// target is the server's resourceVersion at the start of a restored
 	// informer, which it must reach to be synced; "" when not catching up.
@@ -245,6 +247,9 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *
 		obs: obs,
 	}
 	l.st.watchList = !o.DisableStreamingList && mayStream(lw)
+	if o.ProbeAfter > 0 {
+		l.liveness = proberFor(lw)
+	}
 	if !o.DisableDirectDecoding {
 		l.newDirect = func(share *intern.Sharer) *directWatcher {
 			return newDirectWatcher[T](lw, o.objectType(), o.KeepManagedFields, share, o.maxJSONEvent)

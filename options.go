@@ -80,6 +80,27 @@ type Options[T Object] struct {
 	// the connection for dead, drops it and resumes. Default 30 seconds.
 	IdleMargin time.Duration
 
+	// ProbeAfter is how long the HTTP/2 connection under a watch may carry
+	// nothing before kinformer asks whether it is alive: a GET /version
+	// sent on that same connection, at most one at a time per connection
+	// however many watches share it, and none while events flow. No
+	// answer within ProbeTimeout, and the connection is taken for dead:
+	// it is closed, and every watch on it resumes on a new one. A quiet
+	// connection costs a probe per ProbeAfter; a dead one is found within
+	// ProbeAfter + ProbeTimeout of its last frame. Default 5 seconds;
+	// negative: never probe (the transport's own HTTP/2 health check,
+	// 45 s in client-go, and IdleMargin remain). It needs the client's
+	// HTTP client: a clientset's typed client, client-go's dynamic client,
+	// a Factory's informers, or a ListerWatcher with a
+	// ProbeClient() rest.Interface method. Over HTTP/1.1 a watch holds its
+	// connection alone and nothing can be sent on it: not probed.
+	ProbeAfter time.Duration
+
+	// ProbeTimeout is how long a probe (ProbeAfter) may take before the
+	// connection is taken for dead: longer than a slow server's answer.
+	// Default 5 seconds.
+	ProbeTimeout time.Duration
+
 	// Backoff paces retries after failed lists and watches.
 	// Zero fields take [DefaultBackoff]'s values.
 	Backoff Backoff
@@ -184,6 +205,8 @@ const (
 	defaultPageSize     = 500
 	defaultWatchTimeout = 5 * time.Minute
 	defaultIdleMargin   = 30 * time.Second
+	defaultProbeAfter   = 5 * time.Second
+	defaultProbeTimeout = 5 * time.Second
 )
 
 // objectType is the type of the objects the informer makes: T, or
@@ -212,6 +235,12 @@ func (o *Options[T]) withDefaults() Options[T] {
 	}
 	if out.IdleMargin <= 0 {
 		out.IdleMargin = defaultIdleMargin
+	}
+	if out.ProbeAfter == 0 {
+		out.ProbeAfter = defaultProbeAfter
+	}
+	if out.ProbeTimeout <= 0 {
+		out.ProbeTimeout = defaultProbeTimeout
 	}
 	out.Backoff = out.Backoff.withDefaults()
 	if nilSharder(out.Sharding) {

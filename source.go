@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kinformer/kinformer/internal/jsonwatch"
+	"github.com/kinformer/kinformer/internal/liveness"
 	"github.com/kinformer/kinformer/internal/protowatch"
 )
 
@@ -145,11 +146,21 @@ type stream[T Object] struct {
 	started time.Time                // when the watch was open
 	last    time.Time                // the last event, or started
 	conn    atomic.Pointer[net.Conn] // the connection the request went out on, if known
+	live    *liveness.Watch          // the connection's watchdog; nil if none
 }
 
 func (s *stream[T]) stop() {
 	s.src.stop()
 	s.cancel()
+	s.live.Done()
+}
+
+// watchConn puts the stream's connection under its watchdog (see
+// liveness.go), once the watch is open.
+func (s *stream[T]) watchConn(probe liveness.Prober, after, timeout time.Duration) {
+	if c := s.conn.Load(); c != nil {
+		s.live = liveness.Register(*c, probe, after, timeout)
+	}
 }
 
 // traced returns ctx with a trace that records the connection a request
@@ -223,11 +234,17 @@ func (s *stream[T]) next(ctx context.Context, d deadlines) (watch.Event, error) 
 	}
 	ev, err := s.src.next(ctx, at)
 	switch {
-	case err == nil:
-		s.last = time.Now()
-		return ev, nil
 	case ctx.Err() != nil:
 		return watch.Event{}, ctx.Err()
+	case s.live.Dead():
+		// The watchdog closed the connection: whatever came last (an
+		// event read before the close, or the client's error about it),
+		// the watch resumes from its resourceVersion on a new one.
+		return watch.Event{}, ErrIdle
+	case err == nil:
+		s.last = time.Now()
+		s.live.Touch(s.last)
+		return ev, nil
 	case errors.Is(err, errDeadline):
 		return watch.Event{}, why
 	case errors.Is(err, errEnded):
@@ -237,6 +254,7 @@ func (s *stream[T]) next(ctx context.Context, d deadlines) (watch.Event, error) 
 		return watch.Event{}, errEnded
 	case errors.Is(err, ErrUnexpectedObject):
 		s.last = time.Now() // something came: the connection lives
+		s.live.Touch(s.last)
 	}
 	return watch.Event{}, err
 }

@@ -75,6 +75,7 @@ func (l *loop[T]) openWatch(ctx context.Context, verb string, adjust func(*metav
 	// (discovery, a new connection), and must not count as watching.
 	s.started = time.Now()
 	s.last = s.started
+	s.watchConn(l.liveness, l.opts.ProbeAfter, l.opts.ProbeTimeout)
 	return s, nil
 }
 
@@ -182,6 +183,10 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 // idle is the error of a stream silent past its idle deadline, whose
 // connection it drops (stream.dropConn).
 func (l *loop[T]) idle(what string, s *stream[T]) error {
+	if s.live.Dead() {
+		l.log.Info("kinformer: "+what+"'s connection did not answer a probe: closed it", "timeout", s.live.Timeout())
+		return fmt.Errorf("%s: %w: its connection was silent and did not answer a probe within %s", what, ErrIdle, s.live.Timeout())
+	}
 	if s.dropConn() {
 		l.log.Info("kinformer: "+what+" silent past its deadline: closing its connection", "silent", s.idle)
 	}

@@ -751,7 +751,30 @@ func TestChaosDeadConnection(t *testing.T) {
 	}
 }
 
+// cmInformer makes an informer of namespace ns's ConfigMaps on cfg.
+type cmInformer func(t *testing.T, cfg *rest.Config, ns string) *kinformer.Informer[*corev1.ConfigMap]
+
+// newWith is cmInformer for New with opts over a clientset's typed client.
+func newWith(opts *kinformer.Options[*corev1.ConfigMap]) cmInformer {
+	return func(t *testing.T, cfg *rest.Config, ns string) *kinformer.Informer[*corev1.ConfigMap] {
+		return kinformer.New[*corev1.ConfigMap](clientset(t, cfg).CoreV1().ConfigMaps(ns), opts)
+	}
+}
+
+// deadConnection is how long an informer took to recover from its
+// connection going silently dead, and whether it did within limit.
+type deadConnection struct {
+	recovered     time.Duration // from the fault to a value written after it in the cache
+	firstErr      string        // the first ERROR event, "" if none
+	firstErrAfter time.Duration
+	ok            bool
+}
+
 func measureDeadConnection(t *testing.T, srv *testenv.Server, opts *kinformer.Options[*corev1.ConfigMap], limit time.Duration) {
+	measureDeadConnectionOf(t, srv, newWith(opts), limit)
+}
+
+func measureDeadConnectionOf(t *testing.T, srv *testenv.Server, newInformer cmInformer, limit time.Duration) deadConnection {
 	admin := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
 	mustCreate(t, admin, configMap(ns, "marker", nil, "0"))
@@ -779,7 +802,7 @@ func measureDeadConnection(t *testing.T, srv *testenv.Server, opts *kinformer.Op
 
 	p := newFaultProxy(t, strings.TrimPrefix(srv.Host(), "https://"))
 	proto := &protocols{}
-	inf := kinformer.New[*corev1.ConfigMap](clientset(t, proto.wrap(p.config(t, srv.Config()))).CoreV1().ConfigMaps(ns), opts)
+	inf := newInformer(t, proto.wrap(p.config(t, srv.Config())), ns)
 	var firstErr atomic.Pointer[string]
 	var firstErrAt atomic.Int64
 	inf.AddHandler(func(e cmEvent) {
@@ -824,10 +847,15 @@ func measureDeadConnection(t *testing.T, srv *testenv.Server, opts *kinformer.Op
 				}
 				t.Logf("dead connection noticed: recovered %s after it went dead (%s after new connections worked); first new connection at %s, first ERROR at %s: %s; protocol %s",
 					since(time.Now()), time.Since(ended).Round(100*time.Millisecond), since(newConnAt), since(errAt), msg, proto)
-				return
+				r := deadConnection{recovered: time.Since(began), ok: true}
+				if !errAt.IsZero() {
+					r.firstErr, r.firstErrAfter = msg, errAt.Sub(began)
+				}
+				return r
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("dead connection NOT noticed within %v (protocol %s)", limit, proto)
+	return deadConnection{recovered: time.Since(began)}
 }

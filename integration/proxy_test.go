@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 )
@@ -34,6 +35,10 @@ type faultProxy struct {
 
 	accepted atomic.Int64 // connections accepted, ever
 	wg       sync.WaitGroup
+
+	// lag delays every chunk from the server by this many nanoseconds
+	// (a slow server, or a long way to it); see pipeLagged.
+	lag atomic.Int64
 }
 
 // proxyConn is one client connection and its upstream.
@@ -167,7 +172,7 @@ func (p *faultProxy) serve(c *proxyConn) {
 	}
 	done := make(chan struct{}, 2)
 	go func() { p.pipe(c, server, c.client); done <- struct{}{} }()
-	go func() { p.pipe(c, c.client, server); done <- struct{}{} }()
+	go func() { p.pipeLagged(c, c.client, server); done <- struct{}{} }()
 	<-done // either side ended: end both
 	c.close()
 	<-done
@@ -188,6 +193,51 @@ func (p *faultProxy) pipe(c *proxyConn, dst, src net.Conn) {
 		}
 		if err != nil {
 			return // EOF or reset: serve ends both sides
+		}
+	}
+}
+
+// pipeLagged is pipe with each chunk written p.lag after it was read:
+// a reader goroutine takes chunks as they come, so that a lag does not add
+// up from one chunk to the next.
+func (p *faultProxy) pipeLagged(c *proxyConn, dst, src net.Conn) {
+	type chunk struct {
+		at time.Time
+		b  []byte
+	}
+	chunks := make(chan chunk, 1024)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer close(chunks)
+		for {
+			buf := make([]byte, 32<<10)
+			n, err := src.Read(buf)
+			if n > 0 {
+				select {
+				case chunks <- chunk{time.Now(), buf[:n]}:
+				case <-c.dead:
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for ch := range chunks {
+		if d := time.Until(ch.at.Add(time.Duration(p.lag.Load()))); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-c.dead:
+				return
+			}
+		}
+		if !p.wait(c) {
+			return
+		}
+		if _, err := dst.Write(ch.b); err != nil {
+			return
 		}
 	}
 }

@@ -99,8 +99,24 @@ func (c *Clients) Dynamic(gvr schema.GroupVersionResource, namespace string) dyn
 // Metadata returns the metadata client of resource gvr in namespace:
 // objects as PartialObjectMetadata (metadata only), in JSON.
 func (c *Clients) Metadata(gvr schema.GroupVersionResource, namespace string) metadata.ResourceInterface {
-	return c.meta.Resource(gvr).Namespace(namespace)
+	mr := c.meta.Resource(gvr).Namespace(namespace)
+	rc, err := c.restClient(schema.GroupVersion{Version: "v1"})
+	if err != nil {
+		return mr
+	}
+	return metadataResource{mr, rc}
 }
+
+// metadataResource is a metadata client that says which REST client (and
+// so which HTTP client) its requests go through, for the root's probe of
+// a silent connection: the metadata client keeps its own unexported.
+type metadataResource struct {
+	metadata.ResourceInterface
+	rc *rest.RESTClient
+}
+
+// ProbeClient returns a REST client on the same HTTP client.
+func (m metadataResource) ProbeClient() rest.Interface { return m.rc }
 
 // restClient returns the REST client of a group version, made once and
 // configured as client-go's generated clients are.

@@ -1,0 +1,86 @@
+package kinformer
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"reflect"
+	"sync/atomic"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/kinformer/kinformer/internal/liveness"
+)
+
+// Dead connections (internal/liveness): a watch whose HTTP/2 connection
+// has carried nothing for Options.ProbeAfter gets its connection checked by
+// a GET /version sent on it through the same HTTP client; no answer within
+// ProbeTimeout closes the connection, and every watch on it resumes on a
+// new one. The probe needs the client's HTTP client: a clientset's typed
+// client, client-go's dynamic client, a Factory's informers (metadata ones
+// included), or a ListerWatcher with a ProbeClient() rest.Interface
+// method. Other sources rely on the transport's own health checks and the
+// idle deadline (IdleMargin).
+
+// probeClient is what a ListerWatcher may offer for the probe when it is
+// neither a typed nor a dynamic client: the REST client its requests go
+// through.
+type probeClient interface {
+	ProbeClient() rest.Interface
+}
+
+// proberFor returns the liveness prober of lw's HTTP client, or nil when
+// kinformer cannot reach it.
+func proberFor(lw any) liveness.Prober {
+	var client rest.Interface
+	switch c := lw.(type) {
+	case probeClient:
+		client = c.ProbeClient()
+	case restScoped:
+		client = c.GetClient()
+	default:
+		client, _, _, _ = dynamicTarget(lw)
+	}
+	rc, ok := client.(*rest.RESTClient)
+	if !ok || rc == nil || reflect.ValueOf(rc).IsNil() {
+		return nil
+	}
+	hc := rc.Client
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	url := rc.Get().AbsPath("/version").URL().String()
+	return func(ctx context.Context) (net.Conn, error) {
+		var got atomic.Pointer[net.Conn]
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			GotConn: func(i httptrace.GotConnInfo) {
+				if i.Conn != nil {
+					got.Store(&i.Conn)
+				}
+			},
+		})
+		conn := func() net.Conn {
+			if c := got.Load(); c != nil {
+				return *c
+			}
+			return nil
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Accept", "application/json")
+		// Straight on the HTTP client: not through the REST client's rate
+		// limiter, whose wait would count against the connection.
+		resp, err := hc.Do(req)
+		if err != nil {
+			return conn(), err
+		}
+		// The headers are the answer; the body is not read (a stream reset
+		// over HTTP/2 is free, and a body that never ends cannot hold the
+		// watchdog).
+		resp.Body.Close()
+		return conn(), nil // any status: the connection answered
+	}
+}
