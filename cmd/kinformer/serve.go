@@ -41,7 +41,10 @@ it by rebinding its own name to 127.0.0.1 (DNS rebinding).
 A client has 30 s for each write to it; one that stops reading is cut
 off. At most 16 /objects requests and --max-sse-clients event streams
 (/events and /events/feed) are served at once; beyond, 503 with
-Retry-After. A label selector may be at most 4 KiB.
+Retry-After. A label selector may be at most 4 KiB, a request's headers
+32 KiB (beyond: 431), and they must arrive within 10 s. At most
+--max-connections connections are open at once; more wait until one
+closes, and idle keep-alive connections are closed to make room.
 
 Endpoints (GET only):
   /                  a live page: object counts, events per second, the
@@ -106,6 +109,7 @@ type serveFlags struct {
 	resync      time.Duration
 	sseBuffer   int
 	sseClients  int
+	maxConns    int
 	recent      int
 	stateDir    string
 	shard       shardFlags
@@ -120,6 +124,7 @@ func (f *serveFlags) flagSet() *pflag.FlagSet {
 	fs.StringVar(&f.acceptHosts, "accept-hosts", "", "a regular expression of other host names to answer (the Host header, without port); loopback names always are")
 	fs.IntVar(&f.sseBuffer, "sse-buffer", 1024, fmt.Sprintf("events buffered for each /events client, at most %d; one that falls further behind is disconnected", maxSSEBuffer))
 	fs.IntVar(&f.sseClients, "max-sse-clients", defaultSSEClients, "event-stream clients (/events and /events/feed) served at once; more get 503")
+	fs.IntVar(&f.maxConns, "max-connections", defaultMaxConnections, "connections open at once, event streams and idle keep-alive ones included; more wait until one closes")
 	fs.IntVar(&f.recent, "recent-events", 500, "events kept (summarised, without objects) for /events/recent and the page")
 	bindStateDir(fs, &f.stateDir)
 	f.shard.bind(fs)
@@ -145,6 +150,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return usageErrorf("serve: --sse-buffer must be between 1 and %d", maxSSEBuffer)
 	case f.sseClients < 1:
 		return usageErrorf("serve: --max-sse-clients must be at least 1")
+	case f.maxConns < 1:
+		return usageErrorf("serve: --max-connections must be at least 1")
 	case f.recent < 1:
 		return usageErrorf("serve: --recent-events must be at least 1")
 	case f.watchTime < 0:
@@ -238,10 +245,11 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		}
 	}
 
-	ln, err := net.Listen("tcp", f.listen)
+	tln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return &codedError{code: exitError, msg: fmt.Sprintf("serve: %v", err), err: err}
 	}
+	ln := limitConnections(tln, f.maxConns)
 	// Say the address as asked, with the port actually bound.
 	tcp := ln.Addr().(*net.TCPAddr)
 	host, _, _ := net.SplitHostPort(f.listen)
@@ -258,7 +266,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(e.stderr, "%s: serving %s on http://%s/\n", e.prog, escapeTerminal(s.names()), addr)
 
 	s.setHostCheck(tcp.IP.IsLoopback(), accept)
-	hs := newHTTPServer(s.handler(), slog.NewLogLogger(slog.NewTextHandler(e.stderr, nil), slog.LevelWarn))
+	hs := newHTTPServer(s.handler(), slog.NewLogLogger(slog.NewTextHandler(e.stderr, nil), slog.LevelWarn), ln)
 	// The first error (or SIGINT, SIGTERM) ends everything: g's context is
 	// the lifetime of the informers and of the HTTP server.
 	g, gctx := errgroup.WithContext(ctx)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -33,23 +34,127 @@ const (
 	// defaultSSEClients is --max-sse-clients' default: each event-stream
 	// client holds a connection, a goroutine and its buffer.
 	defaultSSEClients = 256
+	// maxHeaderBytes caps a request's head (its request line and headers):
+	// Go's default, 1 MiB, let 2,000 connections that never ended their
+	// headers take 4.6 GB. serve's requests are small: a label selector
+	// is at most 4 KiB (12 KiB percent-encoded), and browsers' headers a
+	// few more. Beyond, 431 and the connection is closed.
+	maxHeaderBytes = 32 << 10
+	// defaultMaxConnections is --max-connections' default: enough for
+	// --max-sse-clients clients of /events and as many of /events/feed,
+	// the /objects requests and the page's. Each connection costs at most
+	// about 100 KiB while its head is read (the head, Go's buffers, its
+	// goroutine), so the cap bounds a flood's memory at about 100 MiB.
+	defaultMaxConnections = 1024
 	// retryAfter is the Retry-After, in seconds, of a request refused
 	// because too many are in flight.
 	retryAfter = "2"
 )
 
-// newHTTPServer is serve's HTTP server. WriteTimeout bounds every answer;
-// the streaming ones (/objects, the event streams) extend their deadline
-// before each write. There is no ReadTimeout: it would also expire the
-// connection's background read during a long event stream, and cancel it.
-func newHTTPServer(h http.Handler, errorLog *log.Logger) *http.Server {
-	return &http.Server{
+// newHTTPServer is serve's HTTP server, for connections from conns (see
+// connLimit; nil: no cap). WriteTimeout bounds every answer; the streaming
+// ones (/objects, the event streams) extend their deadline before each
+// write. There is no ReadTimeout: it would also expire the connection's
+// background read during a long event stream, and cancel it.
+func newHTTPServer(h http.Handler, errorLog *log.Logger, conns *connLimit) *http.Server {
+	hs := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second, // slow headers (Slowloris)
+		MaxHeaderBytes:    maxHeaderBytes,   // headers that never end
 		WriteTimeout:      2 * defaultWriteTimeout,
 		IdleTimeout:       2 * time.Minute, // idle keep-alive connections
 		ErrorLog:          errorLog,
 	}
+	if conns != nil {
+		hs.ConnState = conns.track
+	}
+	return hs
+}
+
+// connLimit is serve's listener: at most max connections are open at once.
+// Beyond, new connections wait in the kernel's backlog until one closes
+// (a client sees a slow answer, not an error): a flood costs the
+// connections' memory only up to the cap. Keep-alive connections between
+// requests give way: when all slots are taken, idle ones are closed (a
+// client reconnects for its next request, as after IdleTimeout).
+type connLimit struct {
+	net.Listener
+	slots     chan struct{} // a token for each open connection
+	done      chan struct{} // closed by Close: Accept waits no more
+	closeOnce sync.Once
+
+	mu   sync.Mutex // guards idle
+	idle map[net.Conn]struct{}
+}
+
+func limitConnections(ln net.Listener, max int) *connLimit {
+	return &connLimit{Listener: ln, slots: make(chan struct{}, max), done: make(chan struct{}), idle: map[net.Conn]struct{}{}}
+}
+
+// Accept waits for a free slot, then accepts a connection.
+func (l *connLimit) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	default:
+		l.closeIdle() // full: idle keep-alive connections make room
+		select {
+		case l.slots <- struct{}{}:
+		case <-l.done:
+			return nil, net.ErrClosed
+		}
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitedConn{Conn: c, l: l}, nil
+}
+
+func (l *connLimit) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+// full reports whether every slot is taken.
+func (l *connLimit) full() bool { return len(l.slots) == cap(l.slots) }
+
+// track is the HTTP server's ConnState hook: it keeps the set of idle
+// connections, and closes one that becomes idle while all slots are taken.
+func (l *connLimit) track(c net.Conn, state http.ConnState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if state != http.StateIdle {
+		delete(l.idle, c)
+		return
+	}
+	if l.full() {
+		c.Close()
+		return
+	}
+	l.idle[c] = struct{}{}
+}
+
+func (l *connLimit) closeIdle() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c := range l.idle {
+		c.Close()
+		delete(l.idle, c)
+	}
+}
+
+// limitedConn gives its slot back when closed.
+type limitedConn struct {
+	net.Conn
+	l         *connLimit
+	closeOnce sync.Once
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.closeOnce.Do(func() { <-c.l.slots })
+	return err
 }
 
 // limiter caps how many of something are in flight; its zero value

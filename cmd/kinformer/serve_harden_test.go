@@ -308,7 +308,7 @@ func TestServeSSELimits(t *testing.T) {
 // deadline for every answer (event streams extend theirs as they write).
 func TestHTTPServerTimeouts(t *testing.T) {
 	t.Parallel()
-	hs := newHTTPServer(http.NotFoundHandler(), nil)
+	hs := newHTTPServer(http.NotFoundHandler(), nil, nil)
 	if hs.ReadHeaderTimeout <= 0 || hs.IdleTimeout <= 0 || hs.WriteTimeout <= 0 || hs.ReadTimeout != 0 {
 		t.Errorf("ReadHeaderTimeout %v, IdleTimeout %v, WriteTimeout %v, ReadTimeout %v: want the first three set, and no ReadTimeout (it would cancel event streams)",
 			hs.ReadHeaderTimeout, hs.IdleTimeout, hs.WriteTimeout, hs.ReadTimeout)
