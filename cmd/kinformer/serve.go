@@ -35,8 +35,9 @@ when bound to an address other hosts can reach: there is no
 authentication, and the objects served may be confidential (secrets!).
 While bound to a loopback address it answers only requests for
 localhost, 127.0.0.1 or [::1] (any port), and those whose host name
---accept-hosts matches; others get 403. This keeps a web page from reading
-it by rebinding its own name to 127.0.0.1 (DNS rebinding).
+--accept-hosts matches as a whole (kinformer\.internal does not match
+kinformer.internal.evil.example); others get 403. This keeps a web page
+from reading it by rebinding its own name to 127.0.0.1 (DNS rebinding).
 
 A client has 30 s for each write to it; one that stops reading is cut
 off. At most 16 /objects requests and --max-sse-clients event streams
@@ -121,7 +122,7 @@ func (f *serveFlags) flagSet() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "the address to serve on, HOST:PORT (port 0: any free port)")
 	fs.DurationVar(&f.resync, "resync", 0, "re-list from the server this often, as a consistency check (0: never)")
-	fs.StringVar(&f.acceptHosts, "accept-hosts", "", "a regular expression of other host names to answer (the Host header, without port); loopback names always are")
+	fs.StringVar(&f.acceptHosts, "accept-hosts", "", "a regular expression of other host names to answer (the Host header, without port), matched against the whole name; loopback names always are")
 	fs.IntVar(&f.sseBuffer, "sse-buffer", 1024, fmt.Sprintf("events buffered for each /events client, at most %d; one that falls further behind is disconnected", maxSSEBuffer))
 	fs.IntVar(&f.sseClients, "max-sse-clients", defaultSSEClients, "event-stream clients (/events and /events/feed) served at once; more get 503")
 	fs.IntVar(&f.maxConns, "max-connections", defaultMaxConnections, "connections open at once, event streams and idle keep-alive ones included; more wait until one closes")
@@ -168,7 +169,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	var accept *regexp.Regexp
 	if f.acceptHosts != "" {
 		var err error
-		if accept, err = regexp.Compile(f.acceptHosts); err != nil {
+		if accept, err = compileAcceptHosts(f.acceptHosts); err != nil {
 			return usageErrorf("serve: --accept-hosts: %v", err)
 		}
 	}

@@ -348,3 +348,54 @@ func TestServeMaxConnections(t *testing.T) {
 		t.Errorf("with the slots held by idle keep-alive connections: %d, want 200", code)
 	}
 }
+
+// --accept-hosts matches the whole host name: kinformer.internal must not
+// let kinformer.internal.evil.example (a name anyone can point at
+// 127.0.0.1) read the served objects.
+func TestServeAcceptHostsAnchored(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		accept   string
+		ok       []string
+		rejected []string
+	}{
+		{`kinformer\.internal`,
+			[]string{"kinformer.internal", "kinformer.internal:8080", "localhost"},
+			[]string{"kinformer.internal.evil.example", "kinformer.internal.evil.example:8080", "evil-kinformer.internal", "xkinformer.internal"}},
+		{`kinformer.internal`, // the dot unescaped: still the whole name
+			[]string{"kinformer.internal", "kinformerxinternal"},
+			[]string{"kinformer.internal.evil.example"}},
+		{`a\.example|b\.example`, // each alternative anchored
+			[]string{"a.example", "b.example:80"},
+			[]string{"a.example.evil.example", "evil.b.example", "b.example.evil"}},
+		{`.*\.svc\.cluster\.local`,
+			[]string{"kinformer.ns.svc.cluster.local"},
+			[]string{"kinformer.ns.svc.cluster.local.evil.example"}},
+	} {
+		t.Run(tt.accept, func(t *testing.T) {
+			t.Parallel()
+			re, err := compileAcceptHosts(tt.accept)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, hs := configMaps(t, 1, 1)
+			s.setHostCheck(true, re)
+			hs.Config.Handler = s.handler()
+			hs.Start()
+			addr := strings.TrimPrefix(hs.URL, "http://")
+			for _, host := range tt.ok {
+				if resp, body := rawGet(t, addr, host, "/objects"); resp.StatusCode != 200 {
+					t.Errorf("Host %q: %d %s, want 200", host, resp.StatusCode, body)
+				}
+			}
+			for _, host := range tt.rejected {
+				if resp, body := rawGet(t, addr, host, "/objects"); resp.StatusCode != http.StatusForbidden {
+					t.Errorf("Host %q: %d %s, want 403", host, resp.StatusCode, body)
+				}
+			}
+		})
+	}
+	if _, err := compileAcceptHosts(`(`); err == nil || !strings.Contains(err.Error(), "`(`") {
+		t.Errorf("a bad expression: %v, want an error quoting it as given", err)
+	}
+}

@@ -196,6 +196,17 @@ func (s *server) setHostCheck(loopback bool, accept *regexp.Regexp) {
 	}
 }
 
+// compileAcceptHosts compiles --accept-hosts, anchored: it must match a
+// host name as a whole. Unanchored, kinformer.internal would also match
+// kinformer.internal.evil.example, a name any site can point at
+// 127.0.0.1.
+func compileAcceptHosts(expr string) (*regexp.Regexp, error) {
+	if _, err := regexp.Compile(expr); err != nil {
+		return nil, err // the error quotes expr as given
+	}
+	return regexp.Compile(`^(?:` + expr + `)$`)
+}
+
 // hostname is the Host header without its port or brackets.
 func hostname(host string) string {
 	if h, _, err := net.SplitHostPort(host); err == nil {

@@ -321,10 +321,12 @@ func TestHTTPServerTimeouts(t *testing.T) {
 func TestServeHardened(t *testing.T) {
 	t.Parallel()
 	srv := testenv.Shared(t)
-	p, base := startServe(t, "namespaces", "--accept-hosts", `^kinformer\.test$`, kubeconfigArg(srv))
+	p, base := startServe(t, "namespaces", "--accept-hosts", `kinformer\.test`, kubeconfigArg(srv))
 	addr := strings.TrimSuffix(strings.TrimPrefix(base, "http://"), "/")
-	if resp, body := rawGet(t, addr, "evil.example", "/objects"); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "DNS rebinding") {
-		t.Errorf("Host evil.example: %d %s", resp.StatusCode, body)
+	for _, host := range []string{"evil.example", "kinformer.test.evil.example"} { // --accept-hosts is anchored
+		if resp, body := rawGet(t, addr, host, "/objects"); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "DNS rebinding") {
+			t.Errorf("Host %s: %d %s", host, resp.StatusCode, body)
+		}
 	}
 	for _, host := range []string{addr, "localhost", "kinformer.test:80"} {
 		if resp, body := rawGet(t, addr, host, "/healthz"); resp.StatusCode != 200 || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
