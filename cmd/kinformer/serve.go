@@ -39,10 +39,14 @@ localhost, 127.0.0.1 or [::1] (any port), and those whose host name
 kinformer.internal.evil.example); others get 403. This keeps a web page
 from reading it by rebinding its own name to 127.0.0.1 (DNS rebinding).
 
-A client has 30 s for each write to it; one that stops reading is cut
-off. At most 16 /objects requests and --max-sse-clients event streams
-(/events and /events/feed) are served at once; beyond, 503 with
-Retry-After. A label selector may be at most 4 KiB, a request's headers
+A client has 30 s for each write to it (an event stream writes at least
+every 20 s); one that stops reading is cut off. An event stream ends
+after 10 minutes with "event: reconnect": a client that holds one
+without reading holds it no longer (EventSource reconnects by itself,
+and /events/feed resumes where it stopped). At most 16 /objects requests
+are served at once, and --max-sse-clients clients of /events and as many
+of /events/feed (counted apart, so that the page's feed stays
+reachable); beyond, 503 with Retry-After. A label selector may be at most 4 KiB, a request's headers
 32 KiB (beyond: 431), and they must arrive within 10 s. At most
 --max-connections connections are open at once; more wait until one
 closes, and idle keep-alive connections are closed to make room.
@@ -124,7 +128,7 @@ func (f *serveFlags) flagSet() *pflag.FlagSet {
 	fs.DurationVar(&f.resync, "resync", 0, "re-list from the server this often, as a consistency check (0: never)")
 	fs.StringVar(&f.acceptHosts, "accept-hosts", "", "a regular expression of other host names to answer (the Host header, without port), matched against the whole name; loopback names always are")
 	fs.IntVar(&f.sseBuffer, "sse-buffer", 1024, fmt.Sprintf("events buffered for each /events client, at most %d; one that falls further behind is disconnected", maxSSEBuffer))
-	fs.IntVar(&f.sseClients, "max-sse-clients", defaultSSEClients, "event-stream clients (/events and /events/feed) served at once; more get 503")
+	fs.IntVar(&f.sseClients, "max-sse-clients", defaultSSEClients, "event-stream clients served at once, of /events and of /events/feed each (counted apart: /events clients cannot lock the page's feed out); more get 503")
 	fs.IntVar(&f.maxConns, "max-connections", defaultMaxConnections, "connections open at once, event streams and idle keep-alive ones included; more wait until one closes")
 	fs.IntVar(&f.recent, "recent-events", 500, "events kept (summarised, without objects) for /events/recent and the page")
 	bindStateDir(fs, &f.stateDir)
@@ -196,6 +200,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	s.sseClients.max = int64(f.sseClients)
+	s.feedClients.max = int64(f.sseClients)
 	sh, shard, err := f.shard.newSharding(cfg, ns, e.stderr, f.verbose, s.registry)
 	if err != nil {
 		return err
@@ -368,18 +373,21 @@ type server struct {
 	// Set before serving (setHostCheck; tests change the others).
 	hostAllowed    func(host string) bool // nil: any Host
 	writeTimeout   time.Duration          // for each write of a streamed answer
+	streamLifetime time.Duration          // how long an event stream is served before it asks its client to reconnect
 	objectRequests limiter                // /objects in flight
-	sseClients     limiter                // /events and /events/feed clients
+	sseClients     limiter                // /events clients
+	feedClients    limiter                // /events/feed clients: the page's, apart from /events'
 }
 
 func newServer(sseBuffer, recent int) (*server, error) {
 	s := &server{
 		byName: map[string]*served{}, sseBuffer: sseBuffer, recent: newEventRing(recent),
 		closing: make(chan struct{}), now: time.Now, registry: prometheus.NewRegistry(),
-		writeTimeout: defaultWriteTimeout,
+		writeTimeout: defaultWriteTimeout, streamLifetime: defaultStreamLifetime,
 	}
 	s.objectRequests.max = defaultObjectRequests
 	s.sseClients.max = defaultSSEClients
+	s.feedClients.max = defaultSSEClients
 	s.notReady = s.health
 	s.registry.MustRegister(
 		collectors.NewGoCollector(),

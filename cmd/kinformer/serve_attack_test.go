@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,7 +19,9 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/internal/testenv"
 )
 
@@ -397,5 +400,138 @@ func TestServeAcceptHostsAnchored(t *testing.T) {
 	}
 	if _, err := compileAcceptHosts(`(`); err == nil || !strings.Contains(err.Error(), "`(`") {
 		t.Errorf("a bad expression: %v, want an error quoting it as given", err)
+	}
+}
+
+// While --max-sse-clients clients hold /events, the page's own feed is
+// still served: the two are counted apart.
+func TestServePageFeedNotStarved(t *testing.T) {
+	t.Parallel()
+	s, hs := configMaps(t, 1, 1)
+	s.sseClients.max = 2
+	hs.Config.Handler = s.handler()
+	hs.Start()
+	openSSE(t, hs.URL+"/events")
+	openSSE(t, hs.URL+"/events")
+	if code, _ := get(t, hs.URL+"/events"); code != http.StatusServiceUnavailable {
+		t.Errorf("/events beyond --max-sse-clients: %d, want 503", code)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL+"/events/feed", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("/events/feed while /events is full: %d %s, want 200", resp.StatusCode, b)
+	}
+	if l, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || l != ": feed\n" {
+		t.Errorf("/events/feed: first line %q, %v", l, err)
+	}
+}
+
+// readStream reads an event stream to its end (at most 30 s) and returns
+// its lines.
+func readStream(t *testing.T, url, lastEventID string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d", url, resp.StatusCode)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: the stream did not end within 30 s (%v), after %q", url, err, b)
+	}
+	return strings.Split(string(b), "\n")
+}
+
+// An event stream ends at its lifetime, saying so ("event: reconnect"), so
+// that a client that holds one without reading frees its slot; the feed's
+// client resumes where it stopped.
+func TestServeStreamLifetime(t *testing.T) {
+	noGoroutinesLeft(t)
+	s, hs := configMaps(t, 3, 1)
+	s.streamLifetime = 300 * time.Millisecond
+	hs.Config.Handler = s.handler()
+	hs.Start()
+
+	lines := readStream(t, hs.URL+"/events", "")
+	if !slices.Contains(lines, "event: reconnect") {
+		t.Errorf("/events ended without event: reconnect: %q", lines)
+	}
+	lines = readStream(t, hs.URL+"/events/feed", "")
+	if !slices.Contains(lines, "event: reconnect") {
+		t.Errorf("/events/feed ended without event: reconnect: %q", lines)
+	}
+	last := ""
+	for _, l := range lines {
+		if id, ok := strings.CutPrefix(l, "id: "); ok {
+			last = id
+		}
+	}
+	if last == "" {
+		t.Fatalf("/events/feed: no id in %q", lines)
+	}
+	// Reconnected with the last id: nothing missed, nothing again.
+	lines = readStream(t, hs.URL+"/events/feed", last)
+	for _, l := range lines {
+		if strings.HasPrefix(l, "data: {\"seq\"") || l == "event: missed" {
+			t.Errorf("/events/feed resumed after %s: %q", last, l)
+		}
+	}
+	waitFor(t, "the streams' slots free", 10*time.Second, func() bool {
+		return s.sseClients.n.Load() == 0 && s.feedClients.n.Load() == 0
+	})
+}
+
+// An /events client that stops reading is cut when a write stalls past
+// the write deadline, with events still short of its buffer.
+func TestServeEventsStalledClient(t *testing.T) {
+	noGoroutinesLeft(t)
+	if smallBufferDialer == nil {
+		t.Skip("no small receive buffers here")
+	}
+	s, hs := configMaps(t, 1, 1)
+	s.writeTimeout = 500 * time.Millisecond
+	hs.Config.Handler = s.handler()
+	hs.Start()
+	r := s.resources[0]
+
+	conn, err := smallBufferDialer.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the client subscribed", 10*time.Second, func() bool { return r.hub.len() == 1 })
+	// Two events of 4 MiB: more than the sockets hold, fewer than the
+	// client's buffer (8 events).
+	big := &unstructured.Unstructured{}
+	big.SetAPIVersion("v1")
+	big.SetKind("ConfigMap")
+	big.SetNamespace("ns")
+	big.SetName("big")
+	_ = unstructured.SetNestedField(big.Object, strings.Repeat("x", 4<<20), "data", "v")
+	for range 2 {
+		r.hub.publish(kinformer.Event[*unstructured.Unstructured]{Type: kinformer.Modified, Object: big, ResourceVersion: "1"})
+	}
+	waitFor(t, "the stalled client cut", 30*time.Second, func() bool { return s.sseClients.n.Load() == 0 && r.hub.len() == 0 })
+	if n := r.sseDropped.Load(); n != 0 {
+		t.Errorf("%d clients dropped for falling behind: the write deadline should have cut it", n)
 	}
 }

@@ -32,8 +32,19 @@ const (
 	// each holds a sorted list of its objects' keys until written.
 	defaultObjectRequests = 16
 	// defaultSSEClients is --max-sse-clients' default: each event-stream
-	// client holds a connection, a goroutine and its buffer.
+	// client holds a connection, a goroutine and its buffer. /events and
+	// /events/feed have a cap each: clients of one cannot starve the
+	// other, and the page's feed stays reachable.
 	defaultSSEClients = 256
+	// defaultStreamLifetime is how long an event stream is served before
+	// it ends with "event: reconnect". A client that holds a stream
+	// without reading it is cut when a write stalls past the write
+	// deadline, but a quiet stream writes little (a keepalive every 20 s):
+	// its socket's buffers may take days to fill. The lifetime bounds how
+	// long such a client holds a slot. Clients reconnect by design
+	// (EventSource does it by itself, after the stream's "retry:"), and
+	// /events/feed resumes where it stopped (Last-Event-ID).
+	defaultStreamLifetime = 10 * time.Minute
 	// maxHeaderBytes caps a request's head (its request line and headers):
 	// Go's default, 1 MiB, let 2,000 connections that never ended their
 	// headers take 4.6 GB. serve's requests are small: a label selector
@@ -256,4 +267,14 @@ func (d deadlineWriter) Write(p []byte) (int, error) {
 		return 0, fmt.Errorf("setting the write deadline: %w", err)
 	}
 	return d.w.Write(p)
+}
+
+// keepaliveInterval is how often an event stream writes a comment when it
+// has nothing else to write: proxies keep it open, and a client that
+// stopped reading is found out when its socket is full.
+const keepaliveInterval = 20 * time.Second
+
+// lifetimeMessage is why an event stream ended at its lifetime.
+func (s *server) lifetimeMessage() string {
+	return fmt.Sprintf("event streams are served for %v at most; reconnect", s.streamLifetime)
 }

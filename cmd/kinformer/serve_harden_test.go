@@ -262,7 +262,7 @@ func TestServeObjectsStalledClients(t *testing.T) {
 }
 
 // The buffer of --sse-buffer events is not allocated up front, and
-// event-stream clients are capped (/events and /events/feed together).
+// event-stream clients are capped (/events and /events/feed each).
 func TestServeSSELimits(t *testing.T) {
 	// Not parallel: it counts the bytes the process allocates.
 	var before, after runtime.MemStats
@@ -276,7 +276,7 @@ func TestServeSSELimits(t *testing.T) {
 	h.unsubscribe(c)
 
 	s, hs := configMaps(t, 1, 1)
-	s.sseClients.max = 2
+	s.sseClients.max, s.feedClients.max = 1, 1
 	hs.Config.Handler = s.handler()
 	hs.Start()
 	openSSE(t, hs.URL+"/events")
@@ -300,8 +300,22 @@ func TestServeSSELimits(t *testing.T) {
 	}
 	cancel()
 	feed.Body.Close()
-	waitFor(t, "the feed's client gone", 5*time.Second, func() bool { return s.sseClients.n.Load() == 1 })
-	openSSE(t, hs.URL+"/events")
+	waitFor(t, "the feed's client gone", 5*time.Second, func() bool { return s.feedClients.n.Load() == 0 })
+	resp, err := http.Get(hs.URL + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/events, its client still there: %d, want 503", resp.StatusCode)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, hs.URL+"/events/feed", nil)
+	if feed, err = http.DefaultClient.Do(req); err != nil || feed.StatusCode != 200 {
+		t.Fatalf("/events/feed, its client gone: %v %v", feed, err)
+	}
+	feed.Body.Close()
 }
 
 // The HTTP server's timeouts: slow headers, idle connections, and a write

@@ -317,7 +317,7 @@ func (s *server) events(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if !s.sseClients.acquire() {
-		tooMany(w, "too many event-stream clients (%d, --max-sse-clients); retry later", s.sseClients.max)
+		tooMany(w, "too many /events clients (%d, --max-sse-clients); retry later", s.sseClients.max)
 		return
 	}
 	defer s.sseClients.release()
@@ -341,8 +341,10 @@ func (s *server) events(w http.ResponseWriter, req *http.Request) {
 	if !write(": subscribed to %s\nretry: 2000\n\n", r.name) {
 		return
 	}
-	keepalive := time.NewTicker(20 * time.Second)
+	keepalive := time.NewTicker(keepaliveInterval)
 	defer keepalive.Stop()
+	lifetime := time.NewTimer(s.streamLifetime)
+	defer lifetime.Stop()
 	// drain writes what is buffered.
 	drain := func() bool {
 		for {
@@ -371,6 +373,11 @@ func (s *server) events(w http.ResponseWriter, req *http.Request) {
 			if !write(": keepalive\n\n") {
 				return
 			}
+		case <-lifetime.C:
+			if drain() {
+				write("event: reconnect\ndata: {\"error\":%q}\n\n", s.lifetimeMessage())
+			}
+			return
 		case <-s.closing:
 			// What is buffered first (a sharded serve's Deleted for the
 			// share it gave up), then why the stream ends.
