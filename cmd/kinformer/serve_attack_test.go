@@ -535,3 +535,46 @@ func TestServeEventsStalledClient(t *testing.T) {
 		t.Errorf("%d clients dropped for falling behind: the write deadline should have cut it", n)
 	}
 }
+
+// Answers that hold the cluster's data (objects, Secrets among them; names;
+// errors) say Cache-Control: no-store, so that no cache keeps a copy, the
+// browser's included; no-cache lets it keep one. The page, which holds
+// none, may be cached and revalidated.
+func TestServeNoStore(t *testing.T) {
+	t.Parallel()
+	s, hs := configMaps(t, 1, 1)
+	hs.Config.Handler = s.handler()
+	hs.Start()
+	for _, path := range []string{"/objects", "/objects?resource=cm&label=a%3Db", "/objects/cm/ns/cm-0000", "/objects/cm/ns/cm-0000?format=yaml",
+		"/objects/cm/ns/nope", "/objects/nope/x", "/events/recent", "/stats", "/readyz", "/healthz", "/metrics", "/nope"} {
+		resp, err := http.Get(hs.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Cache-Control"); got != "no-store" {
+			t.Errorf("%s (%d): Cache-Control %q, want no-store", path, resp.StatusCode, got)
+		}
+	}
+	for _, path := range []string{"/events", "/events/feed"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.Header.Get("Cache-Control"); resp.StatusCode != 200 || got != "no-store" {
+			t.Errorf("%s (%d): Cache-Control %q, want no-store", path, resp.StatusCode, got)
+		}
+		cancel()
+		resp.Body.Close()
+	}
+	resp, err := http.Get(hs.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("Cache-Control"); got != "no-cache" {
+		t.Errorf("the page: Cache-Control %q, want no-cache", got)
+	}
+}

@@ -239,11 +239,15 @@ func isLoopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// guard wraps the handler with what every response needs: nosniff, and
-// the Host check.
+// guard wraps the handler with what every response needs: nosniff, no-store
+// and the Host check. Answers hold the cluster's objects (Secrets among
+// them), its names and its errors: no cache, the browser's included, may
+// keep a copy ("no-cache" lets them keep one, to revalidate). The page
+// itself, which holds none, says no-cache instead.
 func (s *server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Cache-Control", "no-store")
 		if s.hostAllowed != nil && !s.hostAllowed(req.Host) {
 			writeError(w, http.StatusForbidden, "Host %q is not allowed: this server is bound to a loopback address and answers only "+
 				"requests for localhost, 127.0.0.1 or [::1], so that a web page cannot read it through DNS rebinding; "+

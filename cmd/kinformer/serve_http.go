@@ -91,7 +91,6 @@ func pageCSP(page []byte) string {
 func readyHandler(notReady func() []string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-cache")
 		if problems := notReady(); len(problems) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintln(w, strings.Join(problems, "\n"))
@@ -103,7 +102,6 @@ func readyHandler(notReady func() []string) http.Handler {
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
@@ -194,7 +192,6 @@ func (s *server) listObjects(w http.ResponseWriter, req *http.Request) {
 	// {"resource":…,"resourceVersion":…,"count":…,"items":[…]}, an item at
 	// a time, in chunks of 32 KiB, each with its own write deadline.
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(deadlineWriter{w: w, rc: http.NewResponseController(w), timeout: s.writeTimeout}, 32<<10)
 	var item bytes.Buffer
@@ -257,7 +254,6 @@ func (s *server) getObject(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/yaml; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-cache")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		_, _ = w.Write(b)
 		return
@@ -327,7 +323,6 @@ func (s *server) events(w http.ResponseWriter, req *http.Request) {
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	// A comment first: the client knows it is subscribed.
