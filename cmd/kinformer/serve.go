@@ -48,8 +48,9 @@ are served at once, and --max-sse-clients clients of /events and as many
 of /events/feed (counted apart, so that the page's feed stays
 reachable); beyond, 503 with Retry-After. A label selector may be at most 4 KiB, a request's headers
 32 KiB (beyond: 431), and they must arrive within 10 s. At most
---max-connections connections are open at once; more wait until one
-closes, and idle keep-alive connections are closed to make room.
+--max-connections connections, event streams included, are open at
+once; more wait until one closes, and idle keep-alive connections are
+closed to make room.
 
 Endpoints (GET only):
   /                  a live page: object counts, events per second, the
