@@ -281,7 +281,19 @@ func TestServeHeaderFlood(t *testing.T) {
 func TestServeMaxConnections(t *testing.T) {
 	noGoroutinesLeft(t)
 	const max = 8
+	var inFlight atomic.Int64
+	allIn := make(chan struct{})
 	addr, conns := startHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/together" {
+			// Answered once max are in flight: max connections.
+			if inFlight.Add(1) == max {
+				close(allIn)
+			}
+			select {
+			case <-allIn:
+			case <-time.After(30 * time.Second):
+			}
+		}
 		fmt.Fprintln(w, "ok")
 	}), max)
 
@@ -327,8 +339,7 @@ func TestServeMaxConnections(t *testing.T) {
 	tr := &http.Transport{MaxIdleConnsPerHost: max}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	// One slot is the next Accept's, taken while it waits.
-	waitFor(t, "the held connections closed", 10*time.Second, func() bool { return len(conns.slots) <= 1 })
+	waitFor(t, "the held connections closed", 10*time.Second, func() bool { return len(conns.slots) == 0 })
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for range max {
@@ -336,7 +347,7 @@ func TestServeMaxConnections(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			resp, err := client.Get("http://" + addr + "/")
+			resp, err := client.Get("http://" + addr + "/together")
 			if err != nil {
 				t.Error(err)
 				return
@@ -347,6 +358,11 @@ func TestServeMaxConnections(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
+	select {
+	case <-allIn:
+	default:
+		t.Fatalf("%d requests in flight at once, want %d", inFlight.Load(), max)
+	}
 	if code := rawRequest(t, addr, "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"); code != 200 {
 		t.Errorf("with the slots held by idle keep-alive connections: %d, want 200", code)
 	}

@@ -82,12 +82,13 @@ func newHTTPServer(h http.Handler, errorLog *log.Logger, conns *connLimit) *http
 	return hs
 }
 
-// connLimit is serve's listener: at most max connections are open at once.
-// Beyond, new connections wait in the kernel's backlog until one closes
-// (a client sees a slow answer, not an error): a flood costs the
-// connections' memory only up to the cap. Keep-alive connections between
-// requests give way: when all slots are taken, idle ones are closed (a
-// client reconnects for its next request, as after IdleTimeout).
+// connLimit is serve's listener: at most max connections are served at
+// once. Beyond, a new connection waits, unread, until one closes, and
+// the next ones in the kernel's backlog (a client sees a slow answer, not
+// an error): a flood costs the connections' memory only up to the cap.
+// Keep-alive connections between requests give way: while one waits, idle
+// ones are closed (a client reconnects for its next request, as after
+// IdleTimeout).
 type connLimit struct {
 	net.Listener
 	slots     chan struct{} // a token for each open connection
@@ -102,8 +103,15 @@ func limitConnections(ln net.Listener, max int) *connLimit {
 	return &connLimit{Listener: ln, slots: make(chan struct{}, max), done: make(chan struct{}), idle: map[net.Conn]struct{}{}}
 }
 
-// Accept waits for a free slot, then accepts a connection.
+// Accept accepts a connection, then waits for a free slot for it. The
+// connection is accepted first so that idle ones are closed only for a
+// client that is there; while it waits, it is not read from, and the next
+// ones wait in the backlog.
 func (l *connLimit) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
 	select {
 	case l.slots <- struct{}{}:
 	default:
@@ -111,13 +119,9 @@ func (l *connLimit) Accept() (net.Conn, error) {
 		select {
 		case l.slots <- struct{}{}:
 		case <-l.done:
+			c.Close()
 			return nil, net.ErrClosed
 		}
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
 	}
 	return &limitedConn{Conn: c, l: l}, nil
 }
@@ -131,7 +135,8 @@ func (l *connLimit) Close() error {
 func (l *connLimit) full() bool { return len(l.slots) == cap(l.slots) }
 
 // track is the HTTP server's ConnState hook: it keeps the set of idle
-// connections, and closes one that becomes idle while all slots are taken.
+// connections, and closes one that becomes idle while all slots are taken
+// (a connection may be waiting for one).
 func (l *connLimit) track(c net.Conn, state http.ConnState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -166,6 +171,16 @@ func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.closeOnce.Do(func() { <-c.l.slots })
 	return err
+}
+
+// CloseWrite half-closes a TCP connection, as the HTTP server does before
+// it closes one it answered with an error (431): the client reads the
+// answer before the connection is reset.
+func (c *limitedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 // limiter caps how many of something are in flight; its zero value
