@@ -198,7 +198,10 @@ func TestServeObjectsStalledClients(t *testing.T) {
 		t.Skip("no small receive buffers here")
 	}
 	s, hs := configMaps(t, n, size)
-	s.writeTimeout = 500 * time.Millisecond
+	// Long enough for the complete answer and the twelve requests below on
+	// a busy machine (at 500 ms, one stalled request was sometimes cut
+	// before the last arrived, or the complete answer cut short).
+	s.writeTimeout = 3 * time.Second
 	s.objectRequests.max = 4
 	hs.Config.Handler = s.handler()
 	hs.Start()
@@ -254,7 +257,7 @@ func TestServeObjectsStalledClients(t *testing.T) {
 		t.Errorf("%d requests refused, want 8", refused)
 	}
 	// The stalled ones are cut at the write deadline.
-	waitFor(t, "the stalled requests ended", 5*time.Second, func() bool { return s.objectRequests.n.Load() == 0 })
+	waitFor(t, "the stalled requests ended", 30*time.Second, func() bool { return s.objectRequests.n.Load() == 0 })
 	getJSON(t, hs.URL+"/objects?label=none", 200, &l) // served again
 	if l.Count != 0 || l.Items == nil {
 		t.Errorf("after the stalled clients: %+v", l)
