@@ -7,7 +7,7 @@
 //	          [--resync DURATION] [--state-dir DIR] [-o table|json]
 //	kinformer serve RESOURCE... [--listen 127.0.0.1:8080] [-n NAMESPACE | -A] [-l SELECTOR]
 //	          [--field-selector SELECTOR] [--resync DURATION] [--state-dir DIR]
-//	          [--accept-hosts REGEXP] [--sse-buffer N] [--max-sse-clients N]
+//	          [--accept-hosts REGEXP] [--sse-buffer N] [--max-sse-clients N] [--max-connections N]
 //	          [--shard-group NAME [--shard-namespace NAMESPACE] [--shard-identity ID] [--lease-duration 15s]]
 //
 // It follows kubectl's conventions, with kubectl's own connection flags
@@ -53,8 +53,9 @@
 // /readyz and a live page at /; see `kinformer serve --help`. While bound
 // to a loopback address it answers only requests for loopback names
 // (localhost, 127.0.0.1, [::1]) and those --accept-hosts matches, against
-// DNS rebinding; slow or stalled clients are cut off, and concurrent
-// /objects requests and event streams are capped.
+// DNS rebinding; slow or stalled clients are cut off, and connections,
+// request headers, concurrent /objects requests and event streams are
+// capped.
 //
 // With --shard-group NAME, several serve processes split every RESOURCE
 // between them (package sharding: a Lease per process, labelled

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"time"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"golang.org/x/term"
@@ -30,10 +32,11 @@ type output struct {
 	mu           sync.Mutex // guards everything below, and writes to stdout and stderr
 	stdout       *bufio.Writer
 	stderr       io.Writer
-	enc          *json.Encoder
-	widths       []int // table column widths, grown as needed
-	header       bool  // table header printed
-	progressLine bool  // a progress line is on stderr, not yet ended by a newline
+	enc          *json.Encoder // -o json: encodes into line
+	line         bytes.Buffer  // one encoded event, before it is escaped onto stdout
+	widths       []int         // table column widths, grown as needed
+	header       bool          // table header printed
+	progressLine bool          // a progress line is on stderr, not yet ended by a newline
 	counts       map[kinformer.EventType]int
 	restored     int // Added events of objects restored from the state file (counted in counts too)
 }
@@ -47,7 +50,7 @@ func newOutput(e *env, format string, showNS bool) *output {
 		stderr: e.stderr,
 		counts: map[kinformer.EventType]int{},
 	}
-	o.enc = json.NewEncoder(o.stdout)
+	o.enc = json.NewEncoder(&o.line)
 	o.enc.SetEscapeHTML(false)
 	return o
 }
@@ -112,8 +115,11 @@ func (o *output) event(ev kinformer.Event[*unstructured.Unstructured], flush boo
 		}
 	}
 	if o.json {
+		o.line.Reset()
 		if err := o.enc.Encode(newJSONEvent(ev)); err != nil {
 			fmt.Fprintf(o.stderr, "%s: encoding event: %v\n", o.prog, err)
+		} else {
+			o.stdout.Write(escapeJSONText(o.line.Bytes()))
 		}
 	} else {
 		switch ev.Type {
@@ -291,4 +297,34 @@ func escapeTerminal(s string) string {
 		s = s[size:]
 	}
 	return b.String()
+}
+
+// escapeJSONText rewrites encoded JSON so that every character a terminal
+// would not print as itself is a \u escape, as escapeTerminal does for the
+// table: DEL, C1 controls, bidi overrides (U+202E), zero-width and other
+// format characters. encoding/json escapes only the C0 controls (and
+// U+2028, U+2029), so an object's text could otherwise reorder or hide
+// what a terminal shows. JSON's structure is ASCII, so these characters
+// are inside strings, where the escape stands for the same character: the
+// line decodes to the same value. b is returned as is when it holds none.
+func escapeJSONText(b []byte) []byte {
+	escape := func(r rune) bool { return r == 0x7f || r >= utf8.RuneSelf && !unicode.IsPrint(r) }
+	i := bytes.IndexFunc(b, escape)
+	if i < 0 {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	out = append(out, b[:i]...)
+	for b = b[i:]; len(b) > 0; {
+		r, size := utf8.DecodeRune(b)
+		if !escape(r) {
+			out = append(out, b[:size]...)
+		} else if r1, r2 := utf16.EncodeRune(r); r1 != utf8.RuneError {
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2) // beyond U+FFFF: a surrogate pair
+		} else {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		b = b[size:]
+	}
+	return out
 }

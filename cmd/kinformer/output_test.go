@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
+	"unicode"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -80,5 +83,49 @@ func TestWatchEscapesServerError(t *testing.T) {
 	if code != exitBadSelector || stdout != "" || hasControl(stderr) || strings.Count(stderr, "\n") != 1 ||
 		!strings.Contains(stderr, `metadata.name\x1b[2J\nkinformer: FAKE`) {
 		t.Errorf("exit %d, stdout %q, stderr %q; want %d, the message escaped on one line", code, stdout, stderr, exitBadSelector)
+	}
+}
+
+// -o json escapes what the table escapes: an object's bidi overrides,
+// zero-width and other format characters, C1 controls and DEL are \u
+// escapes, so that its text cannot reorder or hide what a terminal shows.
+// The line still decodes to the same object.
+func TestJSONEscapes(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	o := newOutput(&env{prog: "kinformer", stdout: &stdout, stderr: &stderr}, "json", true)
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion("v1")
+	obj.SetKind("ConfigMap")
+	obj.SetNamespace("ns")
+	obj.SetName("invoice\u202efdp.exe")
+	obj.SetLabels(map[string]string{"k\u200b": "v\u2066x\u2069"})
+	_ = unstructured.SetNestedField(obj.Object, "del\x7f nel\u0085 csi\u009b2J tag\U000E0041 nbsp\u00a0 bom\ufeff", "data", "hidden")
+	_ = unstructured.SetNestedField(obj.Object, "héllo, 世界 😀 \"q\" \\ <&>", "data", "shown")
+	o.event(kinformer.Event[*unstructured.Unstructured]{Type: kinformer.Added, Object: obj, ResourceVersion: "7"}, true)
+	o.finish(0, false)
+
+	line := stdout.String()
+	if strings.ContainsFunc(strings.TrimSuffix(line, "\n"), func(r rune) bool { return !unicode.IsPrint(r) }) {
+		t.Errorf("the line holds characters a terminal does not print as themselves:\n%q", line)
+	}
+	for _, want := range []string{`invoice\u202efdp.exe`, `k\u200b`, `v\u2066x\u2069`, `del\u007f`, `nel\u0085`, `csi\u009b2J`, `tag\udb40\udc41`, `nbsp\u00a0`, `bom\ufeff`, `"héllo, 世界 😀 \"q\" \\ <&>"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the line lacks %s:\n%s", want, line)
+		}
+	}
+	var got struct {
+		Type   string         `json:"type"`
+		Key    string         `json:"key"`
+		Object map[string]any `json:"object"`
+	}
+	if err := json.Unmarshal([]byte(line), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, line)
+	}
+	if got.Key != "ns/invoice\u202efdp.exe" || !reflect.DeepEqual(got.Object, obj.Object) {
+		t.Errorf("decoded: key %q, object %v; want %v", got.Key, got.Object, obj.Object)
+	}
+	if want := []byte(`{"a":"b"}`); &escapeJSONText(want)[0] != &want[0] {
+		t.Errorf("a line with nothing to escape is copied")
 	}
 }

@@ -35,13 +35,22 @@ when bound to an address other hosts can reach: there is no
 authentication, and the objects served may be confidential (secrets!).
 While bound to a loopback address it answers only requests for
 localhost, 127.0.0.1 or [::1] (any port), and those whose host name
---accept-hosts matches; others get 403. This keeps a web page from reading
-it by rebinding its own name to 127.0.0.1 (DNS rebinding).
+--accept-hosts matches as a whole (kinformer\.internal does not match
+kinformer.internal.evil.example); others get 403. This keeps a web page
+from reading it by rebinding its own name to 127.0.0.1 (DNS rebinding).
 
-A client has 30 s for each write to it; one that stops reading is cut
-off. At most 16 /objects requests and --max-sse-clients event streams
-(/events and /events/feed) are served at once; beyond, 503 with
-Retry-After. A label selector may be at most 4 KiB.
+A client has 30 s for each write to it (an event stream writes at least
+every 20 s); one that stops reading is cut off. An event stream ends
+after 10 minutes with "event: reconnect": a client that holds one
+without reading holds it no longer (EventSource reconnects by itself,
+and /events/feed resumes where it stopped). At most 16 /objects requests
+are served at once, and --max-sse-clients clients of /events and as many
+of /events/feed (counted apart, so that the page's feed stays
+reachable); beyond, 503 with Retry-After. A label selector may be at most 4 KiB, a request's headers
+32 KiB (beyond: 431), and they must arrive within 10 s. At most
+--max-connections connections, event streams included, are open at
+once; more wait until one closes, and idle keep-alive connections are
+closed to make room.
 
 Endpoints (GET only):
   /                  a live page: object counts, events per second, the
@@ -106,6 +115,7 @@ type serveFlags struct {
 	resync      time.Duration
 	sseBuffer   int
 	sseClients  int
+	maxConns    int
 	recent      int
 	stateDir    string
 	shard       shardFlags
@@ -117,9 +127,10 @@ func (f *serveFlags) flagSet() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "the address to serve on, HOST:PORT (port 0: any free port)")
 	fs.DurationVar(&f.resync, "resync", 0, "re-list from the server this often, as a consistency check (0: never)")
-	fs.StringVar(&f.acceptHosts, "accept-hosts", "", "a regular expression of other host names to answer (the Host header, without port); loopback names always are")
+	fs.StringVar(&f.acceptHosts, "accept-hosts", "", "a regular expression of other host names to answer (the Host header, without port), matched against the whole name; loopback names always are")
 	fs.IntVar(&f.sseBuffer, "sse-buffer", 1024, fmt.Sprintf("events buffered for each /events client, at most %d; one that falls further behind is disconnected", maxSSEBuffer))
-	fs.IntVar(&f.sseClients, "max-sse-clients", defaultSSEClients, "event-stream clients (/events and /events/feed) served at once; more get 503")
+	fs.IntVar(&f.sseClients, "max-sse-clients", defaultSSEClients, "event-stream clients served at once, of /events and of /events/feed each (counted apart: /events clients cannot lock the page's feed out); more get 503")
+	fs.IntVar(&f.maxConns, "max-connections", defaultMaxConnections, "connections open at once, event streams and idle keep-alive ones included; more wait until one closes")
 	fs.IntVar(&f.recent, "recent-events", 500, "events kept (summarised, without objects) for /events/recent and the page")
 	bindStateDir(fs, &f.stateDir)
 	f.shard.bind(fs)
@@ -145,6 +156,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return usageErrorf("serve: --sse-buffer must be between 1 and %d", maxSSEBuffer)
 	case f.sseClients < 1:
 		return usageErrorf("serve: --max-sse-clients must be at least 1")
+	case f.maxConns < 1:
+		return usageErrorf("serve: --max-connections must be at least 1")
 	case f.recent < 1:
 		return usageErrorf("serve: --recent-events must be at least 1")
 	case f.watchTime < 0:
@@ -161,7 +174,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	var accept *regexp.Regexp
 	if f.acceptHosts != "" {
 		var err error
-		if accept, err = regexp.Compile(f.acceptHosts); err != nil {
+		if accept, err = compileAcceptHosts(f.acceptHosts); err != nil {
 			return usageErrorf("serve: --accept-hosts: %v", err)
 		}
 	}
@@ -188,6 +201,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	s.sseClients.max = int64(f.sseClients)
+	s.feedClients.max = int64(f.sseClients)
 	sh, shard, err := f.shard.newSharding(cfg, ns, e.stderr, f.verbose, s.registry)
 	if err != nil {
 		return err
@@ -238,10 +252,11 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		}
 	}
 
-	ln, err := net.Listen("tcp", f.listen)
+	tln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return &codedError{code: exitError, msg: fmt.Sprintf("serve: %v", err), err: err}
 	}
+	ln := limitConnections(tln, f.maxConns)
 	// Say the address as asked, with the port actually bound.
 	tcp := ln.Addr().(*net.TCPAddr)
 	host, _, _ := net.SplitHostPort(f.listen)
@@ -258,7 +273,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(e.stderr, "%s: serving %s on http://%s/\n", e.prog, escapeTerminal(s.names()), addr)
 
 	s.setHostCheck(tcp.IP.IsLoopback(), accept)
-	hs := newHTTPServer(s.handler(), slog.NewLogLogger(slog.NewTextHandler(e.stderr, nil), slog.LevelWarn))
+	hs := newHTTPServer(s.handler(), slog.NewLogLogger(slog.NewTextHandler(e.stderr, nil), slog.LevelWarn), ln)
 	// The first error (or SIGINT, SIGTERM) ends everything: g's context is
 	// the lifetime of the informers and of the HTTP server.
 	g, gctx := errgroup.WithContext(ctx)
@@ -359,18 +374,21 @@ type server struct {
 	// Set before serving (setHostCheck; tests change the others).
 	hostAllowed    func(host string) bool // nil: any Host
 	writeTimeout   time.Duration          // for each write of a streamed answer
+	streamLifetime time.Duration          // how long an event stream is served before it asks its client to reconnect
 	objectRequests limiter                // /objects in flight
-	sseClients     limiter                // /events and /events/feed clients
+	sseClients     limiter                // /events clients
+	feedClients    limiter                // /events/feed clients: the page's, apart from /events'
 }
 
 func newServer(sseBuffer, recent int) (*server, error) {
 	s := &server{
 		byName: map[string]*served{}, sseBuffer: sseBuffer, recent: newEventRing(recent),
 		closing: make(chan struct{}), now: time.Now, registry: prometheus.NewRegistry(),
-		writeTimeout: defaultWriteTimeout,
+		writeTimeout: defaultWriteTimeout, streamLifetime: defaultStreamLifetime,
 	}
 	s.objectRequests.max = defaultObjectRequests
 	s.sseClients.max = defaultSSEClients
+	s.feedClients.max = defaultSSEClients
 	s.notReady = s.health
 	s.registry.MustRegister(
 		collectors.NewGoCollector(),

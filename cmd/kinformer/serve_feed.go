@@ -168,16 +168,15 @@ func (s *server) feed(w http.ResponseWriter, req *http.Request) {
 	if !ok {
 		return
 	}
-	if !s.sseClients.acquire() {
-		tooMany(w, "too many event-stream clients (%d, --max-sse-clients); retry later", s.sseClients.max)
+	if !s.feedClients.acquire() {
+		tooMany(w, "too many /events/feed clients (%d, --max-sse-clients); retry later", s.feedClients.max)
 		return
 	}
-	defer s.sseClients.release()
+	defer s.feedClients.release()
 	after, resuming := s.recent.parseID(req.Header.Get("Last-Event-ID"))
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	var b []byte
@@ -191,9 +190,11 @@ func (s *server) feed(w http.ResponseWriter, req *http.Request) {
 	if !flush() {
 		return
 	}
-	keepalive := time.NewTicker(20 * time.Second)
+	keepalive := time.NewTicker(keepaliveInterval)
 	defer keepalive.Stop()
-	for closing := false; ; {
+	lifetime := time.NewTimer(s.streamLifetime)
+	defer lifetime.Stop()
+	for closing, expired := false, false; ; {
 		events, last, missed, changed := s.recent.since(after, f)
 		if missed > 0 && resuming {
 			b = fmt.Appendf(b, "event: missed\ndata: {\"missed\":%d}\n\n", missed)
@@ -219,6 +220,12 @@ func (s *server) feed(w http.ResponseWriter, req *http.Request) {
 			flush()
 			return
 		}
+		if expired {
+			// The client reconnects and resumes after the last id.
+			b = fmt.Appendf(b, "event: reconnect\ndata: {\"error\":%q}\n\n", s.lifetimeMessage())
+			flush()
+			return
+		}
 		if len(b) > 0 && !flush() {
 			return
 		}
@@ -229,6 +236,8 @@ func (s *server) feed(w http.ResponseWriter, req *http.Request) {
 			if !flush() {
 				return
 			}
+		case <-lifetime.C:
+			expired = true
 		case <-s.closing:
 			closing = true
 		case <-req.Context().Done():

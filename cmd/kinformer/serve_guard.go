@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -31,25 +32,155 @@ const (
 	// each holds a sorted list of its objects' keys until written.
 	defaultObjectRequests = 16
 	// defaultSSEClients is --max-sse-clients' default: each event-stream
-	// client holds a connection, a goroutine and its buffer.
+	// client holds a connection, a goroutine and its buffer. /events and
+	// /events/feed have a cap each: clients of one cannot starve the
+	// other, and the page's feed stays reachable.
 	defaultSSEClients = 256
+	// defaultStreamLifetime is how long an event stream is served before
+	// it ends with "event: reconnect". A client that holds a stream
+	// without reading it is cut when a write stalls past the write
+	// deadline, but a quiet stream writes little (a keepalive every 20 s):
+	// its socket's buffers may take days to fill. The lifetime bounds how
+	// long such a client holds a slot. Clients reconnect by design
+	// (EventSource does it by itself, after the stream's "retry:"), and
+	// /events/feed resumes where it stopped (Last-Event-ID).
+	defaultStreamLifetime = 10 * time.Minute
+	// maxHeaderBytes caps a request's head (its request line and headers):
+	// Go's default, 1 MiB, let 2,000 connections that never ended their
+	// headers take 4.6 GB. serve's requests are small: a label selector
+	// is at most 4 KiB (12 KiB percent-encoded), and browsers' headers a
+	// few more. Beyond, 431 and the connection is closed.
+	maxHeaderBytes = 32 << 10
+	// defaultMaxConnections is --max-connections' default: enough for
+	// --max-sse-clients clients of /events and as many of /events/feed,
+	// the /objects requests and the page's. Each connection costs at most
+	// about 100 KiB while its head is read (the head, Go's buffers, its
+	// goroutine), so the cap bounds a flood's memory at about 100 MiB.
+	defaultMaxConnections = 1024
 	// retryAfter is the Retry-After, in seconds, of a request refused
 	// because too many are in flight.
 	retryAfter = "2"
 )
 
-// newHTTPServer is serve's HTTP server. WriteTimeout bounds every answer;
-// the streaming ones (/objects, the event streams) extend their deadline
-// before each write. There is no ReadTimeout: it would also expire the
-// connection's background read during a long event stream, and cancel it.
-func newHTTPServer(h http.Handler, errorLog *log.Logger) *http.Server {
-	return &http.Server{
+// newHTTPServer is serve's HTTP server, for connections from conns (see
+// connLimit; nil: no cap). WriteTimeout bounds every answer; the streaming
+// ones (/objects, the event streams) extend their deadline before each
+// write. There is no ReadTimeout: it would also expire the connection's
+// background read during a long event stream, and cancel it.
+func newHTTPServer(h http.Handler, errorLog *log.Logger, conns *connLimit) *http.Server {
+	hs := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second, // slow headers (Slowloris)
+		MaxHeaderBytes:    maxHeaderBytes,   // headers that never end
 		WriteTimeout:      2 * defaultWriteTimeout,
 		IdleTimeout:       2 * time.Minute, // idle keep-alive connections
 		ErrorLog:          errorLog,
 	}
+	if conns != nil {
+		hs.ConnState = conns.track
+	}
+	return hs
+}
+
+// connLimit is serve's listener: at most max connections are served at
+// once. Beyond, a new connection waits, unread, until one closes, and
+// the next ones in the kernel's backlog (a client sees a slow answer, not
+// an error): a flood costs the connections' memory only up to the cap.
+// Keep-alive connections between requests give way: while one waits, idle
+// ones are closed (a client reconnects for its next request, as after
+// IdleTimeout).
+type connLimit struct {
+	net.Listener
+	slots     chan struct{} // a token for each open connection
+	done      chan struct{} // closed by Close: Accept waits no more
+	closeOnce sync.Once
+
+	mu   sync.Mutex // guards idle
+	idle map[net.Conn]struct{}
+}
+
+func limitConnections(ln net.Listener, max int) *connLimit {
+	return &connLimit{Listener: ln, slots: make(chan struct{}, max), done: make(chan struct{}), idle: map[net.Conn]struct{}{}}
+}
+
+// Accept accepts a connection, then waits for a free slot for it. The
+// connection is accepted first so that idle ones are closed only for a
+// client that is there; while it waits, it is not read from, and the next
+// ones wait in the backlog.
+func (l *connLimit) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case l.slots <- struct{}{}:
+	default:
+		l.closeIdle() // full: idle keep-alive connections make room
+		select {
+		case l.slots <- struct{}{}:
+		case <-l.done:
+			c.Close()
+			return nil, net.ErrClosed
+		}
+	}
+	return &limitedConn{Conn: c, l: l}, nil
+}
+
+func (l *connLimit) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+// full reports whether every slot is taken.
+func (l *connLimit) full() bool { return len(l.slots) == cap(l.slots) }
+
+// track is the HTTP server's ConnState hook: it keeps the set of idle
+// connections, and closes one that becomes idle while all slots are taken
+// (a connection may be waiting for one).
+func (l *connLimit) track(c net.Conn, state http.ConnState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if state != http.StateIdle {
+		delete(l.idle, c)
+		return
+	}
+	if l.full() {
+		c.Close()
+		return
+	}
+	l.idle[c] = struct{}{}
+}
+
+func (l *connLimit) closeIdle() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c := range l.idle {
+		c.Close()
+		delete(l.idle, c)
+	}
+}
+
+// limitedConn gives its slot back when closed.
+type limitedConn struct {
+	net.Conn
+	l         *connLimit
+	closeOnce sync.Once
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.closeOnce.Do(func() { <-c.l.slots })
+	return err
+}
+
+// CloseWrite half-closes a TCP connection, as the HTTP server does before
+// it closes one it answered with an error (431): the client reads the
+// answer before the connection is reset.
+func (c *limitedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 // limiter caps how many of something are in flight; its zero value
@@ -91,6 +222,17 @@ func (s *server) setHostCheck(loopback bool, accept *regexp.Regexp) {
 	}
 }
 
+// compileAcceptHosts compiles --accept-hosts, anchored: it must match a
+// host name as a whole. Unanchored, kinformer.internal would also match
+// kinformer.internal.evil.example, a name any site can point at
+// 127.0.0.1.
+func compileAcceptHosts(expr string) (*regexp.Regexp, error) {
+	if _, err := regexp.Compile(expr); err != nil {
+		return nil, err // the error quotes expr as given
+	}
+	return regexp.Compile(`^(?:` + expr + `)$`)
+}
+
 // hostname is the Host header without its port or brackets.
 func hostname(host string) string {
 	if h, _, err := net.SplitHostPort(host); err == nil {
@@ -112,11 +254,15 @@ func isLoopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// guard wraps the handler with what every response needs: nosniff, and
-// the Host check.
+// guard wraps the handler with what every response needs: nosniff, no-store
+// and the Host check. Answers hold the cluster's objects (Secrets among
+// them), its names and its errors: no cache, the browser's included, may
+// keep a copy ("no-cache" lets them keep one, to revalidate). The page
+// itself, which holds none, says no-cache instead.
 func (s *server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Cache-Control", "no-store")
 		if s.hostAllowed != nil && !s.hostAllowed(req.Host) {
 			writeError(w, http.StatusForbidden, "Host %q is not allowed: this server is bound to a loopback address and answers only "+
 				"requests for localhost, 127.0.0.1 or [::1], so that a web page cannot read it through DNS rebinding; "+
@@ -140,4 +286,14 @@ func (d deadlineWriter) Write(p []byte) (int, error) {
 		return 0, fmt.Errorf("setting the write deadline: %w", err)
 	}
 	return d.w.Write(p)
+}
+
+// keepaliveInterval is how often an event stream writes a comment when it
+// has nothing else to write: proxies keep it open, and a client that
+// stopped reading is found out when its socket is full.
+const keepaliveInterval = 20 * time.Second
+
+// lifetimeMessage is why an event stream ended at its lifetime.
+func (s *server) lifetimeMessage() string {
+	return fmt.Sprintf("event streams are served for %v at most; reconnect", s.streamLifetime)
 }

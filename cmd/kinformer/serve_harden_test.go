@@ -198,7 +198,10 @@ func TestServeObjectsStalledClients(t *testing.T) {
 		t.Skip("no small receive buffers here")
 	}
 	s, hs := configMaps(t, n, size)
-	s.writeTimeout = 500 * time.Millisecond
+	// Long enough for the complete answer and the twelve requests below on
+	// a busy machine (at 500 ms, one stalled request was sometimes cut
+	// before the last arrived, or the complete answer cut short).
+	s.writeTimeout = 3 * time.Second
 	s.objectRequests.max = 4
 	hs.Config.Handler = s.handler()
 	hs.Start()
@@ -254,7 +257,7 @@ func TestServeObjectsStalledClients(t *testing.T) {
 		t.Errorf("%d requests refused, want 8", refused)
 	}
 	// The stalled ones are cut at the write deadline.
-	waitFor(t, "the stalled requests ended", 5*time.Second, func() bool { return s.objectRequests.n.Load() == 0 })
+	waitFor(t, "the stalled requests ended", 30*time.Second, func() bool { return s.objectRequests.n.Load() == 0 })
 	getJSON(t, hs.URL+"/objects?label=none", 200, &l) // served again
 	if l.Count != 0 || l.Items == nil {
 		t.Errorf("after the stalled clients: %+v", l)
@@ -262,7 +265,7 @@ func TestServeObjectsStalledClients(t *testing.T) {
 }
 
 // The buffer of --sse-buffer events is not allocated up front, and
-// event-stream clients are capped (/events and /events/feed together).
+// event-stream clients are capped (/events and /events/feed each).
 func TestServeSSELimits(t *testing.T) {
 	// Not parallel: it counts the bytes the process allocates.
 	var before, after runtime.MemStats
@@ -276,7 +279,7 @@ func TestServeSSELimits(t *testing.T) {
 	h.unsubscribe(c)
 
 	s, hs := configMaps(t, 1, 1)
-	s.sseClients.max = 2
+	s.sseClients.max, s.feedClients.max = 1, 1
 	hs.Config.Handler = s.handler()
 	hs.Start()
 	openSSE(t, hs.URL+"/events")
@@ -300,15 +303,29 @@ func TestServeSSELimits(t *testing.T) {
 	}
 	cancel()
 	feed.Body.Close()
-	waitFor(t, "the feed's client gone", 5*time.Second, func() bool { return s.sseClients.n.Load() == 1 })
-	openSSE(t, hs.URL+"/events")
+	waitFor(t, "the feed's client gone", 5*time.Second, func() bool { return s.feedClients.n.Load() == 0 })
+	resp, err := http.Get(hs.URL + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/events, its client still there: %d, want 503", resp.StatusCode)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, hs.URL+"/events/feed", nil)
+	if feed, err = http.DefaultClient.Do(req); err != nil || feed.StatusCode != 200 {
+		t.Fatalf("/events/feed, its client gone: %v %v", feed, err)
+	}
+	feed.Body.Close()
 }
 
 // The HTTP server's timeouts: slow headers, idle connections, and a write
 // deadline for every answer (event streams extend theirs as they write).
 func TestHTTPServerTimeouts(t *testing.T) {
 	t.Parallel()
-	hs := newHTTPServer(http.NotFoundHandler(), nil)
+	hs := newHTTPServer(http.NotFoundHandler(), nil, nil)
 	if hs.ReadHeaderTimeout <= 0 || hs.IdleTimeout <= 0 || hs.WriteTimeout <= 0 || hs.ReadTimeout != 0 {
 		t.Errorf("ReadHeaderTimeout %v, IdleTimeout %v, WriteTimeout %v, ReadTimeout %v: want the first three set, and no ReadTimeout (it would cancel event streams)",
 			hs.ReadHeaderTimeout, hs.IdleTimeout, hs.WriteTimeout, hs.ReadTimeout)
@@ -321,10 +338,12 @@ func TestHTTPServerTimeouts(t *testing.T) {
 func TestServeHardened(t *testing.T) {
 	t.Parallel()
 	srv := testenv.Shared(t)
-	p, base := startServe(t, "namespaces", "--accept-hosts", `^kinformer\.test$`, kubeconfigArg(srv))
+	p, base := startServe(t, "namespaces", "--accept-hosts", `kinformer\.test`, kubeconfigArg(srv))
 	addr := strings.TrimSuffix(strings.TrimPrefix(base, "http://"), "/")
-	if resp, body := rawGet(t, addr, "evil.example", "/objects"); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "DNS rebinding") {
-		t.Errorf("Host evil.example: %d %s", resp.StatusCode, body)
+	for _, host := range []string{"evil.example", "kinformer.test.evil.example"} { // --accept-hosts is anchored
+		if resp, body := rawGet(t, addr, host, "/objects"); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "DNS rebinding") {
+			t.Errorf("Host %s: %d %s", host, resp.StatusCode, body)
+		}
 	}
 	for _, host := range []string{addr, "localhost", "kinformer.test:80"} {
 		if resp, body := rawGet(t, addr, host, "/healthz"); resp.StatusCode != 200 || resp.Header.Get("X-Content-Type-Options") != "nosniff" {

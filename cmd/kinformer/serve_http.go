@@ -91,7 +91,6 @@ func pageCSP(page []byte) string {
 func readyHandler(notReady func() []string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-cache")
 		if problems := notReady(); len(problems) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintln(w, strings.Join(problems, "\n"))
@@ -103,7 +102,6 @@ func readyHandler(notReady func() []string) http.Handler {
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
@@ -194,7 +192,6 @@ func (s *server) listObjects(w http.ResponseWriter, req *http.Request) {
 	// {"resource":…,"resourceVersion":…,"count":…,"items":[…]}, an item at
 	// a time, in chunks of 32 KiB, each with its own write deadline.
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(deadlineWriter{w: w, rc: http.NewResponseController(w), timeout: s.writeTimeout}, 32<<10)
 	var item bytes.Buffer
@@ -257,7 +254,6 @@ func (s *server) getObject(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/yaml; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-cache")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		_, _ = w.Write(b)
 		return
@@ -317,7 +313,7 @@ func (s *server) events(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if !s.sseClients.acquire() {
-		tooMany(w, "too many event-stream clients (%d, --max-sse-clients); retry later", s.sseClients.max)
+		tooMany(w, "too many /events clients (%d, --max-sse-clients); retry later", s.sseClients.max)
 		return
 	}
 	defer s.sseClients.release()
@@ -327,7 +323,6 @@ func (s *server) events(w http.ResponseWriter, req *http.Request) {
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	// A comment first: the client knows it is subscribed.
@@ -341,8 +336,10 @@ func (s *server) events(w http.ResponseWriter, req *http.Request) {
 	if !write(": subscribed to %s\nretry: 2000\n\n", r.name) {
 		return
 	}
-	keepalive := time.NewTicker(20 * time.Second)
+	keepalive := time.NewTicker(keepaliveInterval)
 	defer keepalive.Stop()
+	lifetime := time.NewTimer(s.streamLifetime)
+	defer lifetime.Stop()
 	// drain writes what is buffered.
 	drain := func() bool {
 		for {
@@ -371,6 +368,11 @@ func (s *server) events(w http.ResponseWriter, req *http.Request) {
 			if !write(": keepalive\n\n") {
 				return
 			}
+		case <-lifetime.C:
+			if drain() {
+				write("event: reconnect\ndata: {\"error\":%q}\n\n", s.lifetimeMessage())
+			}
+			return
 		case <-s.closing:
 			// What is buffered first (a sharded serve's Deleted for the
 			// share it gave up), then why the stream ends.

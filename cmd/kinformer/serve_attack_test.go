@@ -1,0 +1,596 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kinformer/kinformer"
+	"github.com/kinformer/kinformer/internal/testenv"
+)
+
+// serve tried as an attacker would: requests whose headers never end,
+// connections by the thousand. The cheap checks run always; the heavy
+// measurement of the real command (2,000 connections, 1 MiB header lines)
+// runs with KINFORMER_MEASURE_FLOOD=1:
+//
+//	KINFORMER_MEASURE_FLOOD=1 go test -run TestServeHeaderFloodRSS -v -count=1 .
+
+// flood is a header flood: connections that each send a request line and
+// then one header line of up to lineBytes, never its end.
+type flood struct {
+	conns      []net.Conn
+	mu         sync.Mutex     // guards conns
+	wg         sync.WaitGroup // the writers
+	readers    sync.WaitGroup // the readers of the answers: until the connection ends
+	sent       atomic.Int64   // header bytes written, all connections
+	tooLarge   atomic.Int64   // connections answered 431
+	cut        atomic.Int64   // connections closed or reset by the server, without a 431
+	dialFailed atomic.Int64
+}
+
+// startFlood opens n connections to addr, each sending up to lineBytes of
+// one header line in 16 KiB writes, each write with a deadline of
+// writeWait (a server that does not read stalls them). It returns at once;
+// wait waits until every connection has sent all it could.
+func startFlood(addr string, n, lineBytes int, writeWait time.Duration) *flood {
+	f := &flood{}
+	chunk := bytes.Repeat([]byte("a"), 16<<10)
+	sem := make(chan struct{}, 256) // dials at once: the backlog is finite
+	for range n {
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			sem <- struct{}{}
+			conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
+			<-sem
+			if err != nil {
+				f.dialFailed.Add(1)
+				return
+			}
+			f.mu.Lock()
+			f.conns = append(f.conns, conn)
+			f.mu.Unlock()
+			// Read what the server says, if anything: 431, or nothing
+			// (the connection closed or reset).
+			f.readers.Add(1)
+			go func() {
+				defer f.readers.Done()
+				resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+				if err == nil {
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusRequestHeaderFieldsTooLarge {
+						f.tooLarge.Add(1)
+						return
+					}
+				}
+				if !isClosedByUs(err) {
+					f.cut.Add(1)
+				}
+			}()
+			_ = conn.SetWriteDeadline(time.Now().Add(writeWait))
+			if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Flood: "); err != nil {
+				return
+			}
+			for left := lineBytes; left > 0; {
+				b := chunk[:min(left, len(chunk))]
+				if _, err := conn.Write(b); err != nil {
+					return
+				}
+				f.sent.Add(int64(len(b)))
+				left -= len(b)
+			}
+		}()
+	}
+	return f
+}
+
+func isClosedByUs(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "use of closed network connection")
+}
+
+func (f *flood) wait() { f.wg.Wait() }
+
+// close closes every connection, once the writers are done, and waits
+// for the readers.
+func (f *flood) close() {
+	f.wg.Wait()
+	f.mu.Lock()
+	for _, c := range f.conns {
+		c.Close()
+	}
+	f.conns = nil
+	f.mu.Unlock()
+	f.readers.Wait()
+}
+
+// procStatus reads a field of /proc/PID/status in KiB (VmRSS, VmHWM); 0
+// where there is no /proc.
+func procStatus(pid int, field string) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// The measurement behind the numbers in docs/reliability.md: the real
+// command, 2,000 connections each sending a 1 MiB header line and never
+// its end; the process's RSS at its peak, while the connections are held,
+// and 20 s after they closed.
+func TestServeHeaderFloodRSS(t *testing.T) {
+	if os.Getenv("KINFORMER_MEASURE_FLOOD") == "" {
+		t.Skip("a heavy measurement: set KINFORMER_MEASURE_FLOOD=1")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	conns, line := 2000, 1<<20
+	if v, err := strconv.Atoi(os.Getenv("KINFORMER_FLOOD_CONNS")); err == nil {
+		conns = v
+	}
+	srv := testenv.Shared(t)
+	p, base := startServe(t, "namespaces", kubeconfigArg(srv))
+	waitReady(t, base)
+	pid := p.cmd.Process.Pid
+	addr := strings.TrimSuffix(strings.TrimPrefix(base, "http://"), "/")
+	get(t, base+"stats")
+	t.Logf("before: RSS %d MiB", procStatus(pid, "VmRSS")>>10)
+
+	start := time.Now()
+	f := startFlood(addr, conns, line, 30*time.Second)
+	f.wait()
+	held := procStatus(pid, "VmRSS")
+	t.Logf("%d connections x %d KiB header line: sent %d MiB in %v; %d answered 431, %d cut, %d dials failed",
+		conns, line>>10, f.sent.Load()>>20, time.Since(start).Round(time.Millisecond), f.tooLarge.Load(), f.cut.Load(), f.dialFailed.Load())
+	t.Logf("while held: RSS %d MiB, peak (VmHWM) %d MiB", held>>10, procStatus(pid, "VmHWM")>>10)
+	if code, _ := get(t, base+"healthz"); code != 200 {
+		t.Errorf("/healthz during the flood: %d", code)
+	}
+	f.close()
+	time.Sleep(20 * time.Second)
+	t.Logf("20 s after closing: RSS %d MiB, peak (VmHWM) %d MiB", procStatus(pid, "VmRSS")>>10, procStatus(pid, "VmHWM")>>10)
+	if code := p.interrupt(); code != 0 {
+		t.Errorf("exit %d; stderr:\n%s", code, p.stderr)
+	}
+}
+
+// noGoroutinesLeft fails the test if goroutines it started are still
+// running once it and its cleanups are done. Call it first, in a test that
+// is not parallel.
+func noGoroutinesLeft(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+}
+
+// startHTTP serves h as serve does (newHTTPServer, at most maxConns
+// connections) on a free loopback port, until the test ends.
+func startHTTP(t *testing.T, h http.Handler, maxConns int) (addr string, conns *connLimit) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns = limitConnections(ln, maxConns)
+	hs := newHTTPServer(h, nil, conns)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = hs.Serve(conns)
+	}()
+	t.Cleanup(func() {
+		// Shutdown, not Close: it waits for the connections' goroutines
+		// (one that answered 431 lingers half a second before it closes).
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := hs.Shutdown(ctx); err != nil {
+			t.Errorf("shutting the server down: %v", err)
+			_ = hs.Close()
+		}
+		<-served
+	})
+	return ln.Addr().String(), conns
+}
+
+// rawRequest sends req over a new connection to addr and returns the
+// status code of the answer (0 if the connection ended without one).
+func rawRequest(t *testing.T, addr, req string) int {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	go func() { _, _ = io.WriteString(conn, req) }() // the server may answer before reading it all
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// Headers beyond 32 KiB get 431, and connections that never end their
+// headers, by the hundred, do not make the heap grow with each one (Go's
+// default, 1 MiB of headers per connection and no cap on connections, took
+// 2,000 of them to 4.6 GB).
+func TestServeHeaderFlood(t *testing.T) {
+	// Not parallel: it measures the heap, and checks for goroutines left.
+	noGoroutinesLeft(t)
+	s, hs := configMaps(t, 1, 1)
+	hs.Close() // unused: served by startHTTP instead
+	addr, _ := startHTTP(t, s.handler(), 64)
+
+	header := func(n int) string {
+		return "GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nX-A: " + strings.Repeat("a", n) + "\r\n\r\n"
+	}
+	if code := rawRequest(t, addr, header(16<<10)); code != 200 {
+		t.Errorf("16 KiB of headers: %d, want 200", code)
+	}
+	if code := rawRequest(t, addr, header(40<<10)); code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("40 KiB of headers: %d, want 431", code)
+	}
+
+	const n, line = 300, 256 << 10
+	before := heapInUse()
+	f := startFlood(addr, n, line, 20*time.Second)
+	f.wait()
+	// What the server holds now: with no limit, every connection's header
+	// line so far (75 MiB and more); with the limits, at most 64
+	// connections' 32 KiB.
+	grown := int64(heapInUse()) - int64(before)
+	t.Logf("%d connections x %d KiB header line: the heap grew by %d KiB; %d answered 431, %d cut", n, line>>10, grown>>10, f.tooLarge.Load(), f.cut.Load())
+	if grown > 24<<20 {
+		t.Errorf("the heap grew by %d MiB with %d connections sending a %d KiB header line", grown>>20, n, line>>10)
+	}
+	waitFor(t, "every flooding connection answered or cut", 60*time.Second, func() bool { return f.tooLarge.Load()+f.cut.Load() == n })
+	if f.tooLarge.Load() == 0 {
+		t.Errorf("no connection was answered 431")
+	}
+	f.close()
+	if code := rawRequest(t, addr, header(1)); code != 200 {
+		t.Errorf("after the flood: %d, want 200", code)
+	}
+}
+
+// At most --max-connections connections are open at once: one more waits
+// until one closes. Idle keep-alive connections give way to it at once.
+func TestServeMaxConnections(t *testing.T) {
+	noGoroutinesLeft(t)
+	const max = 8
+	var inFlight atomic.Int64
+	allIn := make(chan struct{})
+	addr, conns := startHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/together" {
+			// Answered once max are in flight: max connections.
+			if inFlight.Add(1) == max {
+				close(allIn)
+			}
+			select {
+			case <-allIn:
+			case <-time.After(30 * time.Second):
+			}
+		}
+		fmt.Fprintln(w, "ok")
+	}), max)
+
+	// max connections in the middle of their headers hold every slot.
+	var held []net.Conn
+	for range max {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: localhost\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	waitFor(t, "every slot taken", 10*time.Second, conns.full)
+	answered := make(chan int, 1)
+	go func() {
+		answered <- rawRequest(t, addr, "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+	}()
+	select {
+	case code := <-answered:
+		t.Fatalf("a connection beyond the cap was answered (%d) while all were held", code)
+	case <-time.After(300 * time.Millisecond):
+	}
+	held[0].Close()
+	select {
+	case code := <-answered:
+		if code != 200 {
+			t.Errorf("the waiting request: %d, want 200", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiting request was not answered within 30 s of a slot freed")
+	}
+	for _, c := range held[1:] {
+		c.Close()
+	}
+
+	// Keep-alive connections between requests: each made a request and
+	// waits for the next. A new connection is served at once, not after
+	// their IdleTimeout (2 min).
+	tr := &http.Transport{MaxIdleConnsPerHost: max}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	waitFor(t, "the held connections closed", 10*time.Second, func() bool { return len(conns.slots) == 0 })
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range max {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			resp, err := client.Get("http://" + addr + "/together")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	select {
+	case <-allIn:
+	default:
+		t.Fatalf("%d requests in flight at once, want %d", inFlight.Load(), max)
+	}
+	if code := rawRequest(t, addr, "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"); code != 200 {
+		t.Errorf("with the slots held by idle keep-alive connections: %d, want 200", code)
+	}
+}
+
+// --accept-hosts matches the whole host name: kinformer.internal must not
+// let kinformer.internal.evil.example (a name anyone can point at
+// 127.0.0.1) read the served objects.
+func TestServeAcceptHostsAnchored(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		accept   string
+		ok       []string
+		rejected []string
+	}{
+		{`kinformer\.internal`,
+			[]string{"kinformer.internal", "kinformer.internal:8080", "localhost"},
+			[]string{"kinformer.internal.evil.example", "kinformer.internal.evil.example:8080", "evil-kinformer.internal", "xkinformer.internal"}},
+		{`kinformer.internal`, // the dot unescaped: still the whole name
+			[]string{"kinformer.internal", "kinformerxinternal"},
+			[]string{"kinformer.internal.evil.example"}},
+		{`a\.example|b\.example`, // each alternative anchored
+			[]string{"a.example", "b.example:80"},
+			[]string{"a.example.evil.example", "evil.b.example", "b.example.evil"}},
+		{`.*\.svc\.cluster\.local`,
+			[]string{"kinformer.ns.svc.cluster.local"},
+			[]string{"kinformer.ns.svc.cluster.local.evil.example"}},
+	} {
+		t.Run(tt.accept, func(t *testing.T) {
+			t.Parallel()
+			re, err := compileAcceptHosts(tt.accept)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, hs := configMaps(t, 1, 1)
+			s.setHostCheck(true, re)
+			hs.Config.Handler = s.handler()
+			hs.Start()
+			addr := strings.TrimPrefix(hs.URL, "http://")
+			for _, host := range tt.ok {
+				if resp, body := rawGet(t, addr, host, "/objects"); resp.StatusCode != 200 {
+					t.Errorf("Host %q: %d %s, want 200", host, resp.StatusCode, body)
+				}
+			}
+			for _, host := range tt.rejected {
+				if resp, body := rawGet(t, addr, host, "/objects"); resp.StatusCode != http.StatusForbidden {
+					t.Errorf("Host %q: %d %s, want 403", host, resp.StatusCode, body)
+				}
+			}
+		})
+	}
+	if _, err := compileAcceptHosts(`(`); err == nil || !strings.Contains(err.Error(), "`(`") {
+		t.Errorf("a bad expression: %v, want an error quoting it as given", err)
+	}
+}
+
+// While --max-sse-clients clients hold /events, the page's own feed is
+// still served: the two are counted apart.
+func TestServePageFeedNotStarved(t *testing.T) {
+	t.Parallel()
+	s, hs := configMaps(t, 1, 1)
+	s.sseClients.max = 2
+	hs.Config.Handler = s.handler()
+	hs.Start()
+	openSSE(t, hs.URL+"/events")
+	openSSE(t, hs.URL+"/events")
+	if code, _ := get(t, hs.URL+"/events"); code != http.StatusServiceUnavailable {
+		t.Errorf("/events beyond --max-sse-clients: %d, want 503", code)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL+"/events/feed", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("/events/feed while /events is full: %d %s, want 200", resp.StatusCode, b)
+	}
+	if l, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || l != ": feed\n" {
+		t.Errorf("/events/feed: first line %q, %v", l, err)
+	}
+}
+
+// readStream reads an event stream to its end (at most 30 s) and returns
+// its lines.
+func readStream(t *testing.T, url, lastEventID string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d", url, resp.StatusCode)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: the stream did not end within 30 s (%v), after %q", url, err, b)
+	}
+	return strings.Split(string(b), "\n")
+}
+
+// An event stream ends at its lifetime, saying so ("event: reconnect"), so
+// that a client that holds one without reading frees its slot; the feed's
+// client resumes where it stopped.
+func TestServeStreamLifetime(t *testing.T) {
+	noGoroutinesLeft(t)
+	s, hs := configMaps(t, 3, 1)
+	s.streamLifetime = 300 * time.Millisecond
+	hs.Config.Handler = s.handler()
+	hs.Start()
+
+	lines := readStream(t, hs.URL+"/events", "")
+	if !slices.Contains(lines, "event: reconnect") {
+		t.Errorf("/events ended without event: reconnect: %q", lines)
+	}
+	lines = readStream(t, hs.URL+"/events/feed", "")
+	if !slices.Contains(lines, "event: reconnect") {
+		t.Errorf("/events/feed ended without event: reconnect: %q", lines)
+	}
+	last := ""
+	for _, l := range lines {
+		if id, ok := strings.CutPrefix(l, "id: "); ok {
+			last = id
+		}
+	}
+	if last == "" {
+		t.Fatalf("/events/feed: no id in %q", lines)
+	}
+	// Reconnected with the last id: nothing missed, nothing again.
+	lines = readStream(t, hs.URL+"/events/feed", last)
+	for _, l := range lines {
+		if strings.HasPrefix(l, "data: {\"seq\"") || l == "event: missed" {
+			t.Errorf("/events/feed resumed after %s: %q", last, l)
+		}
+	}
+	waitFor(t, "the streams' slots free", 10*time.Second, func() bool {
+		return s.sseClients.n.Load() == 0 && s.feedClients.n.Load() == 0
+	})
+}
+
+// An /events client that stops reading is cut when a write stalls past
+// the write deadline, with events still short of its buffer.
+func TestServeEventsStalledClient(t *testing.T) {
+	noGoroutinesLeft(t)
+	if smallBufferDialer == nil {
+		t.Skip("no small receive buffers here")
+	}
+	s, hs := configMaps(t, 1, 1)
+	s.writeTimeout = 500 * time.Millisecond
+	hs.Config.Handler = s.handler()
+	hs.Start()
+	r := s.resources[0]
+
+	conn, err := smallBufferDialer.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the client subscribed", 10*time.Second, func() bool { return r.hub.len() == 1 })
+	// Two events of 4 MiB: more than the sockets hold, fewer than the
+	// client's buffer (8 events).
+	big := &unstructured.Unstructured{}
+	big.SetAPIVersion("v1")
+	big.SetKind("ConfigMap")
+	big.SetNamespace("ns")
+	big.SetName("big")
+	_ = unstructured.SetNestedField(big.Object, strings.Repeat("x", 4<<20), "data", "v")
+	for range 2 {
+		r.hub.publish(kinformer.Event[*unstructured.Unstructured]{Type: kinformer.Modified, Object: big, ResourceVersion: "1"})
+	}
+	waitFor(t, "the stalled client cut", 30*time.Second, func() bool { return s.sseClients.n.Load() == 0 && r.hub.len() == 0 })
+	if n := r.sseDropped.Load(); n != 0 {
+		t.Errorf("%d clients dropped for falling behind: the write deadline should have cut it", n)
+	}
+}
+
+// Answers that hold the cluster's data (objects, Secrets among them; names;
+// errors) say Cache-Control: no-store, so that no cache keeps a copy, the
+// browser's included; no-cache lets it keep one. The page, which holds
+// none, may be cached and revalidated.
+func TestServeNoStore(t *testing.T) {
+	t.Parallel()
+	s, hs := configMaps(t, 1, 1)
+	hs.Config.Handler = s.handler()
+	hs.Start()
+	for _, path := range []string{"/objects", "/objects?resource=cm&label=a%3Db", "/objects/cm/ns/cm-0000", "/objects/cm/ns/cm-0000?format=yaml",
+		"/objects/cm/ns/nope", "/objects/nope/x", "/events/recent", "/stats", "/readyz", "/healthz", "/metrics", "/nope"} {
+		resp, err := http.Get(hs.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Cache-Control"); got != "no-store" {
+			t.Errorf("%s (%d): Cache-Control %q, want no-store", path, resp.StatusCode, got)
+		}
+	}
+	for _, path := range []string{"/events", "/events/feed"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.Header.Get("Cache-Control"); resp.StatusCode != 200 || got != "no-store" {
+			t.Errorf("%s (%d): Cache-Control %q, want no-store", path, resp.StatusCode, got)
+		}
+		cancel()
+		resp.Body.Close()
+	}
+	resp, err := http.Get(hs.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("Cache-Control"); got != "no-cache" {
+		t.Errorf("the page: Cache-Control %q, want no-cache", got)
+	}
+}
