@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/watchlist"
 	"k8s.io/klog/v2"
@@ -103,6 +104,16 @@ func (a listerWatcher) Watch(ctx context.Context, opts metav1.ListOptions) (watc
 		return lw.WatchWithContext(ctx, opts)
 	}
 	return a.lw.Watch(opts)
+}
+
+// ProbeClient passes on lw's REST client if it offers one (see
+// kinformer.Options.ProbeAfter): a plain cache.ListWatch hides its client,
+// and its watches' connections are then not probed.
+func (a listerWatcher) ProbeClient() rest.Interface {
+	if p, ok := a.lw.(interface{ ProbeClient() rest.Interface }); ok {
+		return p.ProbeClient()
+	}
+	return nil
 }
 
 // IsWatchListSemanticsUnSupported passes on what lw says of itself (a fake
