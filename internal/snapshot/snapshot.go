@@ -68,7 +68,9 @@ type Options struct {
 
 // Open opens the snapshot file at path, creating it (and an empty snapshot
 // for identity) if it does not exist. An existing file that is not a
-// readable bbolt file is an error; its content is checked by Load.
+// readable bbolt file is an error; its content is checked by Load. A file
+// that is not private (OpenPrivate) is an error wrapping ErrUnsafe, and
+// is neither read nor changed.
 func Open(path, identity string, o Options) (s *Store, err error) {
 	if o.LockTimeout <= 0 {
 		o.LockTimeout = time.Second
@@ -80,7 +82,7 @@ func Open(path, identity string, o Options) (s *Store, err error) {
 	var f *os.File
 	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
 		var err error
-		f, err = os.OpenFile(name, flag, perm)
+		f, err = OpenPrivate(name, flag, perm)
 		return f, err
 	}
 	err = guard(func() error {
@@ -168,7 +170,7 @@ func (s *Store) Load(fn func(key, value []byte) error) (rv string, err error) {
 			// A file cut short: bbolt would fault on the missing pages.
 			// (Not tx.Check: it reads on a goroutine of its own, where a
 			// fault could not be recovered.)
-			if fi, err := os.Stat(s.db.Path()); err != nil {
+			if fi, err := os.Lstat(s.db.Path()); err != nil {
 				return err
 			} else if fi.Size() < tx.Size() {
 				return fmt.Errorf("truncated: %d bytes, the file's pages need %d", fi.Size(), tx.Size())
@@ -223,7 +225,7 @@ func (s *Store) Load(fn func(key, value []byte) error) (rv string, err error) {
 // so as not to read a file another informer is writing; ErrInUse if it
 // does not let go within timeout.
 func verifyLocked(path string, timeout time.Duration) error {
-	f, err := os.Open(path)
+	f, err := OpenPrivate(path, os.O_RDONLY, 0)
 	if os.IsNotExist(err) {
 		return nil // bbolt creates it
 	}
