@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kinformer/kinformer/internal/apiclient"
+	"github.com/kinformer/kinformer/internal/persist"
 )
 
 // The Factory: its public API and the lifetime of its informers. Which
@@ -117,6 +118,13 @@ func NewFactory(cfg *rest.Config, opts *FactoryOptions) *Factory {
 	return &Factory{cfg: cfg, scheme: o.Scheme, log: o.Logger, reg: o.Registerer, state: o.StateDir, shard: o.Sharding,
 		entries: map[factoryKey]*factoryEntry{}}
 }
+
+// stateUser is the part of a state file's identity (Options.StateKey)
+// that says whom cfg acts as: two users of one state directory never
+// share a file, so one is never served a cache the other wrote. (Each
+// informer restores only after the server has authorized a list of its
+// own; this keeps apart also users who may both list.)
+func stateUser(cfg *rest.Config) string { return " user=" + persist.User(cfg) }
 
 // setup makes, once, what every informer of the factory shares: its
 // clients, and its metrics.
