@@ -106,37 +106,49 @@ func Open(path, identity string, o Options) (s *Store, err error) {
 		return nil, err
 	}
 	s = &Store{db: db, identity: identity}
+	var exists bool
 	err = guard(func() error {
-		return db.Update(func(tx *bolt.Tx) error {
-			if tx.Bucket(bucketMeta) != nil {
-				return nil // an existing snapshot: Load checks it
-			}
-			meta, err := tx.CreateBucket(bucketMeta)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.CreateBucketIfNotExists(bucketObjects); err != nil {
-				return err
-			}
-			for k, v := range map[string][]byte{
-				string(keyFormat):   []byte(strconv.Itoa(Format)),
-				string(keyIdentity): []byte(identity),
-				string(keyRV):       nil,
-				string(keySum):      make([]byte, 8),
-				string(keyCount):    make([]byte, 8),
-			} {
-				if err := meta.Put([]byte(k), v); err != nil {
-					return err
-				}
-			}
+		// Not in Update: an update that changes nothing still writes a
+		// meta page, and opening a file must not change it (a client
+		// the server then refuses leaves it as it was).
+		return db.View(func(tx *bolt.Tx) error {
+			exists = tx.Bucket(bucketMeta) != nil // an existing snapshot: Load checks it
 			return nil
 		})
 	})
+	if err == nil && !exists {
+		err = guard(func() error { return s.create() })
+	}
 	if err != nil {
 		s.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// create makes an empty snapshot in a new file.
+func (s *Store) create() error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucket(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucketIfNotExists(bucketObjects); err != nil {
+			return err
+		}
+		for k, v := range map[string][]byte{
+			string(keyFormat):   []byte(strconv.Itoa(Format)),
+			string(keyIdentity): []byte(s.identity),
+			string(keyRV):       nil,
+			string(keySum):      make([]byte, 8),
+			string(keyCount):    make([]byte, 8),
+		} {
+			if err := meta.Put([]byte(k), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // Close closes the file.
