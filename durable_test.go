@@ -385,3 +385,42 @@ func TestDurableRelistDeletionIsPersisted(t *testing.T) {
 		t.Fatalf("third run restored %v, want what the second run left: %v", got, want)
 	}
 }
+
+// Nothing of the state file reaches the cache or the handlers before the
+// server has authorized a list: while the probe fails (the server down
+// here; a 403 in integration/durable_access_test.go) the cache is empty
+// and the informer retries with backoff; once the probe works, the file
+// is restored, then caught up.
+func TestDurableNothingRestoredBeforeTheProbe(t *testing.T) {
+	srv, dir := changedWhileDown(t)
+	down := &flakyLister{Server: srv, fails: 1 << 30}
+	inf, log, reg := runDurable(t, down, dir)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(down.lists()) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d probes in 10s, want retries", len(down.lists()))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := inf.Cache().Len(); n != 0 {
+		t.Fatalf("%d objects in the cache before the server authorized a list", n)
+	}
+	if events, _ := log.get(); len(events) != 0 {
+		t.Fatalf("events before the server authorized a list: %v", events)
+	}
+	if inf.HasSynced() {
+		t.Fatal("synced without the server")
+	}
+	down.mu.Lock()
+	down.fails = 0
+	down.mu.Unlock()
+	waitSynced(t, inf)
+	waitHandled(t, reg)
+	events, _ := log.get()
+	if got := fmt.Sprint(sortedTail(events[:min(3, len(events))], 0)); got != "[ADDED ns/a restore ADDED ns/b restore ADDED ns/c restore]" {
+		t.Fatalf("events once the server answered: %v", events)
+	}
+	if got := cacheState(inf); !maps.Equal(got, serverState(srv)) {
+		t.Fatalf("cache %v, server %v", got, serverState(srv))
+	}
+}
