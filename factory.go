@@ -173,7 +173,9 @@ func (f *Factory) setup() error {
 //
 // The factory sets Name (the resource, "pods" or "deployments.apps") and
 // Metrics; Logger defaults to FactoryOptions.Logger. The first consumer's
-// Logger is the informer's.
+// Logger is the informer's. With a StateDir, the state file's StateKey
+// also says whom the factory's rest.Config acts as: two users never share
+// a file.
 //
 // Built-in types are listed in protobuf, and watched with kinformer's
 // direct decoder, as through a clientset; other types in JSON.
