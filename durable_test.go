@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -145,14 +144,10 @@ func sortedTail(events []string, from int) []string {
 func TestDurableRestoreThenCatchUp(t *testing.T) {
 	srv, dir := changedWhileDown(t)
 
-	// The probe fails twice: the informer has its restored cache at once,
-	// and is not synced until the probe works and the watch catches up.
+	// The probe fails twice: the informer restores nothing until the
+	// probe works, and is not synced until the watch catches up.
 	lw := &flakyLister{Server: srv, fails: 2}
 	second, log, reg := runDurable(t, lw, dir)
-	deadline := time.Now().Add(5 * time.Second)
-	for second.Cache().Len() < 3 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
 	waitSynced(t, second)
 	waitHandled(t, reg) // a registration added before Start syncs with the catch-up
 	time.Sleep(50 * time.Millisecond)
@@ -361,7 +356,7 @@ func TestDurableNotSyncedBeforeTheCatchUp(t *testing.T) {
 
 // A deletion that only a re-list finds (the catch-up watch got 410, and
 // the re-list is diffed against the restored cache) is written to the
-// state file like any other: a third run, with the server unreachable,
+// state file like any other: a third run, whose catch-up watch is held,
 // restores the cache without the deleted object.
 func TestDurableRelistDeletionIsPersisted(t *testing.T) {
 	srv, dir := changedWhileDown(t)
@@ -376,16 +371,56 @@ func TestDurableRelistDeletionIsPersisted(t *testing.T) {
 	want := cacheState(second)
 	second.Stop()
 
-	down := &flakyLister{Server: srv, fails: math.MaxInt32}
-	third, _, _ := runDurable(t, down, dir)
-	deadline := time.Now().Add(5 * time.Second)
-	for len(down.lists()) == 0 { // the probe comes after the restore
+	held := &heldLister{Server: srv, release: make(chan struct{})}
+	t.Cleanup(func() { close(held.release) })
+	third, _, _ := runDurable(t, held, dir)
+	deadline := time.Now().Add(10 * time.Second)
+	for third.Cache().Len() == 0 { // restored at once, after the probe
 		if time.Now().After(deadline) {
-			t.Fatal("the third run never probed the server")
+			t.Fatal("the third run restored nothing")
 		}
 		time.Sleep(time.Millisecond)
 	}
 	if got := cacheState(third); !maps.Equal(got, want) {
 		t.Fatalf("third run restored %v, want what the second run left: %v", got, want)
+	}
+}
+
+// Nothing of the state file reaches the cache or the handlers before the
+// server has authorized a list: while the probe fails (the server down
+// here; a 403 in integration/durable_access_test.go) the cache is empty
+// and the informer retries with backoff; once the probe works, the file
+// is restored, then caught up.
+func TestDurableNothingRestoredBeforeTheProbe(t *testing.T) {
+	srv, dir := changedWhileDown(t)
+	down := &flakyLister{Server: srv, fails: 1 << 30}
+	inf, log, reg := runDurable(t, down, dir)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(down.lists()) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d probes in 10s, want retries", len(down.lists()))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := inf.Cache().Len(); n != 0 {
+		t.Fatalf("%d objects in the cache before the server authorized a list", n)
+	}
+	if events, _ := log.get(); len(events) != 0 {
+		t.Fatalf("events before the server authorized a list: %v", events)
+	}
+	if inf.HasSynced() {
+		t.Fatal("synced without the server")
+	}
+	down.mu.Lock()
+	down.fails = 0
+	down.mu.Unlock()
+	waitSynced(t, inf)
+	waitHandled(t, reg)
+	events, _ := log.get()
+	if got := fmt.Sprint(sortedTail(events[:min(3, len(events))], 0)); got != "[ADDED ns/a restore ADDED ns/b restore ADDED ns/c restore]" {
+		t.Fatalf("events once the server answered: %v", events)
+	}
+	if got := cacheState(inf); !maps.Equal(got, serverState(srv)) {
+		t.Fatalf("cache %v, server %v", got, serverState(srv))
 	}
 }

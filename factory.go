@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kinformer/kinformer/internal/apiclient"
+	"github.com/kinformer/kinformer/internal/persist"
 )
 
 // The Factory: its public API and the lifetime of its informers. Which
@@ -118,6 +119,13 @@ func NewFactory(cfg *rest.Config, opts *FactoryOptions) *Factory {
 		entries: map[factoryKey]*factoryEntry{}}
 }
 
+// stateUser is the part of a state file's identity (Options.StateKey)
+// that says whom cfg acts as: two users of one state directory never
+// share a file, so one is never served a cache the other wrote. (Each
+// informer restores only after the server has authorized a list of its
+// own; this keeps apart also users who may both list.)
+func stateUser(cfg *rest.Config) string { return " user=" + persist.User(cfg) }
+
 // setup makes, once, what every informer of the factory shares: its
 // clients, and its metrics.
 func (f *Factory) setup() error {
@@ -165,7 +173,9 @@ func (f *Factory) setup() error {
 //
 // The factory sets Name (the resource, "pods" or "deployments.apps") and
 // Metrics; Logger defaults to FactoryOptions.Logger. The first consumer's
-// Logger is the informer's.
+// Logger is the informer's. With a StateDir, the state file's StateKey
+// also says whom the factory's rest.Config acts as: two users never share
+// a file.
 //
 // Built-in types are listed in protobuf, and watched with kinformer's
 // direct decoder, as through a clientset; other types in JSON.

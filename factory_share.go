@@ -60,6 +60,9 @@ func keyOf[T Object](f *Factory, t reflect.Type, mapping *meta.RESTMapping, name
 		// namespace. (A typed informer's client says it itself.)
 		o.StateKey = f.cfg.Host + " " + mapping.Resource.String() + " namespace=" + namespace
 	}
+	if o.StateDir != "" && f.cfg != nil {
+		o.StateKey += stateUser(f.cfg)
+	}
 	if o.Logger == nil {
 		o.Logger = f.log
 	}

@@ -56,7 +56,7 @@ func FuzzKeys(f *testing.F) {
 		}
 
 		dir := filepath.Join("state", "dir")
-		p := persist.Path(dir, name, ns)
+		p := persist.Path(dir, name, []byte("key"), ns)
 		if filepath.Dir(p) != dir || !stateFileName.MatchString(filepath.Base(p)) {
 			t.Fatalf("state file of %q: %q", name, p)
 		}

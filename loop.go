@@ -37,16 +37,21 @@ import (
 //     alone, at the watch's resourceVersion, where the server filters and
 //     the informer is synced and caught up; else re-list; a list of the
 //     joined slots that fails → re-list at once;
-//   - a cache restored from its state file → a one-object list for the
-//     server's current resourceVersion (the probe), then watch from the
-//     file's; synced once the watch reaches the probe's resourceVersion.
+//   - a cache loaded from its state file → a one-object list for the
+//     server's current resourceVersion (the probe); once this client's
+//     list has been authorized so, the loaded cache is restored, then
+//     watch from the file's resourceVersion; synced once the watch
+//     reaches the probe's. A sharded informer lists instead of watching,
+//     diffed against the restored cache. A probe that fails (401, 403,
+//     the server down) → the probe again after a backoff, with nothing
+//     restored.
 type phase uint8
 
 const (
 	phaseList        phase = iota // no usable resourceVersion: list, diff, replace
 	phaseListUnpaged              // as phaseList, in one unpaged request
 	phaseWatch                    // watch from the remembered resourceVersion
-	phaseProbe                    // restored: learn the server's resourceVersion, to catch up to
+	phaseProbe                    // restoring: learn the server's resourceVersion, to catch up to
 	phaseListJoined               // sharded: list the slots that joined the share, at the watch's resourceVersion
 )
 
@@ -88,6 +93,7 @@ const (
 	directRefused                       // direct decoding is not possible here; err says why
 	resyncDue                           // the resync period has passed
 	probed                              // the probe learnt the resourceVersion to catch up to
+	probedSharded                       // the probe authorized a sharded informer's restore: a list follows
 	resharded                           // the share of a sharded informer changed during a watch
 	shareGrew                           // the share grew: objects may have joined
 )
@@ -109,7 +115,7 @@ func step(s state, o outcome) (next state, backoff bool) {
 	case listed, watchEnded, probed:
 		s.phase = phaseWatch
 		return s, false
-	case resyncDue:
+	case resyncDue, probedSharded:
 		s.phase = phaseList
 		return s, false
 	case continueExpired:
@@ -160,11 +166,15 @@ func step(s state, o outcome) (next state, backoff bool) {
 	}
 }
 
-// firstPhase is where a run starts: with the resourceVersion it keeps
-// (haveRV), whether it had synced, whether its share grew since (or a
-// re-list for a growth did not finish), and whether it is sharded.
-func firstPhase(haveRV, synced, shareGrew, sharded bool) phase {
+// firstPhase is where a run starts: with a cache loaded from the state
+// file and held until the server authorizes a list (held), with the
+// resourceVersion it keeps (haveRV), whether it had synced, whether its
+// share grew since (or a re-list for a growth did not finish), and
+// whether it is sharded.
+func firstPhase(held, haveRV, synced, shareGrew, sharded bool) phase {
 	switch {
+	case held:
+		return phaseProbe // nothing restored before the server says this client may list
 	case !haveRV:
 		return phaseList
 	case synced && !shareGrew:
@@ -177,7 +187,7 @@ func firstPhase(haveRV, synced, shareGrew, sharded bool) phase {
 		// cache.
 		return phaseList
 	}
-	return phaseProbe // restored: catch up before saying synced
+	return phaseProbe // restored by the last run: catch up before saying synced
 }
 
 // healthyWatch: a watch that still delivers this long after it opened
@@ -213,6 +223,11 @@ type loop[T Object] struct {
 	quiet time.Duration
 	// stateOpened: the state file has been opened (and loaded) once.
 	stateOpened bool
+	// held is the cache loaded from the state file, not yet restored: it
+	// reaches the cache, the handlers and the metrics only after the
+	// probe's list, authorized as this client, has succeeded (probe).
+	// nil when there is none, or once restored.
+	held *heldState[T]
 	// sh is the share of a sharded informer; nil if not sharded.
 	sh *shardLoop
 	// newDirect makes the direct decoder, sharing through share if not
@@ -286,7 +301,7 @@ func (l *loop[T]) run(ctx context.Context) {
 		l.w.state.Start()
 		defer l.w.state.Stop() // after the last write: the loop has returned
 	}
-	l.st.phase = firstPhase(l.w.status.resourceVersion() != "", l.w.status.synced.Load(), grewBefore, l.sh != nil)
+	l.st.phase = firstPhase(l.held != nil, l.w.status.resourceVersion() != "", l.w.status.synced.Load(), grewBefore, l.sh != nil)
 	bo := newBackoffState(l.opts.Backoff)
 	var resyncAt time.Time // zero: no resync scheduled
 	if l.opts.ResyncPeriod > 0 {
@@ -370,6 +385,9 @@ func (l *loop[T]) attempt(ctx context.Context, resyncAt *time.Time) (o outcome) 
 		o = l.watch(ctx, *resyncAt)
 	case phaseProbe:
 		o = l.probe(ctx)
+		if o.kind == probed && l.held != nil {
+			o = l.restoreHeld(o)
+		}
 	}
 	return o
 }

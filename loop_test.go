@@ -41,7 +41,8 @@ func TestStep(t *testing.T) {
 		{"direct decoding refused while watching → watch through the client at once", watching, outcome{kind: directRefused, err: other}, viaClient, false},
 		{"watch ended → resume at once", watching, outcome{kind: watchEnded}, watching, false},
 		{"restored, probe ok → watch from the file's resourceVersion at once", probing, outcome{kind: probed}, watching, false},
-		{"restored, probe failed → probe again after backoff, keeping the restored cache", probing, outcome{kind: listFailed, err: other}, probing, true},
+		{"restoring, probe failed → probe again after backoff, nothing restored", probing, outcome{kind: listFailed, err: other}, probing, true},
+		{"restoring, sharded, probe ok → list, diffed against the restored cache", probing, outcome{kind: probedSharded}, list, false},
 		{"watch closed at once → resume after backoff", watching, outcome{kind: watchClosedEarly}, watching, true},
 		{"watch 410 after progress → re-list at once", watching, outcome{kind: watchFailed, err: expired, received: true}, list, false},
 		{"watch too large rv after progress → re-list at once", watching, outcome{kind: watchFailed, err: tooLarge, received: true}, list, false},
@@ -73,19 +74,21 @@ func TestStep(t *testing.T) {
 // TestFirstPhase: where a run starts.
 func TestFirstPhase(t *testing.T) {
 	for _, tc := range []struct {
-		name                          string
-		haveRV, synced, grew, sharded bool
-		want                          phase
+		name                                string
+		held, haveRV, synced, grew, sharded bool
+		want                                phase
 	}{
-		{"new", false, false, false, false, phaseList},
-		{"new, sharded", false, false, false, true, phaseList},
-		{"restarted", true, true, false, false, phaseWatch},
-		{"restarted, sharded, same share", true, true, false, true, phaseWatch},
-		{"restarted, the share grew", true, true, true, true, phaseList},
-		{"restored from a state file", true, false, false, false, phaseProbe},
-		{"restored, sharded", true, false, false, true, phaseList},
+		{"new", false, false, false, false, false, phaseList},
+		{"new, sharded", false, false, false, false, true, phaseList},
+		{"restarted", false, true, true, false, false, phaseWatch},
+		{"restarted, sharded, same share", false, true, true, false, true, phaseWatch},
+		{"restarted, the share grew", false, true, true, true, true, phaseList},
+		{"loaded from a state file: probe before restoring", true, false, false, false, false, phaseProbe},
+		{"loaded, sharded: probe before restoring", true, false, false, false, true, phaseProbe},
+		{"restored by the last run, not caught up", false, true, false, false, false, phaseProbe},
+		{"restored by the last run, sharded", false, true, false, false, true, phaseList},
 	} {
-		if got := firstPhase(tc.haveRV, tc.synced, tc.grew, tc.sharded); got != tc.want {
+		if got := firstPhase(tc.held, tc.haveRV, tc.synced, tc.grew, tc.sharded); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}

@@ -16,19 +16,20 @@ import (
 // its resourceVersion. This file says what the identity is and wires the
 // Persister to the informer's reports and metrics.
 
-// stateIdentity describes the watch a state file belongs to. It returns
-// "" when the source does not say what it watches and Options.StateKey is
-// empty.
-func stateIdentity[T Object](lw any, o *Options[T]) string {
+// stateIdentity describes the watch a state file belongs to; false when
+// the source does not say what it watches and Options.StateKey is empty.
+// The Factory's StateKey, and the CLI's, also say whom the client acts as
+// (persist.User); a typed client cannot say it.
+func stateIdentity[T Object](lw any, o *Options[T]) (persist.Identity, bool) {
 	src := o.StateKey
 	if src == "" {
 		rs, ok := lw.(restScoped)
 		if !ok {
-			return ""
+			return persist.Identity{}, false
 		}
 		client := rs.GetClient()
 		if v := reflect.ValueOf(client); !v.IsValid() || (v.Kind() == reflect.Pointer && v.IsNil()) {
-			return ""
+			return persist.Identity{}, false
 		}
 		// The server, API group and version, and namespace; the resource
 		// is T's (or the factory's) below.
@@ -50,7 +51,7 @@ func stateIdentity[T Object](lw any, o *Options[T]) string {
 		Key:               key,
 		Transform:         funcName(o.Transform),
 		KeepManagedFields: o.KeepManagedFields,
-	}.String()
+	}, true
 }
 
 func typePath(t reflect.Type) string {
@@ -85,12 +86,13 @@ var errNoIdentity = fmt.Errorf("%w: StateDir is ignored: the client does not say
 // report (which must take any goroutine) wrapped in ErrSnapshot; nil if the
 // informer cannot say what it watches (errNoIdentity).
 func newPersister[T Object](lw any, o *Options[T], report func(error), obs *observer) *persist.Persister[T] {
-	identity := stateIdentity(lw, o)
-	if identity == "" {
+	identity, ok := stateIdentity(lw, o)
+	if !ok {
 		return nil
 	}
 	return persist.New(persist.Config[T]{
-		Path:      persist.Path(o.StateDir, o.Name, identity),
+		Dir:       o.StateDir,
+		Name:      o.Name,
 		Identity:  identity,
 		Snapshot:  snapshot.Options{NoSync: o.StateNoSync},
 		Interval:  o.StateInterval,
@@ -100,28 +102,66 @@ func newPersister[T Object](lw any, o *Options[T], report func(error), obs *obse
 	})
 }
 
-// openState opens the state file for a run, restoring the cache from it
-// on the first; false if the run goes without it.
+// heldState is a cache loaded from the state file, not yet restored.
+type heldState[T Object] struct {
+	items map[string]T
+	rv    string
+}
+
+// openState opens the state file for a run, loading the cache from it on
+// the first (or again, if a run ended before the server authorized its
+// restore): the loaded cache is held until then (loop.held). false if the
+// run goes without the file.
+//
+// Why not restore at once: the file was written by whoever ran with this
+// state directory and identity, and the server may no longer let this
+// client read what it holds (a revoked Role), or this may be another user
+// (the library cannot always tell users apart, see stateIdentity). The
+// probe's list, authorized as this client, says it may read them.
 func (l *loop[T]) openState() bool {
 	p := l.w.state
 	if p == nil {
 		l.w.reportAsync(errNoIdentity)
 		return false
 	}
-	first := !l.stateOpened
-	l.stateOpened = true
-	items, rv, ok := p.Open(first, l.checkRestored)
+	load := !l.stateOpened || l.held != nil
+	l.stateOpened, l.held = true, nil
+	items, rv, ok := p.Open(load, l.checkRestored)
 	switch {
 	case !ok:
 		return false
-	case first && rv != "":
-		l.w.restore(items, rv)
-		l.obs.restore(len(items))
-		l.log.Info("kinformer: restored from the state file", "objects", len(items), "resourceVersion", rv, "file", p.Path())
-	case !first && rv == "":
+	case load && rv != "":
+		l.held = &heldState[T]{items: items, rv: rv}
+		l.log.Debug("kinformer: loaded the state file; restoring it once the server authorizes a list", "objects", len(items), "resourceVersion", rv, "file", p.Path())
+	case !load && rv == "":
 		l.w.rewriteState()
 	}
 	return true
+}
+
+// restoreHeld restores the held cache after the probe (o) has succeeded,
+// and says what follows: the catch-up watch, or for a sharded informer a
+// list, diffed against the restored cache.
+func (l *loop[T]) restoreHeld(o outcome) outcome {
+	h := l.held
+	l.held = nil
+	l.w.restore(h.items, h.rv)
+	l.obs.restore(len(h.items))
+	l.log.Info("kinformer: restored from the state file", "objects", len(h.items), "resourceVersion", h.rv, "file", l.w.state.Path())
+	if l.sh != nil {
+		// The probe could not find the empty cache caught up (it had no
+		// resourceVersion), so the informer has not synced: the list will.
+		l.target = ""
+		return outcome{kind: probedSharded}
+	}
+	// The probe compared the server's resourceVersion with the empty
+	// cache's; now with the restored one. (A probe without a
+	// resourceVersion ended the catch-up at once: a server that lists
+	// without one cannot be caught up with.)
+	if l.target != "" && l.w.status.reached(l.target) {
+		l.caughtUp()
+	}
+	return o
 }
 
 // checkRestored accepts an object of the state file if it has the key it

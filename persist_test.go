@@ -35,7 +35,11 @@ func TestStateIdentity(t *testing.T) {
 			change(o)
 		}
 		d := o.withDefaults()
-		return stateIdentity(lw, &d)
+		id, ok := stateIdentity(lw, &d)
+		if !ok {
+			return ""
+		}
+		return id.String()
 	}
 	base := identity(typedClient(t, host, "ns1"), nil)
 	if base == "" {

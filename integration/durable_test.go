@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kinformer/kinformer"
+	"github.com/kinformer/kinformer/internal/persist"
 	"github.com/kinformer/kinformer/internal/testenv"
 )
 
@@ -259,6 +260,11 @@ func TestDurableBadFiles(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
+			// The directory's key names its files: the same key, the
+			// same name.
+			if err := copyFile(filepath.Join(good, persist.KeyFile), filepath.Join(dir, persist.KeyFile)); err != nil {
+				t.Fatal(err)
+			}
 			path := filepath.Join(dir, filepath.Base(files[0]))
 			if err := os.WriteFile(path, tc.data, 0o600); err != nil {
 				t.Fatal(err)
@@ -300,6 +306,14 @@ func TestDurableBadFiles(t *testing.T) {
 			}
 		})
 	}
+}
+
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o600)
 }
 
 // A restored informer whose resource did not change while it was down,

@@ -436,3 +436,119 @@ func TestStateKeyNamesTheUser(t *testing.T) {
 		t.Fatal("the key of one config changes between calls")
 	}
 }
+
+// --state-dir refuses a directory that is not private, or whose key file
+// is not, at once: a usage error naming the directory, the problem and
+// the fix, before anything is read from it or sent to the server.
+func TestStateDirRefused(t *testing.T) {
+	t.Parallel()
+	nowhere := "--kubeconfig=" + filepath.Join(t.TempDir(), "none")
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+		root  bool // needs root (chown)
+		want  []string
+	}{
+		{"world-writable", func(t *testing.T, dir string) { chmod(t, dir, 0o777) }, false, []string{"may write", "chmod 700"}},
+		{"group-writable", func(t *testing.T, dir string) { chmod(t, dir, 0o770) }, false, []string{"may write", "chmod 700"}},
+		{"another user's", func(t *testing.T, dir string) { chown(t, dir, 65534) }, true, []string{"owned by uid 65534"}},
+		{"key file a symbolic link", func(t *testing.T, dir string) {
+			target := filepath.Join(t.TempDir(), "elsewhere")
+			if err := os.Symlink(target, filepath.Join(dir, "kinformer.key")); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if _, err := os.Lstat(target); err == nil {
+					t.Errorf("the key's symbolic link was followed: %s exists", target)
+				}
+			})
+		}, false, []string{"symbolic link", "kinformer.key"}},
+		{"key file another user's", func(t *testing.T, dir string) {
+			key := filepath.Join(dir, "kinformer.key")
+			if err := os.WriteFile(key, make([]byte, 32), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			chown(t, key, 65534)
+		}, true, []string{"owned by uid 65534", "kinformer.key"}},
+		{"key file readable by others", func(t *testing.T, dir string) {
+			if err := os.WriteFile(filepath.Join(dir, "kinformer.key"), make([]byte, 32), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, false, []string{"chmod 600"}},
+	} {
+		for _, cmd := range []string{"watch", "serve"} {
+			t.Run(tc.name+"/"+cmd, func(t *testing.T) {
+				t.Parallel()
+				if tc.root && os.Geteuid() != 0 {
+					t.Skip("needs root, to give a file away")
+				}
+				dir := filepath.Join(t.TempDir(), "state")
+				if err := os.Mkdir(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				tc.setup(t, dir)
+				code, stdout, stderr := runCmd(t, nil, cmd, "cm", "--state-dir", dir, nowhere)
+				if code != exitUsage {
+					t.Errorf("exit code %d, want %d (usage); stderr:\n%s", code, exitUsage, stderr)
+				}
+				for _, m := range append([]string{"state directory refused", dir}, tc.want...) {
+					if !strings.Contains(stderr, m) {
+						t.Errorf("stderr %q lacks %q", stderr, m)
+					}
+				}
+				if stdout != "" {
+					t.Errorf("stdout %q, want nothing", stdout)
+				}
+				if f := stateFiles(t, dir); len(f) != 0 {
+					t.Errorf("state files %q in a refused directory", f)
+				}
+			})
+		}
+	}
+}
+
+func chmod(t *testing.T, path string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func chown(t *testing.T, path string, uid int) {
+	t.Helper()
+	if err := os.Chown(path, uid, -1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A state file's name is keyed with its directory's own key (made 0600
+// on first use): the same watch, as the same user, in two directories has
+// two names, so a name cannot be checked offline against a guessed token.
+func TestStateFileNameKeyed(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	ns := testenv.NewNamespace(t, srv.Config())
+	newConfigMap(t, kubernetes.NewForConfigOrDie(srv.Config()), ns, "a", nil)
+	var names []string
+	for range 2 {
+		dir := filepath.Join(t.TempDir(), "not-yet")
+		expectFirst(t, ns+"/a", nil, "cm", "-n", ns, "--state-dir", dir, kubeconfigArg(srv))
+		files := stateFiles(t, dir)
+		if len(files) != 1 {
+			t.Fatalf("state files %q, want one", files)
+		}
+		names = append(names, filepath.Base(files[0]))
+		for path, want := range map[string]os.FileMode{dir: 0o700, files[0]: 0o600, filepath.Join(dir, "kinformer.key"): 0o600} {
+			fi, err := os.Lstat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm() != want {
+				t.Errorf("%s: mode %04o, want %04o", path, fi.Mode().Perm(), want)
+			}
+		}
+	}
+	if names[0] == names[1] {
+		t.Fatalf("one watch has the name %s in two state directories: the name is not keyed", names[0])
+	}
+}

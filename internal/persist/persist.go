@@ -34,8 +34,9 @@ const (
 
 // Config configures a Persister.
 type Config[T kruntime.Object] struct {
-	Path     string // the state file; its directory is made 0700
-	Identity string // Identity.String(); a file of another is not loaded
+	Dir      string   // the state directory: made 0700, and it must be private (PrepareDir)
+	Name     string   // the readable part of the file's name (Path)
+	Identity Identity // a file of another is not loaded
 	Snapshot snapshot.Options
 	Interval time.Duration // default DefaultInterval
 	Codec    Codec[T]
@@ -57,6 +58,10 @@ type change[T any] struct {
 // called by the cache's one writer; the flusher goroutine commits.
 type Persister[T kruntime.Object] struct {
 	cfg Config[T]
+	// path and sealed are the state file and its identity as stored
+	// (Identity.Sealed), set by the first Open that finds the directory
+	// safe; the caller's of Open, as committed is.
+	path, sealed string
 
 	mu      sync.Mutex           // guards the fields below, up to committed
 	pending map[string]change[T] // what changed since the last commit
@@ -83,8 +88,9 @@ func New[T kruntime.Object](cfg Config[T]) *Persister[T] {
 	return &Persister[T]{cfg: cfg, pending: map[string]change[T]{}, kick: make(chan struct{}, 1)}
 }
 
-// Path is the state file.
-func (p *Persister[T]) Path() string { return p.cfg.Path }
+// Path is the state file; "" until an Open has found the directory
+// safe.
+func (p *Persister[T]) Path() string { return p.path }
 
 // Committed is the resourceVersion of the last commit; not while running.
 func (p *Persister[T]) Committed() string { return p.committed }
@@ -95,15 +101,22 @@ func (p *Persister[T]) Committed() string { return p.committed }
 // holds the last commit and returns its resourceVersion, or "" if the
 // caller must rewrite it from the cache (Rewrite). A file that cannot be
 // used is reported, set aside and replaced by an empty one. ok is false
-// when the run goes without the file.
+// when the run goes without the file: it is in use, or it or its
+// directory is unsafe (snapshot.ErrUnsafe: reported, and the file is
+// neither read nor changed).
 func (p *Persister[T]) Open(restore bool, check func(key string, obj T) error) (items map[string]T, rv string, ok bool) {
-	if err := os.MkdirAll(filepath.Dir(p.cfg.Path), 0o700); err != nil {
-		p.cfg.Report(err)
+	key, err := PrepareDir(p.cfg.Dir)
+	if err != nil {
+		p.cfg.Report(fmt.Errorf("state directory: %w; running without it", err))
 		return nil, "", false
 	}
-	st, err := snapshot.Open(p.cfg.Path, p.cfg.Identity, p.cfg.Snapshot)
-	if errors.Is(err, snapshot.ErrInUse) {
-		p.cfg.Report(fmt.Errorf("%s: %w; running without it", p.cfg.Path, err))
+	if sealed := p.cfg.Identity.Sealed(key); sealed != p.sealed {
+		// The first Open, or the directory's key was replaced.
+		p.sealed, p.path, p.committed = sealed, Path(p.cfg.Dir, p.cfg.Name, key, sealed), ""
+	}
+	st, err := snapshot.Open(p.path, p.sealed, p.cfg.Snapshot)
+	if errors.Is(err, snapshot.ErrInUse) || errors.Is(err, snapshot.ErrUnsafe) {
+		p.cfg.Report(fmt.Errorf("%s: %w; running without it", p.path, err))
 		return nil, "", false
 	}
 	if err == nil && restore {
@@ -121,17 +134,20 @@ func (p *Persister[T]) Open(restore bool, check func(key string, obj T) error) (
 		})
 		if err != nil {
 			st.Close()
+		} else {
+			// The file is at rv: a later run need not rewrite it.
+			p.committed = rv
 		}
 	}
 	if err != nil {
-		aside := p.cfg.Path + ".bad"
-		p.cfg.Report(fmt.Errorf("%s: %w; set aside as %s, listing from scratch", p.cfg.Path, err, filepath.Base(aside)))
-		if rerr := os.Rename(p.cfg.Path, aside); rerr != nil && !os.IsNotExist(rerr) {
-			_ = os.Remove(p.cfg.Path)
+		aside := p.path + ".bad"
+		p.cfg.Report(fmt.Errorf("%s: %w; set aside as %s, listing from scratch", p.path, err, filepath.Base(aside)))
+		if rerr := os.Rename(p.path, aside); rerr != nil && !os.IsNotExist(rerr) {
+			_ = os.Remove(p.path)
 		}
-		items, rv = nil, ""
-		if st, err = snapshot.Open(p.cfg.Path, p.cfg.Identity, p.cfg.Snapshot); err != nil {
-			p.cfg.Report(fmt.Errorf("%s: %w; running without it", p.cfg.Path, err))
+		items, rv, p.committed = nil, "", ""
+		if st, err = snapshot.Open(p.path, p.sealed, p.cfg.Snapshot); err != nil {
+			p.cfg.Report(fmt.Errorf("%s: %w; running without it", p.path, err))
 			return nil, "", false
 		}
 	}
@@ -179,7 +195,7 @@ func (p *Persister[T]) flusher(quit, done chan struct{}) {
 		case <-quit:
 			p.Flush()
 			if err := p.store.Close(); err != nil {
-				p.cfg.Report(fmt.Errorf("closing %s: %w", p.cfg.Path, err))
+				p.cfg.Report(fmt.Errorf("closing %s: %w", p.path, err))
 			}
 			p.store = nil
 			return
@@ -294,7 +310,7 @@ func (p *Persister[T]) Flush() {
 			p.broken = true
 			p.mu.Unlock()
 			if err := p.store.Commit(&snapshot.Batch{Reset: true}); err != nil {
-				p.cfg.Report(fmt.Errorf("%s: %w", p.cfg.Path, err))
+				p.cfg.Report(fmt.Errorf("%s: %w", p.path, err))
 			}
 			return
 		}
@@ -308,7 +324,7 @@ func (p *Persister[T]) Flush() {
 		p.committed = rv
 		return
 	}
-	p.cfg.Report(fmt.Errorf("writing %s: %w; retrying", p.cfg.Path, err))
+	p.cfg.Report(fmt.Errorf("writing %s: %w; retrying", p.path, err))
 	// Put the batch back under what changed since, to retry.
 	p.mu.Lock()
 	for key, c := range pending {

@@ -151,8 +151,9 @@ func TestStatePath(t *testing.T) {
 	dir := t.TempDir()
 	names := []string{"", ".", "..", "../../etc", "/etc/passwd", `a\b`, "a/b", "con:nul", "pods", "deployments.apps",
 		strings.Repeat("x", 10000), strings.Repeat("../", 100), "名前", "a\x00b", "-rf", " spaces "}
+	key := []byte("0123456789abcdef0123456789abcdef")
 	for _, name := range names {
-		p := Path(dir, name, "identity")
+		p := Path(dir, name, key, "identity")
 		base := filepath.Base(p)
 		if filepath.Dir(p) != dir || filepath.Join(dir, base) != p {
 			t.Errorf("name %q: %q is not a file in %s", name, p, dir)
@@ -167,23 +168,26 @@ func TestStatePath(t *testing.T) {
 			t.Errorf("name %q: %v", name, err)
 		}
 	}
-	if Path(dir, "pods", "a") == Path(dir, "pods", "b") {
+	if Path(dir, "pods", key, "a") == Path(dir, "pods", key, "b") {
 		t.Error("two identities, one file")
 	}
-	if Path(dir, "pods", "a") != Path(dir, "pods", "a") {
+	if Path(dir, "pods", key, "a") != Path(dir, "pods", key, "a") {
 		t.Error("one identity, two files")
+	}
+	if Path(dir, "pods", key, "a") == Path(dir, "pods", []byte("another key"), "a") {
+		t.Error("two keys, one file")
 	}
 }
 
 // testPersister returns a persister of ConfigMaps in dir, with its reports.
 func testPersister(t *testing.T, dir string) (*Persister[*corev1.ConfigMap], func() []error) {
 	t.Helper()
-	const identity = "test configmaps"
 	var mu sync.Mutex // guards errs
 	var errs []error
 	p := New(Config[*corev1.ConfigMap]{
-		Path:     Path(dir, "configmaps", identity),
-		Identity: identity,
+		Dir:      dir,
+		Name:     "configmaps",
+		Identity: Identity{Source: "test configmaps"},
 		Snapshot: snapshot.Options{NoSync: true, LockTimeout: 100 * time.Millisecond},
 		Interval: time.Hour,
 		Codec:    NewCodec[*corev1.ConfigMap](nil),
@@ -288,10 +292,10 @@ func TestPersisterRestores(t *testing.T) {
 
 	// A new informer restores it.
 	p2, reports2 := testPersister(t, dir)
+	got, rv := openPersister(t, p2)
 	if p2.Path() != p.Path() {
 		t.Fatalf("another path for the same options: %s, %s", p2.Path(), p.Path())
 	}
-	got, rv := openPersister(t, p2)
 	p2.Start()
 	p2.Stop()
 	if rv != "9" {
@@ -347,9 +351,13 @@ func TestPersisterEncodeFailure(t *testing.T) {
 func TestPersisterDamagedFile(t *testing.T) {
 	dir := t.TempDir()
 	p, reports := testPersister(t, dir)
+	openPersister(t, p) // to learn its path
+	p.Start()
+	p.Stop()
 	if err := os.WriteFile(p.Path(), []byte(strings.Repeat("not a snapshot ", 2000)), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	p, reports = testPersister(t, dir)
 	items, rv := openPersister(t, p)
 	p.Record("a/one", labelled("a", "one", "1"), false, "1")
 	p.Start()

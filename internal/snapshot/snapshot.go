@@ -68,7 +68,9 @@ type Options struct {
 
 // Open opens the snapshot file at path, creating it (and an empty snapshot
 // for identity) if it does not exist. An existing file that is not a
-// readable bbolt file is an error; its content is checked by Load.
+// readable bbolt file is an error; its content is checked by Load. A file
+// that is not private (OpenPrivate) is an error wrapping ErrUnsafe, and
+// is neither read nor changed.
 func Open(path, identity string, o Options) (s *Store, err error) {
 	if o.LockTimeout <= 0 {
 		o.LockTimeout = time.Second
@@ -80,7 +82,7 @@ func Open(path, identity string, o Options) (s *Store, err error) {
 	var f *os.File
 	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
 		var err error
-		f, err = os.OpenFile(name, flag, perm)
+		f, err = OpenPrivate(name, flag, perm)
 		return f, err
 	}
 	err = guard(func() error {
@@ -104,37 +106,49 @@ func Open(path, identity string, o Options) (s *Store, err error) {
 		return nil, err
 	}
 	s = &Store{db: db, identity: identity}
+	var exists bool
 	err = guard(func() error {
-		return db.Update(func(tx *bolt.Tx) error {
-			if tx.Bucket(bucketMeta) != nil {
-				return nil // an existing snapshot: Load checks it
-			}
-			meta, err := tx.CreateBucket(bucketMeta)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.CreateBucketIfNotExists(bucketObjects); err != nil {
-				return err
-			}
-			for k, v := range map[string][]byte{
-				string(keyFormat):   []byte(strconv.Itoa(Format)),
-				string(keyIdentity): []byte(identity),
-				string(keyRV):       nil,
-				string(keySum):      make([]byte, 8),
-				string(keyCount):    make([]byte, 8),
-			} {
-				if err := meta.Put([]byte(k), v); err != nil {
-					return err
-				}
-			}
+		// Not in Update: an update that changes nothing still writes a
+		// meta page, and opening a file must not change it (a client
+		// the server then refuses leaves it as it was).
+		return db.View(func(tx *bolt.Tx) error {
+			exists = tx.Bucket(bucketMeta) != nil // an existing snapshot: Load checks it
 			return nil
 		})
 	})
+	if err == nil && !exists {
+		err = guard(func() error { return s.create() })
+	}
 	if err != nil {
 		s.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// create makes an empty snapshot in a new file.
+func (s *Store) create() error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucket(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucketIfNotExists(bucketObjects); err != nil {
+			return err
+		}
+		for k, v := range map[string][]byte{
+			string(keyFormat):   []byte(strconv.Itoa(Format)),
+			string(keyIdentity): []byte(s.identity),
+			string(keyRV):       nil,
+			string(keySum):      make([]byte, 8),
+			string(keyCount):    make([]byte, 8),
+		} {
+			if err := meta.Put([]byte(k), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // Close closes the file.
@@ -168,7 +182,7 @@ func (s *Store) Load(fn func(key, value []byte) error) (rv string, err error) {
 			// A file cut short: bbolt would fault on the missing pages.
 			// (Not tx.Check: it reads on a goroutine of its own, where a
 			// fault could not be recovered.)
-			if fi, err := os.Stat(s.db.Path()); err != nil {
+			if fi, err := os.Lstat(s.db.Path()); err != nil {
 				return err
 			} else if fi.Size() < tx.Size() {
 				return fmt.Errorf("truncated: %d bytes, the file's pages need %d", fi.Size(), tx.Size())
@@ -223,7 +237,7 @@ func (s *Store) Load(fn func(key, value []byte) error) (rv string, err error) {
 // so as not to read a file another informer is writing; ErrInUse if it
 // does not let go within timeout.
 func verifyLocked(path string, timeout time.Duration) error {
-	f, err := os.Open(path)
+	f, err := OpenPrivate(path, os.O_RDONLY, 0)
 	if os.IsNotExist(err) {
 		return nil // bbolt creates it
 	}

@@ -83,7 +83,7 @@ func readMeta(f io.ReaderAt, off int64) (boltMeta, error) {
 // verify checks the bbolt structure of the file at path, as described
 // above.
 func verify(path string) error {
-	f, err := os.Open(path)
+	f, err := OpenPrivate(path, os.O_RDONLY, 0)
 	if err != nil {
 		return err
 	}

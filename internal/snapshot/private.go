@@ -1,0 +1,82 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"syscall"
+)
+
+// A state file is loaded into a cache whose handlers act on what it holds,
+// so it must be the user's own: a regular file, owned by this process's
+// user, that no one else may read or write, reached by its own name and
+// not through a symbolic link planted in its place (which bbolt would
+// follow, creating or growing the file it points to).
+
+// ErrUnsafe: a file or directory that another user owns or may write, or
+// a symbolic link where a file should be. It is never read, nor changed.
+var ErrUnsafe = errors.New("unsafe")
+
+// OpenPrivate opens path as os.OpenFile does, without following a
+// symbolic link in its last component, and checks what it opened: a
+// regular file of this process's user with no permission for group or
+// others. A file it creates has mode perm (which must grant nothing to
+// group or others).
+func OpenPrivate(path string, flag int, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|noFollow|syscall.O_CLOEXEC, perm)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("%w: %s is a symbolic link, not followed (remove it)", ErrUnsafe, path)
+		}
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		err = checkPrivate(path, fi)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// checkPrivate checks an opened file's information (fstat: the file
+// opened, not whatever the name leads to by now).
+func checkPrivate(path string, fi fs.FileInfo) error {
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("%w: %s is a symbolic link, not followed (remove it)", ErrUnsafe, path)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%w: %s is not a regular file (%s)", ErrUnsafe, path, fi.Mode().Type())
+	}
+	if uid, ok := ownerOf(fi); ok && uid != os.Geteuid() {
+		return fmt.Errorf("%w: %s is owned by uid %d, not by this process's user (uid %d); not read", ErrUnsafe, path, uid, os.Geteuid())
+	}
+	if p := fi.Mode().Perm(); p&0o077 != 0 && checksMode {
+		return fmt.Errorf("%w: %s has mode %04o: group or others may use it; not read (chmod 600 %s)", ErrUnsafe, path, p, path)
+	}
+	return nil
+}
+
+// CheckPrivateDir checks dir (following a symbolic link: a state
+// directory may be one): a directory owned by this process's user that
+// group and others cannot write, so that no one else can plant, replace or
+// rename the files in it.
+func CheckPrivateDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%w: %s is not a directory", ErrUnsafe, dir)
+	}
+	if uid, ok := ownerOf(fi); ok && uid != os.Geteuid() {
+		return fmt.Errorf("%w: the directory %s is owned by uid %d, not by this process's user (uid %d)", ErrUnsafe, dir, uid, os.Geteuid())
+	}
+	if p := fi.Mode().Perm(); p&0o022 != 0 && checksMode {
+		return fmt.Errorf("%w: the directory %s has mode %04o: group or others may write in it (chmod 700 %s)", ErrUnsafe, dir, p, dir)
+	}
+	return nil
+}

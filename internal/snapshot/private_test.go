@@ -1,0 +1,178 @@
+//go:build unix
+
+package snapshot
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// written returns the path of a snapshot with one object committed, and
+// its bytes.
+func written(t *testing.T) (string, []byte) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s")
+	s, err := Open(path, testID, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(&Batch{Puts: map[string][]byte{"k": []byte("v")}, RV: "7"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, b
+}
+
+// Opening, loading and closing a snapshot does not change its file.
+func TestOpenWritesNothing(t *testing.T) {
+	path, before := written(t)
+	s, err := Open(path, testID, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, rv := load(t, s); rv != "7" {
+		t.Fatalf("rv %q", rv)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Fatal("Open, Load and Close changed the file")
+	}
+}
+
+// A file that is not private is ErrUnsafe, unread and unchanged; a
+// symbolic link is not followed, even to create the file.
+func TestOpenUnsafe(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		root  bool
+		spoil func(t *testing.T, path string)
+		want  string
+	}{
+		{"another user's", true, func(t *testing.T, path string) {
+			if err := os.Chown(path, 65534, -1); err != nil {
+				t.Fatal(err)
+			}
+		}, "owned by uid 65534"},
+		{"readable by others", false, func(t *testing.T, path string) {
+			if err := os.Chmod(path, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, "chmod 600"},
+		{"a symbolic link to a snapshot", false, func(t *testing.T, path string) {
+			other := path + ".real"
+			if err := os.Rename(path, other); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(other, path); err != nil {
+				t.Fatal(err)
+			}
+		}, "symbolic link"},
+		{"a dangling symbolic link", false, func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join(t.TempDir(), "victim"), path); err != nil {
+				t.Fatal(err)
+			}
+		}, "symbolic link"},
+		{"a directory", false, func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(path, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}, "not a regular file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.root && os.Geteuid() != 0 {
+				t.Skip("needs root, to give a file away")
+			}
+			path, _ := written(t)
+			tc.spoil(t, path)
+			before := snapshotOf(t, path)
+			s, err := Open(path, testID, Options{NoSync: true})
+			if err == nil {
+				s.Close()
+			}
+			if !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Open = %v, want ErrUnsafe saying %q", err, tc.want)
+			}
+			if after := snapshotOf(t, path); after != before {
+				t.Fatalf("the path changed: %s, was %s", after, before)
+			}
+		})
+	}
+}
+
+// snapshotOf describes what is at path, and where a link leads.
+func snapshotOf(t *testing.T, path string) string {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := fi.Mode().String()
+	if fi.Mode()&os.ModeSymlink != 0 {
+		target, _ := os.Readlink(path)
+		tfi, err := os.Lstat(target)
+		d += " → " + target
+		if err == nil {
+			d += fmt.Sprintf(" %s %d bytes", tfi.Mode(), tfi.Size())
+		} else {
+			d += " (none)"
+		}
+		return d
+	}
+	if fi.Mode().IsRegular() {
+		b, _ := os.ReadFile(path)
+		d += " " + string(b)
+	}
+	return d
+}
+
+func TestCheckPrivateDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := CheckPrivateDir(dir); err != nil {
+		t.Fatalf("a 0700 directory: %v", err)
+	}
+	for _, mode := range []os.FileMode{0o777, 0o770, 0o702, 0o720} {
+		if err := os.Chmod(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckPrivateDir(dir); !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), "chmod 700") {
+			t.Errorf("mode %04o: %v, want ErrUnsafe with the fix", mode, err)
+		}
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckPrivateDir(dir); err != nil {
+		t.Errorf("a 0755 directory (no one else may write): %v", err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(dir, 65534, -1); err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckPrivateDir(dir); !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), "uid 65534") {
+			t.Errorf("another user's directory: %v", err)
+		}
+	}
+}
