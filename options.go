@@ -108,16 +108,25 @@ type Options[T Object] struct {
 	// StateDir, if set, keeps the cache and its resourceVersion on disk, in
 	// a go.etcd.io/bbolt file in this directory named for what the
 	// informer watches (resource, namespace, selectors, key function,
-	// format), so that a new process with the same options starts warm: its
-	// handlers get Added (CauseRestore) for every object in the file, then
-	// exactly what changed while it was down, from a watch at the file's
-	// resourceVersion (or, if the server has compacted it, a re-list diffed
-	// against the restored cache). WaitForSync returns once the informer
-	// has caught up with the server as of its start. Changes are committed
-	// in batches (StateInterval), each in one transaction: a process killed
-	// at any moment leaves a consistent file. A file that cannot be used is
-	// reported (ErrSnapshot) and set aside, and the informer lists. Objects
-	// are kept as cached: after Transform, without managedFields unless
+	// format; a Factory's also whom its rest.Config acts as), so that a new
+	// process with the same options starts warm. The file is read and
+	// checked first, but nothing of it reaches the cache or the handlers
+	// until a one-object list, authorized as this client, has succeeded: a
+	// 401 or 403 leaves the cache empty and the file untouched, and
+	// WaitForSync returns the error. Then its handlers get Added
+	// (CauseRestore) for every object in the file, then exactly what
+	// changed while it was down, from a watch at the file's resourceVersion
+	// (or, if the server has compacted it, a re-list diffed against the
+	// restored cache). WaitForSync returns once the informer has caught up
+	// with the server as of its start. Changes are committed in batches
+	// (StateInterval), each in one transaction: a process killed at any
+	// moment leaves a consistent file. The directory must be the user's own
+	// and writable by no one else, and a file a regular file of the user's
+	// with mode 0600 (no symlink); files are named by an HMAC with the
+	// directory's own key (kinformer.key). A file that cannot be used is
+	// reported (ErrSnapshot) and the informer lists: a damaged one is set
+	// aside, an unsafe one (or directory) left as it is. Objects are kept as
+	// cached: after Transform, without managedFields unless
 	// KeepManagedFields. One informer at a time may use a file.
 	StateDir string
 
