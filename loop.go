@@ -372,6 +372,10 @@ func (l *loop[T]) attempt(ctx context.Context, resyncAt *time.Time) (o outcome) 
 		if o.kind == listed {
 			l.target = "" // a list is as caught up as it gets
 			l.w.gained = nil
+			// A list authorized as this client replaced what a state
+			// file held (a sharded informer's share changed during its
+			// probe): nothing is left to restore.
+			l.held = nil
 		}
 		if o.kind == listed && l.opts.ResyncPeriod > 0 {
 			// From the end of the list, and never shorter than twice the
