@@ -38,6 +38,7 @@ import (
 //	kinformer_shard_slots{resource}                     slots of a sharded informer's share (Options.Sharding)
 //	kinformer_shard_server_side{resource}               1 if the API server filters its lists and watches by the share, 0 if the informer does
 //	kinformer_cache_mutations_total{resource}           cached objects found modified in place (Options.DetectMutations; only while it is on)
+//	kinformer_dead_connections_total{resource}          watches ended because their connection did not answer a probe (Options.ProbeAfter)
 //
 // The shard group's own metrics (kinformer_sharding_*) are package
 // sharding's Metrics.
@@ -52,6 +53,7 @@ type Metrics struct {
 	restored                  *prometheus.CounterVec
 	shardSlots, shardServer   *prometheus.GaugeVec
 	mutations                 *prometheus.CounterVec
+	deadConns                 *prometheus.CounterVec
 
 	mu      sync.Mutex // guards sources
 	sources map[*metricSource]struct{}
@@ -94,9 +96,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "1 if the API server filters a sharded informer's lists and watches by its share (ShardedListAndWatch), 0 if the informer filters alone."}, []string{"resource"}),
 		mutations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kinformer_cache_mutations_total",
 			Help: "Cached objects found modified in place by the mutation detector (Options.DetectMutations)."}, []string{"resource"}),
+		deadConns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kinformer_dead_connections_total",
+			Help: "Watches ended because their connection was silent and did not answer a probe (Options.ProbeAfter)."}, []string{"resource"}),
 		sources: map[*metricSource]struct{}{},
 	}
-	for _, c := range []prometheus.Collector{m.events, m.requests, m.relists, m.waits, m.waited, m.commits, m.commitTime, m.written, m.restored, m.shardSlots, m.shardServer, m.mutations, m} {
+	for _, c := range []prometheus.Collector{m.events, m.requests, m.relists, m.waits, m.waited, m.commits, m.commitTime, m.written, m.restored, m.shardSlots, m.shardServer, m.mutations, m.deadConns, m} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("kinformer: registering metrics: %w", err)
 		}
@@ -284,6 +288,14 @@ func (o *observer) detecting() {
 func (o *observer) mutation() {
 	if o != nil && o.mutations != nil {
 		o.mutations.Inc()
+	}
+}
+
+// deadConn counts a watch ended because its connection did not answer a
+// probe.
+func (o *observer) deadConn() {
+	if o != nil {
+		o.m.deadConns.WithLabelValues(o.name).Inc()
 	}
 }
 

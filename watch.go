@@ -184,6 +184,7 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 // connection it drops (stream.dropConn).
 func (l *loop[T]) idle(what string, s *stream[T]) error {
 	if s.live.Dead() {
+		l.obs.deadConn()
 		l.log.Info("kinformer: "+what+"'s connection did not answer a probe: closed it", "timeout", s.live.Timeout())
 		return fmt.Errorf("%s: %w: its connection was silent and did not answer a probe within %s", what, ErrIdle, s.live.Timeout())
 	}

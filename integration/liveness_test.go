@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/internal/liveness"
 	"github.com/kinformer/kinformer/internal/testenv"
@@ -31,11 +33,16 @@ const deadConnLimit = 15 * time.Second
 // Factory's informer (which the adapters use), each over HTTP/2.
 func TestDeadConnectionDefaults(t *testing.T) {
 	srv := testenv.Shared(t)
+	reg := prometheus.NewRegistry()
+	metrics, err := kinformer.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, v := range []struct {
 		name string
 		make cmInformer
 	}{
-		{"new-direct", newWith(nil)},
+		{"new-direct", newWith(&kinformer.Options[*corev1.ConfigMap]{Metrics: metrics})},
 		{"new-client-watch", newWith(&kinformer.Options[*corev1.ConfigMap]{DisableDirectDecoding: true})},
 		{"factory", func(t *testing.T, cfg *rest.Config, ns string) *kinformer.Informer[*corev1.ConfigMap] {
 			f := kinformer.NewFactory(cfg, nil)
@@ -60,6 +67,9 @@ func TestDeadConnectionDefaults(t *testing.T) {
 				t.Errorf("no connection closed by a probe: %+v → %+v", before, after)
 			}
 		})
+	}
+	if got := counterSum(t, reg, "kinformer_dead_connections_total"); got < 1 {
+		t.Errorf("kinformer_dead_connections_total = %v after a dead connection, want at least 1", got)
 	}
 }
 
@@ -151,4 +161,22 @@ func TestProbeCost(t *testing.T) {
 			t.Errorf("%d probes in %s for %d informers on %d connections, want 1 to %d", got, window, n, conns, limit)
 		}
 	}
+}
+
+// counterSum is the sum of a counter's series in reg.
+func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }
