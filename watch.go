@@ -180,8 +180,9 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 	}
 }
 
-// idle is the error of a stream silent past its idle deadline, whose
-// connection it drops (stream.dropConn).
+// idle is the error of a stream whose connection did not answer a probe
+// (its watchdog closed it), or that was silent past its idle deadline,
+// whose connection it drops (stream.dropConn).
 func (l *loop[T]) idle(what string, s *stream[T]) error {
 	if s.live.Dead() {
 		l.obs.deadConn()
