@@ -46,8 +46,8 @@ func Total() Counts { return Counts{Probes: probes.Load(), Dead: dead.Load()} }
 // Watch is one watch's hold on its connection's watchdog.
 type Watch struct {
 	after, timeout time.Duration
-	d              atomic.Pointer[watchdog]
-	done           bool // guarded by registry
+	d              *watchdog // set by Register, before the watch is returned
+	done           bool      // guarded by registry
 }
 
 // HTTP2 reports whether c is a TLS connection that negotiated HTTP/2: the
@@ -90,7 +90,7 @@ func (w *Watch) join(conn net.Conn, probe Prober) {
 	d.mu.Lock()
 	d.watches[w] = struct{}{}
 	d.mu.Unlock()
-	w.d.Store(d)
+	w.d = d
 	if start {
 		go d.run() // with its first watch: run ends when it has none
 	} else {
@@ -105,9 +105,7 @@ func (w *Watch) Touch(t time.Time) {
 	if w == nil {
 		return
 	}
-	if d := w.d.Load(); d != nil {
-		d.activity.Store(t.UnixNano())
-	}
+	w.d.activity.Store(t.UnixNano())
 }
 
 // Dead reports whether the connection was closed because a probe went
@@ -116,8 +114,7 @@ func (w *Watch) Dead() bool {
 	if w == nil {
 		return false
 	}
-	d := w.d.Load()
-	return d != nil && d.dead.Load()
+	return w.d.dead.Load()
 }
 
 // Timeout is how long the probe waited before the connection was taken
@@ -126,11 +123,10 @@ func (w *Watch) Timeout() time.Duration {
 	if w == nil {
 		return 0
 	}
-	if d := w.d.Load(); d != nil {
-		_, t := d.durations()
+	if _, t := w.d.durations(); t > 0 {
 		return t
 	}
-	return w.timeout
+	return w.timeout // the last watch of its connection, taken off
 }
 
 // Done takes the watch off its connection's watchdog, which stops with
@@ -145,10 +141,7 @@ func (w *Watch) Done() {
 		return
 	}
 	w.done = true
-	d := w.d.Load()
-	if d == nil {
-		return
-	}
+	d := w.d
 	d.mu.Lock()
 	delete(d.watches, w)
 	last := len(d.watches) == 0
