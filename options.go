@@ -149,6 +149,24 @@ type Options[T Object] struct {
 	// aside, and the informer lists).
 	StateNoSync bool
 
+	// Compact keeps each cached object as bytes instead of a tree of Go
+	// structs and maps: built-in types as their protobuf, custom resources
+	// and unstructured objects as JSON, managedFields cut (unless
+	// KeepManagedFields) and after Transform, with its key, resourceVersion,
+	// namespace and index values beside it (computed once, as it arrives).
+	// Reads decode: Get, List, ByIndex and Select return objects decoded
+	// for the caller, its own to change; an event's Object and Old are
+	// decoded once per event, on the handlers' side, and shared by its
+	// handlers as without Compact. A cached Pod then takes about its
+	// protobuf's size, a fraction of the decoded one, and each read costs
+	// a decode of the object (a few µs to tens of µs). With StateDir the
+	// state file holds the same bytes, so a warm restart loads them
+	// without decoding. For memory-bound, read-light caches (every Pod of
+	// a cluster); a controller that reads its whole cache often is better
+	// served without. DetectMutations has nothing to check in a compact
+	// cache and is ignored. Default: off.
+	Compact bool
+
 	// Sharding, if set, makes the informer cache and handle only this
 	// replica's share of the resource: objects whose metadata.uid hashes
 	// into the slots the Sharder serves (a *sharding.Sharding, from
