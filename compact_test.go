@@ -197,7 +197,10 @@ func TestCompactKeepsTheWireBytes(t *testing.T) {
 		srv := &protoServer{t: t, resources: watchableConfigMaps(), scripts: [][]byte{script.Bytes()}}
 		opts := &Options[*corev1.ConfigMap]{Backoff: fastBackoff, Compact: true}
 		if transform {
-			opts.Transform = func(o *corev1.ConfigMap) (*corev1.ConfigMap, error) { o.Labels = map[string]string{"t": "1"}; return o, nil }
+			opts.Transform = func(o *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+				o.Labels = map[string]string{"t": "1"}
+				return o, nil
+			}
 		}
 		inf := New[*corev1.ConfigMap](clientFor(t, srv).CoreV1().ConfigMaps("ns"), opts)
 		var encoded atomic.Int32
