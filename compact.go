@@ -114,21 +114,38 @@ func (c *Cache[T]) pack(obj T, raw []byte) (ref[T], error) {
 	return ref[T]{p: p}, nil
 }
 
+// packMeta packs data, an object's encoding whose metadata says m,
+// without decoding it, unless the cache has indexes to compute.
+func (c *Cache[T]) packMeta(data []byte, m persist.Meta) (ref[T], error) {
+	c.wmu.Lock()
+	indexed := len(c.order) > 0 // if an index comes before put, put computes its values (complete)
+	c.wmu.Unlock()
+	if indexed {
+		obj, err := c.codec.decode(data)
+		if err != nil {
+			return ref[T]{}, err
+		}
+		return c.pack(obj, data)
+	}
+	p := &packed{data: data, rv: m.ResourceVersion, ns: unique.Make(m.Namespace).Value()}
+	if c.uids {
+		p.uid = m.UID
+	}
+	return ref[T]{p: p}, nil
+}
+
 // packEncoded packs the encoding of an object under key, as the state
 // file holds it, without decoding it where it can: protobuf, keyed by
 // MetaNamespaceKey, no index but the namespace one. Otherwise the object
 // is decoded (and returned) to check its key and compute its index values.
 func (c *Cache[T]) packEncoded(key string, data []byte) (r ref[T], obj T, err error) {
-	if c.codec.meta != nil && c.defaultKey && len(c.order) == 0 {
+	if c.codec.meta != nil && c.defaultKey {
 		if m, ok := c.codec.meta(data); ok {
 			if got := metaKey(m.Namespace, m.Name); got != key {
 				return r, obj, fmt.Errorf("it has key %q", got)
 			}
-			p := &packed{data: data, rv: m.ResourceVersion, ns: unique.Make(m.Namespace).Value()}
-			if c.uids {
-				p.uid = m.UID
-			}
-			return ref[T]{p: p}, obj, nil
+			r, err = c.packMeta(data, m)
+			return r, obj, err
 		}
 	}
 	if obj, err = c.codec.decode(data); err != nil {

@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kinformer/kinformer/internal/protowatch"
 )
 
 // Tests of the compact cache (Options.Compact) that hold in it alone; the
@@ -184,8 +186,8 @@ func TestCompactPackEncoded(t *testing.T) {
 }
 
 // Objects from a protobuf stream are kept as the bytes they came in
-// (managedFields cut), not encoded again; with a Transform, the object is
-// encoded after it.
+// (managedFields cut), neither decoded nor encoded again; with a
+// Transform, the object is decoded, and encoded after it.
 func TestCompactKeepsTheWireBytes(t *testing.T) {
 	for _, transform := range []bool{false, true} {
 		a, b := managedCM("a"), managedCM("b")
@@ -206,10 +208,18 @@ func TestCompactKeepsTheWireBytes(t *testing.T) {
 		var encoded atomic.Int32
 		enc := inf.Cache().codec.encode
 		inf.Cache().codec.encode = func(o *corev1.ConfigMap) ([]byte, error) { encoded.Add(1); return enc(o) }
+		var made atomic.Int32 // objects the stream decoded (bookmarks included)
+		mk := inf.loop.direct.proto.New
+		inf.loop.direct.proto.New = func() protowatch.Object { made.Add(1); return mk() }
 		inf.Start()
 		contractSync(t, inf)
 		eventually(t, "b cached", func() bool { return inf.Cache().Len() == 2 })
 		inf.Stop()
+		// Without a Transform nothing is decoded but the bookmarks (one
+		// per watch: two), with one every object too.
+		if n := made.Load(); (n > 2) != transform {
+			t.Fatalf("transform %v: the stream decoded %d objects", transform, n)
+		}
 		// (The second watch replays the script: a again, then b.)
 		if n := encoded.Load(); (n == 0) == transform {
 			t.Fatalf("transform %v: %d objects encoded", transform, n)

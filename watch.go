@@ -175,7 +175,11 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 		if c.typ == Bookmark {
 			l.w.bookmark(c.obj, c.rv)
 		} else {
-			l.w.apply(c.typ, c.obj, s.prepare)
+			if c.raw != nil {
+				l.w.applyRaw(c.typ, c.raw)
+			} else {
+				l.w.apply(c.typ, c.obj, s.prepare)
+			}
 			lastChange = time.Now()
 		}
 		if l.target != "" && l.w.status.reached(l.target) {
