@@ -91,6 +91,10 @@ const (
 var skippedKinds = map[chaosKind]string{}
 
 func TestChaosSoak(t *testing.T) {
+	bothWays(t, testChaosSoak)
+}
+
+func testChaosSoak(t *testing.T) {
 	long := soakDuration(t)
 	sum := &chaosSummary{}
 	t.Cleanup(func() { sum.log(t) })
@@ -165,10 +169,10 @@ func newChaos(t *testing.T, name string, sum *chaosSummary, opts ...testenv.Opti
 	c.proxy = newFaultProxy(t, strings.TrimPrefix(srv.Host(), "https://"))
 	c.lw, c.proto = &counting{}, &protocols{}
 	cfg := c.proto.wrap(c.lw.wrap(c.proxy.config(t, srv.RestrictedConfig())))
-	c.inf = kinformer.New[*corev1.ConfigMap](clientset(t, cfg).CoreV1().ConfigMaps(c.ns), &kinformer.Options[*corev1.ConfigMap]{
+	c.inf = kinformer.New[*corev1.ConfigMap](clientset(t, cfg).CoreV1().ConfigMaps(c.ns), variant(&kinformer.Options[*corev1.ConfigMap]{
 		WatchTimeout: chaosWatchTimeout,
 		IdleMargin:   chaosIdleMargin,
-	})
+	}))
 	c.folders = []*folder{{name: "first", state: map[string]string{}}, {name: "second", slow: true, state: map[string]string{}}}
 	for _, f := range c.folders {
 		c.inf.AddHandler(f.handle)

@@ -33,7 +33,7 @@ type cmEvent = kinformer.Event[*corev1.ConfigMap]
 func start(t *testing.T, cfg *rest.Config, ns string, opts *kinformer.Options[*corev1.ConfigMap]) (*kinformer.Informer[*corev1.ConfigMap], *counting, *recorder[*corev1.ConfigMap]) {
 	t.Helper()
 	c := &counting{}
-	inf := kinformer.New[*corev1.ConfigMap](clientset(t, c.wrap(cfg)).CoreV1().ConfigMaps(ns), opts)
+	inf := kinformer.New[*corev1.ConfigMap](clientset(t, c.wrap(cfg)).CoreV1().ConfigMaps(ns), variant(opts))
 	rec := &recorder[*corev1.ConfigMap]{}
 	inf.AddHandler(rec.handle)
 	inf.Start()
@@ -52,6 +52,10 @@ func start(t *testing.T, cfg *rest.Config, ns string, opts *kinformer.Options[*c
 // streaming list (the default, which the local API server offers), and by
 // a paged list.
 func TestPreexistingObjectsAreCached(t *testing.T) {
+	bothWays(t, testPreexistingObjectsAreCached)
+}
+
+func testPreexistingObjectsAreCached(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -97,6 +101,10 @@ func TestPreexistingObjectsAreCached(t *testing.T) {
 // 2. create → ADDED and cached; patch → MODIFIED with Old and new; delete →
 // DELETED and gone.
 func TestCreatePatchDelete(t *testing.T) {
+	bothWays(t, testCreatePatchDelete)
+}
+
+func testCreatePatchDelete(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -142,6 +150,10 @@ func TestCreatePatchDelete(t *testing.T) {
 
 // 3. The resourceVersion only moves forward; bookmarks arrive and advance it.
 func TestResourceVersionAdvancesWithBookmarks(t *testing.T) {
+	bothWays(t, testResourceVersionAdvancesWithBookmarks)
+}
+
+func testResourceVersionAdvancesWithBookmarks(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -194,6 +206,10 @@ func TestResourceVersionAdvancesWithBookmarks(t *testing.T) {
 // 4. Label and field selectors are honoured; objects leaving the selector
 // fire DELETED.
 func TestSelectors(t *testing.T) {
+	bothWays(t, testSelectors)
+}
+
+func testSelectors(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -245,6 +261,10 @@ func TestSelectors(t *testing.T) {
 // 5. A 2 s resync re-lists from the server in a quiet namespace and fires
 // no MODIFIED for unchanged objects.
 func TestResyncRelistsWithoutSpuriousEvents(t *testing.T) {
+	bothWays(t, testResyncRelistsWithoutSpuriousEvents)
+}
+
+func testResyncRelistsWithoutSpuriousEvents(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -278,6 +298,10 @@ func TestResyncRelistsWithoutSpuriousEvents(t *testing.T) {
 // 6. Compaction while the informer is stopped → 410 → re-list: exactly the
 // changes made in the gap fire, and nothing else.
 func TestCompactionWhileStoppedRelistsAndDiffs(t *testing.T) {
+	bothWays(t, testCompactionWhileStoppedRelistsAndDiffs)
+}
+
+func testCompactionWhileStoppedRelistsAndDiffs(t *testing.T) {
 	// Without the watch cache every watch is served by etcd, so a watch from
 	// a compacted revision reliably gets 410 Gone.
 	srv := testenv.New(t, testenv.WithWatchCache(false))
@@ -321,6 +345,10 @@ func TestCompactionWhileStoppedRelistsAndDiffs(t *testing.T) {
 // A stopped informer started again resumes its watch from where it was:
 // exactly the changes made while it was stopped, no re-list.
 func TestRestartResumesFromResourceVersion(t *testing.T) {
+	bothWays(t, testRestartResumesFromResourceVersion)
+}
+
+func testRestartResumesFromResourceVersion(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -347,6 +375,10 @@ func TestRestartResumesFromResourceVersion(t *testing.T) {
 // 7. kill -9 the API server mid-watch and restart it: the informer recovers
 // by itself, with backoff, and ends equal to the server's state.
 func TestRecoversFromAPIServerKill(t *testing.T) {
+	bothWays(t, testRecoversFromAPIServerKill)
+}
+
+func testRecoversFromAPIServerKill(t *testing.T) {
 	srv := testenv.New(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -385,11 +417,15 @@ func TestRecoversFromAPIServerKill(t *testing.T) {
 // 8. The restricted user watching a namespace it may not read: WaitForSync
 // returns the 403 at once, the informer retries with backoff, not in a loop.
 func TestForbiddenNamespace(t *testing.T) {
+	bothWays(t, testForbiddenNamespace)
+}
+
+func testForbiddenNamespace(t *testing.T) {
 	srv := testenv.Shared(t)
 	lw := &counting{}
 	c := clientset(t, lw.wrap(srv.RestrictedConfig()))
 	ns := testenv.NewNamespace(t, srv.Config())
-	inf := kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(ns), nil)
+	inf := kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(ns), variant[*corev1.ConfigMap](nil))
 	inf.Start()
 	defer inf.Stop()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -413,7 +449,7 @@ func TestForbiddenNamespace(t *testing.T) {
 	}
 
 	// The same user in the namespace it may read syncs fine.
-	ok := kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(testenv.AllowedNamespace), nil)
+	ok := kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(testenv.AllowedNamespace), variant[*corev1.ConfigMap](nil))
 	ok.Start()
 	defer ok.Stop()
 	if err := ok.WaitForSync(ctx); err != nil {
@@ -425,6 +461,10 @@ func TestForbiddenNamespace(t *testing.T) {
 // server gives them: 401 for credentials it does not accept, 404 for a
 // resource it does not serve. The informer keeps retrying, unsynced.
 func TestWaitForSyncReturnsUnauthorizedAndNotFound(t *testing.T) {
+	bothWays(t, testWaitForSyncReturnsUnauthorizedAndNotFound)
+}
+
+func testWaitForSyncReturnsUnauthorizedAndNotFound(t *testing.T) {
 	srv := testenv.Shared(t)
 	ns := testenv.NewNamespace(t, srv.Config())
 	check := func(t *testing.T, inf interface {
@@ -448,7 +488,7 @@ func TestWaitForSyncReturnsUnauthorizedAndNotFound(t *testing.T) {
 	t.Run("401", func(t *testing.T) {
 		cfg := rest.AnonymousClientConfig(srv.Config()) // the server's CA, no client certificate
 		cfg.BearerToken = "not-a-token-the-server-knows"
-		inf := kinformer.New[*corev1.ConfigMap](clientset(t, cfg).CoreV1().ConfigMaps(ns), nil)
+		inf := kinformer.New[*corev1.ConfigMap](clientset(t, cfg).CoreV1().ConfigMaps(ns), variant[*corev1.ConfigMap](nil))
 		check(t, inf, apierrors.IsUnauthorized, "401 Unauthorized")
 	})
 	t.Run("404", func(t *testing.T) {
@@ -457,7 +497,7 @@ func TestWaitForSyncReturnsUnauthorizedAndNotFound(t *testing.T) {
 			t.Fatal(err)
 		}
 		gvr := schema.GroupVersionResource{Group: "kinformer.test", Version: "v1", Resource: "nonexistents"}
-		inf := kinformer.New[*unstructured.Unstructured](dyn.Resource(gvr).Namespace(ns), nil)
+		inf := kinformer.New[*unstructured.Unstructured](dyn.Resource(gvr).Namespace(ns), variant[*unstructured.Unstructured](nil))
 		check(t, inf, apierrors.IsNotFound, "404 Not Found")
 	})
 }
@@ -465,6 +505,10 @@ func TestWaitForSyncReturnsUnauthorizedAndNotFound(t *testing.T) {
 // 9. A CRD through the dynamic client, pods and configmaps through the typed
 // client, and a metadata-only informer.
 func TestClientKinds(t *testing.T) {
+	bothWays(t, testClientKinds)
+}
+
+func testClientKinds(t *testing.T) {
 	srv := testenv.Shared(t)
 	cfg := srv.Config()
 	c := clientset(t, cfg)
@@ -478,8 +522,8 @@ func TestClientKinds(t *testing.T) {
 			t.Fatal(err)
 		}
 		byImage := func(p *corev1.Pod) []string { return []string{p.Spec.Containers[0].Image} }
-		inf := kinformer.New[*corev1.Pod](c.CoreV1().Pods(ns), &kinformer.Options[*corev1.Pod]{
-			Indexers: map[string]kinformer.IndexFunc[*corev1.Pod]{"image": byImage}})
+		inf := kinformer.New[*corev1.Pod](c.CoreV1().Pods(ns), variant(&kinformer.Options[*corev1.Pod]{
+			Indexers: map[string]kinformer.IndexFunc[*corev1.Pod]{"image": byImage}}))
 		inf.Start()
 		defer inf.Stop()
 		if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
@@ -524,7 +568,7 @@ func TestClientKinds(t *testing.T) {
 			_, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, widget("w1", "small"), metav1.CreateOptions{})
 			return err == nil || apierrors.IsAlreadyExists(err)
 		})
-		inf := kinformer.New[*unstructured.Unstructured](dyn.Resource(gvr).Namespace(ns), nil)
+		inf := kinformer.New[*unstructured.Unstructured](dyn.Resource(gvr).Namespace(ns), variant[*unstructured.Unstructured](nil))
 		rec := &recorder[*unstructured.Unstructured]{}
 		inf.AddHandler(rec.handle)
 		inf.Start()
@@ -555,7 +599,7 @@ func TestClientKinds(t *testing.T) {
 			t.Fatal(err)
 		}
 		gvr := corev1.SchemeGroupVersion.WithResource("configmaps")
-		inf := kinformer.New[*metav1.PartialObjectMetadata](mc.Resource(gvr).Namespace(ns), nil)
+		inf := kinformer.New[*metav1.PartialObjectMetadata](mc.Resource(gvr).Namespace(ns), variant[*metav1.PartialObjectMetadata](nil))
 		inf.Start()
 		defer inf.Stop()
 		if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
@@ -572,6 +616,10 @@ func TestClientKinds(t *testing.T) {
 // the informer runs: the cache ends equal to a fresh list, and every handler
 // saw each object's events in order.
 func TestConcurrentWritesStayConsistent(t *testing.T) {
+	bothWays(t, testConcurrentWritesStayConsistent)
+}
+
+func testConcurrentWritesStayConsistent(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
