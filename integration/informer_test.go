@@ -150,10 +150,6 @@ func testCreatePatchDelete(t *testing.T) {
 
 // 3. The resourceVersion only moves forward; bookmarks arrive and advance it.
 func TestResourceVersionAdvancesWithBookmarks(t *testing.T) {
-	bothWays(t, testResourceVersionAdvancesWithBookmarks)
-}
-
-func testResourceVersionAdvancesWithBookmarks(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -417,15 +413,11 @@ func testRecoversFromAPIServerKill(t *testing.T) {
 // 8. The restricted user watching a namespace it may not read: WaitForSync
 // returns the 403 at once, the informer retries with backoff, not in a loop.
 func TestForbiddenNamespace(t *testing.T) {
-	bothWays(t, testForbiddenNamespace)
-}
-
-func testForbiddenNamespace(t *testing.T) {
 	srv := testenv.Shared(t)
 	lw := &counting{}
 	c := clientset(t, lw.wrap(srv.RestrictedConfig()))
 	ns := testenv.NewNamespace(t, srv.Config())
-	inf := kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(ns), variant[*corev1.ConfigMap](nil))
+	inf := kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(ns), nil)
 	inf.Start()
 	defer inf.Stop()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -449,7 +441,7 @@ func testForbiddenNamespace(t *testing.T) {
 	}
 
 	// The same user in the namespace it may read syncs fine.
-	ok := kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(testenv.AllowedNamespace), variant[*corev1.ConfigMap](nil))
+	ok := kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(testenv.AllowedNamespace), nil)
 	ok.Start()
 	defer ok.Stop()
 	if err := ok.WaitForSync(ctx); err != nil {
@@ -461,10 +453,6 @@ func testForbiddenNamespace(t *testing.T) {
 // server gives them: 401 for credentials it does not accept, 404 for a
 // resource it does not serve. The informer keeps retrying, unsynced.
 func TestWaitForSyncReturnsUnauthorizedAndNotFound(t *testing.T) {
-	bothWays(t, testWaitForSyncReturnsUnauthorizedAndNotFound)
-}
-
-func testWaitForSyncReturnsUnauthorizedAndNotFound(t *testing.T) {
 	srv := testenv.Shared(t)
 	ns := testenv.NewNamespace(t, srv.Config())
 	check := func(t *testing.T, inf interface {
@@ -488,7 +476,7 @@ func testWaitForSyncReturnsUnauthorizedAndNotFound(t *testing.T) {
 	t.Run("401", func(t *testing.T) {
 		cfg := rest.AnonymousClientConfig(srv.Config()) // the server's CA, no client certificate
 		cfg.BearerToken = "not-a-token-the-server-knows"
-		inf := kinformer.New[*corev1.ConfigMap](clientset(t, cfg).CoreV1().ConfigMaps(ns), variant[*corev1.ConfigMap](nil))
+		inf := kinformer.New[*corev1.ConfigMap](clientset(t, cfg).CoreV1().ConfigMaps(ns), nil)
 		check(t, inf, apierrors.IsUnauthorized, "401 Unauthorized")
 	})
 	t.Run("404", func(t *testing.T) {
@@ -497,7 +485,7 @@ func testWaitForSyncReturnsUnauthorizedAndNotFound(t *testing.T) {
 			t.Fatal(err)
 		}
 		gvr := schema.GroupVersionResource{Group: "kinformer.test", Version: "v1", Resource: "nonexistents"}
-		inf := kinformer.New[*unstructured.Unstructured](dyn.Resource(gvr).Namespace(ns), variant[*unstructured.Unstructured](nil))
+		inf := kinformer.New[*unstructured.Unstructured](dyn.Resource(gvr).Namespace(ns), nil)
 		check(t, inf, apierrors.IsNotFound, "404 Not Found")
 	})
 }
