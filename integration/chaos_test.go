@@ -185,6 +185,7 @@ func newChaos(t *testing.T, name string, sum *chaosSummary, opts ...testenv.Opti
 		WatchTimeout: chaosWatchTimeout,
 		IdleMargin:   chaosIdleMargin,
 	}))
+	inVariant(t, c.inf.Cache())
 	c.folders = []*folder{{name: "first", state: map[string]string{}}, {name: "second", slow: true, state: map[string]string{}}}
 	for _, f := range c.folders {
 		c.inf.AddHandler(f.handle)

@@ -45,6 +45,9 @@ func TestCompactReadsAreTheCallers(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache := inf.Cache()
+	if !cache.Compact() {
+		t.Fatal("Options.Compact, and the cache is not compact")
+	}
 	key := ns + "/cm-002"
 	first, ok1 := cache.GetByKey(key)
 	second, ok2 := cache.GetByKey(key)
@@ -154,6 +157,9 @@ func TestCompactWarmRestartEqualsPlain(t *testing.T) {
 		r := &run{lw: &counting{}, rec: &recorder[*corev1.ConfigMap]{}}
 		r.inf = kinformer.New[*corev1.ConfigMap](clientset(t, r.lw.wrap(srv.Config())).CoreV1().ConfigMaps(ns),
 			&kinformer.Options[*corev1.ConfigMap]{StateDir: dirs[compact], StateInterval: 50 * time.Millisecond, Compact: compact})
+		if r.inf.Cache().Compact() != compact {
+			t.Fatalf("Options.Compact %v, Cache().Compact() %v", compact, r.inf.Cache().Compact())
+		}
 		reg := r.inf.AddHandler(func(e kinformer.Event[*corev1.ConfigMap]) {
 			if e.Type == kinformer.Added && e.Cause == kinformer.CauseRestore {
 				if o, ok := r.inf.Cache().GetByKey(e.Key); ok && o == e.Object {
@@ -334,6 +340,9 @@ func sideBySide[T kinformer.Object, L runtime.Object](t *testing.T, lw kinformer
 	copts := opts
 	copts.Compact = true
 	plain, compact = kinformer.New[T](lw, &opts), kinformer.New[T](lw, &copts)
+	if plain.Cache().Compact() || !compact.Cache().Compact() {
+		t.Fatalf("Cache().Compact(): %v without Options.Compact, %v with it", plain.Cache().Compact(), compact.Cache().Compact())
+	}
 	recs := map[*kinformer.Informer[T]][2]*recorder[T]{}
 	var shared atomic.Int32 // compact events whose object a Get returned
 	compact.AddHandler(func(e kinformer.Event[T]) {

@@ -70,6 +70,8 @@ func bothLogged[T kinformer.Object, L runtime.Object](t *testing.T, lw kinformer
 	dOpts.Logger = slog.New(logs)
 	cOpts.DisableDirectDecoding = true
 	direct, client = kinformer.New[T](lw, &dOpts), kinformer.New[T](lw, &cOpts)
+	inVariant(t, direct.Cache())
+	inVariant(t, client.Cache())
 	directRec, clientRec = &recorder[T]{}, &recorder[T]{}
 	direct.AddHandler(directRec.handle)
 	client.AddHandler(clientRec.handle)

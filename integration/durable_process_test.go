@@ -65,6 +65,7 @@ func TestDurableChild(t *testing.T) {
 	inf := kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(parts[1]), variant(&kinformer.Options[*corev1.ConfigMap]{
 		StateDir: parts[2], StateInterval: interval,
 	}))
+	inVariant(t, inf.Cache()) // fails the child: its parent sees it end
 	reg := inf.AddHandler(func(e kinformer.Event[*corev1.ConfigMap]) {
 		switch e.Type {
 		case kinformer.Error:

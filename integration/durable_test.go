@@ -61,6 +61,7 @@ func durable(t *testing.T, cfg *rest.Config, ns, dir string) (*kinformer.Informe
 	c, b := &counting{}, &bytesRead{}
 	inf := kinformer.New[*corev1.ConfigMap](clientset(t, c.wrap(b.wrap(cfg))).CoreV1().ConfigMaps(ns),
 		variant(&kinformer.Options[*corev1.ConfigMap]{StateDir: dir, StateInterval: 50 * time.Millisecond}))
+	inVariant(t, inf.Cache())
 	rec := &recorder[*corev1.ConfigMap]{}
 	reg := inf.AddHandler(rec.handle)
 	inf.Start()
@@ -387,6 +388,8 @@ func testDurableFactory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		inVariant(t, ti.Cache())
+		inVariant(t, di.Cache())
 		var mu sync.Mutex
 		ti.AddHandler(func(e kinformer.Event[*corev1.ConfigMap]) {
 			mu.Lock()

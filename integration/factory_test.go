@@ -40,6 +40,7 @@ func sharedConfigMaps(t *testing.T, f *kinformer.Factory, ns string, opts *kinfo
 	if err != nil {
 		t.Fatal(err)
 	}
+	inVariant(t, inf.Cache())
 	return inf
 }
 
@@ -584,6 +585,7 @@ func testFactoryTypedAtRunTimeAndMetadata(t *testing.T) {
 	if again, err := f.Typed(&corev1.Pod{}, ns, variant(&kinformer.Options[kinformer.Object]{StateDir: dir})); err != nil || again != pods {
 		t.Fatalf("second Typed: %p, %v; want the same informer", again, err)
 	}
+	inVariant(t, pods.Cache())
 	if _, err := f.Typed(&corev1.PodList{}, ns, variant[kinformer.Object](nil)); err == nil {
 		t.Fatal("Typed of a list type: no error")
 	}

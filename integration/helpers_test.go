@@ -70,6 +70,15 @@ func variant[T kinformer.Object](opts *kinformer.Options[T]) *kinformer.Options[
 	return &o
 }
 
+// inVariant fails the test unless cache is compact in a compact variant,
+// and plain otherwise: the variant's options reached the informer.
+func inVariant[T kinformer.Object](t testing.TB, cache *kinformer.Cache[T]) {
+	t.Helper()
+	if cache.Compact() != compactCache {
+		t.Fatalf("a cache with Compact() %v in a variant with Compact %v", cache.Compact(), compactCache)
+	}
+}
+
 // counting counts and timestamps the list and watch requests of the
 // configmaps collection that go through the config it wraps, at the HTTP
 // level, so that it sees them whether the informer decodes its watches

@@ -312,6 +312,7 @@ func testFactoryTypedCustomResource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	inVariant(t, inf.Cache())
 	rec := &recorder[*gear]{}
 	inf.AddHandler(rec.handle)
 	f.Start()

@@ -136,6 +136,7 @@ func startReplicaWith(t *testing.T, cfg *rest.Config, ns, group, id string, own 
 		PageSize: 20, // lists of the slots that join a share take pages
 		StateDir: stateDir,
 		Logger:   slog.New(slog.NewTextHandler(testWriter{t, id}, &slog.HandlerOptions{Level: slog.LevelInfo}))}))
+	inVariant(t, r.inf.Cache())
 	r.inf.AddHandler(own.handler(id))
 	if extra != nil {
 		r.inf.AddHandler(extra)
@@ -503,6 +504,8 @@ func testShardingFactory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		inVariant(t, cms.Cache())
+		inVariant(t, secrets.Cache())
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); _ = sh.Run(ctx) }()
