@@ -205,12 +205,8 @@ func checkPartition(t *testing.T, c kubernetes.Interface, ns string, rs []*repli
 }
 
 func TestShardingServerSide(t *testing.T) {
-	bothWays(t, testShardingServerSide)
-}
-
-func testShardingServerSide(t *testing.T) {
-	srv := testenv.New(t, testenv.WithAPIServerArgs(shardGate))
-	testSharding(t, srv.Config(), "server")
+	srv := testenv.New(t, testenv.WithAPIServerArgs(shardGate)) // one server for both ways
+	bothWays(t, func(t *testing.T) { testSharding(t, srv.Config(), "server") })
 }
 
 func TestShardingClientSide(t *testing.T) {
