@@ -85,15 +85,19 @@ func (c *Cache[T]) setCompact(o *Options[T], uids bool) {
 func (c *Cache[T]) Compact() bool { return c.codec != nil }
 
 // pack readies obj for put or swap: packed in a compact cache, with its
-// index values, else itself. The writer's alone; it holds wmu to read the
-// indexes, which addIndexers may change.
-func (c *Cache[T]) pack(obj T) (ref[T], error) {
+// index values, else itself. A compact cache keeps raw if set (the bytes
+// obj was decoded from, as it is), else encodes obj. The writer's alone;
+// it holds wmu to read the indexes, which addIndexers may change.
+func (c *Cache[T]) pack(obj T, raw []byte) (ref[T], error) {
 	if c.codec == nil {
 		return ref[T]{obj: obj}, nil
 	}
-	data, err := c.codec.encode(obj)
-	if err != nil {
-		return ref[T]{}, err
+	data := raw
+	if data == nil {
+		var err error
+		if data, err = c.codec.encode(obj); err != nil {
+			return ref[T]{}, err
+		}
 	}
 	p := &packed{data: data, rv: obj.GetResourceVersion(), ns: unique.Make(obj.GetNamespace()).Value()}
 	if c.uids {
@@ -133,10 +137,9 @@ func (c *Cache[T]) packEncoded(key string, data []byte) (r ref[T], obj T, err er
 	if got := c.keyFunc(obj); got != key {
 		return r, obj, fmt.Errorf("it has key %q", got)
 	}
-	if r, err = c.pack(obj); err != nil {
+	if r, err = c.pack(obj, data); err != nil {
 		return r, obj, err
 	}
-	r.p.data = data // the file's bytes: the same object
 	return r, obj, nil
 }
 

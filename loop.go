@@ -247,6 +247,11 @@ func (l *loop[T]) setTransform(fn func(T) (T, error)) {
 			share = l.w.share
 		}
 		l.direct = l.newDirect(share)
+		if l.direct != nil && l.direct.proto != nil && fn == nil && l.w.cache.codec != nil {
+			// A compact cache keeps the bytes as they came: the object
+			// without a Transform is what they decode to.
+			l.direct.proto.KeepRaw = true
+		}
 	}
 	l.st.direct = l.direct != nil
 }

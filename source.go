@@ -91,6 +91,10 @@ type directSource struct {
 	alarm  *time.Timer // closes the body at the deadline
 }
 
+// rawReader is a protobuf stream that can give the bytes of the object
+// it last decoded (protowatch.Reader.RawOf).
+type rawReader interface{ RawOf(obj any) []byte }
+
 func newDirectSource(ctx context.Context, r eventReader) *directSource {
 	return &directSource{r: r, unhook: context.AfterFunc(ctx, r.Close)}
 }

@@ -51,6 +51,10 @@ func (l *loop[T]) openWatch(ctx context.Context, verb string, adjust func(*metav
 		}
 		l.obs.request(verb, nil)
 		s.src = newDirectSource(wctx, r)
+		l.w.rawOf = nil
+		if rr, ok := r.(rawReader); ok && l.direct.proto != nil && l.direct.proto.KeepRaw {
+			l.w.rawOf = rr.RawOf
+		}
 		l.log.Debug("kinformer: watch opened", "decoding", "direct", "encoding", l.direct.encoding(), "resource", l.direct.resource)
 		if l.direct.sharesObjects() {
 			s.prepare = prepared[T]

@@ -34,6 +34,10 @@ type writer[T Object] struct {
 	// state, if set, keeps the state file (Options.StateDir) up to date
 	// with every change made here.
 	state *persist.Persister[T]
+	// rawOf, if set, returns the bytes an object of the open protobuf
+	// stream was decoded from, which a compact cache keeps as they are
+	// (nil for any other object).
+	rawOf func(obj any) []byte
 	// detect, if set, is the mutation detector (Options.DetectMutations):
 	// told of every object cached, replaced and removed, through put,
 	// remove and swap. nil: off, and nothing is copied.
@@ -101,7 +105,11 @@ func batchPut[T Object](b *persist.Batch[T], key string, r ref[T]) {
 // compact cache cannot encode it (reported: the object is skipped, as one
 // that fails its Transform).
 func (w *writer[T]) pack(obj T) (ref[T], bool) {
-	r, err := w.cache.pack(obj)
+	var raw []byte
+	if w.rawOf != nil {
+		raw = w.rawOf(obj)
+	}
+	r, err := w.cache.pack(obj, raw)
 	if err != nil {
 		w.report(fmt.Errorf("%w: %s cannot be encoded for the compact cache: %w", ErrUnexpectedObject, w.cache.keyFunc(obj), err))
 		return r, false

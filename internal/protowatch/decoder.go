@@ -49,6 +49,11 @@ type Format struct {
 	// by their wire bytes (never decoding a map seen before) and interns
 	// their strings. It must be used by the Reader's goroutine only.
 	Share *intern.Sharer
+	// KeepRaw keeps a copy of each object's bytes as decoded (managedFields
+	// cut, if StripManagedFields), for Reader.RawOf: a compact cache keeps
+	// them instead of encoding the object again. Not with Share, whose
+	// cuts make bytes that do not decode to the object.
+	KeepRaw bool
 }
 
 // Layout holds the protobuf field numbers of a type's embedded ObjectMeta
@@ -109,6 +114,10 @@ type decoder struct {
 	scratch []byte // reused for objects with metadata fields cut out
 	lkey    []byte // reused: the wire bytes of the labels
 	akey    []byte // reused: the wire bytes of the annotations
+	// rawObj is the last object decoded and raw its bytes (Format.KeepRaw),
+	// if they decode to it.
+	rawObj Object
+	raw    []byte
 }
 
 var k8sMagic = []byte{0x6b, 0x38, 0x73, 0x00} // "k8s\0": runtime.Unknown follows
@@ -265,6 +274,12 @@ func (d *decoder) decode(frame []byte) (watch.Event, error) {
 		return watch.Event{}, eventError(et, "%s event: %s: %w", et, d.f.Kind, err)
 	}
 	m := intern.ObjectMeta(o)
+	d.rawObj, d.raw = nil, nil
+	if d.f.KeepRaw && d.f.Share == nil && !(d.f.StripManagedFields && m != nil && len(m.ManagedFields) > 0) {
+		// Bytes rewriteMeta could not walk keep their managedFields:
+		// the object loses them below, so they are not its bytes.
+		d.rawObj, d.raw = o, bytes.Clone(obj)
+	}
 	if m != nil && d.f.StripManagedFields {
 		// rewriteMeta leaves bytes it cannot walk (metadata twice, a
 		// varint protowire refuses) to Unmarshal, managedFields and all.

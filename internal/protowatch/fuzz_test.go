@@ -3,6 +3,7 @@ package protowatch
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"testing"
@@ -31,17 +32,26 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte(`{"type":"ADDED"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, share := range []bool{false, true} {
-			r := NewReader(io.NopCloser(bytes.NewReader(b)), testDecoder(share).f)
+			format := testDecoder(share).f
+			format.KeepRaw = true // ignored with share
+			r := NewReader(io.NopCloser(bytes.NewReader(b)), format)
 			var calls int
+			var rawErr string
 			n := allocated(func() {
 				for ; calls <= len(b)/4+2; calls++ {
-					_, err := r.Next()
+					ev, err := r.Next()
 					var ee *EventError
 					if err != nil && !errors.As(err, &ee) {
 						break
 					}
+					if err == nil && rawErr == "" {
+						rawErr = checkRaw(r, ev.Object, share)
+					}
 				}
 			})
+			if rawErr != "" {
+				t.Fatal(rawErr)
+			}
 			if calls > len(b)/4+1 {
 				t.Fatalf("%d calls to Next on %d bytes without an end", calls, len(b))
 			}
@@ -56,6 +66,27 @@ func FuzzReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkRaw says what is wrong with the bytes RawOf gives for obj: they
+// must decode to an object equal to it (none with share).
+func checkRaw(r *Reader, obj any, share bool) string {
+	raw := r.RawOf(obj)
+	cm, _ := obj.(*corev1.ConfigMap)
+	switch {
+	case raw == nil:
+		return "" // none (bytes that keep their managedFields), or not a ConfigMap
+	case share:
+		return "bytes kept with share"
+	}
+	again := &corev1.ConfigMap{}
+	if err := again.Unmarshal(raw); err != nil {
+		return "the kept bytes do not decode: " + err.Error()
+	}
+	if !reflect.DeepEqual(again, cm) {
+		return fmt.Sprintf("the kept bytes decode to %+v, the object is %+v", again, cm)
+	}
+	return ""
 }
 
 // FuzzRewriteMeta: for any object bytes that the type's Unmarshal takes,
