@@ -2,6 +2,7 @@ package kinformer
 
 import (
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"unique"
@@ -73,11 +74,17 @@ type codec[T Object] struct {
 }
 
 // setCompact makes an empty cache compact, for objects of the informer's
-// type (persist.NewReadCodec), keeping UIDs if uids.
-func (c *Cache[T]) setCompact(o *Options[T], uids bool) {
+// type (persist.NewReadCodec), keeping UIDs if uids. false if the type is
+// an interface (objects from a ListerWatcher of kinformer.Object, say):
+// there is no type to decode into.
+func (c *Cache[T]) setCompact(o *Options[T], uids bool) bool {
+	if o.objectType().Kind() == reflect.Interface {
+		return false
+	}
 	pc := persist.NewReadCodec[T](o.objectType())
 	c.codec = &codec[T]{encode: pc.Encode, decode: pc.Decode, meta: pc.Meta}
 	c.uids = uids
+	return true
 }
 
 // Compact reports whether the cache holds objects as bytes

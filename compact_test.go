@@ -230,3 +230,22 @@ func TestCompactKeepsTheWireBytes(t *testing.T) {
 		}
 	}
 }
+
+// An informer of an interface type has no type to decode bytes into: it
+// runs with a plain cache, and says so.
+func TestCompactNeedsAConcreteType(t *testing.T) {
+	s := newFakeServer()
+	s.put(cm("ns", "a"))
+	inf := New[Object](s, &Options[Object]{Backoff: fastBackoff, Compact: true})
+	if inf.Cache().Compact() {
+		t.Fatal("a compact cache of an interface type")
+	}
+	inf.Start()
+	defer inf.Stop()
+	if err := inf.WaitForSync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := inf.Cache().GetByKey("ns/a"); !ok || o.GetName() != "a" {
+		t.Fatalf("GetByKey: %v %v", o, ok)
+	}
+}

@@ -91,8 +91,9 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 		hlog:   hlog,
 		name:   o.Name,
 	}
-	if o.Compact {
-		inf.cache.setCompact(&o, o.Sharding != nil)
+	if o.Compact && !inf.cache.setCompact(&o, o.Sharding != nil) {
+		o.Compact = false
+		hlog.Warn("kinformer: Options.Compact ignored: the objects' type is an interface, there is no type to decode the cache's bytes into", "type", o.objectType().String())
 	}
 	if o.Metrics != nil {
 		inf.obs = newObserver(o.Metrics, o.Name)
