@@ -268,8 +268,9 @@ func (w *writer[T]) collectRaw(items map[string]ref[T], raw *protowatch.Raw) {
 
 // applyLocked is apply's change of the cache, inside the dispatcher's
 // update; ok is false if the new state did not prepare. r is it packed
-// for the cache (unless Deleted), eObj the event's Object (the object
-// itself, or packed for the handlers' side to decode).
+// for the cache (unless Deleted), eObj the event's Object: the object as
+// it came, prepared (the cache's own in a plain cache, not in a compact
+// one), or packed for the handlers' side to decode.
 func (w *writer[T]) applyLocked(p publisher[T], typ EventType, eObj, r ref[T], ok bool, key, rv string) {
 	// The resourceVersion is recorded once the cache holds the change:
 	// WaitForResourceVersion then finds the cache at that version.
@@ -278,9 +279,7 @@ func (w *writer[T]) applyLocked(p publisher[T], typ EventType, eObj, r ref[T], o
 	if rv == "" {
 		e.ResourceVersion = w.status.resourceVersion()
 	}
-	// Handlers get the object as it came (prepared): in a compact cache a
-	// copy of what the cache keeps, the cache's own object otherwise.
-	eOld := ref[T]{}
+	eOld := ref[T]{} // Modified: the state the cache held (packed in a compact cache)
 	switch {
 	case typ == Deleted || !ok:
 		// A deletion always removes, whether or not its final state
