@@ -144,27 +144,24 @@ func (c *Cache[T]) packMeta(data []byte, m persist.Meta) (ref[T], error) {
 // packEncoded packs the encoding of an object under key, as the state
 // file holds it, without decoding it where it can: protobuf, keyed by
 // MetaNamespaceKey, no index but the namespace one. Otherwise the object
-// is decoded (and returned) to check its key and compute its index values.
-func (c *Cache[T]) packEncoded(key string, data []byte) (r ref[T], obj T, err error) {
+// is decoded to check its key and compute its index values.
+func (c *Cache[T]) packEncoded(key string, data []byte) (ref[T], error) {
 	if c.codec.meta != nil && c.defaultKey {
 		if m, ok := c.codec.meta(data); ok {
 			if got := metaKey(m.Namespace, m.Name); got != key {
-				return r, obj, fmt.Errorf("it has key %q", got)
+				return ref[T]{}, fmt.Errorf("it has key %q", got)
 			}
-			r, err = c.packMeta(data, m)
-			return r, obj, err
+			return c.packMeta(data, m)
 		}
 	}
-	if obj, err = c.codec.decode(data); err != nil {
-		return r, obj, err
+	obj, err := c.codec.decode(data)
+	if err != nil {
+		return ref[T]{}, err
 	}
 	if got := c.keyFunc(obj); got != key {
-		return r, obj, fmt.Errorf("it has key %q", got)
+		return ref[T]{}, fmt.Errorf("it has key %q", got)
 	}
-	if r, err = c.pack(obj, data); err != nil {
-		return r, obj, err
-	}
-	return r, obj, nil
+	return c.pack(obj, data)
 }
 
 func metaKey(namespace, name string) string {

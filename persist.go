@@ -172,7 +172,7 @@ func (l *loop[T]) loadState(load bool) (items map[string]ref[T], rv string, ok b
 	if c.codec != nil {
 		items = map[string]ref[T]{}
 		rv, ok = p.OpenEncoded(load, func(key string, data []byte) error {
-			r, _, err := c.packEncoded(key, data)
+			r, err := c.packEncoded(key, data)
 			items[key] = r
 			return err
 		})
