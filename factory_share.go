@@ -55,6 +55,9 @@ func keyOf[T Object](f *Factory, t reflect.Type, mapping *meta.RESTMapping, name
 	if nilSharder(o.Sharding) {
 		o.Sharding = f.shard
 	}
+	if !o.Compact {
+		o.Compact = f.compact
+	}
 	if o.StateKey == "" && f.cfg != nil {
 		// What a dynamic client cannot say: the server, resource and
 		// namespace. (A typed informer's client says it itself.)
@@ -138,6 +141,7 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T]) error {
 		{"StateDir", have.StateDir == want.StateDir},
 		{"StateNoSync", have.StateNoSync == want.StateNoSync},
 		{"Sharding", sameSharder(have.Sharding, want.Sharding)},
+		{"Compact", have.Compact == want.Compact},
 	} {
 		if !c.same {
 			diff = append(diff, c.name)

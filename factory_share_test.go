@@ -56,6 +56,7 @@ func TestShareMergesOrRefuses(t *testing.T) {
 		{"state dir", Options[*corev1.ConfigMap]{StateDir: t.TempDir()}, "StateDir"},
 		{"state no sync", Options[*corev1.ConfigMap]{StateNoSync: true}, "StateNoSync"},
 		{"sharding", Options[*corev1.ConfigMap]{Sharding: shardA}, "Sharding"},
+		{"compact", Options[*corev1.ConfigMap]{Compact: true}, "Compact"},
 	} {
 		inf, err := s.get(cmKey, tc.o)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "configmaps in namespace ns") {
