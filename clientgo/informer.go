@@ -35,43 +35,21 @@ const minimumResyncPeriod = time.Second
 //
 // lw's client is not visible to kinformer, so objects are decoded by it;
 // use Wrap over kinformer.New with a clientset's typed client, or a
-// kinformer.Factory, to keep kinformer's own decoders.
+// kinformer.Factory, to keep kinformer's own decoders, and for kinformer's
+// own options (Compact: a cache of bytes).
 func NewSharedIndexInformer(lw cache.ListerWatcher, example runtime.Object, defaultEventHandlerResyncPeriod time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
-	return NewSharedIndexInformerWithOptions(lw, example, defaultEventHandlerResyncPeriod, indexers, nil)
-}
-
-// NewSharedIndexInformerWithOptions is NewSharedIndexInformer with
-// kinformer's own options for the informer it makes (nil: the defaults,
-// as NewSharedIndexInformer): for example Compact, which keeps each cached
-// object as bytes and decodes it on every read, so that what the indexer
-// and the listers over it return is the caller's own (see
-// kinformer.Options.Compact for what it trades); or KeepManagedFields;
-// or StateDir, with a StateKey (lw cannot name what it watches). Name
-// defaults to example's kind in lower case. opts' Indexers are kinformer
-// index functions, beside indexers' client-go ones: a name in both
-// panics, as a nil function does.
-func NewSharedIndexInformerWithOptions(lw cache.ListerWatcher, example runtime.Object, defaultEventHandlerResyncPeriod time.Duration, indexers cache.Indexers, opts *kinformer.Options[kinformer.Object]) cache.SharedIndexInformer {
-	var o kinformer.Options[kinformer.Object]
-	if opts != nil {
-		o = *opts
-	}
-	if o.Name == "" {
-		o.Name = typeName(example)
-	}
+	opts := &kinformer.Options[kinformer.Object]{Name: typeName(example)}
 	var extra cache.Indexers
 	for name, f := range indexers {
 		if name == kinformer.IndexNamespace && sameFunc(f, cache.MetaNamespaceIndexFunc) {
 			continue // the built-in namespace index
-		}
-		if _, ok := o.Indexers[name]; ok {
-			panic(fmt.Sprintf("clientgo.NewSharedIndexInformerWithOptions: index %q is both in indexers and in opts.Indexers", name))
 		}
 		if extra == nil {
 			extra = cache.Indexers{}
 		}
 		extra[name] = f
 	}
-	inf := kinformer.New[kinformer.Object](listerWatcher{lw}, &o)
+	inf := kinformer.New[kinformer.Object](listerWatcher{lw}, opts)
 	s := newInformer(inf, fmt.Sprintf("%T", example), defaultEventHandlerResyncPeriod, lw)
 	if err := s.AddIndexers(extra); err != nil {
 		// Only a nil IndexFunc can fail on a new informer.
