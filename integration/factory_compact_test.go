@@ -46,27 +46,11 @@ func TestFactoryCompact(t *testing.T) {
 
 	f := kinformer.NewFactory(srv.Config(), &kinformer.FactoryOptions{Compact: true, Logger: slog.New(newLogCapture())})
 	t.Cleanup(f.Stop)
-	pods, err := kinformer.Shared(f, ns, &kinformer.Options[*corev1.Pod]{
-		Indexers: map[string]kinformer.IndexFunc[*corev1.Pod]{"image": podImage}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c4 := fourInformers(t, f, ns, map[string]kinformer.IndexFunc[*corev1.Pod]{"image": podImage})
+	pods, typed, metas, dyn := c4.pods, c4.typed, c4.metas, c4.dyn
 	// A consumer whose Options leave Compact false shares it.
 	if again, err := kinformer.Shared[*corev1.Pod](f, ns, &kinformer.Options[*corev1.Pod]{}); err != nil || again != pods {
 		t.Fatalf("second consumer: %p, %v; want the first informer", again, err)
-	}
-	typed, err := f.Typed(&corev1.Pod{}, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	podsGVR := corev1.SchemeGroupVersion.WithResource("pods")
-	metas, err := f.Metadata(podsGVR, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := f.Dynamic(widgets, ns, nil)
-	if err != nil {
-		t.Fatal(err)
 	}
 	updates := make(chan [2]string, 10) // old and new label of every Modified
 	pods.AddHandlerFuncs(kinformer.HandlerFuncs[*corev1.Pod]{Modified: func(e kinformer.Event[*corev1.Pod]) {
@@ -84,42 +68,13 @@ func TestFactoryCompact(t *testing.T) {
 
 	// What a compact cache returns is what a plain one does.
 	pf, _ := newFactory(t, srv.Config())
-	plainPods, err := kinformer.Shared[*corev1.Pod](pf, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plainTyped, err := pf.Typed(&corev1.Pod{}, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plainMetas, err := pf.Metadata(podsGVR, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plainDyn, err := pf.Dynamic(widgets, ns, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p4 := fourInformers(t, pf, ns, nil)
 	pf.Start()
 	waitForSync(t, pf)
-	same := func(name string, got any, okGot bool, want any, okWant bool) {
-		t.Helper()
-		if !okGot || !okWant || !equality.Semantic.DeepEqual(got, want) {
-			t.Errorf("%s: the compact cache's object differs from the plain cache's:\n%#v\n%#v", name, got, want)
-		}
-	}
-	p1, ok1 := pods.Cache().GetByKey(ns + "/p")
-	p2, ok2 := plainPods.Cache().GetByKey(ns + "/p")
-	same("Shared", p1, ok1, p2, ok2)
-	t1, ok1 := typed.Cache().GetByKey(ns + "/p")
-	t2, ok2 := plainTyped.Cache().GetByKey(ns + "/p")
-	same("Typed", t1, ok1, t2, ok2)
-	m1, ok1 := metas.Cache().GetByKey(ns + "/p")
-	m2, ok2 := plainMetas.Cache().GetByKey(ns + "/p")
-	same("Metadata", m1, ok1, m2, ok2)
-	d1, ok1 := dyn.Cache().GetByKey(ns + "/w")
-	d2, ok2 := plainDyn.Cache().GetByKey(ns + "/w")
-	same("Dynamic", d1, ok1, d2, ok2)
+	sameObject(t, "Shared", pods.Cache(), p4.pods.Cache(), ns+"/p")
+	sameObject(t, "Typed", typed.Cache(), p4.typed.Cache(), ns+"/p")
+	sameObject(t, "Metadata", metas.Cache(), p4.metas.Cache(), ns+"/p")
+	sameObject(t, "Dynamic", dyn.Cache(), p4.dyn.Cache(), ns+"/w")
 
 	// Shared: Get, List and ByIndex; a changed read is the caller's own.
 	p, ok := pods.Cache().GetNamespaced(ns, "p")
@@ -192,6 +147,42 @@ func TestFactoryCompact(t *testing.T) {
 		m, _ := metas.Cache().GetByKey(ns + "/p")
 		return m.Labels["app"] == "api"
 	})
+}
+
+// factoryInformers are a factory's four kinds of informer of ns: pods as
+// Shared, Typed and Metadata, and widgets as Dynamic.
+type factoryInformers struct {
+	pods  *kinformer.Informer[*corev1.Pod]
+	typed *kinformer.Informer[kinformer.Object]
+	metas *kinformer.Informer[*metav1.PartialObjectMetadata]
+	dyn   *kinformer.Informer[*unstructured.Unstructured]
+}
+
+func fourInformers(t *testing.T, f *kinformer.Factory, ns string, podIndexers map[string]kinformer.IndexFunc[*corev1.Pod]) factoryInformers {
+	t.Helper()
+	var fi factoryInformers
+	var errs [4]error
+	fi.pods, errs[0] = kinformer.Shared(f, ns, &kinformer.Options[*corev1.Pod]{Indexers: podIndexers})
+	fi.typed, errs[1] = f.Typed(&corev1.Pod{}, ns, nil)
+	fi.metas, errs[2] = f.Metadata(corev1.SchemeGroupVersion.WithResource("pods"), ns, nil)
+	fi.dyn, errs[3] = f.Dynamic(widgets, ns, nil)
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fi
+}
+
+// sameObject checks that the compact cache holds key as the plain one
+// does.
+func sameObject[T kinformer.Object](t *testing.T, name string, compact, plain *kinformer.Cache[T], key string) {
+	t.Helper()
+	got, okGot := compact.GetByKey(key)
+	want, okWant := plain.GetByKey(key)
+	if !okGot || !okWant || !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("%s: the compact cache's %s differs from the plain cache's:\n%#v\n%#v", name, key, got, want)
+	}
 }
 
 // Without FactoryOptions.Compact, the first consumer's Compact is the

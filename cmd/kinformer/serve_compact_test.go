@@ -126,16 +126,7 @@ func TestServeCompact(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	same("restarted from the state file")
-	var recent struct{ Events []feedEvent }
-	getJSON(t, compact+"events/recent?resource=cm", 200, &recent)
-	var got []string
-	for _, e := range recent.Events {
-		got = append(got, string(e.Type)+" "+e.Cause+" "+e.Name)
-	}
-	if len(got) >= 2 {
-		slices.Sort(got[:2]) // restored in no particular order
-	}
-	if want := []string{"ADDED restore a", "ADDED restore b", "DELETED watch b"}; !slices.Equal(got, want) {
+	if got, want := restartEvents(t, compact), []string{"ADDED restore a", "ADDED restore b", "DELETED watch b"}; !slices.Equal(got, want) {
 		t.Errorf("/events/recent after the restart: %q, want %q", got, want)
 	}
 	if code := p.interrupt(); code != 0 {
