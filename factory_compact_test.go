@@ -107,3 +107,26 @@ func TestShareCompactFromTheFirstConsumer(t *testing.T) {
 		s.f.Stop()
 	}
 }
+
+// A consumer asking for the mutation detector shares a compact informer,
+// before the start and after: a compact cache has nothing for it to check.
+func TestShareCompactIgnoresDetectMutations(t *testing.T) {
+	t.Setenv(EnvMutationDetector, "")
+	for _, start := range []bool{false, true} {
+		s := &cmShare{f: NewFactory(nil, &FactoryOptions{Compact: true}), srv: newFakeServer()}
+		inf, err := s.sharedCM(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if start {
+			s.f.Start()
+			if err := s.f.WaitForSync(bounded(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if same, err := s.sharedCM(&Options[*corev1.ConfigMap]{DetectMutations: true}); err != nil || same != inf {
+			t.Errorf("DetectMutations, started %v: %p, %v; want the informer %p", start, same, err, inf)
+		}
+		s.f.Stop()
+	}
+}

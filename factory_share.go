@@ -173,8 +173,10 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T]) error {
 		return fmt.Errorf("%w: it %s, and cannot resync every %s now", ErrStarted, now, want.ResyncPeriod)
 	}
 	// Any consumer asking for the mutation detector turns it on, before
-	// the informer starts (it copies every object as it is cached).
-	detect := want.DetectMutations && !have.DetectMutations
+	// the informer starts (it copies every object as it is cached). A
+	// compact cache has nothing for it to check (its reads are the
+	// caller's own): asking is no conflict, before the start or after.
+	detect := want.DetectMutations && !have.DetectMutations && !have.Compact
 	if detect && !inf.detectingMutations() && inf.isStarted() {
 		return fmt.Errorf("%w: it does not detect mutations, and cannot start now", ErrStarted)
 	}
