@@ -192,7 +192,10 @@ func TestFactoryCompactFromTheFirstConsumer(t *testing.T) {
 	srv := testenv.Shared(t)
 	ns := testenv.NewNamespace(t, srv.Config())
 	f, _ := newFactory(t, srv.Config())
-	cms := sharedConfigMaps(t, f, ns, &kinformer.Options[*corev1.ConfigMap]{Compact: true})
+	cms, err := kinformer.Shared(f, ns, &kinformer.Options[*corev1.ConfigMap]{Compact: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !cms.Cache().Compact() {
 		t.Fatal("the first consumer's Compact did not make the cache compact")
 	}
