@@ -52,6 +52,14 @@ type FactoryOptions struct {
 	// replica's share of its resource (a *sharding.Sharding; see Sharder).
 	// Default: none.
 	Sharding Sharder
+
+	// Compact, if set, is every informer's Options.Compact, as StateDir
+	// is: an informer whose first consumer leaves Compact false is made
+	// compact all the same (false is not a choice, as StateDir's "" is
+	// not), and every later consumer of it gets it compact, whatever its
+	// own Options say. Each cache then holds its objects as bytes and
+	// decodes them on every read (see Options.Compact). Default: off.
+	Compact bool
 }
 
 // Factory makes shared informers, for programs where several controllers
@@ -66,12 +74,13 @@ type FactoryOptions struct {
 //
 // A Factory is safe for concurrent use.
 type Factory struct {
-	cfg    *rest.Config
-	scheme *runtime.Scheme // FactoryOptions.Scheme; nil: client-go's
-	log    *slog.Logger
-	reg    prometheus.Registerer
-	state  string  // FactoryOptions.StateDir
-	shard  Sharder // FactoryOptions.Sharding
+	cfg     *rest.Config
+	scheme  *runtime.Scheme // FactoryOptions.Scheme; nil: client-go's
+	log     *slog.Logger
+	reg     prometheus.Registerer
+	state   string  // FactoryOptions.StateDir
+	shard   Sharder // FactoryOptions.Sharding
+	compact bool    // FactoryOptions.Compact
 
 	// Set up on first use, because NewFactory returns no error.
 	setupOnce sync.Once
@@ -116,7 +125,7 @@ func NewFactory(cfg *rest.Config, opts *FactoryOptions) *Factory {
 		o = *opts
 	}
 	return &Factory{cfg: cfg, scheme: o.Scheme, log: o.Logger, reg: o.Registerer, state: o.StateDir, shard: o.Sharding,
-		entries: map[factoryKey]*factoryEntry{}}
+		compact: o.Compact, entries: map[factoryKey]*factoryEntry{}}
 }
 
 // stateUser is the part of a state file's identity (Options.StateKey)
@@ -161,7 +170,12 @@ func (f *Factory) setup() error {
 // made twice may be two, even of one literal with equal captures, so make a
 // closure once and give that value to every consumer), KeepManagedFields,
 // DisableStreamingList, DisableDirectDecoding, PageSize, WatchTimeout,
-// IdleMargin, Backoff (after defaults), StateDir, StateNoSync and Sharding. Two exceptions merge instead:
+// IdleMargin, Backoff (after defaults), StateDir, StateNoSync, Sharding
+// and Compact (after the factory's: with FactoryOptions.Compact every
+// consumer gets a compact informer, so none differs; without it, a
+// consumer asking for Compact and one not asking cannot share, since one
+// may change the objects it reads and the other's are the cache's own).
+// Two exceptions merge instead:
 //   - Indexers are added to the informer's, before it has started (an
 //     error after, wrapping ErrStarted); an index already there under the
 //     same name must be the same function.

@@ -55,6 +55,9 @@ func keyOf[T Object](f *Factory, t reflect.Type, mapping *meta.RESTMapping, name
 	if nilSharder(o.Sharding) {
 		o.Sharding = f.shard
 	}
+	if !o.Compact {
+		o.Compact = f.compact
+	}
 	if o.StateKey == "" && f.cfg != nil {
 		// What a dynamic client cannot say: the server, resource and
 		// namespace. (A typed informer's client says it itself.)
@@ -138,6 +141,7 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T]) error {
 		{"StateDir", have.StateDir == want.StateDir},
 		{"StateNoSync", have.StateNoSync == want.StateNoSync},
 		{"Sharding", sameSharder(have.Sharding, want.Sharding)},
+		{"Compact", have.Compact == want.Compact},
 	} {
 		if !c.same {
 			diff = append(diff, c.name)
@@ -169,8 +173,10 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T]) error {
 		return fmt.Errorf("%w: it %s, and cannot resync every %s now", ErrStarted, now, want.ResyncPeriod)
 	}
 	// Any consumer asking for the mutation detector turns it on, before
-	// the informer starts (it copies every object as it is cached).
-	detect := want.DetectMutations && !have.DetectMutations
+	// the informer starts (it copies every object as it is cached). A
+	// compact cache has nothing for it to check (its reads are the
+	// caller's own): asking is no conflict, before the start or after.
+	detect := want.DetectMutations && !have.DetectMutations && !have.Compact
 	if detect && !inf.detectingMutations() && inf.isStarted() {
 		return fmt.Errorf("%w: it does not detect mutations, and cannot start now", ErrStarted)
 	}

@@ -56,7 +56,11 @@ func TestShareMergesOrRefuses(t *testing.T) {
 		{"state dir", Options[*corev1.ConfigMap]{StateDir: t.TempDir()}, "StateDir"},
 		{"state no sync", Options[*corev1.ConfigMap]{StateNoSync: true}, "StateNoSync"},
 		{"sharding", Options[*corev1.ConfigMap]{Sharding: shardA}, "Sharding"},
+		{"compact", Options[*corev1.ConfigMap]{Compact: true}, "Compact"},
 	} {
+		if tc.name == "compact" && compactAll {
+			continue // every informer is compact (KINFORMER_TEST_COMPACT): none differs
+		}
 		inf, err := s.get(cmKey, tc.o)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "configmaps in namespace ns") {
 			t.Errorf("%s: %p, %v; want an error naming %s and the informer", tc.name, inf, err, tc.want)

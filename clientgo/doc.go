@@ -28,5 +28,13 @@
 //
 // Cached objects are shared between the cache, every handler and every
 // reader, as in client-go, and more so: equal label and annotation maps are
-// one map. Never modify them; DeepCopy first.
+// one map. Never modify them; DeepCopy first. Unless the cache is compact
+// (Wrap of an informer with kinformer.Options.Compact, of kinformer.New or
+// of a Factory with FactoryOptions.Compact): then it holds each object as
+// bytes, and every read through the indexer or a lister decodes a copy
+// that is the caller's own, at the cost of that decode. Handlers' objects
+// are shared between them all the same.
+//
+//	pods := kinformer.New[*corev1.Pod](clientset.CoreV1().Pods(""), &kinformer.Options[*corev1.Pod]{Compact: true})
+//	lister := corelisters.NewPodLister(clientgo.Wrap(pods).GetIndexer())
 package clientgo

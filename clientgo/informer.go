@@ -35,7 +35,8 @@ const minimumResyncPeriod = time.Second
 //
 // lw's client is not visible to kinformer, so objects are decoded by it;
 // use Wrap over kinformer.New with a clientset's typed client, or a
-// kinformer.Factory, to keep kinformer's own decoders.
+// kinformer.Factory, to keep kinformer's own decoders, and for kinformer's
+// own options (Compact: a cache of bytes).
 func NewSharedIndexInformer(lw cache.ListerWatcher, example runtime.Object, defaultEventHandlerResyncPeriod time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
 	opts := &kinformer.Options[kinformer.Object]{Name: typeName(example)}
 	var extra cache.Indexers

@@ -14,7 +14,8 @@
 // custom resources by its JSON one, managedFields are dropped, and equal
 // labels and annotations are shared between cached objects. With adds
 // kinformer's own options: a state directory (a restarted manager starts
-// warm), sharding between replicas, metrics.
+// warm), sharding between replicas, metrics, a compact cache (objects kept
+// as bytes, decoded on each read).
 //
 // What differs from controller-runtime's cache: managedFields are not
 // cached (Options.KeepManagedFields keeps them); EnableWatchBookmarks is
@@ -89,6 +90,18 @@ type Options struct {
 	// with an error naming it. It doubles the cache's memory: for tests
 	// and canaries.
 	DetectMutations bool
+
+	// Compact keeps every informer's cache as bytes (kinformer's
+	// Options.Compact, through FactoryOptions.Compact): each object takes
+	// about the size of its protobuf (JSON for custom resources) instead
+	// of its decoded tree, and every Get and List decodes what it returns.
+	// Those objects are already the caller's own, so Get and List do not
+	// deep-copy them again. For managers that cache much and read little
+	// (every Pod of a cluster); one that lists its whole cache often pays
+	// a decode per object each time. The mutation detector has nothing to
+	// check in a compact cache. Not used for informers of
+	// cache.Options.NewInformer, which are not kinformer's. Default: off.
+	Compact bool
 }
 
 // NewCache is a cache.NewCacheFunc: controller-runtime's cache on
@@ -115,7 +128,7 @@ func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, er
 	sh := &shared{
 		factory: kinformer.NewFactory(cfg, &kinformer.FactoryOptions{
 			Registerer: ko.Registerer, Logger: ko.Logger, Scheme: opts.Scheme,
-			StateDir: ko.StateDir, Sharding: ko.Sharding,
+			StateDir: ko.StateDir, Sharding: ko.Sharding, Compact: ko.Compact,
 		}),
 		scheme:          opts.Scheme,
 		mapper:          opts.Mapper,
@@ -123,6 +136,7 @@ func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, er
 		watchErrHandler: opts.DefaultWatchErrorHandler,
 		keepManaged:     !ko.DropManagedFields,
 		detectMutations: ko.DetectMutations,
+		compact:         ko.Compact,
 		cfg:             cfg,
 		httpClient:      opts.HTTPClient,
 		newInformer:     opts.NewInformer,
@@ -162,6 +176,7 @@ type shared struct {
 	watchErrHandler toolscache.WatchErrorHandlerWithContext
 	keepManaged     bool
 	detectMutations bool
+	compact         bool // the factory's informers' caches are compact
 	cfg             *rest.Config
 	httpClient      *http.Client
 	// newInformer is cache.Options.NewInformer: when set, informers are

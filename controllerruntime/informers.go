@@ -185,7 +185,8 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		}
 	}
 	e.reader = reader{indexer: e.sii.GetIndexer(), gvk: k.gvk, scope: mapping.Scope.Name(),
-		noCopy: ptr.Deref(c.config.UnsafeDisableDeepCopy, false)}
+		noCopy: ptr.Deref(c.config.UnsafeDisableDeepCopy, false),
+		fresh:  c.sh.compact && c.sh.newInformer == nil}
 	c.entries[k] = e
 	if c.started {
 		c.startLocked(e)

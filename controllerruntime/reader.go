@@ -24,6 +24,9 @@ type reader struct {
 	gvk     schema.GroupVersionKind
 	scope   meta.RESTScopeName
 	noCopy  bool // UnsafeDisableDeepCopy
+	// fresh: the indexer decodes a new object for every read (a compact
+	// cache), which is the caller's own without a deep copy.
+	fresh bool
 }
 
 func (r reader) Get(key client.ObjectKey, out client.Object, opts ...client.GetOption) error {
@@ -49,7 +52,7 @@ func (r reader) Get(key client.ObjectKey, out client.Object, opts ...client.GetO
 		return fmt.Errorf("cache contained %T, which is not an Object", obj)
 	}
 	copied := !r.noCopy && (o.UnsafeDisableDeepCopy == nil || !*o.UnsafeDisableDeepCopy)
-	if copied {
+	if copied && !r.fresh {
 		ro = ro.DeepCopyObject()
 	}
 	outVal, objVal := reflect.ValueOf(out), reflect.ValueOf(ro)
@@ -103,7 +106,9 @@ func (r reader) List(out client.ObjectList, opts ...client.ListOption) error {
 			continue
 		}
 		if copied {
-			obj = obj.DeepCopyObject()
+			if !r.fresh {
+				obj = obj.DeepCopyObject()
+			}
 			obj.GetObjectKind().SetGroupVersionKind(r.gvk)
 		}
 		items = append(items, obj)

@@ -6,7 +6,7 @@
 //	kinformer watch RESOURCE [-n NAMESPACE | -A] [-l SELECTOR] [--field-selector SELECTOR]
 //	          [--resync DURATION] [--state-dir DIR] [-o table|json]
 //	kinformer serve RESOURCE... [--listen 127.0.0.1:8080] [-n NAMESPACE | -A] [-l SELECTOR]
-//	          [--field-selector SELECTOR] [--resync DURATION] [--state-dir DIR]
+//	          [--field-selector SELECTOR] [--resync DURATION] [--state-dir DIR] [--compact]
 //	          [--accept-hosts REGEXP] [--sse-buffer N] [--max-sse-clients N] [--max-connections N]
 //	          [--shard-group NAME [--shard-namespace NAMESPACE] [--shard-identity ID] [--lease-duration 15s]]
 //
@@ -46,6 +46,10 @@
 // changed meanwhile (DELETED, MODIFIED, ADDED); serve serves them at once,
 // ready once caught up. A file that cannot be used is reported on stderr
 // and set aside, and the informer lists as usual.
+//
+// With --compact, serve keeps each cached object as bytes and decodes it
+// for every request that reads it (the library's Options.Compact): much
+// less memory for large caches, a decode per object served.
 //
 // "serve" keeps an informer for each RESOURCE and serves the caches
 // read-only over HTTP on 127.0.0.1:8080 (--listen): /objects, /events

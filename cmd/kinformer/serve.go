@@ -79,7 +79,8 @@ Endpoints (GET only):
                      as they come; each has an id, so that a client
                      resumes after a reconnection (Last-Event-ID) and is
                      told how many it missed ("event: missed")
-  /stats             counts and the last minute's events per second (JSON);
+  /stats             counts, the last minute's events per second and
+                     whether each cache is compact ("compact") (JSON);
                      with --shard-group, the group's members and this
                      process's share ("sharding") and each resource's
                      ("shard": its ranges, and who filters: "server" or
@@ -102,6 +103,13 @@ informers have applied what changed meanwhile, and the feed shows the
 restored objects as ADDED with cause "restore". A file that cannot be
 used is reported on stderr and set aside; that resource lists as usual.
 
+--compact keeps each cached object as bytes (its JSON, managedFields cut)
+instead of decoded, and decodes it for every request that reads it: far
+less memory for a large cache, a decode per object served (/objects lists
+of thousands take longer). The objects served are the same. With
+--state-dir the file holds the same bytes, and a restart loads them
+without decoding. /stats says which caches are compact.
+
 R is a RESOURCE as given on the command line or its resolved name
 (configmaps; deployments.apps, or deployments if no other group's). A RESOURCE whose list fails in a way
 retrying cannot fix (forbidden, bad selector) stops serve with the exit
@@ -118,6 +126,7 @@ type serveFlags struct {
 	maxConns    int
 	recent      int
 	stateDir    string
+	compact     bool
 	shard       shardFlags
 	verbose     bool
 	watchTime   time.Duration // hidden: for tests
@@ -133,6 +142,7 @@ func (f *serveFlags) flagSet() *pflag.FlagSet {
 	fs.IntVar(&f.maxConns, "max-connections", defaultMaxConnections, "connections open at once, event streams and idle keep-alive ones included; more wait until one closes")
 	fs.IntVar(&f.recent, "recent-events", 500, "events kept (summarised, without objects) for /events/recent and the page")
 	bindStateDir(fs, &f.stateDir)
+	fs.BoolVar(&f.compact, "compact", false, "keep each cached object as bytes, decoded on every read: a fraction of the memory, a decode per object served")
 	f.shard.bind(fs)
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log the informers' retries and re-lists on stderr")
 	fs.DurationVar(&f.watchTime, "watch-timeout", 0, "the shortest server-side timeout of a watch (0: the library's default)")
@@ -241,6 +251,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			StateDir:      f.stateDir,
 			StateKey:      stateKey(cfg, res, scope),
 			Sharding:      sharder,
+			Compact:       f.compact,
 		})
 		s.add(arg, res, scope, inf)
 		if f.stateDir != "" {

@@ -273,6 +273,7 @@ type resourceStats struct {
 	Rate       []int64          `json:"rate"` // events a second, oldest first
 	Clients    int              `json:"clients"`
 	Shard      *resourceShard   `json:"shard,omitempty"` // sharded: the informer's share
+	Compact    bool             `json:"compact"`         // the cache holds bytes (--compact)
 }
 
 // stats feeds the page: counts, and events per second over the last
@@ -301,6 +302,7 @@ func (s *server) stats(w http.ResponseWriter, req *http.Request) {
 			Name: r.name, Kind: r.res.kind, Namespace: r.scope, Namespaced: r.res.namespaced,
 			Synced: r.inf.HasSynced(), Error: errMsg, Objects: r.inf.Cache().Len(), Events: ev,
 			Rate: r.rate.last(now), Clients: r.hub.len(), Shard: newResourceShard(r.shardStatus()),
+			Compact: r.inf.Cache().Compact(),
 		})
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -455,7 +455,7 @@ func TestServeUsage(t *testing.T) {
 		}
 	}
 	code, stdout, _ := runCmd(t, nil, "serve", "--help")
-	for _, want := range []string{"serve RESOURCE...", "--listen", "127.0.0.1:8080", "/readyz", "--sse-buffer", "disconnected", "/events/feed", "--recent-events", "--state-dir DIR", "catching up", "--accept-hosts", "DNS rebinding", "--max-sse-clients", "Exit codes:"} {
+	for _, want := range []string{"serve RESOURCE...", "--listen", "127.0.0.1:8080", "/readyz", "--sse-buffer", "disconnected", "/events/feed", "--recent-events", "--state-dir DIR", "catching up", "--compact", "--accept-hosts", "DNS rebinding", "--max-sse-clients", "Exit codes:"} {
 		if code != 0 || !strings.Contains(stdout, want) {
 			t.Errorf("serve --help (exit %d) lacks %q", code, want)
 		}

@@ -257,16 +257,7 @@ func TestServeStateDir(t *testing.T) {
 	} else if v := l.Items[0]["data"].(map[string]any)["v"]; v != "2" {
 		t.Errorf("/objects after the restart: a has v=%v, want 2", v)
 	}
-	var recent struct{ Events []feedEvent }
-	getJSON(t, base+"events/recent?resource=cm", 200, &recent)
-	var got []string
-	for _, e := range recent.Events {
-		got = append(got, string(e.Type)+" "+e.Cause+" "+e.Name)
-	}
-	if len(got) >= 2 {
-		slices.Sort(got[:2]) // restored in no particular order
-	}
-	if want := []string{"ADDED restore a", "ADDED restore b", "DELETED watch b", "ADDED watch c", "MODIFIED watch a"}; !slices.Equal(got, want) {
+	if got, want := restartEvents(t, base), []string{"ADDED restore a", "ADDED restore b", "DELETED watch b", "ADDED watch c", "MODIFIED watch a"}; !slices.Equal(got, want) {
 		t.Errorf("/events/recent after the restart: %q, want %q", got, want)
 	}
 	if code := p.interrupt(); code != 0 {
@@ -435,6 +426,23 @@ func TestStateKeyNamesTheUser(t *testing.T) {
 	if stateKey(base, res, "default") != keys["token"] {
 		t.Fatal("the key of one config changes between calls")
 	}
+}
+
+// restartEvents renders /events/recent of configmaps as "TYPE CAUSE
+// name" lines, the first two (two objects restored from the state file,
+// in no particular order) sorted.
+func restartEvents(t *testing.T, base string) []string {
+	t.Helper()
+	var recent struct{ Events []feedEvent }
+	getJSON(t, base+"events/recent?resource=cm", 200, &recent)
+	var got []string
+	for _, e := range recent.Events {
+		got = append(got, string(e.Type)+" "+e.Cause+" "+e.Name)
+	}
+	if len(got) >= 2 {
+		slices.Sort(got[:2])
+	}
+	return got
 }
 
 // --state-dir refuses a directory that is not private, or whose key file
