@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"unique"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/kinformer/kinformer/internal/persist"
 )
 
@@ -34,6 +36,9 @@ type packed struct {
 	ns   string     // metadata.namespace, interned
 	uid  string     // metadata.uid, if the cache keeps UIDs (Cache.uids)
 	vals [][]string // the values of the eager indexes, in Cache.order
+	// gvk is the object's apiVersion and kind, if it had any and its
+	// encoding does not hold them (protobuf): set again on decoding.
+	gvk unique.Handle[schema.GroupVersionKind]
 }
 
 // resourceVersion returns the object's resourceVersion without decoding.
@@ -109,6 +114,9 @@ func (c *Cache[T]) pack(obj T, raw []byte) (ref[T], error) {
 	p := &packed{data: data, rv: obj.GetResourceVersion(), ns: unique.Make(obj.GetNamespace()).Value()}
 	if c.uids {
 		p.uid = string(obj.GetUID())
+	}
+	if gvk := obj.GetObjectKind().GroupVersionKind(); !gvk.Empty() && c.codec.meta != nil {
+		p.gvk = unique.Make(gvk) // protobuf has no TypeMeta
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -196,13 +204,22 @@ func (c *Cache[T]) load(r ref[T]) (T, bool) {
 	if r.p == nil {
 		return r.obj, true
 	}
-	obj, err := c.codec.decode(r.p.data)
+	obj, err := c.decode(r.p)
 	if err != nil {
 		c.codec.failed.Add(1)
 		var zero T
 		return zero, false
 	}
 	return obj, true
+}
+
+// decode decodes a packed object, its apiVersion and kind included.
+func (c *Cache[T]) decode(p *packed) (T, error) {
+	obj, err := c.codec.decode(p.data)
+	if err == nil && p.gvk != (unique.Handle[schema.GroupVersionKind]{}) {
+		obj.GetObjectKind().SetGroupVersionKind(p.gvk.Value())
+	}
+	return obj, err
 }
 
 // loadAll returns the objects of refs, decoded outside any lock.
@@ -246,7 +263,7 @@ func (z *lazyEvent[T]) resolve(e Event[T]) Event[T] {
 	z.once.Do(func() {
 		var err error
 		if z.obj != nil {
-			if z.dObj, err = z.c.codec.decode(z.obj.data); err != nil {
+			if z.dObj, err = z.c.decode(z.obj); err != nil {
 				z.err = err
 				return
 			}
@@ -256,7 +273,7 @@ func (z *lazyEvent[T]) resolve(e Event[T]) Event[T] {
 		case z.old == z.obj:
 			z.dOld = z.dObj // Resend: Old is the object
 		default:
-			if z.dOld, err = z.c.codec.decode(z.old.data); err != nil {
+			if z.dOld, err = z.c.decode(z.old); err != nil {
 				z.err = err
 			}
 		}
