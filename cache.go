@@ -337,16 +337,18 @@ func (c *Cache[T]) GetNamespaced(namespace, name string) (T, bool) {
 		return zero, false
 	}
 	if c.codec != nil {
-		// Another KeyFunc: the namespace's objects are decoded to find the
-		// name; that key first.
-		c.rlockNamespace()
+		// Another KeyFunc: that key first, else the namespace's objects
+		// are decoded to find the name.
+		c.mu.RLock()
 		first, ok := c.items[key]
+		c.mu.RUnlock()
+		if obj, loaded := c.load(first); ok && loaded && is(obj) {
+			return obj, true
+		}
 		var refs []ref[T]
+		c.rlockNamespace()
 		c.inNamespace(namespace, func(_ string, r ref[T]) bool { refs = append(refs, r); return true })
 		c.mu.RUnlock()
-		if ok {
-			refs = append([]ref[T]{first}, refs...)
-		}
 		for _, r := range refs {
 			if obj, ok := c.load(r); ok && is(obj) {
 				return obj, true

@@ -279,3 +279,25 @@ func TestCompactKeepsTypeMeta(t *testing.T) {
 		}
 	}
 }
+
+// GetNamespaced finds an object by namespace and name whatever the
+// KeyFunc, decoding to compare names where the key is not namespace/name.
+func TestCompactGetNamespacedOtherKey(t *testing.T) {
+	s := newFakeServer()
+	s.put(cm("ns", "a"))
+	s.put(cm("ns", "b"))
+	opts := compactOpts(nil)
+	opts.KeyFunc = func(o *corev1.ConfigMap) string { return "k-" + o.Name }
+	inf, _ := contractStart(t, s, opts)
+	for _, name := range []string{"a", "b"} {
+		if o, ok := inf.Cache().GetNamespaced("ns", name); !ok || o.Name != name {
+			t.Fatalf("GetNamespaced(ns, %s) = %v, %v", name, o, ok)
+		}
+	}
+	if o, ok := inf.Cache().GetNamespaced("ns", "c"); ok {
+		t.Fatalf("GetNamespaced(ns, c) = %v", o)
+	}
+	if o, ok := inf.Cache().GetByKey("k-b"); !ok || o.Name != "b" {
+		t.Fatalf("GetByKey(k-b) = %v, %v", o, ok)
+	}
+}

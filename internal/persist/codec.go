@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"sync"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 
@@ -73,8 +75,18 @@ func NewReadCodec[T kruntime.Object](t reflect.Type) Codec[T] {
 		return c
 	}
 	pool := sync.Pool{New: func() any { return jsonDecoder[T](fresh, false) }}
+	encode := func(obj T) ([]byte, error) { return json.Marshal(obj) }
+	if _, ok := any(fresh()).(*unstructured.Unstructured); ok {
+		// Its content is maps, slices, strings, int64s, float64s and
+		// bools: encoding/json's Marshal of it goes through MarshalJSON
+		// and then checks and compacts the result again, twice the work
+		// of encoding it once.
+		encode = func(obj T) ([]byte, error) {
+			return jsonv2.Marshal(any(obj).(*unstructured.Unstructured).Object, jsontext.AllowInvalidUTF8(true))
+		}
+	}
 	return Codec[T]{
-		Encode: func(obj T) ([]byte, error) { return json.Marshal(obj) },
+		Encode: encode,
 		Decode: func(b []byte) (T, error) {
 			dec := pool.Get().(*jsonwatch.Decoder)
 			defer pool.Put(dec)
