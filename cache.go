@@ -56,7 +56,7 @@ type Cache[T Object] struct {
 	indexers   map[string]IndexFunc[T] // replaced (never changed in place) under wmu and mu; the writer reads it under wmu alone
 	lazyNS     bool                    // IndexNamespace is the built-in one, built on demand; set once by newCache
 	// order names the eager indexes in the order a packed object holds
-	// their values (packed.vals); it only grows, with indexers.
+	// their values (packedExtra.vals); it only grows, with indexers.
 	order []string
 	// codec, if set, makes the cache compact: it encodes and decodes
 	// objects (set once, before the informer starts).
@@ -154,8 +154,9 @@ func (c *Cache[T]) addIndexers(indexers map[string]IndexFunc[T]) error {
 			vals = append(vals, v)
 		}
 		if r.p != nil {
-			p := *r.p
-			p.vals = append(slices.Clip(p.vals), vals...)
+			p, x := *r.p, *r.p.extra()
+			x.vals = append(slices.Clip(x.vals), vals...)
+			p.x = &x
 			repacked[key] = ref[T]{p: &p}
 		}
 	}
@@ -504,7 +505,7 @@ func (c *Cache[T]) changes(old ref[T], existed bool, obj ref[T], present bool) (
 // a packed object, computed from a plain one. Under wmu.
 func (c *Cache[T]) values(r ref[T], i int) []string {
 	if r.p != nil {
-		return r.p.vals[i]
+		return r.p.extra().vals[i]
 	}
 	return c.indexers[c.order[i]](r.obj)
 }
@@ -602,7 +603,7 @@ func (c *Cache[T]) swap(items map[string]ref[T]) (old map[string]ref[T]) {
 	defer c.wmu.Unlock()
 	indices := c.emptyIndices()
 	for key, r := range items {
-		if r.p != nil && len(r.p.vals) != len(c.order) {
+		if r.p != nil && len(r.p.extra().vals) != len(c.order) {
 			r = c.complete(r)
 			items[key] = r
 		}

@@ -29,16 +29,42 @@ type ref[T Object] struct {
 	p   *packed
 }
 
-// packed is an object of a compact cache. It is never changed once made.
+// packed is an object of a compact cache. It is never changed once made
+// (and published).
 type packed struct {
-	data []byte     // the encoding
-	rv   string     // metadata.resourceVersion
-	ns   string     // metadata.namespace, interned
+	data []byte // the encoding
+	rv   string // metadata.resourceVersion
+	ns   string // metadata.namespace, interned
+	// x holds what only some caches or objects have; nil for none, which
+	// keeps packed at 64 bytes.
+	x *packedExtra
+}
+
+// packedExtra is what a packed object may have besides its bytes.
+type packedExtra struct {
 	uid  string     // metadata.uid, if the cache keeps UIDs (Cache.uids)
 	vals [][]string // the values of the eager indexes, in Cache.order
 	// gvk is the object's apiVersion and kind, if it had any and its
 	// encoding does not hold them (protobuf): set again on decoding.
 	gvk unique.Handle[schema.GroupVersionKind]
+}
+
+var noExtra packedExtra // never changed
+
+// extra returns p's extras, to read.
+func (p *packed) extra() *packedExtra {
+	if p.x == nil {
+		return &noExtra
+	}
+	return p.x
+}
+
+// ext returns p's extras to set, while p is being made.
+func (p *packed) ext() *packedExtra {
+	if p.x == nil {
+		p.x = &packedExtra{}
+	}
+	return p.x
 }
 
 // resourceVersion returns the object's resourceVersion without decoding.
@@ -61,7 +87,7 @@ func (r ref[T]) namespace() string {
 // only if uids is set).
 func (r ref[T]) uid() string {
 	if r.p != nil {
-		return r.p.uid
+		return r.p.extra().uid
 	}
 	return string(r.obj.GetUID())
 }
@@ -113,18 +139,19 @@ func (c *Cache[T]) pack(obj T, raw []byte) (ref[T], error) {
 	}
 	p := &packed{data: data, rv: obj.GetResourceVersion(), ns: unique.Make(obj.GetNamespace()).Value()}
 	if c.uids {
-		p.uid = string(obj.GetUID())
+		p.ext().uid = string(obj.GetUID())
 	}
 	if gvk := obj.GetObjectKind().GroupVersionKind(); !gvk.Empty() && c.codec.meta != nil {
-		p.gvk = unique.Make(gvk) // protobuf has no TypeMeta
+		p.ext().gvk = unique.Make(gvk) // protobuf has no TypeMeta
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if len(c.order) > 0 {
-		p.vals = make([][]string, len(c.order))
+		vals := make([][]string, len(c.order))
 		for i, name := range c.order {
-			p.vals[i] = c.indexers[name](obj)
+			vals[i] = c.indexers[name](obj)
 		}
+		p.ext().vals = vals
 	}
 	return ref[T]{p: p}, nil
 }
@@ -144,7 +171,7 @@ func (c *Cache[T]) packMeta(data []byte, m persist.Meta) (ref[T], error) {
 	}
 	p := &packed{data: data, rv: m.ResourceVersion, ns: unique.Make(m.Namespace).Value()}
 	if c.uids {
-		p.uid = m.UID
+		p.ext().uid = m.UID
 	}
 	return ref[T]{p: p}, nil
 }
@@ -182,19 +209,20 @@ func metaKey(namespace, name string) string {
 // complete gives a packed object made before addIndexers the values of the
 // indexes added since. Under wmu.
 func (c *Cache[T]) complete(r ref[T]) ref[T] {
-	if r.p == nil || len(r.p.vals) == len(c.order) {
+	if r.p == nil || len(r.p.extra().vals) == len(c.order) {
 		return r
 	}
 	obj, ok := c.load(r)
 	if !ok {
 		return r
 	}
-	p := *r.p
-	p.vals = make([][]string, len(c.order))
-	copy(p.vals, r.p.vals)
-	for i := len(r.p.vals); i < len(c.order); i++ {
-		p.vals[i] = c.indexers[c.order[i]](obj)
+	p, x := *r.p, *r.p.extra()
+	x.vals = make([][]string, len(c.order))
+	copy(x.vals, r.p.extra().vals)
+	for i := len(r.p.extra().vals); i < len(c.order); i++ {
+		x.vals[i] = c.indexers[c.order[i]](obj)
 	}
+	p.x = &x
 	return ref[T]{p: &p}
 }
 
@@ -216,8 +244,8 @@ func (c *Cache[T]) load(r ref[T]) (T, bool) {
 // decode decodes a packed object, its apiVersion and kind included.
 func (c *Cache[T]) decode(p *packed) (T, error) {
 	obj, err := c.codec.decode(p.data)
-	if err == nil && p.gvk != (unique.Handle[schema.GroupVersionKind]{}) {
-		obj.GetObjectKind().SetGroupVersionKind(p.gvk.Value())
+	if gvk := p.extra().gvk; err == nil && gvk != (unique.Handle[schema.GroupVersionKind]{}) {
+		obj.GetObjectKind().SetGroupVersionKind(gvk.Value())
 	}
 	return obj, err
 }

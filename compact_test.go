@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -180,7 +181,7 @@ func TestCompactPackEncoded(t *testing.T) {
 	if decoded != 0 {
 		t.Fatal("decoded an object it could read the metadata of")
 	}
-	if r.p.rv != "42" || r.p.ns != "ns" || r.p.uid != "uid-a" {
+	if r.p.rv != "42" || r.p.ns != "ns" || r.p.extra().uid != "uid-a" {
 		t.Fatalf("packed %+v", r.p)
 	}
 	if _, err := c.packEncoded("ns/b", data); err == nil {
@@ -299,5 +300,13 @@ func TestCompactGetNamespacedOtherKey(t *testing.T) {
 	}
 	if o, ok := inf.Cache().GetByKey("k-b"); !ok || o.Name != "b" {
 		t.Fatalf("GetByKey(k-b) = %v, %v", o, ok)
+	}
+}
+
+// A packed object without extras is 64 bytes: its size is most of what a
+// compact cache adds to an object's bytes.
+func TestPackedSize(t *testing.T) {
+	if n := unsafe.Sizeof(packed{}); n > 64 {
+		t.Fatalf("packed is %d bytes", n)
 	}
 }
