@@ -164,7 +164,13 @@ type Options[T Object] struct {
 	// without decoding. For memory-bound, read-light caches (every Pod of
 	// a cluster); a controller that reads its whole cache often is better
 	// served without. DetectMutations has nothing to check in a compact
-	// cache and is ignored. Default: off.
+	// cache and is ignored. What readers and handlers see is what they
+	// would see without Compact, but for typed custom resources (Go
+	// structs over JSON, encoded by encoding/json): an empty list or map
+	// under omitempty reads back nil. An informer whose T is an interface
+	// without a concrete type (over a ListerWatcher of Object) has no type
+	// to decode into and keeps a plain cache (a warning says so).
+	// Default: off.
 	Compact bool
 
 	// Sharding, if set, makes the informer cache and handle only this
