@@ -33,6 +33,7 @@ const (
 	kClientGoStrip = "client-go+strip"           // the same, with a transform dropping managedFields
 	kKinformer     = "kinformer"                 // kinformer.New with nil options
 	kKinformerCG   = "kinformer+client-decoding" // kinformer with DisableDirectDecoding: client-go decodes its watches (diagnostic)
+	kCompact       = "kinformer+compact"         // kinformer.New with Options.Compact: a cache of bytes (issue 22)
 	kFloor         = "floor"                     // one LIST + decode, no cache
 )
 
@@ -227,7 +228,7 @@ type informerUnderTest struct {
 
 func contenderMain(args []string) error {
 	fs := flag.NewFlagSet("contender", flag.ExitOnError)
-	kind := fs.String("kind", kKinformer, "client-go | client-go+strip | kinformer | kinformer+client-decoding | floor | kclientgo | kclientgo-wrap")
+	kind := fs.String("kind", kKinformer, "client-go | client-go+strip | kinformer | kinformer+compact | kinformer+client-decoding | floor | kclientgo | kclientgo-wrap")
 	resource := fs.String("resource", "configmaps", "configmaps | pods")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
 	round := fs.Int("round", 0, "round number")
@@ -275,6 +276,12 @@ func contenderMain(args []string) error {
 			iut = kinformerUnderTest(kinformer.New[*corev1.Pod](cs.CoreV1().Pods(ns), nil), rec, *lister)
 		} else {
 			iut = kinformerUnderTest(kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), nil), rec, *lister)
+		}
+	case kCompact:
+		if *resource == "pods" {
+			iut = kinformerUnderTest(kinformer.New[*corev1.Pod](cs.CoreV1().Pods(ns), &kinformer.Options[*corev1.Pod]{Compact: true}), rec, *lister)
+		} else {
+			iut = kinformerUnderTest(kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{Compact: true}), rec, *lister)
 		}
 	case kKinformerCG:
 		if *resource == "pods" {

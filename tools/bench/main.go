@@ -154,7 +154,7 @@ func benchMain(args []string) error {
 	fs.IntVar(&c.pods, "pods", 5000, "Pods in the workload (0: skip the pod benchmark)")
 	fs.IntVar(&c.updates, "updates", 20000, "ConfigMap updates in the burst after each contender's sync (0: none)")
 	fs.IntVar(&c.writers, "writers", 32, "concurrent writers of the update burst")
-	contenders := fs.String("contenders", strings.Join([]string{kClientGo, kKinformer, kClientGoStrip, kFloor}, ","), "contenders, comma-separated")
+	contenders := fs.String("contenders", strings.Join([]string{kClientGo, kKinformer, kCompact, kClientGoStrip, kFloor}, ","), "contenders, comma-separated")
 	fs.StringVar(&c.out, "out", "docs/benchmarks.md", "the report, relative to the repository root ('' for none)")
 	fs.StringVar(&c.dataDir, "data-dir", "", "localapi data dir (default: a new temporary one); reuse one to skip creating the workload")
 	fs.StringVar(&c.localapi, "localapi", "", "localapi binary (default: where `make localapi` puts it; built if missing)")
