@@ -348,34 +348,13 @@ func contenderMain(args []string) error {
 	debug.FreeOSMemory()
 
 	// ---- sync ----
-	cpu0 := cpuSeconds()
-	t0 := time.Now()
-	smp := startSampler(t0)
-	iut.start()
-	for !iut.hasSynced() {
-		time.Sleep(time.Millisecond)
-	}
-	syncDur := time.Since(t0)
-	cpuSync := cpuSeconds()
-	smp.sample()
-	res.PeakRSSMB = vmHWM()
-	if *cpuProfile != "" {
-		pprof.StopCPUProfile()
-	}
-	res.SyncSeconds = syncDur.Seconds()
-	res.SyncCPUSeconds = cpuSync - cpu0
-	res.PeakHeapMB = smp.peakUntil(float64(syncDur.Microseconds()) / 1000)
-	if *kind != kFloor {
-		res.Objects = iut.length()
-	}
-	select {
-	case <-rec.addsDone:
-	case <-time.After(60 * time.Second):
-		fmt.Fprintf(os.Stderr, "contender %s: only %d of %d initial Added handled after 60s\n", *kind, rec.adds.Load(), *objects)
-	}
-	res.HandledSeconds = time.Since(t0).Seconds()
-	res.Series = smp.finish()
-	res.HeapAfterSyncMB = gcHeapMB()
+	st := measureSync(iut, rec, *kind, *objects, func() {
+		if *cpuProfile != "" {
+			pprof.StopCPUProfile()
+		}
+	})
+	res.SyncSeconds, res.SyncCPUSeconds, res.PeakHeapMB, res.PeakRSSMB = st.seconds, st.cpu, st.peakHeap, st.peakRSS
+	res.Objects, res.HandledSeconds, res.Series, res.HeapAfterSyncMB = st.objects, st.handled, st.series, st.heapAfter
 	if *memProfile != "" {
 		// After the GCs: inuse_space is then the heap after sync, by type
 		// and allocation site; alloc_space is the whole sync's.
@@ -440,6 +419,46 @@ func contenderMain(args []string) error {
 	b, _ := json.Marshal(res)
 	fmt.Println(string(b))
 	return nil
+}
+
+// syncStats is what measureSync measures.
+type syncStats struct {
+	seconds, cpu       float64 // start -> HasSynced (polled every 1 ms); user+sys CPU over it
+	peakHeap, peakRSS  float64 // MB: the highest heap sample up to synced; VmHWM at synced
+	objects            int     // in the cache when synced
+	handled, heapAfter float64 // start -> every initial Added handled (at most 60 s more); heap MB then, after runtime.GC() twice
+	series             [][2]float64
+}
+
+// measureSync starts iut and measures its sync; synced is called as soon
+// as it has synced (to stop a CPU profile).
+func measureSync(iut informerUnderTest, rec *recorder, who string, objects int, synced func()) syncStats {
+	var st syncStats
+	cpu0 := cpuSeconds()
+	t0 := time.Now()
+	smp := startSampler(t0)
+	iut.start()
+	for !iut.hasSynced() {
+		time.Sleep(time.Millisecond)
+	}
+	syncDur := time.Since(t0)
+	cpuSync := cpuSeconds()
+	smp.sample()
+	st.peakRSS = vmHWM()
+	synced()
+	st.seconds = syncDur.Seconds()
+	st.cpu = cpuSync - cpu0
+	st.peakHeap = smp.peakUntil(float64(syncDur.Microseconds()) / 1000)
+	st.objects = iut.length()
+	select {
+	case <-rec.addsDone:
+	case <-time.After(60 * time.Second):
+		fmt.Fprintf(os.Stderr, "contender %s: only %d of %d initial Added handled after 60s\n", who, rec.adds.Load(), objects)
+	}
+	st.handled = time.Since(t0).Seconds()
+	st.series = smp.finish()
+	st.heapAfter = gcHeapMB()
+	return st
 }
 
 func kinformerUnderTest[T kinformer.Object](inf *kinformer.Informer[T], rec *recorder, read bool) informerUnderTest {

@@ -238,7 +238,7 @@ func crdMain(args []string) error {
 	}
 	kinds := strings.Split(*contenders, ",")
 	for _, k := range kinds {
-		if !slices.Contains([]string{cClientGo, cClientGoStrip, cKinformer, cKinFactory, cClientGoTyped, cKinTyped}, k) {
+		if !slices.Contains([]string{cClientGo, cClientGoStrip, cKinformer, cKinCompact, cKinFactory, cClientGoTyped, cKinTyped}, k) {
 			return fmt.Errorf("-contenders: unknown contender %q", k)
 		}
 	}

@@ -10,6 +10,7 @@
 //	cd tools/bench && go run . crd          # custom resources (JSON): dynamic and typed informers of both libraries
 //	cd tools/bench && go run . shard        # 1, 2, 4 sharded replicas, server- and client-side filtering; join and death
 //	cd tools/bench && go run . cr           # controller-runtime managers over either cache; client-go SharedIndexInformers of both libraries
+//	cd tools/bench && go run . compact      # Options.Compact (issue 22): 20,000 and 50,000 Pods, reads, custom resources, warm restarts
 //
 // It is its own Go module so that `go test ./...` at the repository root
 // never builds it.
@@ -101,6 +102,18 @@ func main() {
 		case "cr-contender":
 			if err := crContenderMain(os.Args[2:]); err != nil {
 				fmt.Fprintln(os.Stderr, "cr-contender:", err)
+				os.Exit(1)
+			}
+			return
+		case "compact":
+			if err := compactMain(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "compact:", err)
+				os.Exit(1)
+			}
+			return
+		case "compact-contender":
+			if err := compactContenderMain(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "compact-contender:", err)
 				os.Exit(1)
 			}
 			return

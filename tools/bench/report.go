@@ -335,10 +335,11 @@ var keptSections = [][2]string{
 	{crdBegin, crdEnd},
 	{shardBegin, shardEnd},
 	{crBegin, crEnd},
+	{compactBegin, compactEnd},
 }
 
 // write writes the report to root/out, keeping the analysis,
-// micro-benchmark, factory, restart, crd, shard and cr sections of an existing report, and the charts next to it.
+// micro-benchmark, factory, restart, crd, shard, cr and compact sections of an existing report, and the charts next to it.
 func (rep report) write(root, out string) error {
 	path := filepath.Join(root, out)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
