@@ -250,7 +250,7 @@ func benchMain(args []string) error {
 				if b != nil {
 					bursts = append(bursts, *b)
 				}
-				logf("%-15s %-10s round %d: synced %.3fs cpu %.3fs peak heap %.1fMB heap after %.1fMB rss %.1fMB; updates %d/%d cpu/event %.1fµs p50 %.1fms p99 %.1fms",
+				logf("%-17s %-10s round %d: synced %.3fs cpu %.3fs peak heap %.1fMB heap after %.1fMB rss %.1fMB; updates %d/%d cpu/event %.1fµs p50 %.1fms p99 %.1fms",
 					kind, j.resource, r, res.SyncSeconds, res.SyncCPUSeconds, res.PeakHeapMB, res.HeapAfterSyncMB, res.PeakRSSMB,
 					res.Updates, res.UpdatesExpected, res.UpdateCPUMicros, res.LatencyP50Ms, res.LatencyP99Ms)
 			}
