@@ -87,13 +87,9 @@ func compactMain(args []string) error {
 		return err
 	}
 	if *replay != "" {
-		b, err := os.ReadFile(*replay)
-		if err != nil {
-			return err
-		}
 		var run compactRun
-		if err := json.Unmarshal(b, &run); err != nil {
-			return fmt.Errorf("%s: %w", *replay, err)
+		if err := readResults(*replay, &run); err != nil {
+			return err
 		}
 		return writeCompactReport(root, *out, run)
 	}
@@ -108,31 +104,11 @@ func compactMain(args []string) error {
 		}
 		sizes = append(sizes, n)
 	}
-	if *rev == "" {
-		o, _ := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
-		*rev = strings.TrimSpace(string(o))
-	}
-	bin, err := localapiPath(*localapi, root)
+	bin, stateRoot, cleanup, err := benchSetup(root, rev, *localapi, dataDir, *keep, "compact")
 	if err != nil {
 		return err
 	}
-	if *dataDir == "" {
-		if *dataDir, err = os.MkdirTemp("", "kinformer-bench-compact-"); err != nil {
-			return err
-		}
-		if !*keep {
-			defer os.RemoveAll(*dataDir)
-		}
-	} else if err := os.MkdirAll(*dataDir, 0o755); err != nil {
-		return err
-	}
-	stateRoot, err := os.MkdirTemp("", "kinformer-bench-compact-state-")
-	if err != nil {
-		return err
-	}
-	if !*keep {
-		defer os.RemoveAll(stateRoot)
-	}
+	defer cleanup()
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -276,15 +252,8 @@ func compactMain(args []string) error {
 	run.LoadEnd = loadavg()
 	run.Minutes = time.Since(start).Minutes()
 	logf("compact benchmark done in %.1f minutes", run.Minutes)
-	if *save != "" {
-		b, err := json.MarshalIndent(run, "", " ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(*save, b, 0o644); err != nil {
-			return err
-		}
-		logf("results in %s (re-render with -replay)", *save)
+	if err := saveResults(*save, run); err != nil {
+		return err
 	}
 	return writeCompactReport(root, *out, run)
 }
@@ -298,4 +267,69 @@ func writeCompactReport(root, out string, run compactRun) error {
 		return nil
 	}
 	return replaceSection(filepath.Join(root, out), compactBegin, compactEnd, text)
+}
+
+// benchSetup does what a subcommand that runs its own localapi does first:
+// the revision measured (git describe, unless *rev is set), the localapi
+// binary (localapiFlag, or built), the data dir (*dataDir, or a new
+// temporary one) and a temporary directory for state files, both named
+// after name and removed by cleanup unless keep.
+func benchSetup(root string, rev *string, localapiFlag string, dataDir *string, keep bool, name string) (bin, stateRoot string, cleanup func(), err error) {
+	var dirs []string
+	cleanup = func() {
+		if !keep {
+			for _, d := range dirs {
+				os.RemoveAll(d)
+			}
+		}
+	}
+	if *rev == "" {
+		o, _ := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
+		*rev = strings.TrimSpace(string(o))
+	}
+	if bin, err = localapiPath(localapiFlag, root); err != nil {
+		return "", "", cleanup, err
+	}
+	if *dataDir == "" {
+		if *dataDir, err = os.MkdirTemp("", "kinformer-bench-"+name+"-"); err != nil {
+			return "", "", cleanup, err
+		}
+		dirs = append(dirs, *dataDir)
+	} else if err := os.MkdirAll(*dataDir, 0o755); err != nil {
+		return "", "", cleanup, err
+	}
+	if stateRoot, err = os.MkdirTemp("", "kinformer-bench-"+name+"-state-"); err != nil {
+		return "", "", cleanup, err
+	}
+	dirs = append(dirs, stateRoot)
+	return bin, stateRoot, cleanup, nil
+}
+
+// saveResults writes v, a run's figures, as JSON into path ("" for
+// nowhere), for -replay.
+func saveResults(path string, v any) error {
+	if path == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(v, "", " ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return err
+	}
+	logf("results in %s (re-render with -replay)", path)
+	return nil
+}
+
+// readResults reads what saveResults wrote into v.
+func readResults(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }

@@ -7,17 +7,13 @@ package main
 // plain protobuf decode of the same objects.
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"runtime/debug"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -173,13 +169,9 @@ func compactContenderMain(args []string) error {
 	if _, err := cs.CoreV1().Namespaces().Get(ctx, *ns, metav1.GetOptions{}); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		pprof.StartCPUProfile(f)
+	stopSyncProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
 	if *memProfile != "" {
 		runtime.MemProfileRate = 4096
@@ -188,37 +180,23 @@ func compactContenderMain(args []string) error {
 	debug.FreeOSMemory()
 	res.HeapBaseMB = gcHeapMB()
 
-	st := measureSync(iut, rec, *kind, *objects, func() {
-		if *cpuProfile != "" {
-			pprof.StopCPUProfile()
-		}
-	})
+	st := measureSync(iut, rec, *kind, *objects, stopSyncProfile)
 	res.SyncSeconds, res.SyncCPUSeconds, res.PeakHeapMB, res.PeakRSSMB = st.seconds, st.cpu, st.peakHeap, st.peakRSS
 	res.Objects, res.HandledSeconds, res.HeapAfterSyncMB = st.objects, st.handled, st.heapAfter
-	if *memProfile != "" {
-		f, err := os.Create(*memProfile)
-		if err != nil {
-			return err
-		}
-		pprof.Lookup("allocs").WriteTo(f, 0)
-		f.Close()
+	if err := writeHeapProfile(*memProfile); err != nil {
+		return err
 	}
 	// The parent has nothing to write (no update burst): the protocol of
 	// the other contenders, an empty list.
 	fmt.Println("synced")
-	var writes []write
-	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&writes); err != nil && !errors.Is(err, os.ErrClosed) && err.Error() != "EOF" {
-		return fmt.Errorf("reading writes: %w", err)
+	if _, err := readWrites(); err != nil {
+		return err
 	}
 
 	// ---- reads ----
-	if *readProfile != "" {
-		f, err := os.Create(*readProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		pprof.StartCPUProfile(f)
+	stopReadProfile, err := startCPUProfile(*readProfile)
+	if err != nil {
+		return err
 	}
 	n := res.Objects
 	r := rand.New(rand.NewPCG(uint64(*round)+1, 22))
@@ -260,9 +238,7 @@ func compactContenderMain(args []string) error {
 		idxObjs = append(idxObjs, float64(len(ps)))
 		sink = ps
 	}
-	if *readProfile != "" {
-		pprof.StopCPUProfile()
-	}
+	stopReadProfile()
 	res.IndexReads, res.ByIndexNs, res.IndexObjects = len(values), median(idxNs), median(idxObjs)
 
 	// The plain decode of the same objects: each one's protobuf (without

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -355,15 +356,10 @@ func contenderMain(args []string) error {
 	})
 	res.SyncSeconds, res.SyncCPUSeconds, res.PeakHeapMB, res.PeakRSSMB = st.seconds, st.cpu, st.peakHeap, st.peakRSS
 	res.Objects, res.HandledSeconds, res.Series, res.HeapAfterSyncMB = st.objects, st.handled, st.series, st.heapAfter
-	if *memProfile != "" {
-		// After the GCs: inuse_space is then the heap after sync, by type
-		// and allocation site; alloc_space is the whole sync's.
-		f, err := os.Create(*memProfile)
-		if err != nil {
-			return err
-		}
-		pprof.Lookup("allocs").WriteTo(f, 0)
-		f.Close()
+	// After the GCs: inuse_space is then the heap after sync, by type
+	// and allocation site; alloc_space is the whole sync's.
+	if err := writeHeapProfile(*memProfile); err != nil {
+		return err
 	}
 
 	// ---- update burst ----
@@ -377,9 +373,9 @@ func contenderMain(args []string) error {
 	}
 	cpuBurst0 := cpuSeconds()
 	fmt.Println("synced")
-	var writes []write
-	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&writes); err != nil && !errors.Is(err, os.ErrClosed) && err.Error() != "EOF" {
-		return fmt.Errorf("reading writes: %w", err)
+	writes, err := readWrites()
+	if err != nil {
+		return err
 	}
 	if *updates > 0 {
 		select {
@@ -459,6 +455,45 @@ func measureSync(iut informerUnderTest, rec *recorder, who string, objects int, 
 	st.series = smp.finish()
 	st.heapAfter = gcHeapMB()
 	return st
+}
+
+// readWrites reads the parent's update writes (a JSON array) from stdin.
+func readWrites() ([]write, error) {
+	var writes []write
+	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&writes); err != nil && !errors.Is(err, os.ErrClosed) && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("reading writes: %w", err)
+	}
+	return writes, nil
+}
+
+// startCPUProfile starts a CPU profile into path ("" for none) and returns
+// what stops it (and closes the file).
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// writeHeapProfile writes the allocs profile into path ("" for none).
+func writeHeapProfile(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("allocs").WriteTo(f, 0)
 }
 
 func kinformerUnderTest[T kinformer.Object](inf *kinformer.Informer[T], rec *recorder, read bool) informerUnderTest {

@@ -139,40 +139,17 @@ func installCRD(ctx context.Context, dyn dynamic.Interface) error {
 
 // createWidgets creates Widgets 0..n-1 (those missing) with 48 writers.
 func createWidgets(ctx context.Context, dyn dynamic.Interface, n int) error {
-	start := time.Now()
-	var done atomic.Int64
-	stop := make(chan struct{})
-	go func() {
-		t := time.NewTicker(5 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				logf("  widgets: %d/%d created", done.Load(), n)
-			}
-		}
-	}()
 	client := dyn.Resource(widgetGVR).Namespace(crdNamespace)
-	err := parallel(n, 48, func(i int) error {
+	return createObjects("widgets", n, func(i int) error {
 		u, err := unstructuredWidget(i)
 		if err != nil {
 			return err
 		}
-		_, err = client.Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager})
-		if apierrors.IsAlreadyExists(err) {
-			err = nil
-		}
-		done.Add(1)
-		if err != nil {
+		if _, err = client.Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create %s: %w", u.GetName(), err)
 		}
 		return nil
 	})
-	close(stop)
-	logf("widgets: %d in %.1fs (%.0f/s)", n, time.Since(start).Seconds(), float64(n)/time.Since(start).Seconds())
-	return err
 }
 
 // crdUpdateBurst patches n Widgets (w-00000, w-00001, ... wrapping) with

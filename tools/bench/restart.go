@@ -11,7 +11,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -320,41 +319,17 @@ func restartMain(args []string) error {
 		return err
 	}
 	if *replay != "" {
-		b, err := os.ReadFile(*replay)
-		if err != nil {
-			return err
-		}
 		var rr restartRun
-		if err := json.Unmarshal(b, &rr); err != nil {
-			return fmt.Errorf("%s: %w", *replay, err)
+		if err := readResults(*replay, &rr); err != nil {
+			return err
 		}
 		return writeRestartReport(root, *out, rr)
 	}
-	if *rev == "" {
-		o, _ := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
-		*rev = strings.TrimSpace(string(o))
-	}
-	bin, err := localapiPath(*localapi, root)
+	bin, stateRoot, cleanup, err := benchSetup(root, rev, *localapi, dataDir, *keep, "restart")
 	if err != nil {
 		return err
 	}
-	if *dataDir == "" {
-		if *dataDir, err = os.MkdirTemp("", "kinformer-bench-restart-"); err != nil {
-			return err
-		}
-		if !*keep {
-			defer os.RemoveAll(*dataDir)
-		}
-	} else if err := os.MkdirAll(*dataDir, 0o755); err != nil {
-		return err
-	}
-	stateRoot, err := os.MkdirTemp("", "kinformer-bench-state-")
-	if err != nil {
-		return err
-	}
-	if !*keep {
-		defer os.RemoveAll(stateRoot)
-	}
+	defer cleanup()
 	m := describeMachine()
 	srv, cs, err := serveWorkload(bin, *dataDir, *verbose, *nCM, *nPods)
 	if err != nil {
@@ -438,15 +413,8 @@ func restartMain(args []string) error {
 			rr.NPods = j.n
 		}
 	}
-	if *save != "" {
-		b, err := json.MarshalIndent(rr, "", " ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(*save, b, 0o644); err != nil {
-			return err
-		}
-		logf("results in %s (re-render with -replay)", *save)
+	if err := saveResults(*save, rr); err != nil {
+		return err
 	}
 	return writeRestartReport(root, *out, rr)
 }
