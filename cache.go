@@ -2,6 +2,7 @@ package kinformer
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -44,11 +45,25 @@ type keySet map[string]struct{}
 // they are all in one, a namespace query reads items. The first query that
 // needs the index builds it, under the write lock, and from then on it is
 // kept up to date as any other.
+//
+// A compact cache (Options.Compact, compact.go) holds each object as its
+// encoding, with its resourceVersion, namespace and index values beside
+// it, and decodes on every read, outside the lock: what a reader gets is
+// its own.
 type Cache[T Object] struct {
 	keyFunc    KeyFunc[T]
 	defaultKey bool                    // keyFunc is MetaNamespaceKey: an object's key is its namespace and name
 	indexers   map[string]IndexFunc[T] // replaced (never changed in place) under wmu and mu; the writer reads it under wmu alone
 	lazyNS     bool                    // IndexNamespace is the built-in one, built on demand; set once by newCache
+	// order names the eager indexes in the order a packed object holds
+	// their values (packed.vals); it only grows, with indexers.
+	order []string
+	// codec, if set, makes the cache compact: it encodes and decodes
+	// objects (set once, before the informer starts).
+	codec *codec[T]
+	// uids: packed objects keep their UID (a sharded informer's share is
+	// by UID).
+	uids bool
 
 	// wmu serialises the writer's changes with addIndexers: each write
 	// holds it from reading the old object to the map update, so that an
@@ -59,7 +74,7 @@ type Cache[T Object] struct {
 	wmu sync.Mutex
 
 	mu      sync.RWMutex                 // guards items, indices and nsCount; held for writing by the writer, and by a reader building the namespace index
-	items   map[string]T                 // key -> object
+	items   map[string]ref[T]            // key -> object
 	indices map[string]map[string]keySet // index name -> value -> keys; IndexNamespace only once built if lazyNS
 	nsCount map[string]int               // namespace -> objects, if lazyNS
 	nsBuilt atomic.Bool                  // the lazy namespace index is in indices (set under mu; read by the writer without it)
@@ -68,7 +83,7 @@ type Cache[T Object] struct {
 // newCache returns an empty cache. A nil keyFunc means MetaNamespaceKey.
 // The namespace index (IndexNamespace) is always added.
 func newCache[T Object](keyFunc KeyFunc[T], indexers map[string]IndexFunc[T]) *Cache[T] {
-	c := &Cache[T]{keyFunc: keyFunc, defaultKey: keyFunc == nil, items: map[string]T{}}
+	c := &Cache[T]{keyFunc: keyFunc, defaultKey: keyFunc == nil, items: map[string]ref[T]{}}
 	if c.defaultKey {
 		c.keyFunc = MetaNamespaceKey[T]
 	}
@@ -81,6 +96,12 @@ func newCache[T Object](keyFunc KeyFunc[T], indexers map[string]IndexFunc[T]) *C
 		c.lazyNS, c.nsCount = true, map[string]int{}
 	}
 	c.indexers = idx
+	for name := range idx {
+		if c.eager(name) {
+			c.order = append(c.order, name)
+		}
+	}
+	slices.Sort(c.order)
 	c.indices = c.emptyIndices()
 	return c
 }
@@ -105,20 +126,48 @@ func (c *Cache[T]) addIndexers(indexers map[string]IndexFunc[T]) error {
 	for name, f := range c.indexers {
 		idx[name] = f
 	}
-	built := make(map[string]map[string]keySet, len(indexers))
+	names := make([]string, 0, len(indexers))
 	for name, f := range indexers {
 		idx[name] = f
-		m := map[string]keySet{}
-		for key, obj := range c.items { // only the writer changes items, and it waits on wmu
-			index(m, key, f(obj))
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	// Each object's values for the new indexes; a compact cache decodes
+	// each object once, and keeps the values beside it.
+	built := make(map[string]map[string]keySet, len(indexers))
+	for _, name := range names {
+		built[name] = map[string]keySet{}
+	}
+	var repacked map[string]ref[T]
+	if c.codec != nil {
+		repacked = make(map[string]ref[T], len(c.items))
+	}
+	for key, r := range c.items { // only the writer changes items, and it waits on wmu
+		obj, ok := c.load(r)
+		if !ok {
+			continue
 		}
-		built[name] = m
+		var vals [][]string
+		for _, name := range names {
+			v := indexers[name](obj)
+			index(built[name], key, v)
+			vals = append(vals, v)
+		}
+		if r.p != nil {
+			p := *r.p
+			p.vals = append(slices.Clip(p.vals), vals...)
+			repacked[key] = ref[T]{p: &p}
+		}
 	}
 	c.mu.Lock()
 	for name, m := range built {
 		c.indices[name] = m
 	}
+	for key, r := range repacked {
+		c.items[key] = r
+	}
 	c.indexers = idx
+	c.order = append(slices.Clip(c.order), names...)
 	c.mu.Unlock()
 	return nil
 }
@@ -201,11 +250,11 @@ func (c *Cache[T]) rlockNamespace() {
 
 // inNamespace calls fn with each cached key and object of namespace ns
 // until it returns false. Under rlockNamespace.
-func (c *Cache[T]) inNamespace(ns string, fn func(key string, obj T) bool) {
+func (c *Cache[T]) inNamespace(ns string, fn func(key string, r ref[T]) bool) {
 	if idx, ok := c.indices[IndexNamespace]; ok {
 		for key := range idx[ns] {
-			if obj, ok := c.items[key]; ok { // an IndexFunc that is not a pure function of its object can leave a key behind
-				if !fn(key, obj) {
+			if r, ok := c.items[key]; ok { // an IndexFunc that is not a pure function of its object can leave a key behind
+				if !fn(key, r) {
 					return
 				}
 			}
@@ -215,8 +264,8 @@ func (c *Cache[T]) inNamespace(ns string, fn func(key string, obj T) bool) {
 	if c.nsCount[ns] == 0 {
 		return
 	}
-	for key, obj := range c.items { // all in ns: namespaceReady
-		if !fn(key, obj) {
+	for key, r := range c.items { // all in ns: namespaceReady
+		if !fn(key, r) {
 			return
 		}
 	}
@@ -231,32 +280,38 @@ func (c *Cache[T]) Get(obj T) (T, bool) { return c.GetByKey(c.keyFunc(obj)) }
 // GetByKey returns the cached object under key.
 func (c *Cache[T]) GetByKey(key string) (T, bool) {
 	c.mu.RLock()
-	defer c.mu.RUnlock()
-	obj, ok := c.items[key]
-	return obj, ok
+	r, ok := c.items[key]
+	c.mu.RUnlock()
+	if !ok {
+		return r.obj, false
+	}
+	return c.load(r)
 }
 
 // Select returns the cached objects in namespace ("" for every namespace)
 // whose labels match sel (nil matches everything): client-go's
 // lister.List(selector) and lister.Pods(ns).List(selector) in one.
 func (c *Cache[T]) Select(namespace string, sel labels.Selector) []T {
+	var refs []ref[T]
+	if namespace == "" {
+		c.mu.RLock()
+		refs = make([]ref[T], 0, len(c.items))
+		for _, r := range c.items {
+			refs = append(refs, r)
+		}
+		c.mu.RUnlock()
+	} else {
+		c.rlockNamespace()
+		c.inNamespace(namespace, func(_ string, r ref[T]) bool { refs = append(refs, r); return true })
+		c.mu.RUnlock()
+	}
 	var out []T
-	add := func(obj T) {
-		if sel == nil || sel.Empty() || sel.Matches(labels.Set(obj.GetLabels())) {
+	for _, r := range refs {
+		obj, ok := c.load(r)
+		if ok && (sel == nil || sel.Empty() || sel.Matches(labels.Set(obj.GetLabels()))) {
 			out = append(out, obj)
 		}
 	}
-	if namespace == "" {
-		c.mu.RLock()
-		defer c.mu.RUnlock()
-		for _, obj := range c.items {
-			add(obj)
-		}
-		return out
-	}
-	c.rlockNamespace()
-	defer c.mu.RUnlock()
-	c.inNamespace(namespace, func(_ string, obj T) bool { add(obj); return true })
 	return out
 }
 
@@ -267,28 +322,50 @@ func (c *Cache[T]) GetNamespaced(namespace, name string) (T, bool) {
 	if namespace != "" {
 		key = namespace + "/" + name
 	}
+	var zero T
+	is := func(obj T) bool { return obj.GetName() == name && obj.GetNamespace() == namespace }
 	if c.defaultKey { // that key or none
 		c.mu.RLock()
-		defer c.mu.RUnlock()
-		if obj, ok := c.items[key]; ok && obj.GetName() == name && obj.GetNamespace() == namespace {
+		r, ok := c.items[key]
+		c.mu.RUnlock()
+		if !ok {
+			return zero, false
+		}
+		if obj, ok := c.load(r); ok && is(obj) {
 			return obj, true
 		}
-		var zero T
+		return zero, false
+	}
+	if c.codec != nil {
+		// Another KeyFunc: the namespace's objects are decoded to find the
+		// name; that key first.
+		c.rlockNamespace()
+		first, ok := c.items[key]
+		var refs []ref[T]
+		c.inNamespace(namespace, func(_ string, r ref[T]) bool { refs = append(refs, r); return true })
+		c.mu.RUnlock()
+		if ok {
+			refs = append([]ref[T]{first}, refs...)
+		}
+		for _, r := range refs {
+			if obj, ok := c.load(r); ok && is(obj) {
+				return obj, true
+			}
+		}
 		return zero, false
 	}
 	c.rlockNamespace()
 	defer c.mu.RUnlock()
-	if obj, ok := c.items[key]; ok && obj.GetName() == name && obj.GetNamespace() == namespace {
-		return obj, true
+	if r, ok := c.items[key]; ok && is(r.obj) {
+		return r.obj, true
 	}
 	var found T
 	var ok bool
-	c.inNamespace(namespace, func(_ string, obj T) bool { // another KeyFunc
-		found, ok = obj, obj.GetName() == name
+	c.inNamespace(namespace, func(_ string, r ref[T]) bool { // another KeyFunc
+		found, ok = r.obj, r.obj.GetName() == name
 		return !ok
 	})
 	if !ok {
-		var zero T
 		return zero, false
 	}
 	return found, true
@@ -297,12 +374,20 @@ func (c *Cache[T]) GetNamespaced(namespace, name string) (T, bool) {
 // List returns a snapshot of all cached objects, in no particular order.
 func (c *Cache[T]) List() []T {
 	c.mu.RLock()
-	defer c.mu.RUnlock()
-	out := make([]T, 0, len(c.items))
-	for _, obj := range c.items {
-		out = append(out, obj)
+	if c.codec == nil {
+		defer c.mu.RUnlock()
+		out := make([]T, 0, len(c.items))
+		for _, r := range c.items {
+			out = append(out, r.obj)
+		}
+		return out
 	}
-	return out
+	refs := make([]ref[T], 0, len(c.items))
+	for _, r := range c.items {
+		refs = append(refs, r)
+	}
+	c.mu.RUnlock()
+	return c.loadAll(refs)
 }
 
 // ListKeys returns a snapshot of all cache keys, in no particular order.
@@ -326,26 +411,28 @@ func (c *Cache[T]) Len() int {
 // ByIndex returns the objects filed under value in the named index. It
 // returns ErrUnknownIndex if no such index was configured.
 func (c *Cache[T]) ByIndex(name, value string) ([]T, error) {
+	var refs []ref[T]
 	if !c.eager(name) {
 		c.rlockNamespace()
-		defer c.mu.RUnlock()
-		out := make([]T, 0, c.nsCount[value])
-		c.inNamespace(value, func(_ string, obj T) bool { out = append(out, obj); return true })
-		return out, nil
+		refs = make([]ref[T], 0, c.nsCount[value])
+		c.inNamespace(value, func(_ string, r ref[T]) bool { refs = append(refs, r); return true })
+		c.mu.RUnlock()
+		return c.loadAll(refs), nil
 	}
 	c.mu.RLock()
-	defer c.mu.RUnlock()
 	if _, ok := c.indexers[name]; !ok {
+		c.mu.RUnlock()
 		return nil, fmt.Errorf("%w %q", ErrUnknownIndex, name)
 	}
 	keys := c.indices[name][value]
-	out := make([]T, 0, len(keys))
+	refs = make([]ref[T], 0, len(keys))
 	for k := range keys {
-		if obj, ok := c.items[k]; ok { // an IndexFunc that is not a pure function of its object can leave a key behind
-			out = append(out, obj)
+		if r, ok := c.items[k]; ok { // an IndexFunc that is not a pure function of its object can leave a key behind
+			refs = append(refs, r)
 		}
 	}
-	return out, nil
+	c.mu.RUnlock()
+	return c.loadAll(refs), nil
 }
 
 // IndexKeys returns the keys filed under value in the named index.
@@ -354,7 +441,7 @@ func (c *Cache[T]) IndexKeys(name, value string) ([]string, error) {
 		c.rlockNamespace()
 		defer c.mu.RUnlock()
 		out := make([]string, 0, c.nsCount[value])
-		c.inNamespace(value, func(key string, _ T) bool { out = append(out, key); return true })
+		c.inNamespace(value, func(key string, _ ref[T]) bool { out = append(out, key); return true })
 		return out, nil
 	}
 	c.mu.RLock()
@@ -385,33 +472,39 @@ type nsChange struct {
 
 // changes computes, without the lock, how the eager indexes change when old
 // (if existed) becomes obj (if present), and the namespaces. Writer only.
-func (c *Cache[T]) changes(old T, existed bool, obj T, present bool) ([]indexChange, nsChange) {
+func (c *Cache[T]) changes(old ref[T], existed bool, obj ref[T], present bool) ([]indexChange, nsChange) {
 	var out []indexChange
 	ns := nsChange{existed: existed, present: present}
 	if c.lazyNS {
 		if existed {
-			ns.old = old.GetNamespace()
+			ns.old = old.namespace()
 		}
 		if present {
-			ns.new = obj.GetNamespace()
+			ns.new = obj.namespace()
 		}
 	}
-	for name, f := range c.indexers {
-		if !c.eager(name) {
-			continue
-		}
+	for i, name := range c.order {
 		var oldVals, newVals []string
 		if existed {
-			oldVals = f(old)
+			oldVals = c.values(old, i)
 		}
 		if present {
-			newVals = f(obj)
+			newVals = c.values(obj, i)
 		}
 		if !equalStrings(oldVals, newVals) {
 			out = append(out, indexChange{name, oldVals, newVals})
 		}
 	}
 	return out, ns
+}
+
+// values returns r's values in the i-th eager index (order): kept beside
+// a packed object, computed from a plain one. Under wmu.
+func (c *Cache[T]) values(r ref[T], i int) []string {
+	if r.p != nil {
+		return r.p.vals[i]
+	}
+	return c.indexers[c.order[i]](r.obj)
 }
 
 // reindex applies changes under the lock.
@@ -441,47 +534,49 @@ func (c *Cache[T]) reindex(key string, changes []indexChange, ns nsChange) {
 }
 
 // each calls fn for every object, under the read lock (a snapshot).
-func (c *Cache[T]) each(fn func(key string, obj T)) {
+func (c *Cache[T]) each(fn func(key string, r ref[T])) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for key, obj := range c.items {
-		fn(key, obj)
+	for key, r := range c.items {
+		fn(key, r)
 	}
 }
 
 // peek returns the object at key without the lock: for the writer alone,
 // which is the only one to change items.
-func (c *Cache[T]) peek(key string) (T, bool) {
-	obj, ok := c.items[key]
-	return obj, ok
+func (c *Cache[T]) peek(key string) (ref[T], bool) {
+	r, ok := c.items[key]
+	return r, ok
 }
 
 // peekAll calls fn for every object without the lock: for the writer
 // alone, and fn must not change the cache.
-func (c *Cache[T]) peekAll(fn func(key string, obj T)) {
-	for key, obj := range c.items {
-		fn(key, obj)
+func (c *Cache[T]) peekAll(fn func(key string, r ref[T])) {
+	for key, r := range c.items {
+		fn(key, r)
 	}
 }
 
 // size is Len without the lock: for the writer alone.
 func (c *Cache[T]) size() int { return len(c.items) }
 
-// put stores obj under key and returns the object it replaced. Writer only.
-func (c *Cache[T]) put(key string, obj T) (old T, existed bool) {
+// put stores r (from pack) under key and returns the object it replaced.
+// Writer only.
+func (c *Cache[T]) put(key string, r ref[T]) (old ref[T], existed bool) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	r = c.complete(r)
 	old, existed = c.items[key] // the writer's own map: no lock to read
-	changes, ns := c.changes(old, existed, obj, true)
+	changes, ns := c.changes(old, existed, r, true)
 	c.mu.Lock()
-	c.items[key] = obj
+	c.items[key] = r
 	c.reindex(key, changes, ns)
 	c.mu.Unlock()
 	return old, existed
 }
 
 // remove deletes key and returns the object that was there. Writer only.
-func (c *Cache[T]) remove(key string) (old T, existed bool) {
+func (c *Cache[T]) remove(key string) (old ref[T], existed bool) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	old, existed = c.items[key]
@@ -500,21 +595,25 @@ func (c *Cache[T]) remove(key string) (old T, existed bool) {
 // returns the content it replaced. The indexes are built before the lock
 // is taken (the namespace index under it, if a reader has just built it
 // for the old content). Writer only.
-func (c *Cache[T]) swap(items map[string]T) (old map[string]T) {
+func (c *Cache[T]) swap(items map[string]ref[T]) (old map[string]ref[T]) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	indices := c.emptyIndices()
-	for key, obj := range items {
-		for name, idx := range indices {
-			index(idx, key, c.indexers[name](obj))
+	for key, r := range items {
+		if r.p != nil && len(r.p.vals) != len(c.order) {
+			r = c.complete(r)
+			items[key] = r
+		}
+		for i, name := range c.order {
+			index(indices[name], key, c.values(r, i))
 		}
 	}
 	var counts map[string]int
 	builtNS := false
 	if c.lazyNS {
 		counts = map[string]int{}
-		for _, obj := range items {
-			counts[obj.GetNamespace()]++
+		for _, r := range items {
+			counts[r.namespace()]++
 		}
 		if builtNS = c.nsBuilt.Load(); builtNS {
 			indices[IndexNamespace] = namespaceIndexOf(items, counts)
@@ -532,13 +631,13 @@ func (c *Cache[T]) swap(items map[string]T) (old map[string]T) {
 
 // namespaceIndexOf returns the namespace index of items, whose namespaces
 // are counted in counts.
-func namespaceIndexOf[T Object](items map[string]T, counts map[string]int) map[string]keySet {
+func namespaceIndexOf[T Object](items map[string]ref[T], counts map[string]int) map[string]keySet {
 	idx := make(map[string]keySet, len(counts))
 	for ns, n := range counts {
 		idx[ns] = make(keySet, n)
 	}
-	for key, obj := range items {
-		idx[obj.GetNamespace()][key] = struct{}{}
+	for key, r := range items {
+		idx[r.namespace()][key] = struct{}{}
 	}
 	return idx
 }

@@ -61,7 +61,7 @@ func (s kinformerStore) byNamespace(ns string) int {
 	l, _ := s.c.ByIndex(IndexNamespace, ns)
 	return len(l)
 }
-func (s kinformerStore) update(obj *corev1.ConfigMap) { s.c.put(s.c.Key(obj), obj) }
+func (s kinformerStore) update(obj *corev1.ConfigMap) { s.c.put(s.c.Key(obj), plain(obj)) }
 func (s kinformerStore) replace(objs []*corev1.ConfigMap) func() {
 	// The informer builds this map while decoding the list; build it here
 	// untimed, as client-go's list below.
@@ -70,7 +70,7 @@ func (s kinformerStore) replace(objs []*corev1.ConfigMap) func() {
 		m[s.c.Key(o)] = o
 	}
 	w, _ := newTestWriter(s.c)
-	return func() { w.replace(m, "1") }
+	return func() { w.replace(plainAll(m), "1") }
 }
 
 type clientGoStore struct{ s cache.Indexer }
@@ -95,7 +95,7 @@ func newBenchStores() map[string]func() benchStore {
 		"kinformer": func() benchStore {
 			c := newCache[*corev1.ConfigMap](nil, nil)
 			for _, o := range benchCMs {
-				c.put(c.Key(o), o)
+				c.put(c.Key(o), plain(o))
 			}
 			return kinformerStore{c}
 		},
@@ -281,7 +281,7 @@ func BenchmarkWriter(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
-			items := make(map[string]*corev1.ConfigMap, benchObjects)
+			items := make(map[string]ref[*corev1.ConfigMap], benchObjects)
 			for _, o := range gens[i%2] {
 				w.collect(items, o, prepared)
 			}

@@ -35,10 +35,10 @@ func TestCachePutRemoveReplace(t *testing.T) {
 	c := newCache[*corev1.ConfigMap](nil, nil)
 	a, b := cm("ns", "a"), cm("ns", "b")
 	a.ResourceVersion, b.ResourceVersion = "1", "2"
-	if _, existed := c.put("ns/a", a); existed {
+	if _, existed := c.put("ns/a", plain(a)); existed {
 		t.Fatal("put into empty cache reported an existing object")
 	}
-	c.put("ns/b", b)
+	c.put("ns/b", plain(b))
 	if got, ok := c.Get(cm("ns", "a")); !ok || got != a {
 		t.Fatalf("Get(a) = %v, %v", got, ok)
 	}
@@ -47,10 +47,10 @@ func TestCachePutRemoveReplace(t *testing.T) {
 	}
 	a2 := cm("ns", "a")
 	a2.ResourceVersion = "3"
-	if old, existed := c.put("ns/a", a2); !existed || old != a {
+	if old, existed := c.put("ns/a", plain(a2)); !existed || old.obj != a {
 		t.Fatalf("put returned old=%v existed=%v", old, existed)
 	}
-	if old, existed := c.remove("ns/b"); !existed || old != b {
+	if old, existed := c.remove("ns/b"); !existed || old.obj != b {
 		t.Fatalf("remove returned %v %v", old, existed)
 	}
 	if _, existed := c.remove("ns/b"); existed {
@@ -67,7 +67,7 @@ func TestCachePutRemoveReplace(t *testing.T) {
 	x.ResourceVersion = "4"
 	var got []string
 	w, events := newTestWriter(c)
-	items := map[string]*corev1.ConfigMap{}
+	items := map[string]ref[*corev1.ConfigMap]{}
 	for _, o := range []*corev1.ConfigMap{same, x} {
 		w.collect(items, o, prepared[*corev1.ConfigMap])
 	}
@@ -86,7 +86,7 @@ func TestCachePutRemoveReplace(t *testing.T) {
 	changed.ResourceVersion = "5"
 	got = nil
 	var oldSeen *corev1.ConfigMap
-	w.replace(map[string]*corev1.ConfigMap{"ns/a": changed}, "5")
+	w.replace(plainAll(map[string]*corev1.ConfigMap{"ns/a": changed}), "5")
 	for _, e := range events() {
 		got = append(got, string(e.Type)+" "+e.Object.Name)
 		if e.Type == Modified {
@@ -104,7 +104,7 @@ func TestCachePutRemoveReplace(t *testing.T) {
 
 func TestCacheCustomKeyFunc(t *testing.T) {
 	c := newCache(func(o *corev1.ConfigMap) string { return "k:" + o.Name }, nil)
-	c.put(c.Key(cm("ns", "a")), cm("ns", "a"))
+	c.put(c.Key(cm("ns", "a")), plain(cm("ns", "a")))
 	if _, ok := c.GetByKey("k:a"); !ok {
 		t.Fatal("custom key not used")
 	}
@@ -121,10 +121,10 @@ func TestCacheIndexes(t *testing.T) {
 		return nil
 	}
 	c := newCache(nil, map[string]IndexFunc[*corev1.ConfigMap]{"app": byApp})
-	c.put("a/1", cm("a", "1", "app", "web"))
-	c.put("a/2", cm("a", "2", "app", "db"))
-	c.put("b/3", cm("b", "3", "app", "web"))
-	c.put("b/4", cm("b", "4"))
+	c.put("a/1", plain(cm("a", "1", "app", "web")))
+	c.put("a/2", plain(cm("a", "2", "app", "db")))
+	c.put("b/3", plain(cm("b", "3", "app", "web")))
+	c.put("b/4", plain(cm("b", "4")))
 
 	names := func(objs []*corev1.ConfigMap, err error) string {
 		if err != nil {
@@ -153,7 +153,7 @@ func TestCacheIndexes(t *testing.T) {
 	}
 
 	// Re-indexing on update and removal.
-	c.put("a/1", cm("a", "1", "app", "db"))
+	c.put("a/1", plain(cm("a", "1", "app", "db")))
 	c.remove("a/2")
 	if got := names(c.ByIndex("app", "web")); got != "3" {
 		t.Errorf("after update, web = %q", got)
@@ -168,7 +168,7 @@ func TestCacheIndexes(t *testing.T) {
 
 	// A replace rebuilds the indexes.
 	w, _ := newTestWriter(c)
-	w.replace(map[string]*corev1.ConfigMap{"c/9": cm("c", "9", "app", "web")}, "9")
+	w.replace(plainAll(map[string]*corev1.ConfigMap{"c/9": cm("c", "9", "app", "web")}), "9")
 	if got := names(c.ByIndex("app", "web")); got != "9" {
 		t.Errorf("after replace, web = %q", got)
 	}
@@ -189,7 +189,7 @@ func TestCacheWriterWithConcurrentReaders(t *testing.T) {
 		for w := range writers {
 			for i := range perWriter {
 				key := fmt.Sprintf("ns%d/o%d", w, i)
-				c.put(key, cm(fmt.Sprintf("ns%d", w), fmt.Sprintf("o%d", i)))
+				c.put(key, plain(cm(fmt.Sprintf("ns%d", w), fmt.Sprintf("o%d", i))))
 				if i%3 == 0 {
 					c.remove(key)
 				}
@@ -233,7 +233,7 @@ func TestCacheReplaceIsAtomic(t *testing.T) {
 		return m
 	}
 	w, _ := newTestWriter(c)
-	w.replace(gen("old-"), "1")
+	w.replace(plainAll(gen("old-")), "1")
 	done := make(chan struct{})
 	var mixed, reads int
 	go func() {
@@ -255,9 +255,9 @@ func TestCacheReplaceIsAtomic(t *testing.T) {
 	}()
 	for i := range 50 {
 		if i%2 == 0 {
-			w.replace(gen("new-"), "1")
+			w.replace(plainAll(gen("new-")), "1")
 		} else {
-			w.replace(gen("old-"), "1")
+			w.replace(plainAll(gen("old-")), "1")
 		}
 	}
 	<-done
@@ -321,11 +321,11 @@ func TestCacheLazyNamespaceIndex(t *testing.T) {
 					o := cm(nss[rng.IntN(len(nss))], fmt.Sprint(rng.IntN(4)))
 					items[c.Key(o)] = o
 				}
-				w.replace(items, fmt.Sprint(step))
+				w.replace(plainAll(items), fmt.Sprint(step))
 			case r < 6:
 				c.remove(c.Key(o))
 			default:
-				c.put(c.Key(o), o)
+				c.put(c.Key(o), plain(o))
 			}
 			if step%7 == 0 || step > 300 {
 				check(step)
@@ -345,8 +345,8 @@ func TestCacheLazyNamespaceIndex(t *testing.T) {
 func TestCacheOwnNamespaceIndex(t *testing.T) {
 	byLabel := func(o *corev1.ConfigMap) []string { return []string{o.Labels["ns"]} }
 	c := newCache(nil, map[string]IndexFunc[*corev1.ConfigMap]{IndexNamespace: byLabel})
-	c.put("a/1", cm("a", "1", "ns", "x"))
-	c.put("b/2", cm("b", "2", "ns", "x"))
+	c.put("a/1", plain(cm("a", "1", "ns", "x")))
+	c.put("b/2", plain(cm("b", "2", "ns", "x")))
 	if keys, _ := c.IndexKeys(IndexNamespace, "x"); len(keys) != 2 {
 		t.Fatalf("own namespace index: %v", keys)
 	}
@@ -365,14 +365,14 @@ func TestCacheLazyNamespaceIndexConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range 200 {
 				o := cm(fmt.Sprintf("ns%d", i%3), fmt.Sprint(i))
-				c.put(c.Key(o), o)
+				c.put(c.Key(o), plain(o))
 				if i%50 == 49 {
 					items := map[string]*corev1.ConfigMap{}
 					for j := range i + 1 {
 						o := cm(fmt.Sprintf("ns%d", j%3), fmt.Sprint(j))
 						items[c.Key(o)] = o
 					}
-					w.replace(items, fmt.Sprint(round*1000+i))
+					w.replace(plainAll(items), fmt.Sprint(round*1000+i))
 				}
 			}
 		})
@@ -424,8 +424,8 @@ func TestCacheKeyMovesNamespace(t *testing.T) {
 		{"update, index built after", false, false},
 	} {
 		c := newCache(byName, nil)
-		c.put("a", cm("one", "a"))
-		c.put("b", cm("two", "b"))
+		c.put("a", plain(cm("one", "a")))
+		c.put("b", plain(cm("two", "b")))
 		if tc.builtBefore {
 			c.Select("one", nil) // two namespaces: the query builds the index
 			if !c.nsBuilt.Load() {
@@ -435,7 +435,7 @@ func TestCacheKeyMovesNamespace(t *testing.T) {
 		if tc.deleteFirst {
 			c.remove("a")
 		}
-		c.put("a", cm("two", "a"))
+		c.put("a", plain(cm("two", "a")))
 		if got := c.Select("one", nil); len(got) != 0 {
 			t.Errorf("%s: Select(one) = %v, want nothing", tc.name, keys(got))
 		}

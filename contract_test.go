@@ -369,7 +369,7 @@ func TestContractCacheUpdatedBeforeEventIsQueued(t *testing.T) {
 		mu.Lock()
 		at := slices.Clone(indexedAt[before:])
 		mu.Unlock()
-		if len(at) == 0 {
+		if len(at) == 0 && !(compactAll && st.typ == Deleted) { // a compact cache keeps index values: none computed for a deletion
 			t.Fatalf("step %d: the index function never ran", i)
 		}
 		for _, p := range at {

@@ -56,8 +56,8 @@ func (d *dispatcher[T]) add(l *listener[T], c *Cache[T], rv func() string, isSyn
 	if l.wants(Added) {
 		at := rv()
 		now := time.Now().UnixNano()
-		c.each(func(key string, obj T) {
-			l.queue = append(l.queue, queued[T]{Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: at, Cause: CauseReplay}, now})
+		c.each(func(key string, r ref[T]) {
+			l.queue = append(l.queue, c.queued(Event[T]{Type: Added, Key: key, ResourceVersion: at, Cause: CauseReplay}, r, ref[T]{}, now))
 		})
 		if len(l.queue) > 0 {
 			l.head.Store(now)
@@ -99,8 +99,8 @@ func (d *dispatcher[T]) resend(reg *Registration, c *Cache[T], rv func() string)
 		return 0
 	}
 	n := 0
-	c.each(func(key string, obj T) {
-		l.queue = append(l.queue, queued[T]{Event[T]{Type: Modified, Object: obj, Old: obj, Key: key, ResourceVersion: at, Cause: CauseResend}, now})
+	c.each(func(key string, r ref[T]) {
+		l.queue = append(l.queue, c.queued(Event[T]{Type: Modified, Key: key, ResourceVersion: at, Cause: CauseResend}, r, r, now))
 		n++
 	})
 	if n > 0 {
@@ -187,11 +187,15 @@ func (d *dispatcher[T]) update(fn func(publisher[T])) {
 type publisher[T Object] struct{ d *dispatcher[T] }
 
 // emit queues e for every listener that wants it.
-func (p publisher[T]) emit(e Event[T]) {
-	p.d.obs.event(e.Type)
+func (p publisher[T]) emit(e Event[T]) { p.emitQueued(queued[T]{e: e}) }
+
+// emitQueued queues q for every listener that wants its event (a lazy
+// one is shared: the first to deliver it decodes it).
+func (p publisher[T]) emitQueued(q queued[T]) {
+	p.d.obs.event(q.e.Type)
 	for _, l := range p.d.listeners {
-		if l.wants(e.Type) {
-			l.push(e)
+		if l.wants(q.e.Type) {
+			l.push(q)
 		}
 	}
 }

@@ -188,6 +188,7 @@ func TestFuncID(t *testing.T) {
 // before the start; after it, asking is an error wrapping ErrStarted,
 // unless it is on.
 func TestShareDetectMutations(t *testing.T) {
+	plainOnly(t)
 	t.Setenv(EnvMutationDetector, "")
 	s := newCMShare()
 	inf, err := s.get(cmKey, Options[*corev1.ConfigMap]{})

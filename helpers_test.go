@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 	if _, ok := os.LookupEnv(EnvMutationDetector); !ok {
 		os.Setenv(EnvMutationDetector, "panic")
 	}
+	// KINFORMER_TEST_COMPACT=1 runs every test with Options.Compact (make
+	// test does, in a second pass): the contract holds both ways.
+	compactAll = os.Getenv("KINFORMER_TEST_COMPACT") == "1"
 	goleak.VerifyTestMain(m)
 }
 
@@ -186,5 +189,27 @@ func newTestWriter[T Object](c *Cache[T]) (w *writer[T], events func() []Event[T
 		l.backlog.Add(-int64(len(l.queue)))
 		l.queue = nil
 		return out
+	}
+}
+
+// plain is obj as a plain (not compact) cache holds it.
+func plain[T Object](obj T) ref[T] { return ref[T]{obj: obj} }
+
+// plainAll is items as a plain cache holds them.
+func plainAll[T Object](items map[string]T) map[string]ref[T] {
+	out := make(map[string]ref[T], len(items))
+	for k, obj := range items {
+		out[k] = plain(obj)
+	}
+	return out
+}
+
+// plainOnly skips a test of how a plain cache holds its objects (shared
+// instances and maps, the mutation detector) when every informer is
+// compact (KINFORMER_TEST_COMPACT): a compact cache holds none.
+func plainOnly(t testing.TB) {
+	t.Helper()
+	if compactAll {
+		t.Skip("a property of the plain cache's objects; the cache is compact")
 	}
 }

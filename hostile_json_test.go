@@ -189,6 +189,7 @@ func runHostileJSON(t *testing.T, base uint64, tc hostileJSONCase) {
 // but not when a Transform runs: it may modify its object in place, and
 // must not reach into another's.
 func TestJSONSharingAndTransform(t *testing.T) {
+	plainOnly(t)
 	obj := func(name, rv string) string {
 		return `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"` + name + `","namespace":"ns","resourceVersion":"` + rv + `"},"spec":{"size":"s","ports":[1,2]}}`
 	}

@@ -91,6 +91,9 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 		hlog:   hlog,
 		name:   o.Name,
 	}
+	if o.Compact {
+		inf.cache.setCompact(&o, o.Sharding != nil)
+	}
 	if o.Metrics != nil {
 		inf.obs = newObserver(o.Metrics, o.Name)
 		inf.disp.obs = inf.obs
@@ -107,7 +110,7 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 	inf.loop = newLoop(lw, &o, inf.cache, inf.status, &inf.disp, log, inf.obs)
 	envOn, panics := mutationEnv()
 	inf.mutationPanics = panics
-	if lwd, ok := any(lw).(mutationDetecting); envOn || o.DetectMutations || ok && lwd.DetectMutations() {
+	if lwd, ok := any(lw).(mutationDetecting); !o.Compact && (envOn || o.DetectMutations || ok && lwd.DetectMutations()) {
 		inf.detectMutations()
 	}
 	if sh := inf.loop.sh; sh != nil {
@@ -413,8 +416,8 @@ func (inf *Informer[T]) detectMutations() {
 func (inf *Informer[T]) setDetectMutations() error {
 	inf.runMu.Lock()
 	defer inf.runMu.Unlock()
-	if inf.loop.w.detect != nil {
-		return nil
+	if inf.loop.w.detect != nil || inf.cache.Compact() {
+		return nil // on, or nothing to check: a compact cache's objects are bytes no one can change
 	}
 	if inf.started {
 		return fmt.Errorf("%w: the mutation detector can only be turned on before the informer starts", ErrStarted)

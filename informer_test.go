@@ -688,6 +688,7 @@ func TestNewCatchesAMismatchedClient(t *testing.T) {
 // A re-list keeps the cached instance of every unchanged object and drops
 // the new copy as soon as it is decoded, without transforming it again.
 func TestRelistReusesUnchangedObjects(t *testing.T) {
+	plainOnly(t)
 	for _, streaming := range []bool{false, true} {
 		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
 			s := newFakeServer()

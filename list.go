@@ -32,7 +32,7 @@ func (l *loop[T]) list(ctx context.Context) outcome {
 // request) into a new map, then swaps it into the cache and queues the
 // differences.
 func (l *loop[T]) pagedList(ctx context.Context, limit int64) outcome {
-	items := map[string]T{}
+	items := map[string]ref[T]{}
 	opts := l.listOptions()
 	opts.Limit = limit
 	rv, continued, err := l.listPages(ctx, opts, items)
@@ -55,7 +55,7 @@ func (l *loop[T]) pagedList(ctx context.Context, limit int64) outcome {
 // on a page after the first. The pages after the first carry only the
 // continue token, which holds the resourceVersion (the server refuses
 // both). This is the one paging loop.
-func (l *loop[T]) listPages(ctx context.Context, opts metav1.ListOptions, items map[string]T) (rv string, continued bool, err error) {
+func (l *loop[T]) listPages(ctx context.Context, opts metav1.ListOptions, items map[string]ref[T]) (rv string, continued bool, err error) {
 	page, decoding := l.clientPage, "client"
 	if l.st.direct && l.direct.json != nil {
 		page, decoding = l.directPage, "direct"
@@ -80,7 +80,7 @@ func (l *loop[T]) listPages(ctx context.Context, opts metav1.ListOptions, items 
 }
 
 // clientPage reads one page through the client's List into items.
-func (l *loop[T]) clientPage(ctx context.Context, opts metav1.ListOptions, items map[string]T) (rv, cont string, err error) {
+func (l *loop[T]) clientPage(ctx context.Context, opts metav1.ListOptions, items map[string]ref[T]) (rv, cont string, err error) {
 	list, err := l.listFn(ctx, opts)
 	if err == nil && isNil(list) {
 		err = fmt.Errorf("%w: the client returned no list and no error", ErrUnexpectedObject)
@@ -106,7 +106,7 @@ func (l *loop[T]) clientPage(ctx context.Context, opts metav1.ListOptions, items
 
 // directPage reads one page in JSON, decoded as it arrives
 // (internal/jsonwatch), into items.
-func (l *loop[T]) directPage(ctx context.Context, opts metav1.ListOptions, items map[string]T) (rv, cont string, err error) {
+func (l *loop[T]) directPage(ctx context.Context, opts metav1.ListOptions, items map[string]ref[T]) (rv, cont string, err error) {
 	prepare := l.w.prepare
 	if l.direct.sharesObjects() {
 		prepare = prepared[T]
@@ -122,7 +122,7 @@ func (l *loop[T]) directPage(ctx context.Context, opts metav1.ListOptions, items
 }
 
 // collectItem checks a listed object and prepares it into items.
-func (l *loop[T]) collectItem(items map[string]T, o runtime.Object, prepare prepareFunc[T]) {
+func (l *loop[T]) collectItem(items map[string]ref[T], o runtime.Object, prepare prepareFunc[T]) {
 	obj, ok := o.(T)
 	if !ok {
 		l.w.report(fmt.Errorf("list: %w: item of type %T, want %T", ErrUnexpectedObject, o, *new(T)))
@@ -173,7 +173,7 @@ func (l *loop[T]) watchList(ctx context.Context) outcome {
 	}
 	defer s.stop()
 
-	items := map[string]T{}
+	items := map[string]ref[T]{}
 	first := time.Now().Add(watchListStartTimeout)
 	received := false
 	for {

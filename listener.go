@@ -17,6 +17,9 @@ import (
 type queued[T Object] struct {
 	e  Event[T]
 	at int64 // time.Now().UnixNano() when queued
+	// lz, if set, holds e's objects still packed (Options.Compact): the
+	// listener decodes them before delivering e.
+	lz *lazyEvent[T]
 }
 
 // listener is one registration: its handler, the event types it wants, and
@@ -121,8 +124,9 @@ func (l *listener[T]) checkSynced() {
 }
 
 // push appends an event to the queue; it never blocks.
-func (l *listener[T]) push(e Event[T]) {
+func (l *listener[T]) push(q queued[T]) {
 	now := time.Now().UnixNano()
+	q.at = now
 	l.mu.Lock()
 	if l.removed.Load() {
 		l.mu.Unlock()
@@ -131,7 +135,7 @@ func (l *listener[T]) push(e Event[T]) {
 	if len(l.queue) == 0 {
 		l.head.CompareAndSwap(0, now)
 	}
-	l.queue = append(l.queue, queued[T]{e, now})
+	l.queue = append(l.queue, q)
 	l.pushed++
 	l.backlog.Add(1)
 	l.mu.Unlock()
@@ -196,6 +200,9 @@ outer:
 			// The event being handled counts as waiting until it is
 			// handled: a stuck handler shows its lag.
 			l.head.Store(batch[i].at)
+			if z := batch[i].lz; z != nil {
+				batch[i].e, batch[i].lz = z.resolve(batch[i].e), nil
+			}
 			if l.admit != nil {
 				switch l.admit(batch[i].e) {
 				case admitDrop:

@@ -243,7 +243,7 @@ func (l *loop[T]) setTransform(fn func(T) (T, error)) {
 	l.direct = nil
 	if l.newDirect != nil {
 		var share *intern.Sharer
-		if fn == nil {
+		if fn == nil && l.w.cache.codec == nil { // a compact cache keeps no object to share with
 			share = l.w.share
 		}
 		l.direct = l.newDirect(share)

@@ -202,15 +202,15 @@ func (d *detector[T]) put(emit func(Event[T]), key string, old T, existed bool, 
 // swap follows the writer's swap of the cache's content, old, for items:
 // the objects replaced or dropped are retired, the new ones tracked; an
 // object a re-list kept (the same instance) stays watched.
-func (d *detector[T]) swap(emit func(Event[T]), old, items map[string]T) {
+func (d *detector[T]) swap(emit func(Event[T]), old, items map[string]ref[T]) {
 	for key, o := range old {
-		if n, ok := items[key]; !ok || !sameObject(o, n) {
-			d.retire(emit, key, o)
+		if n, ok := items[key]; !ok || !sameObject(o.obj, n.obj) {
+			d.retire(emit, key, o.obj)
 		}
 	}
-	for key, obj := range items {
-		if o, ok := old[key]; !ok || !sameObject(o, obj) {
-			d.track(key, obj)
+	for key, r := range items {
+		if o, ok := old[key]; !ok || !sameObject(o.obj, r.obj) {
+			d.track(key, r.obj)
 		}
 	}
 }

@@ -136,6 +136,7 @@ func cached(t *testing.T, inf *Informer[*corev1.ConfigMap], key string) *corev1.
 // deletes or re-lists it away: before the evidence is gone, and before
 // the event of the change. The periodic check never runs here.
 func TestMutationDetectedWhenReplaced(t *testing.T) {
+	plainOnly(t)
 	for _, how := range []string{"update", "delete", "relist"} {
 		t.Run(how, func(t *testing.T) {
 			s := newFakeServer()
@@ -197,6 +198,7 @@ func TestMutationDetectedWhenReplaced(t *testing.T) {
 // it once, and the next change again; an object copied before it is
 // changed, or replaced by the server, is never reported.
 func TestMutationDetectedByPeriodicCheck(t *testing.T) {
+	plainOnly(t)
 	s := newFakeServer()
 	s.put(cm("ns", "a", "app", "web"))
 	s.put(cm("ns", "b"))
@@ -256,6 +258,7 @@ func TestMutationDetectedByPeriodicCheck(t *testing.T) {
 // Equal labels maps are shared between cached objects: one change of one
 // map shows in every object holding it, and each is reported, once.
 func TestMutationOfSharedMapReportedPerObject(t *testing.T) {
+	plainOnly(t)
 	s := newFakeServer()
 	for _, n := range []string{"a", "b", "c"} {
 		s.put(cm("ns", n, "app", "web"))
@@ -294,6 +297,7 @@ func TestMutationOfSharedMapReportedPerObject(t *testing.T) {
 // In "panic" mode the process panics after the report, with its message:
 // run in a child process.
 func TestMutationPanicMode(t *testing.T) {
+	plainOnly(t)
 	if os.Getenv("KINFORMER_TEST_MUTATION_CHILD") == "1" {
 		s := newFakeServer()
 		s.put(cm("ns", "a", "app", "web"))
@@ -337,6 +341,7 @@ func (c *countedCM) DeepCopyObject() k8sruntime.Object {
 // Off, the detector copies nothing and runs no goroutine; on, it copies
 // every object cached.
 func TestMutationDetectorOff(t *testing.T) {
+	plainOnly(t)
 	t.Setenv(EnvMutationDetector, "")
 	counted := func(detect bool) int64 {
 		c := newCache[*countedCM](nil, nil)
@@ -353,7 +358,7 @@ func TestMutationDetectorOff(t *testing.T) {
 		}
 		w.apply(Modified, &countedCM{*cm("ns", "0")}, w.prepare)
 		w.apply(Deleted, &countedCM{*cm("ns", "1")}, w.prepare)
-		items := map[string]*countedCM{}
+		items := map[string]ref[*countedCM]{}
 		for i := range 3 {
 			o := &countedCM{*cm("ns", fmt.Sprint(i))}
 			o.ResourceVersion = "2"
@@ -395,6 +400,7 @@ func TestMutationDetectorOff(t *testing.T) {
 // "1" to report, "panic" to panic too; anything else leaves it to the
 // options. A ListerWatcher may ask for it.
 func TestMutationDetectorSwitches(t *testing.T) {
+	plainOnly(t)
 	for _, tc := range []struct {
 		env        string
 		opt, lw    bool
@@ -431,6 +437,7 @@ func (detectingLW) DetectMutations() bool { return true }
 // A detection is counted in kinformer_cache_mutations_total, whose series
 // exists only for informers that detect.
 func TestMutationMetric(t *testing.T) {
+	plainOnly(t)
 	t.Setenv(EnvMutationDetector, "")
 	reg := prometheus.NewRegistry()
 	m, err := NewMetrics(reg)
@@ -536,6 +543,7 @@ func (c *lossyCM) DeepCopyObject() k8sruntime.Object {
 // (an error line; in "panic" mode, the panic), and its objects are not
 // reported as changed, though each copy differs.
 func TestMutationDetectorInexactCopy(t *testing.T) {
+	plainOnly(t)
 	c := newCache[*lossyCM](nil, nil)
 	w, events := newTestWriter(c)
 	var log syncBuffer
@@ -577,6 +585,7 @@ func TestMutationDetectorInexactCopy(t *testing.T) {
 // (dispatcher.fence). Nothing else orders the two here: the tick comes
 // from a goroutine started before the object existed.
 func TestMutationByHandlerIsNotARace(t *testing.T) {
+	plainOnly(t)
 	s := newFakeServer()
 	d := startDetecting(t, s, nil)
 	tick := make(chan time.Time)

@@ -228,6 +228,10 @@ type Options[T Object] struct {
 	maxJSONEvent int64
 }
 
+// compactAll makes every informer compact: set by the package's tests
+// (KINFORMER_TEST_COMPACT) to run them all both ways.
+var compactAll bool
+
 const (
 	defaultPageSize     = 500
 	defaultWatchTimeout = 5 * time.Minute
@@ -253,6 +257,9 @@ func (o *Options[T]) withDefaults() Options[T] {
 	}
 	if out.KeyFunc == nil {
 		out.KeyFunc, out.defaultKey = MetaNamespaceKey[T], true
+	}
+	if compactAll {
+		out.Compact = true
 	}
 	if out.PageSize <= 0 {
 		out.PageSize = defaultPageSize

@@ -104,7 +104,7 @@ func newPersister[T Object](lw any, o *Options[T], report func(error), obs *obse
 
 // heldState is a cache loaded from the state file, not yet restored.
 type heldState[T Object] struct {
-	items map[string]T
+	items map[string]ref[T]
 	rv    string
 }
 
@@ -126,7 +126,7 @@ func (l *loop[T]) openState() bool {
 	}
 	load := !l.stateOpened || l.held != nil
 	l.stateOpened, l.held = true, nil
-	items, rv, ok := p.Open(load, l.checkRestored)
+	items, rv, ok := l.loadState(load)
 	switch {
 	case !ok:
 		return false
@@ -162,6 +162,30 @@ func (l *loop[T]) restoreHeld(o outcome) outcome {
 		l.caughtUp()
 	}
 	return o
+}
+
+// loadState opens the state file (persist.Persister.Open), loading its
+// objects if load: a compact cache takes them as the file holds them,
+// decoding only those it must (Cache.packEncoded).
+func (l *loop[T]) loadState(load bool) (items map[string]ref[T], rv string, ok bool) {
+	p, c := l.w.state, l.w.cache
+	if c.codec != nil {
+		items = map[string]ref[T]{}
+		rv, ok = p.OpenEncoded(load, func(key string, data []byte) error {
+			r, _, err := c.packEncoded(key, data)
+			items[key] = r
+			return err
+		})
+		return items, rv, ok
+	}
+	objs, rv, ok := p.Open(load, l.checkRestored)
+	if len(objs) > 0 {
+		items = make(map[string]ref[T], len(objs))
+		for key, obj := range objs {
+			items[key] = ref[T]{obj: obj}
+		}
+	}
+	return items, rv, ok
 }
 
 // checkRestored accepts an object of the state file if it has the key it

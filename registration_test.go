@@ -650,7 +650,7 @@ func TestWaitForResourceVersionThenTheCacheHasIt(t *testing.T) {
 				t.Errorf("%s: WaitForResourceVersion(%s) returned with ns/a cached %v (at %q), want %v at %s", step.what, rv, ok, at, want, rv)
 			}
 			synctest.Wait()
-			if armed.Load() {
+			if armed.Load() && !(compactAll && step.what == "delete") { // a compact cache keeps index values: none computed for a deletion
 				t.Fatalf("%s: the index function was never called for ns/a: nothing was held up", step.what)
 			}
 		}

@@ -200,7 +200,7 @@ func (l *loop[T]) listJoined(ctx context.Context) outcome {
 		return outcome{kind: listed} // they left again before being listed
 	}
 	rv := l.w.status.resourceVersion()
-	items := map[string]T{}
+	items := map[string]ref[T]{}
 	opts := l.listOptions()
 	opts.ShardSelector = gained.Selector()
 	opts.ResourceVersion = rv

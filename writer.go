@@ -40,22 +40,23 @@ type writer[T Object] struct {
 	detect *detector[T]
 }
 
-// put stores obj under key in the cache, inside an update; the detector
-// compares the object it replaces with its copy, and copies obj.
-func (w *writer[T]) put(p publisher[T], key string, obj T) (old T, existed bool) {
-	old, existed = w.cache.put(key, obj)
+// put stores r (cache.pack's) under key in the cache, inside an update;
+// the detector compares the object it replaces with its copy, and copies
+// the new one. The detector is never on in a compact cache.
+func (w *writer[T]) put(p publisher[T], key string, r ref[T]) (old ref[T], existed bool) {
+	old, existed = w.cache.put(key, r)
 	if w.detect != nil {
-		w.detect.put(p.emit, key, old, existed, obj)
+		w.detect.put(p.emit, key, old.obj, existed, r.obj)
 	}
 	return old, existed
 }
 
 // remove removes key from the cache, inside an update; the detector
 // compares the object removed with its copy.
-func (w *writer[T]) remove(p publisher[T], key string) (old T, existed bool) {
+func (w *writer[T]) remove(p publisher[T], key string) (old ref[T], existed bool) {
 	old, existed = w.cache.remove(key)
 	if w.detect != nil && existed {
-		w.detect.retire(p.emit, key, old)
+		w.detect.retire(p.emit, key, old.obj)
 	}
 	return old, existed
 }
@@ -63,12 +64,49 @@ func (w *writer[T]) remove(p publisher[T], key string) (old T, existed bool) {
 // swap makes items the cache's content, inside an update; the detector
 // compares the objects replaced or dropped with their copies, and copies
 // the new ones.
-func (w *writer[T]) swap(p publisher[T], items map[string]T) (old map[string]T) {
+func (w *writer[T]) swap(p publisher[T], items map[string]ref[T]) (old map[string]ref[T]) {
 	old = w.cache.swap(items)
 	if w.detect != nil {
 		w.detect.swap(p.emit, old, items)
 	}
 	return old
+}
+
+// emit queues e with obj as its Object and old as its Old (zero refs:
+// none), decoded by the handlers' side if packed.
+func (w *writer[T]) emit(p publisher[T], e Event[T], obj, old ref[T]) {
+	p.emitQueued(w.cache.queued(e, obj, old, 0))
+}
+
+// record notes r, cached under key, in the state file: a compact cache's
+// bytes as they are.
+func (w *writer[T]) record(key string, r ref[T], rv string) {
+	if r.p != nil {
+		w.state.RecordEncoded(key, r.p.data, rv)
+		return
+	}
+	w.state.Record(key, r.obj, false, rv)
+}
+
+// batchPut notes r in a batch of the state file, as record does.
+func batchPut[T Object](b *persist.Batch[T], key string, r ref[T]) {
+	if r.p != nil {
+		b.PutEncoded(key, r.p.data)
+		return
+	}
+	b.Put(key, r.obj)
+}
+
+// pack readies a prepared object for the cache (Cache.pack); false if a
+// compact cache cannot encode it (reported: the object is skipped, as one
+// that fails its Transform).
+func (w *writer[T]) pack(obj T) (ref[T], bool) {
+	r, err := w.cache.pack(obj)
+	if err != nil {
+		w.report(fmt.Errorf("%w: %s cannot be encoded for the compact cache: %w", ErrUnexpectedObject, w.cache.keyFunc(obj), err))
+		return r, false
+	}
+	return r, true
 }
 
 // prepareFunc readies a new object for the cache; false means it must not
@@ -93,7 +131,9 @@ func (w *writer[T]) prepare(obj T) (T, bool) {
 		}
 		obj = out
 	}
-	w.share.Object(obj)
+	if w.cache.codec == nil { // a compact cache keeps no object to share with
+		w.share.Object(obj)
+	}
 	return obj, true
 }
 
@@ -156,6 +196,7 @@ func (w *writer[T]) apply(typ EventType, obj T, prepare prepareFunc[T]) {
 	rv := obj.GetResourceVersion()
 	key := w.cache.keyFunc(obj)
 	ok := true
+	var r ref[T]
 	if w.outside(obj) {
 		// Not this replica's: a server without sharded watches sent it, or
 		// a watch opened for the share before it shrank. Never cached (the
@@ -163,21 +204,28 @@ func (w *writer[T]) apply(typ EventType, obj T, prepare prepareFunc[T]) {
 		typ = Deleted
 	} else {
 		obj, ok = prepare(obj)
+		if ok && typ != Deleted {
+			r, ok = w.pack(obj)
+		}
 	}
 
-	w.disp.update(func(p publisher[T]) { w.applyLocked(p, typ, obj, ok, key, rv) })
+	w.disp.update(func(p publisher[T]) { w.applyLocked(p, typ, obj, r, ok, key, rv) })
 }
 
 // applyLocked is apply's change of the cache, inside the dispatcher's
-// update; ok is false if obj's new state did not prepare.
-func (w *writer[T]) applyLocked(p publisher[T], typ EventType, obj T, ok bool, key, rv string) {
+// update; ok is false if obj's new state did not prepare. r is obj packed
+// for the cache (unless Deleted).
+func (w *writer[T]) applyLocked(p publisher[T], typ EventType, obj T, r ref[T], ok bool, key, rv string) {
 	// The resourceVersion is recorded once the cache holds the change:
 	// WaitForResourceVersion then finds the cache at that version.
 	defer w.setRV(rv)
-	e := Event[T]{Object: obj, Key: key, ResourceVersion: rv}
+	e := Event[T]{Key: key, ResourceVersion: rv}
 	if rv == "" {
 		e.ResourceVersion = w.status.resourceVersion()
 	}
+	// Handlers get the object as it came (prepared): in a compact cache a
+	// copy of what the cache keeps, the cache's own object otherwise.
+	eObj, eOld := ref[T]{obj: obj}, ref[T]{}
 	switch {
 	case typ == Deleted || !ok:
 		// A deletion always removes, whether or not its final state
@@ -187,7 +235,7 @@ func (w *writer[T]) applyLocked(p publisher[T], typ EventType, obj T, ok bool, k
 		old, existed := w.remove(p, key)
 		if w.state != nil {
 			if existed {
-				w.state.Record(key, old, true, e.ResourceVersion)
+				w.state.Record(key, old.obj, true, e.ResourceVersion)
 			} else {
 				w.state.Advance(e.ResourceVersion)
 			}
@@ -197,39 +245,41 @@ func (w *writer[T]) applyLocked(p publisher[T], typ EventType, obj T, ok bool, k
 		}
 		e.Type = Deleted
 		if !ok {
-			e.Object = old // the last state that prepared
+			eObj = old // the last state that prepared
 			if typ != Deleted {
 				e.Cause = CauseTransform // dropped by the informer, not deleted
 			}
 		}
 	default:
-		if old, existed := w.put(p, key, obj); existed {
-			e.Type, e.Old = Modified, old
+		if old, existed := w.put(p, key, r); existed {
+			e.Type, eOld = Modified, old
 		} else {
 			e.Type = Added
 		}
 		if w.state != nil {
-			w.state.Record(key, obj, false, e.ResourceVersion)
+			w.record(key, r, e.ResourceVersion)
 		}
 	}
-	p.emit(e)
+	w.emit(p, e, eObj, eOld)
 }
 
 // collect adds a listed object to items. If the cache holds the same
 // object at the same resourceVersion, that instance is kept and the new copy
 // is dropped at once, unprepared: a re-list of a mostly unchanged
 // collection then holds one copy of each object, not two.
-func (w *writer[T]) collect(items map[string]T, obj T, prepare prepareFunc[T]) {
+func (w *writer[T]) collect(items map[string]ref[T], obj T, prepare prepareFunc[T]) {
 	if w.outside(obj) {
 		return
 	}
 	key := w.cache.keyFunc(obj)
-	if old, ok := w.cache.peek(key); ok && old.GetResourceVersion() == obj.GetResourceVersion() {
+	if old, ok := w.cache.peek(key); ok && old.resourceVersion() == obj.GetResourceVersion() {
 		items[key] = old
 		return
 	}
 	if obj, ok := prepare(obj); ok {
-		items[w.cache.keyFunc(obj)] = obj
+		if r, ok := w.pack(obj); ok {
+			items[w.cache.keyFunc(obj)] = r
+		}
 	}
 }
 
@@ -239,7 +289,7 @@ func (w *writer[T]) collect(items map[string]T, obj T, prepare prepareFunc[T]) {
 // keys that vanished, Added for new keys, Modified for objects whose
 // resourceVersion changed. Readers are held up only by the swap itself, not
 // by the diff or the queueing.
-func (w *writer[T]) replace(items map[string]T, rv string) {
+func (w *writer[T]) replace(items map[string]ref[T], rv string) {
 	first := !w.status.synced.Load()
 	cause := CauseRelist
 	if first && w.cache.size() == 0 {
@@ -255,28 +305,28 @@ func (w *writer[T]) replace(items map[string]T, rv string) {
 		w.setRV(rv)
 		for key, o := range old {
 			if _, ok := items[key]; !ok {
-				p.emit(Event[T]{Type: Deleted, Object: o, Key: key, ResourceVersion: rv, Cause: cause})
+				w.emit(p, Event[T]{Type: Deleted, Key: key, ResourceVersion: rv, Cause: cause}, o, ref[T]{})
 				if batch != nil {
-					batch.Delete(key, o)
+					batch.Delete(key, o.obj)
 				}
 			}
 		}
-		for key, obj := range items {
+		for key, r := range items {
 			o, existed := old[key]
 			switch {
 			case !existed:
 				c := cause
-				if w.gained != nil && w.gained.Has(string(obj.GetUID())) {
+				if w.gained != nil && w.gained.Has(r.uid()) {
 					c = CauseReshard
 				}
-				p.emit(Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: rv, Cause: c})
-			case o.GetResourceVersion() != obj.GetResourceVersion():
-				p.emit(Event[T]{Type: Modified, Object: obj, Old: o, Key: key, ResourceVersion: rv, Cause: cause})
+				w.emit(p, Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: c}, r, ref[T]{})
+			case o.resourceVersion() != r.resourceVersion():
+				w.emit(p, Event[T]{Type: Modified, Key: key, ResourceVersion: rv, Cause: cause}, r, o)
 			default:
 				continue
 			}
 			if batch != nil {
-				batch.Put(key, obj)
+				batchPut(batch, key, r)
 			}
 		}
 		w.syncedLocked(p, first)
@@ -299,20 +349,20 @@ func (w *writer[T]) syncedLocked(p publisher[T], first bool) {
 // restore fills the empty cache with the objects of the state file, at rv,
 // and queues Added (CauseRestore) for each. The informer is not synced
 // yet: it catches up with the server first (caughtUp).
-func (w *writer[T]) restore(items map[string]T, rv string) {
-	for key, obj := range items {
-		if w.outside(obj) {
+func (w *writer[T]) restore(items map[string]ref[T], rv string) {
+	for key, r := range items {
+		if w.outsideUID(r.uid()) {
 			delete(items, key) // another replica's now
 			if w.state != nil {
-				w.state.Record(key, obj, true, rv)
+				w.state.Record(key, r.obj, true, rv)
 			}
 		}
 	}
 	w.disp.update(func(p publisher[T]) {
 		w.swap(p, items)
 		w.setRV(rv)
-		for key, obj := range items {
-			p.emit(Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: rv, Cause: CauseRestore})
+		for key, r := range items {
+			w.emit(p, Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: CauseRestore}, r, ref[T]{})
 		}
 	})
 }
@@ -320,9 +370,10 @@ func (w *writer[T]) restore(items map[string]T, rv string) {
 // rewriteState makes the state file the cache as it is, for a file that
 // no longer holds the last commit.
 func (w *writer[T]) rewriteState() {
-	items := make(map[string]T, w.cache.size())
-	w.cache.peekAll(func(key string, obj T) { items[key] = obj })
-	w.state.Rewrite(items, w.status.resourceVersion())
+	b := w.state.Batch()
+	b.Reset()
+	w.cache.peekAll(func(key string, r ref[T]) { batchPut(b, key, r) })
+	b.End(w.status.resourceVersion())
 }
 
 // caughtUp marks a restored informer synced: it has applied every change
@@ -337,6 +388,11 @@ func (w *writer[T]) outside(obj T) bool {
 	return w.shard != nil && !w.shard.Has(string(obj.GetUID()))
 }
 
+// outsideUID is outside for an object's UID.
+func (w *writer[T]) outsideUID(uid string) bool {
+	return w.shard != nil && !w.shard.Has(uid)
+}
+
 // reshard makes set the informer's share: cached objects outside it are
 // removed and Deleted (CauseReshard) is queued for each. The state file
 // keeps them: a sharded informer restored from it always re-lists, and
@@ -345,8 +401,8 @@ func (w *writer[T]) outside(obj T) bool {
 func (w *writer[T]) reshard(set *slots.Set) (dropped int) {
 	w.shard = set
 	var gone []string
-	w.cache.peekAll(func(key string, obj T) {
-		if w.outside(obj) {
+	w.cache.peekAll(func(key string, r ref[T]) {
+		if w.outsideUID(r.uid()) {
 			gone = append(gone, key)
 		}
 	})
@@ -357,7 +413,7 @@ func (w *writer[T]) reshard(set *slots.Set) (dropped int) {
 		rv := w.status.resourceVersion()
 		for _, key := range gone {
 			if old, existed := w.remove(p, key); existed {
-				p.emit(Event[T]{Type: Deleted, Object: old, Key: key, ResourceVersion: rv, Cause: CauseReshard})
+				w.emit(p, Event[T]{Type: Deleted, Key: key, ResourceVersion: rv, Cause: CauseReshard}, old, ref[T]{})
 			}
 		}
 	})
@@ -369,32 +425,33 @@ func (w *writer[T]) reshard(set *slots.Set) (dropped int) {
 // queues Added (CauseReshard) for each new one, Modified for one cached at
 // another resourceVersion. The resourceVersion stays: the watch resumes
 // from it.
-func (w *writer[T]) merge(items map[string]T, gained *slots.Set) (added int) {
+func (w *writer[T]) merge(items map[string]ref[T], gained *slots.Set) (added int) {
 	w.disp.update(func(p publisher[T]) { added = w.mergeLocked(p, items, gained) })
 	return added
 }
 
-func (w *writer[T]) mergeLocked(p publisher[T], items map[string]T, gained *slots.Set) (added int) {
+func (w *writer[T]) mergeLocked(p publisher[T], items map[string]ref[T], gained *slots.Set) (added int) {
 	rv := w.status.resourceVersion()
-	for key, obj := range items {
-		if !gained.Has(string(obj.GetUID())) {
+	for key, r := range items {
+		if !gained.Has(r.uid()) {
 			continue // a server that does not filter sent the whole collection
 		}
 		old, existed := w.cache.peek(key)
-		if existed && old.GetResourceVersion() == obj.GetResourceVersion() {
+		if existed && old.resourceVersion() == r.resourceVersion() {
 			continue
 		}
-		w.put(p, key, obj)
-		e := Event[T]{Type: Added, Object: obj, Key: key, ResourceVersion: rv, Cause: CauseReshard}
+		w.put(p, key, r)
+		e := Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: CauseReshard}
+		eOld := ref[T]{}
 		if existed {
-			e.Type, e.Old = Modified, old
+			e.Type, eOld = Modified, old
 		} else {
 			added++
 		}
 		if w.state != nil {
-			w.state.Record(key, obj, false, rv)
+			w.record(key, r, rv)
 		}
-		p.emit(e)
+		w.emit(p, e, r, eOld)
 	}
 	return added
 }

@@ -4,11 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"sync"
+
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kinformer/kinformer/internal/jsonwatch"
+	"github.com/kinformer/kinformer/internal/protowatch"
 )
 
 // Codec encodes the objects of a state file: protobuf for the built-in
@@ -19,6 +23,14 @@ import (
 type Codec[T kruntime.Object] struct {
 	Encode func(T) ([]byte, error)
 	Decode func([]byte) (T, error)
+	// Meta reads an encoding's metadata without decoding it; nil for
+	// JSON.
+	Meta func([]byte) (Meta, bool)
+}
+
+// Meta is what an encoded object's metadata says of it.
+type Meta struct {
+	Name, Namespace, UID, ResourceVersion string
 }
 
 type protoObject interface {
@@ -37,34 +49,153 @@ func NewCodec[T kruntime.Object](t reflect.Type) Codec[T] {
 		elem := t.Elem()
 		fresh = func() T { return reflect.New(elem).Interface().(T) }
 	}
-	if _, ok := any(fresh()).(protoObject); ok {
-		return Codec[T]{
-			Encode: func(obj T) ([]byte, error) { return any(obj).(protoObject).Marshal() },
-			Decode: func(b []byte) (T, error) {
-				obj := fresh()
-				return obj, any(obj).(protoObject).Unmarshal(b)
-			},
-		}
+	if c, ok := protoCodec[T](t, fresh); ok {
+		return c
 	}
 	// managedFields are never stored; any kind; objects are stored after
 	// the Transform, so restored ones may share containers.
-	f := &jsonwatch.Format{ShareContainers: true}
-	if _, ok := any(fresh()).(*unstructured.Unstructured); !ok {
-		f.New = func() kruntime.Object { return fresh() }
+	dec := jsonDecoder[T](fresh, true)
+	return Codec[T]{
+		Encode: func(obj T) ([]byte, error) { return json.Marshal(obj) },
+		Decode: func(b []byte) (T, error) { return decodeJSON[T](dec, b) },
 	}
-	dec := jsonwatch.NewDecoder(f)
+}
+
+// NewReadCodec is NewCodec for a compact cache (Options.Compact): its
+// Decode may run on many goroutines at once, and the objects it returns
+// share no map, slice or object with any other (interned strings only).
+func NewReadCodec[T kruntime.Object](t reflect.Type) Codec[T] {
+	if t == nil {
+		t = reflect.TypeFor[T]()
+	}
+	fresh := func() T { return *new(T) }
+	if t.Kind() == reflect.Pointer {
+		elem := t.Elem()
+		fresh = func() T { return reflect.New(elem).Interface().(T) }
+	}
+	if c, ok := protoCodec[T](t, fresh); ok {
+		return c
+	}
+	pool := sync.Pool{New: func() any { return jsonDecoder[T](fresh, false) }}
 	return Codec[T]{
 		Encode: func(obj T) ([]byte, error) { return json.Marshal(obj) },
 		Decode: func(b []byte) (T, error) {
-			o, err := dec.Object(b)
-			if err != nil {
-				return *new(T), err
-			}
-			obj, ok := o.(T)
-			if !ok {
-				return *new(T), fmt.Errorf("decoded a %T, want %T", o, obj)
-			}
-			return obj, nil
+			dec := pool.Get().(*jsonwatch.Decoder)
+			defer pool.Put(dec)
+			return decodeJSON[T](dec, b)
 		},
 	}
+}
+
+// protoCodec is the codec of a type with protobuf (every built-in type):
+// what it has on the wire. Its Decode is safe for concurrent use.
+func protoCodec[T kruntime.Object](t reflect.Type, fresh func() T) (Codec[T], bool) {
+	if _, ok := any(fresh()).(protoObject); !ok {
+		return Codec[T]{}, false
+	}
+	c := Codec[T]{
+		Encode: func(obj T) ([]byte, error) { return any(obj).(protoObject).Marshal() },
+		Decode: func(b []byte) (T, error) {
+			obj := fresh()
+			return obj, any(obj).(protoObject).Unmarshal(b)
+		},
+	}
+	if t.Kind() == reflect.Pointer {
+		if meta := protowatch.LayoutOf(t.Elem()).Meta; meta != 0 {
+			c.Meta = func(b []byte) (Meta, bool) { return protoMeta(b, meta) }
+		}
+	}
+	return c, true
+}
+
+// protoMeta reads the name, namespace, UID and resourceVersion of an
+// encoded object whose ObjectMeta is field meta. false if the bytes do not
+// parse, or hold the metadata (or one of these fields) twice, which
+// Unmarshal would merge: decode those.
+func protoMeta(b []byte, meta protowire.Number) (Meta, bool) {
+	var m Meta
+	var mb []byte
+	found := false
+	ok := eachBytes(b, func(num protowire.Number, v []byte) bool {
+		if num != meta {
+			return true
+		}
+		if found {
+			return false
+		}
+		found, mb = true, v
+		return true
+	})
+	if !ok || !found {
+		return m, false
+	}
+	var seen [7]bool
+	ok = eachBytes(mb, func(num protowire.Number, v []byte) bool {
+		var f *string
+		switch num {
+		case 1:
+			f = &m.Name
+		case 3:
+			f = &m.Namespace
+		case 5:
+			f = &m.UID
+		case 6:
+			f = &m.ResourceVersion
+		default:
+			return true
+		}
+		if seen[num] {
+			return false
+		}
+		seen[num], *f = true, string(v)
+		return true
+	})
+	return m, ok
+}
+
+// eachBytes calls fn with each length-delimited field of msg until it
+// returns false; false if it did or msg does not parse.
+func eachBytes(msg []byte, fn func(protowire.Number, []byte) bool) bool {
+	for off := 0; off < len(msg); {
+		num, typ, n := protowire.ConsumeTag(msg[off:])
+		if n < 0 {
+			return false
+		}
+		if typ == protowire.BytesType {
+			v, m := protowire.ConsumeBytes(msg[off+n:])
+			if m < 0 || !fn(num, v) {
+				return false
+			}
+			off += n + m
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, msg[off+n:])
+		if m < 0 {
+			return false
+		}
+		off += n + m
+	}
+	return true
+}
+
+// jsonDecoder decodes the JSON of objects made by fresh (unstructured
+// ones for *unstructured.Unstructured).
+func jsonDecoder[T kruntime.Object](fresh func() T, shareContainers bool) *jsonwatch.Decoder {
+	f := &jsonwatch.Format{ShareContainers: shareContainers}
+	if _, ok := any(fresh()).(*unstructured.Unstructured); !ok {
+		f.New = func() kruntime.Object { return fresh() }
+	}
+	return jsonwatch.NewDecoder(f)
+}
+
+func decodeJSON[T kruntime.Object](dec *jsonwatch.Decoder, b []byte) (T, error) {
+	o, err := dec.Object(b)
+	if err != nil {
+		return *new(T), err
+	}
+	obj, ok := o.(T)
+	if !ok {
+		return *new(T), fmt.Errorf("decoded a %T, want %T", o, obj)
+	}
+	return obj, nil
 }

@@ -48,9 +48,11 @@ type Config[T kruntime.Object] struct {
 	Committed func(objects int, took time.Duration, err error)
 }
 
-// change is one object's pending state: its new version, or deleted.
+// change is one object's pending state: its new version (as an object,
+// or already encoded: a compact cache's), or deleted.
 type change[T any] struct {
 	obj     T
+	data    []byte
 	deleted bool
 }
 
@@ -105,10 +107,37 @@ func (p *Persister[T]) Committed() string { return p.committed }
 // directory is unsafe (snapshot.ErrUnsafe: reported, and the file is
 // neither read nor changed).
 func (p *Persister[T]) Open(restore bool, check func(key string, obj T) error) (items map[string]T, rv string, ok bool) {
+	rv, ok = p.open(restore, func() { items = map[string]T{} }, func(k, v []byte) error {
+		obj, err := p.cfg.Codec.Decode(v)
+		if err != nil {
+			return err
+		}
+		if err := check(string(k), obj); err != nil {
+			return err
+		}
+		items[string(k)] = obj
+		return nil
+	})
+	if rv == "" {
+		items = nil
+	}
+	return items, rv, ok
+}
+
+// OpenEncoded is Open for a compact cache: add is given each object of the
+// file as it is encoded there (a copy, the caller's), and decides whether
+// to decode it.
+func (p *Persister[T]) OpenEncoded(restore bool, add func(key string, data []byte) error) (rv string, ok bool) {
+	return p.open(restore, func() {}, func(k, v []byte) error { return add(string(k), append([]byte(nil), v...)) })
+}
+
+// open is Open and OpenEncoded: begin is called before each load, and
+// each is given every object of the file.
+func (p *Persister[T]) open(restore bool, begin func(), each func(k, v []byte) error) (rv string, ok bool) {
 	key, err := PrepareDir(p.cfg.Dir)
 	if err != nil {
 		p.cfg.Report(fmt.Errorf("state directory: %w; running without it", err))
-		return nil, "", false
+		return "", false
 	}
 	if sealed := p.cfg.Identity.Sealed(key); sealed != p.sealed {
 		// The first Open, or the directory's key was replaced.
@@ -117,19 +146,14 @@ func (p *Persister[T]) Open(restore bool, check func(key string, obj T) error) (
 	st, err := snapshot.Open(p.path, p.sealed, p.cfg.Snapshot)
 	if errors.Is(err, snapshot.ErrInUse) || errors.Is(err, snapshot.ErrUnsafe) {
 		p.cfg.Report(fmt.Errorf("%s: %w; running without it", p.path, err))
-		return nil, "", false
+		return "", false
 	}
 	if err == nil && restore {
-		items = map[string]T{}
+		begin()
 		rv, err = st.Load(func(k, v []byte) error {
-			obj, err := p.cfg.Codec.Decode(v)
-			if err != nil {
+			if err := each(k, v); err != nil {
 				return fmt.Errorf("object %q: %w", k, err)
 			}
-			if err := check(string(k), obj); err != nil {
-				return fmt.Errorf("object %q: %w", k, err)
-			}
-			items[string(k)] = obj
 			return nil
 		})
 		if err != nil {
@@ -145,10 +169,10 @@ func (p *Persister[T]) Open(restore bool, check func(key string, obj T) error) (
 		if rerr := os.Rename(p.path, aside); rerr != nil && !os.IsNotExist(rerr) {
 			_ = os.Remove(p.path)
 		}
-		items, rv, p.committed = nil, "", ""
+		rv, p.committed = "", ""
 		if st, err = snapshot.Open(p.path, p.sealed, p.cfg.Snapshot); err != nil {
 			p.cfg.Report(fmt.Errorf("%s: %w; running without it", p.path, err))
-			return nil, "", false
+			return "", false
 		}
 	}
 	p.store = st
@@ -156,9 +180,9 @@ func (p *Persister[T]) Open(restore bool, check func(key string, obj T) error) (
 		// A later run of the same informer: the file must still be what
 		// the last run left, else it is rewritten from the cache.
 		if frv, err := st.ResourceVersion(); err != nil || frv != p.committed {
-			return nil, "", true
+			return "", true
 		}
-		return nil, p.committed, true
+		return p.committed, true
 	}
 	if rv == "" {
 		// Whatever the file holds is not a state the cache will be at: the
@@ -167,7 +191,7 @@ func (p *Persister[T]) Open(restore bool, check func(key string, obj T) error) (
 		p.reset, p.dirty = true, true
 		p.mu.Unlock()
 	}
-	return items, rv, true
+	return rv, true
 }
 
 // Start runs the flusher until Stop; after a successful Open.
@@ -207,8 +231,20 @@ func (p *Persister[T]) flusher(quit, done chan struct{}) {
 // Record notes one object's new state, or its deletion, and the
 // resourceVersion the cache is at with it.
 func (p *Persister[T]) Record(key string, obj T, deleted bool, rv string) {
+	p.record(key, change[T]{obj: obj, deleted: deleted}, rv)
+}
+
+// RecordEncoded notes one object's new state, encoded as the file holds it
+// (a compact cache's bytes, which it must never change), and the
+// resourceVersion the cache is at with it.
+func (p *Persister[T]) RecordEncoded(key string, data []byte, rv string) {
+	p.record(key, change[T]{data: data}, rv)
+}
+
+func (p *Persister[T]) record(key string, c change[T], rv string) {
 	p.mu.Lock()
-	p.recordLocked(key, obj, deleted)
+	p.pending[key] = c
+	p.dirty = true
 	p.advanceLocked(rv)
 	n := len(p.pending)
 	p.mu.Unlock()
@@ -232,7 +268,7 @@ func (p *Persister[T]) Advance(rv string) {
 // rv: for a file that no longer holds the last commit.
 func (p *Persister[T]) Rewrite(items map[string]T, rv string) {
 	b := p.Batch()
-	b.reset()
+	b.Reset()
 	for k, obj := range items {
 		b.Put(k, obj)
 	}
@@ -253,10 +289,19 @@ type Batch[T kruntime.Object] struct{ p *Persister[T] }
 // Put records obj's new state.
 func (b *Batch[T]) Put(key string, obj T) { b.p.recordLocked(key, obj, false) }
 
+// PutEncoded records an object's new state as the file holds it (see
+// RecordEncoded).
+func (b *Batch[T]) PutEncoded(key string, data []byte) {
+	b.p.pending[key] = change[T]{data: data}
+	b.p.dirty = true
+}
+
 // Delete records that key's object (last state obj) is gone.
 func (b *Batch[T]) Delete(key string, obj T) { b.p.recordLocked(key, obj, true) }
 
-func (b *Batch[T]) reset() {
+// Reset makes the batch replace the whole file: what it puts is all the
+// next commit holds (for a file that no longer holds the last commit).
+func (b *Batch[T]) Reset() {
 	b.p.reset = true
 	clear(b.p.pending)
 	b.p.dirty = true
@@ -300,7 +345,10 @@ func (p *Persister[T]) Flush() {
 			b.Dels = append(b.Dels, key)
 			continue
 		}
-		v, err := p.cfg.Codec.Encode(c.obj)
+		v, err := c.data, error(nil)
+		if v == nil {
+			v, err = p.cfg.Codec.Encode(c.obj)
+		}
 		if err != nil {
 			// The file would lack an object the cache has, which a watch
 			// from its resourceVersion would never bring back: make the

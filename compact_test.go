@@ -1,0 +1,183 @@
+package kinformer
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// Tests of the compact cache (Options.Compact) that hold in it alone; the
+// contract's tests run on it too (KINFORMER_TEST_COMPACT=1, make test).
+
+func compactOpts(indexers map[string]IndexFunc[*corev1.ConfigMap]) *Options[*corev1.ConfigMap] {
+	return &Options[*corev1.ConfigMap]{Backoff: fastBackoff, Compact: true, Indexers: indexers}
+}
+
+// Every read decodes a new object: changing it changes neither the cache
+// nor another reader's copy.
+func TestCompactReadsAreTheCallersOwn(t *testing.T) {
+	s := newFakeServer()
+	s.put(cm("ns", "a", "app", "web"))
+	byApp := func(o *corev1.ConfigMap) []string { return []string{o.Labels["app"]} }
+	inf, _ := contractStart(t, s, compactOpts(map[string]IndexFunc[*corev1.ConfigMap]{"app": byApp}))
+	c := inf.Cache()
+	if !c.Compact() {
+		t.Fatal("Compact() = false with Options.Compact")
+	}
+	reads := map[string]func() *corev1.ConfigMap{
+		"GetByKey":      func() *corev1.ConfigMap { o, _ := c.GetByKey("ns/a"); return o },
+		"GetNamespaced": func() *corev1.ConfigMap { o, _ := c.GetNamespaced("ns", "a"); return o },
+		"List":          func() *corev1.ConfigMap { return one(t, c.List()) },
+		"Select":        func() *corev1.ConfigMap { return one(t, c.Select("ns", labels.Everything())) },
+		"ByIndex": func() *corev1.ConfigMap {
+			l, err := c.ByIndex("app", "web")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return one(t, l)
+		},
+		"ByIndex namespace": func() *corev1.ConfigMap {
+			l, err := c.ByIndex(IndexNamespace, "ns")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return one(t, l)
+		},
+	}
+	for name, read := range reads {
+		a, b := read(), read()
+		if a == nil || b == nil {
+			t.Fatalf("%s: nothing read", name)
+		}
+		if a == b {
+			t.Fatalf("%s: two reads returned the same object", name)
+		}
+		a.Labels["app"] = "changed"
+		a.Data = map[string]string{"changed": "yes"}
+		if b.Labels["app"] != "web" {
+			t.Fatalf("%s: changing one read's labels changed another's", name)
+		}
+		if o, _ := c.GetByKey("ns/a"); o.Labels["app"] != "web" || o.Data["changed"] != "" {
+			t.Fatalf("%s: changing a read object changed the cache: %v", name, o)
+		}
+	}
+}
+
+func one[T any](t *testing.T, l []T) T {
+	t.Helper()
+	if len(l) != 1 {
+		t.Fatalf("read %d objects, want 1", len(l))
+	}
+	return l[0]
+}
+
+// An event's objects are decoded once, on the handlers' side: its handlers
+// share them (as without Compact); Old is the state the cache held.
+func TestCompactEventsDecodedOncePerEvent(t *testing.T) {
+	s := newFakeServer()
+	inf := New[*corev1.ConfigMap](s, compactOpts(nil))
+	var mu sync.Mutex
+	got := map[int][]cmEvent{}
+	for i := range 2 {
+		inf.AddHandler(func(e cmEvent) {
+			mu.Lock()
+			got[i] = append(got[i], e)
+			mu.Unlock()
+		})
+	}
+	inf.Start()
+	t.Cleanup(inf.Stop)
+	contractSync(t, inf)
+	s.put(cm("ns", "a", "v", "1"))
+	s.put(cm("ns", "a", "v", "2"))
+	s.sendRaw(watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired("too old").ErrStatus}) // a re-list: its events are packed
+	s.put(cm("ns", "a", "v", "3"))
+	eventually(t, "events", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got[0]) >= 3 && len(got[1]) == len(got[0]) && got[0][len(got[0])-1].Object.Labels["v"] == "3"
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for i, e := range got[0] {
+		f := got[1][i]
+		if e.Object != f.Object || e.Old != f.Old {
+			t.Fatalf("event %d (%s): the handlers got different objects: decoded per handler", i, e.Type)
+		}
+		if e.Type == Modified && e.Old.Labels["v"] == e.Object.Labels["v"] && e.Cause != CauseRelist {
+			t.Fatalf("event %d: Modified with Old %v equal to Object", i, e.Old.Labels)
+		}
+	}
+	if first := got[0][1]; first.Type != Modified || first.Old.Labels["v"] != "1" || first.Object.Labels["v"] != "2" {
+		t.Fatalf("second event %s %v -> %v, want Modified v=1 -> v=2", first.Type, first.Old.Labels, first.Object.Labels)
+	}
+}
+
+// Index values are computed once, as the object arrives: the IndexFunc is
+// not called again to take it out of the index.
+func TestCompactIndexValuesComputedOnce(t *testing.T) {
+	s := newFakeServer()
+	var calls atomic.Int32
+	byApp := func(o *corev1.ConfigMap) []string { calls.Add(1); return []string{o.Labels["app"]} }
+	inf, _ := contractStart(t, s, compactOpts(map[string]IndexFunc[*corev1.ConfigMap]{"app": byApp}))
+	s.put(cm("ns", "a", "app", "web"))
+	eventually(t, "a cached", func() bool { return inf.Cache().Len() == 1 })
+	s.put(cm("ns", "a", "app", "db"))
+	eventually(t, "a moved", func() bool { l, _ := inf.Cache().ByIndex("app", "db"); return len(l) == 1 })
+	s.del("ns", "a")
+	eventually(t, "a deleted", func() bool { return inf.Cache().Len() == 0 })
+	if l, _ := inf.Cache().ByIndex("app", "db"); len(l) != 0 {
+		t.Fatalf("deleted object still indexed: %v", l)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("IndexFunc called %d times for two states, want 2", n)
+	}
+	// An index added later is computed from the packed objects.
+	s.put(cm("ns", "b", "app", "web"))
+	eventually(t, "b cached", func() bool { return inf.Cache().Len() == 1 })
+	if err := inf.AddIndexers(map[string]IndexFunc[*corev1.ConfigMap]{"name": func(o *corev1.ConfigMap) []string { return []string{o.Name} }}); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := inf.Cache().ByIndex("name", "b"); err != nil || len(l) != 1 {
+		t.Fatalf("ByIndex(name, b) = %v, %v", l, err)
+	}
+	s.del("ns", "b")
+	eventually(t, "b deleted", func() bool { return inf.Cache().Len() == 0 })
+	if l, _ := inf.Cache().ByIndex("name", "b"); len(l) != 0 {
+		t.Fatalf("deleted object still in the added index: %v", l)
+	}
+}
+
+// packEncoded reads a protobuf object's metadata without decoding it, and
+// refuses an object stored under another key.
+func TestCompactPackEncoded(t *testing.T) {
+	c := newCache[*corev1.ConfigMap](nil, nil)
+	c.setCompact(&Options[*corev1.ConfigMap]{}, true)
+	o := cm("ns", "a", "app", "web")
+	o.UID, o.ResourceVersion = "uid-a", "42"
+	data, err := o.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, obj, err := c.packEncoded("ns/a", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if obj != nil {
+		t.Fatal("decoded an object it could read the metadata of")
+	}
+	if r.p.rv != "42" || r.p.ns != "ns" || r.p.uid != "uid-a" {
+		t.Fatalf("packed %+v", r.p)
+	}
+	if _, _, err := c.packEncoded("ns/b", data); err == nil {
+		t.Fatal("an object under another key was accepted")
+	}
+	if _, _, err := c.packEncoded("ns/a", []byte{0xff}); err == nil {
+		t.Fatal("garbage was accepted")
+	}
+}
