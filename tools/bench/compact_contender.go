@@ -154,6 +154,9 @@ func compactContenderMain(args []string) error {
 				return []string{podGroup(p.Name, per)}
 			}},
 		})
+		if *kind == kCompact {
+			compactOn(inf)
+		}
 		iut = kinformerUnderTest(inf, rec, false)
 		c := inf.Cache()
 		rd = podReader{

@@ -482,7 +482,7 @@ func crdContenderMain(args []string) error {
 	case cKinformer:
 		iut = kinformerCRD(kinformer.New[*unstructured.Unstructured](dyn.Resource(widgetGVR).Namespace(*ns), nil), rec, errs)
 	case cKinCompact:
-		iut = kinformerCRD(kinformer.New[*unstructured.Unstructured](dyn.Resource(widgetGVR).Namespace(*ns), &kinformer.Options[*unstructured.Unstructured]{Compact: true}), rec, errs)
+		iut = kinformerCRD(compactOn(kinformer.New[*unstructured.Unstructured](dyn.Resource(widgetGVR).Namespace(*ns), &kinformer.Options[*unstructured.Unstructured]{Compact: true})), rec, errs)
 	case cKinFactory:
 		f := kinformer.NewFactory(cfg, nil)
 		inf, err := f.Dynamic(widgetGVR, *ns, nil)

@@ -211,11 +211,19 @@ func restartContenderMain(args []string) error {
 		nosync := *kind == uStateNoSync
 		compact := *kind == rCompactCold || *kind == rCompactWarm
 		if *resource == "pods" {
-			iut = kinformerRestart(kinformer.New[*corev1.Pod](cs.CoreV1().Pods(ns),
-				&kinformer.Options[*corev1.Pod]{StateDir: dir, StateNoSync: nosync, Compact: compact, Logger: logger}), rec, causes)
+			inf := kinformer.New[*corev1.Pod](cs.CoreV1().Pods(ns),
+				&kinformer.Options[*corev1.Pod]{StateDir: dir, StateNoSync: nosync, Compact: compact, Logger: logger})
+			if compact {
+				compactOn(inf)
+			}
+			iut = kinformerRestart(inf, rec, causes)
 		} else {
-			iut = kinformerRestart(kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns),
-				&kinformer.Options[*corev1.ConfigMap]{StateDir: dir, StateNoSync: nosync, Compact: compact, Logger: logger}), rec, causes)
+			inf := kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns),
+				&kinformer.Options[*corev1.ConfigMap]{StateDir: dir, StateNoSync: nosync, Compact: compact, Logger: logger})
+			if compact {
+				compactOn(inf)
+			}
+			iut = kinformerRestart(inf, rec, causes)
 		}
 	default:
 		return fmt.Errorf("unknown contender %q", *kind)
