@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -149,15 +150,28 @@ func compactMain(args []string) error {
 		}
 		have = n
 		pr.CreateSeconds = time.Since(t).Seconds()
-		// A warm-up LIST (not recorded), which checks the count.
-		l, err := cs.CoreV1().Pods(compactNamespace).List(ctx, metav1.ListOptions{})
-		if err != nil {
+		// A warm-up LIST (not recorded, in pages: the server is loaded),
+		// which checks the count.
+		count := 0
+		if err := retried(func() error {
+			count = 0
+			opts := metav1.ListOptions{Limit: 1000}
+			for {
+				l, err := cs.CoreV1().Pods(compactNamespace).List(ctx, opts)
+				if err != nil {
+					return err
+				}
+				count += len(l.Items)
+				if opts.Continue = l.Continue; opts.Continue == "" {
+					return nil
+				}
+			}
+		}); err != nil {
 			return err
 		}
-		if len(l.Items) != n {
-			return fmt.Errorf("%d Pods in %s, want %d (a data dir with another workload?)", len(l.Items), compactNamespace, n)
+		if count != n {
+			return fmt.Errorf("%d Pods in %s, want %d (a data dir with another workload?)", count, compactNamespace, n)
 		}
-		l = nil
 		contender := func(kind string, round int, extra ...string) (compactResult, error) {
 			args := []string{"compact-contender", "-kind", kind, "-kubeconfig", srv.Kubeconfig, "-namespace", compactNamespace,
 				"-round", fmt.Sprint(round), "-objects", fmt.Sprint(n), "-reads", fmt.Sprint(*reads),
@@ -332,4 +346,21 @@ func readResults(path string, v any) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
+}
+
+// retried runs fn until it succeeds or has failed 5 times, waiting 1, 2,
+// 4, 8 s between tries: on a loaded machine, etcd times out now and then.
+// AlreadyExists is success.
+func retried(fn func() error) error {
+	var err error
+	for i := range 5 {
+		if err = fn(); err == nil || apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		if i < 4 {
+			logf("retrying after %v", err)
+			time.Sleep(time.Second << i)
+		}
+	}
+	return err
 }

@@ -319,8 +319,11 @@ func crdSize(srv *server, self string, n, rounds, updates, writers int, kinds []
 	run.CreateSeconds = time.Since(wstart).Seconds()
 
 	// A warm-up LIST (not recorded), which also gives the objects' size.
-	l, err := dyn.Resource(widgetGVR).Namespace(crdNamespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
+	var l *unstructured.UnstructuredList
+	if err := retried(func() (err error) {
+		l, err = dyn.Resource(widgetGVR).Namespace(crdNamespace).List(ctx, metav1.ListOptions{})
+		return err
+	}); err != nil {
 		return run, err
 	}
 	if len(l.Items) != n {

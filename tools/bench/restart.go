@@ -445,16 +445,22 @@ func restartJobs(ctx context.Context, cs kubernetes.Interface, nCM, nPods int) (
 		}
 		var names []string
 		if j.resource == "configmaps" {
-			l, err := cs.CoreV1().ConfigMaps(cmNamespace).List(ctx, metav1.ListOptions{})
-			if err != nil {
+			var l *corev1.ConfigMapList
+			if err := retried(func() (err error) {
+				l, err = cs.CoreV1().ConfigMaps(cmNamespace).List(ctx, metav1.ListOptions{})
+				return err
+			}); err != nil {
 				return nil, err
 			}
 			for _, o := range l.Items {
 				names = append(names, o.Name)
 			}
 		} else {
-			l, err := cs.CoreV1().Pods(podNamespace).List(ctx, metav1.ListOptions{})
-			if err != nil {
+			var l *corev1.PodList
+			if err := retried(func() (err error) {
+				l, err = cs.CoreV1().Pods(podNamespace).List(ctx, metav1.ListOptions{})
+				return err
+			}); err != nil {
 				return nil, err
 			}
 			for _, o := range l.Items {

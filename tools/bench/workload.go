@@ -285,7 +285,8 @@ func createWorkload(ctx context.Context, cs kubernetes.Interface, nCM, nPods int
 }
 
 // createObjects runs fn(i) for i in [0, n) with 48 concurrent writers,
-// counting AlreadyExists as done, and logs the progress as what.
+// counting AlreadyExists as done and retrying other errors (retried), and
+// logs the progress as what.
 func createObjects(what string, n int, fn func(i int) error) error {
 	start := time.Now()
 	var done atomic.Int64
@@ -303,10 +304,7 @@ func createObjects(what string, n int, fn func(i int) error) error {
 		}
 	}()
 	err := parallel(n, 48, func(i int) error {
-		err := fn(i)
-		if apierrors.IsAlreadyExists(err) {
-			err = nil
-		}
+		err := retried(func() error { return fn(i) })
 		done.Add(1)
 		return err
 	})
