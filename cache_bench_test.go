@@ -61,16 +61,25 @@ func (s kinformerStore) byNamespace(ns string) int {
 	l, _ := s.c.ByIndex(IndexNamespace, ns)
 	return len(l)
 }
-func (s kinformerStore) update(obj *corev1.ConfigMap) { s.c.put(s.c.Key(obj), plain(obj)) }
+func (s kinformerStore) update(obj *corev1.ConfigMap) { s.c.put(s.c.Key(obj), s.pack(obj)) }
 func (s kinformerStore) replace(objs []*corev1.ConfigMap) func() {
-	// The informer builds this map while decoding the list; build it here
-	// untimed, as client-go's list below.
-	m := make(map[string]*corev1.ConfigMap, len(objs))
+	// The informer builds this map while decoding the list (a compact
+	// one packs each object then); build it here untimed, as client-go's
+	// list below.
+	m := make(map[string]ref[*corev1.ConfigMap], len(objs))
 	for _, o := range objs {
-		m[s.c.Key(o)] = o
+		m[s.c.Key(o)] = s.pack(o)
 	}
 	w, _ := newTestWriter(s.c)
-	return func() { w.replace(plainAll(m), "1") }
+	return func() { w.replace(m, "1") }
+}
+
+func (s kinformerStore) pack(obj *corev1.ConfigMap) ref[*corev1.ConfigMap] {
+	r, err := s.c.pack(obj, nil)
+	if err != nil {
+		panic(err)
+	}
+	return r
 }
 
 type clientGoStore struct{ s cache.Indexer }
@@ -98,6 +107,15 @@ func newBenchStores() map[string]func() benchStore {
 				c.put(c.Key(o), plain(o))
 			}
 			return kinformerStore{c}
+		},
+		"kinformer-compact": func() benchStore {
+			c := newCache[*corev1.ConfigMap](nil, nil)
+			c.setCompact(&Options[*corev1.ConfigMap]{}, false)
+			s := kinformerStore{c}
+			for _, o := range benchCMs {
+				s.update(o)
+			}
+			return s
 		},
 		"client-go": func() benchStore {
 			s := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
@@ -159,7 +177,7 @@ func BenchmarkCache(b *testing.B) {
 	impls := newBenchStores()
 	for _, op := range ops {
 		for _, writers := range []int{0, 1} {
-			for _, impl := range []string{"kinformer", "client-go"} {
+			for _, impl := range []string{"kinformer", "kinformer-compact", "client-go"} {
 				b.Run(fmt.Sprintf("op=%s/writers=%d/impl=%s", op.name, writers, impl), func(b *testing.B) {
 					s := impls[impl]()
 					stop := withWriters(s, writers)
@@ -186,7 +204,7 @@ func BenchmarkCache(b *testing.B) {
 	}
 	// Replace: the atomic swap of a re-list (10,000 objects, all with a
 	// changed resourceVersion for client-go's purposes; kinformer diffs).
-	for _, impl := range []string{"kinformer", "client-go"} {
+	for _, impl := range []string{"kinformer", "kinformer-compact", "client-go"} {
 		b.Run(fmt.Sprintf("op=Replace/writers=0/impl=%s", impl), func(b *testing.B) {
 			s := impls[impl]()
 			b.ReportAllocs()
@@ -216,7 +234,7 @@ func BenchmarkCacheRetained(b *testing.B) {
 		return m.HeapAlloc
 	}
 	for _, queried := range []bool{false, true} {
-		for _, impl := range []string{"kinformer", "client-go"} {
+		for _, impl := range []string{"kinformer", "kinformer-compact", "client-go"} {
 			name := map[bool]string{false: "idle", true: "queried"}[queried]
 			b.Run(fmt.Sprintf("ns=%s/impl=%s", name, impl), func(b *testing.B) {
 				var perObject float64

@@ -2,6 +2,7 @@ package kinformer
 
 import (
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"unique"
@@ -73,11 +74,17 @@ type codec[T Object] struct {
 }
 
 // setCompact makes an empty cache compact, for objects of the informer's
-// type (persist.NewReadCodec), keeping UIDs if uids.
-func (c *Cache[T]) setCompact(o *Options[T], uids bool) {
+// type (persist.NewReadCodec), keeping UIDs if uids. false if the type is
+// an interface (objects from a ListerWatcher of kinformer.Object, say):
+// there is no type to decode into.
+func (c *Cache[T]) setCompact(o *Options[T], uids bool) bool {
+	if o.objectType().Kind() == reflect.Interface {
+		return false
+	}
 	pc := persist.NewReadCodec[T](o.objectType())
 	c.codec = &codec[T]{encode: pc.Encode, decode: pc.Decode, meta: pc.Meta}
 	c.uids = uids
+	return true
 }
 
 // Compact reports whether the cache holds objects as bytes
@@ -85,15 +92,19 @@ func (c *Cache[T]) setCompact(o *Options[T], uids bool) {
 func (c *Cache[T]) Compact() bool { return c.codec != nil }
 
 // pack readies obj for put or swap: packed in a compact cache, with its
-// index values, else itself. The writer's alone; it holds wmu to read the
-// indexes, which addIndexers may change.
-func (c *Cache[T]) pack(obj T) (ref[T], error) {
+// index values, else itself. A compact cache keeps raw if set (the bytes
+// obj was decoded from, as it is), else encodes obj. The writer's alone;
+// it holds wmu to read the indexes, which addIndexers may change.
+func (c *Cache[T]) pack(obj T, raw []byte) (ref[T], error) {
 	if c.codec == nil {
 		return ref[T]{obj: obj}, nil
 	}
-	data, err := c.codec.encode(obj)
-	if err != nil {
-		return ref[T]{}, err
+	data := raw
+	if data == nil {
+		var err error
+		if data, err = c.codec.encode(obj); err != nil {
+			return ref[T]{}, err
+		}
 	}
 	p := &packed{data: data, rv: obj.GetResourceVersion(), ns: unique.Make(obj.GetNamespace()).Value()}
 	if c.uids {
@@ -110,21 +121,38 @@ func (c *Cache[T]) pack(obj T) (ref[T], error) {
 	return ref[T]{p: p}, nil
 }
 
+// packMeta packs data, an object's encoding whose metadata says m,
+// without decoding it, unless the cache has indexes to compute.
+func (c *Cache[T]) packMeta(data []byte, m persist.Meta) (ref[T], error) {
+	c.wmu.Lock()
+	indexed := len(c.order) > 0 // if an index comes before put, put computes its values (complete)
+	c.wmu.Unlock()
+	if indexed {
+		obj, err := c.codec.decode(data)
+		if err != nil {
+			return ref[T]{}, err
+		}
+		return c.pack(obj, data)
+	}
+	p := &packed{data: data, rv: m.ResourceVersion, ns: unique.Make(m.Namespace).Value()}
+	if c.uids {
+		p.uid = m.UID
+	}
+	return ref[T]{p: p}, nil
+}
+
 // packEncoded packs the encoding of an object under key, as the state
 // file holds it, without decoding it where it can: protobuf, keyed by
 // MetaNamespaceKey, no index but the namespace one. Otherwise the object
 // is decoded (and returned) to check its key and compute its index values.
 func (c *Cache[T]) packEncoded(key string, data []byte) (r ref[T], obj T, err error) {
-	if c.codec.meta != nil && c.defaultKey && len(c.order) == 0 {
+	if c.codec.meta != nil && c.defaultKey {
 		if m, ok := c.codec.meta(data); ok {
 			if got := metaKey(m.Namespace, m.Name); got != key {
 				return r, obj, fmt.Errorf("it has key %q", got)
 			}
-			p := &packed{data: data, rv: m.ResourceVersion, ns: unique.Make(m.Namespace).Value()}
-			if c.uids {
-				p.uid = m.UID
-			}
-			return ref[T]{p: p}, obj, nil
+			r, err = c.packMeta(data, m)
+			return r, obj, err
 		}
 	}
 	if obj, err = c.codec.decode(data); err != nil {
@@ -133,10 +161,9 @@ func (c *Cache[T]) packEncoded(key string, data []byte) (r ref[T], obj T, err er
 	if got := c.keyFunc(obj); got != key {
 		return r, obj, fmt.Errorf("it has key %q", got)
 	}
-	if r, err = c.pack(obj); err != nil {
+	if r, err = c.pack(obj, data); err != nil {
 		return r, obj, err
 	}
-	r.p.data = data // the file's bytes: the same object
 	return r, obj, nil
 }
 

@@ -1,6 +1,7 @@
 package kinformer
 
 import (
+	"bytes"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kinformer/kinformer/internal/protowatch"
 )
 
 // Tests of the compact cache (Options.Compact) that hold in it alone; the
@@ -179,5 +182,70 @@ func TestCompactPackEncoded(t *testing.T) {
 	}
 	if _, _, err := c.packEncoded("ns/a", []byte{0xff}); err == nil {
 		t.Fatal("garbage was accepted")
+	}
+}
+
+// Objects from a protobuf stream are kept as the bytes they came in
+// (managedFields cut), neither decoded nor encoded again; with a
+// Transform, the object is decoded, and encoded after it.
+func TestCompactKeepsTheWireBytes(t *testing.T) {
+	for _, transform := range []bool{false, true} {
+		a, b := managedCM("a"), managedCM("b")
+		var script bytes.Buffer
+		script.Write(wireEvent(t, "ADDED", a))
+		script.Write(wireEvent(t, "BOOKMARK", endMarker("10")))
+		b.ResourceVersion = "11"
+		script.Write(wireEvent(t, "ADDED", b))
+		srv := &protoServer{t: t, resources: watchableConfigMaps(), scripts: [][]byte{script.Bytes()}}
+		opts := &Options[*corev1.ConfigMap]{Backoff: fastBackoff, Compact: true}
+		if transform {
+			opts.Transform = func(o *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+				o.Labels = map[string]string{"t": "1"}
+				return o, nil
+			}
+		}
+		inf := New[*corev1.ConfigMap](clientFor(t, srv).CoreV1().ConfigMaps("ns"), opts)
+		var encoded atomic.Int32
+		enc := inf.Cache().codec.encode
+		inf.Cache().codec.encode = func(o *corev1.ConfigMap) ([]byte, error) { encoded.Add(1); return enc(o) }
+		var made atomic.Int32 // objects the stream decoded (bookmarks included)
+		mk := inf.loop.direct.proto.New
+		inf.loop.direct.proto.New = func() protowatch.Object { made.Add(1); return mk() }
+		inf.Start()
+		contractSync(t, inf)
+		eventually(t, "b cached", func() bool { return inf.Cache().Len() == 2 })
+		inf.Stop()
+		// Without a Transform nothing is decoded but the bookmarks (one
+		// per watch: two), with one every object too.
+		if n := made.Load(); (n > 2) != transform {
+			t.Fatalf("transform %v: the stream decoded %d objects", transform, n)
+		}
+		// (The second watch replays the script: a again, then b.)
+		if n := encoded.Load(); (n == 0) == transform {
+			t.Fatalf("transform %v: %d objects encoded", transform, n)
+		}
+		got, _ := inf.Cache().GetByKey("ns/b")
+		if got.ManagedFields != nil || got.Data["k"] != b.Data["k"] || got.ResourceVersion != "11" || transform != (got.Labels["t"] == "1") {
+			t.Fatalf("transform %v: cached %+v", transform, got)
+		}
+	}
+}
+
+// An informer of an interface type has no type to decode bytes into: it
+// runs with a plain cache, and says so.
+func TestCompactNeedsAConcreteType(t *testing.T) {
+	s := newFakeServer()
+	s.put(cm("ns", "a"))
+	inf := New[Object](s, &Options[Object]{Backoff: fastBackoff, Compact: true})
+	if inf.Cache().Compact() {
+		t.Fatal("a compact cache of an interface type")
+	}
+	inf.Start()
+	defer inf.Stop()
+	if err := inf.WaitForSync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := inf.Cache().GetByKey("ns/a"); !ok || o.GetName() != "a" {
+		t.Fatalf("GetByKey: %v %v", o, ok)
 	}
 }

@@ -85,14 +85,15 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 		log, hlog = log.With("resource", o.Name), hlog.With("resource", o.Name)
 	}
 	inf := &Informer[T]{
-		cache:  newCache(o.KeyFunc, o.Indexers),
+		cache:  newCache(cacheKeyFunc(&o), o.Indexers),
 		status: newStatus(),
 		log:    log,
 		hlog:   hlog,
 		name:   o.Name,
 	}
-	if o.Compact {
-		inf.cache.setCompact(&o, o.Sharding != nil)
+	if o.Compact && !inf.cache.setCompact(&o, o.Sharding != nil) {
+		o.Compact = false
+		hlog.Warn("kinformer: Options.Compact ignored: the objects' type is an interface, there is no type to decode the cache's bytes into", "type", o.objectType().String())
 	}
 	if o.Metrics != nil {
 		inf.obs = newObserver(o.Metrics, o.Name)
@@ -118,6 +119,15 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 		inf.disp.admit = func(e Event[T]) admission { return admit(sh.pub, e) }
 	}
 	return inf
+}
+
+// cacheKeyFunc is o's KeyFunc for newCache: nil for the default, which the
+// cache then knows it has (Cache.defaultKey: a key is namespace/name).
+func cacheKeyFunc[T Object](o *Options[T]) KeyFunc[T] {
+	if o.defaultKey {
+		return nil
+	}
+	return o.KeyFunc
 }
 
 // Name returns the informer's name: Options.Name, or its default.

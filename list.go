@@ -204,7 +204,11 @@ func (l *loop[T]) watchList(ctx context.Context) outcome {
 		}
 		switch {
 		case c.typ == Added:
-			l.w.collect(items, c.obj, s.prepare)
+			if c.raw != nil {
+				l.w.collectRaw(items, c.raw)
+			} else {
+				l.w.collect(items, c.obj, s.prepare)
+			}
 		case c.typ == Bookmark:
 			if c.endOfList {
 				l.w.replace(items, c.rv)

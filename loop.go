@@ -247,6 +247,15 @@ func (l *loop[T]) setTransform(fn func(T) (T, error)) {
 			share = l.w.share
 		}
 		l.direct = l.newDirect(share)
+		if l.direct != nil && l.direct.proto != nil && fn == nil && l.w.cache.codec != nil {
+			// A compact cache keeps the bytes as they came: the object
+			// without a Transform is what they decode to. With the
+			// default key, nothing needs the object before a handler or
+			// a reader does (index values excepted: packRaw decodes for
+			// them), and it is left undecoded.
+			l.direct.proto.KeepRaw = true
+			l.direct.proto.Lazy = l.w.cache.defaultKey
+		}
 	}
 	l.st.direct = l.direct != nil
 }

@@ -91,6 +91,10 @@ type directSource struct {
 	alarm  *time.Timer // closes the body at the deadline
 }
 
+// rawReader is a protobuf stream that can give the bytes of the object
+// it last decoded (protowatch.Reader.RawOf).
+type rawReader interface{ RawOf(obj any) []byte }
+
 func newDirectSource(ctx context.Context, r eventReader) *directSource {
 	return &directSource{r: r, unhook: context.AfterFunc(ctx, r.Close)}
 }
@@ -302,8 +306,9 @@ func (l *loop[T]) read(ctx context.Context, s *stream[T], d deadlines, what stri
 // checked is a watch event the loop can use.
 type checked[T Object] struct {
 	typ EventType
-	obj T      // Added, Modified, Deleted; a Bookmark's object if it is a T
-	rv  string // Bookmark: its resourceVersion
+	obj T               // Added, Modified, Deleted; a Bookmark's object if it is a T
+	raw *protowatch.Raw // instead of obj: Added, Modified, Deleted left undecoded (protowatch.Format.Lazy)
+	rv  string          // Bookmark: its resourceVersion
 	// endOfList: a Bookmark that ends a watch-list's initial events (also
 	// set, with an error, when such a bookmark has no resourceVersion).
 	endOfList bool
@@ -335,6 +340,12 @@ func check[T Object](ev watch.Event) (checked[T], error) {
 	case watch.Added, watch.Modified, watch.Deleted:
 	default:
 		return checked[T]{}, fmt.Errorf("%w: event type %q", ErrUnexpectedObject, ev.Type)
+	}
+	if raw, ok := ev.Object.(*protowatch.Raw); ok { // left undecoded for a compact cache
+		if raw.Meta.Name == "" {
+			return checked[T]{}, fmt.Errorf("%w: %s event with an object without a name (resourceVersion %q)", ErrUnexpectedObject, ev.Type, raw.Meta.ResourceVersion)
+		}
+		return checked[T]{typ: EventType(ev.Type), raw: raw}, nil
 	}
 	obj, ok := ev.Object.(T)
 	if !ok || isNil(obj) {

@@ -51,6 +51,10 @@ func (l *loop[T]) openWatch(ctx context.Context, verb string, adjust func(*metav
 		}
 		l.obs.request(verb, nil)
 		s.src = newDirectSource(wctx, r)
+		l.w.rawOf = nil
+		if rr, ok := r.(rawReader); ok && l.direct.proto != nil && l.direct.proto.KeepRaw {
+			l.w.rawOf = rr.RawOf
+		}
 		l.log.Debug("kinformer: watch opened", "decoding", "direct", "encoding", l.direct.encoding(), "resource", l.direct.resource)
 		if l.direct.sharesObjects() {
 			s.prepare = prepared[T]
@@ -171,7 +175,11 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 		if c.typ == Bookmark {
 			l.w.bookmark(c.obj, c.rv)
 		} else {
-			l.w.apply(c.typ, c.obj, s.prepare)
+			if c.raw != nil {
+				l.w.applyRaw(c.typ, c.raw)
+			} else {
+				l.w.apply(c.typ, c.obj, s.prepare)
+			}
 			lastChange = time.Now()
 		}
 		if l.target != "" && l.w.status.reached(l.target) {

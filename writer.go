@@ -7,6 +7,7 @@ import (
 
 	"github.com/kinformer/kinformer/internal/intern"
 	"github.com/kinformer/kinformer/internal/persist"
+	"github.com/kinformer/kinformer/internal/protowatch"
 	"github.com/kinformer/kinformer/internal/slots"
 )
 
@@ -34,6 +35,10 @@ type writer[T Object] struct {
 	// state, if set, keeps the state file (Options.StateDir) up to date
 	// with every change made here.
 	state *persist.Persister[T]
+	// rawOf, if set, returns the bytes an object of the open protobuf
+	// stream was decoded from, which a compact cache keeps as they are
+	// (nil for any other object).
+	rawOf func(obj any) []byte
 	// detect, if set, is the mutation detector (Options.DetectMutations):
 	// told of every object cached, replaced and removed, through put,
 	// remove and swap. nil: off, and nothing is copied.
@@ -101,7 +106,11 @@ func batchPut[T Object](b *persist.Batch[T], key string, r ref[T]) {
 // compact cache cannot encode it (reported: the object is skipped, as one
 // that fails its Transform).
 func (w *writer[T]) pack(obj T) (ref[T], bool) {
-	r, err := w.cache.pack(obj)
+	var raw []byte
+	if w.rawOf != nil {
+		raw = w.rawOf(obj)
+	}
+	r, err := w.cache.pack(obj, raw)
 	if err != nil {
 		w.report(fmt.Errorf("%w: %s cannot be encoded for the compact cache: %w", ErrUnexpectedObject, w.cache.keyFunc(obj), err))
 		return r, false
@@ -209,13 +218,60 @@ func (w *writer[T]) apply(typ EventType, obj T, prepare prepareFunc[T]) {
 		}
 	}
 
-	w.disp.update(func(p publisher[T]) { w.applyLocked(p, typ, obj, r, ok, key, rv) })
+	w.disp.update(func(p publisher[T]) { w.applyLocked(p, typ, ref[T]{obj: obj}, r, ok, key, rv) })
+}
+
+// applyRaw is apply for an object a compact cache's protobuf stream left
+// undecoded (protowatch.Format.Lazy): the cache keeps its bytes, and the
+// handlers' side decodes them for the event. Only with MetaNamespaceKey
+// and no Transform, which need the object.
+func (w *writer[T]) applyRaw(typ EventType, raw *protowatch.Raw) {
+	key := metaKey(raw.Meta.Namespace, raw.Meta.Name)
+	ok := true
+	var r ref[T]
+	if w.outsideUID(raw.Meta.UID) {
+		typ = Deleted // see apply
+	}
+	if typ == Deleted {
+		r = ref[T]{p: &packed{data: raw.Data, rv: raw.Meta.ResourceVersion}} // the final state, for the event only
+	} else {
+		r, ok = w.packRaw(raw)
+	}
+	w.disp.update(func(p publisher[T]) { w.applyLocked(p, typ, r, r, ok, key, raw.Meta.ResourceVersion) })
+}
+
+// packRaw packs an undecoded object for the cache; false if it does not
+// decode where the cache must decode it (reported).
+func (w *writer[T]) packRaw(raw *protowatch.Raw) (ref[T], bool) {
+	r, err := w.cache.packMeta(raw.Data, raw.Meta)
+	if err != nil {
+		w.report(fmt.Errorf("%w: %s: %w", ErrUnexpectedObject, metaKey(raw.Meta.Namespace, raw.Meta.Name), err))
+		return r, false
+	}
+	return r, true
+}
+
+// collectRaw is collect for an undecoded object (applyRaw).
+func (w *writer[T]) collectRaw(items map[string]ref[T], raw *protowatch.Raw) {
+	if w.outsideUID(raw.Meta.UID) {
+		return
+	}
+	key := metaKey(raw.Meta.Namespace, raw.Meta.Name)
+	if old, ok := w.cache.peek(key); ok && old.resourceVersion() == raw.Meta.ResourceVersion {
+		items[key] = old
+		return
+	}
+	if r, ok := w.packRaw(raw); ok {
+		items[key] = r
+	}
 }
 
 // applyLocked is apply's change of the cache, inside the dispatcher's
-// update; ok is false if obj's new state did not prepare. r is obj packed
-// for the cache (unless Deleted).
-func (w *writer[T]) applyLocked(p publisher[T], typ EventType, obj T, r ref[T], ok bool, key, rv string) {
+// update; ok is false if the new state did not prepare. r is it packed
+// for the cache (unless Deleted), eObj the event's Object: the object as
+// it came, prepared (the cache's own in a plain cache, not in a compact
+// one), or packed for the handlers' side to decode.
+func (w *writer[T]) applyLocked(p publisher[T], typ EventType, eObj, r ref[T], ok bool, key, rv string) {
 	// The resourceVersion is recorded once the cache holds the change:
 	// WaitForResourceVersion then finds the cache at that version.
 	defer w.setRV(rv)
@@ -223,9 +279,7 @@ func (w *writer[T]) applyLocked(p publisher[T], typ EventType, obj T, r ref[T], 
 	if rv == "" {
 		e.ResourceVersion = w.status.resourceVersion()
 	}
-	// Handlers get the object as it came (prepared): in a compact cache a
-	// copy of what the cache keeps, the cache's own object otherwise.
-	eObj, eOld := ref[T]{obj: obj}, ref[T]{}
+	eOld := ref[T]{} // Modified: the state the cache held (packed in a compact cache)
 	switch {
 	case typ == Deleted || !ok:
 		// A deletion always removes, whether or not its final state

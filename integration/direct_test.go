@@ -65,10 +65,13 @@ func both[T kinformer.Object, L runtime.Object](t *testing.T, lw kinformer.Liste
 func bothLogged[T kinformer.Object, L runtime.Object](t *testing.T, lw kinformer.ListerWatcher[L], opts kinformer.Options[T]) (direct, client *kinformer.Informer[T], directRec, clientRec *recorder[T], logs logCapture) {
 	t.Helper()
 	logs = newLogCapture()
+	opts = *variant(&opts)
 	dOpts, cOpts := opts, opts
 	dOpts.Logger = slog.New(logs)
 	cOpts.DisableDirectDecoding = true
 	direct, client = kinformer.New[T](lw, &dOpts), kinformer.New[T](lw, &cOpts)
+	inVariant(t, direct.Cache())
+	inVariant(t, client.Cache())
 	directRec, clientRec = &recorder[T]{}, &recorder[T]{}
 	direct.AddHandler(directRec.handle)
 	client.AddHandler(clientRec.handle)
@@ -162,6 +165,10 @@ func richPod(ns string, i int) *corev1.Pod {
 // server-side apply, which adds a managedFields entry), deletes and
 // deletions of objects with finalizers.
 func TestDirectDecodingMatchesClient(t *testing.T) {
+	bothWays(t, testDirectDecodingMatchesClient)
+}
+
+func testDirectDecodingMatchesClient(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -225,6 +232,10 @@ func TestDirectDecodingMatchesClient(t *testing.T) {
 }
 
 func TestDirectDecodingPodsAndManagedFields(t *testing.T) {
+	bothWays(t, testDirectDecodingPodsAndManagedFields)
+}
+
+func testDirectDecodingPodsAndManagedFields(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -266,6 +277,10 @@ func TestDirectDecodingPodsAndManagedFields(t *testing.T) {
 // The Accept headers of their watch requests (streaming lists and plain
 // watches) show who decoded them.
 func TestDirectDecodingWithAJSONClient(t *testing.T) {
+	bothWays(t, testDirectDecodingWithAJSONClient)
+}
+
+func testDirectDecodingWithAJSONClient(t *testing.T) {
 	srv := testenv.Shared(t)
 	cfg := srv.Config()
 	cfg.ContentType = "application/json"
@@ -276,9 +291,9 @@ func TestDirectDecodingWithAJSONClient(t *testing.T) {
 		mustCreate(t, c, richConfigMap(ns, i))
 	}
 	dCount, cCount := &counting{}, &counting{}
-	direct := kinformer.New[*corev1.ConfigMap](clientset(t, dCount.wrap(cfg)).CoreV1().ConfigMaps(ns), nil)
+	direct := kinformer.New[*corev1.ConfigMap](clientset(t, dCount.wrap(cfg)).CoreV1().ConfigMaps(ns), variant[*corev1.ConfigMap](nil))
 	client := kinformer.New[*corev1.ConfigMap](clientset(t, cCount.wrap(cfg)).CoreV1().ConfigMaps(ns),
-		&kinformer.Options[*corev1.ConfigMap]{DisableDirectDecoding: true})
+		variant(&kinformer.Options[*corev1.ConfigMap]{DisableDirectDecoding: true}))
 	for _, inf := range []*kinformer.Informer[*corev1.ConfigMap]{direct, client} {
 		inf.Start()
 		t.Cleanup(inf.Stop)

@@ -95,6 +95,10 @@ func stateFile(t *testing.T, dir string) (string, []byte) {
 // restored event), WaitForSync returns the 403, and the file is left as
 // it was, byte for byte. Granted again, the informer restores it then.
 func TestDurableRevokedRole(t *testing.T) {
+	bothWays(t, testDurableRevokedRole)
+}
+
+func testDurableRevokedRole(t *testing.T) {
 	srv := testenv.Shared(t)
 	ns := testenv.NewNamespace(t, srv.Config())
 	admin := clientset(t, srv.Config())
@@ -109,7 +113,7 @@ func TestDurableRevokedRole(t *testing.T) {
 	revoke()
 
 	inf := kinformer.New[*corev1.ConfigMap](clientset(t, srv.RestrictedConfig()).CoreV1().ConfigMaps(ns),
-		&kinformer.Options[*corev1.ConfigMap]{StateDir: dir, StateInterval: 50 * time.Millisecond})
+		variant(&kinformer.Options[*corev1.ConfigMap]{StateDir: dir, StateInterval: 50 * time.Millisecond}))
 	rec := &recorder[*corev1.ConfigMap]{}
 	inf.AddHandler(rec.handle)
 	inf.Start()
@@ -151,6 +155,10 @@ func TestDurableRevokedRole(t *testing.T) {
 // not restore the file the first wrote, though it may list the same
 // configmaps: each user has a file of its own.
 func TestDurableOtherUsersFile(t *testing.T) {
+	bothWays(t, testDurableOtherUsersFile)
+}
+
+func testDurableOtherUsersFile(t *testing.T) {
 	srv := testenv.Shared(t)
 	ns := testenv.NewNamespace(t, srv.Config())
 	admin := clientset(t, srv.Config())
@@ -162,7 +170,7 @@ func TestDurableOtherUsersFile(t *testing.T) {
 	run := func(cfg *rest.Config) []kinformer.Event[*corev1.ConfigMap] {
 		f := kinformer.NewFactory(cfg, &kinformer.FactoryOptions{StateDir: dir})
 		defer f.Stop()
-		inf, err := kinformer.Shared[*corev1.ConfigMap](f, ns, nil)
+		inf, err := kinformer.Shared[*corev1.ConfigMap](f, ns, variant[*corev1.ConfigMap](nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,6 +209,10 @@ func TestDurableOtherUsersFile(t *testing.T) {
 // informer syncs by a plain list, and the file is neither read, nor set
 // aside, nor changed, nor followed.
 func TestDurableUnsafeState(t *testing.T) {
+	bothWays(t, testDurableUnsafeState)
+}
+
+func testDurableUnsafeState(t *testing.T) {
 	srv := testenv.Shared(t)
 	ns := testenv.NewNamespace(t, srv.Config())
 	admin := clientset(t, srv.Config())

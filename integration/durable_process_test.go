@@ -28,12 +28,13 @@ import (
 // process (this test binary, re-executed as TestDurableChild), which the
 // test stops cleanly or kills with SIGKILL.
 
-const childEnv = "KINFORMER_DURABLE_CHILD" // kubeconfig|namespace|state dir|interval
+const childEnv = "KINFORMER_DURABLE_CHILD" // kubeconfig|namespace|state dir|interval|plain or compact
 
 // TestDurableChild is the child process, not a test: it runs an informer
-// with a StateDir and prints, one per line, "EV type name rv cause" for
-// every object event, "ERR snapshot|other message" for Error events and
-// "SYNCED" once synced. It stops cleanly when its stdin closes.
+// with a StateDir (Compact in the parent's compact variant) and prints,
+// one per line, "EV type name rv cause" for every object event, "ERR
+// snapshot|other message" for Error events and "SYNCED" once synced. It
+// stops cleanly when its stdin closes.
 func TestDurableChild(t *testing.T) {
 	spec := os.Getenv(childEnv)
 	if spec == "" {
@@ -60,9 +61,11 @@ func TestDurableChild(t *testing.T) {
 		fmt.Fprintf(out, format+"\n", args...)
 		out.Flush()
 	}
-	inf := kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(parts[1]), &kinformer.Options[*corev1.ConfigMap]{
+	compactCache = parts[4] == "compact" // the parent's variant
+	inf := kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(parts[1]), variant(&kinformer.Options[*corev1.ConfigMap]{
 		StateDir: parts[2], StateInterval: interval,
-	})
+	}))
+	inVariant(t, inf.Cache()) // fails the child: its parent sees it end
 	reg := inf.AddHandler(func(e kinformer.Event[*corev1.ConfigMap]) {
 		switch e.Type {
 		case kinformer.Error:
@@ -102,7 +105,11 @@ type child struct {
 func startChild(t *testing.T, kubeconfig, ns, dir string, interval time.Duration) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDurableChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join([]string{kubeconfig, ns, dir, interval.String()}, "|"))
+	mode := "plain"
+	if compactCache {
+		mode = "compact"
+	}
+	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join([]string{kubeconfig, ns, dir, interval.String(), mode}, "|"))
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -222,6 +229,10 @@ func (ch *child) state() (state map[string]string, restored int, changes []strin
 // the same StateDir restores every object, then handles exactly the
 // changes made while none ran.
 func TestDurableAcrossProcesses(t *testing.T) {
+	bothWays(t, testDurableAcrossProcesses)
+}
+
+func testDurableAcrossProcesses(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -298,6 +309,10 @@ func sorted(s []string) []string {
 // the child commits every 10 ms: every file left loads (no ErrSnapshot),
 // restores, and catches up to exactly the server's state.
 func TestDurableKilledDuringWrites(t *testing.T) {
+	bothWays(t, testDurableKilledDuringWrites)
+}
+
+func testDurableKilledDuringWrites(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())

@@ -60,7 +60,8 @@ func durable(t *testing.T, cfg *rest.Config, ns, dir string) (*kinformer.Informe
 	t.Helper()
 	c, b := &counting{}, &bytesRead{}
 	inf := kinformer.New[*corev1.ConfigMap](clientset(t, c.wrap(b.wrap(cfg))).CoreV1().ConfigMaps(ns),
-		&kinformer.Options[*corev1.ConfigMap]{StateDir: dir, StateInterval: 50 * time.Millisecond})
+		variant(&kinformer.Options[*corev1.ConfigMap]{StateDir: dir, StateInterval: 50 * time.Millisecond}))
+	inVariant(t, inf.Cache())
 	rec := &recorder[*corev1.ConfigMap]{}
 	reg := inf.AddHandler(rec.handle)
 	inf.Start()
@@ -90,6 +91,10 @@ func causes(rec *recorder[*corev1.ConfigMap]) []string {
 // fraction of a cold start's bytes. WaitForSync returns only once the
 // changes are in.
 func TestDurableWarmRestart(t *testing.T) {
+	bothWays(t, testDurableWarmRestart)
+}
+
+func testDurableWarmRestart(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -150,6 +155,10 @@ func TestDurableWarmRestart(t *testing.T) {
 // file's resourceVersion gets 410, and a re-list diffed against the
 // restored cache brings exactly the same changes.
 func TestDurableRestartAfterCompaction(t *testing.T) {
+	bothWays(t, testDurableRestartAfterCompaction)
+}
+
+func testDurableRestartAfterCompaction(t *testing.T) {
 	srv := testenv.New(t, testenv.WithWatchCache(false))
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -208,6 +217,10 @@ func usedBytes(file []byte) int {
 // Damaged, empty and foreign state files: an ERROR event wrapping
 // ErrSnapshot, the file set aside, a full list, the right cache.
 func TestDurableBadFiles(t *testing.T) {
+	bothWays(t, testDurableBadFiles)
+}
+
+func testDurableBadFiles(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -321,6 +334,10 @@ func copyFile(from, to string) error {
 // only a bookmark can bring the watch there. It must come in seconds, not
 // the minute a normal watch waits for one.
 func TestDurableQuietCatchUp(t *testing.T) {
+	bothWays(t, testDurableQuietCatchUp)
+}
+
+func testDurableQuietCatchUp(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -348,6 +365,10 @@ func TestDurableQuietCatchUp(t *testing.T) {
 // A Factory with StateDir: its typed and dynamic informers both start warm
 // in a new factory, each from its own file.
 func TestDurableFactory(t *testing.T) {
+	bothWays(t, testDurableFactory)
+}
+
+func testDurableFactory(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -359,14 +380,16 @@ func TestDurableFactory(t *testing.T) {
 	run := func() (typed, dynamic []string) {
 		f := kinformer.NewFactory(srv.Config(), &kinformer.FactoryOptions{StateDir: dir})
 		defer f.Stop()
-		ti, err := kinformer.Shared[*corev1.ConfigMap](f, ns, nil)
+		ti, err := kinformer.Shared[*corev1.ConfigMap](f, ns, variant[*corev1.ConfigMap](nil))
 		if err != nil {
 			t.Fatal(err)
 		}
-		di, err := f.Dynamic(gvr, ns, nil)
+		di, err := f.Dynamic(gvr, ns, variant[*unstructured.Unstructured](nil))
 		if err != nil {
 			t.Fatal(err)
 		}
+		inVariant(t, ti.Cache())
+		inVariant(t, di.Cache())
 		var mu sync.Mutex
 		ti.AddHandler(func(e kinformer.Event[*corev1.ConfigMap]) {
 			mu.Lock()

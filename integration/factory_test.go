@@ -36,10 +36,11 @@ func newFactory(t *testing.T, cfg *rest.Config) (*kinformer.Factory, logCapture)
 
 func sharedConfigMaps(t *testing.T, f *kinformer.Factory, ns string, opts *kinformer.Options[*corev1.ConfigMap]) *kinformer.Informer[*corev1.ConfigMap] {
 	t.Helper()
-	inf, err := kinformer.Shared(f, ns, opts)
+	inf, err := kinformer.Shared(f, ns, variant(opts))
 	if err != nil {
 		t.Fatal(err)
 	}
+	inVariant(t, inf.Cache())
 	return inf
 }
 
@@ -55,6 +56,10 @@ func waitForSync(t *testing.T, f *kinformer.Factory) {
 // is another informer, with its own list and watch. The watches of
 // built-in types are decoded by kinformer itself, as through a clientset.
 func TestFactorySharesOneListAndWatch(t *testing.T) {
+	bothWays(t, testFactorySharesOneListAndWatch)
+}
+
+func testFactorySharesOneListAndWatch(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -111,7 +116,7 @@ func TestFactorySharesOneListAndWatch(t *testing.T) {
 	}
 
 	// A cluster-scoped resource ignores the namespace.
-	nss, err := kinformer.Shared[*corev1.Namespace](f, ns, nil)
+	nss, err := kinformer.Shared[*corev1.Namespace](f, ns, variant[*corev1.Namespace](nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,6 +129,10 @@ func TestFactorySharesOneListAndWatch(t *testing.T) {
 // A consumer that comes after the sync gets the cache's replay, and its
 // registration's HasSynced turns true only once it has handled all of it.
 func TestFactoryLateConsumerGetsTheReplay(t *testing.T) {
+	bothWays(t, testFactoryLateConsumerGetsTheReplay)
+}
+
+func testFactoryLateConsumerGetsTheReplay(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -170,6 +179,10 @@ func TestFactoryLateConsumerGetsTheReplay(t *testing.T) {
 // A handler that takes 200 ms per event does not delay another consumer
 // of the same informer.
 func TestFactorySlowConsumerDoesNotDelayOthers(t *testing.T) {
+	bothWays(t, testFactorySlowConsumerDoesNotDelayOthers)
+}
+
+func testFactorySlowConsumerDoesNotDelayOthers(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -198,6 +211,10 @@ func TestFactorySlowConsumerDoesNotDelayOthers(t *testing.T) {
 // RemoveEventHandler during a call of the handler returns once the call
 // has ended, and the handler is never called again.
 func TestFactoryRemoveDuringCall(t *testing.T) {
+	bothWays(t, testFactoryRemoveDuringCall)
+}
+
+func testFactoryRemoveDuringCall(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -263,6 +280,10 @@ func TestFactoryRemoveDuringCall(t *testing.T) {
 // Without permission, WaitForSync returns promptly a 403 that names the
 // resource, even though another informer of the factory syncs fine.
 func TestFactoryForbidden(t *testing.T) {
+	bothWays(t, testFactoryForbidden)
+}
+
+func testFactoryForbidden(t *testing.T) {
 	srv := testenv.Shared(t)
 	ns := testenv.NewNamespace(t, srv.Config())
 	f, _ := newFactory(t, srv.RestrictedConfig())
@@ -349,16 +370,20 @@ func gadget(ns, name string) *unstructured.Unstructured {
 // stopping the dynamic one leaves the others running, and a later Dynamic
 // makes a new one.
 func TestFactoryTypedAndDynamic(t *testing.T) {
+	bothWays(t, testFactoryTypedAndDynamic)
+}
+
+func testFactoryTypedAndDynamic(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
 	f, logs := newFactory(t, srv.Config())
-	pods, err := kinformer.Shared[*corev1.Pod](f, ns, nil)
+	pods, err := kinformer.Shared[*corev1.Pod](f, ns, variant[*corev1.Pod](nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cms := sharedConfigMaps(t, f, ns, nil)
-	if _, err := f.Dynamic(gadgets, ns, nil); err == nil {
+	if _, err := f.Dynamic(gadgets, ns, variant[*unstructured.Unstructured](nil)); err == nil {
 		t.Fatal("Dynamic of a resource the server does not have: no error")
 	}
 	f.Start()
@@ -369,11 +394,11 @@ func TestFactoryTypedAndDynamic(t *testing.T) {
 	if _, err := res.Namespace(ns).Create(ctx, gadget(ns, "g1"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	gs, err := f.Dynamic(gadgets, ns, nil)
+	gs, err := f.Dynamic(gadgets, ns, variant[*unstructured.Unstructured](nil))
 	if err != nil {
 		t.Fatalf("Dynamic after the CRD was installed: %v", err)
 	}
-	if again, err := f.Dynamic(gadgets, ns, nil); err != nil || again != gs {
+	if again, err := f.Dynamic(gadgets, ns, variant[*unstructured.Unstructured](nil)); err != nil || again != gs {
 		t.Fatalf("second Dynamic: %p, %v; want the same informer", again, err)
 	}
 	waitForSync(t, f)
@@ -403,7 +428,7 @@ func TestFactoryTypedAndDynamic(t *testing.T) {
 	if _, ok := gs.Cache().GetByKey(ns + "/g2"); ok {
 		t.Fatal("the stopped gadgets informer still receives events")
 	}
-	gs2, err := f.Dynamic(gadgets, ns, nil)
+	gs2, err := f.Dynamic(gadgets, ns, variant[*unstructured.Unstructured](nil))
 	if err != nil || gs2 == gs {
 		t.Fatalf("Dynamic after StopShared: %p, %v; want a new informer", gs2, err)
 	}
@@ -416,6 +441,10 @@ func TestFactoryTypedAndDynamic(t *testing.T) {
 // Stop stops every informer and joins their goroutines, from any
 // goroutine; a handler that stops the factory does not deadlock.
 func TestFactoryStopFromHandler(t *testing.T) {
+	bothWays(t, testFactoryStopFromHandler)
+}
+
+func testFactoryStopFromHandler(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -435,7 +464,7 @@ func TestFactoryStopFromHandler(t *testing.T) {
 		t.Fatal("Stop from a handler did not return")
 	}
 	f.Stop() // joins
-	if _, err := kinformer.Shared[*corev1.ConfigMap](f, ns, nil); err == nil {
+	if _, err := kinformer.Shared[*corev1.ConfigMap](f, ns, variant[*corev1.ConfigMap](nil)); err == nil {
 		t.Fatal("Shared after Stop: no error")
 	}
 }
@@ -444,6 +473,10 @@ func TestFactoryStopFromHandler(t *testing.T) {
 // labelled with their resource; a second factory on the same Registerer
 // cannot register its own and says so.
 func TestFactoryMetrics(t *testing.T) {
+	bothWays(t, testFactoryMetrics)
+}
+
+func testFactoryMetrics(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -490,7 +523,7 @@ func TestFactoryMetrics(t *testing.T) {
 
 	other := kinformer.NewFactory(srv.Config(), &kinformer.FactoryOptions{Registerer: reg})
 	t.Cleanup(other.Stop)
-	if _, err := kinformer.Shared[*corev1.ConfigMap](other, ns, nil); err == nil || !strings.Contains(err.Error(), "metrics") {
+	if _, err := kinformer.Shared[*corev1.ConfigMap](other, ns, variant[*corev1.ConfigMap](nil)); err == nil || !strings.Contains(err.Error(), "metrics") {
 		t.Fatalf("a second factory on the same Registerer: %v, want an error about its metrics", err)
 	}
 }
@@ -498,6 +531,10 @@ func TestFactoryMetrics(t *testing.T) {
 // Stop joins every goroutine the factory started: none is left after it
 // but the HTTP client's pooled connections.
 func TestFactoryStopLeavesNoGoroutine(t *testing.T) {
+	bothWays(t, testFactoryStopLeavesNoGoroutine)
+}
+
+func testFactoryStopLeavesNoGoroutine(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -514,7 +551,7 @@ func TestFactoryStopLeavesNoGoroutine(t *testing.T) {
 	cms := sharedConfigMaps(t, f, ns, nil)
 	rec := &recorder[*corev1.ConfigMap]{}
 	cms.AddHandler(rec.handle)
-	if _, err := kinformer.Shared[*corev1.Pod](f, ns, nil); err != nil {
+	if _, err := kinformer.Shared[*corev1.Pod](f, ns, variant[*corev1.Pod](nil)); err != nil {
 		t.Fatal(err)
 	}
 	f.Start()
@@ -532,27 +569,32 @@ func TestFactoryStopLeavesNoGoroutine(t *testing.T) {
 // keeps its state file; Metadata one of metadata only. Each is shared by
 // its own rule, and neither is Shared[T]'s.
 func TestFactoryTypedAtRunTimeAndMetadata(t *testing.T) {
+	bothWays(t, testFactoryTypedAtRunTimeAndMetadata)
+}
+
+func testFactoryTypedAtRunTimeAndMetadata(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
 	dir := t.TempDir()
 	f, logs := newFactory(t, srv.Config())
-	pods, err := f.Typed(&corev1.Pod{}, ns, &kinformer.Options[kinformer.Object]{StateDir: dir})
+	pods, err := f.Typed(&corev1.Pod{}, ns, variant(&kinformer.Options[kinformer.Object]{StateDir: dir}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, err := f.Typed(&corev1.Pod{}, ns, &kinformer.Options[kinformer.Object]{StateDir: dir}); err != nil || again != pods {
+	if again, err := f.Typed(&corev1.Pod{}, ns, variant(&kinformer.Options[kinformer.Object]{StateDir: dir})); err != nil || again != pods {
 		t.Fatalf("second Typed: %p, %v; want the same informer", again, err)
 	}
-	if _, err := f.Typed(&corev1.PodList{}, ns, nil); err == nil {
+	inVariant(t, pods.Cache())
+	if _, err := f.Typed(&corev1.PodList{}, ns, variant[kinformer.Object](nil)); err == nil {
 		t.Fatal("Typed of a list type: no error")
 	}
-	typedPods, err := kinformer.Shared[*corev1.Pod](f, ns, nil)
+	typedPods, err := kinformer.Shared[*corev1.Pod](f, ns, variant[*corev1.Pod](nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	podsGVR := corev1.SchemeGroupVersion.WithResource("pods")
-	meta, err := f.Metadata(podsGVR, ns, nil)
+	meta, err := f.Metadata(podsGVR, ns, variant[*metav1.PartialObjectMetadata](nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -584,7 +626,7 @@ func TestFactoryTypedAtRunTimeAndMetadata(t *testing.T) {
 
 	// A new factory's Typed informer starts warm from the state file.
 	f2, _ := newFactory(t, srv.Config())
-	warm, err := f2.Typed(&corev1.Pod{}, ns, &kinformer.Options[kinformer.Object]{StateDir: dir})
+	warm, err := f2.Typed(&corev1.Pod{}, ns, variant(&kinformer.Options[kinformer.Object]{StateDir: dir}))
 	if err != nil {
 		t.Fatal(err)
 	}

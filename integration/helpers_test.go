@@ -33,6 +33,52 @@ func TestMain(m *testing.M) {
 	testenv.Main(m)
 }
 
+// compactCache is set while a test body runs as its "compact" variant
+// (bothWays): the informers it makes through variant keep their caches as
+// bytes (Options.Compact). The tests of this package do not run in
+// parallel, so one variable serves.
+var compactCache bool
+
+// bothWays runs body twice, as the subtests "plain" and "compact": the
+// informer contract holds both ways. In the second, every informer made
+// with variant's options has Options.Compact on.
+func bothWays(t *testing.T, body func(t *testing.T)) {
+	t.Helper()
+	t.Run("plain", body)
+	t.Run("compact", func(t *testing.T) {
+		if compactCache {
+			t.Fatal("bothWays inside bothWays")
+		}
+		compactCache = true
+		defer func() { compactCache = false }()
+		body(t)
+	})
+}
+
+// variant returns the options for an informer of the variant running:
+// opts itself in a plain one; in a compact one (bothWays), a copy (of
+// zero options if nil) with Compact on.
+func variant[T kinformer.Object](opts *kinformer.Options[T]) *kinformer.Options[T] {
+	if !compactCache {
+		return opts
+	}
+	var o kinformer.Options[T]
+	if opts != nil {
+		o = *opts
+	}
+	o.Compact = true
+	return &o
+}
+
+// inVariant fails the test unless cache is compact in a compact variant,
+// and plain otherwise: the variant's options reached the informer.
+func inVariant[T kinformer.Object](t testing.TB, cache *kinformer.Cache[T]) {
+	t.Helper()
+	if cache.Compact() != compactCache {
+		t.Fatalf("a cache with Compact() %v in a variant with Compact %v", cache.Compact(), compactCache)
+	}
+}
+
 // counting counts and timestamps the list and watch requests of the
 // configmaps collection that go through the config it wraps, at the HTTP
 // level, so that it sees them whether the informer decodes its watches

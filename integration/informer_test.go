@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,7 +34,8 @@ type cmEvent = kinformer.Event[*corev1.ConfigMap]
 func start(t *testing.T, cfg *rest.Config, ns string, opts *kinformer.Options[*corev1.ConfigMap]) (*kinformer.Informer[*corev1.ConfigMap], *counting, *recorder[*corev1.ConfigMap]) {
 	t.Helper()
 	c := &counting{}
-	inf := kinformer.New[*corev1.ConfigMap](clientset(t, c.wrap(cfg)).CoreV1().ConfigMaps(ns), opts)
+	inf := kinformer.New[*corev1.ConfigMap](clientset(t, c.wrap(cfg)).CoreV1().ConfigMaps(ns), variant(opts))
+	inVariant(t, inf.Cache())
 	rec := &recorder[*corev1.ConfigMap]{}
 	inf.AddHandler(rec.handle)
 	inf.Start()
@@ -52,6 +54,10 @@ func start(t *testing.T, cfg *rest.Config, ns string, opts *kinformer.Options[*c
 // streaming list (the default, which the local API server offers), and by
 // a paged list.
 func TestPreexistingObjectsAreCached(t *testing.T) {
+	bothWays(t, testPreexistingObjectsAreCached)
+}
+
+func testPreexistingObjectsAreCached(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -97,6 +103,10 @@ func TestPreexistingObjectsAreCached(t *testing.T) {
 // 2. create → ADDED and cached; patch → MODIFIED with Old and new; delete →
 // DELETED and gone.
 func TestCreatePatchDelete(t *testing.T) {
+	bothWays(t, testCreatePatchDelete)
+}
+
+func testCreatePatchDelete(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -194,6 +204,10 @@ func TestResourceVersionAdvancesWithBookmarks(t *testing.T) {
 // 4. Label and field selectors are honoured; objects leaving the selector
 // fire DELETED.
 func TestSelectors(t *testing.T) {
+	bothWays(t, testSelectors)
+}
+
+func testSelectors(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -245,6 +259,10 @@ func TestSelectors(t *testing.T) {
 // 5. A 2 s resync re-lists from the server in a quiet namespace and fires
 // no MODIFIED for unchanged objects.
 func TestResyncRelistsWithoutSpuriousEvents(t *testing.T) {
+	bothWays(t, testResyncRelistsWithoutSpuriousEvents)
+}
+
+func testResyncRelistsWithoutSpuriousEvents(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -265,9 +283,10 @@ func TestResyncRelistsWithoutSpuriousEvents(t *testing.T) {
 	if inf.Cache().Len() != 3 {
 		t.Fatalf("cache %v", inf.Cache().ListKeys())
 	}
-	// Unchanged objects keep their cached instance: the re-listed copies
-	// are dropped as decoded, never transformed.
-	if after, _ := inf.Cache().GetByKey(ns + "/cm-0"); after != before {
+	// Unchanged objects keep their cached instance (in a compact cache,
+	// whose every read is a new object, their bytes): the re-listed
+	// copies are dropped as decoded, never transformed.
+	if after, _ := inf.Cache().GetByKey(ns + "/cm-0"); !inf.Cache().Compact() && after != before || !reflect.DeepEqual(after, before) {
 		t.Fatal("resync replaced an unchanged object's instance")
 	}
 	if n := transforms.Load(); n != 3 {
@@ -278,6 +297,10 @@ func TestResyncRelistsWithoutSpuriousEvents(t *testing.T) {
 // 6. Compaction while the informer is stopped → 410 → re-list: exactly the
 // changes made in the gap fire, and nothing else.
 func TestCompactionWhileStoppedRelistsAndDiffs(t *testing.T) {
+	bothWays(t, testCompactionWhileStoppedRelistsAndDiffs)
+}
+
+func testCompactionWhileStoppedRelistsAndDiffs(t *testing.T) {
 	// Without the watch cache every watch is served by etcd, so a watch from
 	// a compacted revision reliably gets 410 Gone.
 	srv := testenv.New(t, testenv.WithWatchCache(false))
@@ -321,6 +344,10 @@ func TestCompactionWhileStoppedRelistsAndDiffs(t *testing.T) {
 // A stopped informer started again resumes its watch from where it was:
 // exactly the changes made while it was stopped, no re-list.
 func TestRestartResumesFromResourceVersion(t *testing.T) {
+	bothWays(t, testRestartResumesFromResourceVersion)
+}
+
+func testRestartResumesFromResourceVersion(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -347,6 +374,10 @@ func TestRestartResumesFromResourceVersion(t *testing.T) {
 // 7. kill -9 the API server mid-watch and restart it: the informer recovers
 // by itself, with backoff, and ends equal to the server's state.
 func TestRecoversFromAPIServerKill(t *testing.T) {
+	bothWays(t, testRecoversFromAPIServerKill)
+}
+
+func testRecoversFromAPIServerKill(t *testing.T) {
 	srv := testenv.New(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
@@ -465,6 +496,10 @@ func TestWaitForSyncReturnsUnauthorizedAndNotFound(t *testing.T) {
 // 9. A CRD through the dynamic client, pods and configmaps through the typed
 // client, and a metadata-only informer.
 func TestClientKinds(t *testing.T) {
+	bothWays(t, testClientKinds)
+}
+
+func testClientKinds(t *testing.T) {
 	srv := testenv.Shared(t)
 	cfg := srv.Config()
 	c := clientset(t, cfg)
@@ -478,8 +513,8 @@ func TestClientKinds(t *testing.T) {
 			t.Fatal(err)
 		}
 		byImage := func(p *corev1.Pod) []string { return []string{p.Spec.Containers[0].Image} }
-		inf := kinformer.New[*corev1.Pod](c.CoreV1().Pods(ns), &kinformer.Options[*corev1.Pod]{
-			Indexers: map[string]kinformer.IndexFunc[*corev1.Pod]{"image": byImage}})
+		inf := kinformer.New[*corev1.Pod](c.CoreV1().Pods(ns), variant(&kinformer.Options[*corev1.Pod]{
+			Indexers: map[string]kinformer.IndexFunc[*corev1.Pod]{"image": byImage}}))
 		inf.Start()
 		defer inf.Stop()
 		if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
@@ -524,7 +559,7 @@ func TestClientKinds(t *testing.T) {
 			_, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, widget("w1", "small"), metav1.CreateOptions{})
 			return err == nil || apierrors.IsAlreadyExists(err)
 		})
-		inf := kinformer.New[*unstructured.Unstructured](dyn.Resource(gvr).Namespace(ns), nil)
+		inf := kinformer.New[*unstructured.Unstructured](dyn.Resource(gvr).Namespace(ns), variant[*unstructured.Unstructured](nil))
 		rec := &recorder[*unstructured.Unstructured]{}
 		inf.AddHandler(rec.handle)
 		inf.Start()
@@ -555,7 +590,7 @@ func TestClientKinds(t *testing.T) {
 			t.Fatal(err)
 		}
 		gvr := corev1.SchemeGroupVersion.WithResource("configmaps")
-		inf := kinformer.New[*metav1.PartialObjectMetadata](mc.Resource(gvr).Namespace(ns), nil)
+		inf := kinformer.New[*metav1.PartialObjectMetadata](mc.Resource(gvr).Namespace(ns), variant[*metav1.PartialObjectMetadata](nil))
 		inf.Start()
 		defer inf.Stop()
 		if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
@@ -572,6 +607,10 @@ func TestClientKinds(t *testing.T) {
 // the informer runs: the cache ends equal to a fresh list, and every handler
 // saw each object's events in order.
 func TestConcurrentWritesStayConsistent(t *testing.T) {
+	bothWays(t, testConcurrentWritesStayConsistent)
+}
+
+func testConcurrentWritesStayConsistent(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())

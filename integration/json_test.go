@@ -57,6 +57,10 @@ func sprocket(ns string, i int) *unstructured.Unstructured {
 // client-go, through a streaming list, creates, merge patches, an apply,
 // a status-like change, deletes, and with paged lists too.
 func TestDirectJSONMatchesClient(t *testing.T) {
+	bothWays(t, testDirectJSONMatchesClient)
+}
+
+func testDirectJSONMatchesClient(t *testing.T) {
 	srv := testenv.Shared(t)
 	cfg := srv.Config()
 	res := createCRD(t, cfg, sprockets, "Sprocket")
@@ -126,6 +130,10 @@ func TestDirectJSONMatchesClient(t *testing.T) {
 // Selectors and the namespace reach the server on kinformer's own JSON
 // requests: only the matching objects are listed and watched.
 func TestDirectJSONSelectors(t *testing.T) {
+	bothWays(t, testDirectJSONSelectors)
+}
+
+func testDirectJSONSelectors(t *testing.T) {
 	srv := testenv.Shared(t)
 	cfg := srv.Config()
 	gvr := schema.GroupVersionResource{Group: "json.kinformer.test", Version: "v1", Resource: "washers"}
@@ -143,8 +151,8 @@ func TestDirectJSONSelectors(t *testing.T) {
 	}
 	for _, paged := range []bool{false, true} {
 		logs := newLogCapture()
-		inf := kinformer.New[*unstructured.Unstructured](res.Namespace(ns), &kinformer.Options[*unstructured.Unstructured]{
-			LabelSelector: "tier=1", FieldSelector: "metadata.name!=sp-004", DisableStreamingList: paged, PageSize: 2, Logger: slog.New(logs)})
+		inf := kinformer.New[*unstructured.Unstructured](res.Namespace(ns), variant(&kinformer.Options[*unstructured.Unstructured]{
+			LabelSelector: "tier=1", FieldSelector: "metadata.name!=sp-004", DisableStreamingList: paged, PageSize: 2, Logger: slog.New(logs)}))
 		inf.Start()
 		if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
 			t.Fatal(err)
@@ -173,6 +181,10 @@ func TestDirectJSONSelectors(t *testing.T) {
 
 // A Factory's Dynamic informer decodes JSON itself as well.
 func TestFactoryDynamicDecodesJSON(t *testing.T) {
+	bothWays(t, testFactoryDynamicDecodesJSON)
+}
+
+func testFactoryDynamicDecodesJSON(t *testing.T) {
 	srv := testenv.Shared(t)
 	cfg := srv.Config()
 	res := createCRD(t, cfg, schema.GroupVersionResource{Group: "json.kinformer.test", Version: "v1", Resource: "cogs"}, "Cog")
@@ -186,7 +198,7 @@ func TestFactoryDynamicDecodesJSON(t *testing.T) {
 		}
 	}
 	f, logs := newFactory(t, cfg)
-	inf, err := f.Dynamic(schema.GroupVersionResource{Group: "json.kinformer.test", Version: "v1", Resource: "cogs"}, ns, nil)
+	inf, err := f.Dynamic(schema.GroupVersionResource{Group: "json.kinformer.test", Version: "v1", Resource: "cogs"}, ns, variant[*unstructured.Unstructured](nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,6 +283,10 @@ var gears = schema.GroupVersionResource{Group: "json.kinformer.test", Version: "
 // decoded by kinformer into the Go type, equal to what the scheme's own
 // decoder makes of the server's objects, and kept up to date.
 func TestFactoryTypedCustomResource(t *testing.T) {
+	bothWays(t, testFactoryTypedCustomResource)
+}
+
+func testFactoryTypedCustomResource(t *testing.T) {
 	srv := testenv.Shared(t)
 	cfg := srv.Config()
 	res := createCRD(t, cfg, gears, "Gear")
@@ -292,10 +308,11 @@ func TestFactoryTypedCustomResource(t *testing.T) {
 	dir := t.TempDir()
 	f := kinformer.NewFactory(cfg, &kinformer.FactoryOptions{Scheme: scheme, Logger: slog.New(logs), StateDir: dir})
 	t.Cleanup(f.Stop)
-	inf, err := kinformer.Shared[*gear](f, ns, nil)
+	inf, err := kinformer.Shared[*gear](f, ns, variant[*gear](nil))
 	if err != nil {
 		t.Fatal(err)
 	}
+	inVariant(t, inf.Cache())
 	rec := &recorder[*gear]{}
 	inf.AddHandler(rec.handle)
 	f.Start()
@@ -321,7 +338,7 @@ func TestFactoryTypedCustomResource(t *testing.T) {
 	f.Stop()
 	f2 := kinformer.NewFactory(cfg, &kinformer.FactoryOptions{Scheme: scheme, StateDir: dir})
 	t.Cleanup(f2.Stop)
-	warm, err := kinformer.Shared[*gear](f2, ns, nil)
+	warm, err := kinformer.Shared[*gear](f2, ns, variant[*gear](nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,6 +380,10 @@ func sameAsServer(t *testing.T, res dynamic.ResourceInterface, cache *kinformer.
 // Custom resources in the durable cache: a warm start restores them as
 // they were decoded (ints still int64), then catches up.
 func TestDurableCustomResources(t *testing.T) {
+	bothWays(t, testDurableCustomResources)
+}
+
+func testDurableCustomResources(t *testing.T) {
 	srv := testenv.Shared(t)
 	cfg := srv.Config()
 	gvr := schema.GroupVersionResource{Group: "json.kinformer.test", Version: "v1", Resource: "flanges"}
@@ -378,7 +399,7 @@ func TestDurableCustomResources(t *testing.T) {
 	}
 	dir := t.TempDir()
 	run := func() (*kinformer.Informer[*unstructured.Unstructured], *recorder[*unstructured.Unstructured]) {
-		inf := kinformer.New[*unstructured.Unstructured](res.Namespace(ns), &kinformer.Options[*unstructured.Unstructured]{StateDir: dir, StateKey: "flanges/" + ns})
+		inf := kinformer.New[*unstructured.Unstructured](res.Namespace(ns), variant(&kinformer.Options[*unstructured.Unstructured]{StateDir: dir, StateKey: "flanges/" + ns}))
 		rec := &recorder[*unstructured.Unstructured]{}
 		inf.AddHandler(rec.handle)
 		inf.Start()

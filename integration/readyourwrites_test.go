@@ -18,6 +18,10 @@ import (
 // the server busy, waiting for the write's resourceVersion returns, and the
 // cache then holds that version of the object or a newer one.
 func TestWaitForResourceVersionUnderWriteLoad(t *testing.T) {
+	bothWays(t, testWaitForResourceVersionUnderWriteLoad)
+}
+
+func testWaitForResourceVersionUnderWriteLoad(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())

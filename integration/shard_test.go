@@ -132,10 +132,11 @@ func startReplicaWith(t *testing.T, cfg *rest.Config, ns, group, id string, own 
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.inf = kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{Sharding: r.sh, Name: "configmaps-" + id,
+	r.inf = kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(ns), variant(&kinformer.Options[*corev1.ConfigMap]{Sharding: r.sh, Name: "configmaps-" + id,
 		PageSize: 20, // lists of the slots that join a share take pages
 		StateDir: stateDir,
-		Logger:   slog.New(slog.NewTextHandler(testWriter{t, id}, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+		Logger:   slog.New(slog.NewTextHandler(testWriter{t, id}, &slog.HandlerOptions{Level: slog.LevelInfo}))}))
+	inVariant(t, r.inf.Cache())
 	r.inf.AddHandler(own.handler(id))
 	if extra != nil {
 		r.inf.AddHandler(extra)
@@ -204,11 +205,15 @@ func checkPartition(t *testing.T, c kubernetes.Interface, ns string, rs []*repli
 }
 
 func TestShardingServerSide(t *testing.T) {
-	srv := testenv.New(t, testenv.WithAPIServerArgs(shardGate))
-	testSharding(t, srv.Config(), "server")
+	srv := testenv.New(t, testenv.WithAPIServerArgs(shardGate)) // one server for both ways
+	bothWays(t, func(t *testing.T) { testSharding(t, srv.Config(), "server") })
 }
 
 func TestShardingClientSide(t *testing.T) {
+	bothWays(t, testShardingClientSide)
+}
+
+func testShardingClientSide(t *testing.T) {
 	srv := testenv.Shared(t)
 	testSharding(t, srv.Config(), "client")
 }
@@ -231,7 +236,7 @@ func testSharding(t *testing.T, cfg *rest.Config, mode string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fi := kinformer.New[*corev1.ConfigMap](fc.CoreV1().ConfigMaps(ns), nil)
+	fi := kinformer.New[*corev1.ConfigMap](fc.CoreV1().ConfigMaps(ns), variant[*corev1.ConfigMap](nil))
 	fctx, fcancel := context.WithCancel(context.Background())
 	fdone := make(chan struct{})
 	go func() { defer close(fdone); _ = fi.Run(fctx) }()
@@ -332,6 +337,10 @@ func testSharding(t *testing.T, cfg *rest.Config, mode string) {
 // the others, which count it dead only then, start on it; once it can
 // reach the server again it rejoins and gets a share back.
 func TestShardingLeaseLoss(t *testing.T) {
+	bothWays(t, testShardingLeaseLoss)
+}
+
+func testShardingLeaseLoss(t *testing.T) {
 	srv := testenv.Shared(t)
 	cfg := srv.Config()
 	ns := testenv.NewNamespace(t, cfg)
@@ -383,6 +392,10 @@ func TestShardingLeaseLoss(t *testing.T) {
 // (CauseRestore) for the objects of its share, then only what changed,
 // not the whole share again.
 func TestShardingDurableRestart(t *testing.T) {
+	bothWays(t, testShardingDurableRestart)
+}
+
+func testShardingDurableRestart(t *testing.T) {
 	srv := testenv.Shared(t)
 	cfg := srv.Config()
 	ns := testenv.NewNamespace(t, cfg)
@@ -454,6 +467,10 @@ func TestShardingDurableRestart(t *testing.T) {
 // two replicas, each a factory over ConfigMaps and Secrets with one
 // Sharding, split both resources.
 func TestShardingFactory(t *testing.T) {
+	bothWays(t, testShardingFactory)
+}
+
+func testShardingFactory(t *testing.T) {
 	srv := testenv.Shared(t)
 	cfg := srv.Config()
 	ns := testenv.NewNamespace(t, cfg)
@@ -475,14 +492,16 @@ func TestShardingFactory(t *testing.T) {
 		sh := sharding.New(cfg, sharding.Options{Group: "factory", Namespace: ns, Identity: id,
 			LeaseDuration: 4 * time.Second, RenewPeriod: 500 * time.Millisecond})
 		f := kinformer.NewFactory(cfg, &kinformer.FactoryOptions{Sharding: sh})
-		cms, err := kinformer.Shared[*corev1.ConfigMap](f, ns, nil)
+		cms, err := kinformer.Shared[*corev1.ConfigMap](f, ns, variant[*corev1.ConfigMap](nil))
 		if err != nil {
 			t.Fatal(err)
 		}
-		secrets, err := kinformer.Shared[*corev1.Secret](f, ns, nil)
+		secrets, err := kinformer.Shared[*corev1.Secret](f, ns, variant[*corev1.Secret](nil))
 		if err != nil {
 			t.Fatal(err)
 		}
+		inVariant(t, cms.Cache())
+		inVariant(t, secrets.Cache())
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); _ = sh.Run(ctx) }()

@@ -6,8 +6,6 @@ import (
 	"reflect"
 	"sync"
 
-	"google.golang.org/protobuf/encoding/protowire"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 
@@ -29,9 +27,7 @@ type Codec[T kruntime.Object] struct {
 }
 
 // Meta is what an encoded object's metadata says of it.
-type Meta struct {
-	Name, Namespace, UID, ResourceVersion string
-}
+type Meta = protowatch.Meta
 
 type protoObject interface {
 	Marshal() ([]byte, error)
@@ -102,80 +98,10 @@ func protoCodec[T kruntime.Object](t reflect.Type, fresh func() T) (Codec[T], bo
 	}
 	if t.Kind() == reflect.Pointer {
 		if meta := protowatch.LayoutOf(t.Elem()).Meta; meta != 0 {
-			c.Meta = func(b []byte) (Meta, bool) { return protoMeta(b, meta) }
+			c.Meta = func(b []byte) (Meta, bool) { return protowatch.ReadMeta(b, meta) }
 		}
 	}
 	return c, true
-}
-
-// protoMeta reads the name, namespace, UID and resourceVersion of an
-// encoded object whose ObjectMeta is field meta. false if the bytes do not
-// parse, or hold the metadata (or one of these fields) twice, which
-// Unmarshal would merge: decode those.
-func protoMeta(b []byte, meta protowire.Number) (Meta, bool) {
-	var m Meta
-	var mb []byte
-	found := false
-	ok := eachBytes(b, func(num protowire.Number, v []byte) bool {
-		if num != meta {
-			return true
-		}
-		if found {
-			return false
-		}
-		found, mb = true, v
-		return true
-	})
-	if !ok || !found {
-		return m, false
-	}
-	var seen [7]bool
-	ok = eachBytes(mb, func(num protowire.Number, v []byte) bool {
-		var f *string
-		switch num {
-		case 1:
-			f = &m.Name
-		case 3:
-			f = &m.Namespace
-		case 5:
-			f = &m.UID
-		case 6:
-			f = &m.ResourceVersion
-		default:
-			return true
-		}
-		if seen[num] {
-			return false
-		}
-		seen[num], *f = true, string(v)
-		return true
-	})
-	return m, ok
-}
-
-// eachBytes calls fn with each length-delimited field of msg until it
-// returns false; false if it did or msg does not parse.
-func eachBytes(msg []byte, fn func(protowire.Number, []byte) bool) bool {
-	for off := 0; off < len(msg); {
-		num, typ, n := protowire.ConsumeTag(msg[off:])
-		if n < 0 {
-			return false
-		}
-		if typ == protowire.BytesType {
-			v, m := protowire.ConsumeBytes(msg[off+n:])
-			if m < 0 || !fn(num, v) {
-				return false
-			}
-			off += n + m
-			continue
-		}
-		m := protowire.ConsumeFieldValue(num, typ, msg[off+n:])
-		if m < 0 {
-			return false
-		}
-		off += n + m
-	}
-	return true
 }
 
 // jsonDecoder decodes the JSON of objects made by fresh (unstructured

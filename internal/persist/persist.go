@@ -101,7 +101,7 @@ func (p *Persister[T]) Committed() string { return p.committed }
 // loads it: the objects (check may refuse one, and so the file) and their
 // resourceVersion, or none. On later runs it checks that the file still
 // holds the last commit and returns its resourceVersion, or "" if the
-// caller must rewrite it from the cache (Rewrite). A file that cannot be
+// caller must rewrite it from the cache (a Batch that Resets). A file that cannot be
 // used is reported, set aside and replaced by an empty one. ok is false
 // when the run goes without the file: it is in use, or it or its
 // directory is unsafe (snapshot.ErrUnsafe: reported, and the file is
@@ -262,17 +262,6 @@ func (p *Persister[T]) Advance(rv string) {
 	p.mu.Lock()
 	p.advanceLocked(rv)
 	p.mu.Unlock()
-}
-
-// Rewrite makes the next commit replace the file's objects with items at
-// rv: for a file that no longer holds the last commit.
-func (p *Persister[T]) Rewrite(items map[string]T, rv string) {
-	b := p.Batch()
-	b.Reset()
-	for k, obj := range items {
-		b.Put(k, obj)
-	}
-	b.End(rv)
 }
 
 // Batch begins a change of many objects that reaches the file whole, or

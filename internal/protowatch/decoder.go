@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kinformer/kinformer/internal/intern"
@@ -49,6 +50,109 @@ type Format struct {
 	// by their wire bytes (never decoding a map seen before) and interns
 	// their strings. It must be used by the Reader's goroutine only.
 	Share *intern.Sharer
+	// KeepRaw keeps a copy of each object's bytes as decoded (managedFields
+	// cut, if StripManagedFields), for Reader.RawOf: a compact cache keeps
+	// them instead of encoding the object again. Not with Share, whose
+	// cuts make bytes that do not decode to the object.
+	KeepRaw bool
+	// Lazy leaves the objects of ADDED, MODIFIED and DELETED events
+	// undecoded: the event's Object is a *Raw, its bytes (managedFields
+	// cut, if StripManagedFields) and the metadata read from them, for a
+	// compact cache to keep and decode on read. An object whose bytes
+	// cannot be cut or read so is decoded as usual. Not with Share.
+	Lazy bool
+}
+
+// Raw is an object a Lazy Format left undecoded: its bytes, which decode
+// to the object (managedFields cut), and what its metadata says.
+type Raw struct {
+	Data []byte
+	Meta Meta
+}
+
+// GetObjectKind and DeepCopyObject make a Raw a runtime.Object, as a
+// watch.Event's Object must be.
+func (r *Raw) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+func (r *Raw) DeepCopyObject() runtime.Object {
+	c := *r
+	c.Data = bytes.Clone(r.Data)
+	return &c
+}
+
+// Meta is what an encoded object's metadata says of it.
+type Meta struct {
+	Name, Namespace, UID, ResourceVersion string
+}
+
+// ReadMeta reads the name, namespace, UID and resourceVersion of an
+// encoded object whose ObjectMeta is field meta, without decoding it.
+// false if the bytes do not parse, or hold the metadata (or one of these
+// fields) twice, which Unmarshal would merge: decode those.
+func ReadMeta(b []byte, meta protowire.Number) (Meta, bool) {
+	var m Meta
+	var mb []byte
+	found := false
+	ok := eachBytes(b, func(num protowire.Number, v []byte) bool {
+		if num != meta {
+			return true
+		}
+		if found {
+			return false
+		}
+		found, mb = true, v
+		return true
+	})
+	if !ok || !found {
+		return m, false
+	}
+	var seen [7]bool
+	ok = eachBytes(mb, func(num protowire.Number, v []byte) bool {
+		var f *string
+		switch num {
+		case 1:
+			f = &m.Name
+		case 3:
+			f = &m.Namespace
+		case 5:
+			f = &m.UID
+		case 6:
+			f = &m.ResourceVersion
+		default:
+			return true
+		}
+		if seen[num] {
+			return false
+		}
+		seen[num], *f = true, string(v)
+		return true
+	})
+	return m, ok
+}
+
+// eachBytes calls fn with each length-delimited field of msg until it
+// returns false; false if it did, or msg does not parse.
+func eachBytes(msg []byte, fn func(protowire.Number, []byte) bool) bool {
+	for off := 0; off < len(msg); {
+		num, typ, n := protowire.ConsumeTag(msg[off:])
+		if n < 0 {
+			return false
+		}
+		if typ == protowire.BytesType {
+			v, m := protowire.ConsumeBytes(msg[off+n:])
+			if m < 0 || !fn(num, v) {
+				return false
+			}
+			off += n + m
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, msg[off+n:])
+		if m < 0 {
+			return false
+		}
+		off += n + m
+	}
+	return true
 }
 
 // Layout holds the protobuf field numbers of a type's embedded ObjectMeta
@@ -109,6 +213,13 @@ type decoder struct {
 	scratch []byte // reused for objects with metadata fields cut out
 	lkey    []byte // reused: the wire bytes of the labels
 	akey    []byte // reused: the wire bytes of the annotations
+	// rawObj is the last object decoded and raw its bytes (Format.KeepRaw),
+	// if they decode to it.
+	rawObj Object
+	raw    []byte
+	// walked: the last rewriteMeta found the metadata and walked it (the
+	// bytes it returned have no managedFields, if stripped).
+	walked bool
 }
 
 var k8sMagic = []byte{0x6b, 0x38, 0x73, 0x00} // "k8s\0": runtime.Unknown follows
@@ -256,6 +367,11 @@ func (d *decoder) decode(frame []byte) (watch.Event, error) {
 	if string(kind) != d.f.Kind {
 		return watch.Event{}, eventError(et, "%s event with an object of kind %q, want %q", et, kind, d.f.Kind)
 	}
+	if d.f.Lazy && d.f.Share == nil && (et == watch.Added || et == watch.Modified || et == watch.Deleted) {
+		if raw, ok := d.lazy(obj); ok {
+			return watch.Event{Type: et, Object: raw}, nil
+		}
+	}
 	o := d.f.New()
 	var labels, annotations map[string]string
 	if d.f.StripManagedFields || d.f.Share != nil {
@@ -265,6 +381,12 @@ func (d *decoder) decode(frame []byte) (watch.Event, error) {
 		return watch.Event{}, eventError(et, "%s event: %s: %w", et, d.f.Kind, err)
 	}
 	m := intern.ObjectMeta(o)
+	d.rawObj, d.raw = nil, nil
+	if d.f.KeepRaw && d.f.Share == nil && !(d.f.StripManagedFields && m != nil && len(m.ManagedFields) > 0) {
+		// Bytes rewriteMeta could not walk keep their managedFields:
+		// the object loses them below, so they are not its bytes.
+		d.rawObj, d.raw = o, bytes.Clone(obj)
+	}
 	if m != nil && d.f.StripManagedFields {
 		// rewriteMeta leaves bytes it cannot walk (metadata twice, a
 		// varint protowire refuses) to Unmarshal, managedFields and all.
@@ -277,6 +399,24 @@ func (d *decoder) decode(frame []byte) (watch.Event, error) {
 		sh.ObjectStrings(o)
 	}
 	return watch.Event{Type: et, Object: o}, nil
+}
+
+// lazy returns obj undecoded (Format.Lazy), managedFields cut; false if
+// its metadata cannot be cut or read without decoding.
+func (d *decoder) lazy(obj []byte) (*Raw, bool) {
+	if d.f.Layout.Meta == 0 {
+		return nil, false
+	}
+	if d.f.StripManagedFields {
+		if obj, _, _ = d.rewriteMeta(obj); !d.walked {
+			return nil, false
+		}
+	}
+	m, ok := ReadMeta(obj, d.f.Layout.Meta)
+	if !ok {
+		return nil, false
+	}
+	return &Raw{Data: bytes.Clone(obj), Meta: m}, true
 }
 
 // shareMaps gives m the shared maps found by rewriteMeta, or remembers m's

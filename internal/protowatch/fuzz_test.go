@@ -3,6 +3,7 @@ package protowatch
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"testing"
@@ -31,17 +32,26 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte(`{"type":"ADDED"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, share := range []bool{false, true} {
-			r := NewReader(io.NopCloser(bytes.NewReader(b)), testDecoder(share).f)
+			format := testDecoder(share).f
+			format.KeepRaw = true // ignored with share
+			r := NewReader(io.NopCloser(bytes.NewReader(b)), format)
 			var calls int
+			var rawErr string
 			n := allocated(func() {
 				for ; calls <= len(b)/4+2; calls++ {
-					_, err := r.Next()
+					ev, err := r.Next()
 					var ee *EventError
 					if err != nil && !errors.As(err, &ee) {
 						break
 					}
+					if err == nil && rawErr == "" {
+						rawErr = checkRaw(r, ev.Object, share)
+					}
 				}
 			})
+			if rawErr != "" {
+				t.Fatal(rawErr)
+			}
 			if calls > len(b)/4+1 {
 				t.Fatalf("%d calls to Next on %d bytes without an end", calls, len(b))
 			}
@@ -56,6 +66,72 @@ func FuzzReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzLazy: an object a Lazy Format leaves undecoded decodes to what the
+// same Format without Lazy decodes, and its metadata says the same.
+func FuzzLazy(f *testing.F) {
+	f.Add(wiretest.Event(f, "ADDED", wiretest.ManagedCM("a")))
+	f.Add(append(wiretest.Event(f, "MODIFIED", wiretest.ManagedCM("b")), wiretest.Event(f, "BOOKMARK", wiretest.ManagedCM("b"))...))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		plain := NewReader(io.NopCloser(bytes.NewReader(b)), testDecoder(false).f)
+		lf := *testDecoder(false).f
+		lf.Lazy = true
+		lazy := NewReader(io.NopCloser(bytes.NewReader(b)), &lf)
+		for range len(b)/4 + 2 {
+			want, werr := plain.Next()
+			got, gerr := lazy.Next()
+			if (werr == nil) != (gerr == nil) {
+				t.Fatalf("plain: %v, lazy: %v", werr, gerr)
+			}
+			if werr != nil {
+				var ee *EventError
+				if !errors.As(werr, &ee) {
+					return
+				}
+				continue
+			}
+			raw, ok := got.Object.(*Raw)
+			if !ok {
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("decoded %+v, want %+v", got, want)
+				}
+				continue
+			}
+			cm := &corev1.ConfigMap{}
+			if err := cm.Unmarshal(raw.Data); err != nil {
+				t.Fatalf("undecoded bytes do not decode: %v", err)
+			}
+			w := want.Object.(*corev1.ConfigMap)
+			if got.Type != want.Type || !reflect.DeepEqual(cm, w) {
+				t.Fatalf("%s undecoded: %+v, decoded: %s %+v", got.Type, cm, want.Type, w)
+			}
+			if m := raw.Meta; m.Name != w.Name || m.Namespace != w.Namespace || m.UID != string(w.UID) || m.ResourceVersion != w.ResourceVersion {
+				t.Fatalf("metadata %+v, object %+v", m, w.ObjectMeta)
+			}
+		}
+	})
+}
+
+// checkRaw says what is wrong with the bytes RawOf gives for obj: they
+// must decode to an object equal to it (none with share).
+func checkRaw(r *Reader, obj any, share bool) string {
+	raw := r.RawOf(obj)
+	cm, _ := obj.(*corev1.ConfigMap)
+	switch {
+	case raw == nil:
+		return "" // none (bytes that keep their managedFields), or not a ConfigMap
+	case share:
+		return "bytes kept with share"
+	}
+	again := &corev1.ConfigMap{}
+	if err := again.Unmarshal(raw); err != nil {
+		return "the kept bytes do not decode: " + err.Error()
+	}
+	if !reflect.DeepEqual(again, cm) {
+		return fmt.Sprintf("the kept bytes decode to %+v, the object is %+v", again, cm)
+	}
+	return ""
 }
 
 // FuzzRewriteMeta: for any object bytes that the type's Unmarshal takes,

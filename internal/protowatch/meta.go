@@ -16,6 +16,7 @@ import (
 func (d *decoder) rewriteMeta(obj []byte) (out []byte, labels, annotations map[string]string) {
 	l := d.f.Layout
 	d.lkey, d.akey = d.lkey[:0], d.akey[:0]
+	d.walked = false
 	if l.Meta == 0 {
 		return obj, nil, nil
 	}
@@ -90,6 +91,7 @@ func (d *decoder) rewriteMeta(obj []byte) (out []byte, labels, annotations map[s
 			}
 		}
 	}
+	d.walked = true
 	if drop == [3]protowire.Number{} {
 		return obj, labels, annotations
 	}

@@ -35,6 +35,16 @@ func NewReader(body io.ReadCloser, f *Format) *Reader {
 	return &Reader{body: body, dec: decoder{f: f, r: bufio.NewReaderSize(body, 64<<10)}}
 }
 
+// RawOf returns the bytes of obj if it is the last object Next returned
+// and the Format keeps them (KeepRaw): they decode to obj as it was
+// decoded. nil otherwise. The bytes are the caller's.
+func (r *Reader) RawOf(obj any) []byte {
+	if r.dec.raw == nil || obj != any(r.dec.rawObj) {
+		return nil
+	}
+	return r.dec.raw
+}
+
 // Close closes the body; safe to call from any goroutine, more than once.
 func (r *Reader) Close() {
 	r.once.Do(func() {

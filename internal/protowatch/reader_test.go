@@ -159,3 +159,38 @@ func TestTruncatedFieldsInAFrame(t *testing.T) {
 		}
 	}
 }
+
+// RawOf gives the bytes the last object was decoded from, managedFields
+// cut, which decode to an equal object; for any other object, nil.
+func TestRawOf(t *testing.T) {
+	f := *testDecoder(false).f
+	f.KeepRaw = true
+	body := cat(wiretest.Event(t, "ADDED", wiretest.ManagedCM("a")), wiretest.Event(t, "MODIFIED", wiretest.ManagedCM("b")))
+	r := NewReader(io.NopCloser(bytes.NewReader(body)), &f)
+	ev, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := r.RawOf(ev.Object)
+	if raw == nil {
+		t.Fatal("no bytes for the object just decoded")
+	}
+	again := &corev1.ConfigMap{}
+	if err := again.Unmarshal(raw); err != nil {
+		t.Fatal(err)
+	}
+	if len(again.ManagedFields) != 0 || !reflect.DeepEqual(again, ev.Object) {
+		t.Fatalf("the bytes decode to %+v, want %+v", again, ev.Object)
+	}
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if r.RawOf(ev.Object) != nil {
+		t.Fatal("bytes for an object that is not the last one")
+	}
+	f.KeepRaw = false
+	r = NewReader(io.NopCloser(bytes.NewReader(body)), &f)
+	if ev, _ = r.Next(); r.RawOf(ev.Object) != nil {
+		t.Fatal("bytes kept without KeepRaw")
+	}
+}
