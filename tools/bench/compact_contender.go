@@ -189,6 +189,9 @@ func compactContenderMain(args []string) error {
 	if err := writeHeapProfile(*memProfile); err != nil {
 		return err
 	}
+	if *memProfile != "" {
+		runtime.MemProfileRate = 512 * 1024 // the default again: the reads' CPU profile is not to be the sampler's
+	}
 	// The parent has nothing to write (no update burst): the protocol of
 	// the other contenders, an empty list.
 	fmt.Println("synced")
