@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -33,6 +34,7 @@ const (
 	kClientGoStrip = "client-go+strip"           // the same, with a transform dropping managedFields
 	kKinformer     = "kinformer"                 // kinformer.New with nil options
 	kKinformerCG   = "kinformer+client-decoding" // kinformer with DisableDirectDecoding: client-go decodes its watches (diagnostic)
+	kCompact       = "kinformer+compact"         // kinformer.New with Options.Compact: a cache of bytes (issue 22)
 	kFloor         = "floor"                     // one LIST + decode, no cache
 )
 
@@ -227,7 +229,7 @@ type informerUnderTest struct {
 
 func contenderMain(args []string) error {
 	fs := flag.NewFlagSet("contender", flag.ExitOnError)
-	kind := fs.String("kind", kKinformer, "client-go | client-go+strip | kinformer | kinformer+client-decoding | floor | kclientgo | kclientgo-wrap")
+	kind := fs.String("kind", kKinformer, "client-go | client-go+strip | kinformer | kinformer+compact | kinformer+client-decoding | floor | kclientgo | kclientgo-wrap")
 	resource := fs.String("resource", "configmaps", "configmaps | pods")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
 	round := fs.Int("round", 0, "round number")
@@ -275,6 +277,12 @@ func contenderMain(args []string) error {
 			iut = kinformerUnderTest(kinformer.New[*corev1.Pod](cs.CoreV1().Pods(ns), nil), rec, *lister)
 		} else {
 			iut = kinformerUnderTest(kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), nil), rec, *lister)
+		}
+	case kCompact:
+		if *resource == "pods" {
+			iut = kinformerUnderTest(compactOn(kinformer.New[*corev1.Pod](cs.CoreV1().Pods(ns), &kinformer.Options[*corev1.Pod]{Compact: true})), rec, *lister)
+		} else {
+			iut = kinformerUnderTest(compactOn(kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{Compact: true})), rec, *lister)
 		}
 	case kKinformerCG:
 		if *resource == "pods" {
@@ -341,43 +349,17 @@ func contenderMain(args []string) error {
 	debug.FreeOSMemory()
 
 	// ---- sync ----
-	cpu0 := cpuSeconds()
-	t0 := time.Now()
-	smp := startSampler(t0)
-	iut.start()
-	for !iut.hasSynced() {
-		time.Sleep(time.Millisecond)
-	}
-	syncDur := time.Since(t0)
-	cpuSync := cpuSeconds()
-	smp.sample()
-	res.PeakRSSMB = vmHWM()
-	if *cpuProfile != "" {
-		pprof.StopCPUProfile()
-	}
-	res.SyncSeconds = syncDur.Seconds()
-	res.SyncCPUSeconds = cpuSync - cpu0
-	res.PeakHeapMB = smp.peakUntil(float64(syncDur.Microseconds()) / 1000)
-	if *kind != kFloor {
-		res.Objects = iut.length()
-	}
-	select {
-	case <-rec.addsDone:
-	case <-time.After(60 * time.Second):
-		fmt.Fprintf(os.Stderr, "contender %s: only %d of %d initial Added handled after 60s\n", *kind, rec.adds.Load(), *objects)
-	}
-	res.HandledSeconds = time.Since(t0).Seconds()
-	res.Series = smp.finish()
-	res.HeapAfterSyncMB = gcHeapMB()
-	if *memProfile != "" {
-		// After the GCs: inuse_space is then the heap after sync, by type
-		// and allocation site; alloc_space is the whole sync's.
-		f, err := os.Create(*memProfile)
-		if err != nil {
-			return err
+	st := measureSync(iut, rec, *kind, *objects, func() {
+		if *cpuProfile != "" {
+			pprof.StopCPUProfile()
 		}
-		pprof.Lookup("allocs").WriteTo(f, 0)
-		f.Close()
+	})
+	res.SyncSeconds, res.SyncCPUSeconds, res.PeakHeapMB, res.PeakRSSMB = st.seconds, st.cpu, st.peakHeap, st.peakRSS
+	res.Objects, res.HandledSeconds, res.Series, res.HeapAfterSyncMB = st.objects, st.handled, st.series, st.heapAfter
+	// After the GCs: inuse_space is then the heap after sync, by type
+	// and allocation site; alloc_space is the whole sync's.
+	if err := writeHeapProfile(*memProfile); err != nil {
+		return err
 	}
 
 	// ---- update burst ----
@@ -391,9 +373,9 @@ func contenderMain(args []string) error {
 	}
 	cpuBurst0 := cpuSeconds()
 	fmt.Println("synced")
-	var writes []write
-	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&writes); err != nil && !errors.Is(err, os.ErrClosed) && err.Error() != "EOF" {
-		return fmt.Errorf("reading writes: %w", err)
+	writes, err := readWrites()
+	if err != nil {
+		return err
 	}
 	if *updates > 0 {
 		select {
@@ -433,6 +415,96 @@ func contenderMain(args []string) error {
 	b, _ := json.Marshal(res)
 	fmt.Println(string(b))
 	return nil
+}
+
+// syncStats is what measureSync measures.
+type syncStats struct {
+	seconds, cpu       float64 // start -> HasSynced (polled every 1 ms); user+sys CPU over it
+	peakHeap, peakRSS  float64 // MB: the highest heap sample up to synced; VmHWM at synced
+	objects            int     // in the cache when synced
+	handled, heapAfter float64 // start -> every initial Added handled (at most 60 s more); heap MB then, after runtime.GC() twice
+	series             [][2]float64
+}
+
+// measureSync starts iut and measures its sync; synced is called as soon
+// as it has synced (to stop a CPU profile).
+func measureSync(iut informerUnderTest, rec *recorder, who string, objects int, synced func()) syncStats {
+	var st syncStats
+	cpu0 := cpuSeconds()
+	t0 := time.Now()
+	smp := startSampler(t0)
+	iut.start()
+	for !iut.hasSynced() {
+		time.Sleep(time.Millisecond)
+	}
+	syncDur := time.Since(t0)
+	cpuSync := cpuSeconds()
+	smp.sample()
+	st.peakRSS = vmHWM()
+	synced()
+	st.seconds = syncDur.Seconds()
+	st.cpu = cpuSync - cpu0
+	st.peakHeap = smp.peakUntil(float64(syncDur.Microseconds()) / 1000)
+	st.objects = iut.length()
+	select {
+	case <-rec.addsDone:
+	case <-time.After(60 * time.Second):
+		fmt.Fprintf(os.Stderr, "contender %s: only %d of %d initial Added handled after 60s\n", who, rec.adds.Load(), objects)
+	}
+	st.handled = time.Since(t0).Seconds()
+	st.series = smp.finish()
+	st.heapAfter = gcHeapMB()
+	return st
+}
+
+// compactOn returns inf, whose options asked for Compact, once its cache
+// says it is compact; a contender that would measure a plain cache under
+// the compact name exits instead.
+func compactOn[T kinformer.Object](inf *kinformer.Informer[T]) *kinformer.Informer[T] {
+	if !inf.Cache().Compact() {
+		fmt.Fprintln(os.Stderr, "contender: Options.Compact set, but the cache is not compact")
+		os.Exit(1)
+	}
+	return inf
+}
+
+// readWrites reads the parent's update writes (a JSON array) from stdin.
+func readWrites() ([]write, error) {
+	var writes []write
+	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&writes); err != nil && !errors.Is(err, os.ErrClosed) && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("reading writes: %w", err)
+	}
+	return writes, nil
+}
+
+// startCPUProfile starts a CPU profile into path ("" for none) and returns
+// what stops it (and closes the file).
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// writeHeapProfile writes the allocs profile into path ("" for none).
+func writeHeapProfile(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("allocs").WriteTo(f, 0)
 }
 
 func kinformerUnderTest[T kinformer.Object](inf *kinformer.Informer[T], rec *recorder, read bool) informerUnderTest {

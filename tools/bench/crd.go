@@ -139,40 +139,17 @@ func installCRD(ctx context.Context, dyn dynamic.Interface) error {
 
 // createWidgets creates Widgets 0..n-1 (those missing) with 48 writers.
 func createWidgets(ctx context.Context, dyn dynamic.Interface, n int) error {
-	start := time.Now()
-	var done atomic.Int64
-	stop := make(chan struct{})
-	go func() {
-		t := time.NewTicker(5 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				logf("  widgets: %d/%d created", done.Load(), n)
-			}
-		}
-	}()
 	client := dyn.Resource(widgetGVR).Namespace(crdNamespace)
-	err := parallel(n, 48, func(i int) error {
+	return createObjects("widgets", n, func(i int) error {
 		u, err := unstructuredWidget(i)
 		if err != nil {
 			return err
 		}
-		_, err = client.Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager})
-		if apierrors.IsAlreadyExists(err) {
-			err = nil
-		}
-		done.Add(1)
-		if err != nil {
+		if _, err = client.Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create %s: %w", u.GetName(), err)
 		}
 		return nil
 	})
-	close(stop)
-	logf("widgets: %d in %.1fs (%.0f/s)", n, time.Since(start).Seconds(), float64(n)/time.Since(start).Seconds())
-	return err
 }
 
 // crdUpdateBurst patches n Widgets (w-00000, w-00001, ... wrapping) with
@@ -238,7 +215,7 @@ func crdMain(args []string) error {
 	}
 	kinds := strings.Split(*contenders, ",")
 	for _, k := range kinds {
-		if !slices.Contains([]string{cClientGo, cClientGoStrip, cKinformer, cKinFactory, cClientGoTyped, cKinTyped}, k) {
+		if !slices.Contains([]string{cClientGo, cClientGoStrip, cKinformer, cKinCompact, cKinFactory, cClientGoTyped, cKinTyped}, k) {
 			return fmt.Errorf("-contenders: unknown contender %q", k)
 		}
 	}
@@ -342,8 +319,11 @@ func crdSize(srv *server, self string, n, rounds, updates, writers int, kinds []
 	run.CreateSeconds = time.Since(wstart).Seconds()
 
 	// A warm-up LIST (not recorded), which also gives the objects' size.
-	l, err := dyn.Resource(widgetGVR).Namespace(crdNamespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
+	var l *unstructured.UnstructuredList
+	if err := retried(func() (err error) {
+		l, err = dyn.Resource(widgetGVR).Namespace(crdNamespace).List(ctx, metav1.ListOptions{})
+		return err
+	}); err != nil {
 		return run, err
 	}
 	if len(l.Items) != n {

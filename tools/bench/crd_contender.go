@@ -44,6 +44,7 @@ const (
 	cClientGoStrip = "client-go+strip"   // the same, with a transform dropping managedFields
 	cKinformer     = "kinformer"         // kinformer.New over dyn.Resource(gvr).Namespace(ns)
 	cKinFactory    = "kinformer-factory" // kinformer.NewFactory(cfg, nil).Dynamic(gvr, ns, nil)
+	cKinCompact    = "kinformer+compact" // kinformer.New over dyn.Resource(gvr).Namespace(ns) with Options.Compact (the compact benchmark)
 	cClientGoTyped = "client-go-typed"   // SharedIndexInformer over a REST client with Widget's scheme (JSON)
 	cKinTyped      = "kinformer-typed"   // kinformer.Shared[*Widget] of a factory with Widget's scheme
 
@@ -410,7 +411,7 @@ func clientGoCRD(inf cache.SharedIndexInformer, start func(), rec *recorder) (in
 
 func crdContenderMain(args []string) error {
 	fs := flag.NewFlagSet("crd-contender", flag.ExitOnError)
-	kind := fs.String("kind", cKinformer, "client-go | client-go+strip | kinformer | kinformer-factory | client-go-typed | kinformer-typed")
+	kind := fs.String("kind", cKinformer, "client-go | client-go+strip | kinformer | kinformer+compact | kinformer-factory | client-go-typed | kinformer-typed")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
 	ns := fs.String("namespace", crdNamespace, "namespace of the custom resources")
 	round := fs.Int("round", 0, "round number")
@@ -480,6 +481,8 @@ func crdContenderMain(args []string) error {
 		}
 	case cKinformer:
 		iut = kinformerCRD(kinformer.New[*unstructured.Unstructured](dyn.Resource(widgetGVR).Namespace(*ns), nil), rec, errs)
+	case cKinCompact:
+		iut = kinformerCRD(compactOn(kinformer.New[*unstructured.Unstructured](dyn.Resource(widgetGVR).Namespace(*ns), &kinformer.Options[*unstructured.Unstructured]{Compact: true})), rec, errs)
 	case cKinFactory:
 		f := kinformer.NewFactory(cfg, nil)
 		inf, err := f.Dynamic(widgetGVR, *ns, nil)

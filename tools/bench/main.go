@@ -10,6 +10,7 @@
 //	cd tools/bench && go run . crd          # custom resources (JSON): dynamic and typed informers of both libraries
 //	cd tools/bench && go run . shard        # 1, 2, 4 sharded replicas, server- and client-side filtering; join and death
 //	cd tools/bench && go run . cr           # controller-runtime managers over either cache; client-go SharedIndexInformers of both libraries
+//	cd tools/bench && go run . compact      # Options.Compact (issue 22): 20,000 and 50,000 Pods, reads, custom resources, warm restarts
 //
 // It is its own Go module so that `go test ./...` at the repository root
 // never builds it.
@@ -104,6 +105,18 @@ func main() {
 				os.Exit(1)
 			}
 			return
+		case "compact":
+			if err := compactMain(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "compact:", err)
+				os.Exit(1)
+			}
+			return
+		case "compact-contender":
+			if err := compactContenderMain(os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "compact-contender:", err)
+				os.Exit(1)
+			}
+			return
 		case "micro":
 			if err := microMain(os.Args[2:]); err != nil {
 				fmt.Fprintln(os.Stderr, "micro:", err)
@@ -154,7 +167,7 @@ func benchMain(args []string) error {
 	fs.IntVar(&c.pods, "pods", 5000, "Pods in the workload (0: skip the pod benchmark)")
 	fs.IntVar(&c.updates, "updates", 20000, "ConfigMap updates in the burst after each contender's sync (0: none)")
 	fs.IntVar(&c.writers, "writers", 32, "concurrent writers of the update burst")
-	contenders := fs.String("contenders", strings.Join([]string{kClientGo, kKinformer, kClientGoStrip, kFloor}, ","), "contenders, comma-separated")
+	contenders := fs.String("contenders", strings.Join([]string{kClientGo, kKinformer, kCompact, kClientGoStrip, kFloor}, ","), "contenders, comma-separated")
 	fs.StringVar(&c.out, "out", "docs/benchmarks.md", "the report, relative to the repository root ('' for none)")
 	fs.StringVar(&c.dataDir, "data-dir", "", "localapi data dir (default: a new temporary one); reuse one to skip creating the workload")
 	fs.StringVar(&c.localapi, "localapi", "", "localapi binary (default: where `make localapi` puts it; built if missing)")
@@ -237,7 +250,7 @@ func benchMain(args []string) error {
 				if b != nil {
 					bursts = append(bursts, *b)
 				}
-				logf("%-15s %-10s round %d: synced %.3fs cpu %.3fs peak heap %.1fMB heap after %.1fMB rss %.1fMB; updates %d/%d cpu/event %.1fµs p50 %.1fms p99 %.1fms",
+				logf("%-17s %-10s round %d: synced %.3fs cpu %.3fs peak heap %.1fMB heap after %.1fMB rss %.1fMB; updates %d/%d cpu/event %.1fµs p50 %.1fms p99 %.1fms",
 					kind, j.resource, r, res.SyncSeconds, res.SyncCPUSeconds, res.PeakHeapMB, res.HeapAfterSyncMB, res.PeakRSSMB,
 					res.Updates, res.UpdatesExpected, res.UpdateCPUMicros, res.LatencyP50Ms, res.LatencyP99Ms)
 			}

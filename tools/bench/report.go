@@ -110,6 +110,19 @@ var metricsTable = []metric{
 	{"heap after the burst (after GC)", "MB", func(r result) float64 { return r.HeapAfterBurstMB }, "%.1f", 0, true},
 }
 
+// compactTargets are issue 22's targets for kinformer+compact, by metric
+// name: at most max times the ref contender's median.
+var compactTargets = map[string]struct {
+	ref string
+	max float64
+}{
+	"time to synced":              {kKinformer, 1.0},
+	"CPU for the sync (user+sys)": {kClientGo, 0.8},
+	"peak Go heap during sync":    {kClientGo, 0.5},
+	"heap after sync (after GC)":  {kClientGo, 0.25},
+	"CPU per update event":        {kKinformer, 1.2},
+}
+
 type report struct {
 	text   string // markdown body of the macro benchmark
 	charts map[string][]byte
@@ -146,6 +159,7 @@ func buildReport(c config, m machine, results []result, bursts []burstStat) repo
 	p("  - `client-go`: `informers.NewSharedInformerFactoryWithOptions(cs, 0, WithNamespace(ns))`, the typed informer, all defaults (in v0.37 that includes the WatchListClient feature: the initial list is streamed by a watch with `sendInitialEvents=true`).\n")
 	p("  - `client-go+strip`: the same plus `informers.WithTransform` setting managedFields to nil.\n")
 	p("  - `kinformer`: `kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), nil)` (defaults: a streaming list — a watch with `sendInitialEvents=true` — where the server offers it, else a paged list of 500, then a plain watch from its resourceVersion; watches opened and decoded by kinformer itself; managedFields cut before decoding; repeated strings and equal labels/annotations maps shared), one `AddHandler`.\n")
+	p("  - `kinformer+compact` (when listed): `kinformer.New` with `&kinformer.Options{Compact: true}` (issue 22): the cache holds each object as its protobuf, managedFields cut, and decodes on every read; each event's objects are decoded once, on the handlers' side.\n")
 	p("  - `kinformer+client-decoding` (when listed): the same with `DisableDirectDecoding: true`, so client-go's `Watch` decodes the stream: what the direct decoder alone is worth.\n")
 	p("  - `floor`: one `List` of the whole collection (no limit) through the same typed client, decoded, no cache.\n")
 	p("- **Protobuf on the wire for every contender**: the rest.Config has `ContentType: application/vnd.kubernetes.protobuf` and `AcceptContentTypes: application/vnd.kubernetes.protobuf,application/json`. Client-side rate limit 1000 QPS (never reached). Before the clock starts each contender makes one GET to open the connection, then `runtime.GC()`.")
@@ -187,11 +201,20 @@ func buildReport(c config, m machine, results []result, bursts []burstStat) repo
 		for _, k := range cols {
 			p(" %s |", k)
 		}
-		p(" kinformer / client-go | kinformer / client-go+strip | target (kinformer / client-go) |\n|---|")
+		compact := slices.Contains(cols, kCompact)
+		p(" kinformer / client-go | kinformer / client-go+strip | target (kinformer / client-go) |")
+		if compact {
+			p(" kinformer+compact / client-go | kinformer+compact / kinformer | target (kinformer+compact, issue 22) |")
+		}
+		p("\n|---|")
 		for range cols {
 			p("---:|")
 		}
-		p("---:|---:|---|\n")
+		p("---:|---:|---|")
+		if compact {
+			p("---:|---:|---|")
+		}
+		p("\n")
 		med := func(kind string, m metric) float64 {
 			var xs []float64
 			for _, r := range rs {
@@ -235,10 +258,32 @@ func buildReport(c config, m machine, results []result, bursts []burstStat) repo
 				if kin/o <= m.target {
 					met = "met"
 				}
-				p(" ≤ %.1f: %s |\n", m.target, met)
+				p(" ≤ %.1f: %s |", m.target, met)
 			} else {
-				p(" |\n")
+				p(" |")
 			}
+			if compact {
+				c := med(kCompact, m)
+				cell := func(other string) string {
+					o := med(other, m)
+					if o == 0 || math.IsNaN(o) || math.IsNaN(c) || m.unit == "" || (strings.Contains(m.name, "latency") && (o <= 0 || c <= 0)) {
+						return "–"
+					}
+					return fmt.Sprintf("%.2f", c/o)
+				}
+				p(" %s | %s |", cell(kClientGo), cell(kKinformer))
+				if t, ok := compactTargets[m.name]; ok {
+					o := med(t.ref, m)
+					met := "**missed**"
+					if c/o <= t.max {
+						met = "met"
+					}
+					p(" ≤ %.2g × %s: %s |", t.max, t.ref, met)
+				} else {
+					p(" |")
+				}
+			}
+			p("\n")
 		}
 		if slices.Contains(cols, kFloor) {
 			fl := median(collect(rs, kFloor, func(r result) float64 { return r.SyncSeconds }))
@@ -290,10 +335,11 @@ var keptSections = [][2]string{
 	{crdBegin, crdEnd},
 	{shardBegin, shardEnd},
 	{crBegin, crEnd},
+	{compactBegin, compactEnd},
 }
 
 // write writes the report to root/out, keeping the analysis,
-// micro-benchmark, factory, restart, crd, shard and cr sections of an existing report, and the charts next to it.
+// micro-benchmark, factory, restart, crd, shard, cr and compact sections of an existing report, and the charts next to it.
 func (rep report) write(root, out string) error {
 	path := filepath.Join(root, out)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -396,7 +442,7 @@ func gobin() string {
 
 // ---- SVG chart ----
 
-var colors = map[string]string{kClientGo: "#d62728", kClientGoStrip: "#ff7f0e", kKinformer: "#1f77b4", kKinformerCG: "#17becf", kFloor: "#7f7f7f"}
+var colors = map[string]string{kClientGo: "#d62728", kClientGoStrip: "#ff7f0e", kKinformer: "#1f77b4", kCompact: "#2ca02c", kKinformerCG: "#17becf", kFloor: "#7f7f7f"}
 
 // heapChart draws heap over time for each contender's median run.
 func heapChart(rs []result, kinds []string, title string) []byte {
@@ -454,7 +500,7 @@ func heapChart(rs []result, kinds []string, title string) []byte {
 	p(`<text x="%.1f" y="%.1f" text-anchor="middle">time since start (ms)</text>`+"\n", left+pw/2, H-12)
 	p(`<text transform="translate(18 %.1f) rotate(-90)" text-anchor="middle">Go heap (MB, HeapAlloc)</text>`+"\n", top+ph/2)
 	// Lines first (the floor at the back, kinformer on top), then the dots.
-	drawOrder := map[string]int{kFloor: 0, kClientGo: 1, kClientGoStrip: 2, kKinformerCG: 3, kKinformer: 4}
+	drawOrder := map[string]int{kFloor: 0, kClientGo: 1, kClientGoStrip: 2, kKinformerCG: 3, kKinformer: 4, kCompact: 5}
 	sorted := slices.Clone(lines)
 	slices.SortStableFunc(sorted, func(a, b line) int { return drawOrder[a.kind] - drawOrder[b.kind] })
 	for _, l := range sorted {

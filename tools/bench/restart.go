@@ -11,7 +11,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -36,6 +35,8 @@ const (
 	rKinformerCold = "kinformer cold"              // kinformer.New with StateDir on an empty directory
 	rKinformerWarm = "kinformer warm"              // the same StateDir after the cold process stopped, and changes
 	rKinformerBusy = "kinformer warm, busy server" // the same after the warm one stopped, changes, then one write elsewhere
+	rCompactCold   = "kinformer cold compact"      // kinformer cold with Options.Compact (the compact benchmark)
+	rCompactWarm   = "kinformer warm compact"      // kinformer warm with Options.Compact, from a compact cold start's StateDir
 
 	uPlain       = "kinformer"              // no StateDir
 	uState       = "kinformer+state"        // StateDir, fsync after each commit (the default)
@@ -318,41 +319,17 @@ func restartMain(args []string) error {
 		return err
 	}
 	if *replay != "" {
-		b, err := os.ReadFile(*replay)
-		if err != nil {
-			return err
-		}
 		var rr restartRun
-		if err := json.Unmarshal(b, &rr); err != nil {
-			return fmt.Errorf("%s: %w", *replay, err)
+		if err := readResults(*replay, &rr); err != nil {
+			return err
 		}
 		return writeRestartReport(root, *out, rr)
 	}
-	if *rev == "" {
-		o, _ := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
-		*rev = strings.TrimSpace(string(o))
-	}
-	bin, err := localapiPath(*localapi, root)
+	bin, stateRoot, cleanup, err := benchSetup(root, rev, *localapi, dataDir, *keep, "restart")
 	if err != nil {
 		return err
 	}
-	if *dataDir == "" {
-		if *dataDir, err = os.MkdirTemp("", "kinformer-bench-restart-"); err != nil {
-			return err
-		}
-		if !*keep {
-			defer os.RemoveAll(*dataDir)
-		}
-	} else if err := os.MkdirAll(*dataDir, 0o755); err != nil {
-		return err
-	}
-	stateRoot, err := os.MkdirTemp("", "kinformer-bench-state-")
-	if err != nil {
-		return err
-	}
-	if !*keep {
-		defer os.RemoveAll(stateRoot)
-	}
+	defer cleanup()
 	m := describeMachine()
 	srv, cs, err := serveWorkload(bin, *dataDir, *verbose, *nCM, *nPods)
 	if err != nil {
@@ -365,111 +342,36 @@ func restartMain(args []string) error {
 		return err
 	}
 
-	// The objects there now (a warm-up LIST, not recorded): the update
-	// burst and the modifications touch the first 90% of the workload's
-	// names, deletions start with the last 10%.
-	type job struct {
-		resource string
-		n        int
-		ch       *churner
+	jobs, err := restartJobs(ctx, cs, *nCM, *nPods)
+	if err != nil {
+		return err
 	}
-	run := strconv.FormatInt(time.Now().Unix()%1_000_000, 36)
-	var jobs []job
-	for _, j := range []struct {
-		resource string
-		n        int
-		name     func(int) string
-	}{{"configmaps", *nCM, cmName}, {"pods", *nPods, podName}} {
-		if j.n == 0 {
-			continue
-		}
-		var names []string
-		if j.resource == "configmaps" {
-			l, err := cs.CoreV1().ConfigMaps(cmNamespace).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return err
-			}
-			for _, o := range l.Items {
-				names = append(names, o.Name)
-			}
-		} else {
-			l, err := cs.CoreV1().Pods(podNamespace).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return err
-			}
-			for _, o := range l.Items {
-				names = append(names, o.Name)
-			}
-		}
-		ch := &churner{resource: j.resource, run: run}
-		fixed := map[string]bool{}
-		for i := range j.n * 9 / 10 {
-			ch.modifiable = append(ch.modifiable, j.name(i))
-			fixed[j.name(i)] = true
-		}
-		for _, n := range names {
-			if !fixed[n] {
-				ch.deletable = append(ch.deletable, n)
-			}
-		}
-		jobs = append(jobs, job{j.resource, len(names), ch})
-	}
-
 	var results []restartResult
-	logRes := func(r restartResult) {
-		logf("%-22s %-10s round %d: objects %d (differing %d) synced %.3fs (exec %.3fs, handled %.3fs, durable %.3fs) cpu %.3fs (durable %.3fs) read %.2fMB requests %v peak heap %.1fMB after %.1fMB rss %.1fMB file %.1fMB causes %v errors %v",
-			r.Contender, r.Resource, r.Round, r.Objects, r.Differ, r.SyncSeconds, r.ExecSeconds, r.HandledSeconds, r.DurableSeconds, r.SyncCPUSeconds, r.DurableCPU, r.BodyMB, r.Requests,
-			r.PeakHeapMB, r.HeapAfterSyncMB, r.PeakRSSMB, r.FileMB, r.Causes, r.Errors)
-	}
 	var churnSecs []float64
 	for _, j := range jobs {
-		modify := int(float64(j.n) * *churn / 2)
-		del := int(float64(j.n) * *churn / 4)
 		for r := 1; r <= *rounds; r++ {
 			dir := filepath.Join(stateRoot, fmt.Sprintf("%s-%d", j.resource, r))
 			order := []string{rClientGoCold, rKinformerCold, rKinformerWarm, rKinformerBusy}
 			if r%2 == 0 {
 				order = []string{rKinformerCold, rKinformerWarm, rKinformerBusy, rClientGoCold}
 			}
-			for _, kind := range order {
-				if kind == rKinformerWarm || kind == rKinformerBusy {
-					d, err := j.ch.churn(ctx, cs, modify, del)
-					if err != nil {
-						return fmt.Errorf("churn: %w", err)
+			rs, secs, err := restartSequence(ctx, cs, self, srv.Kubeconfig, j, r, order, func(string) string { return dir }, *churn,
+				func(kind string) ([]string, error) {
+					var extra []string
+					if *logInfo {
+						extra = append(extra, "-log")
 					}
-					churnSecs = append(churnSecs, d.Seconds())
-					logf("changed %s: %d modified, %d deleted, %d created in %.1fs", j.resource, modify, del, del, d.Seconds())
-				}
-				if kind == rKinformerBusy {
-					// What a live cluster does all the time (leases, events):
-					// a write elsewhere, after the collection's last change.
-					if err := touchElsewhere(ctx, cs); err != nil {
-						return err
+					if *profile != "" && r == 1 {
+						if err := os.MkdirAll(*profile, 0o755); err != nil {
+							return nil, err
+						}
+						extra = append(extra, "-cpuprofile", filepath.Join(*profile, j.resource+"-"+strings.NewReplacer(" ", "-", ",", "").Replace(kind)+".cpu.pprof"))
 					}
-				}
-				time.Sleep(time.Second) // let the server settle
-				var extra []string
-				if *logInfo {
-					extra = append(extra, "-log")
-				}
-				if *profile != "" && r == 1 {
-					if err := os.MkdirAll(*profile, 0o755); err != nil {
-						return err
-					}
-					extra = append(extra, "-cpuprofile", filepath.Join(*profile, j.resource+"-"+strings.NewReplacer(" ", "-", ",", "").Replace(kind)+".cpu.pprof"))
-				}
-				res, _, err := runRestartContender(ctx, cs, self, srv.Kubeconfig, kind, j.resource, dir, r, 0, 0, 0, extra...)
-				if err != nil {
-					return fmt.Errorf("%s %s round %d: %w", kind, j.resource, r, err)
-				}
-				logRes(res)
-				if res.Differ > 0 {
-					logf("WARNING: %s %s round %d: %d objects differ from the server's once synced", kind, j.resource, r, res.Differ)
-				}
-				if res.Objects != j.n {
-					return fmt.Errorf("%s %s round %d: %d objects in the cache at sync, the server has %d", kind, j.resource, r, res.Objects, j.n)
-				}
-				results = append(results, res)
+					return extra, nil
+				})
+			results, churnSecs = append(results, rs...), append(churnSecs, secs...)
+			if err != nil {
+				return err
 			}
 		}
 	}
@@ -484,7 +386,7 @@ func restartMain(args []string) error {
 		if err != nil {
 			return fmt.Errorf("filling the state file: %w", err)
 		}
-		logRes(res)
+		logRestart(res)
 		burstObjects := *nCM * 9 / 10
 		for r := 1; r <= *rounds; r++ {
 			for _, kind := range rotate([]string{uPlain, uState, uStateNoSync}, r-1) {
@@ -511,15 +413,127 @@ func restartMain(args []string) error {
 			rr.NPods = j.n
 		}
 	}
-	if *save != "" {
-		b, err := json.MarshalIndent(rr, "", " ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(*save, b, 0o644); err != nil {
-			return err
-		}
-		logf("results in %s (re-render with -replay)", *save)
+	if err := saveResults(*save, rr); err != nil {
+		return err
 	}
 	return writeRestartReport(root, *out, rr)
+}
+
+// restartJob is one collection of the restart benchmarks: its objects when
+// listed, and what changes them between a cold and a warm start.
+type restartJob struct {
+	resource string
+	n        int
+	ch       *churner
+}
+
+// restartJobs lists the main workload's ConfigMaps and Pods (nCM and nPods
+// of them were created; 0 leaves a collection out). The objects there now
+// (a warm-up LIST, not recorded): the update burst and the modifications
+// touch the first 90% of the workload's names, deletions start with the
+// last 10%.
+func restartJobs(ctx context.Context, cs kubernetes.Interface, nCM, nPods int) ([]restartJob, error) {
+	run := strconv.FormatInt(time.Now().Unix()%1_000_000, 36)
+	var jobs []restartJob
+	for _, j := range []struct {
+		resource string
+		n        int
+		name     func(int) string
+	}{{"configmaps", nCM, cmName}, {"pods", nPods, podName}} {
+		if j.n == 0 {
+			continue
+		}
+		var names []string
+		if j.resource == "configmaps" {
+			var l *corev1.ConfigMapList
+			if err := retried(func() (err error) {
+				l, err = cs.CoreV1().ConfigMaps(cmNamespace).List(ctx, metav1.ListOptions{})
+				return err
+			}); err != nil {
+				return nil, err
+			}
+			for _, o := range l.Items {
+				names = append(names, o.Name)
+			}
+		} else {
+			var l *corev1.PodList
+			if err := retried(func() (err error) {
+				l, err = cs.CoreV1().Pods(podNamespace).List(ctx, metav1.ListOptions{})
+				return err
+			}); err != nil {
+				return nil, err
+			}
+			for _, o := range l.Items {
+				names = append(names, o.Name)
+			}
+		}
+		ch := &churner{resource: j.resource, run: run}
+		fixed := map[string]bool{}
+		for i := range j.n * 9 / 10 {
+			ch.modifiable = append(ch.modifiable, j.name(i))
+			fixed[j.name(i)] = true
+		}
+		for _, n := range names {
+			if !fixed[n] {
+				ch.deletable = append(ch.deletable, n)
+			}
+		}
+		jobs = append(jobs, restartJob{j.resource, len(names), ch})
+	}
+	return jobs, nil
+}
+
+func logRestart(r restartResult) {
+	logf("%-22s %-10s round %d: objects %d (differing %d) synced %.3fs (exec %.3fs, handled %.3fs, durable %.3fs) cpu %.3fs (durable %.3fs) read %.2fMB requests %v peak heap %.1fMB after %.1fMB rss %.1fMB file %.1fMB causes %v errors %v",
+		r.Contender, r.Resource, r.Round, r.Objects, r.Differ, r.SyncSeconds, r.ExecSeconds, r.HandledSeconds, r.DurableSeconds, r.SyncCPUSeconds, r.DurableCPU, r.BodyMB, r.Requests,
+		r.PeakHeapMB, r.HeapAfterSyncMB, r.PeakRSSMB, r.FileMB, r.Causes, r.Errors)
+}
+
+// restartSequence runs one round of job j's restart contenders in order,
+// each in its own process: before each warm one (a kind with "warm" in its
+// name) it changes churn of the collection (half modified, a quarter
+// deleted, a quarter created); before the busy one it also writes
+// elsewhere. dir gives each kind its StateDir, extra its further flags.
+// It returns the results and the changes' durations, as far as it got.
+func restartSequence(ctx context.Context, cs kubernetes.Interface, self, kubeconfig string, j restartJob, round int, order []string,
+	dir func(kind string) string, churn float64, extra func(kind string) ([]string, error)) ([]restartResult, []float64, error) {
+	modify := int(float64(j.n) * churn / 2)
+	del := int(float64(j.n) * churn / 4)
+	var results []restartResult
+	var churnSecs []float64
+	for _, kind := range order {
+		if strings.Contains(kind, "warm") {
+			d, err := j.ch.churn(ctx, cs, modify, del)
+			if err != nil {
+				return results, churnSecs, fmt.Errorf("churn: %w", err)
+			}
+			churnSecs = append(churnSecs, d.Seconds())
+			logf("changed %s: %d modified, %d deleted, %d created in %.1fs", j.resource, modify, del, del, d.Seconds())
+		}
+		if kind == rKinformerBusy {
+			// What a live cluster does all the time (leases, events):
+			// a write elsewhere, after the collection's last change.
+			if err := touchElsewhere(ctx, cs); err != nil {
+				return results, churnSecs, err
+			}
+		}
+		time.Sleep(time.Second) // let the server settle
+		ex, err := extra(kind)
+		if err != nil {
+			return results, churnSecs, err
+		}
+		res, _, err := runRestartContender(ctx, cs, self, kubeconfig, kind, j.resource, dir(kind), round, 0, 0, 0, ex...)
+		if err != nil {
+			return results, churnSecs, fmt.Errorf("%s %s round %d: %w", kind, j.resource, round, err)
+		}
+		logRestart(res)
+		if res.Differ > 0 {
+			logf("WARNING: %s %s round %d: %d objects differ from the server's once synced", kind, j.resource, round, res.Differ)
+		}
+		if res.Objects != j.n {
+			return results, churnSecs, fmt.Errorf("%s %s round %d: %d objects in the cache at sync, the server has %d", kind, j.resource, round, res.Objects, j.n)
+		}
+		results = append(results, res)
+	}
+	return results, churnSecs, nil
 }

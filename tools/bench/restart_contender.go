@@ -102,7 +102,7 @@ func errString(err error) string {
 
 func restartContenderMain(args []string) error {
 	fs := flag.NewFlagSet("restart-contender", flag.ExitOnError)
-	kind := fs.String("kind", rKinformerCold, "client-go cold | kinformer cold | kinformer warm | kinformer | kinformer+state | kinformer+state-nosync")
+	kind := fs.String("kind", rKinformerCold, "client-go cold | kinformer cold | kinformer warm | kinformer cold compact | kinformer warm compact | kinformer | kinformer+state | kinformer+state-nosync")
 	resource := fs.String("resource", "configmaps", "configmaps | pods")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
 	round := fs.Int("round", 0, "round number")
@@ -201,7 +201,7 @@ func restartContenderMain(args []string) error {
 				return m
 			},
 		}
-	case rKinformerCold, rKinformerWarm, rKinformerBusy, uPlain, uState, uStateNoSync:
+	case rKinformerCold, rKinformerWarm, rKinformerBusy, rCompactCold, rCompactWarm, uPlain, uState, uStateNoSync:
 		dir := *stateDir
 		if *kind == uPlain {
 			dir = ""
@@ -209,12 +209,21 @@ func restartContenderMain(args []string) error {
 			return fmt.Errorf("%s needs -state-dir", *kind)
 		}
 		nosync := *kind == uStateNoSync
+		compact := *kind == rCompactCold || *kind == rCompactWarm
 		if *resource == "pods" {
-			iut = kinformerRestart(kinformer.New[*corev1.Pod](cs.CoreV1().Pods(ns),
-				&kinformer.Options[*corev1.Pod]{StateDir: dir, StateNoSync: nosync, Logger: logger}), rec, causes)
+			inf := kinformer.New[*corev1.Pod](cs.CoreV1().Pods(ns),
+				&kinformer.Options[*corev1.Pod]{StateDir: dir, StateNoSync: nosync, Compact: compact, Logger: logger})
+			if compact {
+				compactOn(inf)
+			}
+			iut = kinformerRestart(inf, rec, causes)
 		} else {
-			iut = kinformerRestart(kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns),
-				&kinformer.Options[*corev1.ConfigMap]{StateDir: dir, StateNoSync: nosync, Logger: logger}), rec, causes)
+			inf := kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns),
+				&kinformer.Options[*corev1.ConfigMap]{StateDir: dir, StateNoSync: nosync, Compact: compact, Logger: logger})
+			if compact {
+				compactOn(inf)
+			}
+			iut = kinformerRestart(inf, rec, causes)
 		}
 	default:
 		return fmt.Errorf("unknown contender %q", *kind)

@@ -271,45 +271,46 @@ func createWorkload(ctx context.Context, cs kubernetes.Interface, nCM, nPods int
 			return err
 		}
 	}
-	create := func(what string, n int, fn func(i int) error) error {
-		start := time.Now()
-		var done atomic.Int64
-		stop := make(chan struct{})
-		go func() {
-			t := time.NewTicker(5 * time.Second)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-					logf("  %s: %d/%d created", what, done.Load(), n)
-				}
-			}
-		}()
-		err := parallel(n, 48, func(i int) error {
-			err := fn(i)
-			if apierrors.IsAlreadyExists(err) {
-				err = nil
-			}
-			done.Add(1)
-			return err
-		})
-		close(stop)
-		logf("%s: %d in %.1fs (%.0f/s)", what, n, time.Since(start).Seconds(), float64(n)/time.Since(start).Seconds())
-		return err
-	}
 	co := metav1.CreateOptions{FieldManager: fieldManager}
-	if err := create("configmaps", nCM, func(i int) error {
+	if err := createObjects("configmaps", nCM, func(i int) error {
 		_, err := cs.CoreV1().ConfigMaps(cmNamespace).Create(ctx, configMap(i), co)
 		return err
 	}); err != nil {
 		return err
 	}
-	return create("pods", nPods, func(i int) error {
+	return createObjects("pods", nPods, func(i int) error {
 		_, err := cs.CoreV1().Pods(podNamespace).Create(ctx, pod(i), co)
 		return err
 	})
+}
+
+// createObjects runs fn(i) for i in [0, n) with 48 concurrent writers,
+// counting AlreadyExists as done and retrying other errors (retried), and
+// logs the progress as what.
+func createObjects(what string, n int, fn func(i int) error) error {
+	start := time.Now()
+	var done atomic.Int64
+	stop := make(chan struct{})
+	go func() {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				logf("  %s: %d/%d created", what, done.Load(), n)
+			}
+		}
+	}()
+	err := parallel(n, 48, func(i int) error {
+		err := retried(func() error { return fn(i) })
+		done.Add(1)
+		return err
+	})
+	close(stop)
+	logf("%s: %d in %.1fs (%.0f/s)", what, n, time.Since(start).Seconds(), float64(n)/time.Since(start).Seconds())
+	return err
 }
 
 // write is one update made by the burst: the object, the resourceVersion

@@ -1,0 +1,375 @@
+package main
+
+// The compact benchmark (issue 22, SPEC section 10): Options.Compact, the
+// cache of bytes, measured side by side with client-go and kinformer
+// without it on one localapi run: 20,000 and 50,000 Pods (sync, heap
+// against the objects' protobuf, what a Get, ByIndex and List cost against
+// a plain protobuf decode), custom resources (JSON, the crd benchmark's
+// contenders) and warm restarts with StateDir (the restart benchmark's
+// contenders).
+//
+//	cd tools/bench && go run . compact
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const (
+	compactBegin = "<!-- compact: begin -->"
+	compactEnd   = "<!-- compact: end -->"
+)
+
+// compactKinds are the Pod contenders of the compact benchmark.
+var compactKinds = []string{kClientGo, kKinformer, kCompact}
+
+// compactRun is what the report is made from, saved with -save to be
+// re-rendered with -replay.
+type compactRun struct {
+	Machine      machine
+	LoadEnd, Rev string
+	Args         []string
+	Rounds       int
+	PerIndex     int
+	Reads        int
+	Pods         []compactPodRun
+	CRD          *crdRun
+	Restart      []restartResult
+	RestartNCM   int
+	RestartNPods int
+	Churn        float64
+	Profiles     []string // files written by -profile
+	Minutes      float64
+}
+
+// compactPodRun is one size's Pod figures.
+type compactPodRun struct {
+	Size          int
+	CreateSeconds float64
+	Results       []compactResult
+}
+
+func compactMain(args []string) error {
+	fs := flag.NewFlagSet("compact", flag.ExitOnError)
+	podSizes := fs.String("pods", "20000,50000", "numbers of Pods, comma-separated, ascending (each size adds Pods to the namespace; '' for none)")
+	nCR := fs.Int("crs", 10000, "custom resources (JSON; 0: none)")
+	crUpdates := fs.Int("cr-updates", 2000, "custom resources patched after each CR contender's sync, for CPU per update event")
+	nCM := fs.Int("configmaps", 20000, "ConfigMaps for the warm restart (0: none)")
+	nRestartPods := fs.Int("restart-pods", 5000, "Pods for the warm restart (0: none)")
+	churn := fs.Float64("churn", 0.02, "fraction of the objects changed between a cold and a warm start")
+	rounds := fs.Int("rounds", 3, "rounds; each runs every contender once, the order rotating")
+	reads := fs.Int("reads", 10000, "random Gets timed per Pod contender")
+	indexReads := fs.Int("index-reads", 500, "random ByIndex calls timed per Pod contender")
+	perIndex := fs.Int("per-index", 80, "Pods per value of the index that ByIndex reads")
+	out := fs.String("out", "docs/benchmarks.md", "report whose compact section to update, relative to the repository root ('' for none)")
+	dataDir := fs.String("data-dir", "", "localapi data dir (default: a new temporary one)")
+	localapi := fs.String("localapi", "", "localapi binary (default: where `make localapi` puts it; built if missing)")
+	keep := fs.Bool("keep", false, "keep the temporary data dir and state files")
+	verbose := fs.Bool("v", false, "show localapi's logs")
+	rev := fs.String("rev", "", "the kinformer revision measured (default: git describe --always --dirty of the repository)")
+	profile := fs.String("profile", "", "if set, write profiles of one extra kinformer+compact run of the first Pod size (sync CPU, heap after sync, reads CPU), of its CR sync and of its first warm restart here")
+	save := fs.String("save", filepath.Join(os.TempDir(), "kinformer-bench-compact.json"), "write the results here ('' for nowhere)")
+	replay := fs.String("replay", "", "run nothing: make the report from results saved by -save")
+	fs.Parse(args)
+
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	if *replay != "" {
+		var run compactRun
+		if err := readResults(*replay, &run); err != nil {
+			return err
+		}
+		return writeCompactReport(root, *out, run)
+	}
+	var sizes []int
+	for _, s := range strings.Split(*podSizes, ",") {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 || (len(sizes) > 0 && n <= sizes[len(sizes)-1]) {
+			return fmt.Errorf("-pods: %q is not a positive number above the one before", s)
+		}
+		sizes = append(sizes, n)
+	}
+	bin, stateRoot, cleanup, err := benchSetup(root, rev, *localapi, dataDir, *keep, "compact")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if *profile != "" {
+		if err := os.MkdirAll(*profile, 0o755); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	run := compactRun{Machine: describeMachine(), Rev: *rev, Args: args, Rounds: *rounds, PerIndex: *perIndex, Reads: *reads, Churn: *churn}
+	// The restart's workload (the main benchmark's) first, in bench-cm and bench-pods.
+	srv, cs, err := serveWorkload(bin, *dataDir, *verbose, *nCM, *nRestartPods)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	ctx := context.Background()
+
+	// ---- Pods ----
+	if len(sizes) > 0 {
+		if err := ensureNamespace(ctx, cs, compactNamespace); err != nil {
+			return err
+		}
+	}
+	have := 0
+	for si, n := range sizes {
+		pr := compactPodRun{Size: n}
+		t := time.Now()
+		from := have
+		// The Pods there (a data dir kept from an earlier run may hold
+		// them all), counted in pages: the server is loaded.
+		countPods := func() (count int, err error) {
+			err = retried(func() error {
+				count = 0
+				opts := metav1.ListOptions{Limit: 1000}
+				for {
+					l, err := cs.CoreV1().Pods(compactNamespace).List(ctx, opts)
+					if err != nil {
+						return err
+					}
+					count += len(l.Items)
+					if opts.Continue = l.Continue; opts.Continue == "" {
+						return nil
+					}
+				}
+			})
+			return count, err
+		}
+		count, err := countPods()
+		if err != nil {
+			return err
+		}
+		if count < n {
+			if err := createObjects(compactNamespace+" pods", n-from, func(i int) error {
+				p := pod(from + i)
+				p.Namespace = compactNamespace
+				_, err := cs.CoreV1().Pods(compactNamespace).Create(ctx, p, metav1.CreateOptions{FieldManager: fieldManager})
+				return err
+			}); err != nil {
+				return err
+			}
+			if count, err = countPods(); err != nil {
+				return err
+			}
+		}
+		have = n
+		pr.CreateSeconds = time.Since(t).Seconds()
+		if count != n {
+			return fmt.Errorf("%d Pods in %s, want %d (a data dir with another workload?)", count, compactNamespace, n)
+		}
+		contender := func(kind string, round int, extra ...string) (compactResult, error) {
+			args := []string{"compact-contender", "-kind", kind, "-kubeconfig", srv.Kubeconfig, "-namespace", compactNamespace,
+				"-round", fmt.Sprint(round), "-objects", fmt.Sprint(n), "-reads", fmt.Sprint(*reads),
+				"-index-reads", fmt.Sprint(*indexReads), "-per-index", fmt.Sprint(*perIndex)}
+			res, _, err := driveContenderWith[compactResult](exec.CommandContext(ctx, self, append(args, extra...)...), kind, 0, nil)
+			if err == nil && res.Objects != n {
+				err = fmt.Errorf("%d Pods in the cache when synced, want %d", res.Objects, n)
+			}
+			if err == nil && res.Misses > 0 {
+				err = fmt.Errorf("%d of %d Gets found nothing", res.Misses, res.Reads)
+			}
+			return res, err
+		}
+		for r := 1; r <= *rounds; r++ {
+			for _, kind := range rotate(compactKinds, r-1) {
+				time.Sleep(time.Second) // let the server settle
+				res, err := contender(kind, r)
+				if err != nil {
+					return fmt.Errorf("%s %d Pods round %d: %w", kind, n, r, err)
+				}
+				logf("%-17s %6d pods round %d: synced %.3fs cpu %.3fs peak heap %.1fMB heap after %.1fMB (base %.1fMB, protobuf %.1fMB) rss %.1fMB; get %.0fns (decode %.0fns) byindex %.0fns/obj of %.0f (decode %.0fns) list %.0fns/obj",
+					kind, n, r, res.SyncSeconds, res.SyncCPUSeconds, res.PeakHeapMB, res.HeapAfterSyncMB, res.HeapBaseMB, res.ProtoMB, res.PeakRSSMB,
+					res.GetNs, res.GetDecodeNs, res.ByIndexNs, res.IndexObjects, res.IndexDecNs, res.ListNs)
+				pr.Results = append(pr.Results, res)
+			}
+		}
+		if *profile != "" && si == 0 {
+			base := filepath.Join(*profile, fmt.Sprintf("pods-%d-compact", n))
+			if _, err := contender(kCompact, 0, "-cpuprofile", base+".sync.cpu.pprof", "-memprofile", base+".heap.pprof", "-readprofile", base+".reads.cpu.pprof"); err != nil {
+				return fmt.Errorf("profile: %w", err)
+			}
+			run.Profiles = append(run.Profiles, base+".sync.cpu.pprof", base+".heap.pprof", base+".reads.cpu.pprof")
+			logf("wrote %s.{sync.cpu,heap,reads.cpu}.pprof", base)
+		}
+		run.Pods = append(run.Pods, pr)
+	}
+
+	// ---- custom resources: the crd benchmark's contenders, with and without Compact ----
+	if *nCR > 0 {
+		prof := ""
+		if *profile != "" {
+			prof = filepath.Join(*profile, "crd")
+		}
+		cr, err := crdSize(srv, self, *nCR, *rounds, min(*crUpdates, *nCR), 32, []string{cClientGo, cKinformer, cKinCompact}, prof)
+		if err != nil {
+			return fmt.Errorf("%d custom resources: %w", *nCR, err)
+		}
+		run.CRD = &cr
+		if prof != "" {
+			run.Profiles = append(run.Profiles, prof+"/*.cpu.pprof")
+		}
+	}
+
+	// ---- warm restart: the restart benchmark's contenders, with and without Compact ----
+	if *nCM > 0 || *nRestartPods > 0 {
+		jobs, err := restartJobs(ctx, cs, *nCM, *nRestartPods)
+		if err != nil {
+			return err
+		}
+		for _, j := range jobs {
+			if j.resource == "configmaps" {
+				run.RestartNCM = j.n
+			} else {
+				run.RestartNPods = j.n
+			}
+			for r := 1; r <= *rounds; r++ {
+				order := []string{rClientGoCold, rKinformerCold, rKinformerWarm, rCompactCold, rCompactWarm}
+				if r%2 == 0 {
+					order = []string{rCompactCold, rCompactWarm, rKinformerCold, rKinformerWarm, rClientGoCold}
+				}
+				dir := func(kind string) string {
+					if kind == rCompactCold || kind == rCompactWarm {
+						return filepath.Join(stateRoot, fmt.Sprintf("%s-%d-compact", j.resource, r))
+					}
+					return filepath.Join(stateRoot, fmt.Sprintf("%s-%d", j.resource, r))
+				}
+				rs, _, err := restartSequence(ctx, cs, self, srv.Kubeconfig, j, r, order, dir, *churn, func(kind string) ([]string, error) {
+					if *profile != "" && r == 1 && kind == rCompactWarm {
+						f := filepath.Join(*profile, "restart-"+j.resource+"-warm-compact.cpu.pprof")
+						run.Profiles = append(run.Profiles, f)
+						return []string{"-cpuprofile", f}, nil
+					}
+					return nil, nil
+				})
+				run.Restart = append(run.Restart, rs...)
+				if err != nil {
+					return err
+				}
+			}
+		}
+	}
+	run.LoadEnd = loadavg()
+	run.Minutes = time.Since(start).Minutes()
+	logf("compact benchmark done in %.1f minutes", run.Minutes)
+	if err := saveResults(*save, run); err != nil {
+		return err
+	}
+	return writeCompactReport(root, *out, run)
+}
+
+// writeCompactReport prints the compact section and puts it between its
+// markers in root/out (appended if they are missing).
+func writeCompactReport(root, out string, run compactRun) error {
+	text := compactReport(run)
+	fmt.Println(text)
+	if out == "" {
+		return nil
+	}
+	return replaceSection(filepath.Join(root, out), compactBegin, compactEnd, text)
+}
+
+// benchSetup does what a subcommand that runs its own localapi does first:
+// the revision measured (git describe, unless *rev is set), the localapi
+// binary (localapiFlag, or built), the data dir (*dataDir, or a new
+// temporary one) and a temporary directory for state files, both named
+// after name and removed by cleanup unless keep.
+func benchSetup(root string, rev *string, localapiFlag string, dataDir *string, keep bool, name string) (bin, stateRoot string, cleanup func(), err error) {
+	var dirs []string
+	cleanup = func() {
+		if !keep {
+			for _, d := range dirs {
+				os.RemoveAll(d)
+			}
+		}
+	}
+	if *rev == "" {
+		o, _ := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
+		*rev = strings.TrimSpace(string(o))
+	}
+	if bin, err = localapiPath(localapiFlag, root); err != nil {
+		return "", "", cleanup, err
+	}
+	if *dataDir == "" {
+		if *dataDir, err = os.MkdirTemp("", "kinformer-bench-"+name+"-"); err != nil {
+			return "", "", cleanup, err
+		}
+		dirs = append(dirs, *dataDir)
+	} else if err := os.MkdirAll(*dataDir, 0o755); err != nil {
+		return "", "", cleanup, err
+	}
+	if stateRoot, err = os.MkdirTemp("", "kinformer-bench-"+name+"-state-"); err != nil {
+		return "", "", cleanup, err
+	}
+	dirs = append(dirs, stateRoot)
+	return bin, stateRoot, cleanup, nil
+}
+
+// saveResults writes v, a run's figures, as JSON into path ("" for
+// nowhere), for -replay.
+func saveResults(path string, v any) error {
+	if path == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(v, "", " ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return err
+	}
+	logf("results in %s (re-render with -replay)", path)
+	return nil
+}
+
+// readResults reads what saveResults wrote into v.
+func readResults(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// retried runs fn until it succeeds or has failed 5 times, waiting 1, 2,
+// 4, 8 s between tries: on a loaded machine, etcd times out now and then.
+// AlreadyExists is success.
+func retried(fn func() error) error {
+	var err error
+	for i := range 5 {
+		if err = fn(); err == nil || apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		if i < 4 {
+			logf("retrying after %v", err)
+			time.Sleep(time.Second << i)
+		}
+	}
+	return err
+}
