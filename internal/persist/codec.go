@@ -39,14 +39,7 @@ type protoObject interface {
 // NewCodec returns the codec of objects of type t, which is T or, for an
 // interface T, a type that implements it; nil means T.
 func NewCodec[T kruntime.Object](t reflect.Type) Codec[T] {
-	if t == nil {
-		t = reflect.TypeFor[T]()
-	}
-	fresh := func() T { return *new(T) }
-	if t.Kind() == reflect.Pointer {
-		elem := t.Elem()
-		fresh = func() T { return reflect.New(elem).Interface().(T) }
-	}
+	t, fresh := maker[T](t)
 	if c, ok := protoCodec[T](t, fresh); ok {
 		return c
 	}
@@ -63,14 +56,7 @@ func NewCodec[T kruntime.Object](t reflect.Type) Codec[T] {
 // Decode may run on many goroutines at once, and the objects it returns
 // share no map, slice or object with any other (interned strings only).
 func NewReadCodec[T kruntime.Object](t reflect.Type) Codec[T] {
-	if t == nil {
-		t = reflect.TypeFor[T]()
-	}
-	fresh := func() T { return *new(T) }
-	if t.Kind() == reflect.Pointer {
-		elem := t.Elem()
-		fresh = func() T { return reflect.New(elem).Interface().(T) }
-	}
+	t, fresh := maker[T](t)
 	if c, ok := protoCodec[T](t, fresh); ok {
 		return c
 	}
@@ -93,6 +79,20 @@ func NewReadCodec[T kruntime.Object](t reflect.Type) Codec[T] {
 			return decodeJSON[T](dec, b)
 		},
 	}
+}
+
+// maker returns the type of the objects (t, or T if nil) and a function
+// that makes a new empty one.
+func maker[T kruntime.Object](t reflect.Type) (reflect.Type, func() T) {
+	if t == nil {
+		t = reflect.TypeFor[T]()
+	}
+	fresh := func() T { return *new(T) }
+	if t.Kind() == reflect.Pointer {
+		elem := t.Elem()
+		fresh = func() T { return reflect.New(elem).Interface().(T) }
+	}
+	return t, fresh
 }
 
 // protoCodec is the codec of a type with protobuf (every built-in type):
