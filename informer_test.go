@@ -112,11 +112,16 @@ func TestRelistAfterExpiredDiffsCache(t *testing.T) {
 	}
 	inf, rec := startInformer(t, s, nil)
 	rec.reset()
+	// Synced from the list, the watch may not be open yet: the 410 must
+	// reach one.
+	eventually(t, "watch open", func() bool { return s.openWatches() == 1 })
 
 	// The server says 410 with nothing changed: re-list, no events at all.
 	s.sendRaw(watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired("too old resource version").ErrStatus})
 	eventually(t, "re-list", func() bool { l, _ := s.counts(); return l == 2 })
 	eventually(t, "watch again", func() bool { _, w := s.counts(); return w == 2 })
+	// The handler's goroutine may not have taken the ERROR yet.
+	eventually(t, "the ERROR event", func() bool { return len(rec.lines(false, Error)) > 0 })
 	if got := rec.lines(true, Added, Modified, Deleted); len(got) != 0 {
 		t.Fatalf("re-list of an unchanged server fired %v", got)
 	}
@@ -147,6 +152,7 @@ func TestTooLargeResourceVersionRelists(t *testing.T) {
 	s := newFakeServer()
 	s.put(cm("ns", "a"))
 	_, rec := startInformer(t, s, nil)
+	eventually(t, "watch open", func() bool { return s.openWatches() == 1 }) // else the error reaches no one
 	tooLarge := apierrors.NewTimeoutError("Too large resource version: 100, current: 5", 1)
 	tooLarge.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
 	s.sendRaw(watch.Event{Type: watch.Error, Object: &tooLarge.ErrStatus})
