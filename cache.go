@@ -293,6 +293,9 @@ func (c *Cache[T]) GetByKey(key string) (T, bool) {
 // whose labels match sel (nil matches everything): client-go's
 // lister.List(selector) and lister.Pods(ns).List(selector) in one.
 func (c *Cache[T]) Select(namespace string, sel labels.Selector) []T {
+	if c.codec == nil {
+		return c.selectPlain(namespace, sel)
+	}
 	var refs []ref[T]
 	if namespace == "" {
 		c.mu.RLock()
@@ -313,6 +316,29 @@ func (c *Cache[T]) Select(namespace string, sel labels.Selector) []T {
 			out = append(out, obj)
 		}
 	}
+	return out
+}
+
+// selectPlain is Select of a plain cache: its objects are matched under
+// the read lock, without a copy of the candidates.
+func (c *Cache[T]) selectPlain(namespace string, sel labels.Selector) []T {
+	var out []T
+	add := func(r ref[T]) {
+		if sel == nil || sel.Empty() || sel.Matches(labels.Set(r.obj.GetLabels())) {
+			out = append(out, r.obj)
+		}
+	}
+	if namespace == "" {
+		c.mu.RLock()
+		defer c.mu.RUnlock()
+		for _, r := range c.items {
+			add(r)
+		}
+		return out
+	}
+	c.rlockNamespace()
+	defer c.mu.RUnlock()
+	c.inNamespace(namespace, func(_ string, r ref[T]) bool { add(r); return true })
 	return out
 }
 
@@ -414,6 +440,9 @@ func (c *Cache[T]) Len() int {
 // ByIndex returns the objects filed under value in the named index. It
 // returns ErrUnknownIndex if no such index was configured.
 func (c *Cache[T]) ByIndex(name, value string) ([]T, error) {
+	if c.codec == nil {
+		return c.byIndexPlain(name, value)
+	}
 	var refs []ref[T]
 	if !c.eager(name) {
 		c.rlockNamespace()
@@ -436,6 +465,31 @@ func (c *Cache[T]) ByIndex(name, value string) ([]T, error) {
 	}
 	c.mu.RUnlock()
 	return c.loadAll(refs), nil
+}
+
+// byIndexPlain is ByIndex of a plain cache: the objects are collected
+// under the read lock, without a copy of their refs.
+func (c *Cache[T]) byIndexPlain(name, value string) ([]T, error) {
+	if !c.eager(name) {
+		c.rlockNamespace()
+		defer c.mu.RUnlock()
+		out := make([]T, 0, c.nsCount[value])
+		c.inNamespace(value, func(_ string, r ref[T]) bool { out = append(out, r.obj); return true })
+		return out, nil
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if _, ok := c.indexers[name]; !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownIndex, name)
+	}
+	keys := c.indices[name][value]
+	out := make([]T, 0, len(keys))
+	for k := range keys {
+		if r, ok := c.items[k]; ok { // an IndexFunc that is not a pure function of its object can leave a key behind
+			out = append(out, r.obj)
+		}
+	}
+	return out, nil
 }
 
 // IndexKeys returns the keys filed under value in the named index.
