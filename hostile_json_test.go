@@ -159,7 +159,9 @@ func runHostileJSON(t *testing.T, base uint64, tc hostileJSONCase) {
 	})
 	inf.Start()
 	t.Cleanup(inf.Stop)
-	eventually(t, "an ERROR event saying "+tc.says, func() bool {
+	// Parallel cases tokenize megabytes under -race: on a busy 2-core
+	// machine that has taken more than 10 s.
+	eventuallyWithin(t, time.Minute, "an ERROR event saying "+tc.says, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, e := range errs {
