@@ -424,3 +424,54 @@ func TestDurableNothingRestoredBeforeTheProbe(t *testing.T) {
 		t.Fatalf("cache %v, server %v", got, serverState(srv))
 	}
 }
+
+// A run that ended before the server authorized the restore (its probe
+// refused: the server down here, a 403 alike) restored nothing, so the
+// next run of the same informer loads the file again and catches it up;
+// it does not take the file for the cache's, which would leave in it the
+// objects deleted meanwhile for a later informer to restore.
+func TestDurableRunAfterRefusedRestoreLoadsTheFile(t *testing.T) {
+	srv, dir := changedWhileDown(t) // the file has a, b and c; b is deleted since
+	down := &flakyLister{Server: srv, fails: 1 << 30}
+	inf, log, reg := runDurable(t, down, dir)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(down.lists()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d probes in 10s, want retries", len(down.lists()))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	inf.Stop()
+	if n := inf.Cache().Len(); n != 0 {
+		t.Fatalf("%d objects in the cache after a run whose probe always failed", n)
+	}
+
+	down.mu.Lock()
+	down.fails = 0
+	down.mu.Unlock()
+	inf.Start()
+	waitSynced(t, inf)
+	waitHandled(t, reg)
+	events, _ := log.get()
+	if got := fmt.Sprint(sortedTail(events[:min(3, len(events))], 0)); got != "[ADDED ns/a restore ADDED ns/b restore ADDED ns/c restore]" {
+		t.Errorf("events of the run after the refused one: %v, want the file restored", events)
+	}
+	if got := cacheState(inf); !maps.Equal(got, serverState(srv)) {
+		t.Fatalf("cache %v, server %v", got, serverState(srv))
+	}
+	inf.Stop()
+
+	held := &heldLister{Server: srv, release: make(chan struct{})}
+	t.Cleanup(func() { close(held.release) })
+	next, _, _ := runDurable(t, held, dir)
+	deadline = time.Now().Add(10 * time.Second)
+	for next.Cache().Len() == 0 { // restored at once, after the probe
+		if time.Now().After(deadline) {
+			t.Fatal("the next informer restored nothing")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := cacheState(next); !maps.Equal(got, serverState(srv)) {
+		t.Fatalf("the next informer restored %v, want what the last run left, the server's state %v", got, serverState(srv))
+	}
+}

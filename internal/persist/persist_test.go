@@ -6,10 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/kinformer/kinformer/internal/snapshot"
 
@@ -447,4 +449,99 @@ func TestReadCodecUnstructuredRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(in.Object, out.Object) {
 		t.Fatalf("decoded %#v\nwant %#v\nfrom %s", out.Object, in.Object, b)
 	}
+}
+
+// OpenEncoded gives add a copy of each object's bytes, never bbolt's
+// mapping of the file, which a compact cache would keep for as long as
+// the object is cached: the mapping is gone once the file closes (or is
+// remapped as it grows), and later commits reuse its pages.
+func TestOpenEncodedCopies(t *testing.T) {
+	dir := t.TempDir()
+	p, _ := testPersister(t, dir)
+	openPersister(t, p)
+	want := map[string]string{}
+	for i := range 50 {
+		c := labelled("a", fmt.Sprintf("cm-%02d", i), "1")
+		p.Record(key(c), c, false, "1")
+		b, err := p.cfg.Codec.Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[key(c)] = string(b)
+	}
+	p.Start()
+	p.Stop()
+
+	p2, reports := testPersister(t, dir)
+	got := map[string][]byte{}
+	rv, ok := p2.OpenEncoded(true, func(key string, data []byte) error {
+		got[key] = data
+		return nil
+	})
+	if !ok || rv != "1" || len(got) != len(want) {
+		t.Fatalf("OpenEncoded = %q, %t with %d objects; want 1, true with %d (reports %v)", rv, ok, len(got), len(want), reports())
+	}
+	// While the file is open: no object's bytes lie in its mapping.
+	mapped := mappingsOf(t, p2.Path())
+	for k, b := range got {
+		at := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+		for _, m := range mapped {
+			if at >= m[0] && at < m[1] {
+				t.Errorf("%s: OpenEncoded gave bbolt's mapping of the file (%#x in %#x-%#x), not a copy", k, at, m[0], m[1])
+			}
+		}
+	}
+	// Once it is closed: every object's bytes are still there, unchanged.
+	p2.Start()
+	p2.Stop()
+	for k, b := range got {
+		if s, err := readFaulting(b); err != nil {
+			t.Errorf("%s: reading the bytes OpenEncoded gave, after the file closed: %v", k, err)
+		} else if s != want[k] {
+			t.Errorf("%s: after the file closed, the bytes OpenEncoded gave are %q, want %q", k, s, want[k])
+		}
+	}
+	if errs := reports(); len(errs) > 0 {
+		t.Fatalf("reports: %v", errs)
+	}
+}
+
+// mappingsOf returns the address ranges where this process maps the file
+// at path (from /proc/self/maps); none where there is no such file.
+func mappingsOf(t *testing.T, path string) [][2]uintptr {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Logf("not checking the mapping: %v", err)
+		return nil
+	}
+	var ranges [][2]uintptr
+	for line := range strings.Lines(string(b)) {
+		// start-end perms offset dev inode path
+		f := strings.Fields(line)
+		if len(f) < 6 || strings.Join(f[5:], " ") != path {
+			continue
+		}
+		var m [2]uintptr
+		if _, err := fmt.Sscanf(f[0], "%x-%x", &m[0], &m[1]); err != nil {
+			t.Fatalf("/proc/self/maps: %q: %v", line, err)
+		}
+		ranges = append(ranges, m)
+	}
+	if len(ranges) == 0 {
+		t.Fatalf("%s is not mapped while open", path)
+	}
+	return ranges
+}
+
+// readFaulting copies b, turning a fault (b was in a mapping since
+// unmapped) into an error.
+func readFaulting(b []byte) (s string, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("a fault, the memory is gone: %v", r)
+		}
+	}()
+	return string(b), nil
 }

@@ -75,6 +75,26 @@ func TestOpenUnsafe(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "chmod 600"},
+		{"readable by group", false, func(t *testing.T, path string) {
+			if err := os.Chmod(path, 0o640); err != nil {
+				t.Fatal(err)
+			}
+		}, "mode 0640"},
+		{"writable by group", false, func(t *testing.T, path string) {
+			if err := os.Chmod(path, 0o620); err != nil {
+				t.Fatal(err)
+			}
+		}, "mode 0620"},
+		{"readable and writable by group", false, func(t *testing.T, path string) {
+			if err := os.Chmod(path, 0o660); err != nil {
+				t.Fatal(err)
+			}
+		}, "mode 0660"},
+		{"writable by others", false, func(t *testing.T, path string) {
+			if err := os.Chmod(path, 0o602); err != nil {
+				t.Fatal(err)
+			}
+		}, "mode 0602"},
 		{"a symbolic link to a snapshot", false, func(t *testing.T, path string) {
 			other := path + ".real"
 			if err := os.Rename(path, other); err != nil {
