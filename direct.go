@@ -104,6 +104,7 @@ func newDirectWatcher[T Object](lw any, t reflect.Type, keepManagedFields bool, 
 			New:                func() protowatch.Object { return reflect.New(elem).Interface().(protowatch.Object) },
 			Layout:             layout,
 			StripManagedFields: !keepManagedFields,
+			Check:              protowatch.CheckOf(elem),
 		}
 		if layout != (protowatch.Layout{}) {
 			d.proto.Share = share

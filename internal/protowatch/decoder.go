@@ -59,9 +59,12 @@ type Format struct {
 	// undecoded: the event's Object is a *Raw, its bytes (managedFields
 	// cut, if StripManagedFields) and the metadata read from them, for a
 	// compact cache to keep and decode on read. An object whose bytes
-	// cannot be cut or read so, or that its type's Check does not pass,
-	// is decoded as usual. Not with Share.
+	// cannot be cut or read so, or that Check does not pass, is decoded
+	// as usual. Not with Share.
 	Lazy bool
+	// Check is the objects' type's (CheckOf): which bytes Lazy may leave
+	// undecoded, because its Unmarshal would accept them. nil: none.
+	Check *Check
 }
 
 // Raw is an object a Lazy Format left undecoded: its bytes, which decode
@@ -221,11 +224,6 @@ type decoder struct {
 	// walked: the last rewriteMeta found the metadata and walked it (the
 	// bytes it returned have no managedFields, if stripped).
 	walked bool
-	// check, once looked up (checked), says which bytes a Lazy Format may
-	// leave undecoded: nil for a type without one, whose objects are
-	// decoded.
-	check   *Check
-	checked bool
 }
 
 var k8sMagic = []byte{0x6b, 0x38, 0x73, 0x00} // "k8s\0": runtime.Unknown follows
@@ -418,10 +416,7 @@ func (d *decoder) lazy(obj []byte) (*Raw, bool) {
 			return nil, false
 		}
 	}
-	if !d.checked {
-		d.check, d.checked = CheckOf(reflect.TypeOf(d.f.New()).Elem()), true
-	}
-	if d.check == nil || !d.check.Valid(obj) {
+	if d.f.Check == nil || !d.f.Check.Valid(obj) {
 		// Bytes that might not decode are decoded now, so that they
 		// fail as an Error event when they arrive, as without Lazy,
 		// rather than be kept and skipped at every read.

@@ -22,7 +22,8 @@ import (
 // if share.
 func testDecoder(share bool) *decoder {
 	f := &Format{Kind: "ConfigMap", New: func() Object { return &corev1.ConfigMap{} },
-		Layout: LayoutOf(reflect.TypeFor[corev1.ConfigMap]()), StripManagedFields: true}
+		Layout: LayoutOf(reflect.TypeFor[corev1.ConfigMap]()), StripManagedFields: true,
+		Check: CheckOf(reflect.TypeFor[corev1.ConfigMap]())}
 	if share {
 		f.Share = &intern.Sharer{}
 	}
