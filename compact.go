@@ -3,7 +3,6 @@ package kinformer
 import (
 	"fmt"
 	"reflect"
-	"sync"
 	"sync/atomic"
 	"unique"
 
@@ -21,13 +20,6 @@ import (
 // its own copy. Events carry their objects packed until a handler's
 // goroutine takes the event: it decodes them, once for all the handlers
 // (lazyEvent).
-
-// ref is a cached object as the cache holds it: the object itself, or in
-// a compact cache its packed form. The zero ref is no object.
-type ref[T Object] struct {
-	obj T
-	p   *packed
-}
 
 // packed is an object of a compact cache. It is never changed once made
 // (and published).
@@ -67,38 +59,18 @@ func (p *packed) ext() *packedExtra {
 	return p.x
 }
 
-// resourceVersion returns the object's resourceVersion without decoding.
-func (r ref[T]) resourceVersion() string {
-	if r.p != nil {
-		return r.p.rv
-	}
-	return r.obj.GetResourceVersion()
-}
-
-// namespace returns the object's namespace without decoding.
-func (r ref[T]) namespace() string {
-	if r.p != nil {
-		return r.p.ns
-	}
-	return r.obj.GetNamespace()
-}
-
-// uid returns the object's UID without decoding (a compact cache keeps it
-// only if uids is set).
-func (r ref[T]) uid() string {
-	if r.p != nil {
-		return r.p.extra().uid
-	}
-	return string(r.obj.GetUID())
-}
-
-// codec encodes and decodes a compact cache's objects; decode may run on
-// many goroutines at once, and every object it returns is new and shares
-// nothing mutable with any other.
-type codec[T Object] struct {
+// packer is what a compact cache needs to hold objects as bytes: it
+// encodes them as they arrive and decodes them as they are read. decode
+// may run on many goroutines at once, and every object it returns is new
+// and shares nothing mutable with any other. A plain cache has none, and
+// its objects never come here.
+type packer[T Object] struct {
 	encode func(T) ([]byte, error)
 	decode func([]byte) (T, error)
 	meta   func([]byte) (persist.Meta, bool) // nil: the encoding's metadata cannot be read without decoding
+	// uids: packed objects keep their UID (a sharded informer's share is
+	// by UID).
+	uids bool
 	// failed counts objects that did not decode (bytes the cache encoded
 	// itself: never, unless a type's encoding is not its decoding's).
 	failed atomic.Int64
@@ -113,35 +85,31 @@ func (c *Cache[T]) setCompact(o *Options[T], uids bool) bool {
 		return false
 	}
 	pc := persist.NewReadCodec[T](o.objectType())
-	c.codec = &codec[T]{encode: pc.Encode, decode: pc.Decode, meta: pc.Meta}
-	c.uids = uids
+	c.pk = &packer[T]{encode: pc.Encode, decode: pc.Decode, meta: pc.Meta, uids: uids}
 	return true
 }
 
 // Compact reports whether the cache holds objects as bytes
 // (Options.Compact).
-func (c *Cache[T]) Compact() bool { return c.codec != nil }
+func (c *Cache[T]) Compact() bool { return c.pk != nil }
 
-// pack readies obj for put or swap: packed in a compact cache, with its
-// index values, else itself. A compact cache keeps raw if set (the bytes
-// obj was decoded from, as it is), else encodes obj. The writer's alone;
-// it holds wmu to read the indexes, which addIndexers may change.
+// pack packs obj for a compact cache's put or swap, with its index
+// values: raw if set (the bytes obj was decoded from, as it is), else its
+// encoding. The writer's alone (Cache.hold); it holds wmu to read the
+// indexes, which addIndexers may change.
 func (c *Cache[T]) pack(obj T, raw []byte) (ref[T], error) {
-	if c.codec == nil {
-		return ref[T]{obj: obj}, nil
-	}
 	data := raw
 	if data == nil {
 		var err error
-		if data, err = c.codec.encode(obj); err != nil {
+		if data, err = c.pk.encode(obj); err != nil {
 			return ref[T]{}, err
 		}
 	}
 	p := &packed{data: data, rv: obj.GetResourceVersion(), ns: unique.Make(obj.GetNamespace()).Value()}
-	if c.uids {
+	if c.pk.uids {
 		p.ext().uid = string(obj.GetUID())
 	}
-	if gvk := obj.GetObjectKind().GroupVersionKind(); !gvk.Empty() && c.codec.meta != nil {
+	if gvk := obj.GetObjectKind().GroupVersionKind(); !gvk.Empty() && c.pk.meta != nil {
 		p.ext().gvk = unique.Make(gvk) // protobuf has no TypeMeta
 	}
 	c.wmu.Lock()
@@ -163,14 +131,14 @@ func (c *Cache[T]) packMeta(data []byte, m persist.Meta) (ref[T], error) {
 	indexed := len(c.order) > 0 // if an index comes before put, put computes its values (complete)
 	c.wmu.Unlock()
 	if indexed {
-		obj, err := c.codec.decode(data)
+		obj, err := c.pk.decode(data)
 		if err != nil {
 			return ref[T]{}, err
 		}
 		return c.pack(obj, data)
 	}
 	p := &packed{data: data, rv: m.ResourceVersion, ns: unique.Make(m.Namespace).Value()}
-	if c.uids {
+	if c.pk.uids {
 		p.ext().uid = m.UID
 	}
 	return ref[T]{p: p}, nil
@@ -181,15 +149,15 @@ func (c *Cache[T]) packMeta(data []byte, m persist.Meta) (ref[T], error) {
 // MetaNamespaceKey, no index but the namespace one. Otherwise the object
 // is decoded to check its key and compute its index values.
 func (c *Cache[T]) packEncoded(key string, data []byte) (ref[T], error) {
-	if c.codec.meta != nil && c.defaultKey {
-		if m, ok := c.codec.meta(data); ok {
+	if c.pk.meta != nil && c.defaultKey {
+		if m, ok := c.pk.meta(data); ok {
 			if got := metaKey(m.Namespace, m.Name); got != key {
 				return ref[T]{}, fmt.Errorf("it has key %q", got)
 			}
 			return c.packMeta(data, m)
 		}
 	}
-	obj, err := c.codec.decode(data)
+	obj, err := c.pk.decode(data)
 	if err != nil {
 		return ref[T]{}, err
 	}
@@ -199,20 +167,13 @@ func (c *Cache[T]) packEncoded(key string, data []byte) (ref[T], error) {
 	return c.pack(obj, data)
 }
 
-func metaKey(namespace, name string) string {
-	if namespace == "" {
-		return name
-	}
-	return namespace + "/" + name
-}
-
 // complete gives a packed object made before addIndexers the values of the
 // indexes added since. Under wmu.
 func (c *Cache[T]) complete(r ref[T]) ref[T] {
-	if r.p == nil || len(r.p.extra().vals) == len(c.order) {
+	if len(r.p.extra().vals) == len(c.order) {
 		return r
 	}
-	obj, ok := c.load(r)
+	obj, ok := c.pk.load(r.p)
 	if !ok {
 		return r
 	}
@@ -226,96 +187,23 @@ func (c *Cache[T]) complete(r ref[T]) ref[T] {
 	return ref[T]{p: &p}
 }
 
-// load returns r's object: the object itself, or decoded anew. false if a
-// packed object does not decode (counted in codec.failed).
-func (c *Cache[T]) load(r ref[T]) (T, bool) {
-	if r.p == nil {
-		return r.obj, true
-	}
-	obj, err := c.decode(r.p)
+// load decodes p (its apiVersion and kind included); false if it does not
+// decode (counted in failed).
+func (k *packer[T]) load(p *packed) (T, bool) {
+	obj, err := k.unpack(p)
 	if err != nil {
-		c.codec.failed.Add(1)
+		k.failed.Add(1)
 		var zero T
 		return zero, false
 	}
 	return obj, true
 }
 
-// decode decodes a packed object, its apiVersion and kind included.
-func (c *Cache[T]) decode(p *packed) (T, error) {
-	obj, err := c.codec.decode(p.data)
+// unpack decodes p, its apiVersion and kind included.
+func (k *packer[T]) unpack(p *packed) (T, error) {
+	obj, err := k.decode(p.data)
 	if gvk := p.extra().gvk; err == nil && gvk != (unique.Handle[schema.GroupVersionKind]{}) {
 		obj.GetObjectKind().SetGroupVersionKind(gvk.Value())
 	}
 	return obj, err
-}
-
-// loadAll returns the objects of refs, decoded outside any lock.
-func (c *Cache[T]) loadAll(refs []ref[T]) []T {
-	out := make([]T, 0, len(refs))
-	for _, r := range refs {
-		if obj, ok := c.load(r); ok {
-			out = append(out, obj)
-		}
-	}
-	return out
-}
-
-// queued makes e, whose Object is obj's and Old old's (zero refs: none),
-// an entry of a listener's queue: ready, or, if either is packed, to be
-// decoded by the first handler's goroutine that takes it (lazyEvent).
-func (c *Cache[T]) queued(e Event[T], obj, old ref[T], at int64) queued[T] {
-	e.Object, e.Old = obj.obj, old.obj
-	if obj.p == nil && old.p == nil {
-		return queued[T]{e: e, at: at}
-	}
-	return queued[T]{e: e, at: at, lz: &lazyEvent[T]{c: c, obj: obj.p, old: old.p}}
-}
-
-// lazyEvent is an event whose objects are still packed. The listeners
-// given the same event share one: the first to deliver it decodes, the
-// others wait for that decode and get the same objects (as without
-// Compact, an event's handlers share its objects).
-type lazyEvent[T Object] struct {
-	c        *Cache[T]
-	obj, old *packed // nil: the event's own (or none)
-	once     sync.Once
-	dObj     T
-	dOld     T
-	err      error
-}
-
-// resolve returns e with its packed objects decoded: an Error event
-// naming the object if one does not decode.
-func (z *lazyEvent[T]) resolve(e Event[T]) Event[T] {
-	z.once.Do(func() {
-		var err error
-		if z.obj != nil {
-			if z.dObj, err = z.c.decode(z.obj); err != nil {
-				z.err = err
-				return
-			}
-		}
-		switch {
-		case z.old == nil:
-		case z.old == z.obj:
-			z.dOld = z.dObj // Resend: Old is the object
-		default:
-			if z.dOld, err = z.c.decode(z.old); err != nil {
-				z.err = err
-			}
-		}
-	})
-	if z.err != nil {
-		z.c.codec.failed.Add(1)
-		return Event[T]{Type: Error, Key: e.Key, ResourceVersion: e.ResourceVersion,
-			Err: fmt.Errorf("%w: %s event of %s: the compact cache's bytes do not decode: %w", ErrUnexpectedObject, e.Type, e.Key, z.err)}
-	}
-	if z.obj != nil {
-		e.Object = z.dObj
-	}
-	if z.old != nil {
-		e.Old = z.dOld
-	}
-	return e
 }

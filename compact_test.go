@@ -171,9 +171,9 @@ func TestCompactPackEncoded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := c.codec.decode
+	dec := c.pk.decode
 	var decoded int
-	c.codec.decode = func(b []byte) (*corev1.ConfigMap, error) { decoded++; return dec(b) }
+	c.pk.decode = func(b []byte) (*corev1.ConfigMap, error) { decoded++; return dec(b) }
 	r, err := c.packEncoded("ns/a", data)
 	if err != nil {
 		t.Fatal(err)
@@ -213,8 +213,8 @@ func TestCompactKeepsTheWireBytes(t *testing.T) {
 		}
 		inf := New[*corev1.ConfigMap](clientFor(t, srv).CoreV1().ConfigMaps("ns"), opts)
 		var encoded atomic.Int32
-		enc := inf.Cache().codec.encode
-		inf.Cache().codec.encode = func(o *corev1.ConfigMap) ([]byte, error) { encoded.Add(1); return enc(o) }
+		enc := inf.Cache().pk.encode
+		inf.Cache().pk.encode = func(o *corev1.ConfigMap) ([]byte, error) { encoded.Add(1); return enc(o) }
 		var made atomic.Int32 // objects the stream decoded (bookmarks included)
 		mk := inf.loop.direct.proto.New
 		inf.loop.direct.proto.New = func() protowatch.Object { made.Add(1); return mk() }

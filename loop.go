@@ -243,11 +243,11 @@ func (l *loop[T]) setTransform(fn func(T) (T, error)) {
 	l.direct = nil
 	if l.newDirect != nil {
 		var share *intern.Sharer
-		if fn == nil && l.w.cache.codec == nil { // a compact cache keeps no object to share with
+		if fn == nil && l.w.cache.pk == nil { // a compact cache keeps no object to share with
 			share = l.w.share
 		}
 		l.direct = l.newDirect(share)
-		if l.direct != nil && l.direct.proto != nil && fn == nil && l.w.cache.codec != nil {
+		if l.direct != nil && l.direct.proto != nil && fn == nil && l.w.cache.pk != nil {
 			// A compact cache keeps the bytes as they came: the object
 			// without a Transform is what they decode to. With the
 			// default key, nothing needs the object before a handler or

@@ -169,7 +169,7 @@ func (l *loop[T]) restoreHeld(o outcome) outcome {
 // decoding only those it must (Cache.packEncoded).
 func (l *loop[T]) loadState(load bool) (items map[string]ref[T], rv string, ok bool) {
 	p, c := l.w.state, l.w.cache
-	if c.codec != nil {
+	if c.pk != nil {
 		items = map[string]ref[T]{}
 		rv, ok = p.OpenEncoded(load, func(key string, data []byte) error {
 			r, err := c.packEncoded(key, data)

@@ -80,7 +80,7 @@ func (w *writer[T]) swap(p publisher[T], items map[string]ref[T]) (old map[strin
 // emit queues e with obj as its Object and old as its Old (zero refs:
 // none), decoded by the handlers' side if packed.
 func (w *writer[T]) emit(p publisher[T], e Event[T], obj, old ref[T]) {
-	p.emitQueued(w.cache.queued(e, obj, old, 0))
+	p.emitQueued(entry(e, obj, old, 0, w.cache.pk))
 }
 
 // record notes r, cached under key, in the state file: a compact cache's
@@ -110,7 +110,7 @@ func (w *writer[T]) pack(obj T) (ref[T], bool) {
 	if w.rawOf != nil {
 		raw = w.rawOf(obj)
 	}
-	r, err := w.cache.pack(obj, raw)
+	r, err := w.cache.hold(obj, raw)
 	if err != nil {
 		w.report(fmt.Errorf("%w: %s cannot be encoded for the compact cache: %w", ErrUnexpectedObject, w.cache.keyFunc(obj), err))
 		return r, false
@@ -140,7 +140,7 @@ func (w *writer[T]) prepare(obj T) (T, bool) {
 		}
 		obj = out
 	}
-	if w.cache.codec == nil { // a compact cache keeps no object to share with
+	if w.cache.pk == nil { // a compact cache keeps no object to share with
 		w.share.Object(obj)
 	}
 	return obj, true

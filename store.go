@@ -1,0 +1,458 @@
+package kinformer
+
+import (
+	"fmt"
+	"slices"
+)
+
+// The cache's index engine: the items, the indexes and the namespace
+// counts, and the writer's put, remove and swap, which keep them in step.
+// It does not care how an object is held (a ref: the object, or packed
+// bytes, compact.go), beyond the three things it reads of one: its
+// namespace, its index values and, for addIndexers, the object itself.
+
+// ref is a cached object as the cache holds it: the object itself, or in
+// a compact cache its packed form. The zero ref is no object.
+type ref[T Object] struct {
+	obj T
+	p   *packed
+}
+
+// resourceVersion returns the object's resourceVersion without decoding.
+func (r ref[T]) resourceVersion() string {
+	if r.p != nil {
+		return r.p.rv
+	}
+	return r.obj.GetResourceVersion()
+}
+
+// namespace returns the object's namespace without decoding.
+func (r ref[T]) namespace() string {
+	if r.p != nil {
+		return r.p.ns
+	}
+	return r.obj.GetNamespace()
+}
+
+// uid returns the object's UID without decoding (a compact cache keeps it
+// only if uids is set).
+func (r ref[T]) uid() string {
+	if r.p != nil {
+		return r.p.extra().uid
+	}
+	return string(r.obj.GetUID())
+}
+
+// hold readies obj for put or swap: itself in a plain cache, packed in a
+// compact one, where raw, if set, is the bytes it was decoded from. The
+// writer's alone.
+func (c *Cache[T]) hold(obj T, raw []byte) (ref[T], error) {
+	if c.pk == nil {
+		return ref[T]{obj: obj}, nil
+	}
+	return c.pack(obj, raw)
+}
+
+// load returns the object r holds: itself, or decoded anew (false if its
+// bytes do not decode).
+func (c *Cache[T]) load(r ref[T]) (T, bool) {
+	if r.p == nil {
+		return r.obj, true
+	}
+	return c.pk.load(r.p)
+}
+
+// keySet is the set of cache keys filed under one index value.
+type keySet map[string]struct{}
+
+// newCache returns an empty cache. A nil keyFunc means MetaNamespaceKey.
+// The namespace index (IndexNamespace) is always added.
+func newCache[T Object](keyFunc KeyFunc[T], indexers map[string]IndexFunc[T]) *Cache[T] {
+	c := &Cache[T]{keyFunc: keyFunc, defaultKey: keyFunc == nil, items: map[string]ref[T]{}}
+	if c.defaultKey {
+		c.keyFunc = MetaNamespaceKey[T]
+	}
+	idx := make(map[string]IndexFunc[T], len(indexers)+1)
+	for name, f := range indexers {
+		idx[name] = f
+	}
+	if _, ok := idx[IndexNamespace]; !ok {
+		idx[IndexNamespace] = namespaceIndex[T]
+		c.lazyNS, c.nsCount = true, map[string]int{}
+	}
+	c.indexers = idx
+	for name := range idx {
+		if c.eager(name) {
+			c.order = append(c.order, name)
+		}
+	}
+	slices.Sort(c.order)
+	c.indices = c.emptyIndices()
+	return c
+}
+
+// addIndexers adds indexes, built from the cached objects, at any time.
+// It holds wmu, so the writer waits; the new indexes are computed without
+// mu (readers go on, and an IndexFunc may read the cache) and published
+// with the new indexers under it, so a reader finds an index complete or
+// not at all.
+func (c *Cache[T]) addIndexers(indexers map[string]IndexFunc[T]) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	for name, f := range indexers {
+		if _, ok := c.indexers[name]; ok {
+			return fmt.Errorf("kinformer: index %q already exists", name)
+		}
+		if f == nil {
+			return fmt.Errorf("kinformer: index %q has a nil IndexFunc", name)
+		}
+	}
+	idx := make(map[string]IndexFunc[T], len(c.indexers)+len(indexers))
+	for name, f := range c.indexers {
+		idx[name] = f
+	}
+	names := make([]string, 0, len(indexers))
+	for name, f := range indexers {
+		idx[name] = f
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	// Each object's values for the new indexes; a compact cache decodes
+	// each object once, and keeps the values beside it.
+	built := make(map[string]map[string]keySet, len(indexers))
+	for _, name := range names {
+		built[name] = map[string]keySet{}
+	}
+	var repacked map[string]ref[T]
+	if c.pk != nil {
+		repacked = make(map[string]ref[T], len(c.items))
+	}
+	for key, r := range c.items { // only the writer changes items, and it waits on wmu
+		obj, ok := c.load(r)
+		if !ok {
+			continue
+		}
+		var vals [][]string
+		for _, name := range names {
+			v := indexers[name](obj)
+			index(built[name], key, v)
+			vals = append(vals, v)
+		}
+		if r.p != nil {
+			p, x := *r.p, *r.p.extra()
+			x.vals = append(slices.Clip(x.vals), vals...)
+			p.x = &x
+			repacked[key] = ref[T]{p: &p}
+		}
+	}
+	c.mu.Lock()
+	for name, m := range built {
+		c.indices[name] = m
+	}
+	for key, r := range repacked {
+		c.items[key] = r
+	}
+	c.indexers = idx
+	c.order = append(slices.Clip(c.order), names...)
+	c.mu.Unlock()
+	return nil
+}
+
+// eager reports whether the named index is kept from the start (every
+// index but the built-in namespace one).
+func (c *Cache[T]) eager(name string) bool { return !c.lazyNS || name != IndexNamespace }
+
+// emptyIndices returns the eager indexes, empty.
+func (c *Cache[T]) emptyIndices() map[string]map[string]keySet {
+	m := make(map[string]map[string]keySet, len(c.indexers))
+	for name := range c.indexers {
+		if c.eager(name) {
+			m[name] = map[string]keySet{}
+		}
+	}
+	return m
+}
+
+// namespaceReady reports, under the read lock, whether a namespace query
+// can be answered now: from an index, or because every object is in one
+// namespace (or none).
+func (c *Cache[T]) namespaceReady() bool {
+	return !c.lazyNS || c.nsBuilt.Load() || len(c.nsCount) <= 1
+}
+
+// rlockNamespace takes the read lock for a namespace query, building the
+// namespace index first if the query needs it. The caller must RUnlock.
+func (c *Cache[T]) rlockNamespace() {
+	c.mu.RLock()
+	if c.namespaceReady() {
+		return
+	}
+	c.mu.RUnlock()
+	c.mu.Lock()
+	if !c.namespaceReady() {
+		c.indices[IndexNamespace] = namespaceIndexOf(c.items, c.nsCount)
+		c.nsBuilt.Store(true)
+	}
+	c.mu.Unlock()
+	c.mu.RLock() // once built, the index is kept: still ready
+}
+
+// inNamespace calls fn with each cached key and object of namespace ns
+// until it returns false. Under rlockNamespace.
+func (c *Cache[T]) inNamespace(ns string, fn func(key string, r ref[T]) bool) {
+	if idx, ok := c.indices[IndexNamespace]; ok {
+		for key := range idx[ns] {
+			if r, ok := c.items[key]; ok { // an IndexFunc that is not a pure function of its object can leave a key behind
+				if !fn(key, r) {
+					return
+				}
+			}
+		}
+		return
+	}
+	if c.nsCount[ns] == 0 {
+		return
+	}
+	for key, r := range c.items { // all in ns: namespaceReady
+		if !fn(key, r) {
+			return
+		}
+	}
+}
+
+// indexChange is how one index's values for a key change with a write.
+type indexChange struct {
+	name     string
+	old, new []string
+}
+
+// nsChange is how a key's namespace changes with a write (lazyNS): from
+// old (if existed) to new (if present).
+type nsChange struct {
+	old, new         string
+	existed, present bool
+}
+
+// changes computes, without the lock, how the eager indexes change when old
+// (if existed) becomes obj (if present), and the namespaces. Writer only.
+func (c *Cache[T]) changes(old ref[T], existed bool, obj ref[T], present bool) ([]indexChange, nsChange) {
+	var out []indexChange
+	ns := nsChange{existed: existed, present: present}
+	if c.lazyNS {
+		if existed {
+			ns.old = old.namespace()
+		}
+		if present {
+			ns.new = obj.namespace()
+		}
+	}
+	for i, name := range c.order {
+		var oldVals, newVals []string
+		if existed {
+			oldVals = c.values(old, i)
+		}
+		if present {
+			newVals = c.values(obj, i)
+		}
+		if !equalStrings(oldVals, newVals) {
+			out = append(out, indexChange{name, oldVals, newVals})
+		}
+	}
+	return out, ns
+}
+
+// values returns r's values in the i-th eager index (order): kept beside
+// a packed object, computed from a plain one. Under wmu.
+func (c *Cache[T]) values(r ref[T], i int) []string {
+	if r.p != nil {
+		return r.p.extra().vals[i]
+	}
+	return c.indexers[c.order[i]](r.obj)
+}
+
+// reindex applies changes under the lock.
+func (c *Cache[T]) reindex(key string, changes []indexChange, ns nsChange) {
+	for _, ch := range changes {
+		unindex(c.indices[ch.name], key, ch.old)
+		index(c.indices[ch.name], key, ch.new)
+	}
+	if !c.lazyNS || (ns.existed == ns.present && ns.old == ns.new) {
+		return
+	}
+	idx := c.indices[IndexNamespace] // nil until built
+	if ns.existed {
+		if c.nsCount[ns.old]--; c.nsCount[ns.old] == 0 {
+			delete(c.nsCount, ns.old)
+		}
+		if idx != nil {
+			unindexOne(idx, key, ns.old)
+		}
+	}
+	if ns.present {
+		c.nsCount[ns.new]++
+		if idx != nil {
+			indexOne(idx, key, ns.new)
+		}
+	}
+}
+
+// each calls fn for every object, under the read lock (a snapshot).
+func (c *Cache[T]) each(fn func(key string, r ref[T])) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for key, r := range c.items {
+		fn(key, r)
+	}
+}
+
+// peek returns the object at key without the lock: for the writer alone,
+// which is the only one to change items.
+func (c *Cache[T]) peek(key string) (ref[T], bool) {
+	r, ok := c.items[key]
+	return r, ok
+}
+
+// peekAll calls fn for every object without the lock: for the writer
+// alone, and fn must not change the cache.
+func (c *Cache[T]) peekAll(fn func(key string, r ref[T])) {
+	for key, r := range c.items {
+		fn(key, r)
+	}
+}
+
+// size is Len without the lock: for the writer alone.
+func (c *Cache[T]) size() int { return len(c.items) }
+
+// put stores r (from pack) under key and returns the object it replaced.
+// Writer only.
+func (c *Cache[T]) put(key string, r ref[T]) (old ref[T], existed bool) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if r.p != nil {
+		r = c.complete(r)
+	}
+	old, existed = c.items[key] // the writer's own map: no lock to read
+	changes, ns := c.changes(old, existed, r, true)
+	c.mu.Lock()
+	c.items[key] = r
+	c.reindex(key, changes, ns)
+	c.mu.Unlock()
+	return old, existed
+}
+
+// remove deletes key and returns the object that was there. Writer only.
+func (c *Cache[T]) remove(key string) (old ref[T], existed bool) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	old, existed = c.items[key]
+	if !existed {
+		return old, false
+	}
+	changes, ns := c.changes(old, true, old, false)
+	c.mu.Lock()
+	delete(c.items, key)
+	c.reindex(key, changes, ns)
+	c.mu.Unlock()
+	return old, true
+}
+
+// swap makes items the whole content of the cache, atomically, and
+// returns the content it replaced. The indexes are built before the lock
+// is taken (the namespace index under it, if a reader has just built it
+// for the old content). Writer only.
+func (c *Cache[T]) swap(items map[string]ref[T]) (old map[string]ref[T]) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	indices := c.emptyIndices()
+	for key, r := range items {
+		if r.p != nil && len(r.p.extra().vals) != len(c.order) {
+			r = c.complete(r)
+			items[key] = r
+		}
+		for i, name := range c.order {
+			index(indices[name], key, c.values(r, i))
+		}
+	}
+	var counts map[string]int
+	builtNS := false
+	if c.lazyNS {
+		counts = map[string]int{}
+		for _, r := range items {
+			counts[r.namespace()]++
+		}
+		if builtNS = c.nsBuilt.Load(); builtNS {
+			indices[IndexNamespace] = namespaceIndexOf(items, counts)
+		}
+	}
+	c.mu.Lock()
+	if c.lazyNS && !builtNS && c.nsBuilt.Load() {
+		indices[IndexNamespace] = namespaceIndexOf(items, counts)
+	}
+	old = c.items
+	c.items, c.indices, c.nsCount = items, indices, counts
+	c.mu.Unlock()
+	return old
+}
+
+// namespaceIndexOf returns the namespace index of items, whose namespaces
+// are counted in counts.
+func namespaceIndexOf[T Object](items map[string]ref[T], counts map[string]int) map[string]keySet {
+	idx := make(map[string]keySet, len(counts))
+	for ns, n := range counts {
+		idx[ns] = make(keySet, n)
+	}
+	for key, r := range items {
+		idx[r.namespace()][key] = struct{}{}
+	}
+	return idx
+}
+
+func indexOne(idx map[string]keySet, key, value string) {
+	set := idx[value]
+	if set == nil {
+		set = keySet{}
+		idx[value] = set
+	}
+	set[key] = struct{}{}
+}
+
+func unindexOne(idx map[string]keySet, key, value string) {
+	set := idx[value]
+	delete(set, key)
+	if len(set) == 0 {
+		delete(idx, value)
+	}
+}
+
+func index(idx map[string]keySet, key string, values []string) {
+	for _, v := range values {
+		set := idx[v]
+		if set == nil {
+			set = keySet{}
+			idx[v] = set
+		}
+		set[key] = struct{}{}
+	}
+}
+
+func unindex(idx map[string]keySet, key string, values []string) {
+	for _, v := range values {
+		set := idx[v]
+		delete(set, key)
+		if len(set) == 0 {
+			delete(idx, v)
+		}
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
