@@ -3,10 +3,12 @@ package liveness
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -235,4 +237,46 @@ func TestEveryConnectionIsProbed(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// Each watch on a connection may ask for its own ProbeAfter: the
+// watchdog probes after the shortest, whichever watch came first, and
+// after the next shortest once that watch is done.
+//
+// The probes of the synctest tests take some of the bubble's time to
+// answer: a watchdog that probed again at once would otherwise spin
+// without the clock moving, and the test would hang instead of failing.
+func TestWatchdogUsesShortestProbeAfter(t *testing.T) {
+	for _, shortFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("short first %v", shortFirst), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := newConn()
+				p := &prober{conn: c, delay: time.Second}
+				var short, long *Watch
+				if shortFirst {
+					short = Register(c, p.probe, 5*time.Second, 5*time.Second)
+					long = Register(c, p.probe, time.Minute, 5*time.Second)
+				} else {
+					long = Register(c, p.probe, time.Minute, 5*time.Second)
+					short = Register(c, p.probe, 5*time.Second, 5*time.Second)
+				}
+				defer long.Done()
+				defer short.Done() // done below; again if the test fails first
+				time.Sleep(5500 * time.Millisecond)
+				if n := p.n.Load(); n != 1 {
+					t.Fatalf("%d probes after 5.5 s of silence, with watches asking for a probe after 5 s and after 1 min; want 1 (at 5 s)", n)
+				}
+				time.Sleep(1500 * time.Millisecond) // 7 s: answered at 6 s
+				short.Done()
+				time.Sleep(55 * time.Second) // 62 s: the answer at 6 s + 1 min is still ahead
+				if n := p.n.Load(); n != 1 {
+					t.Fatalf("%d probes 56 s after the answer, with only the watch asking for a probe after 1 min left; want 1", n)
+				}
+				time.Sleep(6 * time.Second) // 68 s
+				if n := p.n.Load(); n != 2 {
+					t.Fatalf("%d probes 62 s after the answer, with only the watch asking for a probe after 1 min left; want 2 (at 66 s)", n)
+				}
+			})
+		})
+	}
 }
