@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -279,4 +280,33 @@ func TestWatchdogUsesShortestProbeAfter(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A probe that fails at once (the connection reset or refused, a TLS
+// error) is an answer of sorts, not a death: only a probe left
+// unanswered until its timeout closes the connection.
+func TestProbeErrorAtOnceIsNotDeath(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newConn()
+		var n atomic.Int32
+		probe := func(ctx context.Context) (net.Conn, error) {
+			n.Add(1)
+			select {
+			case <-time.After(10 * time.Millisecond): // a round trip
+				return c, syscall.ECONNRESET
+			case <-ctx.Done():
+				return c, ctx.Err()
+			}
+		}
+		w := Register(c, probe, 5*time.Second, 5*time.Second)
+		time.Sleep(12 * time.Second) // probes at 5 and 10.01 s
+		w.Done()
+		if c.closed.Load() || w.Dead() {
+			t.Fatalf("a probe that failed at once (%v) closed the connection (closed %v, Dead %v) after %d probe(s)",
+				syscall.ECONNRESET, c.closed.Load(), w.Dead(), n.Load())
+		}
+		if got := n.Load(); got != 2 {
+			t.Fatalf("%d probes in 12 s with ProbeAfter 5 s and every probe failing at once, want 2 (at 5 and 10.01 s)", got)
+		}
+	})
 }
