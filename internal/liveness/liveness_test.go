@@ -310,3 +310,18 @@ func TestProbeErrorAtOnceIsNotDeath(t *testing.T) {
 		}
 	})
 }
+
+// An answer counts as activity: the next probe waits for a whole
+// ProbeAfter of silence after it, not after the last event.
+func TestAnswerRestartsTheSilence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newConn()
+		p := &prober{conn: c, delay: time.Second}
+		w := Register(c, p.probe, 5*time.Second, 5*time.Second)
+		defer w.Done()
+		time.Sleep(32 * time.Second)
+		if n := p.n.Load(); n != 5 {
+			t.Fatalf("%d probes in 32 s of silence, ProbeAfter 5 s, each answered in 1 s; want 5 (at 5, 11, 17, 23 and 29 s)", n)
+		}
+	})
+}
