@@ -3,10 +3,13 @@ package liveness
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -234,5 +237,91 @@ func TestEveryConnectionIsProbed(t *testing.T) {
 			}
 		}
 		return true
+	})
+}
+
+// Each watch on a connection may ask for its own ProbeAfter: the
+// watchdog probes after the shortest, whichever watch came first, and
+// after the next shortest once that watch is done.
+//
+// The probes of the synctest tests take some of the bubble's time to
+// answer: a watchdog that probed again at once would otherwise spin
+// without the clock moving, and the test would hang instead of failing.
+func TestWatchdogUsesShortestProbeAfter(t *testing.T) {
+	for _, shortFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("short first %v", shortFirst), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := newConn()
+				p := &prober{conn: c, delay: time.Second}
+				var short, long *Watch
+				if shortFirst {
+					short = Register(c, p.probe, 5*time.Second, 5*time.Second)
+					long = Register(c, p.probe, time.Minute, 5*time.Second)
+				} else {
+					long = Register(c, p.probe, time.Minute, 5*time.Second)
+					short = Register(c, p.probe, 5*time.Second, 5*time.Second)
+				}
+				defer long.Done()
+				defer short.Done() // done below; again if the test fails first
+				time.Sleep(5500 * time.Millisecond)
+				if n := p.n.Load(); n != 1 {
+					t.Fatalf("%d probes after 5.5 s of silence, with watches asking for a probe after 5 s and after 1 min; want 1 (at 5 s)", n)
+				}
+				time.Sleep(1500 * time.Millisecond) // 7 s: answered at 6 s
+				short.Done()
+				time.Sleep(55 * time.Second) // 62 s: the answer at 6 s + 1 min is still ahead
+				if n := p.n.Load(); n != 1 {
+					t.Fatalf("%d probes 56 s after the answer, with only the watch asking for a probe after 1 min left; want 1", n)
+				}
+				time.Sleep(6 * time.Second) // 68 s
+				if n := p.n.Load(); n != 2 {
+					t.Fatalf("%d probes 62 s after the answer, with only the watch asking for a probe after 1 min left; want 2 (at 66 s)", n)
+				}
+			})
+		})
+	}
+}
+
+// A probe that fails at once (the connection reset or refused, a TLS
+// error) is an answer of sorts, not a death: only a probe left
+// unanswered until its timeout closes the connection.
+func TestProbeErrorAtOnceIsNotDeath(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newConn()
+		var n atomic.Int32
+		probe := func(ctx context.Context) (net.Conn, error) {
+			n.Add(1)
+			select {
+			case <-time.After(10 * time.Millisecond): // a round trip
+				return c, syscall.ECONNRESET
+			case <-ctx.Done():
+				return c, ctx.Err()
+			}
+		}
+		w := Register(c, probe, 5*time.Second, 5*time.Second)
+		time.Sleep(12 * time.Second) // probes at 5 and 10.01 s
+		w.Done()
+		if c.closed.Load() || w.Dead() {
+			t.Fatalf("a probe that failed at once (%v) closed the connection (closed %v, Dead %v) after %d probe(s)",
+				syscall.ECONNRESET, c.closed.Load(), w.Dead(), n.Load())
+		}
+		if got := n.Load(); got != 2 {
+			t.Fatalf("%d probes in 12 s with ProbeAfter 5 s and every probe failing at once, want 2 (at 5 and 10.01 s)", got)
+		}
+	})
+}
+
+// An answer counts as activity: the next probe waits for a whole
+// ProbeAfter of silence after it, not after the last event.
+func TestAnswerRestartsTheSilence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newConn()
+		p := &prober{conn: c, delay: time.Second}
+		w := Register(c, p.probe, 5*time.Second, 5*time.Second)
+		defer w.Done()
+		time.Sleep(32 * time.Second)
+		if n := p.n.Load(); n != 5 {
+			t.Fatalf("%d probes in 32 s of silence, ProbeAfter 5 s, each answered in 1 s; want 5 (at 5, 11, 17, 23 and 29 s)", n)
+		}
 	})
 }
