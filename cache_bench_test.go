@@ -276,7 +276,7 @@ func BenchmarkWriter(b *testing.B) {
 		c := newCache[*corev1.ConfigMap](nil, nil)
 		w, events := newTestWriter(c)
 		for _, o := range benchCMs {
-			w.apply(Added, o, prepared)
+			w.apply(Added, o, nil, prepared)
 		}
 		events()
 		return w, events
@@ -286,7 +286,7 @@ func BenchmarkWriter(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			w.apply(Modified, gens[(i/benchObjects)%2][i%benchObjects], prepared)
+			w.apply(Modified, gens[(i/benchObjects)%2][i%benchObjects], nil, prepared)
 			if i++; i%4096 == 0 {
 				b.StopTimer()
 				events()
@@ -301,7 +301,7 @@ func BenchmarkWriter(b *testing.B) {
 			b.StopTimer()
 			items := make(map[string]ref[*corev1.ConfigMap], benchObjects)
 			for _, o := range gens[i%2] {
-				w.collect(items, o, prepared)
+				w.collect(items, o, nil, prepared)
 			}
 			events()
 			b.StartTimer()
@@ -336,7 +336,7 @@ func BenchmarkMutationDetector(b *testing.B) {
 			w.share.Stale = &w.detect.found
 		}
 		for _, o := range benchCMs {
-			w.apply(Added, o.DeepCopy(), w.prepare)
+			w.apply(Added, o.DeepCopy(), nil, w.prepare)
 		}
 		events()
 		return w, events
@@ -360,7 +360,7 @@ func BenchmarkMutationDetector(b *testing.B) {
 			for b.Loop() {
 				o := benchCMs[i%benchObjects].DeepCopy()
 				o.ResourceVersion = strconv.Itoa(200000 + i)
-				w.apply(Modified, o, w.prepare)
+				w.apply(Modified, o, nil, w.prepare)
 				if i++; i%4096 == 0 {
 					b.StopTimer()
 					events()

@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/kinformer/kinformer/internal/apiclient"
 	"github.com/kinformer/kinformer/internal/intern"
 	"github.com/kinformer/kinformer/internal/jsonwatch"
 	"github.com/kinformer/kinformer/internal/protowatch"
@@ -66,13 +65,25 @@ type directWatcher struct {
 	shares    bool // objects come stripped and shared
 }
 
+// decoding is how a directWatcher decodes, fixed when it is made.
+type decoding struct {
+	keepManagedFields bool
+	// share, if set, makes the decoder strip and share objects itself,
+	// and they need no preparing after (see writer.prepare).
+	share        *intern.Sharer
+	maxJSONEvent int64
+	// keepRaw: a protobuf stream gives each object's bytes with it (a
+	// compact cache keeps them); lazy: it leaves objects undecoded where
+	// it can (protowatch.Format.KeepRaw, Lazy). Not with share.
+	keepRaw, lazy bool
+}
+
 // newDirectWatcher returns a directWatcher for lw if kinformer can decode
-// its watches itself; else nil, and the informer uses lw's own Watch. With
-// share set, the decoder strips and shares objects itself, and they need
-// no preparing after (see writer.prepare).
+// its watches itself; else nil, and the informer uses lw's own Watch.
 // t is the type of the objects to make: T, or for an interface T the
 // concrete type (Factory.Typed).
-func newDirectWatcher[T Object](lw any, t reflect.Type, keepManagedFields bool, share *intern.Sharer, maxJSONEvent int64) *directWatcher {
+func newDirectWatcher[T Object](lw any, t reflect.Type, dc decoding) *directWatcher {
+	keepManagedFields, share, maxJSONEvent := dc.keepManagedFields, dc.share, dc.maxJSONEvent
 	if !mayStream(lw) {
 		return nil
 	}
@@ -105,6 +116,8 @@ func newDirectWatcher[T Object](lw any, t reflect.Type, keepManagedFields bool, 
 			Layout:             layout,
 			StripManagedFields: !keepManagedFields,
 			Check:              protowatch.CheckOf(elem),
+			KeepRaw:            dc.keepRaw && share == nil,
+			Lazy:               dc.lazy && share == nil,
 		}
 		if layout != (protowatch.Layout{}) {
 			d.proto.Share = share
@@ -202,24 +215,33 @@ func dynamicTarget(lw any) (client rest.Interface, namespace string, gvr schema.
 // kindOf returns the kind a source knows its objects have (a Factory's,
 // from its scheme), else def.
 func kindOf(lw any, def string) string {
-	if f, ok := lw.(*apiclient.ListerWatcher); ok && f.Kind() != "" {
-		return f.Kind()
+	if h, ok := lw.(wireHints); ok && h.Kind() != "" {
+		return h.Kind()
 	}
 	return def
+}
+
+// wireHints is what a source may know of its resource that the direct
+// decoder would otherwise learn by discovery or from the Go type: a
+// Factory's lister-watchers know it all (internal/apiclient).
+type wireHints interface {
+	Kind() string     // the kind; "" if unknown
+	Resource() string // the resource's plural name; "" if unknown
+	Protobuf() bool   // whether the server sends the type in protobuf
 }
 
 // jsonOnly tells whether a source speaks JSON only, whatever its type
 // could decode (a Factory's, for types its scheme has no protobuf for).
 func jsonOnly(lw any) bool {
-	f, ok := lw.(*apiclient.ListerWatcher)
-	return ok && !f.Protobuf()
+	h, ok := lw.(wireHints)
+	return ok && !h.Protobuf()
 }
 
 // resourceOf returns the resource name a source already knows (a
 // Factory's, from discovery), or "" for discovery to find.
 func resourceOf(lw any) string {
-	if f, ok := lw.(*apiclient.ListerWatcher); ok {
-		return f.Resource()
+	if h, ok := lw.(wireHints); ok {
+		return h.Resource()
 	}
 	return ""
 }

@@ -132,7 +132,7 @@ func (l *loop[T]) collectItem(items map[string]ref[T], o runtime.Object, prepare
 		l.w.report(fmt.Errorf("list: %w: item %w", ErrUnexpectedObject, err))
 		return
 	}
-	l.w.collect(items, obj, prepare)
+	l.w.collect(items, obj, nil, prepare)
 }
 
 // watchListStartTimeout: a server that does watch-lists sends the first
@@ -204,10 +204,10 @@ func (l *loop[T]) watchList(ctx context.Context) outcome {
 		}
 		switch {
 		case c.typ == Added:
-			if c.raw != nil {
-				l.w.collectRaw(items, c.raw)
+			if c.undecoded != nil {
+				l.w.collectRaw(items, c.undecoded)
 			} else {
-				l.w.collect(items, c.obj, s.prepare)
+				l.w.collect(items, c.obj, c.raw, s.prepare)
 			}
 		case c.typ == Bookmark:
 			if c.endOfList {

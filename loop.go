@@ -230,9 +230,9 @@ type loop[T Object] struct {
 	held *heldState[T]
 	// sh is the share of a sharded informer; nil if not sharded.
 	sh *shardLoop
-	// newDirect makes the direct decoder, sharing through share if not
-	// nil; nil with DisableDirectDecoding.
-	newDirect func(share *intern.Sharer) *directWatcher
+	// newDirect makes the direct decoder, decoding so; nil with
+	// DisableDirectDecoding.
+	newDirect func(decoding) *directWatcher
 }
 
 // setTransform sets the Transform, before the loop first runs, and makes
@@ -242,20 +242,20 @@ func (l *loop[T]) setTransform(fn func(T) (T, error)) {
 	l.opts.Transform, l.w.transform = fn, fn
 	l.direct = nil
 	if l.newDirect != nil {
-		var share *intern.Sharer
-		if fn == nil && l.w.cache.pk == nil { // a compact cache keeps no object to share with
-			share = l.w.share
-		}
-		l.direct = l.newDirect(share)
-		if l.direct != nil && l.direct.proto != nil && fn == nil && l.w.cache.pk != nil {
+		dc := decoding{keepManagedFields: l.opts.KeepManagedFields, maxJSONEvent: l.opts.maxJSONEvent}
+		switch {
+		case fn != nil:
+		case l.w.cache.pk == nil:
+			dc.share = l.w.share // a compact cache keeps no object to share with
+		default:
 			// A compact cache keeps the bytes as they came: the object
 			// without a Transform is what they decode to. With the
 			// default key, nothing needs the object before a handler or
 			// a reader does (index values excepted: packRaw decodes for
 			// them), and it is left undecoded.
-			l.direct.proto.KeepRaw = true
-			l.direct.proto.Lazy = l.w.cache.defaultKey
+			dc.keepRaw, dc.lazy = true, l.w.cache.defaultKey
 		}
+		l.direct = l.newDirect(dc)
 	}
 	l.st.direct = l.direct != nil
 }
@@ -275,9 +275,7 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *
 		l.liveness = proberFor(lw)
 	}
 	if !o.DisableDirectDecoding {
-		l.newDirect = func(share *intern.Sharer) *directWatcher {
-			return newDirectWatcher[T](lw, o.objectType(), o.KeepManagedFields, share, o.maxJSONEvent)
-		}
+		l.newDirect = func(dc decoding) *directWatcher { return newDirectWatcher[T](lw, o.objectType(), dc) }
 	}
 	l.setTransform(o.Transform)
 	if o.Sharding != nil {

@@ -354,15 +354,15 @@ func TestMutationDetectorOff(t *testing.T) {
 		for i := range 10 {
 			o := &countedCM{*cm("ns", fmt.Sprint(i))}
 			o.ResourceVersion = "1"
-			w.apply(Added, o, w.prepare)
+			w.apply(Added, o, nil, w.prepare)
 		}
-		w.apply(Modified, &countedCM{*cm("ns", "0")}, w.prepare)
-		w.apply(Deleted, &countedCM{*cm("ns", "1")}, w.prepare)
+		w.apply(Modified, &countedCM{*cm("ns", "0")}, nil, w.prepare)
+		w.apply(Deleted, &countedCM{*cm("ns", "1")}, nil, w.prepare)
 		items := map[string]ref[*countedCM]{}
 		for i := range 3 {
 			o := &countedCM{*cm("ns", fmt.Sprint(i))}
 			o.ResourceVersion = "2"
-			w.collect(items, o, w.prepare)
+			w.collect(items, o, nil, w.prepare)
 		}
 		w.replace(items, "3")
 		return cmCopies.Load() - before
@@ -555,11 +555,11 @@ func TestMutationDetectorInexactCopy(t *testing.T) {
 	for i := range 3 {
 		o := &lossyCM{*cm("ns", fmt.Sprint(i))}
 		o.Data["k"] = "v"
-		w.apply(Added, o, w.prepare)
+		w.apply(Added, o, nil, w.prepare)
 	}
 	o := &lossyCM{*cm("ns", "0")}
 	o.Data["k"] = "v2"
-	w.apply(Modified, o, w.prepare)
+	w.apply(Modified, o, nil, w.prepare)
 	w.detect.check(context.Background())
 	for _, e := range events() {
 		if e.Type == Error {

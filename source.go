@@ -35,9 +35,18 @@ type source interface {
 	//   - an error wrapping ErrUnexpectedObject: one event could not be
 	//     used and was skipped; the stream goes on;
 	//   - any other error: the stream is unreadable and over.
-	next(ctx context.Context, deadline time.Time) (watch.Event, error)
+	next(ctx context.Context, deadline time.Time) (event, error)
 	// stop ends the stream; safe to call more than once.
 	stop()
+}
+
+// event is a watch event as a source gives it. raw, from a protobuf
+// stream that keeps them (decoding.keepRaw), is the bytes its object was
+// decoded from, which a compact cache keeps rather than encode the object
+// again; nil for none.
+type event struct {
+	watch.Event
+	raw []byte
 }
 
 var (
@@ -51,7 +60,7 @@ type clientSource struct {
 	timer *time.Timer
 }
 
-func (s *clientSource) next(ctx context.Context, deadline time.Time) (watch.Event, error) {
+func (s *clientSource) next(ctx context.Context, deadline time.Time) (event, error) {
 	var fire <-chan time.Time
 	if !deadline.IsZero() {
 		if s.timer == nil {
@@ -63,14 +72,14 @@ func (s *clientSource) next(ctx context.Context, deadline time.Time) (watch.Even
 	}
 	select {
 	case <-ctx.Done():
-		return watch.Event{}, ctx.Err()
+		return event{}, ctx.Err()
 	case <-fire:
-		return watch.Event{}, errDeadline
+		return event{}, errDeadline
 	case ev, ok := <-s.w.ResultChan():
 		if !ok {
-			return watch.Event{}, errEnded
+			return event{}, errEnded
 		}
-		return ev, nil
+		return event{Event: ev}, nil
 	}
 }
 
@@ -87,6 +96,7 @@ func (s *clientSource) stop() {
 // itself.
 type directSource struct {
 	r      eventReader
+	raw    rawReader   // r, if it keeps its objects' bytes (decoding.keepRaw)
 	unhook func() bool // undoes the close on the request's context
 	alarm  *time.Timer // closes the body at the deadline
 }
@@ -95,11 +105,17 @@ type directSource struct {
 // it last decoded (protowatch.Reader.RawOf).
 type rawReader interface{ RawOf(obj any) []byte }
 
-func newDirectSource(ctx context.Context, r eventReader) *directSource {
-	return &directSource{r: r, unhook: context.AfterFunc(ctx, r.Close)}
+// newDirectSource reads r until ctx ends; with keepRaw, each event comes
+// with the bytes its object was decoded from, where r has them.
+func newDirectSource(ctx context.Context, r eventReader, keepRaw bool) *directSource {
+	s := &directSource{r: r, unhook: context.AfterFunc(ctx, r.Close)}
+	if rr, ok := r.(rawReader); ok && keepRaw {
+		s.raw = rr
+	}
+	return s
 }
 
-func (s *directSource) next(ctx context.Context, deadline time.Time) (watch.Event, error) {
+func (s *directSource) next(ctx context.Context, deadline time.Time) (event, error) {
 	if !deadline.IsZero() {
 		if s.alarm == nil {
 			s.alarm = time.AfterFunc(time.Until(deadline), s.r.Close)
@@ -114,23 +130,27 @@ func (s *directSource) next(ctx context.Context, deadline time.Time) (watch.Even
 	fired := s.alarm != nil && !s.alarm.Stop()
 	switch {
 	case ctx.Err() != nil:
-		return watch.Event{}, ctx.Err()
+		return event{}, ctx.Err()
 	case err == nil:
-		return ev, nil
+		e := event{Event: ev}
+		if s.raw != nil {
+			e.raw = s.raw.RawOf(ev.Object)
+		}
+		return e, nil
 	case errors.Is(err, io.EOF):
 		if fired {
-			return watch.Event{}, errDeadline
+			return event{}, errDeadline
 		}
-		return watch.Event{}, errEnded
+		return event{}, errEnded
 	case errors.Is(err, protowatch.ErrNotProtobuf), errors.Is(err, jsonwatch.ErrNotJSON):
-		return watch.Event{}, fmt.Errorf("%w: %w", errNoDirect, err)
+		return event{}, fmt.Errorf("%w: %w", errNoDirect, err)
 	}
 	var pe *protowatch.EventError
 	var je *jsonwatch.EventError
 	if errors.As(err, &pe) || errors.As(err, &je) {
-		return watch.Event{}, fmt.Errorf("%w: %w", ErrUnexpectedObject, err)
+		return event{}, fmt.Errorf("%w: %w", ErrUnexpectedObject, err)
 	}
-	return watch.Event{}, err
+	return event{}, err
 }
 
 func (s *directSource) stop() {
@@ -231,36 +251,36 @@ func (s *stream[T]) earliest(d deadlines) (time.Time, error) {
 
 // next waits for the next event, or until ctx ends, the stream ends or a
 // deadline passes, and says which (see errResync).
-func (s *stream[T]) next(ctx context.Context, d deadlines) (watch.Event, error) {
+func (s *stream[T]) next(ctx context.Context, d deadlines) (event, error) {
 	at, why := s.earliest(d)
 	if !time.Now().Before(at) {
-		return watch.Event{}, why
+		return event{}, why
 	}
 	ev, err := s.src.next(ctx, at)
 	switch {
 	case ctx.Err() != nil:
-		return watch.Event{}, ctx.Err()
+		return event{}, ctx.Err()
 	case s.live.Dead():
 		// The watchdog closed the connection: whatever came last (an
 		// event read before the close, or the client's error about it),
 		// the watch resumes from its resourceVersion on a new one.
-		return watch.Event{}, ErrIdle
+		return event{}, ErrIdle
 	case err == nil:
 		s.last = time.Now()
 		s.live.Touch(s.last)
 		return ev, nil
 	case errors.Is(err, errDeadline):
-		return watch.Event{}, why
+		return event{}, why
 	case errors.Is(err, errEnded):
 		if !d.resync.IsZero() && !time.Now().Before(d.resync) {
-			return watch.Event{}, errResync // closed by the resync alarm as an event came
+			return event{}, errResync // closed by the resync alarm as an event came
 		}
-		return watch.Event{}, errEnded
+		return event{}, errEnded
 	case errors.Is(err, ErrUnexpectedObject):
 		s.last = time.Now() // something came: the connection lives
 		s.live.Touch(s.last)
 	}
-	return watch.Event{}, err
+	return event{}, err
 }
 
 // read returns the next event of s the loop can use. An event that cannot
@@ -284,7 +304,8 @@ func (l *loop[T]) read(ctx context.Context, s *stream[T], d deadlines, what stri
 		if err != nil {
 			return checked[T]{}, err
 		}
-		c, err := check[T](ev)
+		c, err := check[T](ev.Event)
+		c.raw = ev.raw
 		switch {
 		case c.typ == Error:
 			// Not received: a watch whose first answer is an error (410)
@@ -306,9 +327,12 @@ func (l *loop[T]) read(ctx context.Context, s *stream[T], d deadlines, what stri
 // checked is a watch event the loop can use.
 type checked[T Object] struct {
 	typ EventType
-	obj T               // Added, Modified, Deleted; a Bookmark's object if it is a T
-	raw *protowatch.Raw // instead of obj: Added, Modified, Deleted left undecoded (protowatch.Format.Lazy)
-	rv  string          // Bookmark: its resourceVersion
+	obj T      // Added, Modified, Deleted; a Bookmark's object if it is a T
+	raw []byte // the bytes obj was decoded from, if the stream keeps them (event.raw)
+	// undecoded, instead of obj: Added, Modified, Deleted left undecoded
+	// (protowatch.Format.Lazy).
+	undecoded *protowatch.Raw
+	rv        string // Bookmark: its resourceVersion
 	// endOfList: a Bookmark that ends a watch-list's initial events (also
 	// set, with an error, when such a bookmark has no resourceVersion).
 	endOfList bool
@@ -345,7 +369,7 @@ func check[T Object](ev watch.Event) (checked[T], error) {
 		if raw.Meta.Name == "" {
 			return checked[T]{}, fmt.Errorf("%w: %s event with an object without a name (resourceVersion %q)", ErrUnexpectedObject, ev.Type, raw.Meta.ResourceVersion)
 		}
-		return checked[T]{typ: EventType(ev.Type), raw: raw}, nil
+		return checked[T]{typ: EventType(ev.Type), undecoded: raw}, nil
 	}
 	obj, ok := ev.Object.(T)
 	if !ok || isNil(obj) {

@@ -120,7 +120,7 @@ func TestDeadlineAsAnEventArrivesIsNotMislabelled(t *testing.T) {
 			r := protowatch.NewReader(pipeBody{Reader: pr, pr: pr}, &protowatch.Format{Kind: "ConfigMap",
 				New: func() protowatch.Object { return &corev1.ConfigMap{} }})
 			now := time.Now()
-			s := &stream[*corev1.ConfigMap]{src: newDirectSource(t.Context(), r), cancel: func() {}, idle: time.Hour, started: now, last: now}
+			s := &stream[*corev1.ConfigMap]{src: newDirectSource(t.Context(), r, false), cancel: func() {}, idle: time.Hour, started: now, last: now}
 			defer s.stop()
 			frame := wireEvent(t, "ADDED", managedCM("a"))
 			go func() {

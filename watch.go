@@ -50,11 +50,7 @@ func (l *loop[T]) openWatch(ctx context.Context, verb string, adjust func(*metav
 			return nil, err
 		}
 		l.obs.request(verb, nil)
-		s.src = newDirectSource(wctx, r)
-		l.w.rawOf = nil
-		if rr, ok := r.(rawReader); ok && l.direct.proto != nil && l.direct.proto.KeepRaw {
-			l.w.rawOf = rr.RawOf
-		}
+		s.src = newDirectSource(wctx, r, l.direct.proto != nil && l.direct.proto.KeepRaw)
 		l.log.Debug("kinformer: watch opened", "decoding", "direct", "encoding", l.direct.encoding(), "resource", l.direct.resource)
 		if l.direct.sharesObjects() {
 			s.prepare = prepared[T]
@@ -175,10 +171,10 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 		if c.typ == Bookmark {
 			l.w.bookmark(c.obj, c.rv)
 		} else {
-			if c.raw != nil {
-				l.w.applyRaw(c.typ, c.raw)
+			if c.undecoded != nil {
+				l.w.applyRaw(c.typ, c.undecoded)
 			} else {
-				l.w.apply(c.typ, c.obj, s.prepare)
+				l.w.apply(c.typ, c.obj, c.raw, s.prepare)
 			}
 			lastChange = time.Now()
 		}

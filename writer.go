@@ -35,10 +35,6 @@ type writer[T Object] struct {
 	// state, if set, keeps the state file (Options.StateDir) up to date
 	// with every change made here.
 	state *persist.Persister[T]
-	// rawOf, if set, returns the bytes an object of the open protobuf
-	// stream was decoded from, which a compact cache keeps as they are
-	// (nil for any other object).
-	rawOf func(obj any) []byte
 	// detect, if set, is the mutation detector (Options.DetectMutations):
 	// told of every object cached, replaced and removed, through put,
 	// remove and swap. nil: off, and nothing is copied.
@@ -102,14 +98,11 @@ func batchPut[T Object](b *persist.Batch[T], key string, r ref[T]) {
 	b.Put(key, r.obj)
 }
 
-// pack readies a prepared object for the cache (Cache.pack); false if a
+// pack readies a prepared object for the cache (Cache.hold), with the
+// bytes it was decoded from if the stream kept them (raw); false if a
 // compact cache cannot encode it (reported: the object is skipped, as one
 // that fails its Transform).
-func (w *writer[T]) pack(obj T) (ref[T], bool) {
-	var raw []byte
-	if w.rawOf != nil {
-		raw = w.rawOf(obj)
-	}
+func (w *writer[T]) pack(obj T, raw []byte) (ref[T], bool) {
 	r, err := w.cache.hold(obj, raw)
 	if err != nil {
 		w.report(fmt.Errorf("%w: %s cannot be encoded for the compact cache: %w", ErrUnexpectedObject, w.cache.keyFunc(obj), err))
@@ -201,7 +194,7 @@ func (w *writer[T]) bookmark(obj T, rv string) {
 
 // apply applies an Added, Modified or Deleted event from the watch to the
 // cache and queues what changed.
-func (w *writer[T]) apply(typ EventType, obj T, prepare prepareFunc[T]) {
+func (w *writer[T]) apply(typ EventType, obj T, raw []byte, prepare prepareFunc[T]) {
 	rv := obj.GetResourceVersion()
 	key := w.cache.keyFunc(obj)
 	ok := true
@@ -214,7 +207,7 @@ func (w *writer[T]) apply(typ EventType, obj T, prepare prepareFunc[T]) {
 	} else {
 		obj, ok = prepare(obj)
 		if ok && typ != Deleted {
-			r, ok = w.pack(obj)
+			r, ok = w.pack(obj, raw)
 		}
 	}
 
@@ -321,7 +314,7 @@ func (w *writer[T]) applyLocked(p publisher[T], typ EventType, eObj, r ref[T], o
 // object at the same resourceVersion, that instance is kept and the new copy
 // is dropped at once, unprepared: a re-list of a mostly unchanged
 // collection then holds one copy of each object, not two.
-func (w *writer[T]) collect(items map[string]ref[T], obj T, prepare prepareFunc[T]) {
+func (w *writer[T]) collect(items map[string]ref[T], obj T, raw []byte, prepare prepareFunc[T]) {
 	if w.outside(obj) {
 		return
 	}
@@ -331,7 +324,7 @@ func (w *writer[T]) collect(items map[string]ref[T], obj T, prepare prepareFunc[
 		return
 	}
 	if obj, ok := prepare(obj); ok {
-		if r, ok := w.pack(obj); ok {
+		if r, ok := w.pack(obj, raw); ok {
 			items[w.cache.keyFunc(obj)] = r
 		}
 	}
