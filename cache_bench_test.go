@@ -71,7 +71,7 @@ func (s kinformerStore) replace(objs []*corev1.ConfigMap) func() {
 		m[s.c.Key(o)] = s.pack(o)
 	}
 	w, _ := newTestWriter(s.c)
-	return func() { w.replace(m, "1") }
+	return func() { w.replace(m, "1", nil) }
 }
 
 func (s kinformerStore) pack(obj *corev1.ConfigMap) ref[*corev1.ConfigMap] {
@@ -305,7 +305,7 @@ func BenchmarkWriter(b *testing.B) {
 			}
 			events()
 			b.StartTimer()
-			w.replace(items, strconv.Itoa(i+2))
+			w.replace(items, strconv.Itoa(i+2), nil)
 		}
 	})
 }

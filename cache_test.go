@@ -71,7 +71,7 @@ func TestCachePutRemoveReplace(t *testing.T) {
 	for _, o := range []*corev1.ConfigMap{same, x} {
 		w.collect(items, o, nil, prepared[*corev1.ConfigMap])
 	}
-	w.replace(items, "4")
+	w.replace(items, "4", nil)
 	for _, e := range events() {
 		got = append(got, string(e.Type)+" "+e.Object.Name)
 	}
@@ -86,7 +86,7 @@ func TestCachePutRemoveReplace(t *testing.T) {
 	changed.ResourceVersion = "5"
 	got = nil
 	var oldSeen *corev1.ConfigMap
-	w.replace(plainAll(map[string]*corev1.ConfigMap{"ns/a": changed}), "5")
+	w.replace(plainAll(map[string]*corev1.ConfigMap{"ns/a": changed}), "5", nil)
 	for _, e := range events() {
 		got = append(got, string(e.Type)+" "+e.Object.Name)
 		if e.Type == Modified {
@@ -168,7 +168,7 @@ func TestCacheIndexes(t *testing.T) {
 
 	// A replace rebuilds the indexes.
 	w, _ := newTestWriter(c)
-	w.replace(plainAll(map[string]*corev1.ConfigMap{"c/9": cm("c", "9", "app", "web")}), "9")
+	w.replace(plainAll(map[string]*corev1.ConfigMap{"c/9": cm("c", "9", "app", "web")}), "9", nil)
 	if got := names(c.ByIndex("app", "web")); got != "9" {
 		t.Errorf("after replace, web = %q", got)
 	}
@@ -233,7 +233,7 @@ func TestCacheReplaceIsAtomic(t *testing.T) {
 		return m
 	}
 	w, _ := newTestWriter(c)
-	w.replace(plainAll(gen("old-")), "1")
+	w.replace(plainAll(gen("old-")), "1", nil)
 	done := make(chan struct{})
 	var mixed, reads int
 	go func() {
@@ -255,9 +255,9 @@ func TestCacheReplaceIsAtomic(t *testing.T) {
 	}()
 	for i := range 50 {
 		if i%2 == 0 {
-			w.replace(plainAll(gen("new-")), "1")
+			w.replace(plainAll(gen("new-")), "1", nil)
 		} else {
-			w.replace(plainAll(gen("old-")), "1")
+			w.replace(plainAll(gen("old-")), "1", nil)
 		}
 	}
 	<-done
@@ -321,7 +321,7 @@ func TestCacheLazyNamespaceIndex(t *testing.T) {
 					o := cm(nss[rng.IntN(len(nss))], fmt.Sprint(rng.IntN(4)))
 					items[c.Key(o)] = o
 				}
-				w.replace(plainAll(items), fmt.Sprint(step))
+				w.replace(plainAll(items), fmt.Sprint(step), nil)
 			case r < 6:
 				c.remove(c.Key(o))
 			default:
@@ -372,7 +372,7 @@ func TestCacheLazyNamespaceIndexConcurrent(t *testing.T) {
 						o := cm(fmt.Sprintf("ns%d", j%3), fmt.Sprint(j))
 						items[c.Key(o)] = o
 					}
-					w.replace(plainAll(items), fmt.Sprint(round*1000+i))
+					w.replace(plainAll(items), fmt.Sprint(round*1000+i), nil)
 				}
 			}
 		})

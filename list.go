@@ -46,7 +46,7 @@ func (l *loop[T]) pagedList(ctx context.Context, limit int64) outcome {
 	case rv == "":
 		return outcome{kind: listFailed, err: fmt.Errorf("list: %w: the list has no resourceVersion", ErrUnexpectedObject)}
 	}
-	l.w.replace(items, rv)
+	l.w.replace(items, rv, l.joining())
 	return outcome{kind: listed}
 }
 
@@ -211,7 +211,7 @@ func (l *loop[T]) watchList(ctx context.Context) outcome {
 			}
 		case c.typ == Bookmark:
 			if c.endOfList {
-				l.w.replace(items, c.rv)
+				l.w.replace(items, c.rv, l.joining())
 				return outcome{kind: listed}
 			}
 			// an ordinary bookmark: the end marker carries the version

@@ -303,7 +303,7 @@ func (l *loop[T]) run(ctx context.Context) {
 	// A share that grew since the last run (or a re-list for a growth
 	// that the last run did not finish) needs a list, not a watch from the
 	// kept resourceVersion.
-	grewBefore := l.sh != nil && l.w.gained != nil && !l.w.gained.Empty()
+	grewBefore := l.joining() != nil && !l.joining().Empty()
 	if l.opts.StateDir != "" && l.openState() {
 		l.w.state.Start()
 		defer l.w.state.Stop() // after the last write: the loop has returned
@@ -378,7 +378,9 @@ func (l *loop[T]) attempt(ctx context.Context, resyncAt *time.Time) (o outcome) 
 		o = l.list(ctx)
 		if o.kind == listed {
 			l.target = "" // a list is as caught up as it gets
-			l.w.gained = nil
+			if l.sh != nil {
+				l.sh.gained = nil
+			}
 			// A list authorized as this client replaced what a state
 			// file held (a sharded informer's share changed during its
 			// probe): nothing is left to restore.

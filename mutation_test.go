@@ -364,7 +364,7 @@ func TestMutationDetectorOff(t *testing.T) {
 			o.ResourceVersion = "2"
 			w.collect(items, o, nil, w.prepare)
 		}
-		w.replace(items, "3")
+		w.replace(items, "3", nil)
 		return cmCopies.Load() - before
 	}
 	if n := counted(false); n != 0 {

@@ -34,6 +34,19 @@ type shardLoop struct {
 	ver   uint64            // of the share applied in this run; 0 before the first
 	probe bool              // the share changed: learn whether the server filters it
 	pub   *sharePublished   // what the loop tells other goroutines
+	// gained is the part of the share that a re-list (or a list of the
+	// joined slots) is adding: their objects are Added with
+	// CauseReshard. Kept between runs, until a list has added them.
+	gained *slots.Set
+}
+
+// joining returns the slots whose objects a list is adding to the share
+// (shardLoop.gained); nil if none, or not sharded.
+func (l *loop[T]) joining() *slots.Set {
+	if l.sh == nil {
+		return nil
+	}
+	return l.sh.gained
 }
 
 // sharePublished is what a sharded informer's loop publishes to other
@@ -100,10 +113,10 @@ func (l *loop[T]) applyShare(ctx context.Context) (grew, ok bool) {
 			if old != nil {
 				if g := joined(old, set); !g.Empty() {
 					grew = true
-					if l.w.gained != nil && l.w.gained.Total() == g.Total() {
-						g = g.Union(l.w.gained) // a growth not listed yet
+					if sh.gained != nil && sh.gained.Total() == g.Total() {
+						g = g.Union(sh.gained) // a growth not listed yet
 					}
-					l.w.gained = g
+					sh.gained = g
 				}
 			}
 			sh.probe = true
@@ -116,8 +129,8 @@ func (l *loop[T]) applyShare(ctx context.Context) (grew, ok bool) {
 			l.log.Info("kinformer: share changed", "slots", set.Len(), "of", set.Total(), "dropped", dropped, "grew", grew, "ranges", set.String())
 		}
 		if sh.ver != 0 && !l.w.shard.Empty() {
-			if l.w.gained != nil {
-				l.w.gained = l.w.gained.Minus(joined(l.w.shard, l.w.gained)) // what is still ours
+			if sh.gained != nil {
+				sh.gained = sh.gained.Minus(joined(l.w.shard, sh.gained)) // what is still ours
 			}
 			return grew, true
 		}
@@ -186,7 +199,7 @@ func (l *loop[T]) serverFilters() bool {
 }
 
 // listJoined is the phaseListJoined attempt: it lists the objects of the
-// slots that joined the share (l.w.gained) as of the resourceVersion the
+// slots that joined the share (shardLoop.gained) as of the resourceVersion the
 // cache is at, page by page,
 // and adds them to the cache (Added, CauseReshard); the watch then resumes
 // from that resourceVersion with the whole share's selector, so nothing is
@@ -195,7 +208,7 @@ func (l *loop[T]) serverFilters() bool {
 // (410 Gone: the resourceVersion is compacted) means: re-list the whole
 // share (step).
 func (l *loop[T]) listJoined(ctx context.Context) outcome {
-	gained := l.w.gained
+	gained := l.sh.gained
 	if gained == nil || gained.Empty() {
 		return outcome{kind: listed} // they left again before being listed
 	}
@@ -216,7 +229,7 @@ func (l *loop[T]) listJoined(ctx context.Context) outcome {
 		return outcome{kind: listFailed, err: fmt.Errorf("list of the joined slots: asked for resourceVersion %s exactly, got %s", rv, at)}
 	}
 	n := l.w.merge(items, gained)
-	l.w.gained = nil
+	l.sh.gained = nil
 	l.log.Info("kinformer: listed the slots that joined the share", "objects", n, "resourceVersion", rv, "ranges", gained.String())
 	return outcome{kind: listed}
 }

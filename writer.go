@@ -28,10 +28,8 @@ type writer[T Object] struct {
 	// content here and by wire bytes in the direct decoder (direct.go).
 	share *intern.Sharer
 	// shard, if set, is the share of a sharded informer (Options.Sharding):
-	// objects outside it are not cached, as if outside a selector. gained
-	// is the part of it a reshard re-list is adding: its new objects are
-	// Added with CauseReshard.
-	shard, gained *slots.Set
+	// objects outside it are not cached, as if outside a selector.
+	shard *slots.Set
 	// state, if set, keeps the state file (Options.StateDir) up to date
 	// with every change made here.
 	state *persist.Persister[T]
@@ -334,9 +332,10 @@ func (w *writer[T]) collect(items map[string]ref[T], obj T, raw []byte, prepare 
 // of unchanged objects) in as the cache's whole content at rv, marks the
 // informer synced, and queues an event for every difference: Deleted for
 // keys that vanished, Added for new keys, Modified for objects whose
-// resourceVersion changed. Readers are held up only by the swap itself, not
-// by the diff or the queueing.
-func (w *writer[T]) replace(items map[string]ref[T], rv string) {
+// resourceVersion changed. New objects of the slots in gained (a sharded
+// informer's share grew) are Added with CauseReshard. Readers are held up
+// only by the swap itself, not by the diff or the queueing.
+func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Set) {
 	first := !w.status.synced.Load()
 	cause := CauseRelist
 	if first && w.cache.size() == 0 {
@@ -363,7 +362,7 @@ func (w *writer[T]) replace(items map[string]ref[T], rv string) {
 			switch {
 			case !existed:
 				c := cause
-				if w.gained != nil && w.gained.Has(r.uid()) {
+				if gained != nil && gained.Has(r.uid()) {
 					c = CauseReshard
 				}
 				w.emit(p, Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: c}, r, ref[T]{})

@@ -38,7 +38,7 @@ func TestReaderNotBlockedByRelistDiff(t *testing.T) {
 		}
 		return m
 	}
-	w.replace(plainAll(gen("1")), "1")
+	w.replace(plainAll(gen("1")), "1", nil)
 	events() // the first list's Added
 	var l *listener[*corev1.ConfigMap]
 	for _, x := range w.disp.listeners {
@@ -48,7 +48,7 @@ func TestReaderNotBlockedByRelistDiff(t *testing.T) {
 	replaced := make(chan struct{})
 	go func() {
 		defer close(replaced)
-		w.replace(plainAll(gen("2")), "2") // every object modified: 20,000 events
+		w.replace(plainAll(gen("2")), "2", nil) // every object modified: 20,000 events
 	}()
 	read := make(chan *corev1.ConfigMap)
 	go func() {
@@ -370,7 +370,7 @@ func TestServerDeleteIsNotCauseTransform(t *testing.T) {
 	w, events := newTestWriter(c)
 	a := cm("ns", "a")
 	a.ResourceVersion = "1"
-	w.replace(plainAll(map[string]*corev1.ConfigMap{"ns/a": a}), "1")
+	w.replace(plainAll(map[string]*corev1.ConfigMap{"ns/a": a}), "1", nil)
 	events()
 	w.transform = func(*corev1.ConfigMap) (*corev1.ConfigMap, error) { return nil, fmt.Errorf("refused") }
 	gone := cm("ns", "a")
