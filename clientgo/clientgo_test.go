@@ -349,7 +349,8 @@ func TestNewSharedIndexInformer(t *testing.T) {
 }
 
 // A handler's resync period (client-go's meaning): OnUpdate(obj, obj) for
-// every cached object, to that handler alone, periodically.
+// every cached object, to that handler alone, periodically; a handler
+// added while the informer runs is resynced as well.
 func TestHandlerResync(t *testing.T) {
 	_, cs, ns := clients(t)
 	create(t, cs, pod(ns, "a", "n1", nil))
@@ -377,6 +378,15 @@ func TestHandlerResync(t *testing.T) {
 			t.Fatalf("a handler without resync got %+v", c)
 		}
 	}
+
+	// A handler added while the informer runs is resynced too.
+	late := &handler{}
+	if _, err := sii.AddEventHandlerWithResyncPeriod(late, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "two resyncs of each pod to the handler added while running", func() bool {
+		return len(late.find("update", ns+"/a")) >= 2 && len(late.find("update", ns+"/b")) >= 2
+	})
 }
 
 // Wrap over a kinformer informer with a typed client keeps kinformer's
