@@ -496,3 +496,62 @@ func TestDeletedFinalStateUnknown(t *testing.T) {
 		t.Fatalf("OnAdd(after) from a re-list: %+v, want isInInitialList false", c)
 	}
 }
+
+// A warm restart from the durable cache (kinformer's Options.StateDir),
+// through Wrap: the objects restored from the state file are, to a
+// client-go handler, the informer's initial list (OnAdd with
+// isInInitialList true), as if listed; what the watch then brings is not.
+func TestWrapStateDirRestoreIsInitialList(t *testing.T) {
+	_, cs, ns := clients(t)
+	create(t, cs, pod(ns, "a", "n1", nil))
+	create(t, cs, pod(ns, "b", "n1", nil))
+	dir := t.TempDir()
+	newInf := func() *kinformer.Informer[*corev1.Pod] {
+		return kinformer.New[*corev1.Pod](cs.CoreV1().Pods(ns), &kinformer.Options[*corev1.Pod]{StateDir: dir})
+	}
+
+	first := clientgo.Wrap(newInf())
+	stop := run(t, first)
+	if !cache.WaitForCacheSync(bounded(t).Done(), first.HasSynced) {
+		t.Fatal("the first informer did not sync")
+	}
+	stop() // writes the state file
+
+	// The second one starts from the file; kinformer says which objects
+	// came from it.
+	inf := newInf()
+	var mu sync.Mutex
+	causes := map[string]kinformer.Cause{}
+	inf.AddHandlerFuncs(kinformer.HandlerFuncs[*corev1.Pod]{Added: func(e kinformer.Event[*corev1.Pod]) {
+		mu.Lock()
+		defer mu.Unlock()
+		causes[e.Key] = e.Cause
+	}})
+	second := clientgo.Wrap(inf)
+	h := &handler{}
+	reg, err := second.AddEventHandler(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, second)
+	if !cache.WaitForCacheSync(bounded(t).Done(), second.HasSynced, reg.HasSynced) {
+		t.Fatal("the second informer did not sync")
+	}
+	for _, name := range []string{"a", "b"} {
+		key := ns + "/" + name
+		mu.Lock()
+		cause := causes[key]
+		mu.Unlock()
+		if cause != kinformer.CauseRestore {
+			t.Fatalf("%s was added by %v, not restored from the state file: the test restarts nothing", key, cause)
+		}
+		if c := h.find("add", key); len(c) != 1 || !c[0].initial {
+			t.Fatalf("%s restored from the state file: %+v, want one OnAdd with isInInitialList true", key, c)
+		}
+	}
+	create(t, cs, pod(ns, "c", "n1", nil))
+	eventually(t, "the watched add", func() bool { return len(h.find("add", ns+"/c")) == 1 })
+	if c := h.find("add", ns+"/c")[0]; c.initial {
+		t.Fatalf("OnAdd(c) from the watch after a warm start: %+v, want isInInitialList false", c)
+	}
+}
