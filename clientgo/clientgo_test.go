@@ -555,3 +555,48 @@ func TestWrapStateDirRestoreIsInitialList(t *testing.T) {
 		t.Fatalf("OnAdd(c) from the watch after a warm start: %+v, want isInInitialList false", c)
 	}
 }
+
+// Index with an index function of several values: an object filed under
+// several of the given object's values is returned once.
+func TestIndexSeveralValues(t *testing.T) {
+	_, cs, ns := clients(t)
+	byTags := func(obj any) ([]string, error) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return nil, fmt.Errorf("not a pod: %T", obj)
+		}
+		if p.Labels["tags"] == "" {
+			return nil, nil
+		}
+		return strings.Split(p.Labels["tags"], "."), nil
+	}
+	create(t, cs, pod(ns, "xy", "n1", map[string]string{"tags": "x.y"}))
+	create(t, cs, pod(ns, "y", "n1", map[string]string{"tags": "y"}))
+	create(t, cs, pod(ns, "z", "n1", map[string]string{"tags": "z"}))
+	lw := cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "pods", ns, fields.Everything())
+	sii := clientgo.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{"tags": byTags})
+	run(t, sii)
+	if !cache.WaitForCacheSync(bounded(t).Done(), sii.HasSynced) {
+		t.Fatal("not synced")
+	}
+	for _, tc := range []struct{ tags, want string }{
+		{"x.y", "xy,y"},
+		{"y.x", "xy,y"},
+		{"x.y.z", "xy,y,z"},
+		{"x", "xy"},
+		{"y.y", "xy,y"}, // the same value twice
+	} {
+		got, err := sii.GetIndexer().Index("tags", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"tags": tc.tags}}})
+		if err != nil {
+			t.Fatalf("Index(tags, %s): %v", tc.tags, err)
+		}
+		var names []string
+		for _, o := range got {
+			names = append(names, o.(*corev1.Pod).Name)
+		}
+		sort.Strings(names)
+		if strings.Join(names, ",") != tc.want {
+			t.Fatalf("Index(tags, a pod with tags %s) = %v, want %s, each once", tc.tags, names, tc.want)
+		}
+	}
+}
