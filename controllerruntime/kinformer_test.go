@@ -268,3 +268,49 @@ func TestWithShardingSplitsTheCache(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// List with a Limit returns at most that many items, counting only those
+// that match the label selector.
+func TestListLimit(t *testing.T) {
+	cfg, cs, ns := setup(t)
+	ctx := t.Context()
+	for _, n := range []string{"a", "b", "c"} {
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod(ns, n), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := pod(ns, "other")
+	other.Labels = map[string]string{"app": "db"}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := kcr.NewCache(cfg, cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetInformer(ctx, &corev1.Pod{}); err != nil {
+		t.Fatal(err)
+	}
+	runCache(t, c)
+	for _, tc := range []struct {
+		opts []client.ListOption
+		want int
+	}{
+		{[]client.ListOption{client.InNamespace(ns), client.Limit(1)}, 1},
+		{[]client.ListOption{client.InNamespace(ns), client.Limit(3)}, 3},
+		{[]client.ListOption{client.InNamespace(ns), client.Limit(10)}, 4},
+		{[]client.ListOption{client.Limit(2)}, 2},
+		{[]client.ListOption{client.InNamespace(ns), client.MatchingLabels{"app": "web"}, client.Limit(2)}, 2},
+		{[]client.ListOption{client.InNamespace(ns), client.MatchingLabels{"app": "db"}, client.Limit(2)}, 1},
+	} {
+		var list corev1.PodList
+		if err := c.List(ctx, &list, tc.opts...); err != nil {
+			t.Fatal(err)
+		}
+		var o client.ListOptions
+		o.ApplyOptions(tc.opts)
+		if len(list.Items) != tc.want {
+			t.Errorf("List(namespace %q, labels %v, limit %d) = %d items, want %d", o.Namespace, o.LabelSelector, o.Limit, len(list.Items), tc.want)
+		}
+	}
+}
