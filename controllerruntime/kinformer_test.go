@@ -314,3 +314,35 @@ func TestListLimit(t *testing.T) {
 		}
 	}
 }
+
+// Get of a cluster-scoped object ignores the key's namespace, as
+// controller-runtime's cache does: with or without DefaultNamespaces.
+func TestGetClusterScopedIgnoresNamespace(t *testing.T) {
+	cfg, _, ns := setup(t)
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name string
+		opts cache.Options
+	}{
+		{"all namespaces", cache.Options{}},
+		{"DefaultNamespaces", cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}},
+	} {
+		c, err := kcr.NewCache(cfg, tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.GetInformer(ctx, &corev1.Namespace{}); err != nil {
+			t.Fatal(err)
+		}
+		stop := runCache(t, c)
+		for _, keyNS := range []string{"", ns, "elsewhere"} {
+			var got corev1.Namespace
+			if err := c.Get(ctx, client.ObjectKey{Namespace: keyNS, Name: ns}, &got); err != nil {
+				t.Errorf("%s: Get(namespace %s) with %q in the key: %v", tc.name, ns, keyNS, err)
+			} else if got.Name != ns {
+				t.Errorf("%s: Get(namespace %s) with %q in the key returned %q", tc.name, ns, keyNS, got.Name)
+			}
+		}
+		stop()
+	}
+}
