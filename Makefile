@@ -17,13 +17,16 @@ demo:
 kinformer:
 	cd cmd/kinformer && $(GO) build -o ../../bin/kinformer .
 
-# Everything CI runs: formatting, vet, the local API server build, and all
-# tests (unit and real-API-server integration) with the race detector.
+# Everything CI runs: formatting, vet, the local API server build, all
+# tests (unit and real-API-server integration) with the race detector,
+# controller-runtime's own cache suite on kcr.NewCache (as `make crsuite`),
+# and the fuzz targets.
 test: fmt vet localapi
 	$(GO) test -race -count=1 -timeout 30m ./...
 	KINFORMER_TEST_COMPACT=1 $(GO) test -race -count=1 -timeout 30m .
 	cd cmd/kinformer && $(GO) test -race -count=1 -timeout 30m ./...
 	cd controllerruntime && $(GO) test -race -count=1 -timeout 30m ./...
+	GO=$(GO) bash hack/crsuite.sh --kinformer
 	$(MAKE) fuzz
 
 # Every fuzz target for a while (FUZZTIME each; FUZZTIME_SLOW for the one
@@ -57,9 +60,10 @@ localapi:
 	cd tools/localapi && $(GO) build -o "$(LOCALAPI)" .
 
 # controller-runtime's own cache test suite (pkg/cache, on envtest with
-# kube-apiserver and etcd built from tools/localapi). Not part of `test`.
-# CRSUITE_ARGS are passed on: --kinformer (the default: kcr.NewCache),
-# --clientgo, or '' for controller-runtime's own cache.
+# kube-apiserver and etcd built from tools/localapi). `test` runs it with
+# --kinformer (after the other tests). CRSUITE_ARGS are passed on:
+# --kinformer (the default: kcr.NewCache), --clientgo, or '' for
+# controller-runtime's own cache.
 CRSUITE_ARGS ?= --kinformer
 crsuite:
 	GO=$(GO) bash hack/crsuite.sh $(CRSUITE_ARGS)

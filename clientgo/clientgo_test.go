@@ -349,7 +349,8 @@ func TestNewSharedIndexInformer(t *testing.T) {
 }
 
 // A handler's resync period (client-go's meaning): OnUpdate(obj, obj) for
-// every cached object, to that handler alone, periodically.
+// every cached object, to that handler alone, periodically; a handler
+// added while the informer runs is resynced as well.
 func TestHandlerResync(t *testing.T) {
 	_, cs, ns := clients(t)
 	create(t, cs, pod(ns, "a", "n1", nil))
@@ -377,6 +378,15 @@ func TestHandlerResync(t *testing.T) {
 			t.Fatalf("a handler without resync got %+v", c)
 		}
 	}
+
+	// A handler added while the informer runs is resynced too.
+	late := &handler{}
+	if _, err := sii.AddEventHandlerWithResyncPeriod(late, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "two resyncs of each pod to the handler added while running", func() bool {
+		return len(late.find("update", ns+"/a")) >= 2 && len(late.find("update", ns+"/b")) >= 2
+	})
 }
 
 // Wrap over a kinformer informer with a typed client keeps kinformer's
@@ -484,5 +494,109 @@ func TestDeletedFinalStateUnknown(t *testing.T) {
 	eventually(t, "the re-list's add", func() bool { return len(h.find("add", ns+"/after")) == 1 })
 	if c := h.find("add", ns+"/after")[0]; c.initial {
 		t.Fatalf("OnAdd(after) from a re-list: %+v, want isInInitialList false", c)
+	}
+}
+
+// A warm restart from the durable cache (kinformer's Options.StateDir),
+// through Wrap: the objects restored from the state file are, to a
+// client-go handler, the informer's initial list (OnAdd with
+// isInInitialList true), as if listed; what the watch then brings is not.
+func TestWrapStateDirRestoreIsInitialList(t *testing.T) {
+	_, cs, ns := clients(t)
+	create(t, cs, pod(ns, "a", "n1", nil))
+	create(t, cs, pod(ns, "b", "n1", nil))
+	dir := t.TempDir()
+	newInf := func() *kinformer.Informer[*corev1.Pod] {
+		return kinformer.New[*corev1.Pod](cs.CoreV1().Pods(ns), &kinformer.Options[*corev1.Pod]{StateDir: dir})
+	}
+
+	first := clientgo.Wrap(newInf())
+	stop := run(t, first)
+	if !cache.WaitForCacheSync(bounded(t).Done(), first.HasSynced) {
+		t.Fatal("the first informer did not sync")
+	}
+	stop() // writes the state file
+
+	// The second one starts from the file; kinformer says which objects
+	// came from it.
+	inf := newInf()
+	var mu sync.Mutex
+	causes := map[string]kinformer.Cause{}
+	inf.AddHandlerFuncs(kinformer.HandlerFuncs[*corev1.Pod]{Added: func(e kinformer.Event[*corev1.Pod]) {
+		mu.Lock()
+		defer mu.Unlock()
+		causes[e.Key] = e.Cause
+	}})
+	second := clientgo.Wrap(inf)
+	h := &handler{}
+	reg, err := second.AddEventHandler(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, second)
+	if !cache.WaitForCacheSync(bounded(t).Done(), second.HasSynced, reg.HasSynced) {
+		t.Fatal("the second informer did not sync")
+	}
+	for _, name := range []string{"a", "b"} {
+		key := ns + "/" + name
+		mu.Lock()
+		cause := causes[key]
+		mu.Unlock()
+		if cause != kinformer.CauseRestore {
+			t.Fatalf("%s was added by %v, not restored from the state file: the test restarts nothing", key, cause)
+		}
+		if c := h.find("add", key); len(c) != 1 || !c[0].initial {
+			t.Fatalf("%s restored from the state file: %+v, want one OnAdd with isInInitialList true", key, c)
+		}
+	}
+	create(t, cs, pod(ns, "c", "n1", nil))
+	eventually(t, "the watched add", func() bool { return len(h.find("add", ns+"/c")) == 1 })
+	if c := h.find("add", ns+"/c")[0]; c.initial {
+		t.Fatalf("OnAdd(c) from the watch after a warm start: %+v, want isInInitialList false", c)
+	}
+}
+
+// Index with an index function of several values: an object filed under
+// several of the given object's values is returned once.
+func TestIndexSeveralValues(t *testing.T) {
+	_, cs, ns := clients(t)
+	byTags := func(obj any) ([]string, error) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return nil, fmt.Errorf("not a pod: %T", obj)
+		}
+		if p.Labels["tags"] == "" {
+			return nil, nil
+		}
+		return strings.Split(p.Labels["tags"], "."), nil
+	}
+	create(t, cs, pod(ns, "xy", "n1", map[string]string{"tags": "x.y"}))
+	create(t, cs, pod(ns, "y", "n1", map[string]string{"tags": "y"}))
+	create(t, cs, pod(ns, "z", "n1", map[string]string{"tags": "z"}))
+	lw := cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "pods", ns, fields.Everything())
+	sii := clientgo.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{"tags": byTags})
+	run(t, sii)
+	if !cache.WaitForCacheSync(bounded(t).Done(), sii.HasSynced) {
+		t.Fatal("not synced")
+	}
+	for _, tc := range []struct{ tags, want string }{
+		{"x.y", "xy,y"},
+		{"y.x", "xy,y"},
+		{"x.y.z", "xy,y,z"},
+		{"x", "xy"},
+		{"y.y", "xy,y"}, // the same value twice
+	} {
+		got, err := sii.GetIndexer().Index("tags", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"tags": tc.tags}}})
+		if err != nil {
+			t.Fatalf("Index(tags, %s): %v", tc.tags, err)
+		}
+		var names []string
+		for _, o := range got {
+			names = append(names, o.(*corev1.Pod).Name)
+		}
+		sort.Strings(names)
+		if strings.Join(names, ",") != tc.want {
+			t.Fatalf("Index(tags, a pod with tags %s) = %v, want %s, each once", tc.tags, names, tc.want)
+		}
 	}
 }

@@ -268,3 +268,81 @@ func TestWithShardingSplitsTheCache(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// List with a Limit returns at most that many items, counting only those
+// that match the label selector.
+func TestListLimit(t *testing.T) {
+	cfg, cs, ns := setup(t)
+	ctx := t.Context()
+	for _, n := range []string{"a", "b", "c"} {
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod(ns, n), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := pod(ns, "other")
+	other.Labels = map[string]string{"app": "db"}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := kcr.NewCache(cfg, cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetInformer(ctx, &corev1.Pod{}); err != nil {
+		t.Fatal(err)
+	}
+	runCache(t, c)
+	for _, tc := range []struct {
+		opts []client.ListOption
+		want int
+	}{
+		{[]client.ListOption{client.InNamespace(ns), client.Limit(1)}, 1},
+		{[]client.ListOption{client.InNamespace(ns), client.Limit(3)}, 3},
+		{[]client.ListOption{client.InNamespace(ns), client.Limit(10)}, 4},
+		{[]client.ListOption{client.Limit(2)}, 2},
+		{[]client.ListOption{client.InNamespace(ns), client.MatchingLabels{"app": "web"}, client.Limit(2)}, 2},
+		{[]client.ListOption{client.InNamespace(ns), client.MatchingLabels{"app": "db"}, client.Limit(2)}, 1},
+	} {
+		var list corev1.PodList
+		if err := c.List(ctx, &list, tc.opts...); err != nil {
+			t.Fatal(err)
+		}
+		var o client.ListOptions
+		o.ApplyOptions(tc.opts)
+		if len(list.Items) != tc.want {
+			t.Errorf("List(namespace %q, labels %v, limit %d) = %d items, want %d", o.Namespace, o.LabelSelector, o.Limit, len(list.Items), tc.want)
+		}
+	}
+}
+
+// Get of a cluster-scoped object ignores the key's namespace, as
+// controller-runtime's cache does: with or without DefaultNamespaces.
+func TestGetClusterScopedIgnoresNamespace(t *testing.T) {
+	cfg, _, ns := setup(t)
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name string
+		opts cache.Options
+	}{
+		{"all namespaces", cache.Options{}},
+		{"DefaultNamespaces", cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}},
+	} {
+		c, err := kcr.NewCache(cfg, tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.GetInformer(ctx, &corev1.Namespace{}); err != nil {
+			t.Fatal(err)
+		}
+		stop := runCache(t, c)
+		for _, keyNS := range []string{"", ns, "elsewhere"} {
+			var got corev1.Namespace
+			if err := c.Get(ctx, client.ObjectKey{Namespace: keyNS, Name: ns}, &got); err != nil {
+				t.Errorf("%s: Get(namespace %s) with %q in the key: %v", tc.name, ns, keyNS, err)
+			} else if got.Name != ns {
+				t.Errorf("%s: Get(namespace %s) with %q in the key returned %q", tc.name, ns, keyNS, got.Name)
+			}
+		}
+		stop()
+	}
+}

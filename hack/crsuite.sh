@@ -98,9 +98,13 @@ src=$(cd / && "$GO" mod download -json "sigs.k8s.io/controller-runtime@$CR_VERSI
 work=${CRSUITE_WORK:-$("$GO" env GOCACHE)/../kinformer-crsuite/$mode}
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
-# One run per work directory at a time.
+# One run per work directory at a time: another one (a `make test` of
+# another checkout on the same machine) is waited for.
 exec 8>"$work.lock"
-flock -n 8 || die "another crsuite run is using $work"
+if ! flock -n 8; then
+	say "another crsuite run is using $work: waiting for it to end"
+	flock 8
+fi
 # A stable path keeps the build cache warm from one run to the next.
 mod=$work/controller-runtime
 chmod -R u+w "$mod" 2>/dev/null || true
