@@ -70,7 +70,11 @@ type FactoryOptions struct {
 // The factory owns its informers' lifetime: each runs on a goroutine the
 // factory starts (Start, or Shared after Start) and Stop joins. Consumers
 // add handlers and read caches, but do not Start, Run or Stop a shared
-// informer themselves; StopShared stops one alone.
+// informer themselves. Each Shared, Typed, Metadata or Dynamic call
+// acquires the informer it returns; a consumer done with it calls
+// Release, and the last release stops it (a controller whose CRD went
+// away, say, while another consumer still reads the resource keeps it
+// running). StopShared stops one whoever holds it.
 //
 // A Factory is safe for concurrent use.
 type Factory struct {
@@ -104,8 +108,11 @@ type factoryEntry struct {
 	indexes  map[string]uintptr
 	// onHandler reports whether the caller runs one of its handlers.
 	onHandler func() bool
-	cancel    context.CancelFunc // nil until started
-	done      chan struct{}      // closed when its Run has returned; nil until started
+	// refs counts the calls that returned it, less the Releases: at 0
+	// it is stopped and forgotten.
+	refs   int
+	cancel context.CancelFunc // nil until started
+	done   chan struct{}      // closed when its Run has returned; nil until started
 }
 
 // sharedInformer is what the factory does with an *Informer[T] of any T.
@@ -382,6 +389,34 @@ func StopShared[T Object](f *Factory, inf *Informer[T]) bool {
 	}
 	wait([]*factoryEntry{found})
 	return true
+}
+
+// Release gives back one of the references to inf that Shared, Typed,
+// Metadata and Dynamic hand out, one per call. The last one stops inf
+// and waits until it has ended, as StopShared does (and, as it does, not
+// from a handler of the factory's informers); the factory forgets it, and
+// a later call makes a new one. Release reports whether inf was the
+// factory's. Releasing more often than acquiring is a no-op once inf is
+// forgotten.
+func Release[T Object](f *Factory, inf *Informer[T]) bool {
+	f.mu.Lock()
+	var found, retired *factoryEntry
+	for k, e := range f.entries {
+		if e.inf == sharedInformer(inf) {
+			found = e
+			if e.refs--; e.refs <= 0 {
+				retired = e
+				delete(f.entries, k)
+				f.retireLocked(e)
+			}
+			break
+		}
+	}
+	f.mu.Unlock()
+	if retired != nil {
+		wait([]*factoryEntry{retired})
+	}
+	return found != nil
 }
 
 // retireLocked stops e and keeps it until its goroutine has ended, for

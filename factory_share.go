@@ -85,6 +85,7 @@ func share[T Object](f *Factory, k factoryKey, o Options[T], mk func(*Options[T]
 		if err := merge(inf, e, o); err != nil {
 			return nil, fmt.Errorf("kinformer: shared informer of %s: %w", describe(k, e.resource), err)
 		}
+		e.refs++
 		return inf, nil
 	}
 	inf, err := mk(&o)
@@ -93,7 +94,7 @@ func share[T Object](f *Factory, k factoryKey, o Options[T], mk func(*Options[T]
 	}
 	d := o.withDefaults()
 	e := &factoryEntry{resource: o.Name, inf: inf, opts: &d, keyFunc: keyFuncID(o.KeyFunc), indexes: map[string]uintptr{},
-		onHandler: inf.disp.onHandlerGoroutine}
+		onHandler: inf.disp.onHandlerGoroutine, refs: 1}
 	for name, fn := range o.Indexers {
 		e.indexes[name] = funcID(fn)
 	}

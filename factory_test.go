@@ -81,6 +81,50 @@ func TestShareAfterStartAndStopShared(t *testing.T) {
 	}
 }
 
+// Each Shared call acquires its informer; Release gives one reference
+// back, and only the last one stops it and makes the factory forget it.
+func TestReleaseStopsOnTheLast(t *testing.T) {
+	s := newCMShare()
+	s.srv.put(cm("ns", "a"))
+	s.f.Start()
+	defer s.f.Stop()
+	a, err := s.get(cmKey, Options[*corev1.ConfigMap]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := s.get(cmKey, Options[*corev1.ConfigMap]{}); err != nil || again != a {
+		t.Fatalf("second consumer: %p, %v; want the same informer", again, err)
+	}
+	if err := s.f.WaitForSync(bounded(t)); err != nil {
+		t.Fatal(err)
+	}
+	if !Release(s.f, a) {
+		t.Fatal("Release: not the factory's")
+	}
+	if !a.isRunning() {
+		t.Fatal("stopped by the first of two releases")
+	}
+	if again, err := s.get(cmKey, Options[*corev1.ConfigMap]{}); err != nil || again != a {
+		t.Fatalf("after one release of two: %p, %v; want the same informer", again, err)
+	}
+	if !Release(s.f, a) || !Release(s.f, a) {
+		t.Fatal("Release: not the factory's")
+	}
+	if a.isRunning() {
+		t.Fatal("running after its last release")
+	}
+	if Release(s.f, a) {
+		t.Fatal("a released informer is still the factory's")
+	}
+	again, err := s.get(cmKey, Options[*corev1.ConfigMap]{})
+	if err != nil || again == a {
+		t.Fatalf("after the last release: %p, %v; want a new informer", again, err)
+	}
+	if err := s.f.WaitForSync(bounded(t)); err != nil || !again.isRunning() {
+		t.Fatalf("the new informer: WaitForSync = %v, running %v", err, again.isRunning())
+	}
+}
+
 // A handler of a shared informer may stop it (StopShared) and the whole
 // factory: neither waits for the handler itself. A Stop from elsewhere
 // afterwards waits until the informer has ended.
