@@ -246,3 +246,66 @@ func TestContractStopWaitsForHandlerInProgress(t *testing.T) {
 		}
 	})
 }
+
+// ResendEvery: the informer's own run resends its cache to a handler every
+// period from the first sync; a handler scheduled while it runs starts at
+// once; a removed one, a stopped informer and a period of 0 resend
+// nothing more; the schedules come back with the next run.
+func TestContractResendEvery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFakeServer()
+		s.put(cm("ns", "a"))
+		s.put(cm("ns", "b"))
+		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
+		var mu sync.Mutex
+		resent := map[string]int{}
+		handler := func(name string) func(Event[*corev1.ConfigMap]) {
+			return func(e Event[*corev1.ConfigMap]) {
+				if e.Cause == CauseResend {
+					mu.Lock()
+					resent[name]++
+					mu.Unlock()
+				}
+			}
+		}
+		count := func(name string) int {
+			synctest.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			return resent[name]
+		}
+		early := inf.AddHandlerFuncs(HandlerFuncs[*corev1.ConfigMap]{Modified: handler("early")})
+		inf.ResendEvery(early, 10*time.Second)
+		inf.Start()
+		time.Sleep(25 * time.Second)
+		if n := count("early"); n != 4 { // 2 objects at 10 s and 20 s
+			t.Fatalf("early handler: %d resent after 25 s every 10 s, want 4", n)
+		}
+		late := inf.AddHandlerFuncs(HandlerFuncs[*corev1.ConfigMap]{Modified: handler("late")})
+		inf.ResendEvery(late, 20*time.Second)
+		time.Sleep(21 * time.Second)
+		if n := count("late"); n != 2 {
+			t.Fatalf("handler scheduled while running: %d resent after 21 s every 20 s, want 2", n)
+		}
+		inf.RemoveEventHandler(late)
+		inf.ResendEvery(early, 0)
+		before := count("early")
+		time.Sleep(time.Minute)
+		if n := count("early"); n != before || count("late") != 2 {
+			t.Fatalf("after a period of 0 and a removal: early %d (was %d), late %d (was 2)", n, before, count("late"))
+		}
+		inf.ResendEvery(early, 10*time.Second)
+		inf.Stop()
+		before = count("early")
+		time.Sleep(time.Minute)
+		if n := count("early"); n != before {
+			t.Fatalf("stopped informer resent %d", n-before)
+		}
+		inf.Start()
+		defer inf.Stop()
+		time.Sleep(15 * time.Second)
+		if n := count("early"); n != before+2 {
+			t.Fatalf("next run: %d resent in 15 s every 10 s, want 2", n-before)
+		}
+	})
+}

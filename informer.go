@@ -39,10 +39,12 @@ type Informer[T Object] struct {
 	cache  *Cache[T]
 	status *status
 	disp   dispatcher[T]
-	log    *slog.Logger // the informer's own logs
-	hlog   *slog.Logger // handler panics: never discarded by default
-	name   string
-	obs    *observer // nil without Options.Metrics
+	// resends are the ResendEvery schedules, run by each run.
+	resends resender
+	log     *slog.Logger // the informer's own logs
+	hlog    *slog.Logger // handler panics: never discarded by default
+	name    string
+	obs     *observer // nil without Options.Metrics
 	// mutationPanics: the environment said "panic" at New (EnvMutationDetector).
 	mutationPanics bool
 
@@ -109,6 +111,8 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 		o.Metrics.add(inf.obs.source)
 	}
 	inf.loop = newLoop(lw, &o, inf.cache, inf.status, &inf.disp, log, inf.obs)
+	inf.resends.resend = func(reg *Registration) { inf.Resend(reg) }
+	inf.resends.synced = inf.Synced
 	envOn, panics := mutationEnv()
 	inf.mutationPanics = panics
 	if lwd, ok := any(lw).(mutationDetecting); !o.Compact && (envOn || o.DetectMutations || ok && lwd.DetectMutations()) {
@@ -281,7 +285,10 @@ func (inf *Informer[T]) Resend(reg *Registration) int {
 // other for ever), and a goroutine a handler starts to remove itself (the
 // handler must not wait for that goroutine). An unknown or nil
 // registration is a no-op.
-func (inf *Informer[T]) RemoveEventHandler(reg *Registration) { inf.disp.remove(reg) }
+func (inf *Informer[T]) RemoveEventHandler(reg *Registration) {
+	inf.resends.set(reg, 0)
+	inf.disp.remove(reg)
+}
 
 // Start runs the informer in the background. It is a no-op if the informer
 // is already running, and when a handler calls it while its own informer
@@ -373,11 +380,13 @@ func (inf *Informer[T]) begin(parent context.Context) (context.Context, chan str
 
 func (inf *Informer[T]) run(ctx context.Context, done chan struct{}) {
 	inf.disp.start(ctx)
+	inf.resends.start(ctx)
 	var detector sync.WaitGroup
 	if d := inf.loop.w.detect; d != nil {
 		detector.Go(func() { d.run(ctx) })
 	}
 	inf.loop.run(ctx) // returns once ctx is done
+	inf.resends.stop()
 	detector.Wait()
 	inf.disp.join()
 	inf.loop.closeShard()

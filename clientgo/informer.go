@@ -135,7 +135,6 @@ type informer[T kinformer.Object] struct {
 	started     bool
 	stopped     bool
 	runCtx      context.Context // the run's; nil when not running
-	runWG       sync.WaitGroup  // the run's resync goroutines
 	resyncCheck time.Duration   // client-go's resyncCheckPeriod: the shortest handler resync
 	handlers    map[*handle[T]]struct{}
 	watchErr    cache.WatchErrorHandlerWithContext
@@ -179,7 +178,6 @@ type handle[T kinformer.Object] struct {
 	reg    *kinformer.Registration
 	name   string
 	resync time.Duration // 0: none
-	cancel context.CancelFunc
 }
 
 func (h *handle[T]) HasSynced() bool { return h.reg.HasSynced() }
@@ -258,40 +256,10 @@ func (s *informer[T]) AddEventHandlerWithOptions(handler cache.ResourceEventHand
 		},
 	})
 	s.handlers[h] = struct{}{}
-	if s.runCtx != nil {
-		s.startResync(h)
-	}
+	// The informer's run resends, whoever runs it (this Run, or a
+	// Factory for a shared informer).
+	s.inf.ResendEvery(h.reg, h.resync)
 	return h, nil
-}
-
-// startResync resends the cache to h every h.resync, from the informer's
-// sync until the run ends or h is removed. s.mu must be held, while
-// running.
-func (s *informer[T]) startResync(h *handle[T]) {
-	if h.resync <= 0 {
-		return
-	}
-	ctx, cancel := context.WithCancel(s.runCtx)
-	h.cancel = cancel
-	s.runWG.Add(1)
-	go func() {
-		defer s.runWG.Done()
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.inf.Synced():
-		}
-		t := time.NewTicker(h.resync)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				s.inf.Resend(h.reg)
-			}
-		}
-	}()
 }
 
 func (s *informer[T]) RemoveEventHandler(reg cache.ResourceEventHandlerRegistration) error {
@@ -302,9 +270,6 @@ func (s *informer[T]) RemoveEventHandler(reg cache.ResourceEventHandlerRegistrat
 	s.mu.Lock()
 	_, registered := s.handlers[h]
 	delete(s.handlers, h)
-	if h.cancel != nil {
-		h.cancel()
-	}
 	s.mu.Unlock()
 	if registered {
 		s.inf.RemoveEventHandler(h.reg)
@@ -335,9 +300,6 @@ func (s *informer[T]) RunWithContext(ctx context.Context) {
 	s.started = true
 	runCtx, cancel := context.WithCancel(ctx)
 	s.runCtx = runCtx
-	for h := range s.handlers {
-		s.startResync(h)
-	}
 	s.mu.Unlock()
 
 	if err := s.inf.Run(runCtx); errors.Is(err, kinformer.ErrRunning) {
@@ -349,7 +311,6 @@ func (s *informer[T]) RunWithContext(ctx context.Context) {
 	s.runCtx = nil
 	s.mu.Unlock()
 	cancel()
-	s.runWG.Wait()
 }
 
 func (s *informer[T]) HasSynced() bool { return s.inf.HasSynced() }
