@@ -32,6 +32,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -184,10 +185,13 @@ type shared struct {
 	newInformer func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer
 }
 
-// factoryCache stops the factory once the cache has run.
+// factoryCache runs the factory, the one owner of its informers' runs,
+// while the cache runs: Start starts it (its informers made before, and
+// those made later at once) and stops it once the cache has stopped.
 type factoryCache struct {
 	cache.Cache
 	factory *kinformer.Factory
+	once    atomic.Bool // Start has been called
 }
 
 // NeedLeaderElection says that every replica runs the cache (a manager
@@ -195,7 +199,11 @@ type factoryCache struct {
 func (c *factoryCache) NeedLeaderElection() bool { return false }
 
 func (c *factoryCache) Start(ctx context.Context) error {
+	if c.once.Swap(true) {
+		return c.Cache.Start(ctx) // its error; the first Start owns the factory
+	}
 	defer c.factory.Stop()
+	c.factory.Start()
 	return c.Cache.Start(ctx)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -49,13 +50,33 @@ type entryKey struct {
 	form form
 }
 
-// entry is one kind's informer in one namespace cache.
+// entry is one kind's informer in one namespace cache. The factory owns
+// the runs of its informers: the cache acquires one (Factory.Typed and the
+// like) and gives it back (kinformer.Release), and never runs or stops it
+// itself. Only an informer of cache.Options.NewInformer, which is not the
+// factory's, is run by the cache (own).
 type entry struct {
 	sii    toolscache.SharedIndexInformer
 	reader reader
-	cancel context.CancelFunc // stops its run; nil until started
-	forget func()             // drops it from the factory
+	own    bool               // an informer of cache.Options.NewInformer, run by the cache
+	cancel context.CancelFunc // own: stops its run; nil until started
+	// release gives the factory's informer back: the last release stops
+	// it. Called once, when the entry is removed.
+	release func()
+	// gone: the entry was removed, or the cache has stopped (IsStopped).
+	gone atomic.Bool
 }
+
+// shared is a factory's informer as a namespace cache hands it out: its
+// IsStopped says whether this cache has given it back or stopped (the
+// factory may run it on for other caches), as controller-runtime's own
+// informers say they have stopped once removed.
+type sharedInformer struct {
+	toolscache.SharedIndexInformer
+	e *entry
+}
+
+func (s sharedInformer) IsStopped() bool { return s.e.gone.Load() }
 
 // namespaceCache is one namespace's (or every namespace's) informers, with
 // one configuration: controller-runtime's informerCache.
@@ -147,21 +168,21 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 			return nil, c.started, err
 		}
 		e.sii = c.sh.newInformer(lw, obj, resync, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
-		e.forget = func() {}
+		e.own, e.release = true, func() {}
 	case k.form == unstructuredForm:
 		inf, err := f.Dynamic(mapping.Resource, ns, &kinformer.Options[*unstructured.Unstructured]{
 			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations})
 		if err != nil {
 			return nil, c.started, err
 		}
-		e.sii, e.forget = clientgo.WrapWithResync(inf, resync), func() { kinformer.StopShared(f, inf) }
+		e.sii, e.release = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }
 	case k.form == metadataForm:
 		inf, err := f.Metadata(mapping.Resource, ns, &kinformer.Options[*metav1.PartialObjectMetadata]{
 			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations})
 		if err != nil {
 			return nil, c.started, err
 		}
-		e.sii, e.forget = clientgo.WrapWithResync(inf, resync), func() { kinformer.StopShared(f, inf) }
+		e.sii, e.release = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }
 	default:
 		example, err := c.sh.scheme.New(k.gvk)
 		if err != nil {
@@ -172,7 +193,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		if err != nil {
 			return nil, c.started, err
 		}
-		e.sii, e.forget = clientgo.WrapWithResync(inf, resync), func() { kinformer.StopShared(f, inf) }
+		e.sii, e.release = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }
 	}
 	if h := c.sh.watchErrHandler; h != nil {
 		if err := e.sii.SetWatchErrorHandlerWithContext(h); err != nil {
@@ -225,10 +246,11 @@ func restrictNamespace(ns string, sel fields.Selector) string {
 	return ""
 }
 
-// startLocked runs e until the cache's context ends or e is removed.
-// c.mu must be held, and the cache started.
+// startLocked runs e, if the cache runs it (own), until the cache's
+// context ends or e is removed; the factory runs its own informers. c.mu
+// must be held, and the cache started.
 func (c *namespaceCache) startLocked(e *entry) {
-	if c.stopped {
+	if c.stopped || !e.own {
 		return
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
@@ -254,6 +276,9 @@ func (c *namespaceCache) Start(ctx context.Context) error {
 	<-ctx.Done()
 	c.mu.Lock()
 	c.stopped = true
+	for _, e := range c.entries {
+		e.gone.Store(true) // the factory stops its own once every cache has stopped (factoryCache)
+	}
 	c.mu.Unlock()
 	c.wg.Wait()
 	return nil
@@ -379,10 +404,11 @@ func (c *namespaceCache) RemoveInformer(_ context.Context, obj client.Object) er
 	if !ok {
 		return nil
 	}
+	e.gone.Store(true)
 	if e.cancel != nil {
 		e.cancel()
 	}
-	e.forget()
+	e.release()
 	return nil
 }
 
