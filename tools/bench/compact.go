@@ -12,7 +12,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -22,7 +21,6 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -326,50 +324,4 @@ func benchSetup(root string, rev *string, localapiFlag string, dataDir *string, 
 	}
 	dirs = append(dirs, stateRoot)
 	return bin, stateRoot, cleanup, nil
-}
-
-// saveResults writes v, a run's figures, as JSON into path ("" for
-// nowhere), for -replay.
-func saveResults(path string, v any) error {
-	if path == "" {
-		return nil
-	}
-	b, err := json.MarshalIndent(v, "", " ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		return err
-	}
-	logf("results in %s (re-render with -replay)", path)
-	return nil
-}
-
-// readResults reads what saveResults wrote into v.
-func readResults(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
-}
-
-// retried runs fn until it succeeds or has failed 5 times, waiting 1, 2,
-// 4, 8 s between tries: on a loaded machine, etcd times out now and then.
-// AlreadyExists is success.
-func retried(fn func() error) error {
-	var err error
-	for i := range 5 {
-		if err = fn(); err == nil || apierrors.IsAlreadyExists(err) {
-			return nil
-		}
-		if i < 4 {
-			logf("retrying after %v", err)
-			time.Sleep(time.Second << i)
-		}
-	}
-	return err
 }

@@ -9,7 +9,6 @@ package main
 //	cd tools/bench && go run . cr
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -190,24 +189,4 @@ func runCRContender(ctx context.Context, cs kubernetes.Interface, self, kubeconf
 			res.CachedConfigMaps, res.CachedPods, c.configMaps, c.pods, res.Errors, res.Updates, updates)
 	}
 	return res, b, nil
-}
-
-// replaceSection puts text (markers included) in place of the begin/end
-// section of the file at path, or at its end.
-func replaceSection(path, begin, end, text string) error {
-	old, err := os.ReadFile(path)
-	if err != nil {
-		old = []byte("# Benchmarks: kinformer vs client-go\n")
-	}
-	var doc string
-	if i, j := bytes.Index(old, []byte(begin)), bytes.Index(old, []byte(end)); i >= 0 && j > i {
-		doc = string(old[:i]) + text + strings.TrimPrefix(string(old[j+len(end):]), "\n")
-	} else {
-		doc = string(old) + text
-	}
-	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-		return err
-	}
-	logf("updated %s", path)
-	return nil
 }

@@ -11,9 +11,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +19,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,62 +58,6 @@ type factoryResult struct {
 	Other      int64    `json:"other"`      // any other request (discovery)
 	OtherPaths []string `json:"otherPaths"` //
 	BodyMB     float64  `json:"bodyMB"`     // response bodies read, after the transport's gunzip
-}
-
-// reqCounter counts the requests of a rest.Config (its WrapTransport).
-type reqCounter struct {
-	lists, watches, watchLists, other, body atomic.Int64
-	mu                                      sync.Mutex
-	otherPaths                              []string
-}
-
-func (c *reqCounter) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripper(func(req *http.Request) (*http.Response, error) {
-		q := req.URL.Query()
-		p := req.URL.Path
-		last := p[strings.LastIndex(p, "/")+1:]
-		switch {
-		case req.Method != http.MethodGet:
-			c.addOther(req.Method + " " + p)
-		case q.Get("watch") == "true" || q.Get("watch") == "1" || strings.Contains(p, "/watch/"):
-			if q.Get("sendInitialEvents") == "true" {
-				c.watchLists.Add(1)
-			} else {
-				c.watches.Add(1)
-			}
-		case last == "pods" || last == "configmaps":
-			c.lists.Add(1)
-		default:
-			c.addOther(p)
-		}
-		resp, err := rt.RoundTrip(req)
-		if err == nil && resp.Body != nil {
-			resp.Body = &countingBody{ReadCloser: resp.Body, n: &c.body}
-		}
-		return resp, err
-	})
-}
-
-func (c *reqCounter) addOther(what string) {
-	c.other.Add(1)
-	c.mu.Lock()
-	c.otherPaths = append(c.otherPaths, what)
-	c.mu.Unlock()
-}
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
-type countingBody struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	return n, err
 }
 
 // ---- the factory-contender subcommand (a child process) ----
