@@ -5,9 +5,7 @@ package main
 // differing only in the manager's cache.
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -301,10 +299,9 @@ func crContenderMain(args []string) error {
 
 	// ---- update burst ----
 	cpuBurst0 := cpuSeconds()
-	fmt.Println("synced")
-	var writes []write
-	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&writes); err != nil && !errors.Is(err, os.ErrClosed) && err.Error() != "EOF" {
-		return fmt.Errorf("reading writes: %w", err)
+	writes, err := childSynced()
+	if err != nil {
+		return err
 	}
 	if *updates > 0 {
 		select {
@@ -348,7 +345,5 @@ func crContenderMain(args []string) error {
 		return err
 	}
 	res.CachedConfigMaps, res.CachedPods = len(cml.Items), len(pl.Items)
-	b, _ := json.Marshal(res)
-	fmt.Println(string(b))
-	return nil
+	return childResult(res)
 }

@@ -5,10 +5,7 @@ package main
 // typed Go struct registered in a scheme of its own.
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -559,10 +556,9 @@ func crdContenderMain(args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 	cpuBurst0 := cpuSeconds()
-	fmt.Println("synced")
-	var writes []write
-	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&writes); err != nil && !errors.Is(err, os.ErrClosed) && err.Error() != "EOF" {
-		return fmt.Errorf("reading writes: %w", err)
+	writes, err := childSynced()
+	if err != nil {
+		return err
 	}
 	if *updates > 0 {
 		select {
@@ -595,7 +591,5 @@ func crdContenderMain(args []string) error {
 		res.HeapAfterBurstMB = gcHeapMB()
 	}
 	res.Errors = errs.list()
-	b, _ := json.Marshal(res)
-	fmt.Println(string(b))
-	return nil
+	return childResult(res)
 }

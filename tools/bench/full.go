@@ -11,7 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -19,75 +18,46 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
+// config is the full benchmark's flags.
 type config struct {
-	rounds, configMaps, pods, updates, writers int
-	contenders                                 []string
-	out, dataDir, localapi                     string
-	keep, verbose                              bool
-	profileDir                                 string
-	rev                                        string
-	noCompression                              bool
-	distinct                                   bool
-	args                                       []string
+	*bench
+	configMaps, pods, updates, writers int
+	contenders                         []string
+	profileDir                         string
+	noCompression                      bool
+	distinct                           bool
 }
 
-func benchMain(args []string) error {
+func fullFlags(fs *flag.FlagSet) func(*bench) error {
 	var c config
-	fs := flag.NewFlagSet("bench", flag.ExitOnError)
-	fs.IntVar(&c.rounds, "rounds", 3, "rounds; each runs every contender once, the order rotating")
 	fs.IntVar(&c.configMaps, "configmaps", 20000, "ConfigMaps in the workload (about 1 KiB each)")
 	fs.IntVar(&c.pods, "pods", 5000, "Pods in the workload (0: skip the pod benchmark)")
 	fs.IntVar(&c.updates, "updates", 20000, "ConfigMap updates in the burst after each contender's sync (0: none)")
 	fs.IntVar(&c.writers, "writers", 32, "concurrent writers of the update burst")
 	contenders := fs.String("contenders", strings.Join([]string{kClientGo, kKinformer, kCompact, kClientGoStrip, kFloor}, ","), "contenders, comma-separated")
-	fs.StringVar(&c.out, "out", "docs/benchmarks.md", "the report, relative to the repository root ('' for none)")
-	fs.StringVar(&c.dataDir, "data-dir", "", "localapi data dir (default: a new temporary one); reuse one to skip creating the workload")
-	fs.StringVar(&c.localapi, "localapi", "", "localapi binary (default: where `make localapi` puts it; built if missing)")
-	fs.BoolVar(&c.keep, "keep", false, "keep the temporary data dir")
-	fs.BoolVar(&c.verbose, "v", false, "show localapi's logs")
 	fs.StringVar(&c.profileDir, "profile", "", "if set, also write CPU and allocation profiles of one extra kinformer and client-go sync of ConfigMaps here, and CPU profiles of their update bursts (*.burst.cpu.pprof)")
 	fs.BoolVar(&c.noCompression, "no-compression", false, "contenders set rest.Config.DisableCompression (no gzip responses)")
 	fs.BoolVar(&c.distinct, "distinct", false, "ConfigMaps that share little (issue 13): no two with equal labels, most label values unique, in namespace bench-cm-distinct")
-	fs.StringVar(&c.rev, "rev", "", "the kinformer revision measured, for the report (default: git describe --always --dirty of the repository)")
-	fs.Parse(args)
-	c.contenders = strings.Split(*contenders, ",")
-	c.args = args
-	setDistinct(c.distinct)
+	return func(b *bench) error {
+		c.bench = b
+		c.contenders = strings.Split(*contenders, ",")
+		return fullRun(c)
+	}
+}
 
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
-	if c.rev == "" {
-		out, _ := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
-		c.rev = strings.TrimSpace(string(out))
-	}
-	bin, err := localapiPath(c.localapi, root)
-	if err != nil {
-		return err
-	}
-	if c.dataDir == "" {
-		if c.dataDir, err = os.MkdirTemp("", "kinformer-bench-"); err != nil {
-			return err
-		}
-		if !c.keep {
-			defer os.RemoveAll(c.dataDir)
-		}
-	} else if err := os.MkdirAll(c.dataDir, 0o755); err != nil {
+func fullRun(c config) error {
+	setDistinct(c.distinct)
+	if err := c.prepare(); err != nil {
 		return err
 	}
 	machine := describeMachine()
-	srv, cs, err := serveWorkload(bin, c.dataDir, c.verbose, c.configMaps, c.pods)
+	srv, cs, err := c.serveWorkload(c.configMaps, c.pods)
 	if err != nil {
 		return err
 	}
 	defer srv.stop()
 	ctx := context.Background()
 
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
 	type job struct {
 		resource string
 		objects  int
@@ -99,7 +69,7 @@ func benchMain(args []string) error {
 	}
 	// A warm-up LIST of each collection, not recorded.
 	for _, j := range jobs {
-		if _, _, err := runContender(ctx, cs, self, srv.Kubeconfig, kFloor, j.resource, 0, j.objects, 0, c.configMaps, c.writers, c.contenderFlags()); err != nil {
+		if _, _, err := runContender(ctx, cs, srv.Kubeconfig, kFloor, j.resource, 0, j.objects, 0, c.configMaps, c.writers, c.contenderFlags()); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
@@ -114,7 +84,7 @@ func benchMain(args []string) error {
 					upd = 0
 				}
 				time.Sleep(time.Second) // let the server settle
-				res, b, err := runContender(ctx, cs, self, srv.Kubeconfig, kind, j.resource, r, j.objects, upd, c.configMaps, c.writers, c.contenderFlags())
+				res, b, err := runContender(ctx, cs, srv.Kubeconfig, kind, j.resource, r, j.objects, upd, c.configMaps, c.writers, c.contenderFlags())
 				if err != nil {
 					return fmt.Errorf("%s %s round %d: %w", kind, j.resource, r, err)
 				}
@@ -139,7 +109,7 @@ func benchMain(args []string) error {
 				if p == "cpu" { // the CPU profile covers the sync, and the update burst in a second file
 					updates = c.updates
 				}
-				if _, _, err := runContender(ctx, cs, self, srv.Kubeconfig, kind, "configmaps", 0, c.configMaps, updates, c.configMaps, c.writers, append(c.contenderFlags(), "-"+p+"profile", file)); err != nil {
+				if _, _, err := runContender(ctx, cs, srv.Kubeconfig, kind, "configmaps", 0, c.configMaps, updates, c.configMaps, c.writers, append(c.contenderFlags(), "-"+p+"profile", file)); err != nil {
 					return err
 				}
 				logf("wrote %s", file)
@@ -149,7 +119,7 @@ func benchMain(args []string) error {
 	rep := buildReport(c, machine, results, bursts)
 	fmt.Println(rep.text)
 	if c.out != "" {
-		if err := rep.write(root, c.out); err != nil {
+		if err := rep.write(c.outPath()); err != nil {
 			return err
 		}
 	}
@@ -170,10 +140,9 @@ func (c config) contenderFlags() []string {
 // runContender runs one contender in its own process; after its sync it
 // runs the update burst (if updates > 0) and sends the writes' response
 // times to the contender, which reports its result.
-func runContender(ctx context.Context, cs kubernetes.Interface, self, kubeconfig, kind, resource string, round, objects, updates, nObjects, writers int, extra []string) (result, *burstStat, error) {
+func runContender(ctx context.Context, cs kubernetes.Interface, kubeconfig, kind, resource string, round, objects, updates, nObjects, writers int, extra []string) (result, *burstStat, error) {
 	burstID := fmt.Sprintf("%d-%s-%d", round, kind, time.Now().UnixNano())
 	args := []string{"contender", "-kind", kind, "-resource", resource, "-kubeconfig", kubeconfig,
 		"-round", fmt.Sprint(round), "-burst-id", burstID, "-objects", fmt.Sprint(objects), "-updates", fmt.Sprint(updates)}
-	cmd := exec.CommandContext(ctx, self, append(args, extra...)...)
-	return driveContender[result](ctx, cs, cmd, kind, burstID, updates, nObjects, writers)
+	return runChild[result](ctx, kind, configMapBurst(ctx, cs, burstID, updates, nObjects, writers), append(args, extra...)...)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -205,8 +204,7 @@ func contenderMain(args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 	cpuBurst0 := cpuSeconds()
-	fmt.Println("synced")
-	writes, err := readWrites()
+	writes, err := childSynced()
 	if err != nil {
 		return err
 	}
@@ -245,7 +243,5 @@ func contenderMain(args []string) error {
 		res.HeapAfterBurstMB = gcHeapMB()
 	}
 	res.ReadMisses = readMisses.Load()
-	b, _ := json.Marshal(res)
-	fmt.Println(string(b))
-	return nil
+	return childResult(res)
 }

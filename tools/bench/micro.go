@@ -6,7 +6,6 @@ package main
 //	cd tools/bench && go run . micro
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"os"
@@ -20,18 +19,17 @@ const (
 	microEnd   = "<!-- micro-benchmarks: end -->"
 )
 
-// microMain runs the cache micro-benchmarks at the repository root and
-// puts their summary into the report's micro-benchmark section.
-func microMain(args []string) error {
-	fs := flag.NewFlagSet("micro", flag.ExitOnError)
+// microFlags: the micro subcommand runs the cache micro-benchmarks at the
+// repository root and puts their summary into the report's micro-benchmark
+// section.
+func microFlags(fs *flag.FlagSet) func(*bench) error {
 	count := fs.Int("count", 5, "go test -count")
-	out := fs.String("out", "docs/benchmarks.md", "report to update, relative to the repository root")
-	fs.Parse(args)
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
-	gotest := []string{"test", "-run", "^$", "-bench", "BenchmarkCache", "-benchmem", "-count", fmt.Sprint(*count), "."}
+	return func(b *bench) error { return micro(b, *count) }
+}
+
+func micro(bench *bench, count int) error {
+	root := bench.root
+	gotest := []string{"test", "-run", "^$", "-bench", "BenchmarkCache", "-benchmem", "-count", fmt.Sprint(count), "."}
 	logf("running go %s at %s", strings.Join(gotest, " "), root)
 	cmd := exec.Command("go", gotest...)
 	cmd.Dir = root
@@ -61,22 +59,7 @@ func microMain(args []string) error {
 	}
 	fmt.Fprintf(&b, "<details><summary>Raw go test output</summary>\n\n```\n%s```\n\n</details>\n%s\n", raw, microEnd)
 
-	path := filepath.Join(root, *out)
-	old, err := os.ReadFile(path)
-	if err != nil {
-		old = []byte("# Benchmarks: kinformer vs client-go\n\n")
-	}
-	var doc string
-	if i, j := bytes.Index(old, []byte(microBegin)), bytes.Index(old, []byte(microEnd)); i >= 0 && j > i {
-		doc = string(old[:i]) + b.String() + strings.TrimPrefix(string(old[j+len(microEnd):]), "\n")
-	} else {
-		doc = string(old) + "\n" + b.String()
-	}
-	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-		return err
-	}
-	logf("updated %s", path)
-	return nil
+	return bench.section(b.String())
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

@@ -123,7 +123,7 @@ func readResults(path string, v any) error {
 }
 
 // replaceSection puts text (markers included) in place of the begin/end
-// section of the file at path, or at its end.
+// section of the file at path, or at its end after a blank line.
 func replaceSection(path, begin, end, text string) error {
 	old, err := os.ReadFile(path)
 	if err != nil {
@@ -133,7 +133,7 @@ func replaceSection(path, begin, end, text string) error {
 	if i, j := bytes.Index(old, []byte(begin)), bytes.Index(old, []byte(end)); i >= 0 && j > i {
 		doc = string(old[:i]) + text + strings.TrimPrefix(string(old[j+len(end):]), "\n")
 	} else {
-		doc = string(old) + text
+		doc = string(old) + "\n" + text
 	}
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 		return err
@@ -144,7 +144,10 @@ func replaceSection(path, begin, end, text string) error {
 
 // benchCommand is the command line that reproduces a subcommand's run.
 func benchCommand(sub string, args []string) string {
-	cmd := "cd tools/bench && go run . " + sub
+	cmd := "cd tools/bench && go run ."
+	if sub != "" {
+		cmd += " " + sub
+	}
 	for _, a := range args {
 		if a == "" || strings.ContainsAny(a, " '\"$") {
 			a = "'" + a + "'"
