@@ -561,34 +561,9 @@ func crdContenderMain(args []string) error {
 		return err
 	}
 	if *updates > 0 {
-		select {
-		case <-rec.done:
-		case <-time.After(60 * time.Second):
-			fmt.Fprintf(os.Stderr, "crd-contender %s: only %d of %d update events after 60s\n", *kind, len(rec.records), *updates)
-		}
-		rec.mu.Lock()
-		recs := slices.Clone(rec.records)
-		cpuEnd := rec.cpuEnd
-		if cpuEnd == 0 {
-			cpuEnd = cpuSeconds()
-		}
-		rec.mu.Unlock()
-		res.Updates = len(recs)
-		if len(recs) > 0 {
-			res.UpdateCPUMicros = (cpuEnd - cpuBurst0) / float64(len(recs)) * 1e6
-		}
-		resp := make(map[string]int64, len(writes))
-		for _, w := range writes {
-			resp[w.Name+"@"+w.RV] = w.Resp
-		}
-		var lat []float64
-		for _, r := range recs {
-			if t, ok := resp[r.name+"@"+r.rv]; ok {
-				lat = append(lat, float64(r.at-t)/1e6)
-			}
-		}
-		res.LatencyP50Ms, res.LatencyP99Ms = percentile(lat, 50), percentile(lat, 99)
-		res.HeapAfterBurstMB = gcHeapMB()
+		f := rec.burst("crd-contender "+*kind, "update events", 60*time.Second, cpuBurst0, writes)
+		res.Updates, res.UpdateCPUMicros, res.HeapAfterBurstMB = f.updates, f.cpuMicros, f.heapAfterMB
+		res.LatencyP50Ms, res.LatencyP99Ms = f.p50, f.p99
 	}
 	res.Errors = errs.list()
 	return childResult(res)

@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -209,38 +208,9 @@ func contenderMain(args []string) error {
 		return err
 	}
 	if *updates > 0 {
-		select {
-		case <-rec.done:
-		case <-time.After(60 * time.Second):
-			fmt.Fprintf(os.Stderr, "contender %s: only %d of %d update events after 60s\n", *kind, len(rec.records), *updates)
-		}
-		rec.mu.Lock()
-		recs := slices.Clone(rec.records)
-		cpuEnd := rec.cpuEnd
-		if cpuEnd == 0 {
-			cpuEnd = cpuSeconds()
-		}
-		rec.mu.Unlock()
-		res.Updates = len(recs)
-		if len(recs) > 0 {
-			res.UpdateCPUMicros = (cpuEnd - cpuBurst0) / float64(len(recs)) * 1e6
-		}
-		resp := make(map[string]int64, len(writes))
-		for _, w := range writes {
-			resp[w.Name+"@"+w.RV] = w.Resp
-		}
-		var lat, latReq []float64
-		for _, r := range recs {
-			if t, ok := resp[r.name+"@"+r.rv]; ok {
-				lat = append(lat, float64(r.at-t)/1e6)
-			}
-			if r.ts > 0 {
-				latReq = append(latReq, float64(r.at-r.ts)/1e6)
-			}
-		}
-		res.LatencyP50Ms, res.LatencyP99Ms = percentile(lat, 50), percentile(lat, 99)
-		res.LatencyReqP50Ms, res.LatencyReqP99Ms = percentile(latReq, 50), percentile(latReq, 99)
-		res.HeapAfterBurstMB = gcHeapMB()
+		f := rec.burst("contender "+*kind, "update events", 60*time.Second, cpuBurst0, writes)
+		res.Updates, res.UpdateCPUMicros, res.HeapAfterBurstMB = f.updates, f.cpuMicros, f.heapAfterMB
+		res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyReqP50Ms, res.LatencyReqP99Ms = f.p50, f.p99, f.reqP50, f.reqP99
 	}
 	res.ReadMisses = readMisses.Load()
 	return childResult(res)

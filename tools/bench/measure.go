@@ -176,6 +176,63 @@ func (r *recorder) updated(obj metav1.Object) {
 	}
 }
 
+// wait waits, at most timeout, for the update events of the parent's
+// burst (who names the contender and what the events in the message if
+// some are missing), and returns them with the CPU time at the last
+// expected one (now, if some are missing).
+func (r *recorder) wait(who, what string, timeout time.Duration) ([]record, float64) {
+	select {
+	case <-r.done:
+	case <-time.After(timeout):
+		fmt.Fprintf(os.Stderr, "%s: only %d of %d %s after %v\n", who, len(r.records), r.expected, what, timeout)
+	}
+	r.mu.Lock()
+	recs := slices.Clone(r.records)
+	cpuEnd := r.cpuEnd
+	r.mu.Unlock()
+	if cpuEnd == 0 {
+		cpuEnd = cpuSeconds()
+	}
+	return recs, cpuEnd
+}
+
+// burstFigures are what a contender measures of the parent's update burst.
+type burstFigures struct {
+	updates        int     // update events handled
+	cpuMicros      float64 // CPU from the burst's start to the last event, per event
+	p50, p99       float64 // ms from the write's response to the handler (matched by name and resourceVersion)
+	reqP50, reqP99 float64 // ms from the write's request start (annotation bench/ts) to the handler
+	heapAfterMB    float64 // after the burst and runtime.GC()
+}
+
+// burst waits for the update events of the parent's burst, whose writes
+// are writes (see wait), and measures them; cpu0 is the CPU time at the
+// burst's start.
+func (r *recorder) burst(who, what string, timeout time.Duration, cpu0 float64, writes []write) burstFigures {
+	recs, cpuEnd := r.wait(who, what, timeout)
+	f := burstFigures{updates: len(recs)}
+	if len(recs) > 0 {
+		f.cpuMicros = (cpuEnd - cpu0) / float64(len(recs)) * 1e6
+	}
+	resp := make(map[string]int64, len(writes))
+	for _, w := range writes {
+		resp[w.Name+"@"+w.RV] = w.Resp
+	}
+	var lat, latReq []float64
+	for _, r := range recs {
+		if t, ok := resp[r.name+"@"+r.rv]; ok {
+			lat = append(lat, float64(r.at-t)/1e6)
+		}
+		if r.ts > 0 {
+			latReq = append(latReq, float64(r.at-r.ts)/1e6)
+		}
+	}
+	f.p50, f.p99 = percentile(lat, 50), percentile(lat, 99)
+	f.reqP50, f.reqP99 = percentile(latReq, 50), percentile(latReq, 99)
+	f.heapAfterMB = gcHeapMB()
+	return f
+}
+
 type informerUnderTest struct {
 	start     func()
 	hasSynced func() bool

@@ -325,18 +325,7 @@ func restartContenderMain(args []string) error {
 	if _, err := childSynced(); err != nil {
 		return err
 	}
-	select {
-	case <-rec.done:
-	case <-time.After(60 * time.Second):
-		fmt.Fprintf(os.Stderr, "restart-contender %s: only %d of %d update events after 60s\n", *kind, len(rec.records), *updates)
-	}
-	rec.mu.Lock()
-	recs := slices.Clone(rec.records)
-	cpuEnd := rec.cpuEnd
-	rec.mu.Unlock()
-	if cpuEnd == 0 {
-		cpuEnd = cpuSeconds()
-	}
+	recs, cpuEnd := rec.wait("restart-contender "+*kind, "update events", 60*time.Second)
 	ts := time.Now()
 	iut.stop()
 	stopped := time.Now()
