@@ -327,31 +327,7 @@ func (l *crdReqLog) wrap(rt http.RoundTripper) http.RoundTripper {
 			l.mu.Unlock()
 			return rt.RoundTrip(req)
 		}
-		q := req.URL.Query()
-		what := "LIST"
-		if q.Get("watch") == "true" || q.Get("watch") == "1" {
-			what = "WATCH"
-		}
-		var ps []string
-		if v := q.Get("limit"); v != "" {
-			ps = append(ps, "limit="+v)
-		}
-		if v := q.Get("continue"); v != "" {
-			ps = append(ps, "continue")
-		}
-		switch rv := q.Get("resourceVersion"); rv {
-		case "":
-		case "0":
-			ps = append(ps, "rv=0")
-		default:
-			ps = append(ps, "rv=N")
-		}
-		if q.Get("sendInitialEvents") == "true" {
-			ps = append(ps, "sendInitialEvents")
-		}
-		if len(ps) > 0 {
-			what += " " + strings.Join(ps, ",")
-		}
+		what := describeRequest(req.URL.Query(), true)
 		l.mu.Lock()
 		l.reqs = append(l.reqs, what)
 		l.mu.Unlock()
@@ -546,15 +522,11 @@ func crdContenderMain(args []string) error {
 	res.HeapAfterSyncMB = gcHeapMB()
 
 	// ---- update burst ----
-	if *cpuProfile != "" && *updates > 0 {
-		f, err := os.Create(strings.TrimSuffix(*cpuProfile, ".cpu.pprof") + ".burst.cpu.pprof")
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		pprof.StartCPUProfile(f)
-		defer pprof.StopCPUProfile()
+	stopBurstProfile, err := startCPUProfile(burstProfile(*cpuProfile, *updates))
+	if err != nil {
+		return err
 	}
+	defer stopBurstProfile()
 	cpuBurst0 := cpuSeconds()
 	writes, err := childSynced()
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -194,14 +193,11 @@ func contenderMain(args []string) error {
 	}
 
 	// ---- update burst ----
-	if *cpuProfile != "" && *updates > 0 {
-		f, err := os.Create(strings.TrimSuffix(*cpuProfile, ".cpu.pprof") + ".burst.cpu.pprof")
-		if err != nil {
-			return err
-		}
-		pprof.StartCPUProfile(f)
-		defer pprof.StopCPUProfile()
+	stopBurstProfile, err := startCPUProfile(burstProfile(*cpuProfile, *updates))
+	if err != nil {
+		return err
 	}
+	defer stopBurstProfile()
 	cpuBurst0 := cpuSeconds()
 	writes, err := childSynced()
 	if err != nil {

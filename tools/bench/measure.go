@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime"
 	"runtime/metrics"
@@ -305,6 +306,47 @@ func startCPUProfile(path string) (stop func(), err error) {
 		return nil, err
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// describeRequest is a LIST or WATCH of a collection as the reports list
+// them, with the parameters that tell a warm start from a cold one, a
+// paged list from a streaming one: "WATCH rv=N,sendInitialEvents". With
+// withContinue, a page after the first says "continue".
+func describeRequest(q url.Values, withContinue bool) string {
+	what := "LIST"
+	if q.Get("watch") == "true" || q.Get("watch") == "1" {
+		what = "WATCH"
+	}
+	var ps []string
+	if v := q.Get("limit"); v != "" {
+		ps = append(ps, "limit="+v)
+	}
+	if v := q.Get("continue"); v != "" && withContinue {
+		ps = append(ps, "continue")
+	}
+	switch rv := q.Get("resourceVersion"); rv {
+	case "":
+	case "0":
+		ps = append(ps, "rv=0")
+	default:
+		ps = append(ps, "rv=N")
+	}
+	if q.Get("sendInitialEvents") == "true" {
+		ps = append(ps, "sendInitialEvents")
+	}
+	if len(ps) > 0 {
+		what += " " + strings.Join(ps, ",")
+	}
+	return what
+}
+
+// burstProfile is the CPU profile of an update burst next to the sync's
+// cpuProfile (X.cpu.pprof: X.burst.cpu.pprof); none without either.
+func burstProfile(cpuProfile string, updates int) string {
+	if cpuProfile == "" || updates == 0 {
+		return ""
+	}
+	return strings.TrimSuffix(cpuProfile, ".cpu.pprof") + ".burst.cpu.pprof"
 }
 
 // writeHeapProfile writes the allocs profile into path ("" for none).

@@ -100,28 +100,7 @@ func (l *reqLog) wrap(rt http.RoundTripper) http.RoundTripper {
 		p := req.URL.Path
 		last := p[strings.LastIndex(p, "/")+1:]
 		if req.Method == http.MethodGet && (last == "pods" || last == "configmaps") {
-			q := req.URL.Query()
-			what := "LIST"
-			if q.Get("watch") == "true" || q.Get("watch") == "1" {
-				what = "WATCH"
-			}
-			var ps []string
-			if v := q.Get("limit"); v != "" {
-				ps = append(ps, "limit="+v)
-			}
-			switch rv := q.Get("resourceVersion"); rv {
-			case "":
-			case "0":
-				ps = append(ps, "rv=0")
-			default:
-				ps = append(ps, "rv=N")
-			}
-			if q.Get("sendInitialEvents") == "true" {
-				ps = append(ps, "sendInitialEvents")
-			}
-			if len(ps) > 0 {
-				what += " " + strings.Join(ps, ",")
-			}
+			what := describeRequest(req.URL.Query(), false)
 			l.mu.Lock()
 			l.reqs = append(l.reqs, what)
 			l.mu.Unlock()
