@@ -94,7 +94,7 @@ func cmpF(a, b float64) int {
 }
 
 // saveResults writes v, a run's figures, as JSON into path ("" for
-// nowhere), for -replay.
+// nowhere), to make the report from later (-replay; the shard benchmark's -from).
 func saveResults(path string, v any) error {
 	if path == "" {
 		return nil
@@ -106,7 +106,7 @@ func saveResults(path string, v any) error {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		return err
 	}
-	logf("results in %s (re-render with -replay)", path)
+	logf("results in %s (the report can be made from them again: -replay, or -from for shard)", path)
 	return nil
 }
 
