@@ -12,17 +12,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -60,42 +57,47 @@ type compactPodRun struct {
 	Results       []compactResult
 }
 
-func compactMain(args []string) error {
-	fs := flag.NewFlagSet("compact", flag.ExitOnError)
-	podSizes := fs.String("pods", "20000,50000", "numbers of Pods, comma-separated, ascending (each size adds Pods to the namespace; '' for none)")
-	nCR := fs.Int("crs", 10000, "custom resources (JSON; 0: none)")
-	crUpdates := fs.Int("cr-updates", 2000, "custom resources patched after each CR contender's sync, for CPU per update event")
-	nCM := fs.Int("configmaps", 20000, "ConfigMaps for the warm restart (0: none)")
-	nRestartPods := fs.Int("restart-pods", 5000, "Pods for the warm restart (0: none)")
-	churn := fs.Float64("churn", 0.02, "fraction of the objects changed between a cold and a warm start")
-	rounds := fs.Int("rounds", 3, "rounds; each runs every contender once, the order rotating")
-	reads := fs.Int("reads", 10000, "random Gets timed per Pod contender")
-	indexReads := fs.Int("index-reads", 500, "random ByIndex calls timed per Pod contender")
-	perIndex := fs.Int("per-index", 80, "Pods per value of the index that ByIndex reads")
-	out := fs.String("out", "docs/benchmarks.md", "report whose compact section to update, relative to the repository root ('' for none)")
-	dataDir := fs.String("data-dir", "", "localapi data dir (default: a new temporary one)")
-	localapi := fs.String("localapi", "", "localapi binary (default: where `make localapi` puts it; built if missing)")
-	keep := fs.Bool("keep", false, "keep the temporary data dir and state files")
-	verbose := fs.Bool("v", false, "show localapi's logs")
-	rev := fs.String("rev", "", "the kinformer revision measured (default: git describe --always --dirty of the repository)")
-	profile := fs.String("profile", "", "if set, write profiles of one extra kinformer+compact run of the first Pod size (sync CPU, heap after sync, reads CPU), of its CR sync and of its first warm restart here")
-	save := fs.String("save", filepath.Join(os.TempDir(), "kinformer-bench-compact.json"), "write the results here ('' for nowhere)")
-	replay := fs.String("replay", "", "run nothing: make the report from results saved by -save")
-	fs.Parse(args)
-
-	root, err := repoRoot()
-	if err != nil {
-		return err
+func compactFlags(fs *flag.FlagSet) func(*bench) error {
+	var c compactConfig
+	fs.StringVar(&c.podSizes, "pods", "20000,50000", "numbers of Pods, comma-separated, ascending (each size adds Pods to the namespace; '' for none)")
+	fs.IntVar(&c.nCR, "crs", 10000, "custom resources (JSON; 0: none)")
+	fs.IntVar(&c.crUpdates, "cr-updates", 2000, "custom resources patched after each CR contender's sync, for CPU per update event")
+	fs.IntVar(&c.nCM, "configmaps", 20000, "ConfigMaps for the warm restart (0: none)")
+	fs.IntVar(&c.nRestartPods, "restart-pods", 5000, "Pods for the warm restart (0: none)")
+	fs.Float64Var(&c.churn, "churn", 0.02, "fraction of the objects changed between a cold and a warm start")
+	fs.IntVar(&c.reads, "reads", 10000, "random Gets timed per Pod contender")
+	fs.IntVar(&c.indexReads, "index-reads", 500, "random ByIndex calls timed per Pod contender")
+	fs.IntVar(&c.perIndex, "per-index", 80, "Pods per value of the index that ByIndex reads")
+	fs.StringVar(&c.profile, "profile", "", "if set, write profiles of one extra kinformer+compact run of the first Pod size (sync CPU, heap after sync, reads CPU), of its CR sync and of its first warm restart here")
+	fs.StringVar(&c.save, "save", filepath.Join(os.TempDir(), "kinformer-bench-compact.json"), "write the results here ('' for nowhere)")
+	fs.StringVar(&c.replay, "replay", "", "run nothing: make the report from results saved by -save")
+	return func(b *bench) error {
+		c.bench = b
+		return compact(c)
 	}
-	if *replay != "" {
+}
+
+// compactConfig is the compact benchmark's flags.
+type compactConfig struct {
+	*bench
+	podSizes                          string
+	nCR, crUpdates, nCM, nRestartPods int
+	churn                             float64
+	reads, indexReads, perIndex       int
+	profile, save, replay             string
+}
+
+func compact(c compactConfig) error {
+	podSizes, nCR, crUpdates, nCM, nRestartPods, churn, reads, indexReads, perIndex, profile := c.podSizes, c.nCR, c.crUpdates, c.nCM, c.nRestartPods, c.churn, c.reads, c.indexReads, c.perIndex, c.profile
+	if c.replay != "" {
 		var run compactRun
-		if err := readResults(*replay, &run); err != nil {
+		if err := readResults(c.replay, &run); err != nil {
 			return err
 		}
-		return writeCompactReport(root, *out, run)
+		return c.section(compactReport(run))
 	}
 	var sizes []int
-	for _, s := range strings.Split(*podSizes, ",") {
+	for _, s := range strings.Split(podSizes, ",") {
 		if strings.TrimSpace(s) == "" {
 			continue
 		}
@@ -105,24 +107,22 @@ func compactMain(args []string) error {
 		}
 		sizes = append(sizes, n)
 	}
-	bin, stateRoot, cleanup, err := benchSetup(root, rev, *localapi, dataDir, *keep, "compact")
+	if err := c.prepare(); err != nil {
+		return err
+	}
+	stateRoot, err := c.tempDir("state")
 	if err != nil {
 		return err
 	}
-	defer cleanup()
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	if *profile != "" {
-		if err := os.MkdirAll(*profile, 0o755); err != nil {
+	if profile != "" {
+		if err := os.MkdirAll(profile, 0o755); err != nil {
 			return err
 		}
 	}
 	start := time.Now()
-	run := compactRun{Machine: describeMachine(), Rev: *rev, Args: args, Rounds: *rounds, PerIndex: *perIndex, Reads: *reads, Churn: *churn}
+	run := compactRun{Machine: describeMachine(), Rev: c.rev, Args: c.args, Rounds: c.rounds, PerIndex: perIndex, Reads: reads, Churn: churn}
 	// The restart's workload (the main benchmark's) first, in bench-cm and bench-pods.
-	srv, cs, err := serveWorkload(bin, *dataDir, *verbose, *nCM, *nRestartPods)
+	srv, cs, err := c.serveWorkload(nCM, nRestartPods)
 	if err != nil {
 		return err
 	}
@@ -183,9 +183,9 @@ func compactMain(args []string) error {
 		}
 		contender := func(kind string, round int, extra ...string) (compactResult, error) {
 			args := []string{"compact-contender", "-kind", kind, "-kubeconfig", srv.Kubeconfig, "-namespace", compactNamespace,
-				"-round", fmt.Sprint(round), "-objects", fmt.Sprint(n), "-reads", fmt.Sprint(*reads),
-				"-index-reads", fmt.Sprint(*indexReads), "-per-index", fmt.Sprint(*perIndex)}
-			res, _, err := driveContenderWith[compactResult](exec.CommandContext(ctx, self, append(args, extra...)...), kind, 0, nil)
+				"-round", fmt.Sprint(round), "-objects", fmt.Sprint(n), "-reads", fmt.Sprint(reads),
+				"-index-reads", fmt.Sprint(indexReads), "-per-index", fmt.Sprint(perIndex)}
+			res, _, err := runChild[compactResult](ctx, kind, nil, append(args, extra...)...)
 			if err == nil && res.Objects != n {
 				err = fmt.Errorf("%d Pods in the cache when synced, want %d", res.Objects, n)
 			}
@@ -194,7 +194,7 @@ func compactMain(args []string) error {
 			}
 			return res, err
 		}
-		for r := 1; r <= *rounds; r++ {
+		for r := 1; r <= c.rounds; r++ {
 			for _, kind := range rotate(compactKinds, r-1) {
 				time.Sleep(time.Second) // let the server settle
 				res, err := contender(kind, r)
@@ -207,8 +207,8 @@ func compactMain(args []string) error {
 				pr.Results = append(pr.Results, res)
 			}
 		}
-		if *profile != "" && si == 0 {
-			base := filepath.Join(*profile, fmt.Sprintf("pods-%d-compact", n))
+		if profile != "" && si == 0 {
+			base := filepath.Join(profile, fmt.Sprintf("pods-%d-compact", n))
 			if _, err := contender(kCompact, 0, "-cpuprofile", base+".sync.cpu.pprof", "-memprofile", base+".heap.pprof", "-readprofile", base+".reads.cpu.pprof"); err != nil {
 				return fmt.Errorf("profile: %w", err)
 			}
@@ -219,14 +219,14 @@ func compactMain(args []string) error {
 	}
 
 	// ---- custom resources: the crd benchmark's contenders, with and without Compact ----
-	if *nCR > 0 {
+	if nCR > 0 {
 		prof := ""
-		if *profile != "" {
-			prof = filepath.Join(*profile, "crd")
+		if profile != "" {
+			prof = filepath.Join(profile, "crd")
 		}
-		cr, err := crdSize(srv, self, *nCR, *rounds, min(*crUpdates, *nCR), 32, []string{cClientGo, cKinformer, cKinCompact}, prof)
+		cr, err := crdSize(srv, nCR, c.rounds, min(crUpdates, nCR), 32, []string{cClientGo, cKinformer, cKinCompact}, prof)
 		if err != nil {
-			return fmt.Errorf("%d custom resources: %w", *nCR, err)
+			return fmt.Errorf("%d custom resources: %w", nCR, err)
 		}
 		run.CRD = &cr
 		if prof != "" {
@@ -235,8 +235,8 @@ func compactMain(args []string) error {
 	}
 
 	// ---- warm restart: the restart benchmark's contenders, with and without Compact ----
-	if *nCM > 0 || *nRestartPods > 0 {
-		jobs, err := restartJobs(ctx, cs, *nCM, *nRestartPods)
+	if nCM > 0 || nRestartPods > 0 {
+		jobs, err := restartJobs(ctx, cs, nCM, nRestartPods)
 		if err != nil {
 			return err
 		}
@@ -246,7 +246,7 @@ func compactMain(args []string) error {
 			} else {
 				run.RestartNPods = j.n
 			}
-			for r := 1; r <= *rounds; r++ {
+			for r := 1; r <= c.rounds; r++ {
 				order := []string{rClientGoCold, rKinformerCold, rKinformerWarm, rCompactCold, rCompactWarm}
 				if r%2 == 0 {
 					order = []string{rCompactCold, rCompactWarm, rKinformerCold, rKinformerWarm, rClientGoCold}
@@ -257,9 +257,9 @@ func compactMain(args []string) error {
 					}
 					return filepath.Join(stateRoot, fmt.Sprintf("%s-%d", j.resource, r))
 				}
-				rs, _, err := restartSequence(ctx, cs, self, srv.Kubeconfig, j, r, order, dir, *churn, func(kind string) ([]string, error) {
-					if *profile != "" && r == 1 && kind == rCompactWarm {
-						f := filepath.Join(*profile, "restart-"+j.resource+"-warm-compact.cpu.pprof")
+				rs, _, err := restartSequence(ctx, cs, srv.Kubeconfig, j, r, order, dir, churn, func(kind string) ([]string, error) {
+					if profile != "" && r == 1 && kind == rCompactWarm {
+						f := filepath.Join(profile, "restart-"+j.resource+"-warm-compact.cpu.pprof")
 						run.Profiles = append(run.Profiles, f)
 						return []string{"-cpuprofile", f}, nil
 					}
@@ -275,101 +275,8 @@ func compactMain(args []string) error {
 	run.LoadEnd = loadavg()
 	run.Minutes = time.Since(start).Minutes()
 	logf("compact benchmark done in %.1f minutes", run.Minutes)
-	if err := saveResults(*save, run); err != nil {
+	if err := saveResults(c.save, run); err != nil {
 		return err
 	}
-	return writeCompactReport(root, *out, run)
-}
-
-// writeCompactReport prints the compact section and puts it between its
-// markers in root/out (appended if they are missing).
-func writeCompactReport(root, out string, run compactRun) error {
-	text := compactReport(run)
-	fmt.Println(text)
-	if out == "" {
-		return nil
-	}
-	return replaceSection(filepath.Join(root, out), compactBegin, compactEnd, text)
-}
-
-// benchSetup does what a subcommand that runs its own localapi does first:
-// the revision measured (git describe, unless *rev is set), the localapi
-// binary (localapiFlag, or built), the data dir (*dataDir, or a new
-// temporary one) and a temporary directory for state files, both named
-// after name and removed by cleanup unless keep.
-func benchSetup(root string, rev *string, localapiFlag string, dataDir *string, keep bool, name string) (bin, stateRoot string, cleanup func(), err error) {
-	var dirs []string
-	cleanup = func() {
-		if !keep {
-			for _, d := range dirs {
-				os.RemoveAll(d)
-			}
-		}
-	}
-	if *rev == "" {
-		o, _ := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
-		*rev = strings.TrimSpace(string(o))
-	}
-	if bin, err = localapiPath(localapiFlag, root); err != nil {
-		return "", "", cleanup, err
-	}
-	if *dataDir == "" {
-		if *dataDir, err = os.MkdirTemp("", "kinformer-bench-"+name+"-"); err != nil {
-			return "", "", cleanup, err
-		}
-		dirs = append(dirs, *dataDir)
-	} else if err := os.MkdirAll(*dataDir, 0o755); err != nil {
-		return "", "", cleanup, err
-	}
-	if stateRoot, err = os.MkdirTemp("", "kinformer-bench-"+name+"-state-"); err != nil {
-		return "", "", cleanup, err
-	}
-	dirs = append(dirs, stateRoot)
-	return bin, stateRoot, cleanup, nil
-}
-
-// saveResults writes v, a run's figures, as JSON into path ("" for
-// nowhere), for -replay.
-func saveResults(path string, v any) error {
-	if path == "" {
-		return nil
-	}
-	b, err := json.MarshalIndent(v, "", " ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		return err
-	}
-	logf("results in %s (re-render with -replay)", path)
-	return nil
-}
-
-// readResults reads what saveResults wrote into v.
-func readResults(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
-}
-
-// retried runs fn until it succeeds or has failed 5 times, waiting 1, 2,
-// 4, 8 s between tries: on a loaded machine, etcd times out now and then.
-// AlreadyExists is success.
-func retried(fn func() error) error {
-	var err error
-	for i := range 5 {
-		if err = fn(); err == nil || apierrors.IsAlreadyExists(err) {
-			return nil
-		}
-		if i < 4 {
-			logf("retrying after %v", err)
-			time.Sleep(time.Second << i)
-		}
-	}
-	return err
+	return c.section(compactReport(run))
 }

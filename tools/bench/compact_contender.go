@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -194,8 +193,7 @@ func compactContenderMain(args []string) error {
 	}
 	// The parent has nothing to write (no update burst): the protocol of
 	// the other contenders, an empty list.
-	fmt.Println("synced")
-	if _, err := readWrites(); err != nil {
+	if _, err := childSynced(); err != nil {
 		return err
 	}
 
@@ -318,7 +316,5 @@ func compactContenderMain(args []string) error {
 	}
 	res.ProtoMB = float64(proto) / (1 << 20)
 	runtime.KeepAlive(iut)
-	b, _ := json.Marshal(res)
-	fmt.Println(string(b))
-	return nil
+	return childResult(res)
 }

@@ -9,18 +9,6 @@ import (
 	"strings"
 )
 
-// benchCommand is the command line that reproduces a subcommand's run.
-func benchCommand(sub string, args []string) string {
-	cmd := "cd tools/bench && go run . " + sub
-	for _, a := range args {
-		if a == "" || strings.ContainsAny(a, " '\"$") {
-			a = "'" + a + "'"
-		}
-		cmd += " " + a
-	}
-	return cmd
-}
-
 // medianOf is the median of f over the results whose kind is want.
 func medianOf[R any](rs []R, kind func(R) string, want string, f func(R) float64) float64 {
 	var xs []float64

@@ -9,12 +9,10 @@ package main
 //	cd tools/bench && go run . cr
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -27,37 +25,34 @@ const (
 	crEnd   = "<!-- cr: end -->"
 )
 
+// crConfig is the cr benchmark's flags.
 type crConfig struct {
-	rounds, configMaps, pods, updates, writers int
-	contenders, cgContenders                   []string
-	out, dataDir, localapi, profileDir, rev    string
-	keep, verbose                              bool
-	args                                       []string
+	*bench
+	configMaps, pods, updates, writers int
+	contenders, cgContenders           []string
+	profileDir                         string
 }
 
-func crMain(args []string) error {
+func crFlags(fs *flag.FlagSet) func(*bench) error {
 	var c crConfig
-	fs := flag.NewFlagSet("cr", flag.ExitOnError)
-	fs.IntVar(&c.rounds, "rounds", 3, "rounds; each runs every contender once, the order rotating")
 	fs.IntVar(&c.configMaps, "configmaps", 20000, "ConfigMaps in the workload (about 1 KiB each)")
 	fs.IntVar(&c.pods, "pods", 5000, "Pods in the workload")
 	fs.IntVar(&c.updates, "updates", -1, "ConfigMaps patched once each after each contender's sync (-1: every one; 0: no burst)")
 	fs.IntVar(&c.writers, "writers", 32, "concurrent writers of the update burst")
 	contenders := fs.String("contenders", strings.Join([]string{kCR, kCRKCR, kCRStrip, kCRKCRDrop, kCRNewInformer}, ","), "controller-runtime contenders, comma-separated; ratios are to the first")
 	cg := fs.String("cg-contenders", strings.Join([]string{kClientGo, kKClientGo, kKClientGoWrap, kKinformer}, ","), "contenders outside controller-runtime, comma-separated ('' for none)")
-	fs.StringVar(&c.out, "out", "docs/benchmarks.md", "report whose cr section to update, relative to the repository root ('' for none)")
-	fs.StringVar(&c.dataDir, "data-dir", "", "localapi data dir (default: a new temporary one); reuse one to skip creating the workload")
-	fs.StringVar(&c.localapi, "localapi", "", "localapi binary (default: where `make localapi` puts it; built if missing)")
-	fs.BoolVar(&c.keep, "keep", false, "keep the temporary data dir")
-	fs.BoolVar(&c.verbose, "v", false, "show localapi's logs")
 	fs.StringVar(&c.profileDir, "profile", "", "if set, also write CPU and heap profiles of one extra run of each controller-runtime contender here (no burst)")
-	fs.StringVar(&c.rev, "rev", "", "the kinformer revision measured (default: git describe --always --dirty of the repository)")
-	fs.Parse(args)
-	c.args = args
-	c.contenders = strings.Split(*contenders, ",")
-	if *cg != "" {
-		c.cgContenders = strings.Split(*cg, ",")
+	return func(b *bench) error {
+		c.bench = b
+		c.contenders = strings.Split(*contenders, ",")
+		if *cg != "" {
+			c.cgContenders = strings.Split(*cg, ",")
+		}
+		return cr(c)
 	}
+}
+
+func cr(c crConfig) error {
 	if c.updates < 0 || c.updates > c.configMaps {
 		c.updates = c.configMaps // a reconcile per write: no two writes to one object
 	}
@@ -67,42 +62,19 @@ func crMain(args []string) error {
 		}
 	}
 
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
-	if c.rev == "" {
-		out, _ := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
-		c.rev = strings.TrimSpace(string(out))
-	}
-	bin, err := localapiPath(c.localapi, root)
-	if err != nil {
-		return err
-	}
-	if c.dataDir == "" {
-		if c.dataDir, err = os.MkdirTemp("", "kinformer-bench-cr-"); err != nil {
-			return err
-		}
-		if !c.keep {
-			defer os.RemoveAll(c.dataDir)
-		}
-	} else if err := os.MkdirAll(c.dataDir, 0o755); err != nil {
+	if err := c.prepare(); err != nil {
 		return err
 	}
 	m := describeMachine()
-	srv, cs, err := serveWorkload(bin, c.dataDir, c.verbose, c.configMaps, c.pods)
+	srv, cs, err := c.serveWorkload(c.configMaps, c.pods)
 	if err != nil {
 		return err
 	}
 	defer srv.stop()
 	ctx := context.Background()
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
 	// A warm-up LIST of each collection, not recorded.
 	for _, w := range [][2]any{{"configmaps", c.configMaps}, {"pods", c.pods}} {
-		if _, _, err := runContender(ctx, cs, self, srv.Kubeconfig, kFloor, w[0].(string), 0, w[1].(int), 0, c.configMaps, c.writers, nil); err != nil {
+		if _, _, err := runContender(ctx, cs, srv.Kubeconfig, kFloor, w[0].(string), 0, w[1].(int), 0, c.configMaps, c.writers, nil); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
@@ -113,7 +85,7 @@ func crMain(args []string) error {
 	for r := 1; r <= c.rounds; r++ {
 		for _, kind := range rotate(c.contenders, r-1) {
 			time.Sleep(time.Second) // let the server settle
-			res, b, err := runCRContender(ctx, cs, self, srv.Kubeconfig, kind, r, c, c.updates, nil)
+			res, b, err := runCRContender(ctx, cs, srv.Kubeconfig, kind, r, c, c.updates, nil)
 			if err != nil {
 				return fmt.Errorf("%s round %d: %w", kind, r, err)
 			}
@@ -135,7 +107,7 @@ func crMain(args []string) error {
 		}{{"configmaps", c.configMaps, c.updates}, {"pods", c.pods, 0}} {
 			for _, kind := range rotate(c.cgContenders, r-1) {
 				time.Sleep(time.Second)
-				res, _, err := runContender(ctx, cs, self, srv.Kubeconfig, kind, j.resource, r, j.objects, j.updates, c.configMaps, c.writers, []string{"-lister"})
+				res, _, err := runContender(ctx, cs, srv.Kubeconfig, kind, j.resource, r, j.objects, j.updates, c.configMaps, c.writers, []string{"-lister"})
 				if err != nil {
 					return fmt.Errorf("%s %s round %d: %w", kind, j.resource, r, err)
 				}
@@ -157,7 +129,7 @@ func crMain(args []string) error {
 		for _, kind := range c.contenders {
 			for _, p := range []string{"cpu", "mem"} {
 				file := filepath.Join(c.profileDir, fmt.Sprintf("%s.%s.pprof", strings.ReplaceAll(kind, "+", "-"), p))
-				if _, _, err := runCRContender(ctx, cs, self, srv.Kubeconfig, kind, 0, c, 0, []string{"-" + p + "profile", file}); err != nil {
+				if _, _, err := runCRContender(ctx, cs, srv.Kubeconfig, kind, 0, c, 0, []string{"-" + p + "profile", file}); err != nil {
 					return err
 				}
 				logf("wrote %s", file)
@@ -165,23 +137,17 @@ func crMain(args []string) error {
 		}
 	}
 	m.LoadEnd = loadavg()
-	text := crReport(m, c, crs, cgs, bursts)
-	fmt.Println(text)
-	if c.out == "" {
-		return nil
-	}
-	return replaceSection(filepath.Join(root, c.out), crBegin, crEnd, text)
+	return c.section(crReport(m, c, crs, cgs, bursts))
 }
 
 // runCRContender runs one controller-runtime contender in its own process,
 // the update burst after its sync, and checks what its cache held.
-func runCRContender(ctx context.Context, cs kubernetes.Interface, self, kubeconfig, kind string, round int, c crConfig, updates int, extra []string) (crResult, *burstStat, error) {
+func runCRContender(ctx context.Context, cs kubernetes.Interface, kubeconfig, kind string, round int, c crConfig, updates int, extra []string) (crResult, *burstStat, error) {
 	burstID := fmt.Sprintf("cr-%d-%s-%d", round, kind, time.Now().UnixNano())
 	args := []string{"cr-contender", "-kind", kind, "-kubeconfig", kubeconfig, "-round", fmt.Sprint(round), "-burst-id", burstID,
 		"-configmaps", fmt.Sprint(c.configMaps), "-pods", fmt.Sprint(c.pods), "-updates", fmt.Sprint(updates),
 		"-exec-ns", fmt.Sprint(time.Now().UnixNano())}
-	cmd := exec.CommandContext(ctx, self, append(args, extra...)...)
-	res, b, err := driveContender[crResult](ctx, cs, cmd, kind, burstID, updates, c.configMaps, c.writers)
+	res, b, err := runChild[crResult](ctx, kind, configMapBurst(ctx, cs, burstID, updates, c.configMaps, c.writers), append(args, extra...)...)
 	if err != nil {
 		return res, b, err
 	}
@@ -190,24 +156,4 @@ func runCRContender(ctx context.Context, cs kubernetes.Interface, self, kubeconf
 			res.CachedConfigMaps, res.CachedPods, c.configMaps, c.pods, res.Errors, res.Updates, updates)
 	}
 	return res, b, nil
-}
-
-// replaceSection puts text (markers included) in place of the begin/end
-// section of the file at path, or at its end.
-func replaceSection(path, begin, end, text string) error {
-	old, err := os.ReadFile(path)
-	if err != nil {
-		old = []byte("# Benchmarks: kinformer vs client-go\n")
-	}
-	var doc string
-	if i, j := bytes.Index(old, []byte(begin)), bytes.Index(old, []byte(end)); i >= 0 && j > i {
-		doc = string(old[:i]) + text + strings.TrimPrefix(string(old[j+len(end):]), "\n")
-	} else {
-		doc = string(old) + text
-	}
-	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-		return err
-	}
-	logf("updated %s", path)
-	return nil
 }

@@ -5,9 +5,7 @@ package main
 // differing only in the manager's cache.
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -301,40 +299,14 @@ func crContenderMain(args []string) error {
 
 	// ---- update burst ----
 	cpuBurst0 := cpuSeconds()
-	fmt.Println("synced")
-	var writes []write
-	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&writes); err != nil && !errors.Is(err, os.ErrClosed) && err.Error() != "EOF" {
-		return fmt.Errorf("reading writes: %w", err)
+	writes, err := childSynced()
+	if err != nil {
+		return err
 	}
 	if *updates > 0 {
-		select {
-		case <-rec.done:
-		case <-time.After(2 * time.Minute):
-			fmt.Fprintf(os.Stderr, "cr-contender %s: only %d of %d update reconciles after 2 minutes\n", *kind, len(rec.records), *updates)
-		}
-		rec.mu.Lock()
-		recs := slices.Clone(rec.records)
-		cpuEnd := rec.cpuEnd
-		if cpuEnd == 0 {
-			cpuEnd = cpuSeconds()
-		}
-		rec.mu.Unlock()
-		res.Updates = len(recs)
-		if len(recs) > 0 {
-			res.UpdateCPUMicros = (cpuEnd - cpuBurst0) / float64(len(recs)) * 1e6
-		}
-		resp := make(map[string]int64, len(writes))
-		for _, w := range writes {
-			resp[w.Name+"@"+w.RV] = w.Resp
-		}
-		var lat []float64
-		for _, r := range recs {
-			if t, ok := resp[r.name+"@"+r.rv]; ok {
-				lat = append(lat, float64(r.at-t)/1e6)
-			}
-		}
-		res.LatencyP50Ms, res.LatencyP99Ms = percentile(lat, 50), percentile(lat, 99)
-		res.HeapAfterBurstMB = gcHeapMB()
+		f := rec.burst("cr-contender "+*kind, "update reconciles", 2*time.Minute, cpuBurst0, writes)
+		res.Updates, res.UpdateCPUMicros, res.HeapAfterBurstMB = f.updates, f.cpuMicros, f.heapAfterMB
+		res.LatencyP50Ms, res.LatencyP99Ms = f.p50, f.p99
 	}
 	res.Errors = errN.Load()
 
@@ -348,7 +320,5 @@ func crContenderMain(args []string) error {
 		return err
 	}
 	res.CachedConfigMaps, res.CachedPods = len(cml.Items), len(pl.Items)
-	b, _ := json.Marshal(res)
-	fmt.Println(string(b))
-	return nil
+	return childResult(res)
 }

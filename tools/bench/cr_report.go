@@ -40,13 +40,7 @@ func ratioCell(a, b float64) string {
 func crReport(m machine, c crConfig, crs []crResult, cgs []result, bursts []burstStat) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	cmd := "cd tools/bench && go run . cr"
-	for _, a := range c.args {
-		if a == "" || strings.ContainsAny(a, " '\"$") {
-			a = "'" + a + "'"
-		}
-		cmd += " " + a
-	}
+	cmd := benchCommand("cr", c.args)
 	p("%s\n## controller-runtime: a manager and two reconcilers\n\n", crBegin)
 	p("What a controller author gets: the same controller-runtime v0.25.2 manager and reconcilers over the main workload (%d ConfigMaps of about 1 KiB in `%s`, %d Pods in `%s`), with controller-runtime's own cache and with kinformer's informers under it. Made on %s with `%s`, %d cores **shared with other engineers' builds** (load %s at the start, %s at the end), kinformer at revision `%s`, medians of %d round(s), by:\n\n    %s\n\n",
 		c.configMaps, cmNamespace, c.pods, podNamespace, m.Date, m.GoVersion, m.NProc, m.LoadStart, m.LoadEnd, c.rev, c.rounds, cmd)

@@ -15,14 +15,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -189,91 +185,49 @@ type crdRun struct {
 	Skipped       map[string]string // contender -> why it was left out
 }
 
-func crdMain(args []string) error {
-	fs := flag.NewFlagSet("crd", flag.ExitOnError)
+func crdFlags(fs *flag.FlagSet) func(*bench) error {
 	crs := fs.String("crs", "10000,50000", "numbers of custom resources, comma-separated; each size gets its own localapi run")
-	rounds := fs.Int("rounds", 3, "rounds; each runs every contender once, the order rotating")
 	updates := fs.Int("updates", 10000, "custom resources patched after each contender's sync (at most the size; 0: none)")
 	writers := fs.Int("writers", 32, "concurrent writers of the update burst")
 	contenders := fs.String("contenders", strings.Join([]string{cClientGo, cClientGoStrip, cKinformer, cKinFactory, cClientGoTyped, cKinTyped}, ","), "contenders, comma-separated")
-	out := fs.String("out", "docs/benchmarks.md", "report whose crd section to update, relative to the repository root ('' for none)")
-	dataDir := fs.String("data-dir", "", "localapi data dirs go under it, one per size (default: a new temporary one); reuse one to skip creating the objects")
-	localapi := fs.String("localapi", "", "localapi binary (default: where `make localapi` puts it; built if missing)")
-	keep := fs.Bool("keep", false, "keep the temporary data dir")
-	verbose := fs.Bool("v", false, "show localapi's logs")
 	profile := fs.String("profile", "", "if set, write CPU profiles of one extra sync and update burst of each contender here, as SIZE-KIND.cpu.pprof")
-	rev := fs.String("rev", "", "the kinformer revision measured (default: git describe --always --dirty of the repository)")
-	fs.Parse(args)
+	return func(b *bench) error { return crd(b, *crs, *updates, *writers, *contenders, *profile) }
+}
 
+func crd(b *bench, crs string, updates, writers int, contenders, profile string) error {
 	var sizes []int
-	for _, s := range strings.Split(*crs, ",") {
+	for _, s := range strings.Split(crs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
 			return fmt.Errorf("-crs: %q is not a positive number", s)
 		}
 		sizes = append(sizes, n)
 	}
-	kinds := strings.Split(*contenders, ",")
+	kinds := strings.Split(contenders, ",")
 	for _, k := range kinds {
 		if !slices.Contains([]string{cClientGo, cClientGoStrip, cKinformer, cKinCompact, cKinFactory, cClientGoTyped, cKinTyped}, k) {
 			return fmt.Errorf("-contenders: unknown contender %q", k)
 		}
 	}
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
-	if *rev == "" {
-		o, _ := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
-		*rev = strings.TrimSpace(string(o))
-	}
-	bin, err := localapiPath(*localapi, root)
-	if err != nil {
-		return err
-	}
-	if *dataDir == "" {
-		if *dataDir, err = os.MkdirTemp("", "kinformer-bench-crd-"); err != nil {
-			return err
-		}
-		if !*keep {
-			defer os.RemoveAll(*dataDir)
-		}
-	}
-	self, err := os.Executable()
-	if err != nil {
+	if err := b.prepare(); err != nil {
 		return err
 	}
 	m := describeMachine()
 	start := time.Now()
 
-	// One server at a time; an interrupt stops the running one.
-	var cur atomic.Pointer[server]
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		<-sigs
-		logf("interrupted")
-		if s := cur.Load(); s != nil {
-			s.stop()
-		}
-		os.Exit(2)
-	}()
-
 	var runs []crdRun
 	for _, n := range sizes {
-		dir := filepath.Join(*dataDir, fmt.Sprintf("crs-%d", n))
+		dir := filepath.Join(b.dataDir, fmt.Sprintf("crs-%d", n))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
 		logf("starting localapi on %s", dir)
-		srv, err := startServer(bin, dir, *verbose)
+		srv, err := startServer(b.bin, dir, b.verbose)
 		if err != nil {
 			return err
 		}
-		cur.Store(srv)
 		logf("localapi ready: %s", srv.Server)
-		run, err := crdSize(srv, self, n, *rounds, min(*updates, n), *writers, slices.Clone(kinds), *profile)
-		cur.Store(nil)
+		run, err := crdSize(srv, n, b.rounds, min(updates, n), writers, slices.Clone(kinds), profile)
 		srv.stop()
 		if err != nil {
 			return fmt.Errorf("%d custom resources: %w", n, err)
@@ -281,17 +235,11 @@ func crdMain(args []string) error {
 		runs = append(runs, run)
 	}
 	logf("crd benchmark done in %.1f minutes", time.Since(start).Minutes())
-	text := crdReport(m, *rev, args, *rounds, *writers, runs)
-	fmt.Println(text)
-	if *out == "" {
-		return nil
-	}
-	path := filepath.Join(root, *out)
-	return replaceSection(path, crdBegin, crdEnd, text)
+	return b.section(crdReport(m, b.rev, b.args, b.rounds, writers, runs))
 }
 
 // crdSize creates the CRD and n Widgets on srv and runs the rounds.
-func crdSize(srv *server, self string, n, rounds, updates, writers int, kinds []string, profile string) (crdRun, error) {
+func crdSize(srv *server, n, rounds, updates, writers int, kinds []string, profile string) (crdRun, error) {
 	run := crdRun{Size: n, Updates: updates, Skipped: map[string]string{}}
 	ctx := context.Background()
 	cfg, err := crdRestConfig(srv.Kubeconfig, 5000)
@@ -343,12 +291,13 @@ func crdSize(srv *server, self string, n, rounds, updates, writers int, kinds []
 
 	contender := func(kind string, round int, extra ...string) (crdResult, *burstStat, error) {
 		burstID := fmt.Sprintf("%d-%s-%d", round, kind, time.Now().UnixNano())
-		cmd := exec.CommandContext(ctx, self, append([]string{"crd-contender", "-kind", kind, "-kubeconfig", srv.Kubeconfig,
+		var burst burstFunc
+		if updates > 0 {
+			burst = func() ([]write, time.Duration, error) { return crdUpdateBurst(ctx, dyn, burstID, updates, n, writers) }
+		}
+		res, b, err := runChild[crdResult](ctx, kind, burst, append([]string{"crd-contender", "-kind", kind, "-kubeconfig", srv.Kubeconfig,
 			"-namespace", crdNamespace, "-round", fmt.Sprint(round), "-burst-id", burstID,
 			"-objects", fmt.Sprint(n), "-updates", fmt.Sprint(updates)}, extra...)...)
-		res, b, err := driveContenderWith[crdResult](cmd, kind, updates, func() ([]write, time.Duration, error) {
-			return crdUpdateBurst(ctx, dyn, burstID, updates, n, writers)
-		})
 		if err == nil && res.Objects != n {
 			err = fmt.Errorf("%d objects in the cache when synced, want %d", res.Objects, n)
 		}
@@ -421,13 +370,7 @@ func crdReport(m machine, rev string, args []string, rounds, writers int, runs [
 		}
 		return fmt.Sprintf(format, v)
 	}
-	cmd := "cd tools/bench && go run . crd"
-	for _, a := range args {
-		if a == "" || strings.ContainsAny(a, " '\"$") {
-			a = "'" + a + "'"
-		}
-		cmd += " " + a
-	}
+	cmd := benchCommand("crd", args)
 	p("%s\n## Custom resources (JSON)\n\n", crdBegin)
 	p("Informers of a custom resource, served as JSON (custom resources have no protobuf). Made on %s with `%s`, %d cores **shared with other engineers' builds** (load %s at the start, %s at the end), kinformer at revision `%s`, by:\n\n    %s\n\n",
 		m.Date, m.GoVersion, m.NProc, m.LoadStart, loadavg(), rev, cmd)

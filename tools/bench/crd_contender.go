@@ -5,10 +5,7 @@ package main
 // typed Go struct registered in a scheme of its own.
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -330,31 +327,7 @@ func (l *crdReqLog) wrap(rt http.RoundTripper) http.RoundTripper {
 			l.mu.Unlock()
 			return rt.RoundTrip(req)
 		}
-		q := req.URL.Query()
-		what := "LIST"
-		if q.Get("watch") == "true" || q.Get("watch") == "1" {
-			what = "WATCH"
-		}
-		var ps []string
-		if v := q.Get("limit"); v != "" {
-			ps = append(ps, "limit="+v)
-		}
-		if v := q.Get("continue"); v != "" {
-			ps = append(ps, "continue")
-		}
-		switch rv := q.Get("resourceVersion"); rv {
-		case "":
-		case "0":
-			ps = append(ps, "rv=0")
-		default:
-			ps = append(ps, "rv=N")
-		}
-		if q.Get("sendInitialEvents") == "true" {
-			ps = append(ps, "sendInitialEvents")
-		}
-		if len(ps) > 0 {
-			what += " " + strings.Join(ps, ",")
-		}
+		what := describeRequest(req.URL.Query(), true)
 		l.mu.Lock()
 		l.reqs = append(l.reqs, what)
 		l.mu.Unlock()
@@ -549,53 +522,21 @@ func crdContenderMain(args []string) error {
 	res.HeapAfterSyncMB = gcHeapMB()
 
 	// ---- update burst ----
-	if *cpuProfile != "" && *updates > 0 {
-		f, err := os.Create(strings.TrimSuffix(*cpuProfile, ".cpu.pprof") + ".burst.cpu.pprof")
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		pprof.StartCPUProfile(f)
-		defer pprof.StopCPUProfile()
+	stopBurstProfile, err := startCPUProfile(burstProfile(*cpuProfile, *updates))
+	if err != nil {
+		return err
 	}
+	defer stopBurstProfile()
 	cpuBurst0 := cpuSeconds()
-	fmt.Println("synced")
-	var writes []write
-	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&writes); err != nil && !errors.Is(err, os.ErrClosed) && err.Error() != "EOF" {
-		return fmt.Errorf("reading writes: %w", err)
+	writes, err := childSynced()
+	if err != nil {
+		return err
 	}
 	if *updates > 0 {
-		select {
-		case <-rec.done:
-		case <-time.After(60 * time.Second):
-			fmt.Fprintf(os.Stderr, "crd-contender %s: only %d of %d update events after 60s\n", *kind, len(rec.records), *updates)
-		}
-		rec.mu.Lock()
-		recs := slices.Clone(rec.records)
-		cpuEnd := rec.cpuEnd
-		if cpuEnd == 0 {
-			cpuEnd = cpuSeconds()
-		}
-		rec.mu.Unlock()
-		res.Updates = len(recs)
-		if len(recs) > 0 {
-			res.UpdateCPUMicros = (cpuEnd - cpuBurst0) / float64(len(recs)) * 1e6
-		}
-		resp := make(map[string]int64, len(writes))
-		for _, w := range writes {
-			resp[w.Name+"@"+w.RV] = w.Resp
-		}
-		var lat []float64
-		for _, r := range recs {
-			if t, ok := resp[r.name+"@"+r.rv]; ok {
-				lat = append(lat, float64(r.at-t)/1e6)
-			}
-		}
-		res.LatencyP50Ms, res.LatencyP99Ms = percentile(lat, 50), percentile(lat, 99)
-		res.HeapAfterBurstMB = gcHeapMB()
+		f := rec.burst("crd-contender "+*kind, "update events", 60*time.Second, cpuBurst0, writes)
+		res.Updates, res.UpdateCPUMicros, res.HeapAfterBurstMB = f.updates, f.cpuMicros, f.heapAfterMB
+		res.LatencyP50Ms, res.LatencyP99Ms = f.p50, f.p99
 	}
 	res.Errors = errs.list()
-	b, _ := json.Marshal(res)
-	fmt.Println(string(b))
-	return nil
+	return childResult(res)
 }

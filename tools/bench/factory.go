@@ -8,20 +8,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,62 +54,6 @@ type factoryResult struct {
 	Other      int64    `json:"other"`      // any other request (discovery)
 	OtherPaths []string `json:"otherPaths"` //
 	BodyMB     float64  `json:"bodyMB"`     // response bodies read, after the transport's gunzip
-}
-
-// reqCounter counts the requests of a rest.Config (its WrapTransport).
-type reqCounter struct {
-	lists, watches, watchLists, other, body atomic.Int64
-	mu                                      sync.Mutex
-	otherPaths                              []string
-}
-
-func (c *reqCounter) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripper(func(req *http.Request) (*http.Response, error) {
-		q := req.URL.Query()
-		p := req.URL.Path
-		last := p[strings.LastIndex(p, "/")+1:]
-		switch {
-		case req.Method != http.MethodGet:
-			c.addOther(req.Method + " " + p)
-		case q.Get("watch") == "true" || q.Get("watch") == "1" || strings.Contains(p, "/watch/"):
-			if q.Get("sendInitialEvents") == "true" {
-				c.watchLists.Add(1)
-			} else {
-				c.watches.Add(1)
-			}
-		case last == "pods" || last == "configmaps":
-			c.lists.Add(1)
-		default:
-			c.addOther(p)
-		}
-		resp, err := rt.RoundTrip(req)
-		if err == nil && resp.Body != nil {
-			resp.Body = &countingBody{ReadCloser: resp.Body, n: &c.body}
-		}
-		return resp, err
-	})
-}
-
-func (c *reqCounter) addOther(what string) {
-	c.other.Add(1)
-	c.mu.Lock()
-	c.otherPaths = append(c.otherPaths, what)
-	c.mu.Unlock()
-}
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
-type countingBody struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	return n, err
 }
 
 // ---- the factory-contender subcommand (a child process) ----
@@ -254,51 +191,27 @@ func factoryContenderMain(args []string) error {
 	res.HeapAllocMB = float64(ms.HeapAlloc) / (1 << 20)
 	res.HeapInuseMB = float64(ms.HeapInuse) / (1 << 20)
 	runtime.KeepAlive(infs)
-	b, _ := json.Marshal(res)
-	fmt.Println(string(b))
-	return nil
+	if _, err := childSynced(); err != nil {
+		return err
+	}
+	return childResult(res)
 }
 
 // ---- the factory subcommand (the parent) ----
 
-func factoryMain(args []string) error {
-	fs := flag.NewFlagSet("factory", flag.ExitOnError)
-	rounds := fs.Int("rounds", 3, "rounds; each runs both contenders once, the order alternating")
+func factoryFlags(fs *flag.FlagSet) func(*bench) error {
 	consumers := fs.Int("consumers", 10, "consumers, each of Pods and of ConfigMaps")
 	nCM := fs.Int("configmaps", 5000, "ConfigMaps in the workload (about 1 KiB each)")
 	nPods := fs.Int("pods", 1000, "Pods in the workload")
-	out := fs.String("out", "docs/benchmarks.md", "report whose factory section to update, relative to the repository root ('' for none)")
-	dataDir := fs.String("data-dir", "", "localapi data dir (default: a new temporary one); reuse one to skip creating the workload")
-	localapi := fs.String("localapi", "", "localapi binary (default: where `make localapi` puts it; built if missing)")
-	keep := fs.Bool("keep", false, "keep the temporary data dir")
-	verbose := fs.Bool("v", false, "show localapi's logs")
-	rev := fs.String("rev", "", "the kinformer revision measured (default: git describe --always --dirty of the repository)")
-	fs.Parse(args)
+	return func(b *bench) error { return factory(b, *consumers, *nCM, *nPods) }
+}
 
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
-	if *rev == "" {
-		out, _ := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
-		*rev = strings.TrimSpace(string(out))
-	}
-	bin, err := localapiPath(*localapi, root)
-	if err != nil {
-		return err
-	}
-	if *dataDir == "" {
-		if *dataDir, err = os.MkdirTemp("", "kinformer-bench-factory-"); err != nil {
-			return err
-		}
-		if !*keep {
-			defer os.RemoveAll(*dataDir)
-		}
-	} else if err := os.MkdirAll(*dataDir, 0o755); err != nil {
+func factory(b *bench, consumers, nCM, nPods int) error {
+	if err := b.prepare(); err != nil {
 		return err
 	}
 	m := describeMachine()
-	srv, cs, err := serveWorkload(bin, *dataDir, *verbose, *nCM, *nPods)
+	srv, cs, err := b.serveWorkload(nCM, nPods)
 	if err != nil {
 		return err
 	}
@@ -312,31 +225,21 @@ func factoryMain(args []string) error {
 		return err
 	}
 
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
 	var results []factoryResult
-	for r := 1; r <= *rounds; r++ {
+	for r := 1; r <= b.rounds; r++ {
 		for _, kind := range rotate([]string{fFactory, fIndependent}, r-1) {
 			time.Sleep(time.Second) // let the server settle
-			cmd := exec.CommandContext(ctx, self, "factory-contender", "-kind", kind, "-kubeconfig", srv.Kubeconfig,
-				"-round", fmt.Sprint(r), "-consumers", fmt.Sprint(*consumers), "-configmaps", fmt.Sprint(*nCM), "-pods", fmt.Sprint(*nPods))
-			cmd.Stderr = os.Stderr
-			outb, err := cmd.Output()
+			res, _, err := runChild[factoryResult](ctx, kind, nil, "factory-contender", "-kind", kind, "-kubeconfig", srv.Kubeconfig,
+				"-round", fmt.Sprint(r), "-consumers", fmt.Sprint(consumers), "-configmaps", fmt.Sprint(nCM), "-pods", fmt.Sprint(nPods))
 			if err != nil {
 				return fmt.Errorf("%s round %d: %w", kind, r, err)
 			}
-			var res factoryResult
-			if err := json.Unmarshal(outb, &res); err != nil {
-				return fmt.Errorf("%s round %d: result %q: %w", kind, r, truncate(string(outb), 200), err)
-			}
 			infs := 2 // the factory's: one per resource
 			if kind == fIndependent {
-				infs = 2 * *consumers
+				infs = 2 * consumers
 			}
-			if res.Informers != infs || res.Objects != infs/2*(*nCM+*nPods) {
-				return fmt.Errorf("%s round %d: %d informers holding %d objects, want %d holding %d", kind, r, res.Informers, res.Objects, infs, infs/2*(*nCM+*nPods))
+			if res.Informers != infs || res.Objects != infs/2*(nCM+nPods) {
+				return fmt.Errorf("%s round %d: %d informers holding %d objects, want %d holding %d", kind, r, res.Informers, res.Objects, infs, infs/2*(nCM+nPods))
 			}
 			results = append(results, res)
 			logf("%-11s round %d: synced %.3fs handled %.3fs cpu %.3fs peak heap %.1fMB heap after %.1fMB (inuse %.1fMB) rss %.1fMB; requests: %d list, %d watch, %d streaming list, %d other %v; %.1fMB read",
@@ -344,26 +247,14 @@ func factoryMain(args []string) error {
 				res.Lists, res.Watches, res.WatchLists, res.Other, res.OtherPaths, res.BodyMB)
 		}
 	}
-	text := factoryReport(m, *rev, args, *rounds, *consumers, *nCM, *nPods, results)
-	fmt.Println(text)
-	if *out == "" {
-		return nil
-	}
-	path := filepath.Join(root, *out)
-	return replaceSection(path, factoryBegin, factoryEnd, text)
+	return b.section(factoryReport(m, b.rev, b.args, b.rounds, consumers, nCM, nPods, results))
 }
 
 // factoryReport is the factory section of docs/benchmarks.md, markers included.
 func factoryReport(m machine, rev string, args []string, rounds, consumers, nCM, nPods int, rs []factoryResult) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	cmd := "cd tools/bench && go run . factory"
-	for _, a := range args {
-		if a == "" || strings.ContainsAny(a, " '\"$") {
-			a = "'" + a + "'"
-		}
-		cmd += " " + a
-	}
+	cmd := benchCommand("factory", args)
 	p("%s\n## Shared informers: a factory against independent informers\n\n", factoryBegin)
 	p("%d consumers each of Pods (%d in `%s`) and of ConfigMaps (%d of about 1 KiB in `%s`), the workload of the main benchmark in smaller numbers. Made on %s with `%s`, %d cores **shared with other engineers' builds** (load %s at the start, %s at the end), kinformer at revision `%s`, by:\n\n    %s\n\n",
 		consumers, nPods, podNamespace, nCM, cmNamespace, m.Date, m.GoVersion, m.NProc, m.LoadStart, loadavg(), rev, cmd)

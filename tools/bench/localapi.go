@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -51,9 +53,27 @@ func localapiPath(flagPath, repoRoot string) (string, error) {
 	return p, nil
 }
 
+// serving is the running server, which SIGINT or SIGTERM stop (one at a
+// time: the crd and shard benchmarks run several, one after the other).
+var (
+	serving       atomic.Pointer[server]
+	onInterrupted sync.Once
+)
+
 // startServer runs localapi on dataDir and waits for its ready line;
-// extra are kube-apiserver flags (localapi takes them after "--").
+// extra are kube-apiserver flags (localapi takes them after "--"). Until
+// it is stopped, an interrupt stops it and exits.
 func startServer(bin, dataDir string, verbose bool, extra ...string) (*server, error) {
+	onInterrupted.Do(func() {
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+		go func() {
+			<-sigs
+			logf("interrupted")
+			serving.Load().stop()
+			os.Exit(2)
+		}()
+	})
 	args := []string{"--data-dir", dataDir}
 	if len(extra) > 0 {
 		args = append(append(args, "--"), extra...)
@@ -93,6 +113,7 @@ func startServer(bin, dataDir string, verbose bool, extra ...string) (*server, e
 			return nil, fmt.Errorf("localapi ready line %q: %w", line, err)
 		}
 		s.cmd = cmd
+		serving.Store(s)
 		return s, nil
 	case <-time.After(3 * time.Minute):
 		cmd.Process.Kill()
@@ -105,6 +126,7 @@ func (s *server) stop() {
 	if s == nil || s.cmd == nil || s.cmd.Process == nil {
 		return
 	}
+	serving.CompareAndSwap(s, nil)
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() { s.cmd.Wait(); close(done) }()
@@ -116,18 +138,18 @@ func (s *server) stop() {
 	}
 }
 
-// serveWorkload starts localapi on dataDir, stops it on SIGINT or SIGTERM,
-// and creates the workload (configMaps ConfigMaps and pods Pods) unless
-// dataDir already holds it. The caller stops the server.
-func serveWorkload(bin, dataDir string, verbose bool, configMaps, pods int) (*server, *kubernetes.Clientset, error) {
-	logf("starting localapi on %s", dataDir)
-	srv, err := startServer(bin, dataDir, verbose)
+// serveWorkload starts localapi on the data dir (see prepare) and
+// creates the workload (configMaps ConfigMaps and pods Pods) unless the
+// data dir already holds it. The caller stops the server.
+func (b *bench) serveWorkload(configMaps, pods int) (*server, *kubernetes.Clientset, error) {
+	if err := b.prepare(); err != nil {
+		return nil, nil, err
+	}
+	logf("starting localapi on %s", b.dataDir)
+	srv, err := startServer(b.bin, b.dataDir, b.verbose)
 	if err != nil {
 		return nil, nil, err
 	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() { <-sigs; logf("interrupted"); srv.stop(); os.Exit(2) }()
 	logf("localapi ready: %s", srv.Server)
 	cfg, err := restConfig(srv.Kubeconfig, 5000)
 	if err != nil {

@@ -11,124 +11,247 @@
 //	cd tools/bench && go run . shard        # 1, 2, 4 sharded replicas, server- and client-side filtering; join and death
 //	cd tools/bench && go run . cr           # controller-runtime managers over either cache; client-go SharedIndexInformers of both libraries
 //	cd tools/bench && go run . compact      # Options.Compact (issue 22): 20,000 and 50,000 Pods, reads, custom resources, warm restarts
+//	cd tools/bench && go run . -h           # the scenarios; go run . SCENARIO -h for a scenario's flags
 //
 // It is its own Go module so that `go test ./...` at the repository root
 // never builds it.
+//
+// This file is the driver: the table of scenarios, and what every scenario
+// shares (the common flags, the revision, the local API server's binary
+// and data dir, the report's section). Each scenario is in files named
+// after it (factory.go; restart.go, restart_contender.go,
+// restart_report.go; ...); child.go runs contenders in child processes.
 package main
 
 import (
-	"bufio"
-	"context"
-	"encoding/json"
+	"cmp"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
-
-	"k8s.io/client-go/kubernetes"
 )
 
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", args...)
+// scenario is one benchmark: a subcommand of this program (the full
+// benchmark has no name: it is what runs without one).
+type scenario struct {
+	name string // subcommand; "" for the full benchmark
+	help string // one line, for -h
+
+	// section: the begin and end markers of its section of
+	// docs/benchmarks.md, which the full benchmark keeps when it rewrites
+	// the page.
+	section [2]string
+
+	// localapi: it runs its own local API server and takes -rounds,
+	// -data-dir, -localapi, -keep, -v and -rev (every scenario takes -out).
+	localapi bool
+	// The help of a common flag, when the default does not say it.
+	roundsHelp, dataDirHelp, keepHelp string
+
+	// flags defines the scenario's own flags on fs and returns what runs
+	// it once they are parsed.
+	flags func(fs *flag.FlagSet) func(b *bench) error
+
+	// child is the subcommand of its contender processes (this program
+	// re-executed, see child.go), childMain what runs there; "" for none.
+	child     string
+	childMain func(args []string) error
+}
+
+// scenarios is the table of subcommands, in the order of -h and of the
+// sections of docs/benchmarks.md.
+func scenarios() []scenario {
+	return []scenario{
+		{name: "", help: "the full benchmark: 20,000 ConfigMaps and 5,000 Pods, client-go, kinformer, kinformer+compact, client-go+strip and the floor (15-25 minutes)",
+			localapi: true, flags: fullFlags, child: "contender", childMain: contenderMain},
+		{name: "micro", help: "the cache micro-benchmarks (cache_bench_test.go at the repository root) into docs/benchmarks.md",
+			section: [2]string{microBegin, microEnd}, flags: microFlags},
+		{name: "factory", help: "10 consumers of Pods and ConfigMaps: one Factory against 20 independent informers (about a minute)",
+			section: [2]string{factoryBegin, factoryEnd}, localapi: true, roundsHelp: "rounds; each runs both contenders once, the order alternating",
+			flags: factoryFlags, child: "factory-contender", childMain: factoryContenderMain},
+		{name: "restart", help: "warm restart from Options.StateDir against cold starts, and the state file's cost per update (about 10 minutes)",
+			section: [2]string{restartBegin, restartEnd}, localapi: true, roundsHelp: "rounds; each runs every contender once, the order alternating", keepHelp: "keep the temporary data dir and state files",
+			flags: restartFlags, child: "restart-contender", childMain: restartContenderMain},
+		{name: "crd", help: "custom resources (JSON): dynamic and typed informers of both libraries, 10,000 and 50,000 CRs (about 30 minutes)",
+			section: [2]string{crdBegin, crdEnd}, localapi: true, dataDirHelp: "localapi data dirs go under it, one per size (default: a new temporary one); reuse one to skip creating the objects",
+			flags: crdFlags, child: "crd-contender", childMain: crdContenderMain},
+		{name: "shard", help: "sharding (issue 12): 1, 2, 4 replicas over 20,000 ConfigMaps, server- and client-side filtering; a join and a death (about 15 minutes)",
+			section: [2]string{shardBegin, shardEnd}, localapi: true, roundsHelp: "rounds of the replica sweep (each with one join and one death)",
+			dataDirHelp: "localapi data dir, shared by both modes (default: a new temporary one); reuse one to skip creating the ConfigMaps",
+			flags:       shardFlags, child: "shard-replica", childMain: shardReplicaMain},
+		{name: "cr", help: "controller-runtime managers over either cache; client-go SharedIndexInformers of both libraries (about 25 minutes)",
+			section: [2]string{crBegin, crEnd}, localapi: true, flags: crFlags, child: "cr-contender", childMain: crContenderMain},
+		{name: "compact", help: "Options.Compact (issue 22): 20,000 and 50,000 Pods, reads, 10,000 CRs, warm restarts (about 40 minutes)",
+			section: [2]string{compactBegin, compactEnd}, localapi: true, keepHelp: "keep the temporary data dir and state files",
+			dataDirHelp: "localapi data dir (default: a new temporary one)",
+			flags:       compactFlags, child: "compact-contender", childMain: compactContenderMain},
+	}
 }
 
 func main() {
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case "contender":
-			if err := contenderMain(os.Args[2:]); err != nil {
-				fmt.Fprintln(os.Stderr, "contender:", err)
-				os.Exit(1)
+	all := scenarios()
+	sc, args := &all[0], os.Args[1:]
+	if len(args) > 0 {
+		for i := range all {
+			s := &all[i]
+			if s.child != "" && args[0] == s.child {
+				if err := s.childMain(args[1:]); err != nil {
+					fmt.Fprintln(os.Stderr, s.child+":", err)
+					os.Exit(1)
+				}
+				return
 			}
-			return
-		case "factory":
-			if err := factoryMain(os.Args[2:]); err != nil {
-				fmt.Fprintln(os.Stderr, "factory:", err)
-				os.Exit(1)
+			if s.name != "" && args[0] == s.name {
+				sc, args = s, args[1:]
 			}
-			return
-		case "factory-contender":
-			if err := factoryContenderMain(os.Args[2:]); err != nil {
-				fmt.Fprintln(os.Stderr, "factory-contender:", err)
-				os.Exit(1)
-			}
-			return
-		case "restart":
-			if err := restartMain(os.Args[2:]); err != nil {
-				fmt.Fprintln(os.Stderr, "restart:", err)
-				os.Exit(1)
-			}
-			return
-		case "restart-contender":
-			if err := restartContenderMain(os.Args[2:]); err != nil {
-				fmt.Fprintln(os.Stderr, "restart-contender:", err)
-				os.Exit(1)
-			}
-			return
-		case "crd":
-			if err := crdMain(os.Args[2:]); err != nil {
-				fmt.Fprintln(os.Stderr, "crd:", err)
-				os.Exit(1)
-			}
-			return
-		case "crd-contender":
-			if err := crdContenderMain(os.Args[2:]); err != nil {
-				fmt.Fprintln(os.Stderr, "crd-contender:", err)
-				os.Exit(1)
-			}
-			return
-		case "shard":
-			if err := shardMain(os.Args[2:]); err != nil {
-				fmt.Fprintln(os.Stderr, "shard:", err)
-				os.Exit(1)
-			}
-			return
-		case "shard-replica":
-			if err := shardReplicaMain(os.Args[2:]); err != nil {
-				fmt.Fprintln(os.Stderr, "shard-replica:", err)
-				os.Exit(1)
-			}
-			return
-		case "cr":
-			if err := crMain(os.Args[2:]); err != nil {
-				fmt.Fprintln(os.Stderr, "cr:", err)
-				os.Exit(1)
-			}
-			return
-		case "cr-contender":
-			if err := crContenderMain(os.Args[2:]); err != nil {
-				fmt.Fprintln(os.Stderr, "cr-contender:", err)
-				os.Exit(1)
-			}
-			return
-		case "compact":
-			if err := compactMain(os.Args[2:]); err != nil {
-				fmt.Fprintln(os.Stderr, "compact:", err)
-				os.Exit(1)
-			}
-			return
-		case "compact-contender":
-			if err := compactContenderMain(os.Args[2:]); err != nil {
-				fmt.Fprintln(os.Stderr, "compact-contender:", err)
-				os.Exit(1)
-			}
-			return
-		case "micro":
-			if err := microMain(os.Args[2:]); err != nil {
-				fmt.Fprintln(os.Stderr, "micro:", err)
-				os.Exit(1)
-			}
-			return
 		}
 	}
-	if err := benchMain(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
+	if err := sc.main(args); err != nil {
+		fmt.Fprintln(os.Stderr, sc.command()+":", err)
 		os.Exit(1)
 	}
+}
+
+// command is the scenario's name in messages: its subcommand, "bench" for
+// the full benchmark.
+func (sc *scenario) command() string { return cmp.Or(sc.name, "bench") }
+
+// bench is one run of a scenario: the common flags and what they give.
+type bench struct {
+	sc   *scenario
+	args []string // the scenario's command line, for the report's "reproduce with"
+	root string   // the repository root
+
+	out                    string // -out: the report, relative to root ("" for none)
+	rounds                 int
+	dataDir, localapi, rev string
+	keep, verbose          bool
+
+	bin      string   // the localapi binary, once prepare has run
+	cleanups []func() // run when the scenario returns
+}
+
+// main parses the common flags and the scenario's own, finds the
+// repository and the revision measured, and runs the scenario.
+func (sc *scenario) main(args []string) error {
+	b := &bench{sc: sc, args: args}
+	fs := flag.NewFlagSet(sc.command(), flag.ExitOnError)
+	fs.Usage = func() { sc.usage(fs) }
+	outHelp := "the report, relative to the repository root ('' for none)"
+	if sc.name != "" {
+		outHelp = "report whose " + sc.name + " section to update, relative to the repository root ('' for none)"
+	}
+	fs.StringVar(&b.out, "out", "docs/benchmarks.md", outHelp)
+	if sc.localapi {
+		fs.IntVar(&b.rounds, "rounds", 3, cmp.Or(sc.roundsHelp, "rounds; each runs every contender once, the order rotating"))
+		fs.StringVar(&b.dataDir, "data-dir", "", cmp.Or(sc.dataDirHelp, "localapi data dir (default: a new temporary one); reuse one to skip creating the workload"))
+		fs.StringVar(&b.localapi, "localapi", "", "localapi binary (default: where `make localapi` puts it; built if missing)")
+		fs.BoolVar(&b.keep, "keep", false, cmp.Or(sc.keepHelp, "keep the temporary data dir"))
+		fs.BoolVar(&b.verbose, "v", false, "show localapi's logs")
+		fs.StringVar(&b.rev, "rev", "", "the kinformer revision measured, for the report (default: git describe --always --dirty of the repository)")
+	}
+	run := sc.flags(fs)
+	fs.Parse(args)
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unknown scenario or argument %q (-h lists them)", fs.Arg(0))
+	}
+	defer func() {
+		for _, f := range b.cleanups {
+			f()
+		}
+	}()
+	var err error
+	if b.root, err = repoRoot(); err != nil {
+		return err
+	}
+	if sc.localapi && b.rev == "" {
+		out, _ := exec.Command("git", "-C", b.root, "describe", "--always", "--dirty").Output()
+		b.rev = strings.TrimSpace(string(out))
+	}
+	return run(b)
+}
+
+// usage prints the scenario's flags; the full benchmark's also lists the
+// scenarios.
+func (sc *scenario) usage(fs *flag.FlagSet) {
+	w := fs.Output()
+	if sc.name == "" {
+		fmt.Fprintf(w, "Usage: cd tools/bench && go run . [SCENARIO] [flags]\n\nScenarios:\n")
+		for _, s := range scenarios() {
+			fmt.Fprintf(w, "  %-9s %s\n", cmp.Or(s.name, "(none)"), s.help)
+		}
+		fmt.Fprintf(w, "\n`go run . SCENARIO -h` lists a scenario's flags. The full benchmark's:\n\n")
+	} else {
+		fmt.Fprintf(w, "Usage: cd tools/bench && go run . %s [flags]\n\n%s\n\nFlags:\n\n", sc.name, sc.help)
+	}
+	fs.PrintDefaults()
+}
+
+// prepare finds the localapi binary (-localapi, or where `make localapi`
+// puts it, built if missing) and the data dir (-data-dir, or a new
+// temporary one, removed at the end unless -keep).
+func (b *bench) prepare() error {
+	if b.bin != "" {
+		return nil
+	}
+	bin, err := localapiPath(b.localapi, b.root)
+	if err != nil {
+		return err
+	}
+	if b.dataDir == "" {
+		if b.dataDir, err = b.tempDir(""); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(b.dataDir, 0o755); err != nil {
+		return err
+	}
+	b.bin = bin
+	return nil
+}
+
+// tempDir makes a temporary directory named after the scenario and what,
+// removed at the end unless -keep.
+func (b *bench) tempDir(what string) (string, error) {
+	pattern := "kinformer-bench-"
+	for _, s := range []string{b.sc.name, what} {
+		if s != "" {
+			pattern += s + "-"
+		}
+	}
+	dir, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", err
+	}
+	if !b.keep {
+		b.cleanups = append(b.cleanups, func() { os.RemoveAll(dir) })
+	}
+	return dir, nil
+}
+
+// section prints the scenario's section of docs/benchmarks.md (text,
+// markers included) and puts it in place of the old one in -out, or at
+// its end.
+func (b *bench) section(text string) error {
+	fmt.Println(text)
+	if b.out == "" {
+		return nil
+	}
+	return replaceSection(b.outPath(), b.sc.section[0], b.sc.section[1], text)
+}
+
+// outPath is -out, relative to the repository root unless absolute.
+func (b *bench) outPath() string {
+	if filepath.IsAbs(b.out) {
+		return b.out
+	}
+	return filepath.Join(b.root, b.out)
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", args...)
 }
 
 // repoRoot finds the kinformer repository root above the working directory.
@@ -145,239 +268,4 @@ func repoRoot() (string, error) {
 			return "", fmt.Errorf("no kinformer repository (tools/localapi/go.mod) above %s", dir)
 		}
 	}
-}
-
-type config struct {
-	rounds, configMaps, pods, updates, writers int
-	contenders                                 []string
-	out, dataDir, localapi                     string
-	keep, verbose                              bool
-	profileDir                                 string
-	rev                                        string
-	noCompression                              bool
-	distinct                                   bool
-	args                                       []string
-}
-
-func benchMain(args []string) error {
-	var c config
-	fs := flag.NewFlagSet("bench", flag.ExitOnError)
-	fs.IntVar(&c.rounds, "rounds", 3, "rounds; each runs every contender once, the order rotating")
-	fs.IntVar(&c.configMaps, "configmaps", 20000, "ConfigMaps in the workload (about 1 KiB each)")
-	fs.IntVar(&c.pods, "pods", 5000, "Pods in the workload (0: skip the pod benchmark)")
-	fs.IntVar(&c.updates, "updates", 20000, "ConfigMap updates in the burst after each contender's sync (0: none)")
-	fs.IntVar(&c.writers, "writers", 32, "concurrent writers of the update burst")
-	contenders := fs.String("contenders", strings.Join([]string{kClientGo, kKinformer, kCompact, kClientGoStrip, kFloor}, ","), "contenders, comma-separated")
-	fs.StringVar(&c.out, "out", "docs/benchmarks.md", "the report, relative to the repository root ('' for none)")
-	fs.StringVar(&c.dataDir, "data-dir", "", "localapi data dir (default: a new temporary one); reuse one to skip creating the workload")
-	fs.StringVar(&c.localapi, "localapi", "", "localapi binary (default: where `make localapi` puts it; built if missing)")
-	fs.BoolVar(&c.keep, "keep", false, "keep the temporary data dir")
-	fs.BoolVar(&c.verbose, "v", false, "show localapi's logs")
-	fs.StringVar(&c.profileDir, "profile", "", "if set, also write CPU and allocation profiles of one extra kinformer and client-go sync of ConfigMaps here, and CPU profiles of their update bursts (*.burst.cpu.pprof)")
-	fs.BoolVar(&c.noCompression, "no-compression", false, "contenders set rest.Config.DisableCompression (no gzip responses)")
-	fs.BoolVar(&c.distinct, "distinct", false, "ConfigMaps that share little (issue 13): no two with equal labels, most label values unique, in namespace bench-cm-distinct")
-	fs.StringVar(&c.rev, "rev", "", "the kinformer revision measured, for the report (default: git describe --always --dirty of the repository)")
-	fs.Parse(args)
-	c.contenders = strings.Split(*contenders, ",")
-	c.args = args
-	setDistinct(c.distinct)
-
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
-	if c.rev == "" {
-		out, _ := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
-		c.rev = strings.TrimSpace(string(out))
-	}
-	bin, err := localapiPath(c.localapi, root)
-	if err != nil {
-		return err
-	}
-	if c.dataDir == "" {
-		if c.dataDir, err = os.MkdirTemp("", "kinformer-bench-"); err != nil {
-			return err
-		}
-		if !c.keep {
-			defer os.RemoveAll(c.dataDir)
-		}
-	} else if err := os.MkdirAll(c.dataDir, 0o755); err != nil {
-		return err
-	}
-	machine := describeMachine()
-	srv, cs, err := serveWorkload(bin, c.dataDir, c.verbose, c.configMaps, c.pods)
-	if err != nil {
-		return err
-	}
-	defer srv.stop()
-	ctx := context.Background()
-
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	type job struct {
-		resource string
-		objects  int
-		updates  int
-	}
-	jobs := []job{{"configmaps", c.configMaps, c.updates}}
-	if c.pods > 0 {
-		jobs = append(jobs, job{"pods", c.pods, 0})
-	}
-	// A warm-up LIST of each collection, not recorded.
-	for _, j := range jobs {
-		if _, _, err := runContender(ctx, cs, self, srv.Kubeconfig, kFloor, j.resource, 0, j.objects, 0, c.configMaps, c.writers, c.contenderFlags()); err != nil {
-			return fmt.Errorf("warm-up: %w", err)
-		}
-	}
-	var results []result
-	var bursts []burstStat
-	for _, j := range jobs {
-		for r := 1; r <= c.rounds; r++ {
-			order := rotate(c.contenders, r-1)
-			for _, kind := range order {
-				upd := j.updates
-				if kind == kFloor {
-					upd = 0
-				}
-				time.Sleep(time.Second) // let the server settle
-				res, b, err := runContender(ctx, cs, self, srv.Kubeconfig, kind, j.resource, r, j.objects, upd, c.configMaps, c.writers, c.contenderFlags())
-				if err != nil {
-					return fmt.Errorf("%s %s round %d: %w", kind, j.resource, r, err)
-				}
-				results = append(results, res)
-				if b != nil {
-					bursts = append(bursts, *b)
-				}
-				logf("%-17s %-10s round %d: synced %.3fs cpu %.3fs peak heap %.1fMB heap after %.1fMB rss %.1fMB; updates %d/%d cpu/event %.1fµs p50 %.1fms p99 %.1fms",
-					kind, j.resource, r, res.SyncSeconds, res.SyncCPUSeconds, res.PeakHeapMB, res.HeapAfterSyncMB, res.PeakRSSMB,
-					res.Updates, res.UpdatesExpected, res.UpdateCPUMicros, res.LatencyP50Ms, res.LatencyP99Ms)
-			}
-		}
-	}
-	if c.profileDir != "" {
-		if err := os.MkdirAll(c.profileDir, 0o755); err != nil {
-			return err
-		}
-		for _, kind := range []string{kKinformer, kClientGo} {
-			for _, p := range []string{"cpu", "mem"} {
-				file := filepath.Join(c.profileDir, fmt.Sprintf("%s-configmaps.%s.pprof", kind, p))
-				updates := 0
-				if p == "cpu" { // the CPU profile covers the sync, and the update burst in a second file
-					updates = c.updates
-				}
-				if _, _, err := runContender(ctx, cs, self, srv.Kubeconfig, kind, "configmaps", 0, c.configMaps, updates, c.configMaps, c.writers, append(c.contenderFlags(), "-"+p+"profile", file)); err != nil {
-					return err
-				}
-				logf("wrote %s", file)
-			}
-		}
-	}
-	rep := buildReport(c, machine, results, bursts)
-	fmt.Println(rep.text)
-	if c.out != "" {
-		if err := rep.write(root, c.out); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (c config) contenderFlags() []string {
-	var out []string
-	if c.noCompression {
-		out = append(out, "-no-compression")
-	}
-	if c.distinct {
-		out = append(out, "-distinct")
-	}
-	return out
-}
-
-func rotate(xs []string, n int) []string {
-	n %= len(xs)
-	return append(append([]string(nil), xs[n:]...), xs[:n]...)
-}
-
-type burstStat struct {
-	Contender string
-	Writes    int
-	Seconds   float64
-}
-
-// runContender runs one contender in its own process; after its sync it
-// runs the update burst (if updates > 0) and sends the writes' response
-// times to the contender, which reports its result.
-func runContender(ctx context.Context, cs kubernetes.Interface, self, kubeconfig, kind, resource string, round, objects, updates, nObjects, writers int, extra []string) (result, *burstStat, error) {
-	burstID := fmt.Sprintf("%d-%s-%d", round, kind, time.Now().UnixNano())
-	args := []string{"contender", "-kind", kind, "-resource", resource, "-kubeconfig", kubeconfig,
-		"-round", fmt.Sprint(round), "-burst-id", burstID, "-objects", fmt.Sprint(objects), "-updates", fmt.Sprint(updates)}
-	cmd := exec.CommandContext(ctx, self, append(args, extra...)...)
-	return driveContender[result](ctx, cs, cmd, kind, burstID, updates, nObjects, writers)
-}
-
-// driveContender runs cmd, a contender process that prints "synced" once
-// synced, then reads the update writes' response times (a JSON array) on
-// its stdin and prints its result (JSON). After the sync it runs the update
-// burst (if updates > 0) and sends the writes.
-func driveContender[R any](ctx context.Context, cs kubernetes.Interface, cmd *exec.Cmd, kind, burstID string, updates, nObjects, writers int) (R, *burstStat, error) {
-	return driveContenderWith[R](cmd, kind, updates, func() ([]write, time.Duration, error) {
-		return updateBurst(ctx, cs, burstID, updates, nObjects, writers)
-	})
-}
-
-// driveContenderWith is driveContender with the update burst given as a
-// function (the crd benchmark patches custom resources).
-func driveContenderWith[R any](cmd *exec.Cmd, kind string, updates int, burst func() ([]write, time.Duration, error)) (R, *burstStat, error) {
-	var res R
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return res, nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return res, nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return res, nil, err
-	}
-	defer cmd.Wait()
-	br := bufio.NewReader(stdout)
-	line, err := br.ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != "synced" {
-		cmd.Process.Kill()
-		return res, nil, fmt.Errorf("contender did not sync (%q, %v)", line, err)
-	}
-	var b *burstStat
-	writes := []write{}
-	if updates > 0 {
-		var d time.Duration
-		writes, d, err = burst()
-		if err != nil {
-			cmd.Process.Kill()
-			return res, nil, err
-		}
-		b = &burstStat{Contender: kind, Writes: updates, Seconds: d.Seconds()}
-	}
-	if err := json.NewEncoder(stdin).Encode(writes); err != nil {
-		return res, nil, err
-	}
-	stdin.Close()
-	rest, err := io.ReadAll(br)
-	if err != nil {
-		return res, nil, err
-	}
-	if err := json.Unmarshal(rest, &res); err != nil {
-		return res, nil, fmt.Errorf("contender result %q: %w", truncate(string(rest), 200), err)
-	}
-	return res, b, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }

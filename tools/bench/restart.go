@@ -16,7 +16,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -101,28 +100,7 @@ func (l *reqLog) wrap(rt http.RoundTripper) http.RoundTripper {
 		p := req.URL.Path
 		last := p[strings.LastIndex(p, "/")+1:]
 		if req.Method == http.MethodGet && (last == "pods" || last == "configmaps") {
-			q := req.URL.Query()
-			what := "LIST"
-			if q.Get("watch") == "true" || q.Get("watch") == "1" {
-				what = "WATCH"
-			}
-			var ps []string
-			if v := q.Get("limit"); v != "" {
-				ps = append(ps, "limit="+v)
-			}
-			switch rv := q.Get("resourceVersion"); rv {
-			case "":
-			case "0":
-				ps = append(ps, "rv=0")
-			default:
-				ps = append(ps, "rv=N")
-			}
-			if q.Get("sendInitialEvents") == "true" {
-				ps = append(ps, "sendInitialEvents")
-			}
-			if len(ps) > 0 {
-				what += " " + strings.Join(ps, ",")
-			}
+			what := describeRequest(req.URL.Query(), false)
 			l.mu.Lock()
 			l.reqs = append(l.reqs, what)
 			l.mu.Unlock()
@@ -281,91 +259,94 @@ func touchElsewhere(ctx context.Context, cs kubernetes.Interface) error {
 
 // runRestartContender runs one restart-contender process; with updates > 0
 // it runs the update burst after the contender's sync.
-func runRestartContender(ctx context.Context, cs kubernetes.Interface, self, kubeconfig, kind, resource, stateDir string, round, updates, nObjects, writers int, extra ...string) (restartResult, *burstStat, error) {
+func runRestartContender(ctx context.Context, cs kubernetes.Interface, kubeconfig, kind, resource, stateDir string, round, updates, nObjects, writers int, extra ...string) (restartResult, *burstStat, error) {
 	burstID := fmt.Sprintf("restart-%d-%s-%d", round, kind, time.Now().UnixNano())
 	args := []string{"restart-contender", "-kind", kind, "-resource", resource, "-kubeconfig", kubeconfig, "-round", fmt.Sprint(round),
 		"-state-dir", stateDir, "-burst-id", burstID, "-updates", fmt.Sprint(updates)}
 	args = append(args, extra...)
 	args = append(args, "-exec-ns", fmt.Sprint(time.Now().UnixNano()))
-	cmd := exec.CommandContext(ctx, self, args...)
-	return driveContender[restartResult](ctx, cs, cmd, kind, burstID, updates, nObjects, writers)
+	return runChild[restartResult](ctx, kind, configMapBurst(ctx, cs, burstID, updates, nObjects, writers), args...)
 }
 
-func restartMain(args []string) error {
-	fs := flag.NewFlagSet("restart", flag.ExitOnError)
-	rounds := fs.Int("rounds", 3, "rounds; each runs every contender once, the order alternating")
-	nCM := fs.Int("configmaps", 20000, "ConfigMaps in the workload (about 1 KiB each)")
-	nPods := fs.Int("pods", 5000, "Pods in the workload (0: skip them)")
-	updates := fs.Int("updates", -1, "ConfigMap updates in each update-path burst (-1: as many as -configmaps; 0: no update-path figures)")
-	writers := fs.Int("writers", 32, "concurrent writers of the update burst")
-	churn := fs.Float64("churn", 0.02, "fraction of the objects changed between the cold and the warm start: half modified, a quarter deleted, a quarter created")
-	out := fs.String("out", "docs/benchmarks.md", "report whose restart section to update, relative to the repository root ('' for none)")
-	dataDir := fs.String("data-dir", "", "localapi data dir (default: a new temporary one); reuse one to skip creating the workload")
-	localapi := fs.String("localapi", "", "localapi binary (default: where `make localapi` puts it; built if missing)")
-	keep := fs.Bool("keep", false, "keep the temporary data dir and state files")
-	verbose := fs.Bool("v", false, "show localapi's logs")
-	rev := fs.String("rev", "", "the kinformer revision measured (default: git describe --always --dirty of the repository)")
-	profile := fs.String("profile", "", "if set, write CPU profiles (New to synced) of the first round's contenders here, as RESOURCE-KIND.cpu.pprof")
-	logInfo := fs.Bool("log", false, "contenders write kinformer's informational logs to stderr")
-	save := fs.String("save", filepath.Join(os.TempDir(), "kinformer-bench-restart.json"), "write the results here ('' for nowhere)")
-	replay := fs.String("replay", "", "run nothing: make the report from results saved by -save")
-	fs.Parse(args)
-	if *updates < 0 {
-		*updates = *nCM
+func restartFlags(fs *flag.FlagSet) func(*bench) error {
+	var c restartConfig
+	fs.IntVar(&c.nCM, "configmaps", 20000, "ConfigMaps in the workload (about 1 KiB each)")
+	fs.IntVar(&c.nPods, "pods", 5000, "Pods in the workload (0: skip them)")
+	fs.IntVar(&c.updates, "updates", -1, "ConfigMap updates in each update-path burst (-1: as many as -configmaps; 0: no update-path figures)")
+	fs.IntVar(&c.writers, "writers", 32, "concurrent writers of the update burst")
+	fs.Float64Var(&c.churn, "churn", 0.02, "fraction of the objects changed between the cold and the warm start: half modified, a quarter deleted, a quarter created")
+	fs.StringVar(&c.profile, "profile", "", "if set, write CPU profiles (New to synced) of the first round's contenders here, as RESOURCE-KIND.cpu.pprof")
+	fs.BoolVar(&c.logInfo, "log", false, "contenders write kinformer's informational logs to stderr")
+	fs.StringVar(&c.save, "save", filepath.Join(os.TempDir(), "kinformer-bench-restart.json"), "write the results here ('' for nowhere)")
+	fs.StringVar(&c.replay, "replay", "", "run nothing: make the report from results saved by -save")
+	return func(b *bench) error {
+		c.bench = b
+		return restart(c)
+	}
+}
+
+// restartConfig is the restart benchmark's flags.
+type restartConfig struct {
+	*bench
+	nCM, nPods, updates, writers int
+	churn                        float64
+	profile, save, replay        string
+	logInfo                      bool
+}
+
+func restart(c restartConfig) error {
+	nCM, nPods, writers, churn, profile, logInfo := c.nCM, c.nPods, c.writers, c.churn, c.profile, c.logInfo
+	updates := c.updates
+	if updates < 0 {
+		updates = nCM
 	}
 
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
-	if *replay != "" {
+	if c.replay != "" {
 		var rr restartRun
-		if err := readResults(*replay, &rr); err != nil {
+		if err := readResults(c.replay, &rr); err != nil {
 			return err
 		}
-		return writeRestartReport(root, *out, rr)
+		return c.section(restartReport(rr))
 	}
-	bin, stateRoot, cleanup, err := benchSetup(root, rev, *localapi, dataDir, *keep, "restart")
+	if err := c.prepare(); err != nil {
+		return err
+	}
+	stateRoot, err := c.tempDir("state")
 	if err != nil {
 		return err
 	}
-	defer cleanup()
 	m := describeMachine()
-	srv, cs, err := serveWorkload(bin, *dataDir, *verbose, *nCM, *nPods)
+	srv, cs, err := c.serveWorkload(nCM, nPods)
 	if err != nil {
 		return err
 	}
 	defer srv.stop()
 	ctx := context.Background()
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
 
-	jobs, err := restartJobs(ctx, cs, *nCM, *nPods)
+	jobs, err := restartJobs(ctx, cs, nCM, nPods)
 	if err != nil {
 		return err
 	}
 	var results []restartResult
 	var churnSecs []float64
 	for _, j := range jobs {
-		for r := 1; r <= *rounds; r++ {
+		for r := 1; r <= c.rounds; r++ {
 			dir := filepath.Join(stateRoot, fmt.Sprintf("%s-%d", j.resource, r))
 			order := []string{rClientGoCold, rKinformerCold, rKinformerWarm, rKinformerBusy}
 			if r%2 == 0 {
 				order = []string{rKinformerCold, rKinformerWarm, rKinformerBusy, rClientGoCold}
 			}
-			rs, secs, err := restartSequence(ctx, cs, self, srv.Kubeconfig, j, r, order, func(string) string { return dir }, *churn,
+			rs, secs, err := restartSequence(ctx, cs, srv.Kubeconfig, j, r, order, func(string) string { return dir }, churn,
 				func(kind string) ([]string, error) {
 					var extra []string
-					if *logInfo {
+					if logInfo {
 						extra = append(extra, "-log")
 					}
-					if *profile != "" && r == 1 {
-						if err := os.MkdirAll(*profile, 0o755); err != nil {
+					if profile != "" && r == 1 {
+						if err := os.MkdirAll(profile, 0o755); err != nil {
 							return nil, err
 						}
-						extra = append(extra, "-cpuprofile", filepath.Join(*profile, j.resource+"-"+strings.NewReplacer(" ", "-", ",", "").Replace(kind)+".cpu.pprof"))
+						extra = append(extra, "-cpuprofile", filepath.Join(profile, j.resource+"-"+strings.NewReplacer(" ", "-", ",", "").Replace(kind)+".cpu.pprof"))
 					}
 					return extra, nil
 				})
@@ -378,20 +359,20 @@ func restartMain(args []string) error {
 
 	var ups []restartResult
 	var bursts []burstStat
-	if *updates > 0 && *nCM > 0 {
+	if updates > 0 && nCM > 0 {
 		dir := filepath.Join(stateRoot, "updates")
 		// Fill the state file once (not recorded), so that each state
 		// contender starts warm and its sync commits little.
-		res, _, err := runRestartContender(ctx, cs, self, srv.Kubeconfig, uState, "configmaps", dir, 0, 0, 0, 0)
+		res, _, err := runRestartContender(ctx, cs, srv.Kubeconfig, uState, "configmaps", dir, 0, 0, 0, 0)
 		if err != nil {
 			return fmt.Errorf("filling the state file: %w", err)
 		}
 		logRestart(res)
-		burstObjects := *nCM * 9 / 10
-		for r := 1; r <= *rounds; r++ {
+		burstObjects := nCM * 9 / 10
+		for r := 1; r <= c.rounds; r++ {
 			for _, kind := range rotate([]string{uPlain, uState, uStateNoSync}, r-1) {
 				time.Sleep(time.Second)
-				res, b, err := runRestartContender(ctx, cs, self, srv.Kubeconfig, kind, "configmaps", dir, r, *updates, burstObjects, *writers)
+				res, b, err := runRestartContender(ctx, cs, srv.Kubeconfig, kind, "configmaps", dir, r, updates, burstObjects, writers)
 				if err != nil {
 					return fmt.Errorf("%s update path round %d: %w", kind, r, err)
 				}
@@ -404,7 +385,7 @@ func restartMain(args []string) error {
 		}
 	}
 
-	rr := restartRun{Machine: m, LoadEnd: loadavg(), Rev: *rev, Args: args, Rounds: *rounds, Churn: *churn, Updates: *updates, Writers: *writers,
+	rr := restartRun{Machine: m, LoadEnd: loadavg(), Rev: c.rev, Args: c.args, Rounds: c.rounds, Churn: churn, Updates: updates, Writers: writers,
 		Results: results, Ups: ups, Bursts: bursts, ChurnSec: median(churnSecs)}
 	for _, j := range jobs {
 		if j.resource == "configmaps" {
@@ -413,10 +394,10 @@ func restartMain(args []string) error {
 			rr.NPods = j.n
 		}
 	}
-	if err := saveResults(*save, rr); err != nil {
+	if err := saveResults(c.save, rr); err != nil {
 		return err
 	}
-	return writeRestartReport(root, *out, rr)
+	return c.section(restartReport(rr))
 }
 
 // restartJob is one collection of the restart benchmarks: its objects when
@@ -495,7 +476,7 @@ func logRestart(r restartResult) {
 // deleted, a quarter created); before the busy one it also writes
 // elsewhere. dir gives each kind its StateDir, extra its further flags.
 // It returns the results and the changes' durations, as far as it got.
-func restartSequence(ctx context.Context, cs kubernetes.Interface, self, kubeconfig string, j restartJob, round int, order []string,
+func restartSequence(ctx context.Context, cs kubernetes.Interface, kubeconfig string, j restartJob, round int, order []string,
 	dir func(kind string) string, churn float64, extra func(kind string) ([]string, error)) ([]restartResult, []float64, error) {
 	modify := int(float64(j.n) * churn / 2)
 	del := int(float64(j.n) * churn / 4)
@@ -522,7 +503,7 @@ func restartSequence(ctx context.Context, cs kubernetes.Interface, self, kubecon
 		if err != nil {
 			return results, churnSecs, err
 		}
-		res, _, err := runRestartContender(ctx, cs, self, kubeconfig, kind, j.resource, dir(kind), round, 0, 0, 0, ex...)
+		res, _, err := runRestartContender(ctx, cs, kubeconfig, kind, j.resource, dir(kind), round, 0, 0, 0, ex...)
 		if err != nil {
 			return results, churnSecs, fmt.Errorf("%s %s round %d: %w", kind, j.resource, round, err)
 		}

@@ -10,13 +10,9 @@ package main
 //	cd tools/bench && go run . restart
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -295,12 +291,7 @@ func restartContenderMain(args []string) error {
 		if *stateDir != "" && *kind != uPlain && *kind != rClientGoCold {
 			res.FileMB = dirMB(*stateDir)
 		}
-		b, err := json.Marshal(res)
-		if err != nil {
-			return err
-		}
-		fmt.Println(string(b))
-		return nil
+		return childResult(res)
 	}
 
 	if *updates == 0 {
@@ -311,7 +302,9 @@ func restartContenderMain(args []string) error {
 		res.DurableCPU = cpuSeconds() - cpu0
 		res.HeapAfterSyncMB = gcHeapMB()
 		runtime.KeepAlive(iut)
-		fmt.Println("synced")
+		if _, err := childSynced(); err != nil {
+			return err
+		}
 		return finish()
 	}
 
@@ -329,23 +322,10 @@ func restartContenderMain(args []string) error {
 	res.QuietSeconds = time.Since(q0).Seconds()
 	res.HeapAfterSyncMB = gcHeapMB()
 	cpuBurst0, wchar0 := cpuSeconds(), procWchar()
-	fmt.Println("synced")
-	var writes []write
-	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&writes); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("reading writes: %w", err)
+	if _, err := childSynced(); err != nil {
+		return err
 	}
-	select {
-	case <-rec.done:
-	case <-time.After(60 * time.Second):
-		fmt.Fprintf(os.Stderr, "restart-contender %s: only %d of %d update events after 60s\n", *kind, len(rec.records), *updates)
-	}
-	rec.mu.Lock()
-	recs := slices.Clone(rec.records)
-	cpuEnd := rec.cpuEnd
-	rec.mu.Unlock()
-	if cpuEnd == 0 {
-		cpuEnd = cpuSeconds()
-	}
+	recs, cpuEnd := rec.wait("restart-contender "+*kind, "update events", 60*time.Second)
 	ts := time.Now()
 	iut.stop()
 	stopped := time.Now()

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -32,30 +31,12 @@ type restartRun struct {
 	ChurnSec           float64
 }
 
-// writeRestartReport prints the restart section and puts it between its
-// markers in root/out (appended if they are missing).
-func writeRestartReport(root, out string, rr restartRun) error {
-	text := restartReport(rr)
-	fmt.Println(text)
-	if out == "" {
-		return nil
-	}
-	path := filepath.Join(root, out)
-	return replaceSection(path, restartBegin, restartEnd, text)
-}
-
 // restartReport is the restart section of docs/benchmarks.md, markers included.
 func restartReport(rr restartRun) string {
 	m, rev, args, rounds, nCM, nPods, churn, updates, writers, rs, ups, bursts, churnSec := rr.Machine, rr.Rev, rr.Args, rr.Rounds, rr.NCM, rr.NPods, rr.Churn, rr.Updates, rr.Writers, rr.Results, rr.Ups, rr.Bursts, rr.ChurnSec
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	cmd := "cd tools/bench && go run . restart"
-	for _, a := range args {
-		if a == "" || strings.ContainsAny(a, " '\"$") {
-			a = "'" + a + "'"
-		}
-		cmd += " " + a
-	}
+	cmd := benchCommand("restart", args)
 	col := func(xs []restartResult, kind, resource string, f func(restartResult) float64) float64 {
 		var v []float64
 		for _, r := range xs {

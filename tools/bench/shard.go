@@ -10,7 +10,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -18,12 +17,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -53,7 +49,7 @@ type shardProc struct {
 // replicaLog: the replicas log kinformer's informational messages (-replica-log).
 var replicaLog bool
 
-func startShardProc(self, kubeconfig, group, id string, lease time.Duration, start bool) (*shardProc, error) {
+func startShardProc(kubeconfig, group, id string, lease time.Duration, start bool) (*shardProc, error) {
 	args := []string{"shard-replica", "-kubeconfig", kubeconfig, "-group", group, "-identity", id, "-lease-duration", lease.String()}
 	if start {
 		args = append(args, "-start")
@@ -61,7 +57,10 @@ func startShardProc(self, kubeconfig, group, id string, lease time.Duration, sta
 	if replicaLog {
 		args = append(args, "-log")
 	}
-	cmd := exec.Command(self, args...)
+	cmd, err := selfCommand(context.Background(), args...)
+	if err != nil {
+		return nil, err
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
@@ -233,93 +232,61 @@ type shardRun struct {
 	Problems   []string
 }
 
-func shardMain(args []string) error {
-	fs := flag.NewFlagSet("shard", flag.ExitOnError)
-	cms := fs.Int("cms", 20000, "ConfigMaps (about 1 KiB each)")
+func shardFlags(fs *flag.FlagSet) func(*bench) error {
+	var c shardConfig
+	fs.IntVar(&c.cms, "cms", 20000, "ConfigMaps (about 1 KiB each)")
 	replicas := fs.String("replicas", "1,2,4", "numbers of replicas, comma-separated")
 	modes := fs.String("modes", "server,client", "server (kube-apiserver with ShardedListAndWatch), client (without: the informers filter), comma-separated")
-	rounds := fs.Int("rounds", 3, "rounds of the replica sweep (each with one join and one death)")
-	lease := fs.Duration("lease-duration", 10*time.Second, "sharding.Options.LeaseDuration (RenewPeriod is its default, a fifth)")
-	rebalance := fs.Bool("rebalance", true, "after N=2, measure a third replica joining and then one being SIGKILLed")
-	out := fs.String("out", "docs/benchmarks.md", "report whose shard section to update, relative to the repository root ('' for none)")
-	dataDir := fs.String("data-dir", "", "localapi data dir, shared by both modes (default: a new temporary one); reuse one to skip creating the ConfigMaps")
-	localapi := fs.String("localapi", "", "localapi binary (default: where `make localapi` puts it; built if missing)")
-	keep := fs.Bool("keep", false, "keep the temporary data dir")
-	verbose := fs.Bool("v", false, "show localapi's logs")
-	rev := fs.String("rev", "", "the kinformer revision measured (default: git describe --always --dirty of the repository)")
+	fs.DurationVar(&c.lease, "lease-duration", 10*time.Second, "sharding.Options.LeaseDuration (RenewPeriod is its default, a fifth)")
+	fs.BoolVar(&c.rebalance, "rebalance", true, "after N=2, measure a third replica joining and then one being SIGKILLed")
 	fs.BoolVar(&replicaLog, "replica-log", false, "the replicas log kinformer's informational messages (share changes, lists) to stderr")
-	resultsFile := fs.String("results", "", "also write every figure (JSON) to this file")
-	from := fs.String("from", "", "run nothing: write the report from a -results file")
-	fs.Parse(args)
+	fs.StringVar(&c.resultsFile, "results", "", "also write every figure (JSON) to this file")
+	fs.StringVar(&c.from, "from", "", "run nothing: write the report from a -results file")
+	return func(b *bench) error {
+		c.bench = b
+		return shard(c, *replicas, *modes)
+	}
+}
 
+// shardConfig is the shard benchmark's flags.
+type shardConfig struct {
+	*bench
+	cms               int
+	lease             time.Duration
+	rebalance         bool
+	resultsFile, from string
+}
+
+func shard(c shardConfig, replicas, modes string) error {
 	var ns []int
-	for _, s := range strings.Split(*replicas, ",") {
+	for _, s := range strings.Split(replicas, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
 			return fmt.Errorf("-replicas: %q is not a positive number", s)
 		}
 		ns = append(ns, n)
 	}
-	ms := strings.Split(*modes, ",")
+	ms := strings.Split(modes, ",")
 	for _, m := range ms {
 		if m != "server" && m != "client" {
 			return fmt.Errorf("-modes: unknown mode %q", m)
 		}
 	}
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
-	if *from != "" {
-		b, err := os.ReadFile(*from)
-		if err != nil {
-			return err
-		}
+	if c.from != "" {
 		var saved shardSaved
-		if err := json.Unmarshal(b, &saved); err != nil {
-			return fmt.Errorf("%s: %w", *from, err)
-		}
-		return writeShardReport(root, *out, shardReport(saved.Machine, saved.Rev, saved.Args, saved.CMs, saved.Replicas, saved.Modes, saved.Rounds, saved.Lease, saved.Run))
-	}
-	if *rev == "" {
-		o, _ := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
-		*rev = strings.TrimSpace(string(o))
-	}
-	bin, err := localapiPath(*localapi, root)
-	if err != nil {
-		return err
-	}
-	if *dataDir == "" {
-		if *dataDir, err = os.MkdirTemp("", "kinformer-bench-shard-"); err != nil {
+		if err := readResults(c.from, &saved); err != nil {
 			return err
 		}
-		if !*keep {
-			defer os.RemoveAll(*dataDir)
-		}
-	} else if err := os.MkdirAll(*dataDir, 0o755); err != nil {
-		return err
+		return c.section(shardReport(saved.Machine, saved.Rev, saved.Args, saved.CMs, saved.Replicas, saved.Modes, saved.Rounds, saved.Lease, saved.Run))
 	}
-	self, err := os.Executable()
-	if err != nil {
+	if err := c.prepare(); err != nil {
 		return err
 	}
 	m := describeMachine()
 	begin := time.Now()
 
-	var cur atomic.Pointer[server]
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		<-sigs
-		logf("interrupted")
-		if s := cur.Load(); s != nil {
-			s.stop()
-		}
-		os.Exit(2)
-	}()
-
 	var want keySet
-	for i := range *cms {
+	for i := range c.cms {
 		want.add(cmNamespace + "/" + cmName(i))
 	}
 	var run shardRun
@@ -328,15 +295,13 @@ func shardMain(args []string) error {
 		if mode == "server" {
 			extra = []string{shardGate}
 		}
-		logf("starting localapi on %s (%s-side filtering)", *dataDir, mode)
-		srv, err := startServer(bin, *dataDir, *verbose, extra...)
+		logf("starting localapi on %s (%s-side filtering)", c.dataDir, mode)
+		srv, err := startServer(c.bin, c.dataDir, c.verbose, extra...)
 		if err != nil {
 			return err
 		}
-		cur.Store(srv)
 		logf("localapi ready: %s", srv.Server)
-		err = shardMode(srv, self, mode, *cms, ns, *rounds, *lease, *rebalance, want, &run)
-		cur.Store(nil)
+		err = shardMode(srv, mode, c.cms, ns, c.rounds, c.lease, c.rebalance, want, &run)
 		srv.stop()
 		if err != nil {
 			return fmt.Errorf("%s-side: %w", mode, err)
@@ -344,13 +309,10 @@ func shardMain(args []string) error {
 	}
 	logf("shard benchmark done in %.1f minutes", time.Since(begin).Minutes())
 	m.LoadEnd = loadavg()
-	if *resultsFile != "" {
-		b, _ := json.MarshalIndent(shardSaved{Machine: m, Rev: *rev, Args: args, CMs: *cms, Replicas: ns, Modes: ms, Rounds: *rounds, Lease: *lease, Run: run}, "", "  ")
-		if err := os.WriteFile(*resultsFile, b, 0o644); err != nil {
-			return err
-		}
+	if err := saveResults(c.resultsFile, shardSaved{Machine: m, Rev: c.rev, Args: c.args, CMs: c.cms, Replicas: ns, Modes: ms, Rounds: c.rounds, Lease: c.lease, Run: run}); err != nil {
+		return err
 	}
-	return writeShardReport(root, *out, shardReport(m, *rev, args, *cms, ns, ms, *rounds, *lease, run))
+	return c.section(shardReport(m, c.rev, c.args, c.cms, ns, ms, c.rounds, c.lease, run))
 }
 
 // shardSaved is a run as -results writes it and -from reads it.
@@ -366,36 +328,8 @@ type shardSaved struct {
 	Run      shardRun
 }
 
-// writeShardReport prints text and puts it between the shard markers of
-// out (relative to root; "" for none), or at its end.
-func writeShardReport(root, out, text string) error {
-	fmt.Println(text)
-	if out == "" {
-		return nil
-	}
-	path := out
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(root, path)
-	}
-	old, err := os.ReadFile(path)
-	if err != nil {
-		old = []byte("# Benchmarks: kinformer vs client-go\n")
-	}
-	var doc string
-	if i, j := bytes.Index(old, []byte(shardBegin)), bytes.Index(old, []byte(shardEnd)); i >= 0 && j > i {
-		doc = string(old[:i]) + text + strings.TrimPrefix(string(old[j+len(shardEnd):]), "\n")
-	} else {
-		doc = string(old) + "\n" + text
-	}
-	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-		return err
-	}
-	logf("updated %s", path)
-	return nil
-}
-
 // shardMode runs every round of one mode on srv.
-func shardMode(srv *server, self, mode string, cms int, ns []int, rounds int, lease time.Duration, rebalance bool, want keySet, run *shardRun) error {
+func shardMode(srv *server, mode string, cms int, ns []int, rounds int, lease time.Duration, rebalance bool, want keySet, run *shardRun) error {
 	ctx := context.Background()
 	cfg, err := restConfig(srv.Kubeconfig, 5000)
 	if err != nil {
@@ -430,7 +364,7 @@ func shardMode(srv *server, self, mode string, cms int, ns []int, rounds int, le
 	time.Sleep(2 * time.Second) // let the server settle
 	for r := 1; r <= rounds; r++ {
 		for _, n := range ns {
-			if err := shardConfig(srv, self, mode, n, r, lease, rebalance && n == 2, want, run); err != nil {
+			if err := shardReplicas(srv, mode, n, r, lease, rebalance && n == 2, want, run); err != nil {
 				return fmt.Errorf("N=%d round %d: %w", n, r, err)
 			}
 			time.Sleep(time.Second)
@@ -439,12 +373,12 @@ func shardMode(srv *server, self, mode string, cms int, ns []int, rounds int, le
 	return nil
 }
 
-// shardConfig runs n replicas: their Shardings first, until the group has
+// shardReplicas runs n replicas: their Shardings first, until the group has
 // settled (every member sees the others, the slots are split), then their
 // informers all at once; it waits until the shares are synced and add up,
 // and records each replica. With rebalance, a third joins and then the
 // first is killed.
-func shardConfig(srv *server, self, mode string, n, round int, lease time.Duration, rebalance bool, want keySet, run *shardRun) error {
+func shardReplicas(srv *server, mode string, n, round int, lease time.Duration, rebalance bool, want keySet, run *shardRun) error {
 	group := fmt.Sprintf("bench-%s-n%d-r%d-%d", mode, n, round, time.Now().UnixNano()%1e6)
 	var ps []*shardProc
 	defer func() {
@@ -455,7 +389,7 @@ func shardConfig(srv *server, self, mode string, n, round int, lease time.Durati
 		wg.Wait()
 	}()
 	for i := range n {
-		p, err := startShardProc(self, srv.Kubeconfig, group, fmt.Sprintf("replica-%d", i), lease, false)
+		p, err := startShardProc(srv.Kubeconfig, group, fmt.Sprintf("replica-%d", i), lease, false)
 		if err != nil {
 			return err
 		}
@@ -519,7 +453,7 @@ func shardConfig(srv *server, self, mode string, n, round int, lease time.Durati
 	}
 	// A third joins: its Sharding and informer start at once, as a new pod's.
 	t0 := time.Now()
-	p, err := startShardProc(self, srv.Kubeconfig, group, rb.Joiner, lease, true)
+	p, err := startShardProc(srv.Kubeconfig, group, rb.Joiner, lease, true)
 	if err != nil {
 		return err
 	}

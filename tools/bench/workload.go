@@ -343,3 +343,20 @@ func updateBurst(ctx context.Context, cs kubernetes.Interface, round string, n, 
 	})
 	return writes, time.Since(start), err
 }
+
+// retried runs fn until it succeeds or has failed 5 times, waiting 1, 2,
+// 4, 8 s between tries: on a loaded machine, etcd times out now and then.
+// AlreadyExists is success.
+func retried(fn func() error) error {
+	var err error
+	for i := range 5 {
+		if err = fn(); err == nil || apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		if i < 4 {
+			logf("retrying after %v", err)
+			time.Sleep(time.Second << i)
+		}
+	}
+	return err
+}
