@@ -351,21 +351,27 @@ func (s *informer[T]) SetTransform(handler cache.TransformFunc) error {
 	if s.started {
 		return errors.New("informer has already started")
 	}
-	var fn func(T) (T, error)
-	if handler != nil {
-		fn = func(obj T) (T, error) {
-			out, err := handler(obj)
-			if err != nil {
-				return obj, err
-			}
-			t, ok := out.(T)
-			if !ok {
-				return obj, fmt.Errorf("the transform returned a %T, not a %s", out, s.typ)
-			}
-			return t, nil
-		}
+	return s.inf.SetTransform(Transform[T](handler))
+}
+
+// Transform is a client-go TransformFunc as kinformer's Options.Transform
+// of T (nil for nil): an object of another type than the one it was given
+// is an error, which skips the object with an Error event naming it.
+func Transform[T kinformer.Object](fn cache.TransformFunc) func(T) (T, error) {
+	if fn == nil {
+		return nil
 	}
-	return s.inf.SetTransform(fn)
+	return func(obj T) (T, error) {
+		out, err := fn(obj)
+		if err != nil {
+			return obj, err
+		}
+		t, ok := out.(T)
+		if !ok {
+			return obj, fmt.Errorf("the transform returned a %T, not a %T", out, obj)
+		}
+		return t, nil
+	}
 }
 
 func (s *informer[T]) IsStopped() bool {

@@ -159,6 +159,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		field = c.config.FieldSelector.String()
 	}
 	resync := syncPeriodOf(c.config, rand.Float64())
+	transform := transformFor(k, c.config.Transform)
 	f := c.sh.factory
 	e := &entry{}
 	switch {
@@ -171,41 +172,52 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		e.own, e.release = true, func() {}
 	case k.form == unstructuredForm:
 		inf, err := f.Dynamic(mapping.Resource, ns, &kinformer.Options[*unstructured.Unstructured]{
-			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations})
+			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations,
+			Transform: clientgo.Transform[*unstructured.Unstructured](transform)})
 		if err != nil {
 			return nil, c.started, err
 		}
 		e.sii, e.release = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }
+		e.reader.store = cacheStore[*unstructured.Unstructured]{inf.Cache()}
 	case k.form == metadataForm:
 		inf, err := f.Metadata(mapping.Resource, ns, &kinformer.Options[*metav1.PartialObjectMetadata]{
-			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations})
+			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations,
+			Transform: clientgo.Transform[*metav1.PartialObjectMetadata](transform)})
 		if err != nil {
 			return nil, c.started, err
 		}
 		e.sii, e.release = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }
+		e.reader.store = cacheStore[*metav1.PartialObjectMetadata]{inf.Cache()}
 	default:
 		example, err := c.sh.scheme.New(k.gvk)
 		if err != nil {
 			return nil, c.started, err
 		}
 		inf, err := f.Typed(example, ns, &kinformer.Options[kinformer.Object]{
-			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations})
+			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations,
+			Transform: clientgo.Transform[kinformer.Object](transform)})
 		if err != nil {
 			return nil, c.started, err
 		}
 		e.sii, e.release = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }
+		e.reader.store = cacheStore[kinformer.Object]{inf.Cache()}
 	}
 	if h := c.sh.watchErrHandler; h != nil {
 		if err := e.sii.SetWatchErrorHandlerWithContext(h); err != nil {
 			return nil, c.started, err
 		}
 	}
-	if t := transformFor(k, c.config.Transform); t != nil {
-		if err := e.sii.SetTransform(t); err != nil {
+	if transform != nil && e.own {
+		// The factory's informers have theirs from the start: the
+		// factory may start one as soon as it is made.
+		if err := e.sii.SetTransform(transform); err != nil {
 			return nil, c.started, err
 		}
 	}
-	e.reader = reader{indexer: e.sii.GetIndexer(), gvk: k.gvk, scope: mapping.Scope.Name(),
+	if e.own {
+		e.reader.store = indexerStore{e.sii.GetIndexer()}
+	}
+	e.reader = reader{store: e.reader.store, gvk: k.gvk, scope: mapping.Scope.Name(),
 		noCopy: ptr.Deref(c.config.UnsafeDisableDeepCopy, false),
 		fresh:  c.sh.compact && c.sh.newInformer == nil}
 	c.entries[k] = e

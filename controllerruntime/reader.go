@@ -20,11 +20,11 @@ import (
 // reader reads one informer's cache as controller-runtime's CacheReader
 // does: Get and List answer the same, errors included.
 type reader struct {
-	indexer toolscache.Indexer
-	gvk     schema.GroupVersionKind
-	scope   meta.RESTScopeName
-	noCopy  bool // UnsafeDisableDeepCopy
-	// fresh: the indexer decodes a new object for every read (a compact
+	store  store
+	gvk    schema.GroupVersionKind
+	scope  meta.RESTScopeName
+	noCopy bool // UnsafeDisableDeepCopy
+	// fresh: the store decodes a new object for every read (a compact
 	// cache), which is the caller's own without a deep copy.
 	fresh bool
 }
@@ -39,17 +39,13 @@ func (r reader) Get(key client.ObjectKey, out client.Object, opts ...client.GetO
 	if key.Namespace != "" {
 		storeKey = key.Namespace + "/" + key.Name
 	}
-	obj, exists, err := r.indexer.GetByKey(storeKey)
+	ro, exists, err := r.store.get(storeKey)
 	if err != nil {
 		return err
 	}
 	if !exists {
 		// controller-runtime names the kind where the resource goes.
 		return apierrors.NewNotFound(schema.GroupResource{Group: r.gvk.Group, Resource: r.gvk.Kind}, key.Name)
-	}
-	ro, ok := obj.(runtime.Object)
-	if !ok {
-		return fmt.Errorf("cache contained %T, which is not an Object", obj)
 	}
 	copied := !r.noCopy && (o.UnsafeDisableDeepCopy == nil || !*o.UnsafeDisableDeepCopy)
 	if copied && !r.fresh {
@@ -72,7 +68,7 @@ func (r reader) List(out client.ObjectList, opts ...client.ListOption) error {
 	if o.Continue != "" {
 		return fmt.Errorf("continue list option is not supported by the cache")
 	}
-	var objs []any
+	var objs []runtime.Object
 	var err error
 	switch {
 	case o.FieldSelector != nil:
@@ -81,22 +77,18 @@ func (r reader) List(out client.ObjectList, opts ...client.ListOption) error {
 		}
 		objs, err = r.byFields(o.FieldSelector.Requirements(), o.Namespace)
 	case o.Namespace != "":
-		objs, err = r.indexer.ByIndex(toolscache.NamespaceIndex, o.Namespace)
+		objs, err = r.store.byIndex(toolscache.NamespaceIndex, o.Namespace)
 	default:
-		objs = r.indexer.List()
+		objs, err = r.store.all()
 	}
 	if err != nil {
 		return err
 	}
 	copied := !r.noCopy && (o.UnsafeDisableDeepCopy == nil || !*o.UnsafeDisableDeepCopy)
 	items := make([]runtime.Object, 0, len(objs))
-	for _, it := range objs {
+	for _, obj := range objs {
 		if o.Limit > 0 && int64(len(items)) >= o.Limit {
 			break
-		}
-		obj, ok := it.(runtime.Object)
-		if !ok {
-			return fmt.Errorf("cache contained %T, which is not an Object", it)
 		}
 		m, err := meta.Accessor(obj)
 		if err != nil {
@@ -137,14 +129,13 @@ func exactOnly(sel fields.Selector) bool {
 
 // byFields returns the objects whose field indexes hold every
 // requirement's value, in namespace ("" for all).
-func (r reader) byFields(reqs fields.Requirements, namespace string) ([]any, error) {
-	indexers := r.indexer.GetIndexers()
-	var objs []any
+func (r reader) byFields(reqs fields.Requirements, namespace string) ([]runtime.Object, error) {
+	var objs []runtime.Object
 	for i, req := range reqs {
 		name, value := fieldIndexName(req.Field), namespacedKey(namespace, req.Value)
 		if i == 0 {
 			var err error
-			if objs, err = r.indexer.ByIndex(name, value); err != nil {
+			if objs, err = r.store.byIndex(name, value); err != nil {
 				return nil, err
 			}
 			if len(objs) == 0 {
@@ -152,13 +143,12 @@ func (r reader) byFields(reqs fields.Requirements, namespace string) ([]any, err
 			}
 			continue
 		}
-		fn, ok := indexers[name]
-		if !ok {
-			return nil, fmt.Errorf("index with name %s does not exist", name)
-		}
 		kept := objs[:0:0]
 		for _, obj := range objs {
-			vals, err := fn(obj)
+			vals, ok, err := r.store.indexValues(name, obj)
+			if !ok {
+				return nil, fmt.Errorf("index with name %s does not exist", name)
+			}
 			if err != nil {
 				return nil, err
 			}

@@ -1,0 +1,107 @@
+package controllerruntime
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/kinformer/kinformer"
+)
+
+// store is what a reader reads: the typed cache of a kinformer informer
+// (cacheStore), or the client-go indexer of an informer of
+// cache.Options.NewInformer (indexerStore), which is not kinformer's.
+type store interface {
+	// get returns the object under a cache key.
+	get(key string) (runtime.Object, bool, error)
+	// all returns every object; byIndex those filed under value in the
+	// named index (the namespace index is toolscache.NamespaceIndex).
+	all() ([]runtime.Object, error)
+	byIndex(name, value string) ([]runtime.Object, error)
+	// indexValues returns obj's values in the named index; false if there
+	// is no such index.
+	indexValues(name string, obj runtime.Object) ([]string, bool, error)
+}
+
+// cacheStore reads a kinformer informer's cache directly, without the
+// client-go indexer's any-typed values between.
+type cacheStore[T kinformer.Object] struct{ c *kinformer.Cache[T] }
+
+func (s cacheStore[T]) get(key string) (runtime.Object, bool, error) {
+	obj, ok := s.c.GetByKey(key)
+	return obj, ok, nil
+}
+
+func (s cacheStore[T]) all() ([]runtime.Object, error) { return objects(s.c.List()), nil }
+
+func (s cacheStore[T]) byIndex(name, value string) ([]runtime.Object, error) {
+	objs, err := s.c.ByIndex(name, value)
+	return objects(objs), err
+}
+
+func (s cacheStore[T]) indexValues(name string, obj runtime.Object) ([]string, bool, error) {
+	fn, ok := s.c.Indexers()[name]
+	if !ok {
+		return nil, false, nil
+	}
+	t, ok := obj.(T)
+	if !ok {
+		return nil, true, fmt.Errorf("object of type %T is not a %T", obj, *new(T))
+	}
+	return fn(t), true, nil
+}
+
+func objects[T kinformer.Object](objs []T) []runtime.Object {
+	out := make([]runtime.Object, len(objs))
+	for i, o := range objs {
+		out[i] = o
+	}
+	return out
+}
+
+// indexerStore reads a client-go indexer.
+type indexerStore struct{ i toolscache.Indexer }
+
+func (s indexerStore) get(key string) (runtime.Object, bool, error) {
+	obj, ok, err := s.i.GetByKey(key)
+	if err != nil || !ok {
+		return nil, ok, err
+	}
+	ro, isObj := obj.(runtime.Object)
+	if !isObj {
+		return nil, false, fmt.Errorf("cache contained %T, which is not an Object", obj)
+	}
+	return ro, true, nil
+}
+
+func (s indexerStore) all() ([]runtime.Object, error) { return runtimeObjects(s.i.List()) }
+
+func (s indexerStore) byIndex(name, value string) ([]runtime.Object, error) {
+	objs, err := s.i.ByIndex(name, value)
+	if err != nil {
+		return nil, err
+	}
+	return runtimeObjects(objs)
+}
+
+func (s indexerStore) indexValues(name string, obj runtime.Object) ([]string, bool, error) {
+	fn, ok := s.i.GetIndexers()[name]
+	if !ok {
+		return nil, false, nil
+	}
+	vals, err := fn(obj)
+	return vals, true, err
+}
+
+func runtimeObjects(objs []any) ([]runtime.Object, error) {
+	out := make([]runtime.Object, len(objs))
+	for i, it := range objs {
+		obj, ok := it.(runtime.Object)
+		if !ok {
+			return nil, fmt.Errorf("cache contained %T, which is not an Object", it)
+		}
+		out[i] = obj
+	}
+	return out, nil
+}
