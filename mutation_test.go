@@ -133,11 +133,12 @@ func cached(t *testing.T, inf *Informer[*corev1.ConfigMap], key string) *corev1.
 }
 
 // A cached object changed in place is reported as the writer replaces,
-// deletes or re-lists it away: before the evidence is gone, and before
-// the event of the change. The periodic check never runs here.
+// deletes or re-lists it away (dropped, or replaced by a newer state):
+// before the evidence is gone, and before the event of the change. The
+// periodic check never runs here.
 func TestMutationDetectedWhenReplaced(t *testing.T) {
 	plainOnly(t)
-	for _, how := range []string{"update", "delete", "relist"} {
+	for _, how := range []string{"update", "delete", "relist", "relist update"} {
 		t.Run(how, func(t *testing.T) {
 			s := newFakeServer()
 			s.put(cm("ns", "a", "app", "web"))
@@ -158,6 +159,12 @@ func TestMutationDetectedWhenReplaced(t *testing.T) {
 				s.del("ns", "a")
 				s.compact()
 				d.inf.Start()
+			case "relist update": // the re-list replaces the object with another instance
+				d.inf.Stop()
+				s.put(cm("ns", "a", "app", "web", "v", "2"))
+				s.compact()
+				d.inf.Start()
+				want[1] = "MODIFIED ns/a"
 			}
 			eventually(t, "the change", func() bool { return len(d.rec.lines(false, Modified, Deleted)) == 1 })
 			var got []string
