@@ -203,15 +203,82 @@ func startHTTP(t *testing.T, h http.Handler, maxConns int) (addr string, conns *
 	t.Cleanup(func() {
 		// Shutdown, not Close: it waits for the connections' goroutines
 		// (one that answered 431 lingers half a second before it closes).
+		// Its context does not bound a connection's Close, which it calls
+		// holding the server's lock: a Close that blocks (a slot given
+		// back twice empties the slots, and the next one waits for a
+		// token) would hang the test until go test's -timeout. So it is
+		// waited for a while, then the test fails, leaving it blocked.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := hs.Shutdown(ctx); err != nil {
-			t.Errorf("shutting the server down: %v", err)
-			_ = hs.Close()
+		shut := make(chan error, 1)
+		go func() { shut <- hs.Shutdown(ctx) }()
+		select {
+		case err := <-shut:
+			if err != nil {
+				t.Errorf("shutting the server down: %v", err)
+				_ = hs.Close()
+			}
+		case <-time.After(time.Minute):
+			t.Errorf("shutting the server down: not done within a minute, though its context ends after 30 s: "+
+				"a connection's Close blocks (%d of %d connection slots taken; a slot given back twice?)", len(conns.slots), cap(conns.slots))
+			return
 		}
-		<-served
+		select {
+		case <-served:
+		case <-time.After(time.Minute):
+			t.Errorf("the server's Serve did not return within a minute of its shutdown")
+		}
 	})
 	return ln.Addr().String(), conns
+}
+
+// A connection gives its slot back once, however many times it is closed
+// (the HTTP server closes a connection from its goroutine and, shutting
+// down, from Shutdown's): a slot given back twice takes another
+// connection's, and a Close finding none blocks for ever.
+func TestConnLimitSlotGivenBackOnce(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := limitConnections(ln, 3)
+	defer conns.Close()
+	var accepted []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		a, err := conns.Accept() // a slot is free: it returns at once
+		if err != nil {
+			t.Fatal(err)
+		}
+		accepted = append(accepted, a)
+	}
+	// closeConn closes c, failing the test if Close blocks.
+	closeConn := func(c net.Conn, what string) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = c.Close()
+		}()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: Close blocked for 30 s (%d of 3 slots taken)", what, len(conns.slots))
+		}
+	}
+	// Each connection closed twice in turn.
+	for i, want := range []int{2, 2, 1, 1, 0, 0} {
+		what := fmt.Sprintf("connection %d's close %d", i/2+1, i%2+1)
+		closeConn(accepted[i/2], what)
+		if got := len(conns.slots); got != want {
+			t.Fatalf("after %s: %d of 3 slots taken, want %d", what, got, want)
+		}
+	}
 }
 
 // rawRequest sends req over a new connection to addr and returns the
