@@ -303,6 +303,40 @@ func TestCompactGetNamespacedOtherKey(t *testing.T) {
 	}
 }
 
+// GetNamespaced with a KeyFunc of its own returns an object only if its
+// namespace and name are the ones asked for: an object whose key happens
+// to be namespace/name of another name is not that object (the KeyFunc
+// here keys an object by its "alias" label).
+func TestCacheGetNamespacedKeyOfAnotherName(t *testing.T) {
+	for _, compact := range []bool{false, true} {
+		s := newFakeServer()
+		s.put(cm("ns", "x", "alias", "a")) // key ns/a
+		s.put(cm("ns", "a", "alias", "z")) // key ns/z
+		s.put(cm("other", "y", "alias", "b"))
+		opts := &Options[*corev1.ConfigMap]{Compact: compact,
+			KeyFunc: func(o *corev1.ConfigMap) string { return o.Namespace + "/" + o.Labels["alias"] }}
+		inf, _ := contractStart(t, s, opts)
+		c := inf.Cache()
+		for _, tc := range []struct{ ns, name, want string }{
+			{"ns", "a", "ns/a"},       // under key ns/z; key ns/a is x's
+			{"ns", "x", "ns/x"},       // under key ns/a
+			{"ns", "z", ""},           // key ns/z is a's
+			{"ns", "b", ""},           // no object: no key either
+			{"other", "b", ""},        // key other/b is y's
+			{"other", "y", "other/y"}, // under key other/b
+		} {
+			o, ok := c.GetNamespaced(tc.ns, tc.name)
+			got := ""
+			if ok {
+				got = o.Namespace + "/" + o.Name
+			}
+			if got != tc.want {
+				t.Errorf("compact %v: GetNamespaced(%q, %q) = %q, want %q", compact, tc.ns, tc.name, got, tc.want)
+			}
+		}
+	}
+}
+
 // A packed object without extras is 64 bytes: its size is most of what a
 // compact cache adds to an object's bytes.
 func TestPackedSize(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -103,7 +104,16 @@ type detector[T Object] struct {
 	// Sharer, which then forgets the maps it shares (one may be the map
 	// changed) before it shares one again.
 	found atomic.Bool
+	// off is set when the periodic check failed (broke): the detector
+	// then tracks nothing more, and the informer goes on without it.
+	off atomic.Bool
 }
+
+// detectorFail is the panic of "panic" mode (detector.fail): the periodic
+// check lets it through, where it recovers from any other.
+type detectorFail struct{ msg string }
+
+func (f detectorFail) Error() string { return f.msg }
 
 // watched is one cached object and its copy.
 type watched[T Object] struct {
@@ -114,7 +124,7 @@ type watched[T Object] struct {
 func newDetector[T Object](log *slog.Logger, obs *observer, panics bool) *detector[T] {
 	d := &detector[T]{period: defaultMutationPeriod, log: log, obs: obs, index: map[string]int{}}
 	if panics {
-		d.fail = func(msg string) { panic("kinformer: " + msg) }
+		d.fail = func(msg string) { panic(detectorFail{"kinformer: " + msg}) }
 	}
 	obs.detecting()
 	return d
@@ -144,6 +154,9 @@ func (d *detector[T]) copyOf(key string, obj T) (T, bool) {
 
 // track starts watching obj, just cached under key, in place of what was.
 func (d *detector[T]) track(key string, obj T) {
+	if d.off.Load() {
+		return
+	}
 	cp, exact := d.copyOf(key, obj)
 	w := watched[T]{key: key, cached: obj, copy: cp}
 	d.mu.Lock()
@@ -177,6 +190,9 @@ func (d *detector[T]) dropLocked(i int) {
 // retire stops watching old under key and compares it with its copy;
 // emit queues the Error event of a difference.
 func (d *detector[T]) retire(emit func(Event[T]), key string, old T) {
+	if d.off.Load() {
+		return
+	}
 	d.mu.Lock()
 	i, ok := d.index[key]
 	if !ok || !sameObject(d.entries[i].cached, old) {
@@ -216,7 +232,7 @@ func (d *detector[T]) swap(emit func(Event[T]), old, items map[string]ref[T]) {
 }
 
 // run compares every cached object with its copy each period until ctx
-// ends.
+// ends, or until a check fails.
 func (d *detector[T]) run(ctx context.Context) {
 	tick := d.tick
 	if tick == nil {
@@ -229,30 +245,66 @@ func (d *detector[T]) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick:
-			d.check(ctx)
+			if !d.check(ctx) {
+				return
+			}
 		}
 	}
 }
 
 // check compares every watched object with its copy, a chunk at a time,
-// outside the detector's lock.
-func (d *detector[T]) check(ctx context.Context) {
-	defer func() { clear(d.buf) }() // do not pin objects until the next check
-	for i := 0; ctx.Err() == nil; i += mutationChunk {
-		d.fence()
-		d.mu.Lock()
-		if i >= len(d.entries) {
-			d.mu.Unlock()
-			return
+// outside the detector's lock. It reports false if it failed: a panic in
+// the check (a DeepCopyObject or String method of the objects' type that
+// panics, a bug of the detector) is reported, as an Error event and an
+// error log line, and turns the detector off; the informer goes on. The
+// panic of "panic" mode is not one: it goes through.
+func (d *detector[T]) check(ctx context.Context) (ok bool) {
+	defer func() {
+		clear(d.buf) // do not pin objects until the next check
+		if r := recover(); r != nil {
+			if _, fail := r.(detectorFail); fail {
+				panic(r)
+			}
+			d.broke(r, debug.Stack())
+			ok = false
 		}
-		d.buf = append(d.buf[:0], d.entries[i:min(i+mutationChunk, len(d.entries))]...)
-		d.mu.Unlock()
+	}()
+	for i := 0; ctx.Err() == nil && !d.off.Load(); i += mutationChunk {
+		d.fence()
+		if !d.chunk(i) {
+			break
+		}
 		for _, w := range d.buf {
 			if diff := mutation(w.cached, w.copy); diff != "" && d.refresh(w) {
 				d.report(d.emit, w.key, diff)
 			}
 		}
 	}
+	return true
+}
+
+// chunk copies the entries from i on, at most mutationChunk, to buf;
+// false if there are none.
+func (d *detector[T]) chunk(i int) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock() // also if it panics: the writer must not wait for ever
+	if i >= len(d.entries) {
+		return false
+	}
+	d.buf = append(d.buf[:0], d.entries[i:min(i+mutationChunk, len(d.entries))]...)
+	return true
+}
+
+// broke reports the failure of a check, which panicked with r, and turns
+// the detector off: what it holds may be what made the check fail.
+func (d *detector[T]) broke(r any, stack []byte) {
+	d.off.Store(true)
+	d.mu.Lock()
+	d.index, d.entries = map[string]int{}, nil
+	d.mu.Unlock()
+	err := fmt.Errorf("the mutation detector's check panicked, and the detector is off: %v", r)
+	d.log.Error("kinformer: "+err.Error(), "stack", string(stack))
+	d.emit(Event[T]{Type: Error, Err: err, ResourceVersion: d.rv()})
 }
 
 // refresh replaces w's copy with a copy of its object as it is now, if w

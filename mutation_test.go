@@ -29,6 +29,7 @@ import (
 // goroutine: the test's own changes of cached objects happen before it),
 // and whose "panic" mode, if the environment asks for it, only records.
 type detecting struct {
+	t     *testing.T
 	inf   *Informer[*corev1.ConfigMap]
 	rec   *recorder
 	log   *syncBuffer
@@ -46,7 +47,7 @@ func startDetecting(t *testing.T, s *fakeServer, opts *Options[*corev1.ConfigMap
 	if opts.Backoff == (Backoff{}) {
 		opts.Backoff = fastBackoff
 	}
-	d := &detecting{rec: &recorder{}, log: &syncBuffer{}}
+	d := &detecting{t: t, rec: &recorder{}, log: &syncBuffer{}}
 	opts.Logger = slog.New(slog.NewTextHandler(d.log, nil))
 	d.inf = New[*corev1.ConfigMap](s, opts)
 	det := d.inf.loop.w.detect
@@ -67,8 +68,19 @@ func startDetecting(t *testing.T, s *fakeServer, opts *Options[*corev1.ConfigMap
 	return d
 }
 
-// check runs the periodic check.
-func (d *detecting) check() { d.inf.loop.w.detect.check(context.Background()) }
+// check runs the periodic check; one that fails ends the test.
+func (d *detecting) check() {
+	d.t.Helper()
+	if !d.inf.loop.w.detect.check(context.Background()) {
+		var said []string
+		for line := range strings.Lines(d.log.String()) {
+			if strings.Contains(line, "check panicked") {
+				said = append(said, line)
+			}
+		}
+		d.t.Fatalf("the periodic check failed: %s", strings.Join(said, ""))
+	}
+}
 
 // delivered waits until the handler has been given every event queued so
 // far: a marker queued after them has arrived.
@@ -133,11 +145,12 @@ func cached(t *testing.T, inf *Informer[*corev1.ConfigMap], key string) *corev1.
 }
 
 // A cached object changed in place is reported as the writer replaces,
-// deletes or re-lists it away: before the evidence is gone, and before
-// the event of the change. The periodic check never runs here.
+// deletes or re-lists it away (dropped, or replaced by a newer state):
+// before the evidence is gone, and before the event of the change. The
+// periodic check never runs here.
 func TestMutationDetectedWhenReplaced(t *testing.T) {
 	plainOnly(t)
-	for _, how := range []string{"update", "delete", "relist"} {
+	for _, how := range []string{"update", "delete", "relist", "relist update"} {
 		t.Run(how, func(t *testing.T) {
 			s := newFakeServer()
 			s.put(cm("ns", "a", "app", "web"))
@@ -158,6 +171,12 @@ func TestMutationDetectedWhenReplaced(t *testing.T) {
 				s.del("ns", "a")
 				s.compact()
 				d.inf.Start()
+			case "relist update": // the re-list replaces the object with another instance
+				d.inf.Stop()
+				s.put(cm("ns", "a", "app", "web", "v", "2"))
+				s.compact()
+				d.inf.Start()
+				want[1] = "MODIFIED ns/a"
 			}
 			eventually(t, "the change", func() bool { return len(d.rec.lines(false, Modified, Deleted)) == 1 })
 			var got []string
@@ -601,5 +620,88 @@ func TestMutationByHandlerIsNotARace(t *testing.T) {
 	eventually(t, "the report", func() bool { return len(d.mutations(t)) == 1 })
 	if got := d.mutations(t); !strings.Contains(got[0], `ns/a: metadata.labels["by"]: "handler", was absent`) {
 		t.Fatalf("report %q", got[0])
+	}
+}
+
+// A periodic check that panics (here: the detector's index of its entries
+// is broken; as well a DeepCopyObject of the objects' type that panics)
+// neither kills the process nor stops the informer: the failure is
+// reported, in an Error event and an error log line with the stack, not
+// through "panic" mode's hook, and the detector is off from then on.
+func TestMutationDetectorCheckPanicIsReported(t *testing.T) {
+	plainOnly(t)
+	s := newFakeServer()
+	s.put(cm("ns", "a", "app", "web"))
+	s.put(cm("ns", "b"))
+	d := startDetecting(t, s, nil)
+	det := d.inf.loop.w.detect
+	cached(t, d.inf, "ns/a").Labels["app"] = "evil" // the check finds it, and looks its entry up
+	det.mu.Lock()
+	det.index["ns/a"] = len(det.entries) + 10
+	det.mu.Unlock()
+	ok := func() (ok bool) {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("the check panicked: %v", r)
+			}
+		}()
+		return det.check(context.Background())
+	}()
+	if ok {
+		t.Fatal("the check did not fail")
+	}
+	const want = "the mutation detector's check panicked, and the detector is off: runtime error: index out of range"
+	eventually(t, "the failure reported", func() bool {
+		for _, e := range d.rec.all() {
+			if e.Type == Error && e.Err != nil && strings.Contains(e.Err.Error(), want) {
+				return true
+			}
+		}
+		return false
+	})
+	if log := d.log.String(); !strings.Contains(log, "level=ERROR msg=\"kinformer: "+want) || !strings.Contains(log, "stack=") {
+		t.Fatalf("log: %s", log)
+	}
+	if f := d.failed(); len(f) != 0 {
+		t.Fatalf(`"panic" mode's hook called with %q`, f)
+	}
+	// The informer goes on, without the detector.
+	s.put(cm("ns", "b", "v", "2"))
+	s.put(cm("ns", "c"))
+	eventually(t, "the events after the failure", func() bool {
+		return len(d.rec.lines(false, Modified)) == 1 && len(d.rec.lines(false, Added)) == 3
+	})
+	copies := det.copies.Load()
+	cached(t, d.inf, "ns/c").Labels["app"] = "evil"
+	s.put(cm("ns", "c", "v", "2"))
+	eventually(t, "the update of ns/c", func() bool { return len(d.rec.lines(false, Modified)) == 2 })
+	if !det.check(context.Background()) {
+		t.Fatal("a check after the failure failed")
+	}
+	if n := det.copies.Load() - copies; n != 0 || len(d.mutations(t)) != 0 {
+		t.Fatalf("the detector is on: %d copies made, reports %q", n, d.mutations(t))
+	}
+}
+
+// "panic" mode's panic goes through the periodic check, which recovers
+// from any other: the process still dies of a detection.
+func TestMutationPanicModeThroughCheck(t *testing.T) {
+	plainOnly(t)
+	c := newCache[*corev1.ConfigMap](nil, nil)
+	w, _ := newTestWriter(c)
+	w.detect = newDetector[*corev1.ConfigMap](slog.New(slog.DiscardHandler), nil, true)
+	w.detect.rv = w.status.resourceVersion
+	w.detect.emit, w.detect.fence = w.disp.emit, w.disp.fence
+	w.apply(Added, cm("ns", "a", "app", "web"), w.prepare)
+	o, _ := c.GetByKey("ns/a")
+	o.Labels["app"] = "evil"
+	r := func() (r any) {
+		defer func() { r = recover() }()
+		w.detect.check(context.Background())
+		return nil
+	}()
+	want := `kinformer: cached object modified in place: ns/a: metadata.labels["app"]: "evil", was "web"`
+	if err, ok := r.(error); !ok || err.Error() != want || w.detect.off.Load() {
+		t.Fatalf("the check panicked with %#v, detector off %v; want the panic %q", r, w.detect.off.Load(), want)
 	}
 }

@@ -212,7 +212,10 @@ type Options[T Object] struct {
 	// for tests and debugging. Copies are made with DeepCopyObject: a type
 	// whose DeepCopyObject is not exact (a JSON round trip, which turns
 	// int64s into float64s) is said once in an error line, and objects
-	// whose copy differs are not checked. The environment variable
+	// whose copy differs are not checked. A check that panics (a
+	// DeepCopyObject or String method of the type that does) is reported
+	// in an Error event and an error log line, and turns the detector off;
+	// the informer goes on. The environment variable
 	// KINFORMER_CACHE_MUTATION_DETECTOR ([EnvMutationDetector]) turns it on
 	// for every informer of the process ("panic" also panics at each
 	// detection), and informers over a kinformertest.Server have it on.

@@ -1,7 +1,9 @@
 package kinformer
 
 import (
+	"bytes"
 	"fmt"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -11,8 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/kinformer/kinformer/internal/slots"
+	"github.com/kinformer/kinformer/internal/wiretest"
 )
 
 // fixedSharder is a Sharder without Leases: a test publishes its shares,
@@ -315,5 +320,69 @@ func TestSameSharder(t *testing.T) {
 	var none *fixedSharder
 	if o := (&Options[*corev1.ConfigMap]{Sharding: none}).withDefaults(); o.Sharding != nil {
 		t.Errorf("a nil *fixedSharder is the Sharder %v, want none", o.Sharding)
+	}
+}
+
+// A sharded compact informer on a protobuf stream keeps the bytes of the
+// objects it lists and watches undecoded (protowatch.Format.Lazy): it
+// still keeps only its own share's objects, from the streaming list and
+// from the watch, when the server does not filter by the shard selector.
+func TestShardCompactProtobufStreamKeepsOwnShare(t *testing.T) {
+	set := slots.New(2)
+	obj := func(i int, rv string) *corev1.ConfigMap {
+		o := cm("ns", fmt.Sprint("o", i))
+		o.UID, o.ResourceVersion = types.UID(fmt.Sprintf("%d-uid", i)), rv
+		return o
+	}
+	mine := func(i int) bool { return set.SlotOf(slots.Hash(fmt.Sprintf("%d-uid", i))) == 0 }
+	end := func(rv string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: rv,
+			Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}
+	}
+	// (UIDs that differ in their first bytes: FNV-1a's top bit, the slot
+	// of 2, hardly depends on the last ones.)
+	// The streaming list has objects 0-19, the watch adds 20-39 (new
+	// ones only: an event of an object outside the share removes it, which
+	// would hide one the list kept).
+	const n = 20
+	var list, watch [][]byte
+	want := map[string]string{}
+	last := -1 // the watch's last object of the share
+	for i := range 2 * n {
+		rv, frames := "5", &list
+		if i >= n {
+			rv, frames = fmt.Sprint(10+i), &watch
+		}
+		*frames = append(*frames, wiretest.Event(t, "ADDED", obj(i, rv)))
+		if mine(i) {
+			want["ns/"+obj(i, rv).Name] = rv
+			last = i
+		}
+	}
+	list = append(list, wiretest.Event(t, "BOOKMARK", end("10")))
+	if len(want) == 0 || len(want) == 2*n || last < n {
+		t.Fatalf("objects of slot 0: %v; the test needs some in it and some out, from the list and the watch", want)
+	}
+	srv := &contractProtoServer{scripts: [][]byte{bytes.Join(list, nil), bytes.Join(watch, nil), {}}}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: hs.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf := New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps("ns"),
+		&Options[*corev1.ConfigMap]{Backoff: fastBackoff, Compact: true, Sharding: fixedSharding(t, 2, 0)})
+	inf.Start()
+	t.Cleanup(inf.Stop)
+	contractSync(t, inf)
+	eventually(t, "the watch's last object of the share", func() bool {
+		_, ok := inf.Cache().GetByKey("ns/" + obj(last, "").Name)
+		return ok
+	})
+	if got := cacheState(inf.Cache()); !equalMaps(got, want) {
+		t.Fatalf("the cache is not the share's objects (got vs want): %s", diffMaps(got, want))
+	}
+	if watches, _ := srv.seen(); len(watches) < 2 || watches[0].URL.Query().Get("sendInitialEvents") != "true" {
+		t.Fatalf("%d watches, the first %v; want a streaming list, then a watch", len(watches), watches)
 	}
 }

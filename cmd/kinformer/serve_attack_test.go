@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -203,15 +204,199 @@ func startHTTP(t *testing.T, h http.Handler, maxConns int) (addr string, conns *
 	t.Cleanup(func() {
 		// Shutdown, not Close: it waits for the connections' goroutines
 		// (one that answered 431 lingers half a second before it closes).
+		// Its context does not bound a connection's Close, which it calls
+		// holding the server's lock: a Close that blocks (a slot given
+		// back twice empties the slots, and the next one waits for a
+		// token) would hang the test until go test's -timeout. So it is
+		// waited for a while, then the test fails, leaving it blocked.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := hs.Shutdown(ctx); err != nil {
-			t.Errorf("shutting the server down: %v", err)
-			_ = hs.Close()
+		shut := make(chan error, 1)
+		go func() { shut <- hs.Shutdown(ctx) }()
+		select {
+		case err := <-shut:
+			if err != nil {
+				t.Errorf("shutting the server down: %v", err)
+				_ = hs.Close()
+			}
+		case <-time.After(time.Minute):
+			t.Errorf("shutting the server down: not done within a minute, though its context ends after 30 s: "+
+				"a connection's Close blocks (%d of %d connection slots taken; a slot given back twice?)", len(conns.slots), cap(conns.slots))
+			return
 		}
-		<-served
+		select {
+		case <-served:
+		case <-time.After(time.Minute):
+			t.Errorf("the server's Serve did not return within a minute of its shutdown")
+		}
 	})
 	return ln.Addr().String(), conns
+}
+
+// A connection gives its slot back once, however many times it is closed
+// (the HTTP server closes a connection from its goroutine and, shutting
+// down, from Shutdown's): a slot given back twice takes another
+// connection's, and a Close finding none blocks for ever.
+func TestConnLimitSlotGivenBackOnce(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := limitConnections(ln, 3)
+	defer conns.Close()
+	var accepted []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		a, err := conns.Accept() // a slot is free: it returns at once
+		if err != nil {
+			t.Fatal(err)
+		}
+		accepted = append(accepted, a)
+	}
+	// closeConn closes c, failing the test if Close blocks.
+	closeConn := func(c net.Conn, what string) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = c.Close()
+		}()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: Close blocked for 30 s (%d of 3 slots taken)", what, len(conns.slots))
+		}
+	}
+	// Each connection closed twice in turn.
+	for i, want := range []int{2, 2, 1, 1, 0, 0} {
+		what := fmt.Sprintf("connection %d's close %d", i/2+1, i%2+1)
+		closeConn(accepted[i/2], what)
+		if got := len(conns.slots); got != want {
+			t.Fatalf("after %s: %d of 3 slots taken, want %d", what, got, want)
+		}
+	}
+}
+
+// A keep-alive connection that goes idle while every slot is taken is
+// closed at once: a new connection may be waiting for its slot (Accept
+// closed the idle ones before it waited, but this one was busy then). One
+// that goes idle with a slot free is kept, until a connection finds every
+// slot taken.
+func TestConnLimitIdleClosedWhenFull(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := limitConnections(ln, 2)
+	defer conns.Close()
+	// dial connects and accepts: the client's end and the server's.
+	dial := func() (client, server net.Conn) {
+		t.Helper()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		a, err := conns.Accept() // a slot is free: it returns at once
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close() })
+		return c, a
+	}
+	// closed reports whether the server closed its end: the client reads
+	// EOF (or a reset) rather than waiting.
+	closed := func(c net.Conn) bool {
+		t.Helper()
+		_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		_, err := c.Read(make([]byte, 1))
+		var ne net.Error
+		return !(errors.As(err, &ne) && ne.Timeout())
+	}
+
+	c1, a1 := dial()
+	conns.track(a1, http.StateActive)
+	conns.track(a1, http.StateIdle) // a slot free: kept
+	if closed(c1) || len(conns.slots) != 1 {
+		t.Fatalf("a connection idle with a slot free: closed %v, %d of 2 slots taken; want kept", closed(c1), len(conns.slots))
+	}
+	conns.track(a1, http.StateActive) // its next request
+
+	c2, a2 := dial()
+	conns.track(a2, http.StateActive)
+	if !conns.full() {
+		t.Fatalf("%d of 2 slots taken, want 2", len(conns.slots))
+	}
+	conns.track(a1, http.StateIdle) // every slot taken
+	if !closed(c1) || len(conns.slots) != 1 {
+		t.Fatalf("a connection idle while every slot is taken: closed %v, %d of 2 slots taken; want closed, its slot given back", closed(c1), len(conns.slots))
+	}
+	if closed(c2) {
+		t.Fatal("an active connection was closed")
+	}
+	conns.track(a1, http.StateClosed)
+}
+
+// Through the HTTP server: a new connection that finds every slot taken
+// by connections busy with a request (none idle for Accept to close) is
+// served as soon as they are done, when they go idle, not after their
+// IdleTimeout (2 min).
+func TestServeIdleAfterBusyMakesRoom(t *testing.T) {
+	noGoroutinesLeft(t)
+	const max = 2
+	arrived, release := make(chan struct{}, max), make(chan struct{})
+	addr, conns := startHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/busy" {
+			arrived <- struct{}{}
+			select {
+			case <-release:
+			case <-time.After(30 * time.Second):
+			}
+		}
+		fmt.Fprintln(w, "ok")
+	}), max)
+	tr := &http.Transport{MaxIdleConnsPerHost: max} // keep-alive: the connections stay after their request
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	var wg sync.WaitGroup
+	for range max {
+		wg.Go(func() {
+			resp, err := client.Get("http://" + addr + "/busy")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		})
+	}
+	for range max {
+		select {
+		case <-arrived:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the busy requests did not arrive within 30 s")
+		}
+	}
+	if !conns.full() {
+		t.Fatalf("%d of %d slots taken, want all", len(conns.slots), max)
+	}
+	answered := make(chan int, 1)
+	go func() {
+		answered <- rawRequest(t, addr, "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+	}()
+	time.Sleep(200 * time.Millisecond) // it waits for a slot (if not yet, Accept closes the idle ones: passes anyway)
+	close(release)
+	wg.Wait()
+	// rawRequest gives up after 30 s, far from the IdleTimeout.
+	if code := <-answered; code != 200 {
+		t.Fatalf("the connection waiting while every slot was busy: %d, want 200 once they went idle (0: no answer in 30 s)", code)
+	}
 }
 
 // rawRequest sends req over a new connection to addr and returns the
