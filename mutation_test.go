@@ -692,7 +692,7 @@ func TestMutationPanicModeThroughCheck(t *testing.T) {
 	w.detect = newDetector[*corev1.ConfigMap](slog.New(slog.DiscardHandler), nil, true)
 	w.detect.rv = w.status.resourceVersion
 	w.detect.emit, w.detect.fence = w.disp.emit, w.disp.fence
-	w.apply(Added, cm("ns", "a", "app", "web"), w.prepare)
+	w.apply(Added, cm("ns", "a", "app", "web"), nil, w.prepare)
 	o, _ := c.GetByKey("ns/a")
 	o.Labels["app"] = "evil"
 	r := func() (r any) {
