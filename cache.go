@@ -291,7 +291,11 @@ func (g *results[T]) add(_ string, r ref[T]) bool {
 }
 
 // done returns the objects, decoding the packed ones (after the lock).
+// Without keep the result is never nil, however the cache holds objects.
 func (g *results[T]) done() []T {
+	if g.out == nil && g.keep == nil {
+		g.out = make([]T, 0, len(g.packed))
+	}
 	for _, r := range g.packed {
 		if obj, ok := g.c.pk.load(r.p); ok && (g.keep == nil || g.keep(obj)) {
 			g.out = append(g.out, obj)
