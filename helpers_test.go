@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinformer/kinformer/internal/intern"
-
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -179,8 +177,7 @@ func startInformer(t *testing.T, s ListerWatcher[*corev1.ConfigMapList], opts *O
 // newTestWriter returns a writer of c, as the loop has, whose events are
 // recorded instead of delivered: events returns (and forgets) them.
 func newTestWriter[T Object](c *Cache[T]) (w *writer[T], events func() []Event[T]) {
-	w = &writer[T]{cache: c, status: newStatus(), disp: &dispatcher[T]{},
-		log: slog.New(slog.DiscardHandler), share: &intern.Sharer{}}
+	w = newWriter(c, newStatus(), &dispatcher[T]{}, slog.New(slog.DiscardHandler), &Options[T]{})
 	l := newListener(1<<len(eventTypes)-1, func(Event[T]) {}, w.log)
 	w.disp.add(l, c, w.status.resourceVersion, func() bool { return false })
 	l.queue = nil // not the replay of what c holds

@@ -47,6 +47,9 @@ type Informer[T Object] struct {
 	obs     *observer // nil without Options.Metrics
 	// mutationPanics: the environment said "panic" at New (EnvMutationDetector).
 	mutationPanics bool
+	// detector is the mutation detector (Options.DetectMutations), which
+	// each run runs; nil: off. Set before the first run, under runMu.
+	detector *detector[T]
 
 	// loop is the watch loop, with everything only its goroutine touches
 	// (the writer of cache and status among them). Runs never overlap, so
@@ -382,7 +385,7 @@ func (inf *Informer[T]) run(ctx context.Context, done chan struct{}) {
 	inf.disp.start(ctx)
 	inf.resends.start(ctx)
 	var detector sync.WaitGroup
-	if d := inf.loop.w.detect; d != nil {
+	if d := inf.detector; d != nil {
 		detector.Go(func() { d.run(ctx) })
 	}
 	inf.loop.run(ctx) // returns once ctx is done
@@ -426,8 +429,8 @@ func (inf *Informer[T]) detectMutations() {
 	d.rv = inf.status.resourceVersion
 	d.emit = inf.disp.emit
 	d.fence = inf.disp.fence
-	inf.loop.w.detect = d
-	inf.loop.w.share.Stale = &d.found
+	inf.detector = d
+	inf.loop.detectMutations(d)
 }
 
 // setDetectMutations turns the mutation detector on for an informer that
@@ -435,7 +438,7 @@ func (inf *Informer[T]) detectMutations() {
 func (inf *Informer[T]) setDetectMutations() error {
 	inf.runMu.Lock()
 	defer inf.runMu.Unlock()
-	if inf.loop.w.detect != nil || inf.cache.Compact() {
+	if inf.detector != nil || inf.cache.Compact() {
 		return nil // on, or nothing to check: a compact cache's objects are bytes no one can change
 	}
 	if inf.started {
@@ -449,7 +452,7 @@ func (inf *Informer[T]) setDetectMutations() error {
 func (inf *Informer[T]) detectingMutations() bool {
 	inf.runMu.Lock()
 	defer inf.runMu.Unlock()
-	return inf.loop.w.detect != nil
+	return inf.detector != nil
 }
 
 // setResync changes the resync period of an informer that has never run:

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/kinformer/kinformer/internal/intern"
 	"github.com/kinformer/kinformer/internal/liveness"
 )
 
@@ -265,10 +264,9 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *
 		listFn:  func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) { return lw.List(ctx, lo) },
 		watchFn: lw.Watch,
 		opts:    o,
-		w: writer[T]{cache: c, status: s, disp: d, log: log, transform: o.Transform,
-			keepManaged: o.KeepManagedFields, share: &intern.Sharer{}},
-		log: log,
-		obs: obs,
+		w:       *newWriter(c, s, d, log, o),
+		log:     log,
+		obs:     obs,
 	}
 	l.st.watchList = !o.DisableStreamingList && mayStream(lw)
 	if o.ProbeAfter > 0 {
@@ -285,6 +283,14 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *
 		l.w.state = newPersister(lw, o, l.w.reportAsync, obs)
 	}
 	return l
+}
+
+// detectMutations makes d the writer's mutation hook, before the loop
+// first runs; the Sharer forgets the maps it shares once d has found a
+// mutation (one may be the map changed).
+func (l *loop[T]) detectMutations(d *detector[T]) {
+	l.w.detect = d
+	l.w.share.Stale = &d.found
 }
 
 // run runs the state machine until ctx is done.

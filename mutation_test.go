@@ -17,11 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // detecting is an informer over a fake server with the mutation detector
@@ -50,7 +46,7 @@ func startDetecting(t *testing.T, s *fakeServer, opts *Options[*corev1.ConfigMap
 	d := &detecting{t: t, rec: &recorder{}, log: &syncBuffer{}}
 	opts.Logger = slog.New(slog.NewTextHandler(d.log, nil))
 	d.inf = New[*corev1.ConfigMap](s, opts)
-	det := d.inf.loop.w.detect
+	det := d.inf.detector
 	det.tick = make(chan time.Time) // never: the test calls check
 	det.fail = func(msg string) {
 		d.mu.Lock()
@@ -71,7 +67,7 @@ func startDetecting(t *testing.T, s *fakeServer, opts *Options[*corev1.ConfigMap
 // check runs the periodic check; one that fails ends the test.
 func (d *detecting) check() {
 	d.t.Helper()
-	if !d.inf.loop.w.detect.check(context.Background()) {
+	if !d.inf.detector.check(context.Background()) {
 		var said []string
 		for line := range strings.Lines(d.log.String()) {
 			if strings.Contains(line, "check panicked") {
@@ -260,7 +256,7 @@ func TestMutationDetectedByPeriodicCheck(t *testing.T) {
 	d.inf.Stop()
 	b := cached(t, d.inf, "ns/b")
 	b.Labels["new"] = "x"
-	det := d.inf.loop.w.detect
+	det := d.inf.detector
 	det.tick, det.period = nil, 5*time.Millisecond
 	d.inf.Start()
 	eventually(t, "the goroutine's report", func() bool { return len(d.mutations(t)) == 3 })
@@ -366,8 +362,9 @@ func TestMutationDetectorOff(t *testing.T) {
 		c := newCache[*countedCM](nil, nil)
 		w, _ := newTestWriter(c)
 		if detect {
-			w.detect = newDetector[*countedCM](w.log, nil, false)
-			w.detect.rv = func() string { return "" }
+			det := newDetector[*countedCM](w.log, nil, false)
+			w.detect = det
+			det.rv = func() string { return "" }
 		}
 		before := cmCopies.Load()
 		for i := range 10 {
@@ -400,12 +397,12 @@ func TestMutationDetectorOff(t *testing.T) {
 	s := newFakeServer()
 	s.put(cm("ns", "a"))
 	off, _ := startInformer(t, s, nil)
-	if off.loop.w.detect != nil || running() {
+	if off.detector != nil || running() {
 		t.Fatal("the detector is on without being asked")
 	}
 	off.Stop()
 	on, _ := startInformer(t, s, &Options[*corev1.ConfigMap]{DetectMutations: true})
-	if on.loop.w.detect == nil {
+	if on.detector == nil {
 		t.Fatal("DetectMutations: no detector")
 	}
 	eventually(t, "the detector's goroutine", running)
@@ -442,7 +439,7 @@ func TestMutationDetectorSwitches(t *testing.T) {
 			lw = detectingLW{newFakeServer()}
 		}
 		inf := New[*corev1.ConfigMap](lw, &Options[*corev1.ConfigMap]{DetectMutations: tc.opt})
-		d := inf.loop.w.detect
+		d := inf.detector
 		if on := d != nil; on != tc.on || on && (d.fail != nil) != tc.panics {
 			t.Errorf("env %q, option %v, lister %v: on %v, panics %v; want %v, %v", tc.env, tc.opt, tc.lw, on, on && d.fail != nil, tc.on, tc.panics)
 		}
@@ -482,73 +479,6 @@ func TestMutationMetric(t *testing.T) {
 	}
 }
 
-// What a report says differs: paths in JSON names, values before and
-// after, bounded; semantic equality, so a quantity that cached its string
-// is no change.
-func TestMutationDiff(t *testing.T) {
-	base := cm("ns", "a", "app", "web")
-	base.Data["k"] = "v"
-	for _, tc := range []struct {
-		name   string
-		change func(*corev1.ConfigMap)
-		want   string
-	}{
-		{"none", func(*corev1.ConfigMap) {}, ""},
-		{"label", func(c *corev1.ConfigMap) { c.Labels["app"] = "db" }, `metadata.labels["app"]: "db", was "web"`},
-		{"added and removed", func(c *corev1.ConfigMap) { c.Data["new"] = "x"; delete(c.Data, "k") },
-			`data["k"]: absent, was "v"; data["new"]: "x", was absent`},
-		{"pointer", func(c *corev1.ConfigMap) { c.Immutable = new(bool) }, "immutable: false, was nil"},
-		{"time", func(c *corev1.ConfigMap) { c.CreationTimestamp = metav1.Unix(3600, 0) },
-			"metadata.creationTimestamp: 1970-01-01 01:00:00 +0000 UTC, was 0001-01-01 00:00:00 +0000 UTC"},
-		{"slice", func(c *corev1.ConfigMap) { c.Finalizers = []string{"f"} }, "metadata.finalizers: 1 items, was 0"},
-		{"bounded", func(c *corev1.ConfigMap) {
-			c.Name, c.Namespace, c.UID, c.Data["k"] = "b", "other", "u", strings.Repeat("x", 1000)
-		}, `metadata.name: "b", was "a"; metadata.namespace: "other", was "ns"; metadata.uid: "u", was ""; …`},
-		{"long", func(c *corev1.ConfigMap) { c.Data["k"] = strings.Repeat("é", 100) },
-			`data["k"]: "` + strings.Repeat("é", maxMutationValue-1) + `…, was "v"`},
-	} {
-		now := base.DeepCopy()
-		tc.change(now)
-		if got := mutation(now, base); got != tc.want {
-			t.Errorf("%s: %q\nwant %q", tc.name, got, tc.want)
-		}
-	}
-
-	// A quantity that cached its canonical string differs for
-	// reflect.DeepEqual, not for what a reader can see.
-	q := resource.NewMilliQuantity(1500, resource.DecimalSI)
-	pod := &corev1.Pod{Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "v",
-		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: q}}}}}}
-	was := pod.DeepCopy()
-	_ = q.String()
-	if reflect.DeepEqual(pod, was) {
-		t.Fatal("the quantity did not cache its string: the test shows nothing")
-	}
-	if got := mutation(pod, was); got != "" {
-		t.Fatalf("a quantity's cached string reported: %q", got)
-	}
-	q.Add(resource.MustParse("1"))
-	if got := mutation(pod, was); got != "spec.volumes[0].emptyDir.sizeLimit: 2500m, was 1500m" {
-		t.Fatalf("a quantity's change: %q", got)
-	}
-
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"})
-	u.SetName("a")
-	u.SetLabels(map[string]string{"app": "web"})
-	uw := u.DeepCopy()
-	u.Object["metadata"].(map[string]any)["labels"].(map[string]any)["app"] = "db"
-	if got := mutation(u, uw); got != `metadata.labels.app: "db", was "web"` {
-		t.Fatalf("unstructured: %q", got)
-	}
-	// Values that print alike say their types.
-	u, uw = uw.DeepCopy(), uw.DeepCopy()
-	u.Object["spec"], uw.Object["spec"] = map[string]any{"n": int64(1)}, map[string]any{"n": float64(1)}
-	if got := mutation(u, uw); got != "spec.n: 1 (int64), was 1 (float64)" {
-		t.Fatalf("types: %q", got)
-	}
-}
-
 // lossyCM's DeepCopyObject is not exact: it drops the data.
 type lossyCM struct{ corev1.ConfigMap }
 
@@ -566,11 +496,12 @@ func TestMutationDetectorInexactCopy(t *testing.T) {
 	c := newCache[*lossyCM](nil, nil)
 	w, events := newTestWriter(c)
 	var log syncBuffer
-	w.detect = newDetector[*lossyCM](slog.New(slog.NewTextHandler(&log, nil)), nil, false)
-	w.detect.rv = w.status.resourceVersion
-	w.detect.emit, w.detect.fence = w.disp.emit, w.disp.fence
+	det := newDetector[*lossyCM](slog.New(slog.NewTextHandler(&log, nil)), nil, false)
+	w.detect = det
+	det.rv = w.status.resourceVersion
+	det.emit, det.fence = w.disp.emit, w.disp.fence
 	var fails []string
-	w.detect.fail = func(msg string) { fails = append(fails, msg) }
+	det.fail = func(msg string) { fails = append(fails, msg) }
 	for i := range 3 {
 		o := &lossyCM{*cm("ns", fmt.Sprint(i))}
 		o.Data["k"] = "v"
@@ -579,7 +510,7 @@ func TestMutationDetectorInexactCopy(t *testing.T) {
 	o := &lossyCM{*cm("ns", "0")}
 	o.Data["k"] = "v2"
 	w.apply(Modified, o, nil, w.prepare)
-	w.detect.check(context.Background())
+	det.check(context.Background())
 	for _, e := range events() {
 		if e.Type == Error {
 			t.Fatalf("reported: %v", e.Err)
@@ -592,7 +523,7 @@ func TestMutationDetectorInexactCopy(t *testing.T) {
 	if n := strings.Count(log.String(), "level=ERROR"); n != 1 || !strings.Contains(log.String(), "not exact") {
 		t.Fatalf("log: %s", log.String())
 	}
-	if n := len(w.detect.entries); n != 0 {
+	if n := len(det.entries); n != 0 {
 		t.Fatalf("%d objects checked", n)
 	}
 }
@@ -609,7 +540,7 @@ func TestMutationByHandlerIsNotARace(t *testing.T) {
 	d := startDetecting(t, s, nil)
 	tick := make(chan time.Time)
 	d.inf.Stop()
-	d.inf.loop.w.detect.tick = tick
+	d.inf.detector.tick = tick
 	d.inf.Start()
 	go func() {
 		time.Sleep(time.Second) // the handler has long returned
@@ -634,7 +565,7 @@ func TestMutationDetectorCheckPanicIsReported(t *testing.T) {
 	s.put(cm("ns", "a", "app", "web"))
 	s.put(cm("ns", "b"))
 	d := startDetecting(t, s, nil)
-	det := d.inf.loop.w.detect
+	det := d.inf.detector
 	cached(t, d.inf, "ns/a").Labels["app"] = "evil" // the check finds it, and looks its entry up
 	det.mu.Lock()
 	det.index["ns/a"] = len(det.entries) + 10
@@ -689,19 +620,20 @@ func TestMutationPanicModeThroughCheck(t *testing.T) {
 	plainOnly(t)
 	c := newCache[*corev1.ConfigMap](nil, nil)
 	w, _ := newTestWriter(c)
-	w.detect = newDetector[*corev1.ConfigMap](slog.New(slog.DiscardHandler), nil, true)
-	w.detect.rv = w.status.resourceVersion
-	w.detect.emit, w.detect.fence = w.disp.emit, w.disp.fence
+	det := newDetector[*corev1.ConfigMap](slog.New(slog.DiscardHandler), nil, true)
+	w.detect = det
+	det.rv = w.status.resourceVersion
+	det.emit, det.fence = w.disp.emit, w.disp.fence
 	w.apply(Added, cm("ns", "a", "app", "web"), nil, w.prepare)
 	o, _ := c.GetByKey("ns/a")
 	o.Labels["app"] = "evil"
 	r := func() (r any) {
 		defer func() { r = recover() }()
-		w.detect.check(context.Background())
+		det.check(context.Background())
 		return nil
 	}()
 	want := `kinformer: cached object modified in place: ns/a: metadata.labels["app"]: "evil", was "web"`
-	if err, ok := r.(error); !ok || err.Error() != want || w.detect.off.Load() {
-		t.Fatalf("the check panicked with %#v, detector off %v; want the panic %q", r, w.detect.off.Load(), want)
+	if err, ok := r.(error); !ok || err.Error() != want || det.off.Load() {
+		t.Fatalf("the check panicked with %#v, detector off %v; want the panic %q", r, det.off.Load(), want)
 	}
 }

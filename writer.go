@@ -33,10 +33,18 @@ type writer[T Object] struct {
 	// state, if set, keeps the state file (Options.StateDir) up to date
 	// with every change made here.
 	state *persist.Persister[T]
-	// detect, if set, is the mutation detector (Options.DetectMutations):
-	// told of every object cached, replaced and removed, through put,
-	// remove and swap. nil: off, and nothing is copied.
-	detect *detector[T]
+	// detect is told of every object cached, replaced and removed, through
+	// put, remove and swap: the mutation detector (Options.DetectMutations),
+	// or noMutationHook, which does nothing.
+	detect mutationHook[T]
+}
+
+// newWriter returns the writer of c and s, which queues its events on d,
+// with the options that say how objects are prepared; the loop adds the
+// rest before the first run (the state file, the mutation detector).
+func newWriter[T Object](c *Cache[T], s *status, d *dispatcher[T], log *slog.Logger, o *Options[T]) *writer[T] {
+	return &writer[T]{cache: c, status: s, disp: d, log: log, transform: o.Transform,
+		keepManaged: o.KeepManagedFields, share: &intern.Sharer{}, detect: noMutationHook[T]{}}
 }
 
 // put stores r (cache.pack's) under key in the cache, inside an update;
@@ -44,9 +52,7 @@ type writer[T Object] struct {
 // the new one. The detector is never on in a compact cache.
 func (w *writer[T]) put(p publisher[T], key string, r ref[T]) (old ref[T], existed bool) {
 	old, existed = w.cache.put(key, r)
-	if w.detect != nil {
-		w.detect.put(p.emit, key, old.obj, existed, r.obj)
-	}
+	w.detect.put(p.emit, key, old.obj, existed, r.obj)
 	return old, existed
 }
 
@@ -54,7 +60,7 @@ func (w *writer[T]) put(p publisher[T], key string, r ref[T]) (old ref[T], exist
 // compares the object removed with its copy.
 func (w *writer[T]) remove(p publisher[T], key string) (old ref[T], existed bool) {
 	old, existed = w.cache.remove(key)
-	if w.detect != nil && existed {
+	if existed {
 		w.detect.retire(p.emit, key, old.obj)
 	}
 	return old, existed
@@ -65,9 +71,7 @@ func (w *writer[T]) remove(p publisher[T], key string) (old ref[T], existed bool
 // the new ones.
 func (w *writer[T]) swap(p publisher[T], items map[string]ref[T]) (old map[string]ref[T]) {
 	old = w.cache.swap(items)
-	if w.detect != nil {
-		w.detect.swap(p.emit, old, items)
-	}
+	w.detect.swap(p.emit, old, items)
 	return old
 }
 
