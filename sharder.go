@@ -2,8 +2,6 @@ package kinformer
 
 import (
 	"reflect"
-
-	"github.com/kinformer/kinformer/internal/slots"
 )
 
 // Sharder is a replica's membership in a shard group as an informer sees
@@ -21,34 +19,38 @@ type Sharder interface {
 
 // ShareSubscription is one informer's view of its replica's share, from
 // the start of a run to its end. Its methods are safe for concurrent use.
-//
-//	// Share returns the share now published and a channel closed at the
-//	// next change. Version is 0 until the first share is published.
-//	Share() (Share, <-chan struct{})
-//	// Ack says the informer has applied Share version v: its handlers
-//	// have returned from every Deleted of the objects that left. Only
-//	// then may the replica let another take those objects.
-//	Ack(v uint64)
-//	// Valid reports whether handlers may be called now (the Lease cannot
-//	// yet be counted dead and the replica is not draining a fence).
-//	Valid() bool
-//	// Close unsubscribes (the informer's run ended and its handlers
-//	// returned).
-//	Close()
-//
-// (It is defined in an internal package, so that package sharding
-// implements Sharder without importing this one.)
-type ShareSubscription = slots.Subscription
+type ShareSubscription interface {
+	// Share returns the share now published and a channel closed at the
+	// next change. Version is 0 until the first share is published.
+	Share() (Share, <-chan struct{})
+	// Ack says the informer has applied Share version v: its handlers
+	// have returned from every Deleted of the objects that left. Only
+	// then may the replica let another take those objects.
+	Ack(v uint64)
+	// Valid reports whether handlers may be called now (the Lease cannot
+	// yet be counted dead and the replica is not draining a fence).
+	Valid() bool
+	// Close unsubscribes (the informer's run ended and its handlers
+	// returned).
+	Close()
+}
 
 // Share is the part of the hash space of metadata.uid (64-bit FNV-1a, the
 // hash of Kubernetes' sharded list and watch, KEP-5866) a replica serves:
-//
-//	Version uint64 // increasing at each change; 0 until the first share
-//	Total   int    // equal parts of the hash space: a power of two up to 4096
-//	Slots   []int  // the parts served: sorted indexes in [0, Total)
-//
-// Slot i of Total holds the hashes from i·2⁶⁴/Total up to (i+1)·2⁶⁴/Total.
-type Share = slots.Share
+// the slots Slots of Total equal parts. Slot i of Total holds the hashes
+// from i·2⁶⁴/Total up to (i+1)·2⁶⁴/Total.
+type Share struct {
+	// Version numbers the shares one subscription publishes, increasing
+	// at each change; 0 until the first share is published.
+	Version uint64
+	// Total is how many equal parts the hash space is cut into: a power
+	// of two up to 4096, the same for every replica of a group. Set also
+	// before the first share.
+	Total int
+	// Slots are the parts served, sorted indexes in [0, Total).
+	// Read-only: it may be shared between subscriptions.
+	Slots []int
+}
 
 // sameSharder reports whether a and b are the same Sharder: equal
 // interface values (the same *sharding.Sharding), both nil, and false for

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+
+	"github.com/kinformer/kinformer"
 )
 
 var leasesGR = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
@@ -168,7 +170,7 @@ func (c *leaseClient) Delete(ctx context.Context, name string, opts metav1.Delet
 type member struct {
 	sh     *Sharding
 	client *leaseClient
-	sub    Subscription
+	sub    kinformer.ShareSubscription
 	cancel context.CancelFunc
 	done   <-chan struct{} // closed once Run and the informer have returned
 }
@@ -200,7 +202,7 @@ func startMember(t *testing.T, st *leaseStore, opts Options) *member {
 // runWithInformer runs sh until ctx ends, and informer, which applies the
 // shares of sub, on another goroutine; sub is closed once informer
 // returns. The channel is closed once both have returned.
-func runWithInformer(ctx context.Context, sh *Sharding, sub Subscription, informer func()) <-chan struct{} {
+func runWithInformer(ctx context.Context, sh *Sharding, sub kinformer.ShareSubscription, informer func()) <-chan struct{} {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -235,7 +237,7 @@ func (m *member) stop(t *testing.T) {
 }
 
 // share returns the slots m's informer is given now.
-func (m *member) share() Share {
+func (m *member) share() kinformer.Share {
 	s, _ := m.sub.Share()
 	return s
 }

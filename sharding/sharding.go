@@ -18,6 +18,7 @@ import (
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/internal/slots"
 )
 
@@ -109,11 +110,11 @@ type Sharding struct {
 	draining atomic.Bool
 	wake     chan struct{} // capacity 1: an informer acknowledged a change or unsubscribed; read by Run's goroutine alone
 
-	mu       sync.Mutex    // guards all below
-	ver      uint64        // of serving; bumped at each change, 0 before the first
-	serving  *slots.Set    // what the informers may serve
-	share    Share         // serving as published, version ver
-	changed  chan struct{} // closed at the next change
+	mu       sync.Mutex      // guards all below
+	ver      uint64          // of serving; bumped at each change, 0 before the first
+	serving  *slots.Set      // what the informers may serve
+	share    kinformer.Share // serving as published, version ver
+	changed  chan struct{}   // closed at the next change
 	subs     map[*subscription]struct{}
 	members  []string   // live members, as last read
 	claimed  *slots.Set // in this replica's Lease, as last written
@@ -177,7 +178,7 @@ func newSharding(leases coordclient.LeaseInterface, opts Options) *Sharding {
 	s.err = opts.validate()
 	if s.err == nil {
 		s.serving = slots.New(opts.Slots)
-		s.share = Share{Total: opts.Slots}
+		s.share = kinformer.Share{Total: opts.Slots}
 		s.claimed = slots.New(opts.Slots)
 		s.name = leaseName(opts.Group, opts.Identity)
 	}

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/internal/slots"
 )
 
@@ -102,24 +103,17 @@ func (s *Sharding) publishLocked(set *slots.Set) uint64 {
 	s.serving = set
 	s.obs.share(set.Len())
 	s.ver++
-	s.share = Share{Version: s.ver, Total: s.opts.Slots, Slots: set.Slots()}
+	s.share = kinformer.Share{Version: s.ver, Total: s.opts.Slots, Slots: set.Slots()}
 	close(s.changed)
 	s.changed = make(chan struct{})
 	return s.ver
 }
 
-// Share is kinformer.Share: the part of the hash space a replica serves.
-type Share = slots.Share
-
-// Subscription is kinformer.ShareSubscription: one informer's view of the
-// share.
-type Subscription = slots.Subscription
-
 // Subscribe registers an informer: until it closes the subscription, the
 // replica gives no slot up before the informer has acknowledged a share
 // without it. Informers call it (kinformer.Options.Sharding); a program
 // does not need to.
-func (s *Sharding) Subscribe() Subscription {
+func (s *Sharding) Subscribe() kinformer.ShareSubscription {
 	sub := &subscription{sh: s}
 	s.mu.Lock()
 	s.subs[sub] = struct{}{}
@@ -133,7 +127,7 @@ type subscription struct {
 	acked atomic.Uint64 // the last version the informer has applied
 }
 
-func (sub *subscription) Share() (Share, <-chan struct{}) {
+func (sub *subscription) Share() (kinformer.Share, <-chan struct{}) {
 	s := sub.sh
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -25,6 +25,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/internal/slots"
 )
 
@@ -34,7 +35,7 @@ import (
 type simReplica struct {
 	id     string
 	sh     *Sharding
-	sub    Subscription
+	sub    kinformer.ShareSubscription
 	client *leaseClient
 	pause  atomic.Int64 // Run stalls this long before its next request
 	fast   atomic.Bool  // handlers drain at once (a leave that must not time out)
