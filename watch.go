@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -210,36 +209,3 @@ const (
 	minQuiet       = 100 * time.Millisecond
 	minFirstQuiet  = 300 * time.Millisecond
 )
-
-// probe lists one object to learn the server's current resourceVersion:
-// the restored informer is synced once its watch reaches it.
-func (l *loop[T]) probe(ctx context.Context) outcome {
-	opts := l.listOptions()
-	opts.Limit = 1
-	began := time.Now()
-	list, err := l.listFn(ctx, opts)
-	l.quiet = min(max(3*time.Since(began), minQuiet), catchUpTimeout/2)
-	if err == nil && isNil(list) {
-		err = fmt.Errorf("%w: the client returned no list and no error", ErrUnexpectedObject)
-	}
-	l.obs.request("list", classify(err))
-	if err != nil {
-		return outcome{kind: listFailed, err: fmt.Errorf("list (limit 1, for the current resourceVersion): %w", classify(err))}
-	}
-	lm, err := meta.ListAccessor(list)
-	if err != nil {
-		return outcome{kind: listFailed, err: fmt.Errorf("list: %w: %v", ErrUnexpectedObject, err)}
-	}
-	l.target = lm.GetResourceVersion()
-	if l.target == "" || l.w.status.reached(l.target) {
-		l.caughtUp()
-	}
-	return outcome{kind: probed}
-}
-
-// caughtUp ends the catch-up of a restored informer.
-func (l *loop[T]) caughtUp() {
-	l.log.Info("kinformer: caught up with the server", "resourceVersion", l.w.status.resourceVersion(), "target", l.target)
-	l.target = ""
-	l.w.caughtUp()
-}

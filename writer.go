@@ -81,25 +81,6 @@ func (w *writer[T]) emit(p publisher[T], e Event[T], obj, old ref[T]) {
 	p.emitQueued(entry(e, obj, old, 0, w.cache.pk))
 }
 
-// record notes r, cached under key, in the state file: a compact cache's
-// bytes as they are.
-func (w *writer[T]) record(key string, r ref[T], rv string) {
-	if r.p != nil {
-		w.state.RecordEncoded(key, r.p.data, rv)
-		return
-	}
-	w.state.Record(key, r.obj, false, rv)
-}
-
-// batchPut notes r in a batch of the state file, as record does.
-func batchPut[T Object](b *persist.Batch[T], key string, r ref[T]) {
-	if r.p != nil {
-		b.PutEncoded(key, r.p.data)
-		return
-	}
-	b.Put(key, r.obj)
-}
-
 // pack readies a prepared object for the cache (Cache.hold), with the
 // bytes it was decoded from if the stream kept them (raw); false if a
 // compact cache cannot encode it (reported: the object is skipped, as one
@@ -394,43 +375,6 @@ func (w *writer[T]) syncedLocked(p publisher[T], first bool) {
 		p.markSynced()
 	}
 	w.status.setSync(true, nil)
-}
-
-// restore fills the empty cache with the objects of the state file, at rv,
-// and queues Added (CauseRestore) for each. The informer is not synced
-// yet: it catches up with the server first (caughtUp).
-func (w *writer[T]) restore(items map[string]ref[T], rv string) {
-	for key, r := range items {
-		if w.outsideUID(r.uid()) {
-			delete(items, key) // another replica's now
-			if w.state != nil {
-				w.state.Record(key, r.obj, true, rv)
-			}
-		}
-	}
-	w.disp.update(func(p publisher[T]) {
-		w.swap(p, items)
-		w.setRV(rv)
-		for key, r := range items {
-			w.emit(p, Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: CauseRestore}, r, ref[T]{})
-		}
-	})
-}
-
-// rewriteState makes the state file the cache as it is, for a file that
-// no longer holds the last commit.
-func (w *writer[T]) rewriteState() {
-	b := w.state.Batch()
-	b.Reset()
-	w.cache.peekAll(func(key string, r ref[T]) { batchPut(b, key, r) })
-	b.End(w.status.resourceVersion())
-}
-
-// caughtUp marks a restored informer synced: it has applied every change
-// the server had made as of its start.
-func (w *writer[T]) caughtUp() {
-	w.disp.update(func(p publisher[T]) { w.syncedLocked(p, true) })
-	w.status.ok()
 }
 
 // outside reports whether obj is outside the share of a sharded informer.

@@ -1,0 +1,206 @@
+package kinformer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/kinformer/kinformer/internal/persist"
+)
+
+// The restore flow (Options.StateDir), in the order it runs: the loop
+// opens the state file and holds what it loaded (openState, loadState);
+// the probe, a one-object list authorized as this client, learns the
+// server's resourceVersion (probe); only then is the held cache restored
+// (restoreHeld, writer.restore); the watch catches up from the file's
+// resourceVersion, and once it reaches the probe's, or goes quiet, the
+// informer is synced (caughtUp). Every later change is recorded
+// (writer.record) as it is applied. The state file's identity and the
+// Persister are made in persist.go.
+
+// heldState is a cache loaded from the state file, not yet restored.
+type heldState[T Object] struct {
+	items map[string]ref[T]
+	rv    string
+}
+
+// openState opens the state file for a run, loading the cache from it on
+// the first (or again, if a run ended before the server authorized its
+// restore): the loaded cache is held until then (loop.held). false if the
+// run goes without the file.
+//
+// Why not restore at once: the file was written by whoever ran with this
+// state directory and identity, and the server may no longer let this
+// client read what it holds (a revoked Role), or this may be another user
+// (the library cannot always tell users apart, see stateIdentity). The
+// probe's list, authorized as this client, says it may read them.
+func (l *loop[T]) openState() bool {
+	p := l.w.state
+	if p == nil {
+		l.w.reportAsync(errNoIdentity)
+		return false
+	}
+	load := !l.stateOpened || l.held != nil
+	l.stateOpened, l.held = true, nil
+	items, rv, ok := l.loadState(load)
+	switch {
+	case !ok:
+		return false
+	case load && rv != "":
+		l.held = &heldState[T]{items: items, rv: rv}
+		l.log.Debug("kinformer: loaded the state file; restoring it once the server authorizes a list", "objects", len(items), "resourceVersion", rv, "file", p.Path())
+	case !load && rv == "":
+		l.w.rewriteState()
+	}
+	return true
+}
+
+// restoreHeld restores the held cache after the probe (o) has succeeded,
+// and says what follows: the catch-up watch, or for a sharded informer a
+// list, diffed against the restored cache.
+func (l *loop[T]) restoreHeld(o outcome) outcome {
+	h := l.held
+	l.held = nil
+	l.w.restore(h.items, h.rv)
+	l.obs.restore(len(h.items))
+	l.log.Info("kinformer: restored from the state file", "objects", len(h.items), "resourceVersion", h.rv, "file", l.w.state.Path())
+	if l.sh != nil {
+		// The probe could not find the empty cache caught up (it had no
+		// resourceVersion), so the informer has not synced: the list will.
+		l.target = ""
+		return outcome{kind: probedSharded}
+	}
+	// The probe compared the server's resourceVersion with the empty
+	// cache's; now with the restored one. (A probe without a
+	// resourceVersion ended the catch-up at once: a server that lists
+	// without one cannot be caught up with.)
+	if l.target != "" && l.w.status.reached(l.target) {
+		l.caughtUp()
+	}
+	return o
+}
+
+// loadState opens the state file (persist.Persister.Open), loading its
+// objects if load: a compact cache takes them as the file holds them,
+// decoding only those it must (Cache.packEncoded).
+func (l *loop[T]) loadState(load bool) (items map[string]ref[T], rv string, ok bool) {
+	p, c := l.w.state, l.w.cache
+	if c.pk != nil {
+		items = map[string]ref[T]{}
+		rv, ok = p.OpenEncoded(load, func(key string, data []byte) error {
+			r, err := c.packEncoded(key, data)
+			items[key] = r
+			return err
+		})
+		return items, rv, ok
+	}
+	objs, rv, ok := p.Open(load, l.checkRestored)
+	if len(objs) > 0 {
+		items = make(map[string]ref[T], len(objs))
+		for key, obj := range objs {
+			items[key] = ref[T]{obj: obj}
+		}
+	}
+	return items, rv, ok
+}
+
+// checkRestored accepts an object of the state file if it has the key it
+// is stored under, and shares its strings and maps with the others.
+func (l *loop[T]) checkRestored(key string, obj T) error {
+	if got := l.w.cache.keyFunc(obj); got != key {
+		return fmt.Errorf("it has key %q", got)
+	}
+	l.w.share.Object(obj)
+	return nil
+}
+
+// probe lists one object to learn the server's current resourceVersion:
+// the restored informer is synced once its watch reaches it.
+func (l *loop[T]) probe(ctx context.Context) outcome {
+	opts := l.listOptions()
+	opts.Limit = 1
+	began := time.Now()
+	list, err := l.listFn(ctx, opts)
+	l.quiet = min(max(3*time.Since(began), minQuiet), catchUpTimeout/2)
+	if err == nil && isNil(list) {
+		err = fmt.Errorf("%w: the client returned no list and no error", ErrUnexpectedObject)
+	}
+	l.obs.request("list", classify(err))
+	if err != nil {
+		return outcome{kind: listFailed, err: fmt.Errorf("list (limit 1, for the current resourceVersion): %w", classify(err))}
+	}
+	lm, err := meta.ListAccessor(list)
+	if err != nil {
+		return outcome{kind: listFailed, err: fmt.Errorf("list: %w: %v", ErrUnexpectedObject, err)}
+	}
+	l.target = lm.GetResourceVersion()
+	if l.target == "" || l.w.status.reached(l.target) {
+		l.caughtUp()
+	}
+	return outcome{kind: probed}
+}
+
+// caughtUp ends the catch-up of a restored informer.
+func (l *loop[T]) caughtUp() {
+	l.log.Info("kinformer: caught up with the server", "resourceVersion", l.w.status.resourceVersion(), "target", l.target)
+	l.target = ""
+	l.w.caughtUp()
+}
+
+// restore fills the empty cache with the objects of the state file, at rv,
+// and queues Added (CauseRestore) for each. The informer is not synced
+// yet: it catches up with the server first (caughtUp).
+func (w *writer[T]) restore(items map[string]ref[T], rv string) {
+	for key, r := range items {
+		if w.outsideUID(r.uid()) {
+			delete(items, key) // another replica's now
+			if w.state != nil {
+				w.state.Record(key, r.obj, true, rv)
+			}
+		}
+	}
+	w.disp.update(func(p publisher[T]) {
+		w.swap(p, items)
+		w.setRV(rv)
+		for key, r := range items {
+			w.emit(p, Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: CauseRestore}, r, ref[T]{})
+		}
+	})
+}
+
+// rewriteState makes the state file the cache as it is, for a file that
+// no longer holds the last commit.
+func (w *writer[T]) rewriteState() {
+	b := w.state.Batch()
+	b.Reset()
+	w.cache.peekAll(func(key string, r ref[T]) { batchPut(b, key, r) })
+	b.End(w.status.resourceVersion())
+}
+
+// caughtUp marks a restored informer synced: it has applied every change
+// the server had made as of its start.
+func (w *writer[T]) caughtUp() {
+	w.disp.update(func(p publisher[T]) { w.syncedLocked(p, true) })
+	w.status.ok()
+}
+
+// record notes r, cached under key, in the state file: a compact cache's
+// bytes as they are.
+func (w *writer[T]) record(key string, r ref[T], rv string) {
+	if r.p != nil {
+		w.state.RecordEncoded(key, r.p.data, rv)
+		return
+	}
+	w.state.Record(key, r.obj, false, rv)
+}
+
+// batchPut notes r in a batch of the state file, as record does.
+func batchPut[T Object](b *persist.Batch[T], key string, r ref[T]) {
+	if r.p != nil {
+		b.PutEncoded(key, r.p.data)
+		return
+	}
+	b.Put(key, r.obj)
+}
