@@ -173,10 +173,13 @@ func (d *dispatcher[T]) join() {
 // for writing while it replays the cache) sees each object exactly once,
 // either in its replay or in the events, never in both or neither.
 //
-// This is where the informer's locks nest, and the only place: the
-// dispatcher's (here), then the persister's (a persist.Batch) and the
-// cache's (its own methods), each taken and released inside fn. The
-// flusher and readers take one lock at a time.
+// The informer's locks nest in one order: the dispatcher's outermost
+// (here, and in add, resend, fence and marks, which take a listener's
+// lock or read the cache under it); inside it the persister's (a
+// persist.Batch) or a listener's (push, or resend holding it while it
+// reads the cache); the cache's innermost (wmu, then mu), taken and
+// released by its own methods. Nothing takes an outer lock while holding
+// an inner one. The flusher and readers take one lock at a time.
 func (d *dispatcher[T]) update(fn func(publisher[T])) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()

@@ -56,13 +56,18 @@
 // metadata client (T = *metav1.PartialObjectMetadata). [New] panics if the
 // client's list type does not hold T.
 //
-// With a clientset's typed client and a built-in type, the informer opens
-// its watches itself on that client's REST client and decodes the protobuf
-// stream straight into T on its own goroutine, cutting managedFields out of
-// the bytes before decoding (see [Options.DisableDirectDecoding]). Other
-// clients are used through their Watch; for built-in types a protobuf
-// client (rest.Config.ContentType "application/vnd.kubernetes.protobuf")
-// decodes faster and allocates less than JSON.
+// Where it can reach the client's REST client, the informer opens its
+// watches itself and decodes them on its own goroutine: a clientset's
+// typed client (protobuf for built-in types, straight into T), the dynamic
+// client (JSON), and every [Factory] informer (protobuf for built-in
+// types, JSON for the others). These decoders cut managedFields out of
+// the bytes before decoding and share equal labels and annotations
+// between objects; with [Options.Compact], a protobuf object the cache
+// can keep as it came is not decoded at all until it is read or handled.
+// Other clients (the metadata client, fakes, a ListerWatcher of your own)
+// are used through their Watch; for built-in types a protobuf client
+// (rest.Config.ContentType "application/vnd.kubernetes.protobuf") decodes
+// faster and allocates less than JSON. See [Options.DisableDirectDecoding].
 //
 // # Many consumers, and controllers
 //

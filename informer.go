@@ -51,10 +51,11 @@ type Informer[T Object] struct {
 	// each run runs; nil: off. Set before the first run, under runMu.
 	detector *detector[T]
 
-	// loop is the watch loop, with everything only its goroutine touches
-	// (the writer of cache and status among them). Runs never overlap, so
-	// it passes from one run's goroutine to the next. What it tells other
-	// goroutines goes through status and, if sharded, shard.
+	// loop is the watch loop and its state (the writer of cache and
+	// status among them). Runs never overlap, so it passes from one run's
+	// goroutine to the next. Other goroutines touch it only before the
+	// first run, under runMu (SetTransform, the mutation detector), or
+	// through what it publishes: status, the cache and, if sharded, shard.
 	loop *loop[T]
 
 	shard   *sharePublished // the loop's share, if sharded (Options.Sharding)

@@ -17,7 +17,11 @@ import (
 // The watch loop is a small state machine. Its state says what the
 // informer needs next and how it gets it; each attempt ends with an outcome;
 // step maps (state, outcome) to the next state and whether to back off
-// first. All the recovery rules are in step:
+// first, and reported says which failures are reported. All the recovery
+// rules are in those two; run only feeds them, making the shareGrew
+// outcome itself when the share grew (with state.joinable saying whether
+// the joined slots can be listed alone), and waits out the backoffs step
+// asks for. The rules:
 //
 //   - a list that worked → watch from its resourceVersion;
 //   - a watch the server ended normally → watch again from the last
@@ -165,6 +169,14 @@ func step(s state, o outcome) (next state, backoff bool) {
 	}
 }
 
+// reported says whether the error an attempt ended with is reported (an
+// Error event, and LastError if persistent): a failed list or watch,
+// unless a list of the slots that joined the share, which a re-list of
+// the whole share follows at once (step).
+func reported(s state, o outcome) bool {
+	return o.err != nil && (o.kind == listFailed || o.kind == watchFailed) && s.phase != phaseListJoined
+}
+
 // firstPhase is where a run starts: with a cache loaded from the state
 // file and held until the server authorizes a list (held), with the
 // resourceVersion it keeps (haveRV), whether it had synced, whether its
@@ -200,8 +212,8 @@ const healthyWatch = 10 * time.Second
 // watches gets backoff instead of a hot loop.
 const minHealthyWatch = time.Second
 
-// loop is an informer's watch loop, with all that only its goroutine
-// touches.
+// loop is an informer's watch loop and its state: only the goroutine of
+// the current run touches it, but before the first run (Informer).
 type loop[T Object] struct {
 	listFn   func(context.Context, metav1.ListOptions) (runtime.Object, error)
 	watchFn  func(context.Context, metav1.ListOptions) (watch.Interface, error)
@@ -350,7 +362,7 @@ func (l *loop[T]) run(ctx context.Context) {
 			// re-list at each first wait.
 			bo.reset()
 		}
-		if o.err != nil && (o.kind == listFailed || o.kind == watchFailed) && l.st.phase != phaseListJoined {
+		if reported(l.st, o) {
 			l.w.failed(o.err)
 		}
 		next, wait := step(l.st, o)

@@ -93,3 +93,27 @@ func TestFirstPhase(t *testing.T) {
 		}
 	}
 }
+
+// Which failures are reported: a failed list or watch, but not a list of
+// the slots that joined the share, which a re-list follows at once.
+func TestReported(t *testing.T) {
+	err := errors.New("boom")
+	for _, tc := range []struct {
+		phase phase
+		o     outcome
+		want  bool
+	}{
+		{phaseList, outcome{kind: listFailed, err: err}, true},
+		{phaseWatch, outcome{kind: watchFailed, err: err}, true},
+		{phaseProbe, outcome{kind: listFailed, err: err}, true},
+		{phaseListJoined, outcome{kind: listFailed, err: err}, false},
+		{phaseList, outcome{kind: watchListRefused, err: err}, false},
+		{phaseList, outcome{kind: directRefused, err: err}, false},
+		{phaseList, outcome{kind: continueExpired, err: err}, false},
+		{phaseWatch, outcome{kind: watchEnded}, false},
+	} {
+		if got := reported(state{phase: tc.phase}, tc.o); got != tc.want {
+			t.Errorf("%s, outcome %d: reported %v, want %v", tc.phase, tc.o.kind, got, tc.want)
+		}
+	}
+}
