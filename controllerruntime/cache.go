@@ -53,6 +53,11 @@ import (
 	"github.com/kinformer/kinformer"
 )
 
+// This file restates, from controller-runtime v0.25.2, pkg/cache/cache.go
+// (New's defaulting of cache.Options into per-namespace and per-object
+// cache.Configs: defaultOpts, defaultConfig, the selectors that keep
+// namespaces apart) and pkg/cache/delegating_by_gvk_cache.go (byGVK).
+
 // defaultSyncPeriod is controller-runtime's: the default handler resync.
 const defaultSyncPeriod = 10 * time.Hour
 

@@ -25,6 +25,12 @@ import (
 	"github.com/kinformer/kinformer/clientgo"
 )
 
+// This file restates, from controller-runtime v0.25.2,
+// pkg/cache/informer_cache.go (Get, List, GetInformer, IndexField and its
+// index names) and pkg/cache/internal/informers.go (one map of informers
+// per cache, Start, RemoveInformer, WaitForCacheSync), on a kinformer
+// Factory that owns the informers' runs.
+
 // form is how a kind is cached: as its Go type, unstructured, or metadata
 // only. One kind may be cached in each form, by separate informers.
 type form uint8

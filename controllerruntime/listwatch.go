@@ -15,6 +15,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
+// This file restates the ListWatch making of
+// pkg/cache/internal/informers.go (controller-runtime v0.25.2), for
+// informers of cache.Options.NewInformer only: the factory's informers
+// list and watch through kinformer's own clients.
+
 // listWatch is a client-go ListWatch of one kind in one namespace with
 // selectors, for cache.Options.NewInformer: an informer of the caller's
 // own (a test's fake, or clientgo.NewSharedIndexInformer) in place of the

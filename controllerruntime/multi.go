@@ -19,6 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
+// This file restates pkg/cache/multi_namespace_cache.go of
+// controller-runtime v0.25.2: a cache per namespace, and one for
+// cluster-scoped objects.
+
 // clusterScope names the informer of a cluster-scoped kind in a
 // multiInformer.
 const clusterScope = "_cluster-scope"

@@ -17,6 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// This file restates pkg/cache/internal/cache_reader.go of
+// controller-runtime v0.25.2: Get and List over one informer's cache,
+// with its errors, deep copies, limits and exact field selectors.
+
 // reader reads one informer's cache as controller-runtime's CacheReader
 // does: Get and List answer the same, errors included.
 type reader struct {
