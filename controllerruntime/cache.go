@@ -379,11 +379,11 @@ func (d *byGVK) all() []cache.Cache {
 }
 
 func (d *byGVK) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	c, err := d.forObject(obj)
+	gvk, err := apiutil.GVKForObject(obj, d.scheme)
 	if err != nil {
 		return err
 	}
-	return c.Get(ctx, key, obj, opts...)
+	return getKind(ctx, d.forGVK(gvk), gvk, key, obj, opts...)
 }
 
 func (d *byGVK) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {

@@ -329,6 +329,25 @@ func (c *namespaceCache) Get(ctx context.Context, key client.ObjectKey, out clie
 	if err != nil {
 		return err
 	}
+	return c.getKind(ctx, gvk, key, out, opts...)
+}
+
+// kindReader is a cache that can be told the kind of the object it gets,
+// so that one Get computes it once however many caches it passes through
+// (byGVK, then multiNamespaceCache, then namespaceCache).
+type kindReader interface {
+	getKind(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey, out client.Object, opts ...client.GetOption) error
+}
+
+// getKind is c.Get of an object of kind gvk, told if c can be.
+func getKind(ctx context.Context, c cache.Cache, gvk schema.GroupVersionKind, key client.ObjectKey, out client.Object, opts ...client.GetOption) error {
+	if kr, ok := c.(kindReader); ok {
+		return kr.getKind(ctx, gvk, key, out, opts...)
+	}
+	return c.Get(ctx, key, out, opts...)
+}
+
+func (c *namespaceCache) getKind(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey, out client.Object, opts ...client.GetOption) error {
 	started, e, err := c.get(ctx, gvk, out, c.sh.failOnMissing, true)
 	if err != nil {
 		return err

@@ -193,7 +193,15 @@ func (m *multiNamespaceCache) IndexField(ctx context.Context, obj client.Object,
 }
 
 func (m *multiNamespaceCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	ns, err := m.namespaced(obj)
+	gvk, err := apiutil.GVKForObject(obj, m.sh.scheme)
+	if err != nil {
+		return err
+	}
+	return m.getKind(ctx, gvk, key, obj, opts...)
+}
+
+func (m *multiNamespaceCache) getKind(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	ns, err := apiutil.IsGVKNamespaced(gvk, m.sh.mapper)
 	if err != nil {
 		return err
 	}
@@ -202,16 +210,16 @@ func (m *multiNamespaceCache) Get(ctx context.Context, key client.ObjectKey, obj
 		if err != nil {
 			return err
 		}
-		return cc.Get(ctx, key, obj, opts...)
+		return getKind(ctx, cc, gvk, key, obj, opts...)
 	}
 	c, ok := m.byNS[key.Namespace]
 	if !ok {
 		if all, ok := m.byNS[metav1.NamespaceAll]; ok {
-			return all.Get(ctx, key, obj, opts...)
+			return getKind(ctx, all, gvk, key, obj, opts...)
 		}
 		return fmt.Errorf("unable to get: %v because of unknown namespace for the cache", key)
 	}
-	return c.Get(ctx, key, obj, opts...)
+	return getKind(ctx, c, gvk, key, obj, opts...)
 }
 
 func (m *multiNamespaceCache) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
