@@ -4,8 +4,10 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -20,7 +22,9 @@ import (
 // its entry, nesting past maxDepth). A no costs only a decode, which then
 // says what is wrong, or succeeds where the generated code is more lenient.
 type Check struct {
-	fields map[protowire.Number]field
+	// fields, by field number (a slice: a Pod's walk is hundreds of
+	// lookups); numbers past its end are unknown fields.
+	fields []field
 	// leaf, if set, is a type with a hand-written Unmarshal (a
 	// resource.Quantity), called on a new value of it.
 	leaf func([]byte) bool
@@ -28,7 +32,8 @@ type Check struct {
 
 // field is what a Check expects of one field number.
 type field struct {
-	wire protowire.Type // the wire type the generated code accepts
+	known bool           // a field of the type (the zero field: unknown, skipped)
+	wire  protowire.Type // the wire type the generated code accepts
 	// msg, for a message or a map entry (wire BytesType), checks its bytes;
 	// nil for strings and bytes.
 	msg *Check
@@ -79,7 +84,7 @@ func build(t reflect.Type, seen map[reflect.Type]*Check) *Check {
 	case reflect.TypeFor[metav1.Time](), reflect.TypeFor[metav1.MicroTime]():
 		return build(timestamp, seen)
 	}
-	c := &Check{fields: map[protowire.Number]field{}}
+	c := &Check{}
 	seen[t] = c
 	tagged := false
 	for i := range t.NumField() {
@@ -100,11 +105,16 @@ func build(t reflect.Type, seen map[reflect.Type]*Check) *Check {
 			c.fields, c.leaf = nil, func([]byte) bool { return false }
 			break
 		}
-		c.fields[num] = fieldOf(parts[0], sf, seen)
+		c.set(num, fieldOf(parts[0], sf, seen))
+	}
+	if t == reflect.TypeFor[resource.Quantity]() {
+		c = &Check{leaf: validQuantity}
+		checks.Store(t, c)
+		return c
 	}
 	if !tagged {
-		// No generated fields: a hand-written Unmarshal (Quantity), or
-		// nothing a Check knows.
+		// No generated fields: a hand-written Unmarshal, or nothing a
+		// Check knows.
 		if !reflect.PointerTo(t).Implements(reflect.TypeFor[unmarshaler]()) {
 			return nil
 		}
@@ -153,12 +163,54 @@ func fieldOf(kind string, sf reflect.StructField, seen map[reflect.Type]*Check) 
 	return field{bad: true}
 }
 
+// maxField bounds the field numbers a Check holds in its slice: a type
+// with a larger one accepts nothing (none of Kubernetes' has).
+const maxField = 1 << 12
+
+// set records what field num expects.
+func (c *Check) set(num protowire.Number, f field) {
+	if num > maxField {
+		c.fields, c.leaf = nil, func([]byte) bool { return false }
+		return
+	}
+	if c.leaf != nil {
+		return
+	}
+	if int(num) >= len(c.fields) {
+		c.fields = append(c.fields, make([]field, int(num)+1-len(c.fields))...)
+	}
+	f.known = true
+	c.fields[num] = f
+}
+
+// validQuantity is what resource.Quantity's Unmarshal accepts: a message
+// whose field 1 is a string ParseQuantity takes; read without allocating.
+func validQuantity(b []byte) bool {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || typ != protowire.BytesType {
+			return false // other wire types: Unmarshal's to judge
+		}
+		v, m := protowire.ConsumeBytes(b[n:])
+		if m < 0 {
+			return false
+		}
+		if num == 1 {
+			if _, err := resource.ParseQuantity(unsafe.String(unsafe.SliceData(v), len(v))); err != nil {
+				return false
+			}
+		}
+		b = b[n+m:]
+	}
+	return true
+}
+
 // mapField: a map is a repeated entry message {1: key, 2: value}.
 // Kubernetes' types tag only the map, so the entry's wire types follow
 // from the key and value types (or from protobuf_key and protobuf_val
 // tags, where a type has them).
 func mapField(sf reflect.StructField, t reflect.Type, seen map[reflect.Type]*Check) field {
-	entry := &Check{fields: map[protowire.Number]field{}}
+	entry := &Check{}
 	for num, kt := range map[protowire.Number]struct {
 		tag string
 		t   reflect.Type
@@ -171,7 +223,7 @@ func mapField(sf reflect.StructField, t reflect.Type, seen map[reflect.Type]*Che
 		if f.bad {
 			return field{bad: true}
 		}
-		entry.fields[num] = f
+		entry.set(num, f)
 	}
 	return field{wire: protowire.BytesType, msg: entry}
 }
@@ -215,14 +267,26 @@ func (c *Check) valid(b []byte, depth int) bool {
 		return false
 	}
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return false
+		// Tags and lengths of one byte are nearly all of them: read
+		// inline, protowire for the others.
+		var num protowire.Number
+		var typ protowire.Type
+		if b[0] < 0x80 && b[0] >= 8 {
+			num, typ, b = protowire.Number(b[0]>>3), protowire.Type(b[0]&7), b[1:]
+		} else {
+			var n int
+			if num, typ, n = protowire.ConsumeTag(b); n < 0 {
+				return false
+			}
+			b = b[n:]
 		}
-		b = b[n:]
-		f, known := c.fields[num]
+		var f field
+		if int(num) < len(c.fields) {
+			f = c.fields[num]
+		}
+		var n int
 		switch {
-		case !known:
+		case !f.known:
 			// The generated code skips an unknown field; groups are
 			// left to it.
 			if typ == protowire.StartGroupType || typ == protowire.EndGroupType {
@@ -231,12 +295,18 @@ func (c *Check) valid(b []byte, depth int) bool {
 			n = protowire.ConsumeFieldValue(num, typ, b)
 		case f.bad || typ != f.wire:
 			return false
-		case f.msg != nil:
-			v, m := protowire.ConsumeBytes(b)
-			if m < 0 || !f.msg.valid(v, depth+1) {
+		case typ == protowire.BytesType:
+			var v []byte
+			if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+				v, n = b[1:1+b[0]], 1+int(b[0])
+			} else if v, n = protowire.ConsumeBytes(b); n < 0 {
 				return false
 			}
-			n = m
+			if f.msg != nil && !f.msg.valid(v, depth+1) {
+				return false
+			}
+		case typ == protowire.VarintType:
+			_, n = protowire.ConsumeVarint(b)
 		default:
 			n = protowire.ConsumeFieldValue(num, typ, b)
 		}

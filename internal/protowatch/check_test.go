@@ -179,3 +179,32 @@ func TestCheckRecursiveType(t *testing.T) {
 		}
 	}
 }
+
+// The cost of a Check on a Pod as a server sends it, beside its decode.
+//
+//	go test -run '^$' -bench BenchmarkCheck ./internal/protowatch
+func BenchmarkCheck(b *testing.B) {
+	t := &testing.T{}
+	pod := checked(t)[1]
+	data, err := pod.(interface{ Marshal() ([]byte, error) }).Marshal()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := CheckOf(reflect.TypeOf(pod).Elem())
+	b.Run("check", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if !c.Valid(data) {
+				b.Fatal("refused")
+			}
+		}
+	})
+	b.Run("unmarshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := (&corev1.Pod{}).Unmarshal(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
