@@ -88,15 +88,24 @@ func gated(gate <-chan struct{}, next func(cmEvent)) (func(cmEvent), <-chan stru
 
 // shardedObjects puts n ConfigMaps on s and returns their names by slot
 // (of slots).
-func shardedObjects(s *fakeServer, n, total int) map[int][]string {
+func shardedObjects(t testing.TB, s *fakeServer, n, total int) map[int][]string {
+	t.Helper()
 	set := slots.New(total)
 	out := map[int][]string{}
 	for i := range n {
 		c := cm("ns", fmt.Sprint("o", i))
-		c.UID = types.UID(fmt.Sprintf("uid-%d", i))
+		// The number first: FNV-1a's top bits, which pick the slot,
+		// barely depend on the last bytes ("uid-0"… all fell in one slot
+		// of two, and the tests checked less than they said).
+		c.UID = types.UID(fmt.Sprintf("%d-uid", i))
 		s.apply(watch.Added, c)
 		slot := set.SlotOf(slots.Hash(string(c.UID)))
 		out[slot] = append(out[slot], "ns/"+c.Name)
+	}
+	for slot := range total {
+		if len(out[slot]) == 0 {
+			t.Fatalf("no object of %d in slot %d of %d: the test would show nothing there", n, slot, total)
+		}
 	}
 	return out
 }
@@ -106,7 +115,7 @@ func shardedObjects(s *fakeServer, n, total int) map[int][]string {
 // bring the objects of the new slot.
 func TestShardRestartWithGrownShare(t *testing.T) {
 	s := newFakeServer()
-	bySlot := shardedObjects(s, 20, 2)
+	bySlot := shardedObjects(t, s, 20, 2)
 	sh := fixedSharding(t, 2, 0)
 	inf, rec := startInformer(t, s, &Options[*corev1.ConfigMap]{Sharding: sh})
 	if got := inf.Cache().Len(); got != len(bySlot[0]) {
@@ -133,7 +142,7 @@ func TestShardRestartWithGrownShare(t *testing.T) {
 // the share keep their events.
 func TestShardRestartDropsQueuedEventsOfLostSlots(t *testing.T) {
 	s := newFakeServer()
-	bySlot := shardedObjects(s, 30, 2)
+	bySlot := shardedObjects(t, s, 30, 2)
 	sh := fixedSharding(t, 2, 0, 1)
 	inf, rec := startInformer(t, s, &Options[*corev1.ConfigMap]{Sharding: sh})
 	gate := make(chan struct{})
@@ -185,7 +194,7 @@ func TestShardRestartDropsQueuedEventsOfLostSlots(t *testing.T) {
 // Sharder must not let another replica take those objects.
 func TestShardAckAfterHandlersReturn(t *testing.T) {
 	s := newFakeServer()
-	bySlot := shardedObjects(s, 20, 2)
+	bySlot := shardedObjects(t, s, 20, 2)
 	sh := fixedSharding(t, 2, 0, 1)
 	inf, _ := startInformer(t, s, &Options[*corev1.ConfigMap]{Sharding: sh})
 	gate := make(chan struct{})
@@ -213,7 +222,7 @@ func TestShardAckAfterHandlersReturn(t *testing.T) {
 func TestShardGrowAndShrinkWhileRunning(t *testing.T) {
 	s := newFakeServer()
 	s.shardFilter = true
-	bySlot := shardedObjects(s, 40, 2)
+	bySlot := shardedObjects(t, s, 40, 2)
 	sh := fixedSharding(t, 2, 0)
 	inf, rec := startInformer(t, s, &Options[*corev1.ConfigMap]{Sharding: sh, PageSize: 7}) // the joined slot takes pages
 	if inf.Cache().Len() != len(bySlot[0]) {
@@ -275,7 +284,7 @@ func TestShardGrowAndShrinkWhileRunning(t *testing.T) {
 // resourceVersion.
 func TestShardGrowWithoutServerFilter(t *testing.T) {
 	s := newFakeServer()
-	bySlot := shardedObjects(s, 40, 2)
+	bySlot := shardedObjects(t, s, 40, 2)
 	sh := fixedSharding(t, 2, 0)
 	inf, _ := startInformer(t, s, &Options[*corev1.ConfigMap]{Sharding: sh, PageSize: 7})
 	eventually(t, "the mode known", func() bool { return inf.ShardStatus().Mode == "client" })
