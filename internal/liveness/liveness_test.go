@@ -325,3 +325,36 @@ func TestAnswerRestartsTheSilence(t *testing.T) {
 		}
 	})
 }
+
+// Watches on one connection that allow a probe different timeouts: the
+// connection is closed only once the longest has passed unanswered, so
+// that no watch is cut sooner than it asked.
+func TestWatchdogUsesLongestProbeTimeout(t *testing.T) {
+	for _, shortFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("short first %v", shortFirst), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := newConn()
+				p := &prober{conn: c}
+				p.hang.Store(true) // never answers
+				timeouts := []time.Duration{2 * time.Second, 10 * time.Second}
+				if !shortFirst {
+					timeouts[0], timeouts[1] = timeouts[1], timeouts[0]
+				}
+				a := Register(c, p.probe, 5*time.Second, timeouts[0])
+				b := Register(c, p.probe, 5*time.Second, timeouts[1])
+				defer a.Done()
+				defer b.Done()
+				time.Sleep(5*time.Second + 3*time.Second) // probed at 5 s, unanswered for 3 s
+				synctest.Wait()
+				if c.closed.Load() {
+					t.Fatal("closed 3 s into an unanswered probe, with a watch allowing it 10 s")
+				}
+				time.Sleep(7500 * time.Millisecond) // 10.5 s unanswered
+				synctest.Wait()
+				if !c.closed.Load() || !a.Dead() || !b.Dead() {
+					t.Fatalf("10.5 s into an unanswered probe whose longest timeout is 10 s: closed %v, dead %v %v", c.closed.Load(), a.Dead(), b.Dead())
+				}
+			})
+		})
+	}
+}
