@@ -40,6 +40,9 @@ type field struct {
 	// bad: a field the Check cannot walk; bytes that hold it are not
 	// accepted.
 	bad bool
+	// packed: a repeated varint, which may also come packed, as bytes of
+	// varints.
+	packed bool
 }
 
 // maxDepth bounds the nesting a Check walks; deeper bytes are decoded.
@@ -105,7 +108,7 @@ func build(t reflect.Type, seen map[reflect.Type]*Check) *Check {
 			c.fields, c.leaf = nil, func([]byte) bool { return false }
 			break
 		}
-		c.set(num, fieldOf(parts[0], sf, seen))
+		c.set(num, fieldOf(sf.Type, seen))
 	}
 	if t == reflect.TypeFor[resource.Quantity]() {
 		c = &Check{leaf: validQuantity}
@@ -126,39 +129,49 @@ func build(t reflect.Type, seen map[reflect.Type]*Check) *Check {
 	return c
 }
 
-// fieldOf says what the generated code accepts for a field tagged
-// `protobuf:"kind,num,..."` of Go type sf.Type.
-func fieldOf(kind string, sf reflect.StructField, seen map[reflect.Type]*Check) field {
-	t := sf.Type
-	repeated := false
-	for t.Kind() == reflect.Pointer || (t.Kind() == reflect.Slice && t.Elem().Kind() != reflect.Uint8) {
-		repeated = repeated || t.Kind() == reflect.Slice
+// fieldOf says what the generated code accepts for a field of Go type t.
+// The wire type follows from the Go type, as the generated code's does
+// (go-to-protobuf makes the .proto from the Go types), not from the
+// field's protobuf tag: Kubernetes' tags are written by hand, and some
+// say varint for an IntOrString or a string, or bytes for an int32.
+func fieldOf(t reflect.Type, seen map[reflect.Type]*Check) field {
+	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	switch kind {
-	case "varint", "zigzag32", "zigzag64":
-		if repeated {
-			return field{bad: true} // packed or not: decode
-		}
-		return field{wire: protowire.VarintType}
-	case "fixed64":
-		return field{wire: protowire.Fixed64Type, bad: repeated}
-	case "fixed32":
-		return field{wire: protowire.Fixed32Type, bad: repeated}
-	case "bytes":
-	default:
-		return field{bad: true}
+	if t.Name() != "" && t.Kind() != reflect.Struct && reflect.PointerTo(t).Implements(reflect.TypeFor[unmarshaler]()) {
+		// A named slice or map with an Unmarshal of its own (ExtraValue,
+		// Verbs): a message the generated code hands to it.
+		return field{wire: protowire.BytesType, msg: &Check{leaf: func(b []byte) bool {
+			return reflect.New(t).Interface().(unmarshaler).Unmarshal(b) == nil
+		}}}
 	}
 	switch t.Kind() {
 	case reflect.String:
 		return field{wire: protowire.BytesType}
-	case reflect.Slice: // []byte
-		return field{wire: protowire.BytesType}
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return field{wire: protowire.BytesType} // []byte
+		}
+		f := fieldOf(t.Elem(), seen) // repeated: each occurrence one element
+		switch f.wire {
+		case protowire.VarintType:
+			f.packed = true // or packed: the generated code takes both
+		case protowire.Fixed32Type, protowire.Fixed64Type:
+			f.bad = true
+		}
+		return f
 	case reflect.Struct:
 		m := build(t, seen)
 		return field{wire: protowire.BytesType, msg: m, bad: m == nil}
 	case reflect.Map:
-		return mapField(sf, t, seen)
+		return mapField(t, seen)
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return field{wire: protowire.VarintType}
+	case reflect.Float64:
+		return field{wire: protowire.Fixed64Type}
+	case reflect.Float32:
+		return field{wire: protowire.Fixed32Type}
 	}
 	return field{bad: true}
 }
@@ -181,6 +194,19 @@ func (c *Check) set(num protowire.Number, f field) {
 	}
 	f.known = true
 	c.fields[num] = f
+}
+
+// packedVarints says whether b is whole varints, as packed repeated
+// varints are.
+func packedVarints(b []byte) bool {
+	for len(b) > 0 {
+		_, n := protowire.ConsumeVarint(b)
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
 }
 
 // validQuantity is what resource.Quantity's Unmarshal accepts: a message
@@ -206,41 +232,16 @@ func validQuantity(b []byte) bool {
 }
 
 // mapField: a map is a repeated entry message {1: key, 2: value}.
-// Kubernetes' types tag only the map, so the entry's wire types follow
-// from the key and value types (or from protobuf_key and protobuf_val
-// tags, where a type has them).
-func mapField(sf reflect.StructField, t reflect.Type, seen map[reflect.Type]*Check) field {
+func mapField(t reflect.Type, seen map[reflect.Type]*Check) field {
 	entry := &Check{}
-	for num, kt := range map[protowire.Number]struct {
-		tag string
-		t   reflect.Type
-	}{1: {sf.Tag.Get("protobuf_key"), t.Key()}, 2: {sf.Tag.Get("protobuf_val"), t.Elem()}} {
-		kind, _, _ := strings.Cut(kt.tag, ",")
-		if kind == "" {
-			kind = wireKind(kt.t)
-		}
-		f := fieldOf(kind, reflect.StructField{Type: kt.t}, seen)
-		if f.bad {
+	for num, kt := range map[protowire.Number]reflect.Type{1: t.Key(), 2: t.Elem()} {
+		f := fieldOf(kt, seen)
+		if f.bad || f.packed {
 			return field{bad: true}
 		}
 		entry.set(num, f)
 	}
 	return field{wire: protowire.BytesType, msg: entry}
-}
-
-// wireKind is the protobuf tag kind of an untagged map key or value type.
-func wireKind(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.String, reflect.Slice, reflect.Struct, reflect.Pointer:
-		return "bytes"
-	case reflect.Bool, reflect.Int32, reflect.Int64, reflect.Uint32, reflect.Uint64:
-		return "varint"
-	case reflect.Float64:
-		return "fixed64"
-	case reflect.Float32:
-		return "fixed32"
-	}
-	return ""
 }
 
 func parseNumber(s string) (protowire.Number, bool) {
@@ -293,6 +294,12 @@ func (c *Check) valid(b []byte, depth int) bool {
 				return false
 			}
 			n = protowire.ConsumeFieldValue(num, typ, b)
+		case f.packed && typ == protowire.BytesType:
+			v, m := protowire.ConsumeBytes(b)
+			if m < 0 || !packedVarints(v) {
+				return false
+			}
+			n = m
 		case f.bad || typ != f.wire:
 			return false
 		case typ == protowire.BytesType:

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/kinformer/kinformer/internal/wiretest"
 )
@@ -207,4 +208,88 @@ func BenchmarkCheck(b *testing.B) {
 			}
 		}
 	})
+}
+
+// Every kind of client-go's scheme, and every message reachable from one:
+// each field number with each wire type, holding small values (and, in a
+// message field, each such input of the message), passes its Check only
+// if the kind's Unmarshal accepts it. This is where hand-written tags that
+// lie (a varint tag on an IntOrString) and types with an Unmarshal of
+// their own (ExtraValue, Verbs) are found.
+func TestCheckEveryKind(t *testing.T) {
+	payloads := map[protowire.Type][][]byte{
+		protowire.VarintType:  {{0x01}, {0x80, 0x01}},
+		protowire.Fixed32Type: {{1, 0, 0, 0}},
+		protowire.Fixed64Type: {{1, 0, 0, 0, 0, 0, 0, 0}},
+		protowire.BytesType:   {{}, {0x00}, {0x08, 0x01}, {0x0a, 0x01, 'x'}, {0x12, 0x01, 'x'}, {'1'}},
+	}
+	// inputs returns one-field messages for c, and for each message field
+	// of c its own inputs inside it, expanding each Check once overall.
+	expanded := map[*Check]bool{}
+	var inputs func(c *Check, depth int) [][]byte
+	inputs = func(c *Check, depth int) [][]byte {
+		if c == nil || c.leaf != nil || expanded[c] || depth > 8 {
+			return nil
+		}
+		expanded[c] = true
+		var out [][]byte
+		for num := protowire.Number(1); int(num) <= len(c.fields)+1; num++ {
+			for typ, ps := range payloads {
+				for _, p := range ps {
+					b := protowire.AppendTag(nil, num, typ)
+					if typ == protowire.BytesType {
+						b = protowire.AppendBytes(b, p)
+					} else {
+						b = append(b, p...)
+					}
+					out = append(out, b)
+				}
+			}
+			if int(num) < len(c.fields) && c.fields[num].msg != nil {
+				for _, in := range inputs(c.fields[num].msg, depth+1) {
+					out = append(out, protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), in))
+				}
+			}
+		}
+		return out
+	}
+	kinds, tried := 0, 0
+	for gvk, typ := range scheme.Scheme.AllKnownTypes() {
+		c := CheckOf(typ)
+		if c == nil {
+			continue
+		}
+		kinds++
+		for _, in := range inputs(c, 0) {
+			tried++
+			if !c.Valid(in) {
+				continue
+			}
+			if err := reflect.New(typ).Interface().(Object).Unmarshal(in); err != nil {
+				t.Errorf("%s: the Check passes %x, Unmarshal refuses it: %v", gvk, in, err)
+			}
+		}
+	}
+	if kinds < 100 || tried < 10000 {
+		t.Fatalf("%d kinds, %d inputs: the sweep shows little", kinds, tried)
+	}
+}
+
+// Objects as a server sends them pass, with the fields whose tags lie:
+// the Check follows the Go types, as the generated code does.
+func TestCheckPassesWhatServersSend(t *testing.T) {
+	prio := int32(0)
+	for _, obj := range []Object{
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{Priority: &prio,
+			SecurityContext: &corev1.PodSecurityContext{SupplementalGroups: []int64{1, 2}}}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s"}},
+	} {
+		b, err := obj.(interface{ Marshal() ([]byte, error) }).Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := CheckOf(reflect.TypeOf(obj).Elem()); c == nil || !c.Valid(b) {
+			t.Errorf("%T: the Check refuses the bytes of a valid object", obj)
+		}
+	}
 }
