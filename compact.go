@@ -71,8 +71,9 @@ type packer[T Object] struct {
 	// uids: packed objects keep their UID (a sharded informer's share is
 	// by UID).
 	uids bool
-	// failed counts objects that did not decode (bytes the cache encoded
-	// itself: never, unless a type's encoding is not its decoding's).
+	// failed counts reads and events of objects whose bytes did not
+	// decode: bytes the cache encoded itself, or that a type's Check
+	// passed (protowatch), so never unless one of those is wrong.
 	failed atomic.Int64
 }
 
@@ -174,13 +175,10 @@ func (c *Cache[T]) complete(r ref[T]) ref[T] {
 		return r
 	}
 	obj, ok := c.pk.load(r.p)
-	if !ok {
-		return r
-	}
 	p, x := *r.p, *r.p.extra()
-	x.vals = make([][]string, len(c.order))
+	x.vals = make([][]string, len(c.order)) // every index has a place, even for bytes that do not decode
 	copy(x.vals, r.p.extra().vals)
-	for i := len(r.p.extra().vals); i < len(c.order); i++ {
+	for i := len(r.p.extra().vals); ok && i < len(c.order); i++ {
 		x.vals[i] = c.indexers[c.order[i]](obj)
 	}
 	p.x = &x

@@ -344,3 +344,35 @@ func TestPackedSize(t *testing.T) {
 		t.Fatalf("packed is %d bytes", n)
 	}
 }
+
+// Bytes that do not decode (never cached, unless a Check is wrong) still
+// get a place in every index added later: replacing or removing the
+// object must not find its index values short.
+func TestCompactAddIndexersOverBytesThatDoNotDecode(t *testing.T) {
+	c := newCache[*corev1.ConfigMap](nil, nil)
+	c.setCompact(&Options[*corev1.ConfigMap]{}, false)
+	c.put("ns/bad", ref[*corev1.ConfigMap]{p: &packed{data: []byte{0xff, 0xff}, rv: "1", ns: "ns"}})
+	good, err := c.hold(cm("ns", "good", "app", "web"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.put("ns/good", good)
+	if err := c.addIndexers(map[string]IndexFunc[*corev1.ConfigMap]{"app": func(o *corev1.ConfigMap) []string { return []string{o.Labels["app"]} }}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.hold(cm("ns", "bad", "app", "db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.put("ns/bad", again) // replaces the undecodable bytes
+	if got, _ := c.ByIndex("app", "db"); len(got) != 1 || got[0].Name != "bad" {
+		t.Fatalf("ByIndex(app, db) = %v, want ns/bad", got)
+	}
+	if got, _ := c.ByIndex("app", "web"); len(got) != 1 || got[0].Name != "good" {
+		t.Fatalf("ByIndex(app, web) = %v, want ns/good", got)
+	}
+	c.remove("ns/bad")
+	if c.Len() != 1 {
+		t.Fatalf("%d cached, want 1", c.Len())
+	}
+}

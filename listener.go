@@ -405,6 +405,7 @@ func (z *lazyEvent[T]) resolve(e Event[T]) Event[T] {
 		if z.obj != nil {
 			if z.dObj, err = z.pk.unpack(z.obj); err != nil {
 				z.err = err
+				z.pk.failed.Add(1) // once, however many handlers get the event
 				return
 			}
 		}
@@ -417,9 +418,11 @@ func (z *lazyEvent[T]) resolve(e Event[T]) Event[T] {
 				z.err = err
 			}
 		}
+		if z.err != nil {
+			z.pk.failed.Add(1) // once, however many handlers get the event
+		}
 	})
 	if z.err != nil {
-		z.pk.failed.Add(1)
 		return Event[T]{Type: Error, Key: e.Key, ResourceVersion: e.ResourceVersion,
 			Err: fmt.Errorf("%w: %s event of %s: the compact cache's bytes do not decode: %w", ErrUnexpectedObject, e.Type, e.Key, z.err)}
 	}

@@ -129,14 +129,13 @@ func (c *Cache[T]) addIndexers(indexers map[string]IndexFunc[T]) error {
 	}
 	for key, r := range c.items { // only the writer changes items, and it waits on wmu
 		obj, ok := c.load(r)
-		if !ok {
-			continue
-		}
-		var vals [][]string
-		for _, name := range names {
-			v := indexers[name](obj)
-			index(built[name], key, v)
-			vals = append(vals, v)
+		vals := make([][]string, len(names)) // none, for bytes that do not decode
+		for i, name := range names {
+			if !ok {
+				break
+			}
+			vals[i] = indexers[name](obj)
+			index(built[name], key, vals[i])
 		}
 		if r.p != nil {
 			p, x := *r.p, *r.p.extra()
