@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -73,16 +74,50 @@ type entry struct {
 	gone atomic.Bool
 }
 
-// shared is a factory's informer as a namespace cache hands it out: its
-// IsStopped says whether this cache has given it back or stopped (the
-// factory may run it on for other caches), as controller-runtime's own
-// informers say they have stopped once removed.
+// sharedInformer is a factory's informer as a namespace cache hands it
+// out: once this cache has given it back or stopped (the factory may run
+// it on for other caches), it says IsStopped and refuses new handlers and
+// indexes, as controller-runtime's own informers do once removed.
 type sharedInformer struct {
 	toolscache.SharedIndexInformer
 	e *entry
 }
 
 func (s sharedInformer) IsStopped() bool { return s.e.gone.Load() }
+
+// errStopped is client-go's answer to a handler or an index added to a
+// stopped informer.
+func (s sharedInformer) errStopped(what any) error {
+	return fmt.Errorf("%v was not added to shared informer because it has stopped already", what)
+}
+
+func (s sharedInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	if s.IsStopped() {
+		return nil, s.errStopped(fmt.Sprintf("handler %v", h))
+	}
+	return s.SharedIndexInformer.AddEventHandler(h)
+}
+
+func (s sharedInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, period time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
+	if s.IsStopped() {
+		return nil, s.errStopped(fmt.Sprintf("handler %v", h))
+	}
+	return s.SharedIndexInformer.AddEventHandlerWithResyncPeriod(h, period)
+}
+
+func (s sharedInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, o toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
+	if s.IsStopped() {
+		return nil, s.errStopped(fmt.Sprintf("handler %v", h))
+	}
+	return s.SharedIndexInformer.AddEventHandlerWithOptions(h, o)
+}
+
+func (s sharedInformer) AddIndexers(indexers toolscache.Indexers) error {
+	if s.IsStopped() {
+		return s.errStopped("indexers")
+	}
+	return s.SharedIndexInformer.AddIndexers(indexers)
+}
 
 // namespaceCache is one namespace's (or every namespace's) informers, with
 // one configuration: controller-runtime's informerCache.
@@ -91,17 +126,23 @@ type namespaceCache struct {
 	namespace string
 	config    cache.Config
 
-	mu        sync.Mutex // guards everything below
-	entries   map[entryKey]*entry
-	started   bool
-	stopped   bool
-	ctx       context.Context // Start's
-	startWait chan struct{}   // closed by Start
-	wg        sync.WaitGroup  // the informers' runs
+	mu      sync.Mutex // guards everything below
+	entries map[entryKey]*entry
+	// transforms holds the Transform given to the factory for each kind,
+	// made once: the factory shares an informer only with the same
+	// function value, and a kind removed may be acquired again before its
+	// last release has stopped it.
+	transforms map[entryKey]any
+	started    bool
+	stopped    bool
+	ctx        context.Context // Start's
+	startWait  chan struct{}   // closed by Start
+	wg         sync.WaitGroup  // the informers' runs
 }
 
 func newNamespaceCache(sh *shared, c cache.Config, namespace string) *namespaceCache {
-	return &namespaceCache{sh: sh, namespace: namespace, config: c, entries: map[entryKey]*entry{}, startWait: make(chan struct{})}
+	return &namespaceCache{sh: sh, namespace: namespace, config: c, entries: map[entryKey]*entry{},
+		transforms: map[entryKey]any{}, startWait: make(chan struct{})}
 }
 
 var _ cache.Cache = (*namespaceCache)(nil)
@@ -179,7 +220,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 	case k.form == unstructuredForm:
 		inf, err := f.Dynamic(mapping.Resource, ns, &kinformer.Options[*unstructured.Unstructured]{
 			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations,
-			Transform: clientgo.Transform[*unstructured.Unstructured](transform)})
+			Transform: transformOf[*unstructured.Unstructured](c, k, transform)})
 		if err != nil {
 			return nil, c.started, err
 		}
@@ -188,7 +229,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 	case k.form == metadataForm:
 		inf, err := f.Metadata(mapping.Resource, ns, &kinformer.Options[*metav1.PartialObjectMetadata]{
 			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations,
-			Transform: clientgo.Transform[*metav1.PartialObjectMetadata](transform)})
+			Transform: transformOf[*metav1.PartialObjectMetadata](c, k, transform)})
 		if err != nil {
 			return nil, c.started, err
 		}
@@ -201,7 +242,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		}
 		inf, err := f.Typed(example, ns, &kinformer.Options[kinformer.Object]{
 			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations,
-			Transform: clientgo.Transform[kinformer.Object](transform)})
+			Transform: transformOf[kinformer.Object](c, k, transform)})
 		if err != nil {
 			return nil, c.started, err
 		}
@@ -231,6 +272,17 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		c.startLocked(e)
 	}
 	return e, c.started, nil
+}
+
+// transformOf returns the factory Transform of kind k, made from t once
+// per cache (namespaceCache.transforms). c.mu must be held.
+func transformOf[T kinformer.Object](c *namespaceCache, k entryKey, t toolscache.TransformFunc) func(T) (T, error) {
+	if fn, ok := c.transforms[k].(func(T) (T, error)); ok {
+		return fn
+	}
+	fn := clientgo.Transform[T](t)
+	c.transforms[k] = fn
+	return fn
 }
 
 // transformFor is the transform of an entry: the configured one, and for

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -344,5 +345,62 @@ func TestGetClusterScopedIgnoresNamespace(t *testing.T) {
 			}
 		}
 		stop()
+	}
+}
+
+// An informer the cache removed says it has stopped and refuses new
+// handlers and indexes, as controller-runtime's; the kind is acquired
+// again from the factory, and the metadata form (whose transform sets the
+// kind) shares a factory informer with the one being removed rather than
+// failing on a transform that differs.
+func TestRemovedInformerRefusesHandlers(t *testing.T) {
+	cfg, cs, ns := setup(t)
+	ctx := t.Context()
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod(ns, "a"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := kcr.NewCache(cfg, cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCache(t, c)
+	meta := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}}
+	for _, obj := range []client.Object{&corev1.Pod{}, meta} {
+		inf, err := c.GetInformer(ctx, obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inf.IsStopped() {
+			t.Fatalf("%T: stopped before its removal", obj)
+		}
+		if err := c.RemoveInformer(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		if !inf.IsStopped() {
+			t.Fatalf("%T: not stopped after its removal", obj)
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{}); err == nil {
+			t.Fatalf("%T: a handler added to a removed informer", obj)
+		}
+		if err := inf.AddIndexers(toolscache.Indexers{"x": func(any) ([]string, error) { return nil, nil }}); err == nil {
+			t.Fatalf("%T: an index added to a removed informer", obj)
+		}
+		again, err := c.GetInformer(ctx, obj)
+		if err != nil {
+			t.Fatalf("%T: acquired again: %v", obj, err)
+		}
+		if again.IsStopped() {
+			t.Fatalf("%T: the new informer says it is stopped", obj)
+		}
+		if _, err := again.AddEventHandler(toolscache.ResourceEventHandlerFuncs{}); err != nil {
+			t.Fatalf("%T: the new informer refuses a handler: %v", obj, err)
+		}
+	}
+	// The same kind and form twice in one cache: one transform value, so
+	// the factory's sharing rules hold (a RemoveInformer racing a Get
+	// acquires the informer being released).
+	list := &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil || len(list.Items) != 1 {
+		t.Fatalf("List of metadata: %d items, %v", len(list.Items), err)
 	}
 }
