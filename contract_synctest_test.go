@@ -307,5 +307,19 @@ func TestContractResendEvery(t *testing.T) {
 		if n := count("early"); n != before+2 {
 			t.Fatalf("next run: %d resent in 15 s every 10 s, want 2", n-before)
 		}
+		// Another informer's registration, or a removed one: nothing.
+		other := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
+		foreign := other.AddHandlerFuncs(HandlerFuncs[*corev1.ConfigMap]{Modified: handler("other")})
+		inf.ResendEvery(foreign, time.Second)
+		inf.ResendEvery(late, time.Second)
+		time.Sleep(5 * time.Second)
+		inf.resends.mu.Lock()
+		_, kept := inf.resends.periods[foreign]
+		_, keptLate := inf.resends.periods[late]
+		inf.resends.mu.Unlock()
+		if kept || keptLate || count("other") != 0 || count("late") != 2 {
+			t.Fatalf("another informer's registration scheduled %v, resent %d; a removed one scheduled %v, resent %d (was 2)",
+				kept, count("other"), keptLate, count("late"))
+		}
 	})
 }

@@ -115,6 +115,14 @@ func (d *dispatcher[T]) resend(reg *Registration, c *Cache[T], rv func() string)
 	return n
 }
 
+// registered reports whether reg is one of d's registrations.
+func (d *dispatcher[T]) registered(reg *Registration) bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	_, ok := d.listeners[reg]
+	return ok
+}
+
 // startLocked runs l for the current run; d.mu must be held.
 func (d *dispatcher[T]) startLocked(l *listener[T]) {
 	ctx, wg := d.runCtx, d.runWG

@@ -13,8 +13,10 @@ import (
 // it, so whoever runs the informer (its Factory, for a shared one) runs
 // the schedule too, and a registration added while the informer runs
 // starts at once.
+//
+// A registration of another informer, or one removed, is ignored.
 func (inf *Informer[T]) ResendEvery(reg *Registration, period time.Duration) {
-	if reg == nil {
+	if reg == nil || (period > 0 && !inf.disp.registered(reg)) {
 		return
 	}
 	inf.resends.set(reg, period)
