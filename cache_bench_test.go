@@ -75,7 +75,7 @@ func (s kinformerStore) replace(objs []*corev1.ConfigMap) func() {
 }
 
 func (s kinformerStore) pack(obj *corev1.ConfigMap) ref[*corev1.ConfigMap] {
-	r, err := s.c.pack(obj, nil)
+	r, err := s.c.hold(obj, nil)
 	if err != nil {
 		panic(err)
 	}
