@@ -139,15 +139,13 @@ func (c *Cache[T]) Select(namespace string, sel labels.Selector) []T {
 	if namespace == "" {
 		c.mu.RLock()
 		res := c.results(len(c.items), keep)
-		for key, r := range c.items {
-			res.add(key, r)
-		}
+		res.addAll()
 		c.mu.RUnlock()
 		return res.done()
 	}
 	c.rlockNamespace()
 	res := c.results(0, keep)
-	c.inNamespace(namespace, res.add)
+	res.addNamespace(namespace)
 	c.mu.RUnlock()
 	return res.done()
 }
@@ -166,7 +164,7 @@ func (c *Cache[T]) GetNamespaced(namespace, name string) (T, bool) {
 	// Another KeyFunc: the namespace's objects with that name.
 	c.rlockNamespace()
 	res := c.results(0, is)
-	c.inNamespace(namespace, res.add)
+	res.addNamespace(namespace)
 	c.mu.RUnlock()
 	if found := res.done(); len(found) > 0 {
 		return found[0], true
@@ -178,9 +176,7 @@ func (c *Cache[T]) GetNamespaced(namespace, name string) (T, bool) {
 func (c *Cache[T]) List() []T {
 	c.mu.RLock()
 	res := c.results(len(c.items), nil)
-	for key, r := range c.items {
-		res.add(key, r)
-	}
+	res.addAll()
 	c.mu.RUnlock()
 	return res.done()
 }
@@ -209,7 +205,7 @@ func (c *Cache[T]) ByIndex(name, value string) ([]T, error) {
 	if !c.eager(name) {
 		c.rlockNamespace()
 		res := c.results(c.nsCount[value], nil)
-		c.inNamespace(value, res.add)
+		res.addNamespace(value)
 		c.mu.RUnlock()
 		return res.done(), nil
 	}
@@ -220,11 +216,7 @@ func (c *Cache[T]) ByIndex(name, value string) ([]T, error) {
 	}
 	keys := c.indices[name][value]
 	res := c.results(len(keys), nil)
-	for k := range keys {
-		if r, ok := c.items[k]; ok { // an IndexFunc that is not a pure function of its object can leave a key behind
-			res.add(k, r)
-		}
-	}
+	res.addKeys(keys)
 	c.mu.RUnlock()
 	return res.done(), nil
 }
@@ -235,7 +227,17 @@ func (c *Cache[T]) IndexKeys(name, value string) ([]string, error) {
 		c.rlockNamespace()
 		defer c.mu.RUnlock()
 		out := make([]string, 0, c.nsCount[value])
-		c.inNamespace(value, func(key string, _ ref[T]) bool { out = append(out, key); return true })
+		keys, all := c.namespaceKeys(value)
+		for k := range keys {
+			if _, ok := c.items[k]; ok {
+				out = append(out, k)
+			}
+		}
+		if all {
+			for k := range c.items {
+				out = append(out, k)
+			}
+		}
 		return out, nil
 	}
 	c.mu.RLock()
@@ -278,16 +280,64 @@ func (c *Cache[T]) results(n int, keep func(T) bool) *results[T] {
 	return g
 }
 
-// add takes one candidate (under the read lock); always true, to go on
-// (Cache.inNamespace).
-func (g *results[T]) add(_ string, r ref[T]) bool {
+// add takes one candidate (under the read lock).
+func (g *results[T]) add(r ref[T]) {
 	switch {
 	case r.p != nil:
 		g.packed = append(g.packed, r)
 	case g.keep == nil || g.keep(r.obj):
 		g.out = append(g.out, r.obj)
 	}
-	return true
+}
+
+// straight says whether every candidate goes straight into the answer:
+// a plain cache's, unfiltered. The loops below then append without a
+// call per object, which is most of a plain read's time.
+func (g *results[T]) straight() bool { return g.c.pk == nil && g.keep == nil }
+
+// addAll takes every cached object (under the read lock).
+func (g *results[T]) addAll() {
+	if g.straight() {
+		out := g.out // a local the loop keeps in registers
+		for _, r := range g.c.items {
+			out = append(out, r.obj)
+		}
+		g.out = out
+		return
+	}
+	for _, r := range g.c.items {
+		g.add(r)
+	}
+}
+
+// addKeys takes the objects under keys (under the read lock). An
+// IndexFunc that is not a pure function of its object can leave a key
+// behind: it is skipped.
+func (g *results[T]) addKeys(keys keySet) {
+	if g.straight() {
+		out := g.out // a local the loop keeps in registers
+		for k := range keys {
+			if r, ok := g.c.items[k]; ok {
+				out = append(out, r.obj)
+			}
+		}
+		g.out = out
+		return
+	}
+	for k := range keys {
+		if r, ok := g.c.items[k]; ok {
+			g.add(r)
+		}
+	}
+}
+
+// addNamespace takes the objects of namespace ns (under rlockNamespace).
+func (g *results[T]) addNamespace(ns string) {
+	if keys, all := g.c.namespaceKeys(ns); all {
+		g.addAll()
+	} else {
+		g.addKeys(keys)
+	}
 }
 
 // done returns the objects, decoding the packed ones (after the lock).

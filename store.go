@@ -196,27 +196,14 @@ func (c *Cache[T]) rlockNamespace() {
 	c.mu.RLock() // once built, the index is kept: still ready
 }
 
-// inNamespace calls fn with each cached key and object of namespace ns
-// until it returns false. Under rlockNamespace.
-func (c *Cache[T]) inNamespace(ns string, fn func(key string, r ref[T]) bool) {
+// namespaceKeys says where the objects of namespace ns are, under
+// rlockNamespace: under keys in the namespace index, or, before it is
+// built, in every item (all: they are all in one namespace) or none.
+func (c *Cache[T]) namespaceKeys(ns string) (keys keySet, all bool) {
 	if idx, ok := c.indices[IndexNamespace]; ok {
-		for key := range idx[ns] {
-			if r, ok := c.items[key]; ok { // an IndexFunc that is not a pure function of its object can leave a key behind
-				if !fn(key, r) {
-					return
-				}
-			}
-		}
-		return
+		return idx[ns], false
 	}
-	if c.nsCount[ns] == 0 {
-		return
-	}
-	for key, r := range c.items { // all in ns: namespaceReady
-		if !fn(key, r) {
-			return
-		}
-	}
+	return nil, c.nsCount[ns] > 0
 }
 
 // indexChange is how one index's values for a key change with a write.
