@@ -360,8 +360,14 @@ func testDurableKilledDuringWrites(t *testing.T) {
 		if round == kills {
 			stopWriting()
 			writes.Wait()
-			want := serverState(t, c, ns, metav1.ListOptions{})
+			// The server's state is listed again at each look: a write
+			// whose request was cancelled as the writers stopped may
+			// still be applied after Wait (seen once under load: the
+			// child held cm-026 at a newer resourceVersion than a list
+			// made right after Wait).
+			var want map[string]string
 			eventually(t, 30*time.Second, "the last child to reach the server's state", func() bool {
+				want = serverState(t, c, ns, metav1.ListOptions{})
 				got, _, _, _, err := ch.state()
 				return err == nil && sameState(got, want)
 			})
