@@ -12,6 +12,9 @@
 # `go test ./pkg/cache/` there. Ginkgo's output goes to a log file in the
 # work directory; at the end the script prints Ginkgo's summary line and the
 # failed specs, and exits non-zero if the suite did not pass.
+# In every mode it adds one file to the suite, kinformer_bootstrap_test.go:
+# specs wait once for the "kubernetes" Service the API server creates just
+# after it starts, which specs that run first would otherwise race.
 #
 # With --kinformer, every reference to cache.New in pkg/cache/cache_test.go
 # and pkg/cache/informer_cache_test.go (calls, and the function passed as a
@@ -112,6 +115,37 @@ rm -rf "$mod"
 cp -R "$src" "$mod"
 chmod -R u+w "$mod"
 say "controller-runtime $CR_VERSION copied to $mod"
+
+# 1b. Every mode: specs wait once for the API server's bootstrap Service.
+# Several specs read the "kubernetes" Service in "default", which the API
+# server creates shortly after envtest sees it up: run first (Ginkgo's
+# random order), they fail whatever the cache (seen once: an informer
+# synced with no Service, then Get said not found).
+cat >"$mod/pkg/cache/kinformer_bootstrap_test.go" <<'GO'
+package cache_test
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Written by kinformer's hack/crsuite.sh: see there.
+var bootstrapped sync.Once
+
+var _ = BeforeEach(func() {
+	bootstrapped.Do(func() {
+		Eventually(func() error {
+			_, err := clientset.CoreV1().Services("default").Get(context.Background(), "kubernetes", metav1.GetOptions{})
+			return err
+		}).WithTimeout(time.Minute).WithPolling(100 * time.Millisecond).Should(Succeed())
+	})
+})
+GO
 
 # 2. With --kinformer: kcr.NewCache for every cache.New in the suite.
 if [ "$mode" = kinformer ]; then
