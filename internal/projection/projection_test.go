@@ -1,0 +1,229 @@
+package projection
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+var podPaths = []string{"metadata.labels", "metadata.ownerReferences", "spec.nodeName", "spec.containers.image",
+	"spec.volumes.configMap", "status.phase", "status.conditions"}
+
+func fullPod() *corev1.Pod {
+	tr := true
+	return &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "p", Namespace: "ns", UID: "u-1", ResourceVersion: "42", Generation: 3,
+			Labels:            map[string]string{"app": "web"},
+			Annotations:       map[string]string{"big": strings.Repeat("x", 100)},
+			OwnerReferences:   []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "u-rs", Controller: &tr}},
+			ManagedFields:     []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}},
+			CreationTimestamp: metav1.Unix(1700000000, 0),
+		},
+		Spec: corev1.PodSpec{
+			NodeName: "node-1",
+			Containers: []corev1.Container{
+				{Name: "a", Image: "img:1", Args: []string{"--x"}, Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}},
+				{Name: "b", Image: "img:2", Env: []corev1.EnvVar{{Name: "E", Value: "v"}}},
+			},
+			Volumes: []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{
+				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}}}}},
+			Priority: new(int32(7)),
+		},
+		Status: corev1.PodStatus{
+			Phase:      corev1.PodRunning,
+			PodIP:      "10.0.0.1",
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		},
+	}
+}
+
+// projectedPod is fullPod as the projection podPaths keeps it, written out
+// by hand.
+func projectedPod() *corev1.Pod {
+	full := fullPod()
+	return &corev1.Pod{
+		TypeMeta: full.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "p", Namespace: "ns", UID: "u-1", ResourceVersion: "42",
+			Labels: full.Labels, OwnerReferences: full.OwnerReferences,
+		},
+		Spec: corev1.PodSpec{
+			NodeName:   "node-1",
+			Containers: []corev1.Container{{Image: "img:1"}, {Image: "img:2"}},
+			Volumes:    []corev1.Volume{{VolumeSource: corev1.VolumeSource{ConfigMap: full.Spec.Volumes[0].ConfigMap}}},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: full.Status.Conditions},
+	}
+}
+
+func TestApplyTyped(t *testing.T) {
+	f, err := Compile(reflect.TypeFor[*corev1.Pod](), podPaths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := fullPod()
+	f.Apply(p)
+	if want := projectedPod(); !equality.Semantic.DeepEqual(p, want) {
+		t.Fatalf("got %+v\nwant %+v", p, want)
+	}
+	again := p.DeepCopy()
+	f.Apply(again)
+	if !equality.Semantic.DeepEqual(p, again) {
+		t.Fatal("a second Apply changed the object")
+	}
+}
+
+func TestProtoMatchesApply(t *testing.T) {
+	f, err := Compile(reflect.TypeFor[*corev1.Pod](), podPaths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := fullPod().Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := NewProjector(f)
+	out, ok := pr.Proto(b)
+	if !ok {
+		t.Fatal("Proto refused a Pod's bytes")
+	}
+	if len(out) >= len(b) {
+		t.Fatalf("projected %d bytes of %d", len(out), len(b))
+	}
+	got := &corev1.Pod{}
+	if err := got.Unmarshal(out); err != nil {
+		t.Fatal(err)
+	}
+	want := projectedPod()
+	want.TypeMeta = metav1.TypeMeta{} // not in the protobuf of the object
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	// Projecting projected bytes changes nothing.
+	again, ok := pr.Proto(bytes.Clone(out))
+	if !ok || !bytes.Equal(again, out) {
+		t.Fatal("projecting again changed the bytes")
+	}
+	// Broken bytes are refused, not projected into something else.
+	if _, ok := pr.Proto(b[:len(b)-3]); ok {
+		t.Fatal("truncated bytes projected")
+	}
+}
+
+func TestJSONMatchesApply(t *testing.T) {
+	f, err := Compile(reflect.TypeFor[*corev1.Pod](), podPaths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(fullPod())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := f.JSON(&out, jsontext.NewDecoder(bytes.NewReader(b))); err != nil {
+		t.Fatal(err)
+	}
+	got := &corev1.Pod{}
+	if err := json.Unmarshal(out.Bytes(), got); err != nil {
+		t.Fatal(err)
+	}
+	if want := projectedPod(); !equality.Semantic.DeepEqual(got, want) {
+		t.Fatalf("got %s\nwant %+v", out.Bytes(), want)
+	}
+	// Untyped: the same paths over the same JSON keep the same.
+	u, err := Compile(nil, podPaths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	u.Apply(m)
+	var wantMap map[string]any
+	if err := json.Unmarshal(out.Bytes(), &wantMap); err != nil {
+		t.Fatal(err)
+	}
+	// The typed projection knows configMap sits in the inline VolumeSource;
+	// untyped, it is a member of the volume like any other.
+	if !reflect.DeepEqual(m, wantMap) {
+		t.Fatalf("untyped Apply %v\nwant %v", m, wantMap)
+	}
+}
+
+func TestCompileErrors(t *testing.T) {
+	pod := reflect.TypeFor[*corev1.Pod]()
+	for _, c := range []struct {
+		paths []string
+		want  string
+	}{
+		{[]string{"spec.nodename"}, `PodSpec has no field "nodename"`},
+		{[]string{"status.phase.x"}, "kept whole"},
+		{[]string{"metadata.labels.app"}, "is a map"},
+		{[]string{"spec..nodeName"}, "not a field path"},
+		{[]string{""}, "not a field path"},
+		{[]string{"spec.containers.resources.requests.cpu"}, "is a map"},
+		{[]string{"metadata.creationTimestamp.seconds"}, "kept whole"},
+	} {
+		_, err := Compile(pod, c.paths)
+		if err == nil || !errors.Is(err, ErrPath) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want an ErrPath saying %q", c.paths, err, c.want)
+		}
+	}
+	// Leaves with an encoding of their own end a path without an error.
+	if _, err := Compile(reflect.TypeFor[*appsv1.Deployment](), []string{"spec.strategy.rollingUpdate.maxSurge", "metadata.creationTimestamp"}); err != nil {
+		t.Fatal(err)
+	}
+	_ = intstr.IntOrString{}
+}
+
+func TestPathsAndUnion(t *testing.T) {
+	pod := reflect.TypeFor[*corev1.Pod]()
+	a, err := Compile(pod, []string{"spec.nodeName", "spec.containers.image", "spec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.String(); got != "apiVersion,kind,metadata.name,metadata.namespace,metadata.resourceVersion,metadata.uid,spec" {
+		t.Fatalf("paths %s", got)
+	}
+	b, _ := Compile(pod, []string{"status.phase"})
+	u, err := Union(pod, a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !Covers(u, a) || !Covers(u, b) || Covers(a, u) || Covers(b, a) {
+		t.Fatal("Covers disagrees with Union")
+	}
+	if w, _ := Union(pod, a, nil); w != nil || !Covers(nil, a) || Covers(a, nil) {
+		t.Fatal("nil is everything")
+	}
+	if !Equal(u, u) || Equal(a, b) || Equal(a, nil) || !Equal(nil, nil) {
+		t.Fatal("Equal")
+	}
+}
+
+func BenchmarkProto(b *testing.B) {
+	f, _ := Compile(reflect.TypeFor[*corev1.Pod](), podPaths)
+	raw, _ := fullPod().Marshal()
+	pr := NewProjector(f)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := pr.Proto(raw); !ok {
+			b.Fatal("refused")
+		}
+	}
+}
