@@ -20,6 +20,7 @@ import (
 
 	"github.com/kinformer/kinformer/internal/intern"
 	"github.com/kinformer/kinformer/internal/jsonwatch"
+	"github.com/kinformer/kinformer/internal/projection"
 	"github.com/kinformer/kinformer/internal/protowatch"
 )
 
@@ -76,6 +77,8 @@ type decoding struct {
 	// compact cache keeps them); lazy: it leaves objects undecoded where
 	// it can (protowatch.Format.KeepRaw, Lazy). Not with share.
 	keepRaw, lazy bool
+	// fields, if set, is the projection the decoder makes (Options.Fields).
+	fields *projection.Fields
 }
 
 // newDirectWatcher returns a directWatcher for lw if kinformer can decode
@@ -88,7 +91,7 @@ func newDirectWatcher[T Object](lw any, t reflect.Type, dc decoding) *directWatc
 		return nil
 	}
 	if t == reflect.TypeFor[*unstructured.Unstructured]() {
-		return newDynamicWatcher(lw, keepManagedFields, share, maxJSONEvent)
+		return newDynamicWatcher(lw, dc)
 	}
 	rs, ok := lw.(restScoped)
 	if !ok {
@@ -119,6 +122,9 @@ func newDirectWatcher[T Object](lw any, t reflect.Type, dc decoding) *directWatc
 			KeepRaw:            dc.keepRaw && share == nil,
 			Lazy:               dc.lazy && share == nil,
 		}
+		if dc.fields != nil {
+			d.proto.Project = projection.NewProjector(dc.fields)
+		}
 		if layout != (protowatch.Layout{}) {
 			d.proto.Share = share
 			d.shares = share != nil
@@ -132,6 +138,7 @@ func newDirectWatcher[T Object](lw any, t reflect.Type, dc decoding) *directWatc
 		Share:              share,
 		ShareContainers:    share != nil,
 		MaxEvent:           maxJSONEvent,
+		Fields:             dc.fields,
 	})
 	d.shares = share != nil
 	return d
@@ -139,7 +146,7 @@ func newDirectWatcher[T Object](lw any, t reflect.Type, dc decoding) *directWatc
 
 // newDynamicWatcher returns a JSON directWatcher for a dynamic client's
 // resource, or nil.
-func newDynamicWatcher(lw any, keepManagedFields bool, share *intern.Sharer, maxJSONEvent int64) *directWatcher {
+func newDynamicWatcher(lw any, dc decoding) *directWatcher {
 	client, namespace, gvr, ok := dynamicTarget(lw)
 	if !ok {
 		return nil
@@ -161,8 +168,9 @@ func newDynamicWatcher(lw any, keepManagedFields bool, share *intern.Sharer, max
 		// does with the maps; containers are shared only without one,
 		// which may modify its object in place. Without one there is
 		// nothing left to do after decoding.
-		json:   jsonwatch.NewDecoder(&jsonwatch.Format{StripManagedFields: !keepManagedFields, ShareContainers: share != nil, MaxEvent: maxJSONEvent}),
-		shares: share != nil,
+		json: jsonwatch.NewDecoder(&jsonwatch.Format{StripManagedFields: !dc.keepManagedFields, ShareContainers: dc.share != nil,
+			MaxEvent: dc.maxJSONEvent, Fields: dc.fields}),
+		shares: dc.share != nil,
 	}
 }
 

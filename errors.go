@@ -40,6 +40,10 @@ var (
 	// it concerns is not cached and the informer goes on.
 	ErrTransform = errors.New("transform failed")
 
+	// ErrFields means Options.Fields names something that is not a field
+	// of the objects' type: the informer does not start.
+	ErrFields = errors.New("Options.Fields")
+
 	// ErrUnknownEventType is returned by AddEventHandler for a type that is
 	// not one of Added, Modified, Deleted, Bookmark or Error.
 	ErrUnknownEventType = errors.New("unknown event type")

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kinformer/kinformer/internal/projection"
 )
 
 // The sharing rules of a Factory: which requests get the same informer
@@ -80,9 +82,13 @@ func share[T Object](f *Factory, k factoryKey, o Options[T], mk func(*Options[T]
 	if f.stopped {
 		return nil, ErrFactoryStopped
 	}
+	fields, err := o.compileFields()
+	if err != nil {
+		return nil, fmt.Errorf("kinformer: %s: %w", o.Name, err)
+	}
 	if e := f.entries[k]; e != nil {
 		inf := e.inf.(*Informer[T])
-		if err := merge(inf, e, o); err != nil {
+		if err := merge(inf, e, o, fields); err != nil {
 			return nil, fmt.Errorf("kinformer: shared informer of %s: %w", describe(k, e.resource), err)
 		}
 		e.refs++
@@ -93,6 +99,7 @@ func share[T Object](f *Factory, k factoryKey, o Options[T], mk func(*Options[T]
 		return nil, err
 	}
 	d := o.withDefaults()
+	d.fields = fields
 	e := &factoryEntry{resource: o.Name, inf: inf, opts: &d, keyFunc: keyFuncID(o.KeyFunc), indexes: map[string]uintptr{},
 		onHandler: inf.disp.onHandlerGoroutine, refs: 1}
 	for name, fn := range o.Indexers {
@@ -121,9 +128,9 @@ func describe(k factoryKey, resource string) string {
 }
 
 // merge checks that o can share inf, whose entry is e, and adds its
-// indexes, resync period and mutation detector. Nothing changes if it
-// returns an error.
-func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T]) error {
+// indexes, resync period, fields (compiled: fields) and mutation
+// detector. Nothing changes if it returns an error.
+func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T], fields *projection.Fields) error {
 	have, want := e.opts.(*Options[T]), o.withDefaults()
 	var diff []string
 	for _, c := range []struct {
@@ -173,6 +180,25 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T]) error {
 		}
 		return fmt.Errorf("%w: it %s, and cannot resync every %s now", ErrStarted, now, want.ResyncPeriod)
 	}
+	// The informer keeps the union of its consumers' fields (one without
+	// Fields: whole objects). Widened before the start; after it, a
+	// consumer wanting more than the cache holds is refused: its objects
+	// would lack fields it reads until a re-list.
+	union, err := projection.Union(have.fields, fields)
+	if err != nil {
+		return err
+	}
+	widen := !projection.Equal(union, have.fields)
+	if widen && inf.isStarted() {
+		now, want := "whole objects", "whole objects"
+		if have.fields != nil {
+			now = "only " + have.fields.String()
+		}
+		if fields != nil {
+			want = fields.String()
+		}
+		return fmt.Errorf("%w: it keeps %s, and cannot keep %s now (ask for the fields before the factory starts)", ErrStarted, now, want)
+	}
 	// Any consumer asking for the mutation detector turns it on, before
 	// the informer starts (it copies every object as it is cached). A
 	// compact cache has nothing for it to check (its reads are the
@@ -188,6 +214,12 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T]) error {
 		for name, fn := range added {
 			e.indexes[name] = funcID(fn)
 		}
+	}
+	if widen {
+		if err := inf.setFields(union); err != nil {
+			return err
+		}
+		have.fields = union
 	}
 	if resync != have.ResyncPeriod {
 		if err := inf.setResync(resync); err != nil {

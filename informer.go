@@ -11,6 +11,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
+
+	"github.com/kinformer/kinformer/internal/projection"
 )
 
 // Informer lists and watches one resource, keeps a Cache of it in sync with
@@ -78,6 +80,7 @@ type Informer[T Object] struct {
 func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Informer[T] {
 	checkItemType[T, L]()
 	o := opts.withDefaults()
+	o.fields, o.fieldsErr = o.compileFields()
 	log := o.Logger
 	hlog := o.Logger
 	if log == nil {
@@ -115,6 +118,12 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 		o.Metrics.add(inf.obs.source)
 	}
 	inf.loop = newLoop(lw, &o, inf.cache, inf.status, &inf.disp, log, inf.obs)
+	if err := o.fieldsErr; err != nil {
+		// An informer that cannot keep what was asked does not start.
+		hlog.Error("kinformer: " + err.Error())
+		inf.status.fail(err)
+		inf.status.setSync(false, err)
+	}
 	inf.resends.resend = func(reg *Registration) { inf.Resend(reg) }
 	inf.resends.synced = inf.Synced
 	envOn, panics := mutationEnv()
@@ -298,6 +307,9 @@ func (inf *Informer[T]) RemoveEventHandler(reg *Registration) {
 // is already running, and when a handler calls it while its own informer
 // is stopping (the stop waits for that handler).
 func (inf *Informer[T]) Start() {
+	if inf.loop.opts.fieldsErr != nil {
+		return // WaitForSync and LastError say why
+	}
 	ctx, done, ok := inf.begin(context.Background())
 	if !ok {
 		return
@@ -343,8 +355,12 @@ func (inf *Informer[T]) RequestStop() <-chan struct{} {
 
 // Run runs the informer until ctx ends or Stop is called, then returns nil
 // once every goroutine it started has ended. It returns ErrRunning at once
-// if the informer is already running.
+// if the informer is already running, and an error wrapping ErrFields if
+// Options.Fields do not compile.
 func (inf *Informer[T]) Run(ctx context.Context) error {
+	if err := inf.loop.opts.fieldsErr; err != nil {
+		return err
+	}
 	ctx, done, ok := inf.begin(ctx)
 	if !ok {
 		return ErrRunning
@@ -465,5 +481,29 @@ func (inf *Informer[T]) setResync(d time.Duration) error {
 		return fmt.Errorf("%w: the resync period can only change before the informer starts", ErrStarted)
 	}
 	inf.loop.opts.ResyncPeriod = d
+	return nil
+}
+
+// setFields widens the projection of an informer that has never run (a
+// Factory's consumers keep the union of their fields).
+func (inf *Informer[T]) setFields(f *projection.Fields) error {
+	inf.runMu.Lock()
+	defer inf.runMu.Unlock()
+	if inf.started {
+		return fmt.Errorf("%w: the fields it keeps can only change before the informer starts", ErrStarted)
+	}
+	inf.loop.setFields(f)
+	return nil
+}
+
+// Fields returns the paths of the fields the informer's cache keeps
+// (Options.Fields, with what is always kept, or a Factory's consumers'
+// union), sorted; nil if it keeps whole objects.
+func (inf *Informer[T]) Fields() []string {
+	inf.runMu.Lock()
+	defer inf.runMu.Unlock()
+	if f := inf.loop.opts.fields; f != nil {
+		return f.Paths()
+	}
 	return nil
 }

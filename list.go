@@ -107,7 +107,7 @@ func (l *loop[T]) clientPage(ctx context.Context, opts metav1.ListOptions, items
 // directPage reads one page in JSON, decoded as it arrives
 // (internal/jsonwatch), into items.
 func (l *loop[T]) directPage(ctx context.Context, opts metav1.ListOptions, items map[string]ref[T]) (rv, cont string, err error) {
-	prepare := l.w.prepare
+	prepare := l.w.prepareDecoded
 	if l.direct.sharesObjects() {
 		prepare = prepared[T]
 	}

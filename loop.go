@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kinformer/kinformer/internal/persist"
+	"github.com/kinformer/kinformer/internal/projection"
 	"github.com/kinformer/kinformer/internal/liveness"
 )
 
@@ -244,6 +246,8 @@ type loop[T Object] struct {
 	// newDirect makes the direct decoder, decoding so; nil with
 	// DisableDirectDecoding.
 	newDirect func(decoding) *directWatcher
+	// newState makes the state file's persister (Options.StateDir).
+	newState func() *persist.Persister[T]
 }
 
 // setTransform sets the Transform, before the loop first runs, and makes
@@ -251,9 +255,30 @@ type loop[T Object] struct {
 // which may modify maps in place (sharing must come after it).
 func (l *loop[T]) setTransform(fn func(T) (T, error)) {
 	l.opts.Transform, l.w.transform = fn, fn
+	l.makeDirect()
+}
+
+// setFields sets the projection, before the loop first runs: the
+// decoder's, the writer's, and the state file's identity.
+func (l *loop[T]) setFields(f *projection.Fields) {
+	l.opts.fields, l.w.fields = f, f
+	if f == nil {
+		l.opts.Fields = nil
+	} else {
+		l.opts.Fields = f.Paths()
+	}
+	if l.w.state != nil {
+		l.w.state = l.newState() // named for the projection
+	}
+	l.makeDirect()
+}
+
+// makeDirect makes the direct decoder for the loop's options.
+func (l *loop[T]) makeDirect() {
+	fn := l.opts.Transform
 	l.direct = nil
 	if l.newDirect != nil {
-		dc := decoding{keepManagedFields: l.opts.KeepManagedFields, maxJSONEvent: l.opts.maxJSONEvent}
+		dc := decoding{keepManagedFields: l.opts.KeepManagedFields, maxJSONEvent: l.opts.maxJSONEvent, fields: l.opts.fields}
 		switch {
 		case fn != nil:
 		case l.w.cache.pk == nil:
@@ -287,12 +312,14 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *
 	if !o.DisableDirectDecoding {
 		l.newDirect = func(dc decoding) *directWatcher { return newDirectWatcher[T](lw, o.objectType(), dc) }
 	}
+	l.w.fields = o.fields
 	l.setTransform(o.Transform)
 	if o.Sharding != nil {
 		l.sh = &shardLoop{pub: &sharePublished{}}
 	}
 	if o.StateDir != "" {
-		l.w.state = newPersister(lw, o, l.w.reportAsync, obs)
+		l.newState = func() *persist.Persister[T] { return newPersister(lw, o, l.w.reportAsync, obs) }
+		l.w.state = l.newState()
 	}
 	return l
 }

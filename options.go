@@ -1,9 +1,14 @@
 package kinformer
 
 import (
+	"fmt"
 	"log/slog"
 	"reflect"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kinformer/kinformer/internal/projection"
 )
 
 // Options configure an Informer. The zero value (or a nil *Options) is
@@ -33,6 +38,33 @@ type Options[T Object] struct {
 	// what KeyFunc reads (name, namespace).
 	Transform func(T) (T, error)
 
+	// Fields, if set, projects the cache: it keeps only these fields of
+	// each object, named by their paths in JSON ("metadata.labels",
+	// "spec.nodeName", "spec.containers.image": a path through a list
+	// names the field in each element; one that ends at a struct, a map
+	// or a list keeps it whole), and always metadata.name, namespace, uid
+	// and resourceVersion (what the default key and IndexNamespace read).
+	// A KeyFunc, Indexers or Transform of your own must read only kept
+	// fields: list what they read. The fields left out are never decoded:
+	// for built-in types they are cut from the protobuf bytes before
+	// decoding, for custom resources and unstructured objects skipped
+	// unread in the JSON; objects that reach kinformer decoded whole (a
+	// paged list through a clientset, DisableDirectDecoding) are cleared
+	// of them before they are cached. Events, Get, List, ByIndex and
+	// Select see the projected object, and with Compact the projected
+	// bytes are what is stored; with StateDir the projection is part of
+	// the state file's identity. A path that is not a field of the type
+	// (checked against the Go type; an unstructured informer's paths are
+	// taken as they are) makes the informer fail (Run, WaitForSync and
+	// LastError return an error wrapping ErrFields), and a Factory or
+	// kcr return it at once.
+	//
+	// A projected object is never one to write back: an Update of it
+	// would clear on the server every field left out. Change objects with
+	// a patch of the fields you mean to change (server-side apply, or a
+	// JSON merge patch), never with an Update of a cached object.
+	// Default: whole objects.
+	Fields []string
 	// KeepManagedFields keeps metadata.managedFields, which by default are
 	// dropped: they are often half an object's size and rarely read.
 	KeepManagedFields bool
@@ -232,6 +264,10 @@ type Options[T Object] struct {
 	// (Factory.Typed): what the direct decoder and the state file make.
 	// nil: T itself.
 	objType reflect.Type
+	// fields is Fields compiled (nil: whole objects), and fieldsErr why
+	// they do not compile; set by New.
+	fields    *projection.Fields
+	fieldsErr error
 	// maxJSONEvent bounds a JSON event's bytes; 0 is jsonwatch.MaxEvent.
 	// Tests lower it to test the bound quickly.
 	maxJSONEvent int64
@@ -290,4 +326,24 @@ func (o *Options[T]) withDefaults() Options[T] {
 		out.Sharding = nil
 	}
 	return out
+}
+
+// compileFields compiles Fields against the objects' type (unstructured
+// objects: as they are); nil for none.
+func (o *Options[T]) compileFields() (*projection.Fields, error) {
+	if len(o.Fields) == 0 {
+		return nil, nil
+	}
+	t := o.objectType()
+	switch {
+	case t == reflect.TypeFor[*unstructured.Unstructured]():
+		t = nil
+	case t.Kind() == reflect.Interface:
+		return nil, fmt.Errorf("%w: the objects' type is the interface %s, with no fields to keep", ErrFields, t)
+	}
+	f, err := projection.Compile(t, o.Fields)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrFields, err)
+	}
+	return f, nil
 }

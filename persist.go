@@ -6,6 +6,7 @@ import (
 	"runtime"
 
 	"github.com/kinformer/kinformer/internal/persist"
+	"github.com/kinformer/kinformer/internal/projection"
 	"github.com/kinformer/kinformer/internal/snapshot"
 )
 
@@ -51,6 +52,7 @@ func stateIdentity[T Object](lw any, o *Options[T]) (persist.Identity, bool) {
 		Key:               key,
 		Transform:         funcName(o.Transform),
 		KeepManagedFields: o.KeepManagedFields,
+		Fields:            fieldsOf(o.fields),
 	}, true
 }
 
@@ -100,4 +102,12 @@ func newPersister[T Object](lw any, o *Options[T], report func(error), obs *obse
 		Report:    func(err error) { report(fmt.Errorf("%w: %w", ErrSnapshot, err)) },
 		Committed: obs.commit,
 	})
+}
+
+// fieldsOf is a projection's identity; "" for whole objects.
+func fieldsOf(f *projection.Fields) string {
+	if f == nil {
+		return ""
+	}
+	return f.String()
 }

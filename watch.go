@@ -51,6 +51,7 @@ func (l *loop[T]) openWatch(ctx context.Context, verb string, adjust func(*metav
 		l.obs.request(verb, nil)
 		s.src = newDirectSource(wctx, r, l.direct.proto != nil && l.direct.proto.KeepRaw)
 		l.log.Debug("kinformer: watch opened", "decoding", "direct", "encoding", l.direct.encoding(), "resource", l.direct.resource)
+		s.prepare = l.w.prepareDecoded
 		if l.direct.sharesObjects() {
 			s.prepare = prepared[T]
 		}

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/kinformer/kinformer/internal/intern"
 	"github.com/kinformer/kinformer/internal/persist"
+	"github.com/kinformer/kinformer/internal/projection"
 	"github.com/kinformer/kinformer/internal/protowatch"
 	"github.com/kinformer/kinformer/internal/slots"
 )
@@ -24,6 +27,8 @@ type writer[T Object] struct {
 
 	transform   func(T) (T, error) // Options.Transform; nil for none
 	keepManaged bool
+	// fields is the projection (Options.Fields); nil: whole objects.
+	fields *projection.Fields
 	// share interns strings and shares equal maps between objects, by
 	// content here and by wire bytes in the direct decoder (direct.go).
 	share *intern.Sharer
@@ -98,10 +103,24 @@ func (w *writer[T]) pack(obj T, raw []byte) (ref[T], bool) {
 // be cached (an Error event has been queued).
 type prepareFunc[T Object] func(T) (T, bool)
 
-// prepare strips managedFields (unless kept), applies Options.Transform,
-// and makes the result share strings and maps with earlier objects. Sharing
-// comes after the Transform, which may modify its object.
+// prepare clears the fields a projection leaves out, strips managedFields
+// (unless kept), applies Options.Transform, and makes the result share
+// strings and maps with earlier objects. Sharing comes after the
+// Transform, which may modify its object.
 func (w *writer[T]) prepare(obj T) (T, bool) {
+	if w.fields != nil {
+		if u, ok := any(obj).(*unstructured.Unstructured); ok {
+			w.fields.Apply(u.Object)
+		} else {
+			w.fields.Apply(obj)
+		}
+	}
+	return w.prepareDecoded(obj)
+}
+
+// prepareDecoded is prepare for an object the direct decoder made, which
+// left out what the projection does (but did not Transform or share).
+func (w *writer[T]) prepareDecoded(obj T) (T, bool) {
 	if !w.keepManaged {
 		obj.SetManagedFields(nil)
 	}

@@ -131,7 +131,7 @@ func (d *Decoder) List(body io.Reader, fn func(runtime.Object, error)) (ListMeta
 // missing kind is allowed (the list's is given after).
 func (d *Decoder) item() (runtime.Object, error) {
 	if d.typed != nil {
-		return d.typed.decode(d.f, true)
+		return d.typed.decode(d.f, true, true)
 	}
 	if d.vals.dec.PeekKind() != '{' {
 		if _, err := d.vals.value(levelOther); err != nil {
@@ -139,7 +139,7 @@ func (d *Decoder) item() (runtime.Object, error) {
 		}
 		return nil, fmt.Errorf("%w: the item is not a JSON object", errSemantic)
 	}
-	m, _, err := d.vals.object(levelTop)
+	m, _, err := d.vals.object(levelTop, d.vals.project)
 	if err != nil {
 		return nil, err
 	}

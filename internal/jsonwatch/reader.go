@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kinformer/kinformer/internal/intern"
+	"github.com/kinformer/kinformer/internal/projection"
 )
 
 // MediaType is what a JSON watch is asked for with.
@@ -81,6 +82,9 @@ type Format struct {
 	Share *intern.Sharer
 	// MaxEvent bounds one event's bytes; 0 means the package's MaxEvent.
 	MaxEvent int64
+	// Fields, if set, keeps only some fields of each object: the others
+	// are skipped unread in the token stream.
+	Fields *projection.Fields
 	// ShareContainers makes small objects and arrays of interned values
 	// (in unstructured objects, and in typed objects' interface{} fields)
 	// shared between objects. Only for objects nothing modifies after
@@ -119,6 +123,9 @@ func NewDecoder(f *Format) *Decoder {
 	d := &Decoder{f: f}
 	d.vals.strip = f.StripManagedFields
 	d.vals.shareContainers = f.ShareContainers
+	if f.Fields != nil {
+		d.vals.project = f.Fields.Root()
+	}
 	if f.New != nil {
 		d.typed = newTyped(&d.vals, f.StripManagedFields)
 	}
@@ -266,7 +273,7 @@ func (r *Reader) next() (watch.Event, error) {
 		case "object":
 			objSeen, obj, objErr, raw = true, nil, nil, nil
 			if typeSeen && et != watch.Error {
-				obj, objErr = r.object()
+				obj, objErr = r.object(et)
 				if objErr != nil && !errors.Is(objErr, errSemantic) {
 					return watch.Event{}, objErr
 				}
@@ -307,7 +314,7 @@ func (r *Reader) next() (watch.Event, error) {
 		return watch.Event{Type: et, Object: st}, nil
 	}
 	if raw != nil {
-		obj, objErr = r.objectFrom(raw)
+		obj, objErr = r.objectFrom(raw, et)
 	}
 	if objErr != nil {
 		return watch.Event{}, eventError(et, "%s event: %w", et, objErr)
@@ -317,9 +324,15 @@ func (r *Reader) next() (watch.Event, error) {
 
 // object decodes the object at the decoder's position. An error wrapping
 // errSemantic means it was read to its end but not understood.
-func (r *Reader) object() (runtime.Object, error) {
+// A bookmark's object is not projected: what it says is in its
+// annotations.
+func (r *Reader) object(et watch.EventType) (runtime.Object, error) {
+	sel := r.vals.project
+	if et == watch.Bookmark {
+		sel = nil
+	}
 	if r.typed != nil {
-		return r.typed.decode(r.f, false)
+		return r.typed.decode(r.f, false, sel != nil)
 	}
 	if r.vals.dec.PeekKind() != '{' {
 		if _, err := r.vals.value(levelOther); err != nil {
@@ -327,7 +340,7 @@ func (r *Reader) object() (runtime.Object, error) {
 		}
 		return nil, fmt.Errorf("%w: the object is not a JSON object", errSemantic)
 	}
-	m, _, err := r.vals.object(levelTop)
+	m, _, err := r.vals.object(levelTop, sel)
 	if err != nil {
 		return nil, err
 	}
@@ -339,11 +352,11 @@ func (r *Reader) object() (runtime.Object, error) {
 }
 
 // objectFrom decodes an object kept as bytes.
-func (r *Reader) objectFrom(raw []byte) (runtime.Object, error) {
+func (r *Reader) objectFrom(raw []byte, et watch.EventType) (runtime.Object, error) {
 	dec := r.vals.dec
 	defer func() { r.vals.dec = dec }()
 	r.vals.dec = jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-	return r.object()
+	return r.object(et)
 }
 
 // valid reports the five event types there are.

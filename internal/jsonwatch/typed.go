@@ -1,6 +1,7 @@
 package jsonwatch
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -20,6 +21,7 @@ import (
 type typed struct {
 	vals *values
 	opts json.Options
+	buf  bytes.Buffer // reused: a projected object's JSON
 }
 
 func newTyped(vals *values, strip bool) *typed {
@@ -55,18 +57,34 @@ func newTyped(vals *values, strip bool) *typed {
 
 // decode decodes the value at the decoder's position into a new object of
 // f's kind (or, for a list's item, of no kind: the server leaves it out of
-// lists of built-in types). An error wrapping errSemantic means the value
+// lists of built-in types), projected by f.Fields if project. An error wrapping errSemantic means the value
 // was read to its end but is not such an object.
-func (t *typed) decode(f *Format, item bool) (runtime.Object, error) {
+func (t *typed) decode(f *Format, item, project bool) (runtime.Object, error) {
 	dec := t.vals.dec
 	depth, off := dec.StackDepth(), dec.InputOffset()
 	obj := f.New()
-	if err := json.UnmarshalDecode(dec, obj, t.opts); err != nil {
+	from := dec
+	if f.Fields != nil && project {
+		// What the projection leaves out is skipped unread; the rest,
+		// copied as it came, is decoded as the whole would have been.
+		t.buf.Reset()
+		if err := f.Fields.JSON(&t.buf, dec); err != nil {
+			return nil, err
+		}
+		from = jsontext.NewDecoder(&t.buf, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+		depth, off = from.StackDepth(), from.InputOffset()
+		defer func() {
+			if t.buf.Cap() > 1<<20 {
+				t.buf = bytes.Buffer{}
+			}
+		}()
+	}
+	if err := json.UnmarshalDecode(from, obj, t.opts); err != nil {
 		var syn *jsontext.SyntacticError
 		if errors.As(err, &syn) || !errors.As(err, new(*json.SemanticError)) {
 			return nil, err
 		}
-		if err := skipTo(dec, depth, off); err != nil {
+		if err := skipTo(from, depth, off); err != nil {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w: %s: %w", errSemantic, f.Kind, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/kinformer/kinformer/internal/intern"
+	"github.com/kinformer/kinformer/internal/projection"
 )
 
 // values decodes JSON values, token by token, into what apimachinery's
@@ -47,6 +48,9 @@ type values struct {
 	// shareContainers shares small objects and arrays between objects:
 	// only where nothing modifies a decoded object (no Transform).
 	shareContainers bool
+	// project is the projection of top-level objects (Format.Fields):
+	// members it leaves out are skipped unread. nil: all kept.
+	project *projection.Node
 }
 
 type pair struct {
@@ -86,23 +90,24 @@ func unique(name string) bool {
 // the value was read to its end but is not acceptable; any other error is
 // the tokenizer's: the stream is broken.
 func (v *values) value(at level) (any, error) {
-	x, _, err := v.val(at)
+	x, _, err := v.val(at, nil)
 	return x, err
 }
 
 // val is value, also saying whether x is stable: an interned atom, a
 // constant, or a shared container, whose identity stands for its content
 // (see shareKey).
-func (v *values) val(at level) (x any, stable bool, err error) {
+// sel is what of the value is kept (projection.Node; nil: all of it).
+func (v *values) val(at level, sel *projection.Node) (x any, stable bool, err error) {
 	switch v.dec.PeekKind() {
 	case '{':
-		m, stable, err := v.object(at)
+		m, stable, err := v.object(at, sel)
 		if m == nil {
 			return nil, false, err
 		}
 		return m, stable, err
 	case '[':
-		return v.array()
+		return v.array(sel)
 	case '"':
 		raw, err := v.dec.ReadValue()
 		if err != nil {
@@ -182,7 +187,7 @@ func appendValue(key []byte, x any) []byte {
 
 // object reads an object. A semantic error in one member is kept while the
 // rest is read, so that the stream stays in step.
-func (v *values) object(at level) (map[string]any, bool, error) {
+func (v *values) object(at level, sel *projection.Node) (map[string]any, bool, error) {
 	if _, err := v.dec.ReadToken(); err != nil {
 		return nil, false, err
 	}
@@ -194,6 +199,14 @@ func (v *values) object(at level) (map[string]any, bool, error) {
 		if err != nil {
 			v.pairs = v.pairs[:base]
 			return nil, false, err
+		}
+		child, keep := sel.Child(name)
+		if !keep {
+			if err := v.dec.SkipValue(); err != nil {
+				v.pairs = v.pairs[:base]
+				return nil, false, err
+			}
+			continue
 		}
 		inner := levelOther
 		switch {
@@ -208,7 +221,7 @@ func (v *values) object(at level) (map[string]any, bool, error) {
 			}
 			continue
 		}
-		val, st, err := v.val(inner)
+		val, st, err := v.val(inner, child)
 		if err != nil {
 			if !errors.Is(err, errSemantic) {
 				v.pairs = v.pairs[:base]
@@ -251,7 +264,7 @@ func (v *values) object(at level) (map[string]any, bool, error) {
 }
 
 // array reads an array into a slice of exactly its length.
-func (v *values) array() (any, bool, error) {
+func (v *values) array(sel *projection.Node) (any, bool, error) {
 	if _, err := v.dec.ReadToken(); err != nil {
 		return nil, false, err
 	}
@@ -259,7 +272,7 @@ func (v *values) array() (any, bool, error) {
 	var bad error
 	stable := true
 	for v.dec.PeekKind() != ']' {
-		val, st, err := v.val(levelOther)
+		val, st, err := v.val(levelOther, sel)
 		if err != nil {
 			if !errors.Is(err, errSemantic) {
 				v.stack = v.stack[:base]

@@ -31,11 +31,14 @@ type Identity struct {
 	Key               string // the key function's name
 	Transform         string // the transform's name, or "none"
 	KeepManagedFields bool
+	// Fields is the projection's paths (Options.Fields), comma-separated;
+	// "" for whole objects.
+	Fields string
 }
 
 // String is the identity in full, as it is compared.
 func (id Identity) String() string {
-	return strings.Join([]string{
+	lines := []string{
 		Format,
 		"source=" + id.Source,
 		"type=" + id.Type,
@@ -45,7 +48,13 @@ func (id Identity) String() string {
 		"key=" + id.Key,
 		"transform=" + id.Transform,
 		fmt.Sprintf("keepManagedFields=%t", id.KeepManagedFields),
-	}, "\n")
+	}
+	if id.Fields != "" {
+		// Only when projected: the files of whole objects keep their
+		// names from before projections.
+		lines = append(lines, "fields="+id.Fields)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // Sealed is the identity as a state file in the directory of key stores

@@ -319,9 +319,13 @@ func tagNumber(tag reflect.StructTag) protowire.Number {
 
 // Union returns a projection keeping what a or b keeps; nil (everything)
 // if either is nil. Both must be of the same type.
-func Union(t reflect.Type, a, b *Fields) (*Fields, error) {
+func Union(a, b *Fields) (*Fields, error) {
 	if a == nil || b == nil {
 		return nil, nil
+	}
+	var t reflect.Type
+	if a.typed {
+		t = a.root.typ
 	}
 	return Compile(t, append(a.Paths(), b.paths...))
 }

@@ -201,14 +201,14 @@ func TestPathsAndUnion(t *testing.T) {
 		t.Fatalf("paths %s", got)
 	}
 	b, _ := Compile(pod, []string{"status.phase"})
-	u, err := Union(pod, a, b)
+	u, err := Union(a, b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !Covers(u, a) || !Covers(u, b) || Covers(a, u) || Covers(b, a) {
 		t.Fatal("Covers disagrees with Union")
 	}
-	if w, _ := Union(pod, a, nil); w != nil || !Covers(nil, a) || Covers(a, nil) {
+	if w, _ := Union(a, nil); w != nil || !Covers(nil, a) || Covers(a, nil) {
 		t.Fatal("nil is everything")
 	}
 	if !Equal(u, u) || Equal(a, b) || Equal(a, nil) || !Equal(nil, nil) {

@@ -18,6 +18,9 @@ type Projector struct {
 // against a type with protobuf tags.
 func NewProjector(f *Fields) *Projector { return &Projector{f: f} }
 
+// Fields is the projection p cuts.
+func (p *Projector) Fields() *Fields { return p.f }
+
 // Proto returns the bytes of msg, an encoded object of the projection's
 // type, with only the kept fields: their bytes as they were, in their
 // order, messages kept in part rewritten. The result is the Projector's

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kinformer/kinformer/internal/intern"
+	"github.com/kinformer/kinformer/internal/projection"
 )
 
 const (
@@ -65,6 +66,12 @@ type Format struct {
 	// Check is the objects' type's (CheckOf): which bytes Lazy may leave
 	// undecoded, because its Unmarshal would accept them. nil: none.
 	Check *Check
+	// Project, if set, keeps only some fields of each object: the others
+	// are cut from its bytes before anything else is done with them (the
+	// bytes kept, left undecoded or decoded are the projected ones).
+	// Bytes it cannot walk are decoded whole, and the fields cleared from
+	// the object. It must be used by the Reader's goroutine only.
+	Project *projection.Projector
 }
 
 // Raw is an object a Lazy Format left undecoded: its bytes, which decode
@@ -371,7 +378,17 @@ func (d *decoder) decode(frame []byte) (watch.Event, error) {
 	if string(kind) != d.f.Kind {
 		return watch.Event{}, eventError(et, "%s event with an object of kind %q, want %q", et, kind, d.f.Kind)
 	}
-	if d.f.Lazy && d.f.Share == nil && (et == watch.Added || et == watch.Modified || et == watch.Deleted) {
+	// whole: bytes the projection could not walk, decoded whole and the
+	// object cleared after (they are not the object's bytes).
+	whole := false
+	if d.f.Project != nil && et != watch.Bookmark { // a bookmark's annotations say what it is
+		if p, ok := d.f.Project.Proto(obj); ok {
+			obj = p
+		} else {
+			whole = true
+		}
+	}
+	if d.f.Lazy && d.f.Share == nil && !whole && (et == watch.Added || et == watch.Modified || et == watch.Deleted) {
 		if raw, ok := d.lazy(obj); ok {
 			return watch.Event{Type: et, Object: raw}, nil
 		}
@@ -384,9 +401,12 @@ func (d *decoder) decode(frame []byte) (watch.Event, error) {
 	if err := o.Unmarshal(obj); err != nil {
 		return watch.Event{}, eventError(et, "%s event: %s: %w", et, d.f.Kind, err)
 	}
+	if whole {
+		d.f.Project.Fields().Apply(o)
+	}
 	m := intern.ObjectMeta(o)
 	d.rawObj, d.raw = nil, nil
-	if d.f.KeepRaw && d.f.Share == nil && !(d.f.StripManagedFields && m != nil && len(m.ManagedFields) > 0) {
+	if d.f.KeepRaw && d.f.Share == nil && !whole && !(d.f.StripManagedFields && m != nil && len(m.ManagedFields) > 0) {
 		// Bytes rewriteMeta could not walk keep their managedFields:
 		// the object loses them below, so they are not its bytes.
 		d.rawObj, d.raw = o, bytes.Clone(obj)

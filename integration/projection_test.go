@@ -1,0 +1,265 @@
+package integration
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kinformer/kinformer"
+	"github.com/kinformer/kinformer/internal/testenv"
+)
+
+// Options.Fields against the real API server: every way an object reaches
+// the cache (protobuf watch-list, paged list through the clientset, the
+// client's own Watch, JSON for unstructured objects), plain and compact,
+// gives Get, List, ByIndex and events the projected object, and nothing
+// else of it.
+
+var podFields = []string{"metadata.labels", "metadata.ownerReferences", "spec.nodeName", "spec.containers.image", "status.phase"}
+
+// projectPod is what podFields keep of p, written out by hand.
+func projectPod(p *corev1.Pod) *corev1.Pod {
+	out := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID,
+		ResourceVersion: p.ResourceVersion, Labels: p.Labels, OwnerReferences: p.OwnerReferences}}
+	out.Spec.NodeName = p.Spec.NodeName
+	for _, c := range p.Spec.Containers {
+		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Image: c.Image})
+	}
+	out.Status.Phase = p.Status.Phase
+	return out
+}
+
+func projPod(ns string, i int) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("p-%03d", i),
+			Labels:      map[string]string{"app": "web", "i": fmt.Sprint(i)},
+			Annotations: map[string]string{"note": strings.Repeat("a", 200)}},
+		Spec: corev1.PodSpec{
+			NodeName: fmt.Sprintf("node-%d", i%3),
+			Containers: []corev1.Container{
+				{Name: "main", Image: fmt.Sprintf("registry.example/web:%d", i), Args: []string{"--port", "8080"},
+					Env: []corev1.EnvVar{{Name: "A", Value: strings.Repeat("v", 100)}}},
+				{Name: "side", Image: "registry.example/side:1"},
+			},
+		},
+	}
+}
+
+func TestProjectionTyped(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	ns := testenv.NewNamespace(t, srv.Config())
+	ctx := bounded(t, callTimeout)
+	for i := range 5 {
+		if _, err := c.CoreV1().Pods(ns).Create(ctx, projPod(ns, i), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	byNode := func(p *corev1.Pod) []string { return []string{p.Spec.NodeName} }
+	for _, m := range []struct {
+		name string
+		opts kinformer.Options[*corev1.Pod]
+	}{
+		{"watch-list", kinformer.Options[*corev1.Pod]{}},
+		{"paged", kinformer.Options[*corev1.Pod]{DisableStreamingList: true}},
+		{"client", kinformer.Options[*corev1.Pod]{DisableDirectDecoding: true}},
+		{"compact", kinformer.Options[*corev1.Pod]{Compact: true}},
+		{"compact-paged", kinformer.Options[*corev1.Pod]{Compact: true, DisableStreamingList: true}},
+		{"transform", kinformer.Options[*corev1.Pod]{Transform: func(p *corev1.Pod) (*corev1.Pod, error) { return p, nil }}},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			ctx := bounded(t, callTimeout)
+			o := m.opts
+			o.Fields = podFields
+			o.Indexers = map[string]kinformer.IndexFunc[*corev1.Pod]{"node": byNode}
+			inf := kinformer.New[*corev1.Pod](c.CoreV1().Pods(ns), &o)
+			events := make(chan kinformer.Event[*corev1.Pod], 100)
+			inf.AddHandlerFuncs(kinformer.HandlerFuncs[*corev1.Pod]{
+				Added:    func(e kinformer.Event[*corev1.Pod]) { events <- e },
+				Modified: func(e kinformer.Event[*corev1.Pod]) { events <- e },
+			})
+			inf.Start()
+			t.Cleanup(inf.Stop)
+			if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
+				t.Fatal(err)
+			}
+			if got := inf.Fields(); len(got) != len(podFields)+6 {
+				t.Fatalf("Fields() = %v", got)
+			}
+			server, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cache := inf.Cache()
+			if cache.Len() != len(server.Items) {
+				t.Fatalf("%d cached, the server has %d", cache.Len(), len(server.Items))
+			}
+			for i := range server.Items {
+				want := projectPod(&server.Items[i])
+				got, ok := cache.GetNamespaced(ns, want.Name)
+				if !ok || !equality.Semantic.DeepEqual(got, want) {
+					t.Fatalf("Get(%s) = %+v\nwant %+v", want.Name, got, want)
+				}
+			}
+			for _, p := range cache.List() {
+				if len(p.Annotations) != 0 || p.Spec.Containers[0].Name != "" || len(p.Spec.Containers[0].Args) != 0 {
+					t.Fatalf("List gave %s with fields left out: %+v", p.Name, p)
+				}
+			}
+			if got, err := cache.ByIndex("node", "node-1"); err != nil || len(got) != 2 {
+				t.Fatalf("ByIndex(node-1) = %d pods, want 2", len(got))
+			}
+			for range server.Items {
+				e := <-events
+				if e.Object.Spec.Containers[0].Name != "" || e.Object.Annotations != nil || e.Object.Spec.NodeName == "" {
+					t.Fatalf("Added %s not projected: %+v", e.Object.Name, e.Object)
+				}
+			}
+			// A change arrives projected, Old too.
+			p, err := c.CoreV1().Pods(ns).Get(ctx, "p-001", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Labels["round"] = m.name
+			p.Annotations["note"] = "changed"
+			if p, err = c.CoreV1().Pods(ns).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				e := <-events
+				if e.Type != kinformer.Modified || e.Object.ResourceVersion != p.ResourceVersion {
+					continue
+				}
+				if want := projectPod(p); !equality.Semantic.DeepEqual(e.Object, want) {
+					t.Fatalf("Modified = %+v\nwant %+v", e.Object, want)
+				}
+				if e.Old.Annotations != nil || e.Old.Labels["round"] == m.name {
+					t.Fatalf("Old = %+v", e.Old)
+				}
+				break
+			}
+		})
+	}
+}
+
+// Unstructured objects over JSON (client-go's dynamic client): the paths
+// are taken as they are, members left out skipped unread.
+func TestProjectionDynamic(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	ns := testenv.NewNamespace(t, srv.Config())
+	ctx := bounded(t, callTimeout)
+	for i := range 3 {
+		if _, err := c.CoreV1().Pods(ns).Create(ctx, projPod(ns, i), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dyn := dynamic.NewForConfigOrDie(srv.Config())
+	for _, compact := range []bool{false, true} {
+		t.Run(fmt.Sprint("compact=", compact), func(t *testing.T) {
+			inf := kinformer.New[*unstructured.Unstructured](dyn.Resource(corev1.SchemeGroupVersion.WithResource("pods")).Namespace(ns),
+				&kinformer.Options[*unstructured.Unstructured]{Fields: podFields, Compact: compact})
+			inf.Start()
+			t.Cleanup(inf.Stop)
+			if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
+				t.Fatal(err)
+			}
+			u, ok := inf.Cache().GetNamespaced(ns, "p-002")
+			if !ok {
+				t.Fatal("p-002 not cached")
+			}
+			want := map[string]any{
+				"apiVersion": "v1", "kind": "Pod",
+				"metadata": map[string]any{"name": "p-002", "namespace": ns, "uid": string(u.GetUID()),
+					"resourceVersion": u.GetResourceVersion(), "labels": map[string]any{"app": "web", "i": "2"}},
+				"spec": map[string]any{"nodeName": "node-2", "containers": []any{
+					map[string]any{"image": "registry.example/web:2"}, map[string]any{"image": "registry.example/side:1"}}},
+				"status": map[string]any{"phase": "Pending"},
+			}
+			if !equality.Semantic.DeepEqual(u.Object, want) {
+				t.Fatalf("got %v\nwant %v", u.Object, want)
+			}
+		})
+	}
+}
+
+// A path that is not a field of the type: the informer does not start,
+// and says why everywhere one looks.
+func TestProjectionUnknownPath(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	inf := kinformer.New[*corev1.Pod](c.CoreV1().Pods("default"), &kinformer.Options[*corev1.Pod]{Fields: []string{"spec.nodename"}})
+	if err := inf.Run(bounded(t, callTimeout)); !errors.Is(err, kinformer.ErrFields) || !strings.Contains(err.Error(), `"nodename"`) {
+		t.Fatalf("Run: %v, want ErrFields naming nodename", err)
+	}
+	inf.Start()
+	if err := inf.WaitForSync(bounded(t, callTimeout)); !errors.Is(err, kinformer.ErrFields) {
+		t.Fatalf("WaitForSync: %v", err)
+	}
+	if err, _ := inf.LastError(); !errors.Is(err, kinformer.ErrFields) {
+		t.Fatalf("LastError: %v", err)
+	}
+	f, _ := newFactory(t, srv.Config())
+	if _, err := kinformer.Shared[*corev1.Pod](f, "default", &kinformer.Options[*corev1.Pod]{Fields: []string{"status.phase.x"}}); !errors.Is(err, kinformer.ErrFields) {
+		t.Fatalf("Shared: %v, want ErrFields", err)
+	}
+}
+
+// A Factory's consumers with different fields share one watch holding the
+// union; one without Fields makes it whole; after the start a consumer
+// wanting more than the cache holds is refused.
+func TestProjectionFactoryUnion(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	ns := testenv.NewNamespace(t, srv.Config())
+	ctx := bounded(t, callTimeout)
+	if _, err := c.CoreV1().Pods(ns).Create(ctx, projPod(ns, 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := newFactory(t, srv.Config())
+	a, err := kinformer.Shared[*corev1.Pod](f, ns, &kinformer.Options[*corev1.Pod]{Fields: []string{"spec.nodeName"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := kinformer.Shared[*corev1.Pod](f, ns, &kinformer.Options[*corev1.Pod]{Fields: []string{"status.phase", "spec.nodeName"}})
+	if err != nil || b != a {
+		t.Fatalf("second consumer: %p, %v; want the first informer", b, err)
+	}
+	f.Start()
+	waitForSync(t, f)
+	p, _ := a.Cache().GetNamespaced(ns, "p-001")
+	if p == nil || p.Spec.NodeName != "node-1" || p.Status.Phase != corev1.PodPending || p.Labels != nil {
+		t.Fatalf("union of spec.nodeName and status.phase: %+v", p)
+	}
+	// Narrower or the same after the start: shared.
+	if again, err := kinformer.Shared[*corev1.Pod](f, ns, &kinformer.Options[*corev1.Pod]{Fields: []string{"status.phase"}}); err != nil || again != a {
+		t.Fatalf("narrower consumer: %v", err)
+	}
+	// Wider: refused, saying what it keeps.
+	_, err = kinformer.Shared[*corev1.Pod](f, ns, &kinformer.Options[*corev1.Pod]{Fields: []string{"metadata.labels"}})
+	if !errors.Is(err, kinformer.ErrStarted) || !strings.Contains(err.Error(), "spec.nodeName") {
+		t.Fatalf("wider consumer after the start: %v, want ErrStarted naming what is kept", err)
+	}
+	if _, err := kinformer.Shared[*corev1.Pod](f, ns, nil); !errors.Is(err, kinformer.ErrStarted) {
+		t.Fatalf("whole-object consumer after the start: %v", err)
+	}
+
+	// Before the start, a consumer without Fields makes it whole.
+	g, _ := newFactory(t, srv.Config())
+	x, _ := kinformer.Shared[*corev1.Pod](g, ns, &kinformer.Options[*corev1.Pod]{Fields: []string{"spec.nodeName"}})
+	if y, err := kinformer.Shared[*corev1.Pod](g, ns, nil); err != nil || y != x {
+		t.Fatalf("whole consumer: %v", err)
+	}
+	g.Start()
+	waitForSync(t, g)
+	if whole, _ := x.Cache().GetNamespaced(ns, "p-001"); whole == nil || whole.Annotations["note"] == "" || x.Fields() != nil {
+		t.Fatalf("a consumer without Fields did not make the cache whole: %+v", whole)
+	}
+}
