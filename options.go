@@ -347,3 +347,18 @@ func (o *Options[T]) compileFields() (*projection.Fields, error) {
 	}
 	return f, nil
 }
+
+// CheckFields returns an error wrapping ErrFields if fields (as
+// Options.Fields) are not paths of fields of example's type, a pointer to
+// a struct; for nil or an *unstructured.Unstructured they are checked as
+// paths only. New, a Factory and kcr check the same.
+func CheckFields(example any, fields []string) error {
+	t := reflect.TypeOf(example)
+	if t == nil || t == reflect.TypeFor[*unstructured.Unstructured]() {
+		t = nil
+	}
+	if _, err := projection.Compile(t, fields); err != nil {
+		return fmt.Errorf("%w: %w", ErrFields, err)
+	}
+	return nil
+}

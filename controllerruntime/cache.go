@@ -108,6 +108,34 @@ type Options struct {
 	// check in a compact cache. Not used for informers of
 	// cache.Options.NewInformer, which are not kinformer's. Default: off.
 	Compact bool
+
+	// ByObject projects the cache of some kinds: each kind's informers
+	// keep only the fields named (kinformer's Options.Fields: paths in
+	// JSON names, such as "metadata.labels", "spec.nodeName",
+	// "status.conditions"), in every form it is read in (typed and
+	// unstructured; metadata-only reads keep the metadata paths). Keyed
+	// by an object of the kind, as cache.Options.ByObject. Fields left out
+	// are never decoded, and a kind's cache shrinks to what the
+	// controller reads.
+	//
+	// An object read from a projected cache is never one to write back:
+	// every copy Get and List return carries the annotation
+	// ProjectedAnnotation, which the API server refuses to store (an
+	// Update or Create of it fails validation), and a client made by
+	// NewClient refuses Create, Update, Status().Update and whole-object
+	// patches (client.Merge, client.Apply) of such an object with
+	// ErrProjected, before any request. Change a projected object with a
+	// patch of what you changed (client.MergeFrom of the object as read),
+	// or read it whole with the manager's APIReader first. A path that is
+	// not a field of the kind fails NewCache.
+	ByObject map[client.Object]ByObject
+}
+
+// ByObject is kinformer's options of one kind (Options.ByObject).
+type ByObject struct {
+	// Fields are the fields the kind's cache keeps (kinformer's
+	// Options.Fields). Default: whole objects.
+	Fields []string
 }
 
 // NewCache is a cache.NewCacheFunc: controller-runtime's cache on
@@ -143,9 +171,23 @@ func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, er
 		keepManaged:     !ko.DropManagedFields,
 		detectMutations: ko.DetectMutations,
 		compact:         ko.Compact,
+		fields:          map[schema.GroupVersionKind][]string{},
 		cfg:             cfg,
 		httpClient:      opts.HTTPClient,
 		newInformer:     opts.NewInformer,
+	}
+	for obj, bo := range ko.ByObject {
+		gvk, err := apiutil.GVKForObject(obj, opts.Scheme)
+		if err != nil {
+			return nil, fmt.Errorf("kcr: Options.ByObject: %w", err)
+		}
+		if len(bo.Fields) == 0 {
+			continue
+		}
+		if err := checkFields(opts.Scheme, gvk, bo.Fields); err != nil {
+			return nil, err
+		}
+		sh.fields[gvk] = slices.Clone(bo.Fields)
 	}
 	var defaultCache cache.Cache
 	if len(opts.DefaultNamespaces) > 0 {
@@ -183,8 +225,10 @@ type shared struct {
 	keepManaged     bool
 	detectMutations bool
 	compact         bool // the factory's informers' caches are compact
-	cfg             *rest.Config
-	httpClient      *http.Client
+	// fields holds the projection of each projected kind (Options.ByObject).
+	fields     map[schema.GroupVersionKind][]string
+	cfg        *rest.Config
+	httpClient *http.Client
 	// newInformer is cache.Options.NewInformer: when set, informers are
 	// its, over client-go ListWatches, not the factory's.
 	newInformer func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer
@@ -438,4 +482,17 @@ func (d *byGVK) WaitForCacheSync(ctx context.Context) bool {
 		}
 	}
 	return synced
+}
+
+// checkFields checks a kind's Fields against its Go type in the scheme
+// (as paths only for a kind the scheme has no type of).
+func checkFields(s *runtime.Scheme, gvk schema.GroupVersionKind, paths []string) error {
+	var example any
+	if obj, err := s.New(gvk); err == nil {
+		example = obj
+	}
+	if err := kinformer.CheckFields(example, paths); err != nil {
+		return fmt.Errorf("kcr: Options.ByObject[%s]: %w", gvk.Kind, err)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -207,6 +208,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 	}
 	resync := syncPeriodOf(c.config, rand.Float64())
 	transform := transformFor(k, c.config.Transform)
+	fields := c.sh.fieldsOf(k)
 	f := c.sh.factory
 	e := &entry{}
 	switch {
@@ -220,6 +222,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 	case k.form == unstructuredForm:
 		inf, err := f.Dynamic(mapping.Resource, ns, &kinformer.Options[*unstructured.Unstructured]{
 			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations,
+			Fields:    fields,
 			Transform: transformOf[*unstructured.Unstructured](c, k, transform)})
 		if err != nil {
 			return nil, c.started, err
@@ -229,6 +232,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 	case k.form == metadataForm:
 		inf, err := f.Metadata(mapping.Resource, ns, &kinformer.Options[*metav1.PartialObjectMetadata]{
 			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations,
+			Fields:    fields,
 			Transform: transformOf[*metav1.PartialObjectMetadata](c, k, transform)})
 		if err != nil {
 			return nil, c.started, err
@@ -242,6 +246,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		}
 		inf, err := f.Typed(example, ns, &kinformer.Options[kinformer.Object]{
 			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations,
+			Fields:    fields,
 			Transform: transformOf[kinformer.Object](c, k, transform)})
 		if err != nil {
 			return nil, c.started, err
@@ -267,6 +272,9 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 	e.reader = reader{store: e.reader.store, gvk: k.gvk, scope: mapping.Scope.Name(),
 		noCopy: ptr.Deref(c.config.UnsafeDisableDeepCopy, false),
 		fresh:  c.sh.compact && c.sh.newInformer == nil}
+	if len(fields) > 0 && !e.own {
+		e.reader.projected = strings.Join(fields, ",")
+	}
 	c.entries[k] = e
 	if c.started {
 		c.startLocked(e)
@@ -531,4 +539,21 @@ func indexByField(inf cache.Informer, field string, extract client.IndexerFunc) 
 		}
 		return vals, nil
 	}})
+}
+
+// fieldsOf is the projection of k's informers (Options.ByObject): a
+// metadata-only informer keeps the metadata paths of it (nil if none:
+// its objects are small already).
+func (sh *shared) fieldsOf(k entryKey) []string {
+	fields := sh.fields[k.gvk]
+	if k.form != metadataForm || fields == nil {
+		return fields
+	}
+	var meta []string
+	for _, p := range fields {
+		if strings.HasPrefix(p, "metadata.") {
+			meta = append(meta, p)
+		}
+	}
+	return meta
 }

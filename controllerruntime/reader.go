@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,6 +32,9 @@ type reader struct {
 	// fresh: the store decodes a new object for every read (a compact
 	// cache), which is the caller's own without a deep copy.
 	fresh bool
+	// projected is the fields a projected cache keeps (Options.ByObject),
+	// which every copy read carries in ProjectedAnnotation; "" if whole.
+	projected string
 }
 
 func (r reader) Get(key client.ObjectKey, out client.Object, opts ...client.GetOption) error {
@@ -62,8 +66,22 @@ func (r reader) Get(key client.ObjectKey, out client.Object, opts ...client.GetO
 	reflect.Indirect(outVal).Set(reflect.Indirect(objVal))
 	if copied {
 		out.GetObjectKind().SetGroupVersionKind(r.gvk)
+		r.mark(out)
 	}
 	return nil
+}
+
+// mark sets ProjectedAnnotation on a copy read from a projected cache.
+func (r reader) mark(obj metav1.Object) {
+	if r.projected == "" {
+		return
+	}
+	a := obj.GetAnnotations() // a copy's own
+	if a == nil {
+		a = make(map[string]string, 1)
+	}
+	a[ProjectedAnnotation] = r.projected
+	obj.SetAnnotations(a)
 }
 
 func (r reader) List(out client.ObjectList, opts ...client.ListOption) error {
@@ -106,6 +124,10 @@ func (r reader) List(out client.ObjectList, opts ...client.ListOption) error {
 				obj = obj.DeepCopyObject()
 			}
 			obj.GetObjectKind().SetGroupVersionKind(r.gvk)
+			if r.projected != "" {
+				m, _ := meta.Accessor(obj)
+				r.mark(m)
+			}
 		}
 		items = append(items, obj)
 	}
