@@ -7,8 +7,11 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kinformer/kinformer"
 )
 
 // clusterFlags are kubectl's connection flags (cli-runtime's ConfigFlags,
@@ -18,6 +21,7 @@ type clusterFlags struct {
 	allNamespaces bool
 	selector      string
 	fieldSelector string
+	fields        []string // --fields: the projection (Options.Fields)
 }
 
 // bind adds the flags to fs (after the command's own, for --help); scope
@@ -27,6 +31,7 @@ func (f *clusterFlags) bind(fs *pflag.FlagSet, scope bool) {
 		fs.BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "watch the resource in all namespaces")
 		fs.StringVarP(&f.selector, "selector", "l", "", "label selector, e.g. app=web,tier!=db")
 		fs.StringVar(&f.fieldSelector, "field-selector", "", "field selector, e.g. metadata.name=web")
+		fs.StringSliceVar(&f.fields, "fields", nil, "keep only these fields of each object, comma-separated paths in JSON names, e.g. metadata.labels,spec.nodeName,status.phase (name, namespace, uid and resourceVersion are always kept); the rest is never decoded")
 	}
 	f.ConfigFlags = genericclioptions.NewConfigFlags(true)
 	// Discovery is cached in memory, once per process (see newResolver),
@@ -96,6 +101,23 @@ func parseFlags(e *env, fs *pflag.FlagSet, args []string, usageLine, long string
 		fs.PrintDefaults()
 		fmt.Fprint(w, "\nExit codes:\n"+exitCodesHelp("  "))
 		return errHelp
+	}
+	return nil
+}
+
+// checkFields checks --fields against the resource's Go type where
+// client-go knows it (built-in resources); a custom resource's paths are
+// checked as paths only. A bad path is a usage error.
+func checkFields(res resource, fields []string) error {
+	if len(fields) == 0 {
+		return nil
+	}
+	var example any
+	if obj, err := scheme.Scheme.New(res.gvr.GroupVersion().WithKind(res.kind)); err == nil {
+		example = obj
+	}
+	if err := kinformer.CheckFields(example, fields); err != nil {
+		return usageErrorf("--fields: %v", err)
 	}
 	return nil
 }

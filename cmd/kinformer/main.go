@@ -4,9 +4,9 @@
 // Usage:
 //
 //	kinformer watch RESOURCE [-n NAMESPACE | -A] [-l SELECTOR] [--field-selector SELECTOR]
-//	          [--resync DURATION] [--state-dir DIR] [-o table|json]
+//	          [--fields PATH,...] [--resync DURATION] [--state-dir DIR] [-o table|json]
 //	kinformer serve RESOURCE... [--listen 127.0.0.1:8080] [-n NAMESPACE | -A] [-l SELECTOR]
-//	          [--field-selector SELECTOR] [--resync DURATION] [--state-dir DIR] [--compact]
+//	          [--field-selector SELECTOR] [--fields PATH,...] [--resync DURATION] [--state-dir DIR] [--compact]
 //	          [--accept-hosts REGEXP] [--sse-buffer N] [--max-sse-clients N] [--max-connections N]
 //	          [--shard-group NAME [--shard-namespace NAMESPACE] [--shard-identity ID] [--lease-duration 15s]]
 //
@@ -46,6 +46,12 @@
 // changed meanwhile (DELETED, MODIFIED, ADDED); serve serves them at once,
 // ready once caught up. A file that cannot be used is reported on stderr
 // and set aside, and the informer lists as usual.
+//
+// With --fields PATH,..., watch and serve keep only those fields of each
+// object (the library's Options.Fields: paths in JSON names, such as
+// metadata.labels,spec.nodeName,status.phase; name, namespace, uid and
+// resourceVersion always), and the rest is skipped unread; a path a
+// built-in resource does not have is a usage error.
 //
 // With --compact, serve keeps each cached object as bytes and decodes it
 // for every request that reads it (the library's Options.Compact): much

@@ -231,6 +231,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return stoppedOr(ctx, err)
 		}
+		if err := checkFields(res, f.cluster.fields); err != nil {
+			return err
+		}
 		if r := s.byName[res.String()]; r != nil {
 			s.byName[arg] = r // the same resource twice: one informer
 			continue
@@ -252,6 +255,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			StateKey:      stateKey(cfg, res, scope),
 			Sharding:      sharder,
 			Compact:       f.compact,
+			Fields:        f.cluster.fields,
 		})
 		s.add(arg, res, scope, inf)
 		if f.stateDir != "" {

@@ -94,6 +94,9 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return stoppedOr(ctx, err)
 	}
+	if err := checkFields(res, f.cluster.fields); err != nil {
+		return err
+	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -117,6 +120,7 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 		Name:          res.String(), // also names the state file
 		StateDir:      f.stateDir,
 		StateKey:      stateKey(cfg, res, scope),
+		Fields:        f.cluster.fields,
 	})
 
 	out := newOutput(e, f.output, res.namespaced && f.cluster.allNamespaces)
