@@ -21,6 +21,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 const (
@@ -140,47 +141,11 @@ func compact(c compactConfig) error {
 		pr := compactPodRun{Size: n}
 		t := time.Now()
 		from := have
-		// The Pods there (a data dir kept from an earlier run may hold
-		// them all), counted in pages: the server is loaded.
-		countPods := func() (count int, err error) {
-			err = retried(func() error {
-				count = 0
-				opts := metav1.ListOptions{Limit: 1000}
-				for {
-					l, err := cs.CoreV1().Pods(compactNamespace).List(ctx, opts)
-					if err != nil {
-						return err
-					}
-					count += len(l.Items)
-					if opts.Continue = l.Continue; opts.Continue == "" {
-						return nil
-					}
-				}
-			})
-			return count, err
-		}
-		count, err := countPods()
-		if err != nil {
+		if err := ensureCompactPods(ctx, cs, from, n); err != nil {
 			return err
-		}
-		if count < n {
-			if err := createObjects(compactNamespace+" pods", n-from, func(i int) error {
-				p := pod(from + i)
-				p.Namespace = compactNamespace
-				_, err := cs.CoreV1().Pods(compactNamespace).Create(ctx, p, metav1.CreateOptions{FieldManager: fieldManager})
-				return err
-			}); err != nil {
-				return err
-			}
-			if count, err = countPods(); err != nil {
-				return err
-			}
 		}
 		have = n
 		pr.CreateSeconds = time.Since(t).Seconds()
-		if count != n {
-			return fmt.Errorf("%d Pods in %s, want %d (a data dir with another workload?)", count, compactNamespace, n)
-		}
 		contender := func(kind string, round int, extra ...string) (compactResult, error) {
 			args := []string{"compact-contender", "-kind", kind, "-kubeconfig", srv.Kubeconfig, "-namespace", compactNamespace,
 				"-round", fmt.Sprint(round), "-objects", fmt.Sprint(n), "-reads", fmt.Sprint(reads),
@@ -279,4 +244,50 @@ func compact(c compactConfig) error {
 		return err
 	}
 	return c.section(compactReport(run))
+}
+
+// ensureCompactPods makes the Pods of compactNamespace number n, creating
+// pod(from)... where fewer are there (a data dir kept from an earlier run
+// may hold them all).
+func ensureCompactPods(ctx context.Context, cs kubernetes.Interface, from, n int) error {
+	// The Pods there (a data dir kept from an earlier run may hold
+	// them all), counted in pages: the server is loaded.
+	countPods := func() (count int, err error) {
+		err = retried(func() error {
+			count = 0
+			opts := metav1.ListOptions{Limit: 1000}
+			for {
+				l, err := cs.CoreV1().Pods(compactNamespace).List(ctx, opts)
+				if err != nil {
+					return err
+				}
+				count += len(l.Items)
+				if opts.Continue = l.Continue; opts.Continue == "" {
+					return nil
+				}
+			}
+		})
+		return count, err
+	}
+	count, err := countPods()
+	if err != nil {
+		return err
+	}
+	if count < n {
+		if err := createObjects(compactNamespace+" pods", n-from, func(i int) error {
+			p := pod(from + i)
+			p.Namespace = compactNamespace
+			_, err := cs.CoreV1().Pods(compactNamespace).Create(ctx, p, metav1.CreateOptions{FieldManager: fieldManager})
+			return err
+		}); err != nil {
+			return err
+		}
+		if count, err = countPods(); err != nil {
+			return err
+		}
+	}
+	if count != n {
+		return fmt.Errorf("%d Pods in %s, want %d (a data dir with another workload?)", count, compactNamespace, n)
+	}
+	return nil
 }

@@ -111,10 +111,15 @@ func compactContenderMain(args []string) error {
 	var iut informerUnderTest
 	var rd podReader
 	switch *kind {
-	case kClientGo:
+	case kClientGo, kClientGoAllow:
 		inf, start, err := newSharedIndexInformer(ctx, kClientGo, cs, "pods", *ns)
 		if err != nil {
 			return err
+		}
+		if *kind == kClientGoAllow {
+			if err := inf.SetTransform(allowlistPod); err != nil {
+				return err
+			}
 		}
 		if err := inf.AddIndexers(cache.Indexers{groupIndex: func(obj any) ([]string, error) {
 			return []string{podGroup(obj.(*corev1.Pod).Name, per)}, nil
@@ -146,15 +151,20 @@ func compactContenderMain(args []string) error {
 			},
 			list: func() []*corev1.Pod { return pods(idx.List()) },
 		}
-	case kKinformer, kCompact:
+	case kKinformer, kCompact, kFields, kCompactFields:
+		var fields []string
+		if *kind == kFields || *kind == kCompactFields {
+			fields = projectedPodFields
+		}
 		inf := kinformer.New[*corev1.Pod](cs.CoreV1().Pods(*ns), &kinformer.Options[*corev1.Pod]{
-			Compact: *kind == kCompact,
+			Compact: *kind == kCompact || *kind == kCompactFields,
+			Fields:  fields,
 			Indexers: map[string]kinformer.IndexFunc[*corev1.Pod]{groupIndex: func(p *corev1.Pod) []string {
 				return []string{podGroup(p.Name, per)}
 			}},
 		})
-		if *kind == kCompact {
-			compactOn(inf)
+		if inf.Cache().Compact() != (*kind == kCompact || *kind == kCompactFields) {
+			return fmt.Errorf("%s: the cache's Compact is %v", *kind, inf.Cache().Compact())
 		}
 		iut = kinformerUnderTest(inf, rec, false)
 		c := inf.Cache()
@@ -317,4 +327,31 @@ func compactContenderMain(args []string) error {
 	res.ProtoMB = float64(proto) / (1 << 20)
 	runtime.KeepAlive(iut)
 	return childResult(res)
+}
+
+// The projection benchmark's contenders (issue 30): the same Pods keeping
+// only the fields a typical Pod controller reads.
+const (
+	kClientGoAllow = "client-go+transform"      // client-go with a hand-written allowlist Transform of projectedPodFields
+	kFields        = "kinformer+fields"         // kinformer.New with Options.Fields: projectedPodFields
+	kCompactFields = "kinformer+compact+fields" // the same with Compact
+)
+
+// projectedPodFields are what the projected contenders keep.
+var projectedPodFields = []string{"metadata.labels", "metadata.ownerReferences", "spec.nodeName", "status.phase", "status.conditions"}
+
+// allowlistPod is the best client-go users do today: a Transform that
+// copies the fields kept into a new Pod (after the whole object was
+// decoded), as openkruise and NVSentinel do.
+func allowlistPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil // a tombstone
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			Labels: p.Labels, OwnerReferences: p.OwnerReferences},
+		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName},
+		Status: corev1.PodStatus{Phase: p.Status.Phase, Conditions: p.Status.Conditions},
+	}, nil
 }

@@ -88,6 +88,9 @@ func scenarios() []scenario {
 			section: [2]string{compactBegin, compactEnd}, localapi: true, keepHelp: "keep the temporary data dir and state files",
 			dataDirHelp: "localapi data dir (default: a new temporary one)",
 			flags:       compactFlags, child: "compact-contender", childMain: compactContenderMain},
+		{name: "project", help: "Options.Fields (issue 30): 3,000 and 20,000 Pods projected to five fields, against client-go and client-go with an allowlist Transform (about 10 minutes)",
+			section: [2]string{projectBegin, projectEnd}, localapi: true, dataDirHelp: "localapi data dir (default: a new temporary one)",
+			flags: projectFlags},
 	}
 }
 
