@@ -1,10 +1,13 @@
 package integration
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -261,5 +264,51 @@ func TestProjectionFactoryUnion(t *testing.T) {
 	waitForSync(t, g)
 	if whole, _ := x.Cache().GetNamespaced(ns, "p-001"); whole == nil || whole.Annotations["note"] == "" || x.Fields() != nil {
 		t.Fatalf("a consumer without Fields did not make the cache whole: %+v", whole)
+	}
+}
+
+// With StateDir, the projection is part of the state file's identity: the
+// same fields start warm from the file, other fields start from a list,
+// never from objects projected otherwise.
+func TestProjectionStateDir(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	ns := testenv.NewNamespace(t, srv.Config())
+	ctx := bounded(t, callTimeout)
+	for i := range 3 {
+		if _, err := c.CoreV1().Pods(ns).Create(ctx, projPod(ns, i), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	run := func(fields []string) (restored int, p *corev1.Pod) {
+		inf := kinformer.New[*corev1.Pod](c.CoreV1().Pods(ns), &kinformer.Options[*corev1.Pod]{
+			Fields: fields, StateDir: dir, StateInterval: 10 * time.Millisecond})
+		var n atomic.Int32
+		inf.AddHandlerFuncs(kinformer.HandlerFuncs[*corev1.Pod]{Added: func(e kinformer.Event[*corev1.Pod]) {
+			if e.Cause == kinformer.CauseRestore {
+				n.Add(1)
+			}
+		}})
+		ictx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = inf.Run(ictx) }()
+		if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // a commit of the state file
+		p, _ = inf.Cache().GetNamespaced(ns, "p-001")
+		cancel()
+		<-done
+		return int(n.Load()), p
+	}
+	if n, p := run([]string{"spec.nodeName"}); n != 0 || p.Spec.NodeName != "node-1" || p.Labels != nil {
+		t.Fatalf("first run: %d restored, %+v", n, p)
+	}
+	if n, p := run([]string{"spec.nodeName"}); n != 3 || p.Spec.NodeName != "node-1" || p.Labels != nil {
+		t.Fatalf("the same fields: %d restored (want 3), %+v", n, p)
+	}
+	if n, p := run([]string{"metadata.labels"}); n != 0 || p.Spec.NodeName != "" || p.Labels["app"] != "web" {
+		t.Fatalf("other fields: %d restored (want 0, a list), %+v", n, p)
 	}
 }
