@@ -175,13 +175,17 @@ func (n *Node) add(t reflect.Type, segs, path []string) error {
 		// A field of an inline struct (a Volume's VolumeSource): its own
 		// Go field, and in protobuf its own message.
 		i := inline.Index[0]
+		it := inline.Type
+		for it.Kind() == reflect.Pointer {
+			it = it.Elem()
+		}
 		n.keep[i] = true
 		c := n.sub[i]
 		if c == nil {
-			c = newNode(inline.Type)
+			c = newNode(it)
 			n.sub[i] = c
 		}
-		if err := c.add(inline.Type, segs, path); err != nil {
+		if err := c.add(it, segs, path); err != nil {
 			return err
 		}
 		n.names[segs[0]] = c.names[segs[0]]
@@ -225,28 +229,28 @@ func (n *Node) finish() {
 }
 
 // jsonField finds the field of struct t named name in JSON, directly or
-// in an inline struct (then inline is the inline field of t).
+// in an inline struct (then inline is the inline field of t). A direct
+// field wins over one of an inline struct, as in encoding/json.
 func jsonField(t reflect.Type, name string) (sf, inline *reflect.StructField, ok bool) {
 	for i := range t.NumField() {
 		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		n, in := jsonName(f)
-		if in {
-			ft := f.Type
-			for ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if ft.Kind() == reflect.Struct {
-				if _, _, found := jsonField(ft, name); found {
-					return nil, &f, true
-				}
-			}
-			continue
-		}
-		if n == name {
+		if n, in := jsonName(f); f.IsExported() && !in && n == name {
 			return &f, nil, true
+		}
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if _, in := jsonName(f); !f.IsExported() || !in {
+			continue
+		}
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if ft.Kind() == reflect.Struct {
+			if _, _, found := jsonField(ft, name); found {
+				return nil, &f, true
+			}
 		}
 	}
 	return nil, nil, false

@@ -227,3 +227,34 @@ func BenchmarkProto(b *testing.B) {
 		}
 	}
 }
+
+// Inline structs, by value or pointer, and a direct field that hides an
+// inline one's, as encoding/json has them.
+func TestInline(t *testing.T) {
+	type Inner struct {
+		A string `json:"a"`
+		B string `json:"b"`
+	}
+	type Ptr struct {
+		C string `json:"c"`
+	}
+	type Outer struct {
+		Inner `json:",inline"`
+		*Ptr  `json:",inline"`
+		B     int `json:"b"`
+		D     string
+		Meta  metav1.ObjectMeta `json:"metadata"`
+	}
+	f, err := Compile(reflect.TypeFor[*Outer](), []string{"a", "b", "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &Outer{Inner: Inner{A: "a", B: "inner"}, Ptr: &Ptr{C: "c"}, B: 2, D: "d"}
+	f.Apply(o)
+	if o.A != "a" || o.Inner.B != "" || o.B != 2 || o.C != "c" || o.D != "" {
+		t.Fatalf("%+v %+v", o, *o.Ptr)
+	}
+	if _, err := Compile(reflect.TypeFor[*Outer](), []string{"D"}); err != nil {
+		t.Fatalf("a field without a json tag is named by its Go name: %v", err)
+	}
+}
