@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kinformer/kinformer/internal/projection"
 )
 
 // The differential tests hold the direct decoder to apimachinery's: for
@@ -411,5 +413,49 @@ func TestSharing(t *testing.T) {
 	}
 	if _, ok := ua.Object["metadata"].(map[string]any)["managedFields"]; ok {
 		t.Error("managedFields kept")
+	}
+}
+
+// Format.Fields: an event decoded with a projection is the whole event's
+// decoding with the fields left out cleared (projection.Apply), wherever
+// the whole decodes; a bookmark keeps its annotations.
+func TestProjectionMatchesApply(t *testing.T) {
+	paths := []string{"spec.replicas", "spec.ports.port", "status.conditions", "metadata.labels", "s", "x"}
+	untyped, err := projection.Compile(nil, paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typedFields, err := projection.Compile(reflect.TypeFor[*widget](), paths[:4])
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(c string, f, whole *Format, fields *projection.Fields) {
+		t.Helper()
+		want, wantErr := direct([]byte(c), whole)
+		if wantErr != nil {
+			return // a value left out may be what fails the whole
+		}
+		got, err := direct([]byte(c), f)
+		if err != nil {
+			t.Fatalf("%q: %v; the whole decodes", c, err)
+		}
+		if want.Type != watch.Bookmark && want.Type != watch.Error {
+			if u, ok := want.Object.(*unstructured.Unstructured); ok {
+				fields.Apply(u.Object)
+			} else {
+				fields.Apply(want.Object)
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\nprojected: %s\nwant:      %s", c, describe(got), describe(want))
+		}
+	}
+	for _, c := range eventCases {
+		check(c, &Format{StripManagedFields: true, Fields: untyped}, &Format{StripManagedFields: true}, untyped)
+	}
+	for _, c := range typedCases {
+		f, whole := *typedFormat, *typedFormat
+		f.Fields = typedFields
+		check(c, &f, &whole, typedFields)
 	}
 }
