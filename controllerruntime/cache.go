@@ -11,19 +11,17 @@
 // PartialObjectMetadata objects, and takes IndexField before or after the
 // start. Its informers are a kinformer.Factory's, on the manager's
 // rest.Config: built-in types are decoded by kinformer's protobuf decoder,
-// custom resources by its JSON one, and each object is kept as bytes,
-// decoded by every Get and List (which then need no deep copy; Options.
-// Decoded keeps objects decoded instead). With adds kinformer's own
-// options: a state directory (a restarted manager starts warm), sharding
-// between replicas, metrics, managedFields dropped, projections (a kind's
-// cache keeping only the fields the controller reads; NewClient refuses to
-// write such an object back).
+// custom resources by its JSON one, managedFields are dropped, and equal
+// labels and annotations are shared between cached objects. With adds
+// kinformer's own options: a state directory (a restarted manager starts
+// warm), sharding between replicas, metrics, a compact cache (objects kept
+// as bytes, decoded on each read).
 //
-// What differs from controller-runtime's cache: EnableWatchBookmarks is
+// What differs from controller-runtime's cache: managedFields are not
+// cached (Options.KeepManagedFields keeps them); EnableWatchBookmarks is
 // ignored (kinformer always asks for bookmarks); HTTPClient is not used
 // (the factory makes its own client from the rest.Config, with the same
-// settings); UnsafeDisableDeepCopy gives a new object on each read unless
-// Options.Decoded.
+// settings).
 package controllerruntime
 
 import (
@@ -96,25 +94,20 @@ type Options struct {
 	// KINFORMER_CACHE_MUTATION_DETECTOR): a cached object changed in
 	// place, by a handler or through UnsafeDisableDeepCopy, is reported
 	// with an error naming it. It doubles the cache's memory: for tests
-	// and canaries. Only with Decoded: a compact cache's reads are the
-	// caller's own, and there is nothing to detect.
+	// and canaries.
 	DetectMutations bool
 
-	// Decoded keeps every informer's objects decoded, as controller-
-	// runtime's own cache does, and Get and List deep-copy them. By
-	// default the caches are compact (kinformer's Options.Compact, through
-	// FactoryOptions.Compact): each object is kept as bytes, about the
-	// size of its protobuf (JSON for custom resources) instead of its
-	// decoded tree, and every Get and List decodes what it returns, which
-	// is then the caller's own without the deep copy controller-runtime's
-	// cache makes: a decode costs about what that copy does, and the
-	// manager holds about half the heap (docs/benchmarks.md, the cr
-	// section). Set Decoded for a controller that reads with
-	// UnsafeDisableDeepCopy (a decoded cache's objects are then shared,
-	// not decoded on every read) or that wants the mutation detector.
-	// Informers of cache.Options.NewInformer, which are not kinformer's,
-	// are always decoded.
-	Decoded bool
+	// Compact keeps every informer's cache as bytes (kinformer's
+	// Options.Compact, through FactoryOptions.Compact): each object takes
+	// about the size of its protobuf (JSON for custom resources) instead
+	// of its decoded tree, and every Get and List decodes what it returns.
+	// Those objects are already the caller's own, so Get and List do not
+	// deep-copy them again. For managers that cache much and read little
+	// (every Pod of a cluster); one that lists its whole cache often pays
+	// a decode per object each time. The mutation detector has nothing to
+	// check in a compact cache. Not used for informers of
+	// cache.Options.NewInformer, which are not kinformer's. Default: off.
+	Compact bool
 
 	// ByObject projects the cache of some kinds: each kind's informers
 	// keep only the fields named (kinformer's Options.Fields: paths in
@@ -169,7 +162,7 @@ func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, er
 	sh := &shared{
 		factory: kinformer.NewFactory(cfg, &kinformer.FactoryOptions{
 			Registerer: ko.Registerer, Logger: ko.Logger, Scheme: opts.Scheme,
-			StateDir: ko.StateDir, Sharding: ko.Sharding, Compact: !ko.Decoded,
+			StateDir: ko.StateDir, Sharding: ko.Sharding, Compact: ko.Compact,
 		}),
 		scheme:          opts.Scheme,
 		mapper:          opts.Mapper,
@@ -177,7 +170,7 @@ func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, er
 		watchErrHandler: opts.DefaultWatchErrorHandler,
 		keepManaged:     !ko.DropManagedFields,
 		detectMutations: ko.DetectMutations,
-		compact:         !ko.Decoded,
+		compact:         ko.Compact,
 		fields:          map[schema.GroupVersionKind][]string{},
 		cfg:             cfg,
 		httpClient:      opts.HTTPClient,

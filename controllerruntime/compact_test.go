@@ -23,11 +23,11 @@ import (
 
 func byNodeName(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }
 
-// kcr's default, compact caches, in a manager's cache against the real
-// server: the informers' caches are compact (each read a new object), and
-// Get and List (by namespace, labels and a field index from IndexField;
-// typed, unstructured and metadata-only) return what a decoded cache
-// (Options.Decoded) returns; changing a returned object, even one got with
+// kcr.Options.Compact, in a manager's cache against the real server: the
+// informers' caches are compact (each read a new object), and Get and
+// List (by namespace, labels and a field index from IndexField; typed,
+// unstructured and metadata-only) return what a cache without Compact
+// returns; changing a returned object, even one got with
 // UnsafeDisableDeepCopy, does not change the next Get; an update reaches
 // Get.
 func TestCompact(t *testing.T) {
@@ -44,7 +44,7 @@ func TestCompact(t *testing.T) {
 	// own, not a multi-namespace cache's (whose informers have no indexer).
 	cacheOpts := cache.Options{DefaultFieldSelector: fields.OneTermEqualSelector("metadata.namespace", ns)}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		NewCache:               kcr.NewCache,
+		NewCache:               kcr.With(kcr.Options{Compact: true}),
 		Cache:                  cacheOpts,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -70,7 +70,7 @@ func TestCompact(t *testing.T) {
 	if !c.WaitForCacheSync(wctx) {
 		t.Fatal("the manager's cache did not sync")
 	}
-	plain, err := kcr.With(kcr.Options{Decoded: true})(cfg, cacheOpts)
+	plain, err := kcr.With(kcr.Options{})(cfg, cacheOpts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,11 +34,11 @@ const (
 	kCR            = "cr"             // controller-runtime's own cache, ctrl.Options{} defaults
 	kCRNewInformer = "cr+newinformer" // its own cache, with Options.Cache.NewInformer = clientgo.NewSharedIndexInformer
 	kCRStrip       = "cr+strip"       // its own cache, with DefaultTransform: cache.TransformStripManagedFields()
-	kCRKCR         = "cr+kcr"         // kinformer's controller-runtime cache (controllerruntime/, kcr.NewCache: compact)
+	kCRKCR         = "cr+kcr"         // kinformer's controller-runtime cache (controllerruntime/, kcr.NewCache)
 	kCRKCRDrop     = "cr+kcr-drop"    // kcr.With(kcr.Options{DropManagedFields: true})
-	kCRKCRDecoded  = "cr+kcr-decoded" // kcr.With(kcr.Options{Decoded: true}): objects kept decoded, deep-copied on reads
-	// kCRKCRFields is kcr.NewCache's defaults with each kind projected to
-	// what its reconciler reads (kcr.Options.ByObject).
+	kCRKCRCompact  = "cr+kcr-compact" // kcr.With(kcr.Options{Compact: true})
+	// kCRKCRFields is kcr.With(kcr.Options{Compact: true}) with each kind
+	// projected to what its reconciler reads (kcr.Options.ByObject).
 	kCRKCRFields = "cr+kcr-fields"
 
 	// podConfigMapIndex indexes Pods by the ConfigMaps their volumes mount
@@ -56,8 +56,8 @@ var crNewCache = map[string]cache.NewCacheFunc{
 	kCRStrip:       nil, // cache.New, with Options.Cache.DefaultTransform set (see crManager)
 	kCRKCR:         kcr.NewCache,
 	kCRKCRDrop:     kcr.With(kcr.Options{DropManagedFields: true}),
-	kCRKCRDecoded:  kcr.With(kcr.Options{Decoded: true}),
-	kCRKCRFields: kcr.With(kcr.Options{ByObject: map[client.Object]kcr.ByObject{
+	kCRKCRCompact:  kcr.With(kcr.Options{Compact: true}),
+	kCRKCRFields: kcr.With(kcr.Options{Compact: true, ByObject: map[client.Object]kcr.ByObject{
 		&corev1.ConfigMap{}: {Fields: []string{"metadata.annotations"}},   // the burst's round annotation
 		&corev1.Pod{}:       {Fields: []string{"spec.volumes.configMap"}}, // the field index and the List by it
 	}}),
@@ -143,7 +143,7 @@ func crContenderMain(args []string) error {
 	t0 := time.Now()
 	smp := startSampler(t0)
 	fs := flag.NewFlagSet("cr-contender", flag.ExitOnError)
-	kind := fs.String("kind", kCR, "cr | cr+newinformer | cr+strip | cr+kcr | cr+kcr-drop | cr+kcr-decoded | cr+kcr-fields")
+	kind := fs.String("kind", kCR, "cr | cr+newinformer | cr+strip | cr+kcr | cr+kcr-drop | cr+kcr-compact | cr+kcr-fields")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
 	round := fs.Int("round", 0, "round number")
 	execNs := fs.Int64("exec-ns", 0, "when the parent started this process (UnixNano; 0: main's start)")
