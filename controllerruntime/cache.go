@@ -11,14 +11,15 @@
 // PartialObjectMetadata objects, and takes IndexField before or after the
 // start. Its informers are a kinformer.Factory's, on the manager's
 // rest.Config: built-in types are decoded by kinformer's protobuf decoder,
-// custom resources by its JSON one, managedFields are dropped, and equal
-// labels and annotations are shared between cached objects. With adds
-// kinformer's own options: a state directory (a restarted manager starts
-// warm), sharding between replicas, metrics, a compact cache (objects kept
-// as bytes, decoded on each read).
+// custom resources by its JSON one, and equal labels and annotations are
+// shared between cached objects. With adds kinformer's own options: a
+// state directory (a restarted manager starts warm), sharding between
+// replicas, metrics, managedFields dropped, a compact cache (objects kept
+// as bytes, decoded on each read: about half the manager's heap), and
+// projections (a kind's cache keeping only the fields the controller
+// reads; NewClient refuses to write such an object back).
 //
-// What differs from controller-runtime's cache: managedFields are not
-// cached (Options.KeepManagedFields keeps them); EnableWatchBookmarks is
+// What differs from controller-runtime's cache: EnableWatchBookmarks is
 // ignored (kinformer always asks for bookmarks); HTTPClient is not used
 // (the factory makes its own client from the rest.Config, with the same
 // settings).
