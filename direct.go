@@ -75,7 +75,8 @@ type decoding struct {
 	maxJSONEvent int64
 	// keepRaw: a protobuf stream gives each object's bytes with it (a
 	// compact cache keeps them); lazy: it leaves objects undecoded where
-	// it can (protowatch.Format.KeepRaw, Lazy). Not with share.
+	// it can (protowatch.Format.KeepRaw, Lazy; for unstructured objects,
+	// jsonwatch.Format.Lazy: their JSON as it came). Not with share.
 	keepRaw, lazy bool
 	// fields, if set, is the projection the decoder makes (Options.Fields).
 	fields *projection.Fields
@@ -169,7 +170,7 @@ func newDynamicWatcher(lw any, dc decoding) *directWatcher {
 		// which may modify its object in place. Without one there is
 		// nothing left to do after decoding.
 		json: jsonwatch.NewDecoder(&jsonwatch.Format{StripManagedFields: !dc.keepManagedFields, ShareContainers: dc.share != nil,
-			MaxEvent: dc.maxJSONEvent, Fields: dc.fields}),
+			MaxEvent: dc.maxJSONEvent, Fields: dc.fields, Lazy: dc.lazy && dc.share == nil}),
 		shares: dc.share != nil,
 	}
 }

@@ -85,6 +85,10 @@ type Format struct {
 	// Fields, if set, keeps only some fields of each object: the others
 	// are skipped unread in the token stream.
 	Fields *projection.Fields
+	// Lazy leaves unstructured objects undecoded where it can (see
+	// raw.go): for a compact cache, which keeps their JSON as it came. Not
+	// with ShareContainers.
+	Lazy bool
 	// ShareContainers makes small objects and arrays of interned values
 	// (in unstructured objects, and in typed objects' interface{} fields)
 	// shared between objects. Only for objects nothing modifies after
@@ -107,6 +111,7 @@ type Reader struct {
 	closed atomic.Bool
 	events int
 	broken bool
+	copy   *rawCopy // Format.Lazy's; nil until used
 }
 
 // Decoders keep what they learnt between watches: the interned names and
@@ -273,7 +278,7 @@ func (r *Reader) next() (watch.Event, error) {
 		case "object":
 			objSeen, obj, objErr, raw = true, nil, nil, nil
 			if typeSeen && et != watch.Error {
-				obj, objErr = r.object(et)
+				obj, objErr = r.object(et, r.f.Lazy)
 				if objErr != nil && !errors.Is(objErr, errSemantic) {
 					return watch.Event{}, objErr
 				}
@@ -326,13 +331,24 @@ func (r *Reader) next() (watch.Event, error) {
 // errSemantic means it was read to its end but not understood.
 // A bookmark's object is not projected: what it says is in its
 // annotations.
-func (r *Reader) object(et watch.EventType) (runtime.Object, error) {
+func (r *Reader) object(et watch.EventType, lazy bool) (runtime.Object, error) {
 	sel := r.vals.project
 	if et == watch.Bookmark {
 		sel = nil
 	}
 	if r.typed != nil {
 		return r.typed.decode(r.f, false, sel != nil)
+	}
+	if lazy && r.vals.dec.PeekKind() == '{' && (et == watch.Added || et == watch.Modified || et == watch.Deleted) {
+		raw, ok, err := r.raw(sel)
+		switch {
+		case err != nil:
+			return nil, err
+		case ok:
+			return raw, nil
+		}
+		// Decoded from the copy: it fails, or is what a decode gives.
+		return r.objectFrom(bytes.Clone(r.copy.buf.Bytes()), et)
 	}
 	if r.vals.dec.PeekKind() != '{' {
 		if _, err := r.vals.value(levelOther); err != nil {
@@ -356,7 +372,7 @@ func (r *Reader) objectFrom(raw []byte, et watch.EventType) (runtime.Object, err
 	dec := r.vals.dec
 	defer func() { r.vals.dec = dec }()
 	r.vals.dec = jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-	return r.object(et)
+	return r.object(et, false)
 }
 
 // valid reports the five event types there are.

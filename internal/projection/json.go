@@ -32,7 +32,7 @@ func (n *Node) json(enc *jsontext.Encoder, dec *jsontext.Decoder) error {
 			if err != nil {
 				return err
 			}
-			c, keep := n.childOf(name)
+			c, keep := n.ChildQuoted(name)
 			if !keep {
 				if err := dec.SkipValue(); err != nil {
 					return err
@@ -87,9 +87,9 @@ func (n *Node) json(enc *jsontext.Encoder, dec *jsontext.Decoder) error {
 	return enc.WriteValue(v)
 }
 
-// childOf is Child of a quoted JSON name, without allocating unless it is
-// escaped.
-func (n *Node) childOf(quoted jsontext.Value) (*Node, bool) {
+// ChildQuoted is Child of a quoted JSON name (a jsontext.Value), without
+// allocating unless it is escaped.
+func (n *Node) ChildQuoted(quoted jsontext.Value) (*Node, bool) {
 	if n == nil {
 		return nil, true
 	}
