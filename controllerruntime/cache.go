@@ -127,8 +127,10 @@ type Options struct {
 	// patches (client.Merge, client.Apply) of such an object with
 	// ErrProjected, before any request. Change a projected object with a
 	// patch of what you changed (client.MergeFrom of the object as read),
-	// or read it whole with the manager's APIReader first. A path that is
-	// not a field of the kind fails NewCache.
+	// or read it whole with the manager's APIReader first. Reads with
+	// UnsafeDisableDeepCopy are the cache's own objects, not copies, and
+	// carry no mark: never write them. A path that is not a field of the
+	// kind fails NewCache.
 	ByObject map[client.Object]ByObject
 }
 
