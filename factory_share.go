@@ -207,6 +207,15 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T], fields *pr
 	if detect && !inf.detectingMutations() && inf.isStarted() {
 		return fmt.Errorf("%w: it does not detect mutations, and cannot start now", ErrStarted)
 	}
+	if err := checkReads(union, nil, added); err != nil {
+		return err
+	}
+	if widen { // first: the indexes added are checked against the union
+		if err := inf.setFields(union); err != nil {
+			return err
+		}
+		have.fields = union
+	}
 	if len(added) > 0 {
 		if err := inf.AddIndexers(added); err != nil {
 			return err
@@ -214,12 +223,6 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T], fields *pr
 		for name, fn := range added {
 			e.indexes[name] = funcID(fn)
 		}
-	}
-	if widen {
-		if err := inf.setFields(union); err != nil {
-			return err
-		}
-		have.fields = union
 	}
 	if resync != have.ResyncPeriod {
 		if err := inf.setResync(resync); err != nil {

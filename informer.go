@@ -81,6 +81,12 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 	checkItemType[T, L]()
 	o := opts.withDefaults()
 	o.fields, o.fieldsErr = o.compileFields()
+	if o.fieldsErr == nil && !o.defaultKey {
+		o.fieldsErr = checkReads(o.fields, o.KeyFunc, nil)
+	}
+	if o.fieldsErr == nil {
+		o.fieldsErr = checkReads[T](o.fields, nil, o.Indexers)
+	}
 	log := o.Logger
 	hlog := o.Logger
 	if log == nil {
@@ -178,8 +184,15 @@ func checkItemType[T Object, L runtime.Object]() {
 // while it runs (client-go's AddIndexers): each new index is built from
 // the objects cached at that moment and kept up to date from then on; the
 // informer's writes wait while it is built. It returns an error naming the
-// index if one of that name exists, and adds none of them then.
+// index if one of that name exists, or wrapping ErrFields if one reads
+// fields Options.Fields leave out, and adds none of them then.
 func (inf *Informer[T]) AddIndexers(indexers map[string]IndexFunc[T]) error {
+	inf.runMu.Lock()
+	fields := inf.loop.opts.fields
+	inf.runMu.Unlock()
+	if err := checkReads(fields, nil, indexers); err != nil {
+		return fmt.Errorf("kinformer: AddIndexers: %w", err)
+	}
 	return inf.cache.addIndexers(indexers)
 }
 

@@ -3,7 +3,9 @@ package kinformer
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -45,7 +47,10 @@ type Options[T Object] struct {
 	// or a list keeps it whole), and always metadata.name, namespace, uid
 	// and resourceVersion (what the default key and IndexNamespace read).
 	// A KeyFunc, Indexers or Transform of your own must read only kept
-	// fields: list what they read. The fields left out are never decoded:
+	// fields: list what they read. A KeyFunc or an index found reading a
+	// field left out (each is called on a probe object with every field
+	// set, whole and projected: a lookup of one map key it cannot see) is
+	// an ErrFields error as a bad path is, and AddIndexers refuses one. The fields left out are never decoded:
 	// for built-in types they are cut from the protobuf bytes before
 	// decoding, for custom resources and unstructured objects skipped
 	// unread in the JSON; objects that reach kinformer decoded whole (a
@@ -359,6 +364,49 @@ func CheckFields(example any, fields []string) error {
 	}
 	if _, err := projection.Compile(t, fields); err != nil {
 		return fmt.Errorf("%w: %w", ErrFields, err)
+	}
+	return nil
+}
+
+// checkReads tells whether a KeyFunc of the user's (not the default) or
+// an IndexFunc reads fields the projection f leaves out: each is called
+// on a probe object with every field set and on the same object
+// projected (projection.Probe), and must give the same. A function that
+// panics on the probe is given the benefit of the doubt.
+func checkReads[T Object](f *projection.Fields, key KeyFunc[T], indexers map[string]IndexFunc[T]) error {
+	if f == nil {
+		return nil
+	}
+	w, p := f.Probe()
+	whole, ok1 := w.(T)
+	proj, ok2 := p.(T)
+	if !ok1 || !ok2 {
+		return nil // untyped: nothing to probe
+	}
+	call := func(fn func(T) []string, obj T) (vals []string, ok bool) {
+		defer func() {
+			if recover() != nil {
+				ok = false
+			}
+		}()
+		vals = slices.Clone(fn(obj))
+		slices.Sort(vals)
+		return vals, true
+	}
+	if key != nil {
+		fn := func(o T) []string { return []string{key(o)} }
+		if a, ok := call(fn, whole); ok {
+			if b, ok := call(fn, proj); ok && !slices.Equal(a, b) {
+				return fmt.Errorf("%w: the KeyFunc reads fields Fields leave out (on one object it keys %q whole and %q projected): add what it reads to Fields", ErrFields, a[0], b[0])
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(indexers)) {
+		a, okA := call(indexers[name], whole)
+		b, okB := call(indexers[name], proj)
+		if okA && okB && !slices.Equal(a, b) {
+			return fmt.Errorf("%w: index %q reads fields Fields leave out (on one object it gives %q whole and %q projected): add what it reads to Fields", ErrFields, name, a, b)
+		}
 	}
 	return nil
 }

@@ -258,3 +258,21 @@ func TestInline(t *testing.T) {
 		t.Fatalf("a field without a json tag is named by its Go name: %v", err)
 	}
 }
+
+func TestProbe(t *testing.T) {
+	f, err := Compile(reflect.TypeFor[*corev1.Pod](), []string{"spec.nodeName"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, p := f.Probe()
+	whole, proj := w.(*corev1.Pod), p.(*corev1.Pod)
+	if whole.Spec.NodeName != "x" || proj.Spec.NodeName != "x" || whole.Status.Phase != "x" || proj.Status.Phase != "" ||
+		len(whole.Spec.Containers) != 1 || whole.Spec.Containers[0].Image != "x" || proj.Spec.Containers != nil || proj.Name != "x" {
+		t.Fatalf("whole %+v\nprojected %+v", whole, proj)
+	}
+	if u, _ := Compile(nil, []string{"a"}); u != nil {
+		if w, p := u.Probe(); w != nil || p != nil {
+			t.Fatal("an untyped projection has nothing to probe")
+		}
+	}
+}
