@@ -47,6 +47,11 @@ func TestProjection(t *testing.T) {
 			if err := c.IndexField(ctx, &corev1.Pod{}, "spec.nodeName", byNodeName); err != nil {
 				t.Fatal(err)
 			}
+			// An index reading a field the projection leaves out is refused.
+			err = c.IndexField(ctx, &corev1.Pod{}, "status.podIP", func(o client.Object) []string { return []string{o.(*corev1.Pod).Status.PodIP} })
+			if !errors.Is(err, kinformer.ErrFields) || !strings.Contains(err.Error(), "status.podIP") {
+				t.Fatalf("IndexField of a field left out: %v, want ErrFields", err)
+			}
 			runCache(t, c)
 			got := &corev1.Pod{}
 			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "p0"}, got); err != nil {
