@@ -41,3 +41,22 @@ func TestWatchFields(t *testing.T) {
 		t.Fatalf("bad path: exit %d, stderr %q; want %d naming it", code, stderr, exitUsage)
 	}
 }
+
+// serve --fields, compact or not, serves the projected objects.
+func TestServeFields(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	ns := testenv.NewNamespace(t, srv.Config())
+	c := kubernetes.NewForConfigOrDie(srv.Config())
+	newConfigMap(t, c, ns, "a", map[string]string{"k": "v"})
+	for _, extra := range [][]string{nil, {"--compact"}} {
+		_, base := startServe(t, append(extra, "configmaps", "-n", ns, "--fields", "data", kubeconfigArg(srv))...)
+		waitReady(t, base)
+		var obj map[string]any
+		getJSON(t, base+"objects/configmaps/"+ns+"/a", 200, &obj)
+		meta, _ := obj["metadata"].(map[string]any)
+		if _, ok := meta["creationTimestamp"]; ok || meta["name"] != "a" || obj["data"] == nil || obj["kind"] != "ConfigMap" {
+			t.Fatalf("serve %v --fields data: %v", extra, obj)
+		}
+	}
+}
