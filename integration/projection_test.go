@@ -14,8 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/kinformer/kinformer"
+	kclientgo "github.com/kinformer/kinformer/clientgo"
 	"github.com/kinformer/kinformer/internal/testenv"
 )
 
@@ -310,5 +312,66 @@ func TestProjectionStateDir(t *testing.T) {
 	}
 	if n, p := run([]string{"metadata.labels"}); n != 0 || p.Spec.NodeName != "" || p.Labels["app"] != "web" {
 		t.Fatalf("other fields: %d restored (want 0, a list), %+v", n, p)
+	}
+}
+
+// Every kind of informer a Factory makes (Typed, Metadata, Dynamic of a
+// custom resource) keeps only its fields, compact or not, and client-go's
+// listers over clientgo.Wrap read the projected objects.
+func TestProjectionFactoryKinds(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	ns := testenv.NewNamespace(t, srv.Config())
+	ctx := bounded(t, callTimeout)
+	res := createCRD(t, srv.Config(), widgets, "Widget")
+	w := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": widgets.GroupVersion().String(), "kind": "Widget",
+		"metadata": map[string]any{"name": "w", "namespace": ns, "labels": map[string]any{"app": "web"}},
+		"spec":     map[string]any{"size": int64(3), "colour": "blue"},
+	}}
+	if _, err := res.Namespace(ns).Create(ctx, w, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().Pods(ns).Create(ctx, projPod(ns, 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, compact := range []bool{false, true} {
+		t.Run(fmt.Sprint("compact=", compact), func(t *testing.T) {
+			f := kinformer.NewFactory(srv.Config(), &kinformer.FactoryOptions{Compact: compact})
+			t.Cleanup(f.Stop)
+			typed, err := f.Typed(&corev1.Pod{}, ns, &kinformer.Options[kinformer.Object]{Fields: []string{"spec.nodeName"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			metas, err := f.Metadata(corev1.SchemeGroupVersion.WithResource("pods"), ns,
+				&kinformer.Options[*metav1.PartialObjectMetadata]{Fields: []string{"metadata.labels"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dyn, err := f.Dynamic(widgets, ns, &kinformer.Options[*unstructured.Unstructured]{Fields: []string{"spec.size"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lister := corelisters.NewPodLister(kclientgo.Wrap(typed).GetIndexer())
+			f.Start()
+			waitForSync(t, f)
+			if o, _ := typed.Cache().GetByKey(ns + "/p-001"); o == nil || o.(*corev1.Pod).Spec.NodeName != "node-1" || o.(*corev1.Pod).Labels != nil {
+				t.Fatalf("Typed: %+v", o)
+			}
+			if m, _ := metas.Cache().GetByKey(ns + "/p-001"); m == nil || m.Labels["app"] != "web" || m.Annotations != nil || !m.CreationTimestamp.IsZero() {
+				t.Fatalf("Metadata: %+v", m)
+			}
+			u, _ := dyn.Cache().GetByKey(ns + "/w")
+			if u == nil || u.GetLabels() != nil {
+				t.Fatalf("Dynamic: %v", u)
+			}
+			if size, _, _ := unstructured.NestedInt64(u.Object, "spec", "size"); size != 3 || u.Object["spec"].(map[string]any)["colour"] != nil {
+				t.Fatalf("Dynamic spec: %v", u.Object["spec"])
+			}
+			p, err := lister.Pods(ns).Get("p-001")
+			if err != nil || p.Spec.NodeName != "node-1" || p.Spec.Containers != nil {
+				t.Fatalf("lister: %+v, %v", p, err)
+			}
+		})
 	}
 }
