@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/kinformer/kinformer"
@@ -57,16 +58,23 @@ func projPod(ns string, i int) *corev1.Pod {
 	}
 }
 
-func TestProjectionTyped(t *testing.T) {
-	srv := testenv.Shared(t)
-	c := clientset(t, srv.Config())
-	ns := testenv.NewNamespace(t, srv.Config())
+// withPods makes a namespace holding projPod 0 to n-1 (from first).
+func withPods(t *testing.T, first, n int) (srv *testenv.Server, c *kubernetes.Clientset, ns string) {
+	t.Helper()
+	srv = testenv.Shared(t)
+	c = clientset(t, srv.Config())
+	ns = testenv.NewNamespace(t, srv.Config())
 	ctx := bounded(t, callTimeout)
-	for i := range 5 {
+	for i := first; i < first+n; i++ {
 		if _, err := c.CoreV1().Pods(ns).Create(ctx, projPod(ns, i), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return srv, c, ns
+}
+
+func TestProjectionTyped(t *testing.T) {
+	_, c, ns := withPods(t, 0, 5)
 	byNode := func(p *corev1.Pod) []string { return []string{p.Spec.NodeName} }
 	for _, m := range []struct {
 		name string
@@ -157,15 +165,7 @@ func TestProjectionTyped(t *testing.T) {
 // Unstructured objects over JSON (client-go's dynamic client): the paths
 // are taken as they are, members left out skipped unread.
 func TestProjectionDynamic(t *testing.T) {
-	srv := testenv.Shared(t)
-	c := clientset(t, srv.Config())
-	ns := testenv.NewNamespace(t, srv.Config())
-	ctx := bounded(t, callTimeout)
-	for i := range 3 {
-		if _, err := c.CoreV1().Pods(ns).Create(ctx, projPod(ns, i), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	srv, _, ns := withPods(t, 0, 3)
 	dyn := dynamic.NewForConfigOrDie(srv.Config())
 	for _, compact := range []bool{false, true} {
 		t.Run(fmt.Sprint("compact=", compact), func(t *testing.T) {
@@ -221,13 +221,7 @@ func TestProjectionUnknownPath(t *testing.T) {
 // union; one without Fields makes it whole; after the start a consumer
 // wanting more than the cache holds is refused.
 func TestProjectionFactoryUnion(t *testing.T) {
-	srv := testenv.Shared(t)
-	c := clientset(t, srv.Config())
-	ns := testenv.NewNamespace(t, srv.Config())
-	ctx := bounded(t, callTimeout)
-	if _, err := c.CoreV1().Pods(ns).Create(ctx, projPod(ns, 1), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	srv, _, ns := withPods(t, 1, 1)
 	f, _ := newFactory(t, srv.Config())
 	a, err := kinformer.Shared[*corev1.Pod](f, ns, &kinformer.Options[*corev1.Pod]{Fields: []string{"spec.nodeName"}})
 	if err != nil {
@@ -273,15 +267,7 @@ func TestProjectionFactoryUnion(t *testing.T) {
 // same fields start warm from the file, other fields start from a list,
 // never from objects projected otherwise.
 func TestProjectionStateDir(t *testing.T) {
-	srv := testenv.Shared(t)
-	c := clientset(t, srv.Config())
-	ns := testenv.NewNamespace(t, srv.Config())
-	ctx := bounded(t, callTimeout)
-	for i := range 3 {
-		if _, err := c.CoreV1().Pods(ns).Create(ctx, projPod(ns, i), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	_, c, ns := withPods(t, 0, 3)
 	dir := t.TempDir()
 	run := func(fields []string) (restored int, p *corev1.Pod) {
 		inf := kinformer.New[*corev1.Pod](c.CoreV1().Pods(ns), &kinformer.Options[*corev1.Pod]{
