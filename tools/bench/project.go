@@ -32,12 +32,13 @@ type projectRun struct {
 	Rounds       int
 	Kinds        []string
 	Sizes        []compactPodRun
+	Profiles     []string // written by -profile
 	Minutes      float64
 }
 
 type projectConfig struct {
 	*bench
-	sizes, kinds, save, replay string
+	sizes, kinds, save, replay, profile string
 }
 
 func projectFlags(fs *flag.FlagSet) func(*bench) error {
@@ -46,6 +47,7 @@ func projectFlags(fs *flag.FlagSet) func(*bench) error {
 	fs.StringVar(&c.kinds, "kinds", strings.Join([]string{kClientGo, kClientGoAllow, kFields, kCompactFields}, ","), "contenders, comma-separated (also: "+kKinformer+", "+kCompact+")")
 	fs.StringVar(&c.save, "save", filepath.Join(os.TempDir(), "kinformer-bench-project.json"), "write the results here ('' for nowhere)")
 	fs.StringVar(&c.replay, "replay", "", "run nothing: make the report from results saved by -save")
+	fs.StringVar(&c.profile, "profile", "", "if set, write the heap (after sync) and sync CPU profiles of one extra "+kCompactFields+" run of the last size here")
 	return func(b *bench) error {
 		c.bench = b
 		return project(c)
@@ -106,6 +108,18 @@ func project(c projectConfig) error {
 			}
 		}
 		run.Sizes = append(run.Sizes, pr)
+		if c.profile != "" && n == sizes[len(sizes)-1] {
+			if err := os.MkdirAll(c.profile, 0o755); err != nil {
+				return err
+			}
+			base := filepath.Join(c.profile, fmt.Sprintf("pods-%d-compact-fields", n))
+			args := []string{"compact-contender", "-kind", kCompactFields, "-kubeconfig", srv.Kubeconfig, "-namespace", compactNamespace,
+				"-objects", fmt.Sprint(n), "-reads", "100", "-index-reads", "10", "-cpuprofile", base + ".sync.cpu.pprof", "-memprofile", base + ".heap.pprof"}
+			if _, _, err := runChild[compactResult](ctx, kCompactFields, nil, args...); err != nil {
+				return fmt.Errorf("profile: %w", err)
+			}
+			run.Profiles = append(run.Profiles, base+".heap.pprof", base+".sync.cpu.pprof")
+		}
 	}
 	run.LoadEnd = loadavg()
 	run.Minutes = time.Since(start).Minutes()
@@ -212,6 +226,9 @@ func projectReport(run projectRun) string {
 			p("- %s, %s ÷ %s: **%.2f** (target ≤ %.2f: %s)\n", g.metric, g.kind, what, r, g.max, met(r <= g.max))
 		}
 		p("\n")
+	}
+	if len(run.Profiles) > 0 {
+		p("Profiles (`-profile`, not kept): `%s`. Read them with `go tool pprof -top FILE`.\n\n", strings.Join(run.Profiles, "`, `"))
 	}
 	p("%s\n", projectEnd)
 	return b.String()
