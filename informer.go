@@ -81,11 +81,12 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 	checkItemType[T, L]()
 	o := opts.withDefaults()
 	o.fields, o.fieldsErr = o.compileFields()
-	if o.fieldsErr == nil && !o.defaultKey {
-		o.fieldsErr = checkReads(o.fields, o.KeyFunc, nil)
-	}
 	if o.fieldsErr == nil {
-		o.fieldsErr = checkReads[T](o.fields, nil, o.Indexers)
+		key := o.KeyFunc
+		if o.defaultKey {
+			key = nil // reads what is always kept
+		}
+		o.fieldsErr = checkReads(o.fields, key, o.Indexers)
 	}
 	log := o.Logger
 	hlog := o.Logger

@@ -262,11 +262,6 @@ func (l *loop[T]) setTransform(fn func(T) (T, error)) {
 // decoder's, the writer's, and the state file's identity.
 func (l *loop[T]) setFields(f *projection.Fields) {
 	l.opts.fields, l.w.fields = f, f
-	if f == nil {
-		l.opts.Fields = nil
-	} else {
-		l.opts.Fields = f.Paths()
-	}
 	if l.w.state != nil {
 		l.w.state = l.newState() // named for the projection
 	}

@@ -92,7 +92,8 @@ func (g guarded) Status() client.SubResourceWriter {
 }
 
 func (g guarded) SubResource(name string) client.SubResourceClient {
-	return guardedSubClient{g.Client.SubResource(name), guardedSub{g.Client.SubResource(name), name}}
+	sc := g.Client.SubResource(name)
+	return guardedSubClient{sc, guardedSub{sc, name}}
 }
 
 type guardedSub struct {

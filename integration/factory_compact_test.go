@@ -18,6 +18,21 @@ import (
 
 var widgets = schema.GroupVersionResource{Group: "compact.kinformer.test", Version: "v1", Resource: "widgets"}
 
+// createWidget makes the widgets CRD (once) and the Widget w in ns:
+// labelled app=web, spec size 3 and colour blue.
+func createWidget(t *testing.T, srv *testenv.Server, ns string) {
+	t.Helper()
+	res := createCRD(t, srv.Config(), widgets, "Widget")
+	w := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": widgets.GroupVersion().String(), "kind": "Widget",
+		"metadata": map[string]any{"name": "w", "namespace": ns, "labels": map[string]any{"app": "web"}},
+		"spec":     map[string]any{"size": int64(3), "colour": "blue"},
+	}}
+	if _, err := res.Namespace(ns).Create(bounded(t, callTimeout), w, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func podImage(p *corev1.Pod) []string { return []string{p.Spec.Containers[0].Image} }
 
 // FactoryOptions.Compact reaches every kind of informer a Factory makes
@@ -29,15 +44,7 @@ func TestFactoryCompact(t *testing.T) {
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
 	ctx := bounded(t, callTimeout)
-	res := createCRD(t, srv.Config(), widgets, "Widget")
-	w := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": widgets.GroupVersion().String(), "kind": "Widget",
-		"metadata": map[string]any{"name": "w", "namespace": ns, "labels": map[string]any{"app": "web"}},
-		"spec":     map[string]any{"size": int64(3), "colour": "blue"},
-	}}
-	if _, err := res.Namespace(ns).Create(ctx, w, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createWidget(t, srv, ns)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p", Labels: map[string]string{"app": "web"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
 	if _, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {

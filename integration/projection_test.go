@@ -309,15 +309,7 @@ func TestProjectionFactoryKinds(t *testing.T) {
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
 	ctx := bounded(t, callTimeout)
-	res := createCRD(t, srv.Config(), widgets, "Widget")
-	w := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": widgets.GroupVersion().String(), "kind": "Widget",
-		"metadata": map[string]any{"name": "w", "namespace": ns, "labels": map[string]any{"app": "web"}},
-		"spec":     map[string]any{"size": int64(3), "colour": "blue"},
-	}}
-	if _, err := res.Namespace(ns).Create(ctx, w, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createWidget(t, srv, ns)
 	if _, err := c.CoreV1().Pods(ns).Create(ctx, projPod(ns, 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

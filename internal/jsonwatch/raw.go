@@ -25,14 +25,37 @@ import (
 // writes) is decoded from the copy, so that it fails as an Error event when
 // it arrives, as without Lazy.
 
-// rawCopy copies one object token by token; it belongs to the Reader's
-// goroutine.
-type rawCopy struct {
-	buf  bytes.Buffer
-	enc  *jsontext.Encoder
-	meta protowatch.Meta
-	// plain stays true while the object is one that decodes as copied.
+// tokenCopy copies JSON values token by token, keeping what a
+// projection keeps: a projected typed object before it is decoded
+// (typed.decode), an unstructured object a Lazy Format keeps (Reader.raw).
+// It belongs to one goroutine.
+type tokenCopy struct {
+	buf bytes.Buffer
+	enc *jsontext.Encoder
+	// plain stays true while what was copied decodes as it came (no
+	// number out of range, no escaped name that a projection judged).
 	plain bool
+}
+
+// reset empties the copy, dropping a buffer grown large for one object.
+func (c *tokenCopy) reset() {
+	if c.buf.Cap() > 1<<20 {
+		c.buf = bytes.Buffer{}
+	} else {
+		c.buf.Reset()
+	}
+	if c.enc == nil {
+		c.enc = jsontext.NewEncoder(&c.buf, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	} else {
+		c.enc.Reset(&c.buf, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	}
+	c.plain = true
+}
+
+// rawCopy is a Lazy Format's copy of one object, with its metadata.
+type rawCopy struct {
+	tokenCopy
+	meta protowatch.Meta
 }
 
 var (
@@ -53,12 +76,10 @@ func (r *Reader) raw(sel *projection.Node) (obj *protowatch.Raw, ok bool, err er
 	c := r.copy
 	if c == nil {
 		c = &rawCopy{}
-		c.enc = jsontext.NewEncoder(&c.buf, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 		r.copy = c
 	}
-	c.buf.Reset()
-	c.enc.Reset(&c.buf, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-	c.meta, c.plain = protowatch.Meta{}, true
+	c.reset()
+	c.meta = protowatch.Meta{}
 	dec := r.vals.dec
 	if _, err := dec.ReadToken(); err != nil {
 		return nil, false, err
@@ -96,9 +117,8 @@ func (r *Reader) raw(sel *projection.Node) (obj *protowatch.Raw, ok bool, err er
 			err = c.str(dec, func(s []byte) { c.plain = c.plain && len(s) > 0 })
 		case bytes.Equal(name, qAPIVersion):
 			seenAPI = true
-			err = c.str(dec, func(s []byte) {
-				c.plain = c.plain && bytes.Count(s, []byte("/")) <= 1 && !bytes.HasPrefix(s, []byte("/")) && !bytes.HasSuffix(s, []byte("/")) && len(s) > 0
-			})
+			// More than one "/" is no group version: the kind is hidden.
+			err = c.str(dec, func(s []byte) { c.plain = c.plain && bytes.Count(s, []byte("/")) <= 1 })
 		default:
 			err = c.value(dec, child)
 		}
@@ -181,7 +201,7 @@ func (r *Reader) rawMeta(c *rawCopy, sel *projection.Node) error {
 // str copies a value that must be a plain string (no escapes), giving
 // its content to fn; anything else is copied and makes the object one to
 // decode.
-func (c *rawCopy) str(dec *jsontext.Decoder, fn func([]byte)) error {
+func (c *tokenCopy) str(dec *jsontext.Decoder, fn func([]byte)) error {
 	if dec.PeekKind() != '"' {
 		c.plain = false
 		return c.value(dec, nil)
@@ -200,7 +220,7 @@ func (c *rawCopy) str(dec *jsontext.Decoder, fn func([]byte)) error {
 
 // value copies a value, keeping of it what sel keeps, checking that its
 // numbers decode.
-func (c *rawCopy) value(dec *jsontext.Decoder, sel *projection.Node) error {
+func (c *tokenCopy) value(dec *jsontext.Decoder, sel *projection.Node) error {
 	switch dec.PeekKind() {
 	case '{':
 		tok, err := dec.ReadToken()

@@ -1,7 +1,6 @@
 package jsonwatch
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 
@@ -21,7 +20,7 @@ import (
 type typed struct {
 	vals *values
 	opts json.Options
-	buf  bytes.Buffer // reused: a projected object's JSON
+	copy tokenCopy // reused: a projected object's JSON
 }
 
 func newTyped(vals *values, strip bool) *typed {
@@ -67,17 +66,12 @@ func (t *typed) decode(f *Format, item, project bool) (runtime.Object, error) {
 	if f.Fields != nil && project {
 		// What the projection leaves out is skipped unread; the rest,
 		// copied as it came, is decoded as the whole would have been.
-		t.buf.Reset()
-		if err := f.Fields.JSON(&t.buf, dec); err != nil {
+		t.copy.reset()
+		if err := t.copy.value(dec, f.Fields.Root()); err != nil {
 			return nil, err
 		}
-		from = jsontext.NewDecoder(&t.buf, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+		from = jsontext.NewDecoder(&t.copy.buf, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 		depth, off = from.StackDepth(), from.InputOffset()
-		defer func() {
-			if t.buf.Cap() > 1<<20 {
-				t.buf = bytes.Buffer{}
-			}
-		}()
 	}
 	if err := json.UnmarshalDecode(from, obj, t.opts); err != nil {
 		var syn *jsontext.SyntacticError

@@ -11,9 +11,6 @@ import (
 	"github.com/kinformer/kinformer/internal/protowatch"
 )
 
-var podPaths = []string{"metadata.labels", "metadata.ownerReferences", "spec.nodeName", "spec.containers.image",
-	"spec.volumes.configMap", "status.phase", "status.conditions"}
-
 // FuzzProto: whatever bytes a Pod's Check passes (what its Unmarshal
 // accepts, but for the generated code's leniencies that read past a
 // field's end: garbage no server sends), projecting them first gives what

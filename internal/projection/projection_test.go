@@ -1,4 +1,4 @@
-package projection
+package projection_test
 
 import (
 	"bytes"
@@ -8,13 +8,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/go-json-experiment/json/jsontext"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/kinformer/kinformer/internal/jsonwatch"
+	"github.com/kinformer/kinformer/internal/projection"
 )
 
 var podPaths = []string{"metadata.labels", "metadata.ownerReferences", "spec.nodeName", "spec.containers.image",
@@ -71,7 +76,7 @@ func projectedPod() *corev1.Pod {
 }
 
 func TestApplyTyped(t *testing.T) {
-	f, err := Compile(reflect.TypeFor[*corev1.Pod](), podPaths)
+	f, err := projection.Compile(reflect.TypeFor[*corev1.Pod](), podPaths)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +93,7 @@ func TestApplyTyped(t *testing.T) {
 }
 
 func TestProtoMatchesApply(t *testing.T) {
-	f, err := Compile(reflect.TypeFor[*corev1.Pod](), podPaths)
+	f, err := projection.Compile(reflect.TypeFor[*corev1.Pod](), podPaths)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +101,7 @@ func TestProtoMatchesApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pr := NewProjector(f)
+	pr := projection.NewProjector(f)
 	out, ok := pr.Proto(b)
 	if !ok {
 		t.Fatal("Proto refused a Pod's bytes")
@@ -125,7 +130,7 @@ func TestProtoMatchesApply(t *testing.T) {
 }
 
 func TestJSONMatchesApply(t *testing.T) {
-	f, err := Compile(reflect.TypeFor[*corev1.Pod](), podPaths)
+	f, err := projection.Compile(reflect.TypeFor[*corev1.Pod](), podPaths)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,33 +138,34 @@ func TestJSONMatchesApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	if err := f.JSON(&out, jsontext.NewDecoder(bytes.NewReader(b))); err != nil {
+	// Through jsonwatch's typed decoder, which skips what f leaves out
+	// in the token stream (as it decodes a list's item).
+	obj, err := jsonwatch.NewDecoder(&jsonwatch.Format{New: func() runtime.Object { return &corev1.Pod{} }, Kind: "Pod", Fields: f}).Object(b)
+	if err != nil {
 		t.Fatal(err)
 	}
-	got := &corev1.Pod{}
-	if err := json.Unmarshal(out.Bytes(), got); err != nil {
-		t.Fatal(err)
+	got := obj.(*corev1.Pod)
+	want := projectedPod()
+	want.TypeMeta = metav1.TypeMeta{} // the typed decoder leaves the kind to the type
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
 	}
-	if want := projectedPod(); !equality.Semantic.DeepEqual(got, want) {
-		t.Fatalf("got %s\nwant %+v", out.Bytes(), want)
-	}
-	// Untyped: the same paths over the same JSON keep the same.
-	u, err := Compile(nil, podPaths)
+	// Untyped: the same paths over the same JSON keep the same, whether
+	// skipped in the token stream (jsonwatch) or cleared after (Apply).
+	u, err := projection.Compile(nil, podPaths)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
+	if err := utiljson.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
 	u.Apply(m)
-	var wantMap map[string]any
-	if err := json.Unmarshal(out.Bytes(), &wantMap); err != nil {
+	skipped, err := jsonwatch.NewDecoder(&jsonwatch.Format{Fields: u}).Object(b)
+	if err != nil {
 		t.Fatal(err)
 	}
-	// The typed projection knows configMap sits in the inline VolumeSource;
-	// untyped, it is a member of the volume like any other.
+	wantMap := skipped.(*unstructured.Unstructured).Object
 	if !reflect.DeepEqual(m, wantMap) {
 		t.Fatalf("untyped Apply %v\nwant %v", m, wantMap)
 	}
@@ -179,13 +185,13 @@ func TestCompileErrors(t *testing.T) {
 		{[]string{"spec.containers.resources.requests.cpu"}, "is a map"},
 		{[]string{"metadata.creationTimestamp.seconds"}, "kept whole"},
 	} {
-		_, err := Compile(pod, c.paths)
-		if err == nil || !errors.Is(err, ErrPath) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%q: %v, want an ErrPath saying %q", c.paths, err, c.want)
+		_, err := projection.Compile(pod, c.paths)
+		if err == nil || !errors.Is(err, projection.ErrPath) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want an projection.ErrPath saying %q", c.paths, err, c.want)
 		}
 	}
 	// Leaves with an encoding of their own end a path without an error.
-	if _, err := Compile(reflect.TypeFor[*appsv1.Deployment](), []string{"spec.strategy.rollingUpdate.maxSurge", "metadata.creationTimestamp"}); err != nil {
+	if _, err := projection.Compile(reflect.TypeFor[*appsv1.Deployment](), []string{"spec.strategy.rollingUpdate.maxSurge", "metadata.creationTimestamp"}); err != nil {
 		t.Fatal(err)
 	}
 	_ = intstr.IntOrString{}
@@ -193,33 +199,33 @@ func TestCompileErrors(t *testing.T) {
 
 func TestPathsAndUnion(t *testing.T) {
 	pod := reflect.TypeFor[*corev1.Pod]()
-	a, err := Compile(pod, []string{"spec.nodeName", "spec.containers.image", "spec"})
+	a, err := projection.Compile(pod, []string{"spec.nodeName", "spec.containers.image", "spec"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := a.String(); got != "apiVersion,kind,metadata.name,metadata.namespace,metadata.resourceVersion,metadata.uid,spec" {
 		t.Fatalf("paths %s", got)
 	}
-	b, _ := Compile(pod, []string{"status.phase"})
-	u, err := Union(a, b)
+	b, _ := projection.Compile(pod, []string{"status.phase"})
+	u, err := projection.Union(a, b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !Covers(u, a) || !Covers(u, b) || Covers(a, u) || Covers(b, a) {
-		t.Fatal("Covers disagrees with Union")
+	if !projection.Covers(u, a) || !projection.Covers(u, b) || projection.Covers(a, u) || projection.Covers(b, a) {
+		t.Fatal("projection.Covers disagrees with projection.Union")
 	}
-	if w, _ := Union(a, nil); w != nil || !Covers(nil, a) || Covers(a, nil) {
+	if w, _ := projection.Union(a, nil); w != nil || !projection.Covers(nil, a) || projection.Covers(a, nil) {
 		t.Fatal("nil is everything")
 	}
-	if !Equal(u, u) || Equal(a, b) || Equal(a, nil) || !Equal(nil, nil) {
-		t.Fatal("Equal")
+	if !projection.Equal(u, u) || projection.Equal(a, b) || projection.Equal(a, nil) || !projection.Equal(nil, nil) {
+		t.Fatal("projection.Equal")
 	}
 }
 
 func BenchmarkProto(b *testing.B) {
-	f, _ := Compile(reflect.TypeFor[*corev1.Pod](), podPaths)
+	f, _ := projection.Compile(reflect.TypeFor[*corev1.Pod](), podPaths)
 	raw, _ := fullPod().Marshal()
-	pr := NewProjector(f)
+	pr := projection.NewProjector(f)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, ok := pr.Proto(raw); !ok {
@@ -245,7 +251,7 @@ func TestInline(t *testing.T) {
 		D     string
 		Meta  metav1.ObjectMeta `json:"metadata"`
 	}
-	f, err := Compile(reflect.TypeFor[*Outer](), []string{"a", "b", "c"})
+	f, err := projection.Compile(reflect.TypeFor[*Outer](), []string{"a", "b", "c"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,13 +260,13 @@ func TestInline(t *testing.T) {
 	if o.A != "a" || o.Inner.B != "" || o.B != 2 || o.C != "c" || o.D != "" {
 		t.Fatalf("%+v %+v", o, *o.Ptr)
 	}
-	if _, err := Compile(reflect.TypeFor[*Outer](), []string{"D"}); err != nil {
+	if _, err := projection.Compile(reflect.TypeFor[*Outer](), []string{"D"}); err != nil {
 		t.Fatalf("a field without a json tag is named by its Go name: %v", err)
 	}
 }
 
 func TestProbe(t *testing.T) {
-	f, err := Compile(reflect.TypeFor[*corev1.Pod](), []string{"spec.nodeName"})
+	f, err := projection.Compile(reflect.TypeFor[*corev1.Pod](), []string{"spec.nodeName"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +276,7 @@ func TestProbe(t *testing.T) {
 		len(whole.Spec.Containers) != 1 || whole.Spec.Containers[0].Image != "x" || proj.Spec.Containers != nil || proj.Name != "x" {
 		t.Fatalf("whole %+v\nprojected %+v", whole, proj)
 	}
-	if u, _ := Compile(nil, []string{"a"}); u != nil {
+	if u, _ := projection.Compile(nil, []string{"a"}); u != nil {
 		if w, p := u.Probe(); w != nil || p != nil {
 			t.Fatal("an untyped projection has nothing to probe")
 		}

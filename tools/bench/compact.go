@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -98,15 +97,11 @@ func compact(c compactConfig) error {
 		return c.section(compactReport(run))
 	}
 	var sizes []int
-	for _, s := range strings.Split(podSizes, ",") {
-		if strings.TrimSpace(s) == "" {
-			continue
+	if strings.TrimSpace(podSizes) != "" {
+		var err error
+		if sizes, err = parseSizes(podSizes); err != nil {
+			return fmt.Errorf("-pods: %w", err)
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n <= 0 || (len(sizes) > 0 && n <= sizes[len(sizes)-1]) {
-			return fmt.Errorf("-pods: %q is not a positive number above the one before", s)
-		}
-		sizes = append(sizes, n)
 	}
 	if err := c.prepare(); err != nil {
 		return err
