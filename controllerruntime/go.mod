@@ -3,7 +3,7 @@ module github.com/kinformer/kinformer/controllerruntime
 go 1.26.0
 
 require (
-	github.com/kinformer/kinformer v0.0.0
+	github.com/kinformer/kinformer v0.1.0
 	github.com/prometheus/client_golang v1.24.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.22.0
@@ -71,5 +71,3 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-replace github.com/kinformer/kinformer => ../

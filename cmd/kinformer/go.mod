@@ -3,7 +3,7 @@ module github.com/kinformer/kinformer/cmd/kinformer
 go 1.26.0
 
 require (
-	github.com/kinformer/kinformer v0.0.0
+	github.com/kinformer/kinformer v0.1.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/spf13/pflag v1.0.10
 	go.uber.org/goleak v1.3.0
@@ -79,5 +79,3 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
-
-replace github.com/kinformer/kinformer => ../..

@@ -3,7 +3,7 @@ module github.com/kinformer/kinformer/tools/bench
 go 1.26.0
 
 require (
-	github.com/kinformer/kinformer v0.0.0
+	github.com/kinformer/kinformer v0.1.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
@@ -38,7 +38,7 @@ require (
 	github.com/google/gnostic-models v0.7.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
-	github.com/kinformer/kinformer/controllerruntime v0.0.0
+	github.com/kinformer/kinformer/controllerruntime v0.1.0
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
@@ -71,7 +71,3 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-replace github.com/kinformer/kinformer => ../..
-
-replace github.com/kinformer/kinformer/controllerruntime => ../../controllerruntime
