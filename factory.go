@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"reflect"
 	"slices"
 	"sync"
@@ -53,6 +54,14 @@ type FactoryOptions struct {
 	// Default: none.
 	Sharding Sharder
 
+	// HTTPClient, if set, carries every request of the factory's
+	// informers, as the client of client-go's NewForConfigAndClient: it
+	// brings its own transport (TLS, credentials, proxy, dialer), so the
+	// rest.Config's transport settings are not used, but its host, path,
+	// rate limits, user agent and content types are. Default: one made
+	// from the rest.Config (rest.HTTPClientFor).
+	HTTPClient *http.Client
+
 	// Compact, if set, is every informer's Options.Compact, as StateDir
 	// is: an informer whose first consumer leaves Compact false is made
 	// compact all the same (false is not a choice, as StateDir's "" is
@@ -79,6 +88,7 @@ type FactoryOptions struct {
 // A Factory is safe for concurrent use.
 type Factory struct {
 	cfg     *rest.Config
+	http    *http.Client    // FactoryOptions.HTTPClient; nil: made from cfg
 	scheme  *runtime.Scheme // FactoryOptions.Scheme; nil: client-go's
 	log     *slog.Logger
 	reg     prometheus.Registerer
@@ -131,7 +141,7 @@ func NewFactory(cfg *rest.Config, opts *FactoryOptions) *Factory {
 	if opts != nil {
 		o = *opts
 	}
-	return &Factory{cfg: cfg, scheme: o.Scheme, log: o.Logger, reg: o.Registerer, state: o.StateDir, shard: o.Sharding,
+	return &Factory{cfg: cfg, http: o.HTTPClient, scheme: o.Scheme, log: o.Logger, reg: o.Registerer, state: o.StateDir, shard: o.Sharding,
 		compact: o.Compact, entries: map[factoryKey]*factoryEntry{}}
 }
 
@@ -146,7 +156,7 @@ func stateUser(cfg *rest.Config) string { return " user=" + persist.User(cfg) }
 // clients, and its metrics.
 func (f *Factory) setup() error {
 	f.setupOnce.Do(func() {
-		api, err := apiclient.Connect(f.cfg, f.scheme)
+		api, err := apiclient.Connect(f.cfg, f.scheme, f.http)
 		if err != nil {
 			f.setupErr = fmt.Errorf("kinformer: NewFactory: %w", err)
 			return

@@ -39,7 +39,7 @@ func TestProberFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := apiclient.Connect(cfg, nil)
+	api, err := apiclient.Connect(cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestProberReportsItsConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := apiclient.Connect(cfg, nil)
+	api, err := apiclient.Connect(cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

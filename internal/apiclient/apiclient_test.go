@@ -13,13 +13,13 @@ import (
 )
 
 func TestConnectRefusesBadConfigs(t *testing.T) {
-	if _, err := Connect(nil, nil); err == nil || err.Error() != "nil *rest.Config" {
+	if _, err := Connect(nil, nil, nil); err == nil || err.Error() != "nil *rest.Config" {
 		t.Errorf("nil config: %v", err)
 	}
-	if _, err := Connect(&rest.Config{Host: "localhost:1", QPS: 5}, nil); err == nil || !strings.Contains(err.Error(), "Burst") {
+	if _, err := Connect(&rest.Config{Host: "localhost:1", QPS: 5}, nil, nil); err == nil || !strings.Contains(err.Error(), "Burst") {
 		t.Errorf("QPS without Burst: %v", err)
 	}
-	if _, err := Connect(&rest.Config{Host: "localhost:1", QPS: 5, Burst: 10}, nil); err != nil {
+	if _, err := Connect(&rest.Config{Host: "localhost:1", QPS: 5, Burst: 10}, nil, nil); err != nil {
 		t.Errorf("QPS and Burst: %v", err)
 	}
 }
@@ -27,7 +27,7 @@ func TestConnectRefusesBadConfigs(t *testing.T) {
 // kindOf takes the one versioned kind of a type from the scheme, the
 // caller's or client-go's.
 func TestKindOf(t *testing.T) {
-	c, err := Connect(&rest.Config{Host: "localhost:1"}, nil)
+	c, err := Connect(&rest.Config{Host: "localhost:1"}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestKindOf(t *testing.T) {
 	if err := corev1.AddToScheme(own); err != nil {
 		t.Fatal(err)
 	}
-	mine, err := Connect(&rest.Config{Host: "localhost:1"}, own)
+	mine, err := Connect(&rest.Config{Host: "localhost:1"}, own, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

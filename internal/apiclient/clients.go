@@ -46,8 +46,9 @@ type Clients struct {
 // Connect makes the clients of the server cfg describes, as
 // kubernetes.NewForConfig does for a clientset's; nothing is sent yet.
 // scheme maps Go types to kinds and decodes them; nil means client-go's
-// kubernetes/scheme.Scheme.
-func Connect(cfg *rest.Config, scheme *runtime.Scheme) (*Clients, error) {
+// kubernetes/scheme.Scheme. hc, if not nil, carries every request (as
+// kubernetes.NewForConfigAndClient's); nil means one made from cfg.
+func Connect(cfg *rest.Config, scheme *runtime.Scheme, hc *http.Client) (*Clients, error) {
 	if cfg == nil {
 		return nil, errors.New("nil *rest.Config")
 	}
@@ -68,9 +69,11 @@ func Connect(cfg *rest.Config, scheme *runtime.Scheme) (*Clients, error) {
 		}
 		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
 	}
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, err
+	if hc == nil {
+		var err error
+		if hc, err = rest.HTTPClientFor(cfg); err != nil {
+			return nil, err
+		}
 	}
 	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
 	if err != nil {
