@@ -1,6 +1,7 @@
 package controllerruntime
 
 import (
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,8 +38,19 @@ func (s cacheStore[T]) all() ([]runtime.Object, error) { return objects(s.c.List
 
 func (s cacheStore[T]) byIndex(name, value string) ([]runtime.Object, error) {
 	objs, err := s.c.ByIndex(name, value)
+	if errors.Is(err, kinformer.ErrUnknownIndex) {
+		return nil, noIndex{name}
+	}
 	return objects(objs), err
 }
+
+// noIndex is a lookup in an index that was never added (no IndexField for
+// the field): its text is client-go's indexer's, which controller-runtime's
+// cache returns, and it wraps kinformer.ErrUnknownIndex.
+type noIndex struct{ name string }
+
+func (e noIndex) Error() string { return fmt.Sprintf("Index with name %s does not exist", e.name) }
+func (e noIndex) Unwrap() error { return kinformer.ErrUnknownIndex }
 
 func (s cacheStore[T]) indexValues(name string, obj runtime.Object) ([]string, bool, error) {
 	fn, ok := s.c.Indexers()[name]
