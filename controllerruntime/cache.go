@@ -166,6 +166,7 @@ func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, er
 		factory: kinformer.NewFactory(cfg, &kinformer.FactoryOptions{
 			Registerer: ko.Registerer, Logger: ko.Logger, Scheme: opts.Scheme,
 			StateDir: ko.StateDir, Sharding: ko.Sharding, Compact: ko.Compact,
+			HTTPClient: opts.HTTPClient,
 		}),
 		scheme:          opts.Scheme,
 		mapper:          opts.Mapper,
