@@ -78,8 +78,21 @@ type Options struct {
 	// Registerer receives the informers' metrics. Default: none.
 	Registerer prometheus.Registerer
 
-	// Logger receives the informers' logs. Default: discarded (handler
-	// panics go to slog.Default()).
+	// Logger receives the informers' logs, each line with its informer's
+	// kind, resource and namespace: at Warn every list or watch that
+	// failed and is retried (a connection cut or refused, a server
+	// restarting: routine, never at Error); at Info restores from
+	// StateDir, re-lists and the like; at Error a handler's panic and a
+	// cached object changed in place (DetectMutations). Without
+	// cache.Options.DefaultWatchErrorHandler, a failure that retrying
+	// cannot fix (kinformer.IsPersistent: forbidden, not found, a bad
+	// selector) and an object the informer could not use (a Transform's
+	// error) are also logged at Error. Default: controller-runtime's
+	// logger (sigs.k8s.io/controller-runtime/pkg/log.Log, which
+	// ctrl.SetLogger sets), named "kinformer": slog's Error is logr's
+	// error, Warn and Info are V(0), Debug is V(4).
+	// slog.New(slog.DiscardHandler) discards everything, handler panics
+	// included.
 	Logger *slog.Logger
 
 	// DropManagedFields drops metadata.managedFields from every cached
@@ -162,9 +175,11 @@ func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, er
 	if err != nil {
 		return nil, err
 	}
+	log := loggerOf(ko)
 	sh := &shared{
+		log: log,
 		factory: kinformer.NewFactory(cfg, &kinformer.FactoryOptions{
-			Registerer: ko.Registerer, Logger: ko.Logger, Scheme: opts.Scheme,
+			Registerer: ko.Registerer, Logger: log, Scheme: opts.Scheme,
 			StateDir: ko.StateDir, Sharding: ko.Sharding, Compact: ko.Compact,
 			HTTPClient: opts.HTTPClient,
 		}),
@@ -221,6 +236,7 @@ func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, er
 
 // shared is what every namespace cache of one NewCache shares.
 type shared struct {
+	log             *slog.Logger // Options.Logger, or controller-runtime's
 	factory         *kinformer.Factory
 	scheme          *runtime.Scheme
 	mapper          meta.RESTMapper

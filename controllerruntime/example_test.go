@@ -10,12 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -34,6 +37,9 @@ func TestMain(m *testing.M) {
 	if _, ok := os.LookupEnv(kinformer.EnvMutationDetector); !ok {
 		os.Setenv(kinformer.EnvMutationDetector, "panic")
 	}
+	// The manager's logger, and klog's, as a program sets them.
+	crlog.SetLogger(logr.New(managerLog.sink()))
+	klog.SetLogger(logr.New(klogLog.sink()))
 	flag.Parse()
 	if testenv.Skipping() {
 		fmt.Fprintln(os.Stderr, "controllerruntime: "+testenv.EnvSkip+" is set: tests and examples that need the API server do not run")

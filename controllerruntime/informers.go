@@ -210,6 +210,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 	transform := transformFor(k, c.config.Transform)
 	fields := c.sh.fieldsOf(k)
 	f := c.sh.factory
+	log := informerLogger(c.sh.log, k.gvk, ns)
 	e := &entry{}
 	switch {
 	case c.sh.newInformer != nil:
@@ -222,7 +223,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 	case k.form == unstructuredForm:
 		inf, err := f.Dynamic(mapping.Resource, ns, &kinformer.Options[*unstructured.Unstructured]{
 			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations,
-			Fields:    fields,
+			Fields: fields, Logger: log,
 			Transform: transformOf[*unstructured.Unstructured](c, k, transform)})
 		if err != nil {
 			return nil, c.started, err
@@ -232,7 +233,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 	case k.form == metadataForm:
 		inf, err := f.Metadata(mapping.Resource, ns, &kinformer.Options[*metav1.PartialObjectMetadata]{
 			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations,
-			Fields:    fields,
+			Fields: fields, Logger: log,
 			Transform: transformOf[*metav1.PartialObjectMetadata](c, k, transform)})
 		if err != nil {
 			return nil, c.started, err
@@ -246,7 +247,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		}
 		inf, err := f.Typed(example, ns, &kinformer.Options[kinformer.Object]{
 			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations,
-			Fields:    fields,
+			Fields: fields, Logger: log,
 			Transform: transformOf[kinformer.Object](c, k, transform)})
 		if err != nil {
 			return nil, c.started, err
@@ -254,7 +255,13 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		e.sii, e.release = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }
 		e.reader.store = cacheStore[kinformer.Object]{inf.Cache()}
 	}
-	if h := c.sh.watchErrHandler; h != nil {
+	h := c.sh.watchErrHandler
+	if h == nil && !e.own {
+		// kinformer's informers: through the cache's logger, not
+		// client-go's default (klog).
+		h = watchErrorLogger(log)
+	}
+	if h != nil {
 		if err := e.sii.SetWatchErrorHandlerWithContext(h); err != nil {
 			return nil, c.started, err
 		}

@@ -1,0 +1,331 @@
+package controllerruntime_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kcr "github.com/kinformer/kinformer/controllerruntime"
+	"github.com/kinformer/kinformer/internal/testenv"
+)
+
+// managerLog receives what is logged through controller-runtime's
+// logger (the manager's: TestMain sets it), and klogLog what is logged
+// through klog.
+var managerLog, klogLog = &recorder{}, &recorder{}
+
+// logLine is one line a recorder received.
+type logLine struct {
+	name  string // the logger's name ("kinformer")
+	level int    // logr's V level; -1 for Error
+	msg   string
+	kv    map[string]string
+}
+
+func (l logLine) String() string {
+	return fmt.Sprintf("%s V(%d) %q %v", l.name, l.level, l.msg, l.kv)
+}
+
+// recorder is a logr.LogSink that keeps every line, at every level.
+type recorder struct {
+	mu    sync.Mutex
+	lines []logLine
+}
+
+// where returns the lines for which keep is true.
+func (r *recorder) where(keep func(logLine) bool) []logLine {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []logLine
+	for _, l := range r.lines {
+		if keep(l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func (r *recorder) sink() logr.LogSink { return &recSink{rec: r} }
+
+type recSink struct {
+	rec  *recorder
+	name string
+	kv   []any
+}
+
+func (s *recSink) Init(logr.RuntimeInfo)  {}
+func (s *recSink) Enabled(level int) bool { return true }
+func (s *recSink) Info(level int, msg string, kv ...any) {
+	s.add(level, msg, kv)
+}
+func (s *recSink) Error(err error, msg string, kv ...any) {
+	if err != nil {
+		kv = append(kv, "error", err)
+	}
+	s.add(-1, msg, kv)
+}
+func (s *recSink) WithValues(kv ...any) logr.LogSink {
+	return &recSink{rec: s.rec, name: s.name, kv: append(append([]any(nil), s.kv...), kv...)}
+}
+func (s *recSink) WithName(name string) logr.LogSink {
+	if s.name != "" {
+		name = s.name + "/" + name
+	}
+	return &recSink{rec: s.rec, name: name, kv: s.kv}
+}
+
+func (s *recSink) add(level int, msg string, kv []any) {
+	l := logLine{name: s.name, level: level, msg: msg, kv: map[string]string{}}
+	all := append(append([]any(nil), s.kv...), kv...)
+	for i := 0; i+1 < len(all); i += 2 {
+		l.kv[fmt.Sprint(all[i])] = fmt.Sprint(all[i+1])
+	}
+	s.rec.mu.Lock()
+	s.rec.lines = append(s.rec.lines, l)
+	s.rec.mu.Unlock()
+}
+
+// inNamespace selects the kinformer lines of informers in namespace ns.
+func inNamespace(ns string) func(logLine) bool {
+	return func(l logLine) bool { return l.name == "kinformer" && l.kv["namespace"] == ns }
+}
+
+// Without Options.Logger, a StateDir restore shows in the manager's log:
+// one Info line (V(0)) for the informer restored, naming its kind and
+// namespace, with the number of objects.
+func TestDefaultLoggerIsTheManagers(t *testing.T) {
+	cfg, cs, ns := setup(t)
+	ctx := t.Context()
+	for _, n := range []string{"a", "b"} {
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod(ns, n), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	for range 2 {
+		c, err := kcr.With(kcr.Options{StateDir: dir})(cfg, cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.GetInformer(ctx, &corev1.Pod{}); err != nil {
+			t.Fatal(err)
+		}
+		runCache(t, c)()
+	}
+	restored := managerLog.where(func(l logLine) bool {
+		return inNamespace(ns)(l) && strings.Contains(l.msg, "restored from the state file")
+	})
+	if len(restored) != 1 {
+		t.Fatalf("%d restore lines in the manager's log, want 1: %v", len(restored), managerLog.where(inNamespace(ns)))
+	}
+	if l := restored[0]; l.level != 0 || l.kv["kind"] != "Pod" || l.kv["resource"] != "pods" || l.kv["objects"] != "2" {
+		t.Errorf("restore line %v: want V(0), kind=Pod, resource=pods, objects=2", l)
+	}
+}
+
+// cutProxy is a TCP proxy to the API server whose connections can be cut,
+// and which resets those it accepts while down.
+type cutProxy struct {
+	ln    net.Listener
+	to    string
+	down  atomic.Bool
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+func newCutProxy(t *testing.T, cfg *rest.Config) (*cutProxy, *rest.Config) {
+	t.Helper()
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, to: u.Host, conns: map[net.Conn]struct{}{}}
+	p.wg.Go(p.accept)
+	t.Cleanup(func() { _ = ln.Close(); p.cut(); p.wg.Wait() })
+	cfg = rest.CopyConfig(cfg)
+	cfg.TLSClientConfig.ServerName = u.Hostname()
+	u.Host = ln.Addr().String()
+	cfg.Host = u.String()
+	// Its own transport, not one client-go caches for these credentials.
+	cfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
+	return p, cfg
+}
+
+func (p *cutProxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		if p.down.Load() {
+			resetConn(c)
+			continue
+		}
+		p.wg.Go(func() { p.serve(c) })
+	}
+}
+
+func (p *cutProxy) serve(c net.Conn) {
+	s, err := net.Dial("tcp", p.to)
+	if err != nil {
+		resetConn(c)
+		return
+	}
+	p.mu.Lock()
+	p.conns[c], p.conns[s] = struct{}{}, struct{}{}
+	p.mu.Unlock()
+	done := make(chan struct{}, 2)
+	pipe := func(dst, src net.Conn) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				if _, err := dst.Write(buf[:n]); err != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		done <- struct{}{}
+	}
+	go pipe(s, c)
+	go pipe(c, s)
+	<-done
+	resetConn(c)
+	resetConn(s)
+	<-done
+	p.mu.Lock()
+	delete(p.conns, c)
+	delete(p.conns, s)
+	p.mu.Unlock()
+}
+
+// cut resets every open connection.
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		resetConn(c)
+	}
+}
+
+func resetConn(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// A 2 s connection cut under a cache without a Logger or a
+// DefaultWatchErrorHandler: what the informer met goes to the manager's
+// log, naming the kind, below error level, and nothing to klog; the cache
+// catches up once the server is back.
+func TestWatchErrorsGoToTheManagersLog(t *testing.T) {
+	admin, cs, ns := setup(t)
+	ctx := t.Context()
+	p, cfg := newCutProxy(t, admin)
+	c, err := kcr.NewCache(cfg, cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetInformer(ctx, &corev1.Pod{}); err != nil {
+		t.Fatal(err)
+	}
+	runCache(t, c)
+	klogBefore := len(klogLog.where(func(logLine) bool { return true }))
+
+	p.down.Store(true)
+	p.cut()
+	time.Sleep(2 * time.Second)
+	p.down.Store(false)
+
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod(ns, "after"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var got corev1.Pod
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "after"}, &got)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cache did not catch up after the cut: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	lines := managerLog.where(inNamespace(ns))
+	var failures, errs []logLine
+	for _, l := range lines {
+		switch {
+		case l.level < 0:
+			errs = append(errs, l)
+		case l.level == 0 && l.kv["kind"] == "Pod" && l.kv["resource"] == "pods" && strings.HasPrefix(l.msg, "kinformer: watch"):
+			failures = append(failures, l)
+		}
+	}
+	if len(failures) == 0 {
+		t.Errorf("the watch's failure is not in the manager's log at V(0) with kind=Pod; its lines: %v", lines)
+	}
+	if len(errs) > 0 {
+		t.Errorf("a connection cut logged at error level: %v", errs)
+	}
+	if k := klogLog.where(func(logLine) bool { return true }); len(k) > klogBefore {
+		t.Errorf("the cut logged through klog: %v", k[klogBefore:])
+	}
+}
+
+// A list the server forbids is logged at error level through the manager's
+// logger, naming the kind: retrying cannot help.
+func TestForbiddenIsAnErrorInTheManagersLog(t *testing.T) {
+	_, _, ns := setup(t)
+	cfg := testenv.Shared(t).RestrictedConfig() // may list pods in "allowed" only
+	c, err := kcr.NewCache(cfg, cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetInformer(t.Context(), &corev1.Pod{}, cache.BlockUntilSynced(false)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	}()
+	forbidden := func(l logLine) bool {
+		return inNamespace(ns)(l) && l.level < 0 && l.kv["kind"] == "Pod" && strings.Contains(l.kv["error"], "forbidden")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(managerLog.where(forbidden)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no error line for the forbidden list in the manager's log: %v", managerLog.where(inNamespace(ns)))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
