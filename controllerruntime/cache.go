@@ -4,25 +4,43 @@
 //
 //	mgr, err := ctrl.NewManager(cfg, ctrl.Options{NewCache: kcr.NewCache})
 //
-// It honours cache.Options as controller-runtime's own cache does
-// (Scheme, Mapper, DefaultNamespaces, the default selectors, transform and
-// deep-copy setting, ByObject, SyncPeriod, ReaderFailOnMissingInformer,
-// DefaultWatchErrorHandler), serves typed, unstructured and
-// PartialObjectMetadata objects, and takes IndexField before or after the
-// start. Its informers are a kinformer.Factory's, on the manager's
-// rest.Config: built-in types are decoded by kinformer's protobuf decoder,
-// custom resources by its JSON one, and equal labels and annotations are
-// shared between cached objects. With adds kinformer's own options: a
-// state directory (a restarted manager starts warm), sharding between
-// replicas, metrics, managedFields dropped, a compact cache (objects kept
-// as bytes, decoded on each read: about half the manager's heap), and
-// projections (a kind's cache keeping only the fields the controller
-// reads; NewClient refuses to write such an object back).
+// It honours cache.Options as controller-runtime's own cache does:
+// HTTPClient (it carries every request of the informers and of the
+// RESTMapper; default: one made from the rest.Config), Scheme, Mapper,
+// DefaultNamespaces, DefaultLabelSelector, DefaultFieldSelector,
+// DefaultTransform, DefaultUnsafeDisableDeepCopy, ByObject (and each
+// namespace's Config), SyncPeriod (the handlers' resync, jittered as
+// controller-runtime's), ReaderFailOnMissingInformer,
+// DefaultWatchErrorHandler and NewInformer. It serves typed, unstructured
+// and PartialObjectMetadata objects, takes IndexField before or after the
+// start, and Get and List return what controller-runtime's would, errors
+// included.
 //
-// What differs from controller-runtime's cache: EnableWatchBookmarks is
-// ignored (kinformer always asks for bookmarks); HTTPClient is not used
-// (the factory makes its own client from the rest.Config, with the same
-// settings).
+// Its informers are a kinformer.Factory's: typed built-in kinds are
+// decoded by kinformer's protobuf decoder, custom resources and
+// unstructured objects by its JSON one (PartialObjectMetadata by
+// client-go's), and equal labels and annotations are shared between
+// cached objects. managedFields are kept, as controller-runtime's cache
+// keeps them (Options.DropManagedFields drops them). The informers log
+// through controller-runtime's logger, the manager's, named "kinformer",
+// each line naming its informer's kind (Options.Logger says what and at
+// which level); so do their watch errors, unless DefaultWatchErrorHandler
+// is set.
+//
+// With adds kinformer's own options (Options): a state directory (a
+// restarted manager starts warm), sharding between replicas, metrics, a
+// logger of its own, managedFields dropped, the cache mutation detector, a
+// compact cache (objects kept as bytes, decoded on each read: about half
+// the manager's heap), and projections (a kind's cache keeping only the
+// fields the controller reads; NewClient refuses to write such an object
+// back).
+//
+// What differs from controller-runtime's cache: EnableWatchBookmarks
+// (DefaultEnableWatchBookmarks, and Config's and ByObject's) is ignored,
+// as kinformer always asks for bookmarks; without DefaultWatchErrorHandler,
+// watch errors go to the logger above, not to client-go's default handler
+// (klog); informers of NewInformer, which are the caller's, get none of
+// kinformer's options, and keep their own default watch error handler.
 package controllerruntime
 
 import (
@@ -62,12 +80,17 @@ import (
 // defaultSyncPeriod is controller-runtime's: the default handler resync.
 const defaultSyncPeriod = 10 * time.Hour
 
-// Options are kinformer's own, beyond cache.Options.
+// Options are kinformer's own, beyond cache.Options (With). The zero
+// value is NewCache's. They apply to the kinformer informers the cache
+// makes, not to those of cache.Options.NewInformer.
 type Options struct {
 	// StateDir keeps every informer's cache on disk (kinformer's
 	// Options.StateDir), so that a restarted manager starts warm: its
 	// handlers get every object of the file, then what changed while it
-	// was down. Default: none.
+	// was down. Each informer restored logs one Info line, "kinformer:
+	// restored from the state file", with its kind and the number of
+	// objects (see Logger), and another once it has caught up with the
+	// server. Default: none.
 	StateDir string
 
 	// Sharding makes every informer cache and handle only this replica's
@@ -155,12 +178,20 @@ type ByObject struct {
 }
 
 // NewCache is a cache.NewCacheFunc: controller-runtime's cache on
-// kinformer informers, with kinformer's defaults.
+// kinformer informers, with the zero Options (With(Options{})): no state
+// directory, sharding or metrics, managedFields kept, logs to
+// controller-runtime's logger.
 func NewCache(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
 	return With(Options{})(cfg, opts)
 }
 
-// With returns a cache.NewCacheFunc with kinformer's own options.
+// With returns a cache.NewCacheFunc with kinformer's own options:
+// StateDir, Sharding, Registerer, Logger, DropManagedFields,
+// DetectMutations, Compact and ByObject (see Options).
+//
+//	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+//		NewCache: kcr.With(kcr.Options{StateDir: dir, DropManagedFields: true}),
+//	})
 func With(o Options) cache.NewCacheFunc {
 	return func(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
 		return newCache(cfg, opts, o)

@@ -27,9 +27,11 @@ var ErrProjected = errors.New("the object was read from a projected cache")
 // controller-runtime's client, which refuses with ErrProjected, before
 // any request, the writes of an object read from a projected cache
 // (ProjectedAnnotation) that would clear what it lacks: Create, Update,
-// the status and other subresources' Update, and the whole-object patches
-// client.Merge and client.Apply. Patches made from the object as read
-// (client.MergeFrom) change only what was changed, and pass.
+// a subresource's Update and Create (Status() and SubResource), and the
+// whole-object patches client.Merge and client.Apply, of the object or of
+// a subresource. Patches made from the object as read (client.MergeFrom)
+// change only what was changed, and pass; so does every write of an
+// object not read from a projected cache.
 //
 //	mgr, err := ctrl.NewManager(cfg, ctrl.Options{NewCache: kcr.With(o), NewClient: kcr.NewClient})
 func NewClient(cfg *rest.Config, o client.Options) (client.Client, error) {
