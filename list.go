@@ -22,7 +22,7 @@ func (l *loop[T]) list(ctx context.Context) outcome {
 	switch {
 	case l.st.phase == phaseListUnpaged:
 		return l.pagedList(ctx, 0)
-	case l.st.watchList:
+	case l.st.watchList && !l.st.pageOnce:
 		return l.watchList(ctx)
 	}
 	return l.pagedList(ctx, l.opts.PageSize)
@@ -143,7 +143,10 @@ func (l *loop[T]) collectItem(items map[string]ref[T], o runtime.Object, prepare
 const watchListStartTimeout = 10 * time.Second
 
 // watchList lists with a watch that first sends every object as ADDED,
-// then a bookmark marking the end (KEP-3157, "watch-list"). Objects are
+// then a bookmark marking the end (KEP-3157, "watch-list"). A watch-list
+// answered with an error (the request itself, or an ERROR event before any
+// object) is followed at once by a paged list, as in client-go's
+// reflector; one cut off mid-list is tried again after a backoff. Objects are
 // prepared into a new map as they are decoded, so the whole list is never
 // held in its wire or decoded form.
 //
@@ -169,7 +172,9 @@ func (l *loop[T]) watchList(ctx context.Context) outcome {
 	case watchListRefusedBy(err):
 		return outcome{kind: watchListRefused, err: err}
 	default:
-		return outcome{kind: listFailed, err: fmt.Errorf("list (watch-list): %w", err)}
+		// Answered with an error (a proxy, a partial server, a fake, or a
+		// server in trouble): a paged list follows at once (step).
+		return outcome{kind: watchListFailed, err: fmt.Errorf("list (watch-list): %w", err)}
 	}
 	defer s.stop()
 
@@ -197,6 +202,9 @@ func (l *loop[T]) watchList(ctx context.Context) outcome {
 			return outcome{kind: listFailed, err: errors.New("list (watch-list): the stream ended before its initial events did")}
 		case c.typ == Error && watchListRefusedBy(err):
 			return outcome{kind: watchListRefused, err: err}
+		case c.typ == Error && len(items) == 0:
+			// An ERROR event for an answer, before any object.
+			return outcome{kind: watchListFailed, err: fmt.Errorf("list (watch-list): %w", err)}
 		case c.endOfList:
 			return outcome{kind: listFailed, err: fmt.Errorf("list (watch-list): end marker: %w", err)}
 		default: // an ERROR event, or a stream that broke

@@ -78,7 +78,10 @@ func (p phase) String() string {
 type state struct {
 	phase     phase
 	watchList bool // list with a watch-list (sendInitialEvents), not pages
-	direct    bool // decode watches directly (internal/protowatch, internal/jsonwatch)
+	// pageOnce: the last watch-list failed; this list is paged, and the
+	// next one is a watch-list again.
+	pageOnce bool
+	direct   bool // decode watches directly (internal/protowatch, internal/jsonwatch)
 	// joinable: when the share grows, the slots that joined can be listed
 	// alone (caught up, synced, and the server filters by the share).
 	joinable bool
@@ -92,6 +95,7 @@ const (
 	listFailed                          // a list failed; err says why
 	continueExpired                     // a paged list's continue token expired
 	watchListRefused                    // the server does not do watch-lists; err says how we know
+	watchListFailed                     // a watch-list was answered with an error; err says which
 	watchEnded                          // the server closed a healthy watch
 	watchClosedEarly                    // a watch closed as soon as it opened, with nothing on it
 	watchFailed                         // a watch could not open, or ended in error; err says why
@@ -114,6 +118,8 @@ type outcome struct {
 
 // step is the transition function of the watch loop.
 func step(s state, o outcome) (next state, backoff bool) {
+	once := s.pageOnce
+	s.pageOnce = false
 	switch o.kind {
 	case stopped, resharded:
 		return s, false
@@ -132,8 +138,17 @@ func step(s state, o outcome) (next state, backoff bool) {
 	case watchListRefused:
 		s.watchList = false
 		return s, false
+	case watchListFailed:
+		// As client-go's reflector: a LIST at once, rather than retrying
+		// a request that something between here and the data (a proxy,
+		// a partial server, a fake) may never serve. The server may well
+		// offer watch-lists: the next list tries one again.
+		s.phase = phaseList
+		s.pageOnce = true
+		return s, false
 	case directRefused:
 		s.direct = false
+		s.pageOnce = once // the same list again, decoded through the client
 		return s, false
 	case watchClosedEarly:
 		return s, true
@@ -466,6 +481,8 @@ func (l *loop[T]) logTransition(o outcome, next state) {
 	switch {
 	case o.kind == watchListRefused:
 		l.log.Info("kinformer: the server does not offer watch-lists; paging instead", "reason", o.err.Error())
+	case o.kind == watchListFailed:
+		l.log.Warn("kinformer: the watch-list failed; listing by pages this time", "reason", o.err.Error())
 	case o.kind == directRefused:
 		l.log.Info("kinformer: decoding watches through the client", "reason", o.err.Error())
 	case o.kind == continueExpired:
