@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -173,12 +174,91 @@ func (s *informer[T]) watchError(e kinformer.Event[T]) {
 	h(ctx, s.reflector, e.Err)
 }
 
-// handle is a client-go handler's registration.
+// handle is a client-go handler's registration. The handler runs on its
+// kinformer registration's goroutine, through call.
 type handle[T kinformer.Object] struct {
+	inf    *kinformer.Informer[T]
 	reg    *kinformer.Registration
 	name   string
 	resync time.Duration // 0: none
+	logger klog.Logger   // where a panic of the handler is reported
+
+	mu       sync.Mutex // guards inCall and removed
+	inCall   bool       // the handler is running
+	removed  bool       // RemoveEventHandler was called: no call begins any more
+	once     sync.Once  // of unregister
+	shutdown chan struct{}
 }
+
+// call runs fn, a call of the handler, unless the handler was removed.
+// A panic goes to client-go's crash handlers (utilruntime.PanicHandlers,
+// which log "Observed a panic"); then, as client-go's informers do, it
+// crashes the process if utilruntime.ReallyCrash (the default), and
+// otherwise skips the event and goes on with the next.
+func (h *handle[T]) call(fn func()) {
+	h.mu.Lock()
+	if h.removed {
+		h.mu.Unlock()
+		return
+	}
+	h.inCall = true
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.inCall = false
+		removed := h.removed
+		h.mu.Unlock()
+		if removed {
+			// Removed during this call: the removal left the rest to it.
+			h.unregister()
+		}
+	}()
+	defer func() {
+		if r := recover(); r != nil {
+			// HandleCrash panicked again (ReallyCrash). kinformer would
+			// recover that panic and go on: crash where nothing recovers.
+			go func() { panic(r) }()
+			select {}
+		}
+	}()
+	defer utilruntime.HandleCrashWithLogger(h.logger)
+	fn()
+}
+
+// remove stops the handler's calls without waiting for one in progress,
+// as client-go's RemoveEventHandler: the kinformer registration is removed
+// now if the handler is not running, else when its call returns, on its
+// own goroutine (where kinformer's removal does not wait). Either way
+// ShutdownChan is closed then.
+func (h *handle[T]) remove() {
+	h.mu.Lock()
+	if h.removed {
+		h.mu.Unlock()
+		return
+	}
+	h.removed = true
+	running := h.inCall
+	h.mu.Unlock()
+	if !running {
+		// A call that begins meanwhile sees removed and returns at once:
+		// kinformer's removal waits for that alone.
+		h.unregister()
+	}
+}
+
+func (h *handle[T]) unregister() {
+	h.once.Do(func() {
+		h.inf.RemoveEventHandler(h.reg)
+		close(h.shutdown)
+	})
+}
+
+// ShutdownChan is closed once the handler has been removed
+// (RemoveEventHandler) and is not running: what client-go's
+// cache.ShutDownEventHandler waits for. Unlike client-go's, it is not
+// closed when the informer stops: its handlers stay registered with the
+// kinformer informer, which may run again.
+func (h *handle[T]) ShutdownChan() <-chan struct{} { return h.shutdown }
 
 func (h *handle[T]) HasSynced() bool { return h.reg.HasSynced() }
 
@@ -241,18 +321,22 @@ func (s *informer[T]) AddEventHandlerWithOptions(handler cache.ResourceEventHand
 			s.resyncCheck = resync
 		}
 	}
-	h := &handle[T]{name: fmt.Sprintf("%T", handler), resync: resync}
+	h := &handle[T]{inf: s.inf, name: fmt.Sprintf("%T", handler), resync: resync, logger: logger, shutdown: make(chan struct{})}
 	h.reg = s.inf.AddHandlerFuncs(kinformer.HandlerFuncs[T]{
 		Added: func(e kinformer.Event[T]) {
-			handler.OnAdd(e.Object, e.Cause == kinformer.CauseList || e.Cause == kinformer.CauseReplay || e.Cause == kinformer.CauseRestore)
+			h.call(func() {
+				handler.OnAdd(e.Object, e.Cause == kinformer.CauseList || e.Cause == kinformer.CauseReplay || e.Cause == kinformer.CauseRestore)
+			})
 		},
-		Modified: func(e kinformer.Event[T]) { handler.OnUpdate(e.Old, e.Object) },
+		Modified: func(e kinformer.Event[T]) { h.call(func() { handler.OnUpdate(e.Old, e.Object) }) },
 		Deleted: func(e kinformer.Event[T]) {
-			if e.Cause == kinformer.CauseRelist {
-				handler.OnDelete(cache.DeletedFinalStateUnknown{Key: e.Key, Obj: e.Object})
-				return
-			}
-			handler.OnDelete(e.Object)
+			h.call(func() {
+				if e.Cause == kinformer.CauseRelist {
+					handler.OnDelete(cache.DeletedFinalStateUnknown{Key: e.Key, Obj: e.Object})
+					return
+				}
+				handler.OnDelete(e.Object)
+			})
 		},
 	})
 	s.handlers[h] = struct{}{}
@@ -262,6 +346,11 @@ func (s *informer[T]) AddEventHandlerWithOptions(handler cache.ResourceEventHand
 	return h, nil
 }
 
+// RemoveEventHandler removes a handler and returns at once, as client-go's:
+// no call of the handler begins after it, but one in progress may still be
+// running. cache.ShutDownEventHandler waits for that call too (see the
+// handle's ShutdownChan). kinformer's own Informer.RemoveEventHandler is
+// the waiting form.
 func (s *informer[T]) RemoveEventHandler(reg cache.ResourceEventHandlerRegistration) error {
 	h, ok := reg.(*handle[T])
 	if !ok {
@@ -272,7 +361,7 @@ func (s *informer[T]) RemoveEventHandler(reg cache.ResourceEventHandlerRegistrat
 	delete(s.handlers, h)
 	s.mu.Unlock()
 	if registered {
-		s.inf.RemoveEventHandler(h.reg)
+		h.remove()
 	}
 	return nil
 }
