@@ -1,0 +1,187 @@
+package clientgo_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/kinformer/kinformer"
+	"github.com/kinformer/kinformer/clientgo"
+)
+
+// recorder is a logr sink that keeps every line.
+type recorder struct {
+	mu    sync.Mutex
+	lines []string // "level msg kv..." or "ERROR msg kv..."
+}
+
+type sink struct {
+	r      *recorder
+	values []any
+}
+
+func (s sink) Init(logr.RuntimeInfo)        {}
+func (s sink) Enabled(int) bool             { return true }
+func (s sink) WithName(string) logr.LogSink { return s }
+func (s sink) WithValues(kv ...any) logr.LogSink {
+	return sink{r: s.r, values: append(append([]any{}, s.values...), kv...)}
+}
+func (s sink) Info(level int, msg string, kv ...any) {
+	s.r.add(fmt.Sprintf("V%d %s %v %v", level, msg, s.values, kv))
+}
+func (s sink) Error(err error, msg string, kv ...any) {
+	s.r.add(fmt.Sprintf("ERROR %s %v %v err=%v", msg, s.values, kv, err))
+}
+
+func (r *recorder) add(l string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = append(r.lines, l)
+}
+
+func (r *recorder) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.lines...)
+}
+
+// cutter is a TCP proxy to the API server that can cut every connection
+// and, for a while, close each new one as soon as it is accepted.
+type cutter struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex // guards conns and down
+	conns  map[net.Conn]struct{}
+	down   bool
+	wg     sync.WaitGroup
+}
+
+func newCutter(t *testing.T, target string) *cutter {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cutter{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	c.wg.Add(1)
+	go c.serve()
+	t.Cleanup(func() {
+		ln.Close()
+		c.setDown(true) // no connection is added after it cuts them all
+		c.wg.Wait()
+	})
+	return c
+}
+
+func (c *cutter) serve() {
+	defer c.wg.Done()
+	for {
+		in, err := c.ln.Accept()
+		if err != nil {
+			return
+		}
+		c.mu.Lock()
+		if c.down {
+			c.mu.Unlock()
+			in.Close()
+			continue
+		}
+		out, err := net.Dial("tcp", c.target)
+		if err != nil {
+			c.mu.Unlock()
+			in.Close()
+			continue
+		}
+		c.conns[in], c.conns[out] = struct{}{}, struct{}{}
+		c.mu.Unlock()
+		c.wg.Add(2)
+		go func() { defer c.wg.Done(); io.Copy(out, in); out.Close() }()
+		go func() { defer c.wg.Done(); io.Copy(in, out); in.Close() }()
+	}
+}
+
+func (c *cutter) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for conn := range c.conns {
+		conn.Close()
+	}
+	clear(c.conns)
+}
+
+func (c *cutter) setDown(down bool) {
+	c.mu.Lock()
+	c.down = down
+	c.mu.Unlock()
+	if down {
+		c.cut()
+	}
+}
+
+// A 2 s connection cut through Wrap: the informer reconnects and goes on,
+// and the program's logger (the one in RunWithContext's context) hears of
+// it below error level, naming the informer's type; nothing is logged at
+// error level, as with client-go's own informers.
+func TestReconnectLogsBelowError(t *testing.T) {
+	cfg, cs, ns := clients(t)
+	host, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newCutter(t, host.Host)
+	pcfg := rest.CopyConfig(cfg)
+	pcfg.Host = "https://" + px.ln.Addr().String()
+	pcfg.TLSClientConfig.ServerName = host.Hostname()
+	pcs, err := kubernetes.NewForConfig(pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pcs.CoreV1().RESTClient().(*rest.RESTClient).Client.CloseIdleConnections() })
+	sii := clientgo.Wrap(kinformer.New[*corev1.Pod](pcs.CoreV1().Pods(ns), nil))
+	h := &handler{}
+	if _, err := sii.AddEventHandler(h); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.New(sink{r: rec})))
+	done := make(chan struct{})
+	go func() { defer close(done); sii.RunWithContext(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if !cache.WaitForCacheSync(bounded(t).Done(), sii.HasSynced) {
+		t.Fatal("not synced")
+	}
+	px.setDown(true)
+	time.Sleep(2 * time.Second)
+	px.setDown(false)
+	create(t, cs, pod(ns, "after-cut", "n1", nil))
+	eventually(t, "the add after the cut", func() bool { return len(h.find("add", ns+"/after-cut")) == 1 })
+	lines := rec.all()
+	t.Logf("logged:\n%s", strings.Join(lines, "\n"))
+	reconnects := 0
+	for _, l := range lines {
+		if strings.HasPrefix(l, "ERROR") {
+			t.Errorf("logged at error level: %s", l)
+		}
+		if strings.Contains(l, "<unspecified>") {
+			t.Errorf("the type is unnamed: %s", l)
+		}
+		if strings.Contains(l, "reconnecting") && strings.Contains(l, "*v1.Pod") {
+			reconnects++
+		}
+	}
+	if reconnects == 0 {
+		t.Error("the program's logger did not hear of the reconnects, with the type named")
+	}
+}
