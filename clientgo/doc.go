@@ -7,7 +7,17 @@
 //	lister := corelisters.NewPodLister(sii.GetIndexer())
 //
 //	pods := kinformer.New[*corev1.Pod](clientset.CoreV1().Pods(""), nil) // or from a Factory
-//	sii2 := clientgo.Wrap(pods)
+//	sii2 := clientgo.WrapWithResync(pods, resync) // Wrap(pods): no default resync
+//
+// Under client-go's informers.SharedInformerFactory, ForFactory, given to
+// the factory's InformerFor once per type before the typed accessors, makes
+// the factory's informer for that type a kinformer one, and keeps the
+// factory's resync, listers, Start, WaitForCacheSync and Shutdown (see
+// ExampleForFactory):
+//
+//	f.InformerFor(&corev1.ConfigMap{}, clientgo.ForFactory(func(c kubernetes.Interface) *kinformer.Informer[*corev1.ConfigMap] {
+//		return kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(ns), nil)
+//	}))
 //
 // Events have client-go's meaning: OnAdd's isInInitialList is true for
 // the objects of the informer's first list (and of its state file, and of
@@ -16,7 +26,24 @@
 // resync period (AddEventHandlerWithResyncPeriod, or the informer's
 // default) calls OnUpdate(obj, obj) for every cached object, for that
 // handler alone ([kinformer.Informer.Resend]). kinformer's Bookmark events
-// are not delivered, and its Error events go to the watch error handler.
+// are not delivered, and its Error events go to the watch error handler,
+// with the context given to RunWithContext (client-go's default handler
+// logs through its klog.FromContext logger), except a connection closed,
+// cut, refused or reset, or a 429, which the informer gets over by
+// reconnecting: as client-go's reflector, it does not call the handler
+// for those, and logs them at V(4).
+//
+// RemoveEventHandler returns at once, as client-go's: a call in progress
+// may still run; cache.ShutDownEventHandler waits for it (kinformer's own
+// Informer.RemoveEventHandler always waits). A handler's panic goes to
+// client-go's crash handlers (utilruntime.HandleCrash: PanicHandlers,
+// "Observed a panic"), then crashes the process if utilruntime.ReallyCrash
+// (the default) as client-go's informers do; without it the event is
+// skipped and the next ones delivered.
+//
+// A watch-list (a watch with sendInitialEvents) answered with an error is
+// followed at once by a paged LIST, as in client-go's reflector; the next
+// re-list tries a watch-list again.
 //
 // Wrap keeps everything of the informer it wraps: protobuf or JSON
 // decoding straight off the wire, the shared labels and annotations, the

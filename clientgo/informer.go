@@ -62,9 +62,12 @@ func NewSharedIndexInformer(lw cache.ListerWatcher, example runtime.Object, defa
 	return s
 }
 
-// Wrap returns inf as a client-go SharedIndexInformer. Its handlers and
-// indexes are inf's; its Run runs inf (or, if inf already runs, from a
-// Factory for example, waits with it until stopped).
+// Wrap returns inf as a client-go SharedIndexInformer, with no default
+// handler resync: it is WrapWithResync(inf, 0). Where a resync period is
+// at hand (a client-go factory's, a NewSharedIndexInformer's), use
+// WrapWithResync or ForFactory, or it is lost. Its handlers and indexes are
+// inf's; its Run runs inf (or, if inf already runs, from a Factory for
+// example, waits with it until stopped).
 func Wrap[T kinformer.Object](inf *kinformer.Informer[T]) cache.SharedIndexInformer {
 	return WrapWithResync(inf, 0)
 }
