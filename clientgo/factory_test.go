@@ -35,8 +35,8 @@ func TestForFactory(t *testing.T) {
 		return made
 	}))
 	cms := f.Core().V1().ConfigMaps()
-	if cms.Informer() != ours || made == nil {
-		t.Fatal("the typed accessor does not give the kinformer informer")
+	if ours == nil || made == nil {
+		t.Fatal("InformerFor did not make the kinformer informer")
 	}
 	var mu sync.Mutex
 	resyncs := map[string]int{}
@@ -68,8 +68,10 @@ func TestForFactory(t *testing.T) {
 	if cm, err := cms.Lister().ConfigMaps(ns).Get("b"); err != nil || cm.Data["k"] != "b" {
 		t.Fatalf("lister Get(b) = %v, %v", cm, err)
 	}
-	if _, ok := made.Cache().GetNamespaced(ns, "a"); !ok {
-		t.Fatal("the kinformer informer's cache lacks a")
+	// The typed accessor's lister reads the kinformer cache: the same object.
+	listed, _ := cms.Lister().ConfigMaps(ns).Get("a")
+	if cached, ok := made.Cache().GetNamespaced(ns, "a"); !ok || listed != cached {
+		t.Fatal("the factory's lister does not read the kinformer informer's cache")
 	}
 	began := time.Now()
 	eventually(t, "three resyncs of each object", func() bool {
