@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"reflect"
 	"strings"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/util/watchlist"
 )
 
@@ -146,7 +149,8 @@ const watchListStartTimeout = 10 * time.Second
 // then a bookmark marking the end (KEP-3157, "watch-list"). A watch-list
 // answered with an error (the request itself, or an ERROR event before any
 // object) is followed at once by a paged list, as in client-go's
-// reflector; one cut off mid-list is tried again after a backoff. Objects are
+// reflector, unless the server or the way to it is unavailable; one cut
+// off mid-list is tried again after a backoff. Objects are
 // prepared into a new map as they are decoded, so the whole list is never
 // held in its wire or decoded form.
 //
@@ -171,9 +175,11 @@ func (l *loop[T]) watchList(ctx context.Context) outcome {
 		return outcome{kind: directRefused, err: err}
 	case watchListRefusedBy(err):
 		return outcome{kind: watchListRefused, err: err}
+	case unavailable(err):
+		return outcome{kind: listFailed, err: fmt.Errorf("list (watch-list): %w", err)}
 	default:
-		// Answered with an error (a proxy, a partial server, a fake, or a
-		// server in trouble): a paged list follows at once (step).
+		// Answered with an error (a proxy, a partial server, a fake): a
+		// paged list follows at once (step).
 		return outcome{kind: watchListFailed, err: fmt.Errorf("list (watch-list): %w", err)}
 	}
 	defer s.stop()
@@ -202,7 +208,7 @@ func (l *loop[T]) watchList(ctx context.Context) outcome {
 			return outcome{kind: listFailed, err: errors.New("list (watch-list): the stream ended before its initial events did")}
 		case c.typ == Error && watchListRefusedBy(err):
 			return outcome{kind: watchListRefused, err: err}
-		case c.typ == Error && len(items) == 0:
+		case c.typ == Error && len(items) == 0 && !unavailable(err):
 			// An ERROR event for an answer, before any object.
 			return outcome{kind: watchListFailed, err: fmt.Errorf("list (watch-list): %w", err)}
 		case c.endOfList:
@@ -245,6 +251,19 @@ func mayStream(lw any) bool {
 		t = t.Elem()
 	}
 	return !strings.HasSuffix(t.PkgPath(), "/fake")
+}
+
+// unavailable tells a failure of the way to the server, or of a server in
+// trouble: a connection closed, refused, reset or timed out, 429, 503,
+// 504. A LIST at once would meet the same (and add to a busy server's
+// load): the watch-list is tried again after a backoff.
+func unavailable(err error) bool {
+	var ne net.Error
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		utilnet.IsProbableEOF(err) || utilnet.IsConnectionRefused(err) ||
+		utilnet.IsConnectionReset(err) || (errors.As(err, &ne) && ne.Timeout()) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err) ||
+		apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)
 }
 
 // watchListRefusedBy recognises a server that does not take

@@ -2,6 +2,10 @@ package kinformer
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -162,6 +166,31 @@ func TestMayStream(t *testing.T) {
 	} {
 		if got := mayStream(tc.lw); got != tc.want {
 			t.Errorf("%s (%T): mayStream = %v, want %v", tc.name, tc.lw, got, tc.want)
+		}
+	}
+}
+
+// Which failures of a watch-list are the server's, or the network's, being
+// unavailable (tried again after a backoff), and which are an answer that
+// a paged list may get past at once (a proxy, a partial server, a fake).
+func TestUnavailable(t *testing.T) {
+	gr := schema.GroupResource{Resource: "configmaps"}
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&url.Error{Op: "Get", URL: "https://x", Err: io.EOF}, true},
+		{fmt.Errorf("watch: %w", io.ErrUnexpectedEOF), true},
+		{errors.New("read tcp: connection reset by peer"), true},
+		{apierrors.NewTooManyRequests("slow down", 1), true},
+		{apierrors.NewServiceUnavailable("starting"), true},
+		{apierrors.NewTimeoutError("busy", 1), true},
+		{errors.New("proxy: streaming lists are not supported here"), false},
+		{apierrors.NewInternalError(errors.New("boom")), false},
+		{apierrors.NewForbidden(gr, "", errors.New("no")), false},
+	} {
+		if got := unavailable(tc.err); got != tc.want {
+			t.Errorf("unavailable(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 }
