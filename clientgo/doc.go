@@ -42,8 +42,10 @@
 // skipped and the next ones delivered.
 //
 // A watch-list (a watch with sendInitialEvents) answered with an error is
-// followed at once by a paged LIST, as in client-go's reflector; the next
-// re-list tries a watch-list again.
+// followed at once by a paged LIST, as in client-go's reflector, unless the
+// server is unavailable (a closed, refused or reset connection, 429, 503,
+// 504: the watch-list is tried again after a backoff); the next re-list
+// tries a watch-list again.
 //
 // Wrap keeps everything of the informer it wraps: protobuf or JSON
 // decoding straight off the wire, the shared labels and annotations, the
