@@ -231,7 +231,7 @@ func isInternal(path string) bool {
 // packageFeatures lists pkg's exported features, one string each.
 func packageFeatures(pkg *types.Package) []string {
 	qual := types.RelativeTo(pkg)
-	ts := func(t types.Type) string { return types.TypeString(t, qual) }
+	ts := func(t types.Type) string { return typeString(t, qual) }
 	prefix := "pkg " + pkg.Path() + ", "
 	var out []string
 	add := func(format string, args ...any) { out = append(out, prefix+fmt.Sprintf(format, args...)) }
@@ -265,7 +265,7 @@ func packageFeatures(pkg *types.Package) []string {
 }
 
 func typeFeatures(prefix, name string, named *types.Named, qual types.Qualifier) []string {
-	ts := func(t types.Type) string { return types.TypeString(t, qual) }
+	ts := func(t types.Type) string { return typeString(t, qual) }
 	var out []string
 	add := func(format string, args ...any) { out = append(out, prefix+fmt.Sprintf(format, args...)) }
 	decl := name + typeParams(named.TypeParams(), qual, true)
@@ -322,7 +322,7 @@ func signature(sig *types.Signature, qual types.Qualifier) string {
 	switch r := sig.Results(); r.Len() {
 	case 0:
 	case 1:
-		b.WriteString(" " + types.TypeString(r.At(0).Type(), qual))
+		b.WriteString(" " + typeString(r.At(0).Type(), qual))
 	default:
 		b.WriteString(" " + tuple(r, false, qual))
 	}
@@ -334,10 +334,10 @@ func tuple(t *types.Tuple, variadic bool, qual types.Qualifier) string {
 	for i := range t.Len() {
 		typ := t.At(i).Type()
 		if variadic && i == t.Len()-1 {
-			parts[i] = "..." + types.TypeString(typ.(*types.Slice).Elem(), qual)
+			parts[i] = "..." + typeString(typ.(*types.Slice).Elem(), qual)
 			continue
 		}
-		parts[i] = types.TypeString(typ, qual)
+		parts[i] = typeString(typ, qual)
 	}
 	return "(" + strings.Join(parts, ", ") + ")"
 }
@@ -352,8 +352,38 @@ func typeParams(tps *types.TypeParamList, qual types.Qualifier, withConstraints 
 		tp := tps.At(i)
 		parts[i] = tp.Obj().Name()
 		if withConstraints {
-			parts[i] += " " + types.TypeString(tp.Constraint(), qual)
+			parts[i] += " " + typeString(tp.Constraint(), qual)
 		}
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// typeString is types.TypeString without parameter names in function
+// types, which are not part of the API: func(client kubernetes.Interface)
+// and func(c kubernetes.Interface) are one type.
+func typeString(t types.Type, qual types.Qualifier) string {
+	switch t := t.(type) {
+	case *types.Signature:
+		return "func" + signature(t, qual)
+	case *types.Pointer:
+		return "*" + typeString(t.Elem(), qual)
+	case *types.Slice:
+		return "[]" + typeString(t.Elem(), qual)
+	case *types.Array:
+		return fmt.Sprintf("[%d]%s", t.Len(), typeString(t.Elem(), qual))
+	case *types.Map:
+		return "map[" + typeString(t.Key(), qual) + "]" + typeString(t.Elem(), qual)
+	case *types.Chan:
+		switch t.Dir() {
+		case types.SendOnly:
+			return "chan<- " + typeString(t.Elem(), qual)
+		case types.RecvOnly:
+			return "<-chan " + typeString(t.Elem(), qual)
+		}
+		if c, ok := t.Elem().(*types.Chan); ok && c.Dir() == types.RecvOnly {
+			return "chan (" + typeString(t.Elem(), qual) + ")"
+		}
+		return "chan " + typeString(t.Elem(), qual)
+	}
+	return types.TypeString(t, qual)
 }
