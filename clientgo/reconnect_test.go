@@ -3,9 +3,6 @@ package clientgo_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +17,7 @@ import (
 
 	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/clientgo"
+	"github.com/kinformer/kinformer/internal/testenv"
 )
 
 // recorder is a logr sink that keeps every line.
@@ -58,92 +56,13 @@ func (r *recorder) all() []string {
 	return append([]string(nil), r.lines...)
 }
 
-// cutter is a TCP proxy to the API server that can cut every connection
-// and, for a while, close each new one as soon as it is accepted.
-type cutter struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex // guards conns and down
-	conns  map[net.Conn]struct{}
-	down   bool
-	wg     sync.WaitGroup
-}
-
-func newCutter(t *testing.T, target string) *cutter {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &cutter{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	c.wg.Add(1)
-	go c.serve()
-	t.Cleanup(func() {
-		ln.Close()
-		c.setDown(true) // no connection is added after it cuts them all
-		c.wg.Wait()
-	})
-	return c
-}
-
-func (c *cutter) serve() {
-	defer c.wg.Done()
-	for {
-		in, err := c.ln.Accept()
-		if err != nil {
-			return
-		}
-		c.mu.Lock()
-		if c.down {
-			c.mu.Unlock()
-			in.Close()
-			continue
-		}
-		out, err := net.Dial("tcp", c.target)
-		if err != nil {
-			c.mu.Unlock()
-			in.Close()
-			continue
-		}
-		c.conns[in], c.conns[out] = struct{}{}, struct{}{}
-		c.mu.Unlock()
-		c.wg.Add(2)
-		go func() { defer c.wg.Done(); io.Copy(out, in); out.Close() }()
-		go func() { defer c.wg.Done(); io.Copy(in, out); in.Close() }()
-	}
-}
-
-func (c *cutter) cut() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for conn := range c.conns {
-		conn.Close()
-	}
-	clear(c.conns)
-}
-
-func (c *cutter) setDown(down bool) {
-	c.mu.Lock()
-	c.down = down
-	c.mu.Unlock()
-	if down {
-		c.cut()
-	}
-}
-
 // A 2 s connection cut through Wrap: the informer reconnects and goes on,
 // and the program's logger (the one in RunWithContext's context) hears of
 // it below error level, naming the informer's type; nothing is logged at
 // error level, as with client-go's own informers.
 func TestReconnectLogsBelowError(t *testing.T) {
 	cfg, cs, ns := clients(t)
-	host, err := url.Parse(cfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	px := newCutter(t, host.Host)
-	pcfg := rest.CopyConfig(cfg)
-	pcfg.Host = "https://" + px.ln.Addr().String()
-	pcfg.TLSClientConfig.ServerName = host.Hostname()
+	px, pcfg := testenv.NewCutProxy(t, cfg)
 	pcs, err := kubernetes.NewForConfig(pcfg)
 	if err != nil {
 		t.Fatal(err)
@@ -162,9 +81,9 @@ func TestReconnectLogsBelowError(t *testing.T) {
 	if !cache.WaitForCacheSync(bounded(t).Done(), sii.HasSynced) {
 		t.Fatal("not synced")
 	}
-	px.setDown(true)
+	px.Down()
 	time.Sleep(2 * time.Second)
-	px.setDown(false)
+	px.Up()
 	create(t, cs, pod(ns, "after-cut", "n1", nil))
 	eventually(t, "the add after the cut", func() bool { return len(h.find("add", ns+"/after-cut")) == 1 })
 	lines := rec.all()

@@ -3,19 +3,14 @@ package controllerruntime_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
-	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -137,106 +132,6 @@ func TestDefaultLoggerIsTheManagers(t *testing.T) {
 	}
 }
 
-// cutProxy is a TCP proxy to the API server whose connections can be cut,
-// and which resets those it accepts while down.
-type cutProxy struct {
-	ln    net.Listener
-	to    string
-	down  atomic.Bool
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
-}
-
-func newCutProxy(t *testing.T, cfg *rest.Config) (*cutProxy, *rest.Config) {
-	t.Helper()
-	u, err := url.Parse(cfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{ln: ln, to: u.Host, conns: map[net.Conn]struct{}{}}
-	p.wg.Go(p.accept)
-	t.Cleanup(func() { _ = ln.Close(); p.cut(); p.wg.Wait() })
-	cfg = rest.CopyConfig(cfg)
-	cfg.TLSClientConfig.ServerName = u.Hostname()
-	u.Host = ln.Addr().String()
-	cfg.Host = u.String()
-	// Its own transport, not one client-go caches for these credentials.
-	cfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
-	return p, cfg
-}
-
-func (p *cutProxy) accept() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		if p.down.Load() {
-			resetConn(c)
-			continue
-		}
-		p.wg.Go(func() { p.serve(c) })
-	}
-}
-
-func (p *cutProxy) serve(c net.Conn) {
-	s, err := net.Dial("tcp", p.to)
-	if err != nil {
-		resetConn(c)
-		return
-	}
-	p.mu.Lock()
-	p.conns[c], p.conns[s] = struct{}{}, struct{}{}
-	p.mu.Unlock()
-	done := make(chan struct{}, 2)
-	pipe := func(dst, src net.Conn) {
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := src.Read(buf)
-			if n > 0 {
-				if _, err := dst.Write(buf[:n]); err != nil {
-					break
-				}
-			}
-			if err != nil {
-				break
-			}
-		}
-		done <- struct{}{}
-	}
-	go pipe(s, c)
-	go pipe(c, s)
-	<-done
-	resetConn(c)
-	resetConn(s)
-	<-done
-	p.mu.Lock()
-	delete(p.conns, c)
-	delete(p.conns, s)
-	p.mu.Unlock()
-}
-
-// cut resets every open connection.
-func (p *cutProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for c := range p.conns {
-		resetConn(c)
-	}
-}
-
-func resetConn(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetLinger(0)
-	}
-	_ = c.Close()
-}
-
 // A 2 s connection cut under a cache without a Logger or a
 // DefaultWatchErrorHandler: what the informer met goes to the manager's
 // log, naming the kind, below error level, and nothing to klog; the cache
@@ -244,7 +139,7 @@ func resetConn(c net.Conn) {
 func TestWatchErrorsGoToTheManagersLog(t *testing.T) {
 	admin, cs, ns := setup(t)
 	ctx := t.Context()
-	p, cfg := newCutProxy(t, admin)
+	p, cfg := testenv.NewCutProxy(t, admin)
 	c, err := kcr.NewCache(cfg, cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}})
 	if err != nil {
 		t.Fatal(err)
@@ -255,10 +150,9 @@ func TestWatchErrorsGoToTheManagersLog(t *testing.T) {
 	runCache(t, c)
 	klogBefore := len(klogLog.where(func(logLine) bool { return true }))
 
-	p.down.Store(true)
-	p.cut()
+	p.Down()
 	time.Sleep(2 * time.Second)
-	p.down.Store(false)
+	p.Up()
 
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod(ns, "after"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
