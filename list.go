@@ -175,7 +175,7 @@ func (l *loop[T]) watchList(ctx context.Context) outcome {
 		return outcome{kind: directRefused, err: err}
 	case watchListRefusedBy(err):
 		return outcome{kind: watchListRefused, err: err}
-	case unavailable(err):
+	case !pageAfter(err):
 		return outcome{kind: listFailed, err: fmt.Errorf("list (watch-list): %w", err)}
 	default:
 		// Answered with an error (a proxy, a partial server, a fake): a
@@ -208,7 +208,7 @@ func (l *loop[T]) watchList(ctx context.Context) outcome {
 			return outcome{kind: listFailed, err: errors.New("list (watch-list): the stream ended before its initial events did")}
 		case c.typ == Error && watchListRefusedBy(err):
 			return outcome{kind: watchListRefused, err: err}
-		case c.typ == Error && len(items) == 0 && !unavailable(err):
+		case c.typ == Error && len(items) == 0 && pageAfter(err):
 			// An ERROR event for an answer, before any object.
 			return outcome{kind: watchListFailed, err: fmt.Errorf("list (watch-list): %w", err)}
 		case c.endOfList:
@@ -252,6 +252,15 @@ func mayStream(lw any) bool {
 	}
 	return !strings.HasSuffix(t.PkgPath(), "/fake")
 }
+
+// pageAfter tells a failed watch-list that a paged list at once may get
+// past: an answer from something between here and the data (a proxy, a
+// partial server, a fake). Not a server or connection that is unavailable,
+// nor a persistent refusal (forbidden, unauthorized, not found,
+// kinformer.IsPersistent), which the LIST would meet alike: those wait out
+// the backoff, and a forbidden informer makes one request per attempt, not
+// two.
+func pageAfter(err error) bool { return !unavailable(err) && !IsPersistent(err) }
 
 // unavailable tells a failure of the way to the server, or of a server in
 // trouble: a connection closed, refused, reset or timed out, 429, 503,

@@ -194,3 +194,26 @@ func TestUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// Which failed watch-lists a paged list follows at once: not those of an
+// unavailable server, nor persistent refusals, which the LIST would meet
+// alike (a forbidden informer retries with backoff, one request a time).
+func TestPageAfter(t *testing.T) {
+	gr := schema.GroupResource{Resource: "configmaps"}
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{errors.New("proxy: streaming lists are not supported here"), true},
+		{apierrors.NewInternalError(errors.New("boom")), true},
+		{apierrors.NewServiceUnavailable("starting"), false},
+		{fmt.Errorf("watch: %w", io.ErrUnexpectedEOF), false},
+		{apierrors.NewForbidden(gr, "", errors.New("no")), false},
+		{apierrors.NewUnauthorized("who are you"), false},
+		{apierrors.NewNotFound(gr, ""), false},
+	} {
+		if got := pageAfter(tc.err); got != tc.want {
+			t.Errorf("pageAfter(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
