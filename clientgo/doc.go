@@ -44,8 +44,9 @@
 // A watch-list (a watch with sendInitialEvents) answered with an error is
 // followed at once by a paged LIST, as in client-go's reflector, unless the
 // server is unavailable (a closed, refused or reset connection, 429, 503,
-// 504: the watch-list is tried again after a backoff); the next re-list
-// tries a watch-list again.
+// 504) or refuses for good (forbidden, unauthorized, not found: the LIST
+// would be refused alike): those try the watch-list again after a backoff.
+// The next re-list tries a watch-list again.
 //
 // Wrap keeps everything of the informer it wraps: protobuf or JSON
 // decoding straight off the wire, the shared labels and annotations, the
