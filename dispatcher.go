@@ -88,7 +88,7 @@ func (d *dispatcher[T]) resend(reg *Registration, c *Cache[T], rv func() string)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	l, ok := d.listeners[reg]
-	if !ok || !l.wants(Modified) {
+	if !ok || l.leaving || !l.wants(Modified) {
 		return 0
 	}
 	at := rv()
@@ -113,6 +113,47 @@ func (d *dispatcher[T]) resend(reg *Registration, c *Cache[T], rv func() string)
 		l.signal()
 	}
 	return n
+}
+
+// leave ends reg the way a View lets an informer go: reg gets no new
+// events, but first handles those already queued for it, then Deleted,
+// with CauseLeave, for every object in c at this point of its stream (if
+// it wants Deleted); then it is removed and left is called, once: at once
+// if it had nothing left to handle or was not registered. It holds d.mu
+// for writing, as add does, so that the Deleted follow exactly the events
+// reg was given. A leaving registration keeps its place across the
+// informer's runs: a stop holds its events, the next run delivers them.
+func (d *dispatcher[T]) leave(reg *Registration, c *Cache[T], rv func() string, left func()) {
+	d.mu.Lock()
+	l, ok := d.listeners[reg]
+	if !ok || l.leaving {
+		d.mu.Unlock()
+		left()
+		return
+	}
+	l.leaving = true
+	at := rv()
+	now := time.Now().UnixNano()
+	l.mu.Lock()
+	if !l.removed.Load() && l.wants(Deleted) {
+		n := 0
+		c.each(func(key string, r ref[T]) {
+			l.queue = append(l.queue, entry(Event[T]{Type: Deleted, Key: key, ResourceVersion: at, Cause: CauseLeave}, r, ref[T]{}, now, c.pk))
+			n++
+		})
+		if n > 0 {
+			l.head.CompareAndSwap(0, now)
+			l.pushed += int64(n)
+			l.backlog.Add(int64(n))
+		}
+	}
+	l.leaveMark = l.pushed
+	l.onLeft = func() { d.remove(reg) }
+	l.left = left
+	l.mu.Unlock()
+	d.mu.Unlock()
+	l.signal()
+	l.checkLeft() // nothing left to handle: gone now
 }
 
 // registered reports whether reg is one of d's registrations.
@@ -145,6 +186,13 @@ func (d *dispatcher[T]) remove(reg *Registration) {
 	d.mu.Unlock()
 	if ok {
 		l.remove()
+		l.mu.Lock()
+		left := l.left
+		l.left, l.onLeft = nil, nil
+		l.mu.Unlock()
+		if left != nil {
+			left() // removed while leaving: it has left
+		}
 	}
 }
 
@@ -205,7 +253,7 @@ func (p publisher[T]) emit(e Event[T]) { p.emitQueued(queued[T]{e: e}) }
 func (p publisher[T]) emitQueued(q queued[T]) {
 	p.d.obs.event(q.e.Type)
 	for _, l := range p.d.listeners {
-		if l.wants(q.e.Type) {
+		if !l.leaving && l.wants(q.e.Type) {
 			l.push(q)
 		}
 	}

@@ -62,6 +62,16 @@ const (
 	// registration, unchanged (Modified, Old the same object): client-go's
 	// periodic handler resync. No change was seen.
 	CauseResend
+	// CauseJoin: an informer joined a View (a namespace added to it, or
+	// one whose labels came to match its namespace selector): Added for
+	// each object the informer had, or listed, as it joined, given to the
+	// view's handlers registered before.
+	CauseJoin
+	// CauseLeave: an informer left a View (a namespace removed from it,
+	// deleted, or whose labels no longer match its namespace selector):
+	// Deleted for each object the view's handlers were given from it and
+	// not yet told gone. The objects themselves may still exist.
+	CauseLeave
 )
 
 func (c Cause) String() string {
@@ -82,6 +92,10 @@ func (c Cause) String() string {
 		return "reshard"
 	case CauseResend:
 		return "resend"
+	case CauseJoin:
+		return "join"
+	case CauseLeave:
+		return "leave"
 	}
 	return "unknown"
 }

@@ -63,6 +63,13 @@ type listener[T Object] struct {
 	// handled, if set, is told each time the listener has handled or
 	// dropped an event, and when it is removed (dispatcher.waitHandled).
 	handled *progress
+	// leaving (set under the dispatcher's lock) says the listener is
+	// given no new events (dispatcher.leave). Once delivered reaches
+	// leaveMark, onLeft (set and taken under mu) removes it; its removal
+	// calls left (also set and taken under mu).
+	leaving      bool
+	leaveMark    int64
+	onLeft, left func()
 	// syncedCh is closed once synced() (Registration.Synced);
 	// syncClosed says it is, so that the check costs one load after.
 	syncedCh   chan struct{}
@@ -230,6 +237,7 @@ outer:
 			l.delivered.Add(1)
 			l.checkSynced()
 			l.handled.signal()
+			l.checkLeft()
 			if i+1 < len(batch) {
 				l.head.Store(batch[i+1].at)
 			} else {
@@ -246,6 +254,20 @@ outer:
 		case <-l.wake:
 		}
 	}
+}
+
+// checkLeft removes a leaving listener once it has handled every event
+// queued before it began to leave (dispatcher.leave).
+func (l *listener[T]) checkLeft() {
+	l.mu.Lock()
+	fin := l.onLeft
+	if fin == nil || l.delivered.Load() < l.leaveMark {
+		l.mu.Unlock()
+		return
+	}
+	l.onLeft = nil
+	l.mu.Unlock()
+	fin()
 }
 
 // admission is what listener.admit says of an event.

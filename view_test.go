@@ -1,8 +1,13 @@
 package kinformer
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -70,4 +75,155 @@ func TestSelectGetNamespacedAndView(t *testing.T) {
 	if !got["a/web-1"] || !got["a/db-1"] || !got["b/web-2"] {
 		t.Fatalf("view handler replay: %v", got)
 	}
+}
+
+// viewLog folds a view handler's events per key, and fails on an event
+// that does not fit what the handler was told before (Added of an object
+// it has, Modified or Deleted of one it has not), or one from an informer
+// after its leave.
+type viewLog struct {
+	mu    sync.Mutex
+	have  map[string]string // key -> resourceVersion
+	bad   []string
+	cause map[Cause]int
+}
+
+func (l *viewLog) handle(e cmEvent) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.have == nil {
+		l.have, l.cause = map[string]string{}, map[Cause]int{}
+	}
+	l.cause[e.Cause]++
+	_, ok := l.have[e.Key]
+	switch e.Type {
+	case Added:
+		if ok {
+			l.bad = append(l.bad, "Added of a known "+e.Key+" ("+e.Cause.String()+")")
+		}
+		l.have[e.Key] = e.Object.ResourceVersion
+	case Modified:
+		if !ok {
+			l.bad = append(l.bad, "Modified of an unknown "+e.Key)
+		}
+		l.have[e.Key] = e.Object.ResourceVersion
+	case Deleted:
+		if !ok {
+			l.bad = append(l.bad, "Deleted of an unknown "+e.Key+" ("+e.Cause.String()+")")
+		}
+		delete(l.have, e.Key)
+	}
+	time.Sleep(50 * time.Microsecond) // a handler slower than the writer: events queue up
+}
+
+func (l *viewLog) state() (map[string]string, []string, map[Cause]int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.have), slices.Clone(l.bad), maps.Clone(l.cause)
+}
+
+// An informer that leaves a view while its objects change gives the view's
+// handler, in order after what it had queued, Deleted (CauseLeave) for
+// exactly the objects the handler was told of; joining again, Added
+// (CauseJoin) for exactly those the cache has. Removing the handler while a
+// leave is being handled ends the leave, and the view can take the
+// informer back at once.
+func TestViewLeaveAndJoinWhileChanging(t *testing.T) {
+	s := newFakeServer()
+	for i := range 50 {
+		s.put(cm("a", fmt.Sprint("o", i), "v", "0"))
+	}
+	inf, _ := startInformer(t, s, nil)
+	v := NewView(inf)
+	var log viewLog
+	v.AddHandlerFuncs(HandlerFuncs[*corev1.ConfigMap]{Added: log.handle, Modified: log.handle, Deleted: log.handle})
+
+	for round := range 5 {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() { // a writer: updates, creations, deletions
+			exists := map[string]bool{}
+			for k := range s.state() {
+				exists[k] = true
+			}
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				name := fmt.Sprint("o", i%80)
+				if i%7 == 0 && exists["a/"+name] {
+					s.del("a", name)
+					delete(exists, "a/"+name)
+				} else {
+					s.put(cm("a", name, "v", fmt.Sprint(round, "-", i)))
+					exists["a/"+name] = true
+				}
+				if i%50 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		})
+		time.Sleep(20 * time.Millisecond)
+		left := v.Remove(inf)
+		select {
+		case <-left:
+		case <-bounded(t).Done():
+			t.Fatal("the leave was never handled")
+		}
+		if have, bad, _ := log.state(); len(have) != 0 || len(bad) != 0 {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("round %d: after the leave the handler still holds %d objects; wrong events: %v", round, len(have), bad)
+		}
+		if len(v.Informers()) != 0 || len(v.Select("", nil)) != 0 {
+			t.Fatal("the view still reads the informer that left")
+		}
+		time.Sleep(10 * time.Millisecond) // changes the view's handler must not see
+		v.Add(inf)
+		close(stop)
+		wg.Wait()
+		eventually(t, "the handler to hold what the cache holds", func() bool {
+			have, _, _ := log.state()
+			return equalMaps(have, valuesOf(inf.Cache())) && equalMaps(have, s.state())
+		})
+		if _, bad, causes := log.state(); len(bad) != 0 || causes[CauseLeave] == 0 || causes[CauseJoin] == 0 {
+			t.Fatalf("round %d: wrong events %v, causes %v", round, bad, causes)
+		}
+	}
+
+	// A handler removed while it handles a leave: the leave ends, and the
+	// informer can join again at once.
+	block := make(chan struct{})
+	var once sync.Once
+	entered := make(chan struct{})
+	vr := v.AddHandlerFuncs(HandlerFuncs[*corev1.ConfigMap]{Deleted: func(cmEvent) {
+		once.Do(func() { close(entered) })
+		<-block
+	}})
+	left := v.Remove(inf)
+	<-entered
+	removed := make(chan struct{})
+	go func() { v.RemoveHandler(vr); close(removed) }()
+	time.Sleep(10 * time.Millisecond)
+	close(block)
+	<-removed
+	select {
+	case <-left:
+	case <-bounded(t).Done():
+		t.Fatal("a leave whose handler was removed never ended")
+	}
+	v.Add(inf)
+	if !vr.HasSynced() || len(v.Informers()) != 1 {
+		t.Fatal("the view did not take the informer back")
+	}
+}
+
+func valuesOf(c *Cache[*corev1.ConfigMap]) map[string]string {
+	out := map[string]string{}
+	for _, o := range c.List() {
+		out[o.Namespace+"/"+o.Name] = o.ResourceVersion
+	}
+	return out
 }

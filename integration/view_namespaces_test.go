@@ -1,0 +1,190 @@
+package integration
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kinformer/kinformer"
+	"github.com/kinformer/kinformer/internal/testenv"
+)
+
+// labelNamespace sets (value != "") or removes the label key of ns.
+func labelNamespace(t *testing.T, c kubernetes.Interface, ns, key, value string) {
+	t.Helper()
+	v := "null"
+	if value != "" {
+		v = fmt.Sprintf("%q", value)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, key, v)
+	if _, err := c.CoreV1().Namespaces().Patch(bounded(t, callTimeout), ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("labelling namespace %s: %v", ns, err)
+	}
+}
+
+// eventLines renders a recorder's events as "TYPE namespace/name cause",
+// in order.
+func eventLines(r *recorder[*corev1.ConfigMap]) []string {
+	var out []string
+	for _, e := range r.all() {
+		if e.Object == nil {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %s/%s %s", e.Type, e.Object.Namespace, e.Object.Name, e.Cause))
+	}
+	return out
+}
+
+// waitLines waits until the recorder has every line of want (in any order
+// among the others), and returns what it has.
+func waitLines(t *testing.T, r *recorder[*corev1.ConfigMap], want ...string) []string {
+	t.Helper()
+	var got []string
+	deadline := time.Now().Add(callTimeout)
+	for {
+		got = eventLines(r)
+		missing := slices.DeleteFunc(slices.Clone(want), func(w string) bool { return slices.Contains(got, w) })
+		if len(missing) == 0 {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("missing events %v; got:\n%s", missing, strings.Join(got, "\n"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A view of ConfigMaps over the namespaces a label selects, plus one named:
+// namespaces labelled while it runs join (their objects Added, CauseJoin),
+// unlabelled or deleted ones leave (Deleted, CauseLeave), named ones are
+// added and removed by hand, and the informers of namespaces that left are
+// released: the factory stops them.
+func TestSharedViewFollowsNamespaces(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	ignore := []goleak.Option{
+		goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*clientConnReadLoop).run"),
+		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*http2ClientConn).readLoop"),
+	}
+	nsA, nsB, nsC, nsD := testenv.NewNamespace(t, srv.Config()), testenv.NewNamespace(t, srv.Config()),
+		testenv.NewNamespace(t, srv.Config()), testenv.NewNamespace(t, srv.Config())
+	tenant := "tenant-" + nsA // unique to this test
+	labelNamespace(t, c, nsA, "kinformer.test/tenant", tenant)
+	for _, cm := range []*corev1.ConfigMap{configMap(nsA, "a1", nil, "1"), configMap(nsA, "a2", nil, "1"),
+		configMap(nsB, "b1", nil, "1"), configMap(nsC, "c1", nil, "1"), configMap(nsD, "d1", nil, "1")} {
+		mustCreate(t, c, cm)
+	}
+
+	f, _ := newFactory(t, srv.Config())
+	v, err := kinformer.SharedView[*corev1.ConfigMap](f, kinformer.Namespaces{
+		Names: []string{nsC}, Selector: "kinformer.test/tenant=" + tenant}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	var rec recorder[*corev1.ConfigMap]
+	reg := v.AddHandlerFuncs(kinformer.HandlerFuncs[*corev1.ConfigMap]{Added: rec.handle, Modified: rec.handle, Deleted: rec.handle})
+	f.Start()
+	if err := v.WaitForSync(bounded(t, callTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := v.Namespaces(), sorted([]string{nsA, nsC}); !slices.Equal(got, want) {
+		t.Fatalf("Namespaces() = %v, want %v", got, want)
+	}
+	eventually(t, callTimeout, "the handler synced", reg.HasSynced)
+	// The namespaces the view starts with are not joins.
+	got := waitLines(t, &rec, "ADDED "+nsA+"/a1 list", "ADDED "+nsA+"/a2 list", "ADDED "+nsC+"/c1 list")
+	if len(got) != 3 {
+		t.Fatalf("first events: %v", got)
+	}
+
+	// A namespace labelled while the view runs joins.
+	rec.reset()
+	labelNamespace(t, c, nsB, "kinformer.test/tenant", tenant)
+	waitLines(t, &rec, "ADDED "+nsB+"/b1 join")
+	if _, ok := v.GetNamespaced(nsB, "b1"); !ok {
+		t.Fatal("b1 not in the view after its namespace joined")
+	}
+	mustCreate(t, c, configMap(nsB, "b2", nil, "1"))
+	waitLines(t, &rec, "ADDED "+nsB+"/b2 watch")
+
+	// One unlabelled leaves: Deleted for each of its objects, after the
+	// events already given.
+	rec.reset()
+	mustUpdate(t, c, nsA, "a1", "2")
+	waitLines(t, &rec, "MODIFIED "+nsA+"/a1 watch")
+	labelNamespace(t, c, nsA, "kinformer.test/tenant", "")
+	got = waitLines(t, &rec, "DELETED "+nsA+"/a1 leave", "DELETED "+nsA+"/a2 leave")
+	if got[0] != "MODIFIED "+nsA+"/a1 watch" {
+		t.Fatalf("the leave came before the events queued before it: %v", got)
+	}
+	eventually(t, callTimeout, nsA+" gone from the view", func() bool {
+		return !slices.Contains(v.Namespaces(), nsA) && len(v.Select(nsA, nil)) == 0
+	})
+	// Its informer is released, so stopped: an object created now in nsA
+	// reaches no one. (A fence: an event of nsB's informer after it.)
+	mustCreate(t, c, configMap(nsA, "a3", nil, "1"))
+	mustCreate(t, c, configMap(nsB, "fence", nil, "1"))
+	waitLines(t, &rec, "ADDED "+nsB+"/fence watch")
+	time.Sleep(500 * time.Millisecond)
+	for _, l := range eventLines(&rec) {
+		if strings.Contains(l, nsA+"/a3") {
+			t.Fatalf("an object of a namespace that left reached the view's handler: %s", l)
+		}
+	}
+
+	// Named namespaces change by hand: nsA (no longer selected) added,
+	// nsC removed, nsD through SetNamespaces.
+	rec.reset()
+	if err := v.AddNamespace(nsA); err != nil {
+		t.Fatal(err)
+	}
+	waitLines(t, &rec, "ADDED "+nsA+"/a1 join", "ADDED "+nsA+"/a2 join", "ADDED "+nsA+"/a3 join")
+	if err := v.SetNamespaces(nsA, nsD); err != nil {
+		t.Fatal(err)
+	}
+	waitLines(t, &rec, "DELETED "+nsC+"/c1 leave", "ADDED "+nsD+"/d1 join")
+	if got, want := v.Namespaces(), sorted([]string{nsA, nsB, nsD}); !slices.Equal(got, want) {
+		t.Fatalf("Namespaces() = %v, want %v", got, want)
+	}
+	if err := v.WaitForSync(bounded(t, callTimeout)); err != nil {
+		t.Fatal(err)
+	}
+
+	// A selected namespace that is deleted leaves (its finalizer removed by
+	// hand: the test server has no namespace controller).
+	rec.reset()
+	if err := c.CoreV1().Namespaces().Delete(bounded(t, callTimeout), nsB, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := c.CoreV1().Namespaces().Get(bounded(t, callTimeout), nsB, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Spec.Finalizers = nil
+	if _, err := c.CoreV1().Namespaces().Finalize(bounded(t, callTimeout), ns, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitLines(t, &rec, "DELETED "+nsB+"/b1 leave", "DELETED "+nsB+"/b2 leave", "DELETED "+nsB+"/fence leave")
+	eventually(t, callTimeout, nsB+" gone from the view", func() bool { return !slices.Contains(v.Namespaces(), nsB) })
+
+	v.Close()
+	if n := len(v.Informers()); n != 0 {
+		t.Fatalf("a closed view still has %d informers", n)
+	}
+	f.Stop()
+	goleak.VerifyNone(t, ignore...)
+}

@@ -1,0 +1,356 @@
+package kinformer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Namespaces chooses the namespaces of a view made by [SharedView]: those
+// named, and those whose Namespace objects' labels match Selector, both
+// changeable while the view runs.
+type Namespaces struct {
+	// Names are namespaces the view holds until [View.RemoveNamespace]
+	// (or [View.SetNamespaces]) takes them out.
+	Names []string
+	// Selector, if not empty, is a label selector of Namespace objects
+	// ("tenant=acme", "team in (a,b)"): the view follows it. A namespace
+	// created with matching labels, or whose labels come to match, joins
+	// the view; one deleted, or whose labels no longer match, leaves it
+	// (unless it is also named). It needs permission to list and watch
+	// namespaces; the Namespace objects are watched as metadata only,
+	// filtered by the server.
+	Selector string
+}
+
+// ErrNotNamespaced is returned by a view's namespace methods when the view
+// was not made with namespaces ([SharedView], [DynamicView]).
+var ErrNotNamespaced = errors.New("kinformer: the view was not made with namespaces (SharedView, DynamicView)")
+
+// viewNamespaces is a namespaced view's namespaces, each an informer of a
+// Factory acquired while it is in the view.
+type viewNamespaces[T Object] struct {
+	v       *View[T]
+	f       *Factory
+	acquire func(namespace string) (*Informer[T], error)
+
+	// mu guards everything below, and is held while the view changes, so
+	// that changes happen one at a time (in the order of the Namespace
+	// events, for the selector's).
+	mu       sync.Mutex
+	named    map[string]bool
+	selected map[string]bool
+	infs     map[string]*Informer[T]
+	closed   bool
+
+	nsInf *Informer[*metav1.PartialObjectMetadata] // the selector's; nil without one
+	nsReg *Registration
+
+	closing  chan struct{}  // closed by Close: releases wait no more
+	releases sync.WaitGroup // informers released once their leave is handled
+}
+
+// SharedView returns a view of T's informers, one per namespace of ns,
+// each the factory's shared informer for that namespace
+// (Shared[T](f, namespace, opts)), acquired while the namespace is in the
+// view and released when it leaves. Its namespaces may change while it
+// runs: [View.AddNamespace], [View.RemoveNamespace], [View.SetNamespaces],
+// and ns.Selector. The factory runs its informers (Start); [View.Close]
+// releases them.
+//
+// A multi-tenant controller allowed to watch only some namespaces keeps
+// one SharedView per kind; the view's handlers see a namespace that joins
+// as Added for each of its objects ([CauseJoin]) and one that leaves as
+// Deleted for each ([CauseLeave]).
+func SharedView[T Object](f *Factory, ns Namespaces, opts *Options[T]) (*View[T], error) {
+	return newNamespacedView(f, ns, func(namespace string) (*Informer[T], error) {
+		return Shared[T](f, namespace, opts)
+	})
+}
+
+// DynamicView is [SharedView] for unstructured objects of the resource gvr
+// ([Factory.Dynamic]).
+func DynamicView(f *Factory, gvr schema.GroupVersionResource, ns Namespaces, opts *Options[*unstructured.Unstructured]) (*View[*unstructured.Unstructured], error) {
+	return newNamespacedView(f, ns, func(namespace string) (*Informer[*unstructured.Unstructured], error) {
+		return f.Dynamic(gvr, namespace, opts)
+	})
+}
+
+func newNamespacedView[T Object](f *Factory, ns Namespaces, acquire func(string) (*Informer[T], error)) (*View[T], error) {
+	v := &View[T]{}
+	n := &viewNamespaces[T]{v: v, f: f, acquire: acquire, named: map[string]bool{}, selected: map[string]bool{},
+		infs: map[string]*Informer[T]{}, closing: make(chan struct{})}
+	v.ns = n
+	var sel labels.Selector
+	if ns.Selector != "" {
+		var err error
+		if sel, err = labels.Parse(ns.Selector); err != nil {
+			return nil, fmt.Errorf("kinformer: namespace selector %q: %w", ns.Selector, err)
+		}
+	}
+	for _, name := range ns.Names {
+		if err := v.AddNamespace(name); err != nil {
+			v.Close()
+			return nil, err
+		}
+	}
+	if sel != nil {
+		nsInf, err := f.Metadata(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, "",
+			&Options[*metav1.PartialObjectMetadata]{LabelSelector: sel.String()})
+		if err != nil {
+			v.Close()
+			return nil, fmt.Errorf("kinformer: namespace selector %q: %w", ns.Selector, err)
+		}
+		n.mu.Lock()
+		n.nsInf = nsInf
+		n.nsReg = nsInf.AddHandlerFuncs(HandlerFuncs[*metav1.PartialObjectMetadata]{
+			Added:   func(e Event[*metav1.PartialObjectMetadata]) { n.select_(e.Object.Name, true) },
+			Deleted: func(e Event[*metav1.PartialObjectMetadata]) { n.select_(e.Object.Name, false) },
+		})
+		n.mu.Unlock()
+	}
+	return v, nil
+}
+
+// select_ records that the selector matches namespace, or no longer does,
+// and changes the view to follow.
+func (n *viewNamespaces[T]) select_(namespace string, in bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed || n.selected[namespace] == in {
+		return
+	}
+	if in {
+		n.selected[namespace] = true
+	} else {
+		delete(n.selected, namespace)
+	}
+	if err := n.applyLocked(namespace); err != nil && n.f.log != nil {
+		n.f.log.Error("kinformer: a namespace selected for a view could not join it", "namespace", namespace, "error", err.Error())
+	}
+}
+
+// applyLocked makes namespace's membership what named and selected say.
+func (n *viewNamespaces[T]) applyLocked(namespace string) error {
+	want := n.named[namespace] || n.selected[namespace]
+	inf, have := n.infs[namespace]
+	switch {
+	case want && !have:
+		inf, err := n.acquire(namespace)
+		if err != nil {
+			return err
+		}
+		n.infs[namespace] = inf
+		// The namespaces the selector's first list finds are the view's
+		// start, not joins.
+		n.v.add(inf, n.followed())
+	case !want && have:
+		delete(n.infs, namespace)
+		left := n.v.Remove(inf)
+		n.releases.Go(func() {
+			select {
+			case <-left:
+			case <-n.closing:
+			}
+			Release(n.f, inf)
+		})
+	}
+	return nil
+}
+
+// followed reports whether the view has caught up with the Namespace
+// objects its selector matches (true without a selector).
+func (n *viewNamespaces[T]) followed() bool {
+	return n.nsReg == nil || n.nsReg.HasSynced()
+}
+
+// waitFollowed waits until followed, or the Namespace informer fails for
+// good, or ctx ends.
+func (n *viewNamespaces[T]) waitFollowed(ctx context.Context) error {
+	if n.nsReg == nil {
+		return nil
+	}
+	if err := n.nsInf.WaitForSync(ctx); err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return err
+		}
+		return fmt.Errorf("%s (the view's namespace selector): %w", n.nsInf.Name(), err)
+	}
+	select {
+	case <-n.nsReg.Synced():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func checkNamespace(namespace string) error {
+	if namespace == "" {
+		return errors.New(`kinformer: namespace "": a view of namespaces holds named namespaces (for all of them use one informer)`)
+	}
+	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		return fmt.Errorf("kinformer: namespace %q: %s", namespace, errs[0])
+	}
+	return nil
+}
+
+// AddNamespace adds namespace to a view made with namespaces: its informer
+// is acquired from the factory, and the view's handlers get its objects as
+// Added with [CauseJoin]. A namespace already named is a no-op; one the
+// selector holds becomes named too (it stays when the selector lets it go).
+// It must not be called from one of the view's handlers.
+func (v *View[T]) AddNamespace(namespace string) error {
+	n := v.ns
+	if n == nil {
+		return ErrNotNamespaced
+	}
+	if err := checkNamespace(namespace); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return errors.New("kinformer: AddNamespace: the view is closed")
+	}
+	if n.named[namespace] {
+		return nil
+	}
+	n.named[namespace] = true
+	if err := n.applyLocked(namespace); err != nil {
+		delete(n.named, namespace)
+		return err
+	}
+	return nil
+}
+
+// RemoveNamespace takes a named namespace out of the view (unless its
+// selector holds it too): the view's handlers get Deleted with
+// [CauseLeave] for each of its objects, after which its informer is
+// released. Unknown: a no-op.
+func (v *View[T]) RemoveNamespace(namespace string) error {
+	n := v.ns
+	if n == nil {
+		return ErrNotNamespaced
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed || !n.named[namespace] {
+		return nil
+	}
+	delete(n.named, namespace)
+	return n.applyLocked(namespace)
+}
+
+// SetNamespaces makes namespaces the view's named namespaces: those
+// missing are added, the others removed, as AddNamespace and
+// RemoveNamespace do. On an error the namespaces before it are set.
+func (v *View[T]) SetNamespaces(namespaces ...string) error {
+	n := v.ns
+	if n == nil {
+		return ErrNotNamespaced
+	}
+	for _, ns := range namespaces {
+		if err := checkNamespace(ns); err != nil {
+			return err
+		}
+	}
+	n.mu.Lock()
+	var gone []string
+	for ns := range n.named {
+		if !slices.Contains(namespaces, ns) {
+			gone = append(gone, ns)
+		}
+	}
+	n.mu.Unlock()
+	for _, ns := range gone {
+		if err := v.RemoveNamespace(ns); err != nil {
+			return err
+		}
+	}
+	for _, ns := range namespaces {
+		if err := v.AddNamespace(ns); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Namespaces returns the namespaces in the view now, named or selected,
+// sorted; nil for a view not made with namespaces.
+func (v *View[T]) Namespaces() []string {
+	n := v.ns
+	if n == nil {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]string, 0, len(n.infs))
+	for ns := range n.infs {
+		out = append(out, ns)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Close ends a view made with namespaces: it stops following its
+// selector, removes its handlers and releases every informer it acquired
+// (the factory stops those no one else holds); its handlers are given no
+// Deleted. It waits for the releases. A view made by NewView, or closed:
+// a no-op.
+func (v *View[T]) Close() {
+	n := v.ns
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	n.closed = true
+	close(n.closing)
+	nsInf, nsReg := n.nsInf, n.nsReg
+	infs := n.infs
+	n.infs = map[string]*Informer[T]{}
+	n.mu.Unlock()
+	if nsInf != nil {
+		if nsReg != nil {
+			nsInf.RemoveEventHandler(nsReg)
+		}
+		Release(n.f, nsInf)
+	}
+	v.mu.Lock()
+	handlers := v.handlers
+	v.handlers, v.infs = nil, nil
+	type held struct {
+		inf *Informer[T]
+		reg *Registration
+	}
+	var regs []held
+	for _, vh := range handlers {
+		vh.vr.removed.Store(true)
+		for inf, reg := range vh.regs {
+			regs = append(regs, held{inf, reg})
+		}
+		for reg, inf := range vh.leaving {
+			regs = append(regs, held{inf, reg})
+		}
+	}
+	v.mu.Unlock()
+	for _, h := range regs {
+		h.inf.RemoveEventHandler(h.reg)
+	}
+	for _, inf := range infs {
+		Release(n.f, inf)
+	}
+	n.releases.Wait()
+}
