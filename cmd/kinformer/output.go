@@ -57,7 +57,9 @@ func newOutput(e *env, format string, showNS bool) *output {
 
 // jsonEvent is one line of -o json. The field order is the documented one.
 // Cause is only ever "restore" (an object restored from the state file,
-// --state-dir), so that the documented lines keep their exact shape.
+// --state-dir), "join" or "leave" (a namespace that joined or left the
+// watch, --namespace-selector), so that the documented lines keep their
+// exact shape.
 type jsonEvent struct {
 	Type            kinformer.EventType `json:"type"`
 	Key             string              `json:"key,omitempty"`
@@ -76,7 +78,8 @@ func newJSONEvent(ev kinformer.Event[*unstructured.Unstructured]) jsonEvent {
 		je.Key = kinformer.MetaNamespaceKey(obj)
 		je.Object = obj.Object
 	}
-	if ev.Cause == kinformer.CauseRestore {
+	switch ev.Cause {
+	case kinformer.CauseRestore, kinformer.CauseJoin, kinformer.CauseLeave:
 		je.Cause = ev.Cause.String()
 	}
 	if ev.Err != nil {
@@ -139,8 +142,13 @@ func (o *output) event(ev kinformer.Event[*unstructured.Unstructured], flush boo
 func (o *output) row(ev kinformer.Event[*unstructured.Unstructured]) {
 	obj := ev.Object
 	typ := string(ev.Type)
-	if isRestored(ev) {
+	switch {
+	case isRestored(ev):
 		typ = "RESTORED"
+	case ev.Cause == kinformer.CauseJoin && ev.Type == kinformer.Added:
+		typ = "JOINED"
+	case ev.Cause == kinformer.CauseLeave && ev.Type == kinformer.Deleted:
+		typ = "LEFT"
 	}
 	cols := []string{typ}
 	if o.showNS {

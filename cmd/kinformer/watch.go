@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 
@@ -41,10 +42,18 @@ Restored objects read RESTORED in the table's EVENT column; with -o json
 they are ADDED lines with "cause":"restore" after the resourceVersion. A
 file that cannot be used is reported on stderr and set aside, and the
 watch lists everything as without the flag.
+
+--namespace-selector SELECTOR watches RESOURCE in the namespaces whose
+labels match SELECTOR (tenant=acme, "team in (a,b)"), one watch per
+namespace, and follows the Namespace objects: a namespace labelled later
+joins (its objects read JOINED in the EVENT column; with -o json, ADDED
+lines with "cause":"join"), one unlabelled or deleted leaves (LEFT; DELETED
+with "cause":"leave"). It needs permission to list and watch namespaces.
 `
 
 type watchFlags struct {
 	cluster     clusterFlags
+	nsSelector  string
 	output      string
 	resync      time.Duration
 	syncTimeout time.Duration
@@ -58,6 +67,7 @@ func (f *watchFlags) flagSet() *pflag.FlagSet {
 	fs.DurationVar(&f.resync, "resync", 0, "re-list from the server this often, as a consistency check (0: never)")
 	fs.DurationVar(&f.syncTimeout, "sync-timeout", 0, "give up if the initial list has not completed after this long (0: wait)")
 	bindStateDir(fs, &f.stateDir)
+	fs.StringVar(&f.nsSelector, "namespace-selector", "", "watch the namespaces whose labels match this selector, following them as they change (e.g. tenant=acme)")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log the informer's retries and re-lists on stderr")
 	f.cluster.bind(fs, true)
 	return fs
@@ -80,6 +90,13 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 		return usageErrorf("watch: --resync must not be negative")
 	case f.cluster.allNamespaces && fs.Changed("namespace"):
 		return usageErrorf("watch: --namespace and --all-namespaces are mutually exclusive")
+	case f.nsSelector != "" && (f.cluster.allNamespaces || fs.Changed("namespace")):
+		return usageErrorf("watch: --namespace-selector chooses the namespaces: not with --namespace or --all-namespaces")
+	}
+	if f.nsSelector != "" {
+		if _, err := labels.Parse(f.nsSelector); err != nil {
+			return usageErrorf("watch: --namespace-selector %q: %v", f.nsSelector, err)
+		}
 	}
 
 	cfg, ns, err := f.cluster.load(userAgent())
@@ -97,6 +114,9 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 	if err := checkFields(res, f.cluster.fields); err != nil {
 		return err
 	}
+	if f.nsSelector != "" && !res.namespaced {
+		return usageErrorf("watch: --namespace-selector: %s is not namespaced", res)
+	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -112,7 +132,7 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 	if f.verbose {
 		logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	inf := kinformer.New[*unstructured.Unstructured](prog, &kinformer.Options[*unstructured.Unstructured]{
+	opts := &kinformer.Options[*unstructured.Unstructured]{
 		LabelSelector: f.cluster.selector,
 		FieldSelector: f.cluster.fieldSelector,
 		ResyncPeriod:  f.resync,
@@ -121,21 +141,31 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 		StateDir:      f.stateDir,
 		StateKey:      stateKey(cfg, res, scope),
 		Fields:        f.cluster.fields,
-	})
+	}
+	var src watchSource
+	if f.nsSelector != "" {
+		opts.Name, opts.StateDir, opts.StateKey = "", "", "" // the factory's
+		src, err = newViewSource(cfg, res, f.nsSelector, f.stateDir, logger, opts)
+		if err != nil {
+			return stoppedOr(ctx, err)
+		}
+	} else {
+		src = informerSource{kinformer.New[*unstructured.Unstructured](prog, opts)}
+	}
 
-	out := newOutput(e, f.output, res.namespaced && f.cluster.allNamespaces)
+	out := newOutput(e, f.output, res.namespaced && (f.cluster.allNamespaces || f.nsSelector != ""))
 	var lastErr atomic.Pointer[error]
-	var reg *kinformer.Registration
-	reg = inf.AddHandler(func(ev kinformer.Event[*unstructured.Unstructured]) {
+	var pending func() int
+	pending = src.addHandler(func(ev kinformer.Event[*unstructured.Unstructured]) {
 		out.count(ev)
 		if ev.Type == kinformer.Error && !isStateError(ev.Err) {
 			lastErr.Store(&ev.Err)
-			if !inf.HasSynced() && kinformer.IsPersistent(ev.Err) {
+			if !src.hasSynced() && kinformer.IsPersistent(ev.Err) {
 				return // WaitForSync returns it; do not say it twice
 			}
 		}
 		// Pending counts this event too: flush when the queue is drained.
-		out.event(ev, reg.Pending() <= 1)
+		out.event(ev, pending() <= 1)
 	})
 
 	runCtx, stop := context.WithCancel(ctx)
@@ -143,12 +173,12 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 	ran := make(chan struct{})
 	go func() {
 		defer close(ran)
-		_ = inf.Run(runCtx)
+		src.run(runCtx)
 	}()
 	start := time.Now()
 	syncedAt := make(chan time.Time, 1)
 	if e.isTerminal(e.stderr) {
-		go out.showProgress(runCtx, prog, inf.Cache().Len, syncedAt, res.String(), start)
+		go out.showProgress(runCtx, prog, src.len, syncedAt, res.String(), start)
 	}
 
 	waitCtx := runCtx
@@ -157,7 +187,7 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 		waitCtx, cancel = context.WithTimeout(runCtx, f.syncTimeout)
 		defer cancel()
 	}
-	err = inf.WaitForSync(waitCtx)
+	err = src.waitForSync(waitCtx)
 	if err == nil {
 		syncedAt <- time.Now()
 		<-runCtx.Done() // watch until SIGINT or SIGTERM

@@ -32,7 +32,7 @@ type line struct {
 	Type            string         `json:"type"`
 	Key             string         `json:"key"`
 	ResourceVersion string         `json:"resourceVersion"`
-	Cause           string         `json:"cause"` // "restore", with --state-dir, else absent
+	Cause           string         `json:"cause"` // "restore" (--state-dir), "join", "leave" (--namespace-selector), else absent
 	Object          map[string]any `json:"object"`
 	Error           string         `json:"error"`
 }
@@ -56,10 +56,13 @@ func decode(t *testing.T, raw string) line {
 	}
 	prefix += `,"resourceVersion":"` + l.ResourceVersion + `"`
 	if l.Cause != "" {
-		if l.Cause != "restore" || l.Type != "ADDED" {
-			t.Fatalf("line %q: only ADDED has a cause, and only \"restore\"", raw)
+		switch {
+		case l.Type == "ADDED" && (l.Cause == "restore" || l.Cause == "join"):
+		case l.Type == "DELETED" && l.Cause == "leave":
+		default:
+			t.Fatalf("line %q: only ADDED has a cause, \"restore\" or \"join\", and DELETED \"leave\"", raw)
 		}
-		prefix += `,"cause":"restore"`
+		prefix += `,"cause":"` + l.Cause + `"`
 	}
 	if !strings.HasPrefix(raw, prefix) {
 		t.Fatalf("line %q: want it to start with %q", raw, prefix)
