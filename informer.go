@@ -317,6 +317,25 @@ func (inf *Informer[T]) RemoveEventHandler(reg *Registration) {
 	inf.disp.remove(reg)
 }
 
+// Leave unregisters reg the way a [View] lets an informer go: reg is given
+// no new events, but first handles those already queued for it, then
+// Deleted, with [CauseLeave], for every object cached at that point of its
+// stream (if it wants Deleted), and is then removed. The returned channel
+// is closed once it is (at once for an unknown or nil registration). The
+// informer must run for the events to be handled: release or stop it after
+// the channel is closed. A RemoveEventHandler of reg meanwhile ends the
+// leave at once.
+func (inf *Informer[T]) Leave(reg *Registration) <-chan struct{} {
+	done := make(chan struct{})
+	if reg == nil {
+		close(done)
+		return done
+	}
+	inf.resends.set(reg, 0)
+	inf.disp.leave(reg, inf.cache, inf.status.resourceVersion, func() { close(done) })
+	return done
+}
+
 // Start runs the informer in the background. It is a no-op if the informer
 // is already running, and when a handler calls it while its own informer
 // is stopping (the stop waits for that handler).

@@ -354,13 +354,13 @@ func (s *informer[T]) AddEventHandlerWithOptions(handler cache.ResourceEventHand
 	h.reg = s.inf.AddHandlerFuncs(kinformer.HandlerFuncs[T]{
 		Added: func(e kinformer.Event[T]) {
 			h.call(func() {
-				handler.OnAdd(e.Object, e.Cause == kinformer.CauseList || e.Cause == kinformer.CauseReplay || e.Cause == kinformer.CauseRestore)
+				handler.OnAdd(e.Object, e.Cause == kinformer.CauseList || e.Cause == kinformer.CauseReplay || e.Cause == kinformer.CauseRestore || e.Cause == kinformer.CauseJoin)
 			})
 		},
 		Modified: func(e kinformer.Event[T]) { h.call(func() { handler.OnUpdate(e.Old, e.Object) }) },
 		Deleted: func(e kinformer.Event[T]) {
 			h.call(func() {
-				if e.Cause == kinformer.CauseRelist {
+				if e.Cause == kinformer.CauseRelist || e.Cause == kinformer.CauseLeave {
 					handler.OnDelete(cache.DeletedFinalStateUnknown{Key: e.Key, Obj: e.Object})
 					return
 				}
@@ -393,6 +393,40 @@ func (s *informer[T]) RemoveEventHandler(reg cache.ResourceEventHandlerRegistrat
 		h.remove()
 	}
 	return nil
+}
+
+// leave is Leave for one of s's registrations.
+func (s *informer[T]) leave(reg cache.ResourceEventHandlerRegistration) (<-chan struct{}, error) {
+	h, ok := reg.(*handle[T])
+	if !ok {
+		return nil, fmt.Errorf("clientgo: %T is not a registration of this informer", reg)
+	}
+	s.mu.Lock()
+	_, registered := s.handlers[h]
+	delete(s.handlers, h)
+	s.mu.Unlock()
+	if !registered {
+		done := make(chan struct{})
+		close(done)
+		return done, nil
+	}
+	return s.inf.Leave(h.reg), nil
+}
+
+// Leave removes a handler of an informer of this package the way a
+// namespace leaves a multi-namespace cache: after the events already
+// queued for it, the handler gets OnDelete, with a
+// cache.DeletedFinalStateUnknown, for every object the informer holds
+// (kinformer's Informer.Leave), and nothing after. The returned channel
+// is closed once it has handled them; the informer must run meanwhile.
+func Leave(inf cache.SharedIndexInformer, reg cache.ResourceEventHandlerRegistration) (<-chan struct{}, error) {
+	l, ok := inf.(interface {
+		leave(cache.ResourceEventHandlerRegistration) (<-chan struct{}, error)
+	})
+	if !ok {
+		return nil, fmt.Errorf("clientgo: Leave: %T is not an informer of this package", inf)
+	}
+	return l.leave(reg)
 }
 
 func (s *informer[T]) GetStore() cache.Store     { return s.indexer }

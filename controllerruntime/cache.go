@@ -59,6 +59,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -146,6 +147,18 @@ type Options struct {
 	// cache.Options.NewInformer, which are not kinformer's. Default: off.
 	Compact bool
 
+	// NamespaceSelector, if not empty, is a label selector of Namespace
+	// objects ("tenant=acme"): the cache holds the namespaces whose labels
+	// match it, besides cache.Options.DefaultNamespaces, and follows them
+	// while it runs. A namespace labelled later joins: the handlers get
+	// OnAdd for each of its objects; one unlabelled or deleted leaves: they
+	// get OnDelete, with a cache.DeletedFinalStateUnknown, for each. The
+	// kinds of ByObject with their own Namespaces keep theirs. It needs
+	// permission to list and watch namespaces (as metadata). Not with
+	// DefaultNamespaces[""] (every other namespace). See AddNamespace to
+	// change the namespaces by hand. Default: none.
+	NamespaceSelector string
+
 	// ByObject projects the cache of some kinds: each kind's informers
 	// keep only the fields named (kinformer's Options.Fields: paths in
 	// JSON names, such as "metadata.labels", "spec.nodeName",
@@ -187,7 +200,7 @@ func NewCache(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
 
 // With returns a cache.NewCacheFunc with kinformer's own options:
 // StateDir, Sharding, Registerer, Logger, DropManagedFields,
-// DetectMutations, Compact and ByObject (see Options).
+// DetectMutations, Compact, NamespaceSelector and ByObject (see Options).
 //
 //	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 //		NewCache: kcr.With(kcr.Options{StateDir: dir, DropManagedFields: true}),
@@ -201,6 +214,22 @@ func With(o Options) cache.NewCacheFunc {
 func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("kcr.NewCache: nil rest.Config")
+	}
+	// The kinds of ByObject that take DefaultNamespaces follow them as
+	// they change (AddNamespace and the like).
+	inherit := map[client.Object]bool{}
+	for obj, bo := range opts.ByObject {
+		inherit[obj] = bo.Namespaces == nil
+	}
+	var nsSel labels.Selector
+	if ko.NamespaceSelector != "" {
+		var err error
+		if nsSel, err = labels.Parse(ko.NamespaceSelector); err != nil {
+			return nil, fmt.Errorf("kcr: Options.NamespaceSelector %q: %w", ko.NamespaceSelector, err)
+		}
+		if _, ok := opts.DefaultNamespaces[metav1.NamespaceAll]; ok {
+			return nil, fmt.Errorf("kcr: Options.NamespaceSelector: %w", errAllNamespaces)
+		}
 	}
 	opts, err := defaultOpts(cfg, opts)
 	if err != nil {
@@ -240,9 +269,12 @@ func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, er
 		sh.fields[gvk] = slices.Clone(bo.Fields)
 	}
 	var defaultCache cache.Cache
-	if len(opts.DefaultNamespaces) > 0 {
+	set := &namespaceSet{sh: sh, named: map[string]bool{}, selected: map[string]bool{}}
+	if len(opts.DefaultNamespaces) > 0 || nsSel != nil {
 		global := defaultsToConfig(&opts)
-		defaultCache = newMultiNamespaceCache(sh, opts.DefaultNamespaces, &global)
+		m := newMultiNamespaceCache(sh, opts.DefaultNamespaces, &global, defaultConfig(cache.Config{}, global))
+		set.caches = append(set.caches, m)
+		defaultCache = m
 	} else {
 		defaultCache = newNamespaceCache(sh, defaultsToConfig(&opts), metav1.NamespaceAll)
 	}
@@ -254,15 +286,34 @@ func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, er
 			if err != nil {
 				return nil, fmt.Errorf("failed to get GVK for type %T: %w", obj, err)
 			}
-			if len(bo.Namespaces) > 0 {
-				d.caches[gvk] = newMultiNamespaceCache(sh, bo.Namespaces, nil)
+			follows := false
+			if nsSel != nil && inherit[obj] {
+				if follows, err = apiutil.IsObjectNamespaced(obj, opts.Scheme, opts.Mapper); err != nil {
+					return nil, err
+				}
+			}
+			if len(bo.Namespaces) > 0 || follows {
+				m := newMultiNamespaceCache(sh, bo.Namespaces, nil, defaultConfig(byObjectToConfig(bo), defaultsToConfig(&opts)))
+				if inherit[obj] && (follows || nsSel == nil) {
+					set.caches = append(set.caches, m)
+				}
+				d.caches[gvk] = m
 			} else {
 				d.caches[gvk] = newNamespaceCache(sh, byObjectToConfig(bo), metav1.NamespaceAll)
 			}
 		}
 		top = d
 	}
-	return &factoryCache{Cache: top, factory: sh.factory}, nil
+	for ns := range opts.DefaultNamespaces {
+		set.named[ns] = true
+	}
+	fc := &factoryCache{Cache: top, factory: sh.factory, namespaces: set}
+	if nsSel != nil {
+		if err := set.follow(nsSel); err != nil {
+			return nil, err
+		}
+	}
+	return fc, nil
 }
 
 // shared is what every namespace cache of one NewCache shares.
@@ -290,8 +341,9 @@ type shared struct {
 // those made later at once) and stops it once the cache has stopped.
 type factoryCache struct {
 	cache.Cache
-	factory *kinformer.Factory
-	once    atomic.Bool // Start has been called
+	factory    *kinformer.Factory
+	once       atomic.Bool   // Start has been called
+	namespaces *namespaceSet // the namespaces that may change
 }
 
 // NeedLeaderElection says that every replica runs the cache (a manager

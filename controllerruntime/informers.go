@@ -516,6 +516,24 @@ func (c *namespaceCache) RemoveInformer(_ context.Context, obj client.Object) er
 	return nil
 }
 
+// releaseAll gives back every informer of the cache (a namespace removed
+// from a multi-namespace cache): they say IsStopped, and the factory stops
+// those no other cache holds.
+func (c *namespaceCache) releaseAll() {
+	c.mu.Lock()
+	entries := c.entries
+	c.entries = map[entryKey]*entry{}
+	c.stopped = true
+	c.mu.Unlock()
+	for _, e := range entries {
+		e.gone.Store(true)
+		if e.cancel != nil {
+			e.cancel()
+		}
+		e.release()
+	}
+}
+
 // IndexField adds a field index, before or after the start: values are
 // filed per namespace and across namespaces, as controller-runtime's
 // field selectors look them up.

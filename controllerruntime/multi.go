@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -11,12 +14,15 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/kinformer/kinformer/clientgo"
 )
 
 // This file restates pkg/cache/multi_namespace_cache.go of
@@ -30,14 +36,41 @@ const clusterScope = "_cluster-scope"
 // multiNamespaceCache is a namespace cache per namespace, and one for
 // cluster-scoped kinds (nil when given no configuration for them: a
 // ByObject with namespaces): controller-runtime's multiNamespaceCache.
+//
+// Its namespaces may change while it runs (addNamespace, removeNamespace;
+// kcr's AddNamespace and the like): a namespace added gets a namespace
+// cache with the template configuration, the kinds and indexes of the
+// others, and each handler of the informers handed out (multiInformer); one
+// removed gives those handlers OnDelete for each of its objects, then its
+// informers are released.
 type multiNamespaceCache struct {
-	sh      *shared
-	byNS    map[string]cache.Cache
-	cluster cache.Cache
+	sh       *shared
+	cluster  cache.Cache
+	template cache.Config // a namespace added at run time
+
+	mu   sync.RWMutex // guards everything below
+	byNS map[string]*namespaceCache
+	// informers are the multiInformers handed out, per kind: a namespace
+	// added joins them.
+	informers map[entryKey]*multiInformer
+	// indexes are the IndexField calls so far, made again on a namespace
+	// added.
+	indexes []fieldIndex
+	ctx     context.Context               // Start's; nil before
+	stops   map[string]context.CancelFunc // the namespace caches' runs
+	running sync.WaitGroup                // those runs, and the releases of those removed
 }
 
-func newMultiNamespaceCache(sh *shared, namespaces map[string]cache.Config, global *cache.Config) *multiNamespaceCache {
-	m := &multiNamespaceCache{sh: sh, byNS: make(map[string]cache.Cache, len(namespaces))}
+// fieldIndex is one IndexField call.
+type fieldIndex struct {
+	obj     client.Object
+	field   string
+	extract client.IndexerFunc
+}
+
+func newMultiNamespaceCache(sh *shared, namespaces map[string]cache.Config, global *cache.Config, template cache.Config) *multiNamespaceCache {
+	m := &multiNamespaceCache{sh: sh, byNS: make(map[string]*namespaceCache, len(namespaces)), template: template,
+		informers: map[entryKey]*multiInformer{}, stops: map[string]context.CancelFunc{}}
 	for ns, c := range namespaces {
 		m.byNS[ns] = newNamespaceCache(sh, c, ns)
 	}
@@ -45,6 +78,128 @@ func newMultiNamespaceCache(sh *shared, namespaces map[string]cache.Config, glob
 		m.cluster = newNamespaceCache(sh, *global, metav1.NamespaceAll)
 	}
 	return m
+}
+
+// caches returns the namespace caches now.
+func (m *multiNamespaceCache) caches() map[string]*namespaceCache {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return maps.Clone(m.byNS)
+}
+
+// cacheOf returns the cache of namespace, or of all namespaces but the
+// others (DefaultNamespaces[""]).
+func (m *multiNamespaceCache) cacheOf(namespace string) (*namespaceCache, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	c, ok := m.byNS[namespace]
+	if !ok {
+		c, ok = m.byNS[metav1.NamespaceAll]
+	}
+	return c, ok
+}
+
+// errAllNamespaces: the namespaces of a cache that also holds every other
+// namespace cannot change (that cache's field selector names them).
+var errAllNamespaces = errors.New(`the cache also holds every other namespace (DefaultNamespaces[""]): its namespaces cannot change`)
+
+// addNamespace adds a namespace cache for namespace: no-op if there is one.
+func (m *multiNamespaceCache) addNamespace(ctx context.Context, namespace string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.byNS[metav1.NamespaceAll]; ok {
+		return errAllNamespaces
+	}
+	if _, ok := m.byNS[namespace]; ok {
+		return nil
+	}
+	c := newNamespaceCache(m.sh, m.template, namespace)
+	for _, ix := range m.indexes {
+		if err := c.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
+			c.releaseAll()
+			return err
+		}
+	}
+	joined := map[*multiInformer]cache.Informer{}
+	for _, mi := range m.informers {
+		inf, err := c.GetInformer(ctx, mi.example, cache.BlockUntilSynced(false))
+		if err != nil {
+			c.releaseAll()
+			return err
+		}
+		joined[mi] = inf
+	}
+	for mi, inf := range joined {
+		if err := mi.join(namespace, inf); err != nil {
+			c.releaseAll()
+			return err
+		}
+	}
+	m.byNS[namespace] = c
+	if m.ctx != nil {
+		m.startLocked(namespace, c)
+	}
+	return nil
+}
+
+// removeNamespace takes namespace's cache out: the handlers of the
+// informers handed out get OnDelete for each of its objects, after which
+// its informers are released. No-op if there is none.
+func (m *multiNamespaceCache) removeNamespace(namespace string) error {
+	m.mu.Lock()
+	c, ok := m.byNS[namespace]
+	if !ok {
+		m.mu.Unlock()
+		return nil
+	}
+	if namespace == metav1.NamespaceAll {
+		m.mu.Unlock()
+		return errAllNamespaces
+	}
+	delete(m.byNS, namespace)
+	var left []<-chan struct{}
+	for _, mi := range m.informers {
+		left = append(left, mi.leave(namespace, m.sh.log)...)
+	}
+	stop := m.stops[namespace]
+	delete(m.stops, namespace)
+	var done <-chan struct{}
+	if m.ctx != nil {
+		done = m.ctx.Done()
+	}
+	m.running.Go(func() {
+		for _, ch := range left {
+			select {
+			case <-ch:
+			case <-done: // stopping: no one waits for the handlers
+			}
+		}
+		if stop != nil {
+			stop()
+		}
+		c.releaseAll()
+	})
+	m.mu.Unlock()
+	return nil
+}
+
+// namespaces returns the namespaces of the cache, sorted.
+func (m *multiNamespaceCache) namespaces() []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return slices.Sorted(maps.Keys(m.byNS))
+}
+
+// startLocked runs c until the cache's context ends or c is removed.
+// m.mu must be held.
+func (m *multiNamespaceCache) startLocked(namespace string, c *namespaceCache) {
+	ctx, cancel := context.WithCancel(m.ctx)
+	m.stops[namespace] = cancel
+	m.running.Go(func() {
+		if err := c.Start(ctx); err != nil {
+			m.sh.log.Error("kinformer: the cache of a namespace failed", "namespace", namespace, "error", err.Error())
+		}
+	})
 }
 
 var _ cache.Cache = (*multiNamespaceCache)(nil)
@@ -78,15 +233,46 @@ func (m *multiNamespaceCache) GetInformer(ctx context.Context, obj client.Object
 		}
 		return newMultiInformer(map[string]cache.Informer{clusterScope: inf}), nil
 	}
-	infs := map[string]cache.Informer{}
-	for name, c := range m.byNS {
-		inf, err := c.GetInformer(ctx, obj, opts...)
-		if err != nil {
-			return nil, err
-		}
-		infs[name] = inf
+	gvk, err := apiutil.GVKForObject(obj, m.sh.scheme)
+	if err != nil {
+		return nil, err
 	}
-	return newMultiInformer(infs), nil
+	return m.informer(entryKey{gvk, formOf(obj)}, obj, func(c *namespaceCache) (cache.Informer, error) {
+		return c.GetInformer(ctx, obj, opts...)
+	})
+}
+
+// informer returns the multiInformer of kind k, made with get from every
+// namespace cache, and kept: namespaces added later join it.
+func (m *multiNamespaceCache) informer(k entryKey, example client.Object, get func(*namespaceCache) (cache.Informer, error)) (cache.Informer, error) {
+	// Without m.mu while get waits for a sync (BlockUntilSynced): a
+	// namespace added meanwhile joins the informer if it was kept by then,
+	// else is met below.
+	for {
+		byNS := m.caches()
+		infs := make(map[string]cache.Informer, len(byNS))
+		for name, c := range byNS {
+			inf, err := get(c)
+			if err != nil {
+				return nil, err
+			}
+			infs[name] = inf
+		}
+		m.mu.Lock()
+		if mi, ok := m.informers[k]; ok {
+			m.mu.Unlock()
+			return mi, nil
+		}
+		if !maps.Equal(byNS, m.byNS) {
+			m.mu.Unlock()
+			continue // the namespaces changed meanwhile
+		}
+		mi := newMultiInformer(infs)
+		mi.example = example
+		m.informers[k] = mi
+		m.mu.Unlock()
+		return mi, nil
+	}
 }
 
 func (m *multiNamespaceCache) GetInformerForKind(ctx context.Context, gvk schema.GroupVersionKind, opts ...cache.InformerGetOption) (cache.Informer, error) {
@@ -105,15 +291,21 @@ func (m *multiNamespaceCache) GetInformerForKind(ctx context.Context, gvk schema
 		}
 		return newMultiInformer(map[string]cache.Informer{clusterScope: inf}), nil
 	}
-	infs := map[string]cache.Informer{}
-	for name, c := range m.byNS {
-		inf, err := c.GetInformerForKind(ctx, gvk, opts...)
-		if err != nil {
-			return nil, err
-		}
-		infs[name] = inf
+	obj, err := m.sh.scheme.New(gvk)
+	if err != nil {
+		// As controller-runtime: a kind without a Go type is read as
+		// unstructured.
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		obj = u
 	}
-	return newMultiInformer(infs), nil
+	cobj, ok := obj.(client.Object)
+	if !ok {
+		return nil, fmt.Errorf("%v is not a client.Object", gvk)
+	}
+	return m.informer(entryKey{gvk, formOf(cobj)}, cobj, func(c *namespaceCache) (cache.Informer, error) {
+		return c.GetInformerForKind(ctx, gvk, opts...)
+	})
 }
 
 func (m *multiNamespaceCache) RemoveInformer(ctx context.Context, obj client.Object) error {
@@ -128,7 +320,12 @@ func (m *multiNamespaceCache) RemoveInformer(ctx context.Context, obj client.Obj
 		}
 		return cc.RemoveInformer(ctx, obj)
 	}
-	for _, c := range m.byNS {
+	if gvk, err := apiutil.GVKForObject(obj, m.sh.scheme); err == nil {
+		m.mu.Lock()
+		delete(m.informers, entryKey{gvk, formOf(obj)})
+		m.mu.Unlock()
+	}
+	for _, c := range m.caches() {
 		if err := c.RemoveInformer(ctx, obj); err != nil {
 			return err
 		}
@@ -141,15 +338,20 @@ func (m *multiNamespaceCache) Start(ctx context.Context) error {
 	if m.cluster != nil {
 		g.Go(func() error { return m.cluster.Start(gctx) })
 	}
-	for name, c := range m.byNS {
-		g.Go(func() error {
-			if err := c.Start(gctx); err != nil {
-				return fmt.Errorf("failed to start cache for namespace %s: %w", name, err)
-			}
-			return nil
-		})
+	m.mu.Lock()
+	if m.ctx != nil {
+		m.mu.Unlock()
+		return errors.New("informer already started") //nolint:staticcheck // controller-runtime's message
 	}
-	return ignoreCanceled(g.Wait())
+	m.ctx = gctx
+	for name, c := range m.byNS {
+		m.startLocked(name, c)
+	}
+	m.mu.Unlock()
+	err := g.Wait()
+	<-ctx.Done()
+	m.running.Wait()
+	return ignoreCanceled(err)
 }
 
 func ignoreCanceled(err error) error {
@@ -161,7 +363,7 @@ func ignoreCanceled(err error) error {
 
 func (m *multiNamespaceCache) WaitForCacheSync(ctx context.Context) bool {
 	synced := true
-	for _, c := range m.byNS {
+	for _, c := range m.caches() {
 		if !c.WaitForCacheSync(ctx) {
 			synced = false
 		}
@@ -184,7 +386,10 @@ func (m *multiNamespaceCache) IndexField(ctx context.Context, obj client.Object,
 		}
 		return cc.IndexField(ctx, obj, field, extract)
 	}
-	for _, c := range m.byNS {
+	m.mu.Lock()
+	m.indexes = append(m.indexes, fieldIndex{obj, field, extract})
+	m.mu.Unlock()
+	for _, c := range m.caches() {
 		if err := c.IndexField(ctx, obj, field, extract); err != nil {
 			return err
 		}
@@ -212,11 +417,8 @@ func (m *multiNamespaceCache) getKind(ctx context.Context, gvk schema.GroupVersi
 		}
 		return getKind(ctx, cc, gvk, key, obj, opts...)
 	}
-	c, ok := m.byNS[key.Namespace]
+	c, ok := m.cacheOf(key.Namespace)
 	if !ok {
-		if all, ok := m.byNS[metav1.NamespaceAll]; ok {
-			return getKind(ctx, all, gvk, key, obj, opts...)
-		}
 		return fmt.Errorf("unable to get: %v because of unknown namespace for the cache", key)
 	}
 	return getKind(ctx, c, gvk, key, obj, opts...)
@@ -240,11 +442,8 @@ func (m *multiNamespaceCache) List(ctx context.Context, list client.ObjectList, 
 		return cc.List(ctx, list, opts...)
 	}
 	if o.Namespace != metav1.NamespaceAll {
-		c, ok := m.byNS[o.Namespace]
+		c, ok := m.cacheOf(o.Namespace)
 		if !ok {
-			if all, ok := m.byNS[metav1.NamespaceAll]; ok {
-				return all.List(ctx, list, opts...)
-			}
 			return fmt.Errorf("unable to list: %v because of unknown namespace for the cache", o.Namespace)
 		}
 		return c.List(ctx, list, opts...)
@@ -255,7 +454,7 @@ func (m *multiNamespaceCache) List(ctx context.Context, list client.ObjectList, 
 	}
 	var all []runtime.Object
 	var rv string
-	for _, c := range m.byNS {
+	for _, c := range m.caches() {
 		part := list.DeepCopyObject().(client.ObjectList)
 		if err := c.List(ctx, part, &o); err != nil {
 			return err
@@ -285,8 +484,16 @@ func (m *multiNamespaceCache) List(ctx context.Context, list client.ObjectList, 
 }
 
 // multiInformer is one kind's informers of several namespaces as one.
+// Namespaces join and leave it as its cache's change (join, leave); its
+// handlers and indexers follow.
 type multiInformer struct {
-	infs map[string]cache.Informer
+	example client.Object // of its kind and form, for a namespace that joins
+
+	mu       sync.RWMutex // guards infs, regs and indexers
+	infs     map[string]cache.Informer
+	regs     []*multiRegistration
+	indexers []toolscache.Indexers
+
 	once sync.Once
 	done chan struct{}
 }
@@ -297,32 +504,104 @@ func newMultiInformer(infs map[string]cache.Informer) *multiInformer {
 
 var _ cache.Informer = (*multiInformer)(nil)
 
-func (i *multiInformer) add(fn func(cache.Informer) (toolscache.ResourceEventHandlerRegistration, error)) (toolscache.ResourceEventHandlerRegistration, error) {
-	regs := make(map[string]toolscache.ResourceEventHandlerRegistration, len(i.infs))
+// informers returns the informers now.
+func (i *multiInformer) informers() map[string]cache.Informer {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	return maps.Clone(i.infs)
+}
+
+// join adds namespace's informer: each handler and indexer is added to it.
+func (i *multiInformer) join(namespace string, inf cache.Informer) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for _, ix := range i.indexers {
+		if err := inf.AddIndexers(ix); err != nil {
+			return err
+		}
+	}
+	for _, r := range i.regs {
+		reg, err := r.add(inf)
+		if err != nil {
+			return err
+		}
+		r.set(namespace, reg)
+	}
+	i.infs[namespace] = inf
+	return nil
+}
+
+// leave takes namespace's informer out: each handler gets OnDelete for
+// its objects (clientgo.Leave), then nothing more from it. It returns the
+// channels closed once they have been handled.
+func (i *multiInformer) leave(namespace string, log *slog.Logger) []<-chan struct{} {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	inf, ok := i.infs[namespace]
+	if !ok {
+		return nil
+	}
+	delete(i.infs, namespace)
+	var left []<-chan struct{}
+	for _, r := range i.regs {
+		reg := r.take(namespace)
+		if reg == nil {
+			continue
+		}
+		ch, err := leaveHandler(inf, reg)
+		if err != nil {
+			// Not kinformer's (cache.Options.NewInformer): removed
+			// without the Deleted.
+			log.Warn("kinformer: a handler of a namespace leaving the cache was removed without OnDelete for its objects", "namespace", namespace, "error", err.Error())
+			_ = inf.RemoveEventHandler(reg)
+			continue
+		}
+		left = append(left, ch)
+	}
+	return left
+}
+
+// leaveHandler is clientgo.Leave through a namespace cache's wrapper.
+func leaveHandler(inf cache.Informer, reg toolscache.ResourceEventHandlerRegistration) (<-chan struct{}, error) {
+	if s, ok := inf.(sharedInformer); ok {
+		return clientgo.Leave(s.SharedIndexInformer, reg)
+	}
+	sii, ok := inf.(toolscache.SharedIndexInformer)
+	if !ok {
+		return nil, fmt.Errorf("%T is not a SharedIndexInformer", inf)
+	}
+	return clientgo.Leave(sii, reg)
+}
+
+func (i *multiInformer) addHandler(fn func(cache.Informer) (toolscache.ResourceEventHandlerRegistration, error)) (toolscache.ResourceEventHandlerRegistration, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	r := &multiRegistration{regs: make(map[string]toolscache.ResourceEventHandlerRegistration, len(i.infs)), add: fn, done: make(chan struct{})}
 	for name, inf := range i.infs {
-		r, err := fn(inf)
+		reg, err := fn(inf)
 		if err != nil {
 			return nil, err
 		}
-		regs[name] = r
+		r.regs[name] = reg
 	}
-	return &multiRegistration{regs: regs, done: make(chan struct{})}, nil
+	i.regs = append(i.regs, r)
+	return r, nil
 }
 
 func (i *multiInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.add(func(inf cache.Informer) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.addHandler(func(inf cache.Informer) (toolscache.ResourceEventHandlerRegistration, error) {
 		return inf.AddEventHandler(h)
 	})
 }
 
 func (i *multiInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, d time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.add(func(inf cache.Informer) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.addHandler(func(inf cache.Informer) (toolscache.ResourceEventHandlerRegistration, error) {
 		return inf.AddEventHandlerWithResyncPeriod(h, d)
 	})
 }
 
 func (i *multiInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, o toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.add(func(inf cache.Informer) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.addHandler(func(inf cache.Informer) (toolscache.ResourceEventHandlerRegistration, error) {
 		return inf.AddEventHandlerWithOptions(h, o)
 	})
 }
@@ -332,8 +611,12 @@ func (i *multiInformer) RemoveEventHandler(h toolscache.ResourceEventHandlerRegi
 	if !ok {
 		return fmt.Errorf("registration is not a registration returned by multiNamespaceInformer")
 	}
-	for name, inf := range i.infs {
-		if reg, ok := r.regs[name]; ok {
+	i.mu.Lock()
+	i.regs = slices.DeleteFunc(i.regs, func(x *multiRegistration) bool { return x == r })
+	infs := maps.Clone(i.infs)
+	i.mu.Unlock()
+	for name, inf := range infs {
+		if reg := r.take(name); reg != nil {
 			if err := inf.RemoveEventHandler(reg); err != nil {
 				return err
 			}
@@ -343,16 +626,19 @@ func (i *multiInformer) RemoveEventHandler(h toolscache.ResourceEventHandlerRegi
 }
 
 func (i *multiInformer) AddIndexers(indexers toolscache.Indexers) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
 	for _, inf := range i.infs {
 		if err := inf.AddIndexers(indexers); err != nil {
 			return err
 		}
 	}
+	i.indexers = append(i.indexers, indexers)
 	return nil
 }
 
 func (i *multiInformer) HasSynced() bool {
-	for _, inf := range i.infs {
+	for _, inf := range i.informers() {
 		if !inf.HasSynced() {
 			return false
 		}
@@ -363,19 +649,22 @@ func (i *multiInformer) HasSynced() bool {
 func (i *multiInformer) HasSyncedChecker() toolscache.DoneChecker { return i }
 
 func (i *multiInformer) Name() string {
-	names := make([]string, 0, len(i.infs))
-	for ns, inf := range i.infs {
+	infs := i.informers()
+	names := make([]string, 0, len(infs))
+	for ns, inf := range infs {
 		names = append(names, fmt.Sprintf("%s: %s", ns, inf.HasSyncedChecker().Name()))
 	}
 	return strings.Join(names, ", ")
 }
 
-// Done is closed once every namespace's informer has synced. The goroutine
-// that closes it starts on the first call, and ends once they all have.
+// Done is closed once every namespace's informer of the first call has
+// synced. The goroutine that closes it starts on the first call, and ends
+// once they all have.
 func (i *multiInformer) Done() <-chan struct{} {
 	i.once.Do(func() {
-		chs := make([]<-chan struct{}, 0, len(i.infs))
-		for _, inf := range i.infs {
+		infs := i.informers()
+		chs := make([]<-chan struct{}, 0, len(infs))
+		for _, inf := range infs {
 			chs = append(chs, inf.HasSyncedChecker().Done())
 		}
 		go allDone(chs, i.done)
@@ -384,7 +673,7 @@ func (i *multiInformer) Done() <-chan struct{} {
 }
 
 func (i *multiInformer) IsStopped() bool {
-	for _, inf := range i.infs {
+	for _, inf := range i.informers() {
 		if !inf.IsStopped() {
 			return false
 		}
@@ -402,13 +691,37 @@ func allDone(chs []<-chan struct{}, done chan struct{}) {
 
 // multiRegistration is a handler's registrations with several informers.
 type multiRegistration struct {
+	// add registers the handler on an informer (of a namespace joining).
+	add  func(cache.Informer) (toolscache.ResourceEventHandlerRegistration, error)
+	mu   sync.Mutex // guards regs
 	regs map[string]toolscache.ResourceEventHandlerRegistration
 	once sync.Once
 	done chan struct{}
 }
 
+func (r *multiRegistration) set(namespace string, reg toolscache.ResourceEventHandlerRegistration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.regs[namespace] = reg
+}
+
+// take removes and returns namespace's registration (nil: none).
+func (r *multiRegistration) take(namespace string) toolscache.ResourceEventHandlerRegistration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	reg := r.regs[namespace]
+	delete(r.regs, namespace)
+	return reg
+}
+
+func (r *multiRegistration) registrations() map[string]toolscache.ResourceEventHandlerRegistration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.regs)
+}
+
 func (r *multiRegistration) HasSynced() bool {
-	for _, reg := range r.regs {
+	for _, reg := range r.registrations() {
 		if !reg.HasSynced() {
 			return false
 		}
@@ -419,8 +732,9 @@ func (r *multiRegistration) HasSynced() bool {
 func (r *multiRegistration) HasSyncedChecker() toolscache.DoneChecker { return r }
 
 func (r *multiRegistration) Name() string {
-	names := make([]string, 0, len(r.regs))
-	for ns, reg := range r.regs {
+	regs := r.registrations()
+	names := make([]string, 0, len(regs))
+	for ns, reg := range regs {
 		names = append(names, fmt.Sprintf("%s: %s", ns, reg.HasSyncedChecker().Name()))
 	}
 	return strings.Join(names, ", ")
@@ -428,8 +742,9 @@ func (r *multiRegistration) Name() string {
 
 func (r *multiRegistration) Done() <-chan struct{} {
 	r.once.Do(func() {
-		chs := make([]<-chan struct{}, 0, len(r.regs))
-		for _, reg := range r.regs {
+		regs := r.registrations()
+		chs := make([]<-chan struct{}, 0, len(regs))
+		for _, reg := range regs {
 			chs = append(chs, reg.HasSyncedChecker().Done())
 		}
 		go allDone(chs, r.done)

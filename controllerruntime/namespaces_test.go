@@ -1,0 +1,207 @@
+package controllerruntime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kcr "github.com/kinformer/kinformer/controllerruntime"
+	"github.com/kinformer/kinformer/internal/testenv"
+)
+
+// handlerLog records a handler's calls as "add ns/name", "delete ns/name"
+// ("delete? ns/name" for a DeletedFinalStateUnknown).
+type handlerLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *handlerLog) add(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, s)
+}
+
+func (l *handlerLog) has(want ...string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, w := range want {
+		if !slices.Contains(l.lines, w) {
+			return false
+		}
+	}
+	return true
+}
+
+func (l *handlerLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+func (l *handlerLog) handler() toolscache.ResourceEventHandler {
+	key := func(obj any) string {
+		o := obj.(client.Object)
+		return o.GetNamespace() + "/" + o.GetName()
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { l.add("add " + key(obj)) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				l.add("delete? " + key(t.Obj))
+				return
+			}
+			l.add("delete " + key(obj))
+		},
+	}
+}
+
+func labelNamespace(t *testing.T, cs kubernetes.Interface, ns, key, value string) {
+	t.Helper()
+	v := "null"
+	if value != "" {
+		v = fmt.Sprintf("%q", value)
+	}
+	if _, err := cs.CoreV1().Namespaces().Patch(t.Context(), ns, types.MergePatchType,
+		fmt.Appendf(nil, `{"metadata":{"labels":{%q:%s}}}`, key, v), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A cache of DefaultNamespaces plus the namespaces a NamespaceSelector
+// matches follows them while it runs: a namespace labelled joins (the
+// handler gets OnAdd for its objects, List and Get and the indexes cover
+// it), one unlabelled or removed by hand leaves (OnDelete with a
+// DeletedFinalStateUnknown for each object; Get of it fails as for any
+// namespace the cache does not hold), and AddNamespace adds one by hand.
+func TestNamespacesChangeWhileTheCacheRuns(t *testing.T) {
+	cfg, cs, nsA := setup(t)
+	nsB, nsC, nsD := testenv.NewNamespace(t, cfg), testenv.NewNamespace(t, cfg), testenv.NewNamespace(t, cfg)
+	label := "kinformer.test/kcr-tenant"
+	labelNamespace(t, cs, nsB, label, nsA)
+	for _, ns := range []string{nsA, nsB, nsC, nsD} {
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "cm"}, Data: map[string]string{"owner": ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := kcr.With(kcr.Options{NamespaceSelector: label + "=" + nsA})(cfg, cache.Options{
+		DefaultNamespaces: map[string]cache.Config{nsA: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	inf, err := c.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log handlerLog
+	if _, err := inf.AddEventHandler(log.handler()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.IndexField(ctx, &corev1.ConfigMap{}, "owner", func(o client.Object) []string {
+		return []string{o.(*corev1.ConfigMap).Data["owner"]}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	runCache(t, c)
+
+	names := func() []string {
+		var l corev1.ConfigMapList
+		if err := c.List(ctx, &l); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, cm := range l.Items {
+			out = append(out, cm.Namespace)
+		}
+		slices.Sort(out)
+		return out
+	}
+	// Synced means the selected namespaces too.
+	if got, want := names(), sorted([]string{nsA, nsB}); !slices.Equal(got, want) {
+		t.Fatalf("List after WaitForCacheSync: namespaces %v, want %v", got, want)
+	}
+	if got, want := kcr.Namespaces(c), sorted([]string{nsA, nsB}); !slices.Equal(got, want) {
+		t.Fatalf("Namespaces = %v, want %v", got, want)
+	}
+	var cm corev1.ConfigMap
+	if err := c.Get(ctx, client.ObjectKey{Namespace: nsC, Name: "cm"}, &cm); err == nil || !strings.Contains(err.Error(), "unknown namespace") {
+		t.Fatalf("Get in a namespace not held: %v", err)
+	}
+
+	// Labelled: joins.
+	labelNamespace(t, cs, nsC, label, nsA)
+	waitFor(t, "OnAdd of "+nsC+"/cm", func() bool { return log.has("add " + nsC + "/cm") })
+	if err := c.Get(ctx, client.ObjectKey{Namespace: nsC, Name: "cm"}, &cm); err != nil {
+		t.Fatalf("Get in a namespace that joined: %v", err)
+	}
+	var byOwner corev1.ConfigMapList
+	if err := c.List(ctx, &byOwner, client.MatchingFields{"owner": nsC}); err != nil || len(byOwner.Items) != 1 {
+		t.Fatalf("the index of a namespace that joined: %v, %d items", err, len(byOwner.Items))
+	}
+
+	// By hand.
+	if err := kcr.AddNamespace(ctx, c, nsD); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "OnAdd of "+nsD+"/cm", func() bool { return log.has("add " + nsD + "/cm") })
+	if err := kcr.RemoveNamespace(c, nsA); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "OnDelete of "+nsA+"/cm", func() bool { return log.has("delete? " + nsA + "/cm") })
+	if err := c.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "cm"}, &cm); err == nil {
+		t.Fatal("Get in a namespace removed succeeded")
+	}
+
+	// Unlabelled: leaves.
+	labelNamespace(t, cs, nsB, label, "")
+	waitFor(t, "OnDelete of "+nsB+"/cm", func() bool { return log.has("delete? " + nsB + "/cm") })
+	if got, want := kcr.Namespaces(c), sorted([]string{nsC, nsD}); !slices.Equal(got, want) {
+		t.Fatalf("Namespaces = %v, want %v", got, want)
+	}
+	if got, want := names(), sorted([]string{nsC, nsD}); !slices.Equal(got, want) {
+		t.Fatalf("List: namespaces %v, want %v", got, want)
+	}
+	// A new object of a namespace that joined reaches the handler.
+	if _, err := cs.CoreV1().ConfigMaps(nsC).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "OnAdd of "+nsC+"/later", func() bool { return log.has("add " + nsC + "/later") })
+	if strings.Contains(log.String(), "delete "+nsA) || strings.Contains(log.String(), "delete "+nsB) {
+		t.Fatalf("a namespace that left was told as a real deletion:\n%s", log.String())
+	}
+
+	// A cache of every namespace cannot change them.
+	all, err := kcr.NewCache(cfg, cache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kcr.AddNamespace(context.Background(), all, nsA); !errors.Is(err, kcr.ErrNamespacesFixed) {
+		t.Fatalf("AddNamespace on a cache of every namespace: %v, want ErrNamespacesFixed", err)
+	}
+}
