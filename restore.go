@@ -183,7 +183,7 @@ func (w *writer[T]) rewriteState() {
 // the server had made as of its start.
 func (w *writer[T]) caughtUp() {
 	w.disp.update(func(p publisher[T]) { w.syncedLocked(p, true) })
-	w.status.ok()
+	w.recovered()
 }
 
 // record notes r, cached under key, in the state file: a compact cache's

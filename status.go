@@ -179,10 +179,13 @@ func (s *status) fail(err error) {
 	s.failing = err
 }
 
-func (s *status) ok() {
+// ok returns the persistent error it cleared (nil: none).
+func (s *status) ok() (was error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	was = s.failing
 	s.failing, s.failingSince = nil, time.Time{}
+	return was
 }
 
 // lastError is the persistent error that goes on, and since when.

@@ -114,7 +114,7 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 	}
 	defer s.stop()
 	defer func() { o.healthy = s.last.Sub(s.started) >= healthyWatch }()
-	l.w.status.ok() // the watch is allowed again
+	l.w.recovered() // the watch is allowed again
 
 	received := false        // anything on this watch
 	var lastChange time.Time // of the last object event on this watch

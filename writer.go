@@ -153,9 +153,19 @@ func (w *writer[T]) setRV(rv string) {
 
 // report logs err, queues an Error event, and records it for WaitForSync
 // if it is persistent and the cache has not synced yet.
+//
+// A persistent error (forbidden, not found, …) is logged once: the same
+// error again, attempt after attempt, is logged at Debug, until the
+// informer is allowed again (recovered) or the error changes.
 func (w *writer[T]) report(err error) {
 	rv := w.status.resourceVersion()
-	w.log.Warn("kinformer: "+err.Error(), "resourceVersion", rv)
+	if prev, _ := w.status.lastError(); IsPersistent(err) && prev != nil && prev.Error() == err.Error() {
+		w.log.Debug("kinformer: "+err.Error(), "resourceVersion", rv, "repeated", true)
+	} else if IsPersistent(err) {
+		w.log.Warn("kinformer: "+err.Error()+" (retrying with backoff; logged again only if it changes)", "resourceVersion", rv)
+	} else {
+		w.log.Warn("kinformer: "+err.Error(), "resourceVersion", rv)
+	}
 	w.disp.emit(Event[T]{Type: Error, Err: err, ResourceVersion: rv})
 	if !w.status.synced.Load() {
 		// Only the latest failure counts: a 403 followed by a connection
@@ -381,7 +391,14 @@ func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Se
 		}
 		w.syncedLocked(p, first)
 	})
-	w.status.ok()
+	w.recovered()
+}
+
+// recovered clears the persistent error, saying so if there was one.
+func (w *writer[T]) recovered() {
+	if was := w.status.ok(); was != nil {
+		w.log.Info("kinformer: allowed again after: " + was.Error())
+	}
 }
 
 // syncedLocked marks the informer synced inside an update: registrations
