@@ -25,8 +25,8 @@ type levelLog struct {
 }
 
 func (l *levelLog) Enabled(context.Context, slog.Level) bool { return true }
-func (l *levelLog) WithAttrs([]slog.Attr) slog.Handler        { return l }
-func (l *levelLog) WithGroup(string) slog.Handler             { return l }
+func (l *levelLog) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *levelLog) WithGroup(string) slog.Handler            { return l }
 func (l *levelLog) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
