@@ -71,6 +71,11 @@ type entry struct {
 	// release gives the factory's informer back: the last release stops
 	// it. Called once, when the entry is removed.
 	release func()
+	// wait, for a kinformer informer, waits for its sync and returns at
+	// once an error retrying cannot fix (a 403): a Get of a kind the
+	// manager may not list fails with it, rather than waiting out its
+	// context. Nil for cache.Options.NewInformer's.
+	wait func(context.Context) error
 	// gone: the entry was removed, or the cache has stopped (IsStopped).
 	gone atomic.Bool
 }
@@ -175,6 +180,15 @@ func (c *namespaceCache) get(ctx context.Context, gvk schema.GroupVersionKind, o
 			// completing meanwhile).
 			return started, nil, timeout
 		}
+		if e.wait != nil {
+			if err := e.wait(ctx); err != nil {
+				if ctx.Err() != nil {
+					return started, nil, timeout
+				}
+				return started, nil, fmt.Errorf("%s: %w", gvk.Kind, err)
+			}
+			return started, e, nil
+		}
 		select {
 		case <-e.sii.HasSyncedChecker().Done():
 		case <-ctx.Done():
@@ -228,7 +242,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		if err != nil {
 			return nil, c.started, err
 		}
-		e.sii, e.release = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }
+		e.sii, e.release, e.wait = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync
 		e.reader.store = cacheStore[*unstructured.Unstructured]{inf.Cache()}
 	case k.form == metadataForm:
 		inf, err := f.Metadata(mapping.Resource, ns, &kinformer.Options[*metav1.PartialObjectMetadata]{
@@ -238,7 +252,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		if err != nil {
 			return nil, c.started, err
 		}
-		e.sii, e.release = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }
+		e.sii, e.release, e.wait = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync
 		e.reader.store = cacheStore[*metav1.PartialObjectMetadata]{inf.Cache()}
 	default:
 		example, err := c.sh.scheme.New(k.gvk)
@@ -252,7 +266,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		if err != nil {
 			return nil, c.started, err
 		}
-		e.sii, e.release = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }
+		e.sii, e.release, e.wait = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync
 		e.reader.store = cacheStore[kinformer.Object]{inf.Cache()}
 	}
 	h := c.sh.watchErrHandler

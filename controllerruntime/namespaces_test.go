@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -203,5 +204,47 @@ func TestNamespacesChangeWhileTheCacheRuns(t *testing.T) {
 	}
 	if err := kcr.AddNamespace(context.Background(), all, nsA); !errors.Is(err, kcr.ErrNamespacesFixed) {
 		t.Fatalf("AddNamespace on a cache of every namespace: %v, want ErrNamespacesFixed", err)
+	}
+}
+
+// A kind the manager may not list: Get, List and GetInformer of it return
+// the 403, naming the kind, the user and the verb, at once rather than
+// after their context (a controller's start fails with it), while the
+// kinds it may read sync.
+func TestForbiddenKindFailsAtOnce(t *testing.T) {
+	_, _, _ = setup(t)
+	srv := testenv.Shared(t)
+	c, err := kcr.NewCache(srv.RestrictedConfig(), cache.Options{
+		DefaultNamespaces: map[string]cache.Config{testenv.AllowedNamespace: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCache(t, c)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	var cms corev1.ConfigMapList
+	if err := c.List(ctx, &cms); err != nil {
+		t.Fatalf("List of an allowed kind: %v", err)
+	}
+	began := time.Now()
+	var s corev1.Secret
+	err = c.Get(ctx, client.ObjectKey{Namespace: testenv.AllowedNamespace, Name: "x"}, &s)
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("Get of a forbidden kind = %v, want a 403", err)
+	}
+	for _, want := range []string{"Secret", testenv.RestrictedUser, "list", `"secrets"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error %q does not name %s", err, want)
+		}
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Fatalf("the 403 took %v", d)
+	}
+	var secrets corev1.SecretList
+	if err := c.List(ctx, &secrets); !apierrors.IsForbidden(err) {
+		t.Fatalf("List of a forbidden kind = %v, want a 403", err)
+	}
+	if _, err := c.GetInformer(ctx, &corev1.Secret{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("GetInformer of a forbidden kind = %v, want a 403", err)
 	}
 }
