@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"reflect"
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -30,6 +34,19 @@ type Namespaces struct {
 	// namespaces; the Namespace objects are watched as metadata only,
 	// filtered by the server.
 	Selector string
+	// IfAllowed holds, of those namespaces (of every namespace if neither
+	// Names nor Selector is given), only the ones where the client may
+	// list and watch the resource, as SelfSubjectAccessReviews say: a
+	// controller allowed some namespaces and not the cluster caches those
+	// it may read, instead of failing on the others. The reviews are made
+	// as a namespace becomes a candidate and again every Recheck: a
+	// namespace whose Role is granted joins, one whose Role is revoked
+	// leaves (an open watch outlives a revoked permission; the review does
+	// not). A member refused with a 403 is reviewed at the next Recheck.
+	IfAllowed bool
+	// Recheck is how often IfAllowed reviews the permissions again.
+	// Default 1 minute.
+	Recheck time.Duration
 }
 
 // ErrNotNamespaced is returned by a view's namespace methods when the view
@@ -55,6 +72,20 @@ type viewNamespaces[T Object] struct {
 	nsInf *Informer[*metav1.PartialObjectMetadata] // the selector's; nil without one
 	nsReg *Registration
 
+	// With IfAllowed: may reviews whether the client may list and watch
+	// the resource in a namespace; allowed holds the answers for the
+	// candidates (named or selected) reviewed so far.
+	may     func(ctx context.Context, namespace string) (bool, string, error)
+	allowed map[string]bool
+	resName string // the resource, for the logs
+	// everywhere caches, until everywhereUntil, whether the client may list
+	// and watch the resource in every namespace: then no namespace needs a
+	// review of its own.
+	revMu           sync.Mutex // guards everywhere and everywhereUntil
+	everywhere      bool
+	everywhereUntil time.Time
+	recheckEvery    time.Duration
+
 	closing  chan struct{}  // closed by Close: releases wait no more
 	releases sync.WaitGroup // informers released once their leave is handled
 }
@@ -72,7 +103,23 @@ type viewNamespaces[T Object] struct {
 // as Added for each of its objects ([CauseJoin]) and one that leaves as
 // Deleted for each ([CauseLeave]).
 func SharedView[T Object](f *Factory, ns Namespaces, opts *Options[T]) (*View[T], error) {
-	return newNamespacedView(f, ns, func(namespace string) (*Informer[T], error) {
+	var gvr schema.GroupVersionResource
+	if ns.IfAllowed {
+		if err := f.setup(); err != nil {
+			return nil, err
+		}
+		t := reflect.TypeFor[T]()
+		if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+			return nil, fmt.Errorf("kinformer: SharedView[%s]: want a pointer to a struct type registered in the scheme", t)
+		}
+		obj, _ := reflect.New(t.Elem()).Interface().(runtime.Object)
+		typed, err := f.api.ForType(obj)
+		if err != nil {
+			return nil, fmt.Errorf("kinformer: SharedView[%s]: %w", t, err)
+		}
+		gvr = typed.Mapping.Resource
+	}
+	return newNamespacedView(f, ns, gvr, func(namespace string) (*Informer[T], error) {
 		return Shared[T](f, namespace, opts)
 	})
 }
@@ -80,12 +127,12 @@ func SharedView[T Object](f *Factory, ns Namespaces, opts *Options[T]) (*View[T]
 // DynamicView is [SharedView] for unstructured objects of the resource gvr
 // ([Factory.Dynamic]).
 func DynamicView(f *Factory, gvr schema.GroupVersionResource, ns Namespaces, opts *Options[*unstructured.Unstructured]) (*View[*unstructured.Unstructured], error) {
-	return newNamespacedView(f, ns, func(namespace string) (*Informer[*unstructured.Unstructured], error) {
+	return newNamespacedView(f, ns, gvr, func(namespace string) (*Informer[*unstructured.Unstructured], error) {
 		return f.Dynamic(gvr, namespace, opts)
 	})
 }
 
-func newNamespacedView[T Object](f *Factory, ns Namespaces, acquire func(string) (*Informer[T], error)) (*View[T], error) {
+func newNamespacedView[T Object](f *Factory, ns Namespaces, gvr schema.GroupVersionResource, acquire func(string) (*Informer[T], error)) (*View[T], error) {
 	v := &View[T]{}
 	n := &viewNamespaces[T]{v: v, f: f, acquire: acquire, named: map[string]bool{}, selected: map[string]bool{},
 		infs: map[string]*Informer[T]{}, closing: make(chan struct{})}
@@ -97,6 +144,24 @@ func newNamespacedView[T Object](f *Factory, ns Namespaces, acquire func(string)
 			return nil, fmt.Errorf("kinformer: namespace selector %q: %w", ns.Selector, err)
 		}
 	}
+	if ns.IfAllowed {
+		if err := f.setup(); err != nil {
+			return nil, err
+		}
+		n.allowed, n.resName = map[string]bool{}, gvr.GroupResource().String()
+		n.may = func(ctx context.Context, namespace string) (bool, string, error) {
+			return f.api.MayListAndWatch(ctx, gvr, namespace)
+		}
+		if sel == nil && len(ns.Names) == 0 {
+			sel = labels.Everything() // every namespace the client may read
+		}
+		recheck := ns.Recheck
+		if recheck <= 0 {
+			recheck = time.Minute
+		}
+		n.recheckEvery = recheck
+		n.releases.Go(func() { n.recheck(recheck) })
+	}
 	for _, name := range ns.Names {
 		if err := v.AddNamespace(name); err != nil {
 			v.Close()
@@ -104,8 +169,11 @@ func newNamespacedView[T Object](f *Factory, ns Namespaces, acquire func(string)
 		}
 	}
 	if sel != nil {
-		nsInf, err := f.Metadata(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, "",
-			&Options[*metav1.PartialObjectMetadata]{LabelSelector: sel.String()})
+		var nsOpts *Options[*metav1.PartialObjectMetadata]
+		if !sel.Empty() {
+			nsOpts = &Options[*metav1.PartialObjectMetadata]{LabelSelector: sel.String()}
+		}
+		nsInf, err := f.Metadata(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, "", nsOpts)
 		if err != nil {
 			v.Close()
 			return nil, fmt.Errorf("kinformer: namespace selector %q: %w", ns.Selector, err)
@@ -139,9 +207,18 @@ func (n *viewNamespaces[T]) select_(namespace string, in bool) {
 	}
 }
 
-// applyLocked makes namespace's membership what named and selected say.
+// applyLocked makes namespace's membership what named and selected (and,
+// with IfAllowed, allowed) say; it reviews a new candidate's permission.
 func (n *viewNamespaces[T]) applyLocked(namespace string) error {
 	want := n.named[namespace] || n.selected[namespace]
+	if n.may != nil {
+		if !want {
+			delete(n.allowed, namespace)
+		} else if _, known := n.allowed[namespace]; !known {
+			n.allowed[namespace] = n.review(namespace)
+		}
+		want = want && n.allowed[namespace]
+	}
 	inf, have := n.infs[namespace]
 	switch {
 	case want && !have:
@@ -165,6 +242,92 @@ func (n *viewNamespaces[T]) applyLocked(namespace string) error {
 		})
 	}
 	return nil
+}
+
+// review asks whether the client may list and watch the resource in
+// namespace; an error counts as no (and is logged), to be asked again at
+// the next recheck.
+func (n *viewNamespaces[T]) review(namespace string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n.revMu.Lock()
+	if time.Now().After(n.everywhereUntil) {
+		all, _, err := n.may(ctx, metav1.NamespaceAll)
+		n.everywhere = err == nil && all
+		n.everywhereUntil = time.Now().Add(n.recheckEvery)
+	}
+	everywhere := n.everywhere
+	n.revMu.Unlock()
+	if everywhere {
+		return true
+	}
+	ok, why, err := n.may(ctx, namespace)
+	switch {
+	case err != nil:
+		n.logf(slog.LevelError, "kinformer: could not review the permission to list and watch "+n.resName+" in a namespace (SelfSubjectAccessReview); left out until the next recheck", "namespace", namespace, "error", err.Error())
+		return false
+	case !ok:
+		n.logf(slog.LevelInfo, "kinformer: may not list and watch "+n.resName+" in a namespace: left out of the view", "namespace", namespace, "reason", why)
+	}
+	return ok
+}
+
+func (n *viewNamespaces[T]) logf(level slog.Level, msg string, args ...any) {
+	if n.f.log != nil {
+		n.f.log.Log(context.Background(), level, msg, args...)
+	}
+}
+
+// recheck reviews the candidates' permissions every period until Close,
+// and lets in or out those whose answer changed.
+func (n *viewNamespaces[T]) recheck(period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case <-t.C:
+		}
+		n.mu.Lock()
+		var candidates []string
+		for ns := range n.named {
+			candidates = append(candidates, ns)
+		}
+		for ns := range n.selected {
+			if !n.named[ns] {
+				candidates = append(candidates, ns)
+			}
+		}
+		n.mu.Unlock()
+		answers := make(map[string]bool, len(candidates))
+		for _, ns := range candidates {
+			select {
+			case <-n.closing:
+				return
+			default:
+			}
+			answers[ns] = n.review(ns)
+		}
+		n.mu.Lock()
+		for ns, ok := range answers {
+			if n.closed {
+				break
+			}
+			prev, known := n.allowed[ns]
+			if !known || prev == ok || !(n.named[ns] || n.selected[ns]) {
+				continue // no longer a candidate, or unchanged
+			}
+			n.allowed[ns] = ok
+			if ok {
+				n.logf(slog.LevelInfo, "kinformer: may now list and watch "+n.resName+" in a namespace: it joins the view", "namespace", ns)
+			}
+			if err := n.applyLocked(ns); err != nil {
+				n.logf(slog.LevelError, "kinformer: a namespace now allowed could not join the view", "namespace", ns, "error", err.Error())
+			}
+		}
+		n.mu.Unlock()
+	}
 }
 
 // followed reports whether the view has caught up with the Namespace

@@ -95,17 +95,7 @@ func TestForbiddenSaidOnceThenAllowed(t *testing.T) {
 	}
 
 	// Granted: it syncs, says so once, and the error clears.
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "read-cm", Namespace: ns},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}}}
-	if _, err := admin.RbacV1().Roles(ns).Create(bounded(t, callTimeout), role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "read-cm", Namespace: ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "read-cm"},
-		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: testenv.RestrictedUser}}}
-	if _, err := admin.RbacV1().RoleBindings(ns).Create(bounded(t, callTimeout), rb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	grantConfigMaps(t, srv, ns)
 	if err := waitSynced(t, inf); err != nil {
 		t.Fatal(err)
 	}
@@ -155,4 +145,69 @@ func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	return -1
+}
+
+// A view with IfAllowed holds, of the namespaces its selector matches,
+// those where the client may list and watch ConfigMaps: one whose Role is
+// granted while it runs joins, one whose Role is revoked leaves (though its
+// open watch would have gone on), each told to the handlers.
+func TestSharedViewIfAllowedFollowsPermissions(t *testing.T) {
+	srv := testenv.Shared(t)
+	admin := clientset(t, srv.Config())
+	nsA, nsB := testenv.NewNamespace(t, srv.Config()), testenv.NewNamespace(t, srv.Config())
+	label := "kinformer.test/allowed-tenant"
+	for _, ns := range []string{nsA, nsB} {
+		labelNamespace(t, admin, ns, label, nsA)
+		mustCreate(t, admin, configMap(ns, "cm", nil, "1"))
+	}
+	// The restricted user may watch namespaces (to follow the selector).
+	crName := "kinformer-test-watch-namespaces-" + nsA
+	if _, err := admin.RbacV1().ClusterRoles().Create(bounded(t, callTimeout), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: crName},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(bounded(t, callTimeout), &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: crName},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: crName},
+		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: testenv.RestrictedUser}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		defer cancel()
+		_ = admin.RbacV1().ClusterRoleBindings().Delete(ctx, crName, metav1.DeleteOptions{})
+		_ = admin.RbacV1().ClusterRoles().Delete(ctx, crName, metav1.DeleteOptions{})
+	})
+	revokeA := grantConfigMaps(t, srv, nsA)
+
+	log := &levelLog{}
+	f := kinformer.NewFactory(srv.RestrictedConfig(), &kinformer.FactoryOptions{Logger: slog.New(log)})
+	defer f.Stop()
+	v, err := kinformer.SharedView[*corev1.ConfigMap](f, kinformer.Namespaces{
+		Selector: label + "=" + nsA, IfAllowed: true, Recheck: 300 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	var rec recorder[*corev1.ConfigMap]
+	v.AddHandlerFuncs(kinformer.HandlerFuncs[*corev1.ConfigMap]{Added: rec.handle, Deleted: rec.handle})
+	f.Start()
+	if err := v.WaitForSync(bounded(t, callTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	if got := v.Namespaces(); len(got) != 1 || got[0] != nsA {
+		t.Fatalf("Namespaces() = %v, want [%s] (the one the user may read)", got, nsA)
+	}
+	waitLines(t, &rec, "ADDED "+nsA+"/cm list")
+	if log.count(slog.LevelInfo, "may not list and watch configmaps") == 0 {
+		t.Errorf("the namespace left out was not logged:\n%s", strings.Join(log.lines, "\n"))
+	}
+
+	grantConfigMaps(t, srv, nsB)
+	waitLines(t, &rec, "ADDED "+nsB+"/cm join")
+	revokeA()
+	waitLines(t, &rec, "DELETED "+nsA+"/cm leave")
+	eventually(t, callTimeout, "only "+nsB+" in the view", func() bool {
+		got := v.Namespaces()
+		return len(got) == 1 && got[0] == nsB
+	})
 }

@@ -10,11 +10,14 @@
 package apiclient
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -142,4 +145,33 @@ func (c *Clients) restClient(gv schema.GroupVersion) (*rest.RESTClient, error) {
 	}
 	c.rest[gv] = rc
 	return rc, nil
+}
+
+// selfSubjectAccessReviews is the resource of SelfSubjectAccessReview.
+var selfSubjectAccessReviews = schema.GroupVersionResource{Group: "authorization.k8s.io", Version: "v1", Resource: "selfsubjectaccessreviews"}
+
+// MayListAndWatch asks the server, with SelfSubjectAccessReviews (through
+// the dynamic client: the caller's scheme need not know them), whether the
+// client may list and watch gvr in namespace. A denial says why, as the
+// server gave it.
+func (c *Clients) MayListAndWatch(ctx context.Context, gvr schema.GroupVersionResource, namespace string) (bool, string, error) {
+	for _, verb := range []string{"list", "watch"} {
+		review := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "authorization.k8s.io/v1",
+			"kind":       "SelfSubjectAccessReview",
+			"spec": map[string]any{"resourceAttributes": map[string]any{
+				"namespace": namespace, "verb": verb, "group": gvr.Group, "version": gvr.Version, "resource": gvr.Resource,
+			}},
+		}}
+		out, err := c.dyn.Resource(selfSubjectAccessReviews).Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		allowed, _, _ := unstructured.NestedBool(out.Object, "status", "allowed")
+		if !allowed {
+			reason, _, _ := unstructured.NestedString(out.Object, "status", "reason")
+			return false, verb + " denied: " + reason, nil
+		}
+	}
+	return true, "", nil
 }
