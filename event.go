@@ -72,6 +72,13 @@ const (
 	// Deleted for each object the view's handlers were given from it and
 	// not yet told gone. The objects themselves may still exist.
 	CauseLeave
+	// CauseGone: the server no longer serves the resource (its list
+	// answered 404 Not Found: a custom resource whose
+	// CustomResourceDefinition was deleted), so the informer emptied its
+	// cache: Deleted for each object it still held. The informer lists
+	// again, with backoff, and fills up again (Added) if the resource
+	// returns.
+	CauseGone
 )
 
 func (c Cause) String() string {
@@ -96,6 +103,8 @@ func (c Cause) String() string {
 		return "join"
 	case CauseLeave:
 		return "leave"
+	case CauseGone:
+		return "gone"
 	}
 	return "unknown"
 }

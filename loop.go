@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -402,7 +403,20 @@ func (l *loop[T]) run(ctx context.Context) {
 		if reported(l.st, o) {
 			l.w.failed(o.err)
 		}
+		// A 404 on a list or watch of the collection: the server no longer
+		// serves the resource (a namespace that does not exist answers
+		// with an empty list, not 404).
+		gone := (o.kind == listFailed || o.kind == watchFailed) && apierrors.IsNotFound(o.err)
+		if gone {
+			if n := l.w.gone(); n > 0 {
+				l.log.Warn("kinformer: the server no longer serves the resource (404: a custom resource whose CustomResourceDefinition was deleted?): dropped the objects it still had (Deleted, cause gone); listing again with backoff, in case it returns",
+					"objects", n)
+			}
+		}
 		next, wait := step(l.st, o)
+		if gone {
+			next.phase = phaseList // whatever returns starts from a list
+		}
 		l.logTransition(o, next)
 		if next.phase == phaseList && (l.st.phase == phaseWatch || l.st.phase == phaseListJoined) {
 			l.obs.relist(relistCause(l.st.phase, o))

@@ -394,6 +394,33 @@ func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Se
 	w.recovered()
 }
 
+// gone empties the cache of a resource the server no longer serves (its
+// list answered 404: a custom resource whose CustomResourceDefinition was
+// deleted): Deleted, with CauseGone, for each object, and the state file
+// follows. It returns how many there were.
+func (w *writer[T]) gone() (n int) {
+	if w.cache.size() == 0 {
+		return 0
+	}
+	rv := w.status.resourceVersion()
+	w.disp.update(func(p publisher[T]) {
+		var batch *persist.Batch[T]
+		if w.state != nil {
+			batch = w.state.Batch()
+			defer batch.End(rv)
+		}
+		old := w.swap(p, map[string]ref[T]{})
+		n = len(old)
+		for key, o := range old {
+			w.emit(p, Event[T]{Type: Deleted, Key: key, ResourceVersion: rv, Cause: CauseGone}, o, ref[T]{})
+			if batch != nil {
+				batch.Delete(key, o.obj)
+			}
+		}
+	})
+	return n
+}
+
 // recovered clears the persistent error, saying so if there was one.
 func (w *writer[T]) recovered() {
 	if was := w.status.ok(); was != nil {

@@ -58,8 +58,9 @@ func newOutput(e *env, format string, showNS bool) *output {
 // jsonEvent is one line of -o json. The field order is the documented one.
 // Cause is only ever "restore" (an object restored from the state file,
 // --state-dir), "join" or "leave" (a namespace that joined or left the
-// watch, --namespace-selector), so that the documented lines keep their
-// exact shape.
+// watch, --namespace-selector) or "gone" (the resource is no longer
+// served: its CRD deleted), so that the documented lines keep their exact
+// shape.
 type jsonEvent struct {
 	Type            kinformer.EventType `json:"type"`
 	Key             string              `json:"key,omitempty"`
@@ -79,7 +80,7 @@ func newJSONEvent(ev kinformer.Event[*unstructured.Unstructured]) jsonEvent {
 		je.Object = obj.Object
 	}
 	switch ev.Cause {
-	case kinformer.CauseRestore, kinformer.CauseJoin, kinformer.CauseLeave:
+	case kinformer.CauseRestore, kinformer.CauseJoin, kinformer.CauseLeave, kinformer.CauseGone:
 		je.Cause = ev.Cause.String()
 	}
 	if ev.Err != nil {
@@ -149,6 +150,8 @@ func (o *output) row(ev kinformer.Event[*unstructured.Unstructured]) {
 		typ = "JOINED"
 	case ev.Cause == kinformer.CauseLeave && ev.Type == kinformer.Deleted:
 		typ = "LEFT"
+	case ev.Cause == kinformer.CauseGone && ev.Type == kinformer.Deleted:
+		typ = "GONE"
 	}
 	cols := []string{typ}
 	if o.showNS {

@@ -129,3 +129,40 @@ func TestJSONEscapes(t *testing.T) {
 		t.Errorf("a line with nothing to escape is copied")
 	}
 }
+
+// Why an object came or went shows: the table's EVENT column says JOINED,
+// LEFT (a namespace that joined or left, --namespace-selector) and GONE
+// (its CRD deleted); -o json carries the cause; a plain event has none.
+func TestCausesShown(t *testing.T) {
+	t.Parallel()
+	obj := &unstructured.Unstructured{}
+	obj.SetNamespace("ns")
+	obj.SetName("o")
+	obj.SetResourceVersion("7")
+	events := []kinformer.Event[*unstructured.Unstructured]{
+		{Type: kinformer.Added, Object: obj, Cause: kinformer.CauseWatch},
+		{Type: kinformer.Added, Object: obj, Cause: kinformer.CauseJoin},
+		{Type: kinformer.Deleted, Object: obj, Cause: kinformer.CauseLeave},
+		{Type: kinformer.Deleted, Object: obj, Cause: kinformer.CauseGone},
+		{Type: kinformer.Deleted, Object: obj, Cause: kinformer.CauseRelist},
+	}
+	var stdout, stderr bytes.Buffer
+	o := newOutput(&env{prog: "kinformer", stdout: &stdout, stderr: &stderr}, "table", true)
+	for _, e := range events {
+		o.event(e, true)
+	}
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n")[1:] {
+		got = append(got, strings.Fields(l)[0])
+	}
+	if want := []string{"ADDED", "JOINED", "LEFT", "GONE", "DELETED"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("EVENT column %v, want %v", got, want)
+	}
+	var causes []string
+	for _, e := range events {
+		causes = append(causes, newJSONEvent(e).Cause)
+	}
+	if want := []string{"", "join", "leave", "gone", ""}; !reflect.DeepEqual(causes, want) {
+		t.Errorf("-o json causes %q, want %q", causes, want)
+	}
+}

@@ -49,6 +49,12 @@ namespace, and follows the Namespace objects: a namespace labelled later
 joins (its objects read JOINED in the EVENT column; with -o json, ADDED
 lines with "cause":"join"), one unlabelled or deleted leaves (LEFT; DELETED
 with "cause":"leave"). It needs permission to list and watch namespaces.
+
+A custom resource whose CustomResourceDefinition is deleted: the objects
+the watch still holds end as DELETED lines with "cause":"gone" (table:
+GONE), each failed attempt is an ERROR line with the 404, and the watch
+goes on, listing again with backoff: if the CRD is created again, its
+objects come as ADDED.
 `
 
 type watchFlags struct {

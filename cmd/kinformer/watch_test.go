@@ -32,7 +32,7 @@ type line struct {
 	Type            string         `json:"type"`
 	Key             string         `json:"key"`
 	ResourceVersion string         `json:"resourceVersion"`
-	Cause           string         `json:"cause"` // "restore" (--state-dir), "join", "leave" (--namespace-selector), else absent
+	Cause           string         `json:"cause"` // "restore" (--state-dir), "join", "leave" (--namespace-selector), "gone" (CRD deleted), else absent
 	Object          map[string]any `json:"object"`
 	Error           string         `json:"error"`
 }
@@ -58,9 +58,9 @@ func decode(t *testing.T, raw string) line {
 	if l.Cause != "" {
 		switch {
 		case l.Type == "ADDED" && (l.Cause == "restore" || l.Cause == "join"):
-		case l.Type == "DELETED" && l.Cause == "leave":
+		case l.Type == "DELETED" && (l.Cause == "leave" || l.Cause == "gone"):
 		default:
-			t.Fatalf("line %q: only ADDED has a cause, \"restore\" or \"join\", and DELETED \"leave\"", raw)
+			t.Fatalf("line %q: only ADDED has a cause, \"restore\" or \"join\", and DELETED \"leave\" or \"gone\"", raw)
 		}
 		prefix += `,"cause":"` + l.Cause + `"`
 	}
