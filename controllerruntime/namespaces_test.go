@@ -3,7 +3,6 @@ package controllerruntime_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -13,8 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,18 +67,6 @@ func (l *handlerLog) handler() toolscache.ResourceEventHandler {
 	}
 }
 
-func labelNamespace(t *testing.T, cs kubernetes.Interface, ns, key, value string) {
-	t.Helper()
-	v := "null"
-	if value != "" {
-		v = fmt.Sprintf("%q", value)
-	}
-	if _, err := cs.CoreV1().Namespaces().Patch(t.Context(), ns, types.MergePatchType,
-		fmt.Appendf(nil, `{"metadata":{"labels":{%q:%s}}}`, key, v), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -103,7 +88,7 @@ func TestNamespacesChangeWhileTheCacheRuns(t *testing.T) {
 	cfg, cs, nsA := setup(t)
 	nsB, nsC, nsD := testenv.NewNamespace(t, cfg), testenv.NewNamespace(t, cfg), testenv.NewNamespace(t, cfg)
 	label := "kinformer.test/kcr-tenant"
-	labelNamespace(t, cs, nsB, label, nsA)
+	testenv.LabelNamespace(t, cfg, nsB, label, nsA)
 	for _, ns := range []string{nsA, nsB, nsC, nsD} {
 		if _, err := cs.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: "cm"}, Data: map[string]string{"owner": ns}}, metav1.CreateOptions{}); err != nil {
@@ -156,7 +141,7 @@ func TestNamespacesChangeWhileTheCacheRuns(t *testing.T) {
 	}
 
 	// Labelled: joins.
-	labelNamespace(t, cs, nsC, label, nsA)
+	testenv.LabelNamespace(t, cfg, nsC, label, nsA)
 	waitFor(t, "OnAdd of "+nsC+"/cm", func() bool { return log.has("add " + nsC + "/cm") })
 	if err := c.Get(ctx, client.ObjectKey{Namespace: nsC, Name: "cm"}, &cm); err != nil {
 		t.Fatalf("Get in a namespace that joined: %v", err)
@@ -180,7 +165,7 @@ func TestNamespacesChangeWhileTheCacheRuns(t *testing.T) {
 	}
 
 	// Unlabelled: leaves.
-	labelNamespace(t, cs, nsB, label, "")
+	testenv.LabelNamespace(t, cfg, nsB, label, "")
 	waitFor(t, "OnDelete of "+nsB+"/cm", func() bool { return log.has("delete? " + nsB + "/cm") })
 	if got, want := kcr.Namespaces(c), sorted([]string{nsC, nsD}); !slices.Equal(got, want) {
 		t.Fatalf("Namespaces = %v, want %v", got, want)

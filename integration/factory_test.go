@@ -538,15 +538,7 @@ func testFactoryStopLeavesNoGoroutine(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
 	ns := testenv.NewNamespace(t, srv.Config())
-	ignore := []goleak.Option{
-		goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*clientConnReadLoop).run"),
-		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*http2ClientConn).readLoop"),
-	}
+	ignore := leakIgnores()
 	f := kinformer.NewFactory(srv.Config(), nil)
 	cms := sharedConfigMaps(t, f, ns, nil)
 	rec := &recorder[*corev1.ConfigMap]{}

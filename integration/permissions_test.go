@@ -157,7 +157,7 @@ func TestSharedViewIfAllowedFollowsPermissions(t *testing.T) {
 	nsA, nsB := testenv.NewNamespace(t, srv.Config()), testenv.NewNamespace(t, srv.Config())
 	label := "kinformer.test/allowed-tenant"
 	for _, ns := range []string{nsA, nsB} {
-		labelNamespace(t, admin, ns, label, nsA)
+		testenv.LabelNamespace(t, srv.Config(), ns, label, nsA)
 		mustCreate(t, admin, configMap(ns, "cm", nil, "1"))
 	}
 	// The restricted user may watch namespaces (to follow the selector).

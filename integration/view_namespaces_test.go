@@ -10,25 +10,10 @@ import (
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/internal/testenv"
 )
-
-// labelNamespace sets (value != "") or removes the label key of ns.
-func labelNamespace(t *testing.T, c kubernetes.Interface, ns, key, value string) {
-	t.Helper()
-	v := "null"
-	if value != "" {
-		v = fmt.Sprintf("%q", value)
-	}
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, key, v)
-	if _, err := c.CoreV1().Namespaces().Patch(bounded(t, callTimeout), ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("labelling namespace %s: %v", ns, err)
-	}
-}
 
 // eventLines renders a recorder's events as "TYPE namespace/name cause",
 // in order.
@@ -70,19 +55,11 @@ func waitLines(t *testing.T, r *recorder[*corev1.ConfigMap], want ...string) []s
 func TestSharedViewFollowsNamespaces(t *testing.T) {
 	srv := testenv.Shared(t)
 	c := clientset(t, srv.Config())
-	ignore := []goleak.Option{
-		goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*clientConnReadLoop).run"),
-		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*http2ClientConn).readLoop"),
-	}
+	ignore := leakIgnores()
 	nsA, nsB, nsC, nsD := testenv.NewNamespace(t, srv.Config()), testenv.NewNamespace(t, srv.Config()),
 		testenv.NewNamespace(t, srv.Config()), testenv.NewNamespace(t, srv.Config())
 	tenant := "tenant-" + nsA // unique to this test
-	labelNamespace(t, c, nsA, "kinformer.test/tenant", tenant)
+	testenv.LabelNamespace(t, srv.Config(), nsA, "kinformer.test/tenant", tenant)
 	for _, cm := range []*corev1.ConfigMap{configMap(nsA, "a1", nil, "1"), configMap(nsA, "a2", nil, "1"),
 		configMap(nsB, "b1", nil, "1"), configMap(nsC, "c1", nil, "1"), configMap(nsD, "d1", nil, "1")} {
 		mustCreate(t, c, cm)
@@ -113,7 +90,7 @@ func TestSharedViewFollowsNamespaces(t *testing.T) {
 
 	// A namespace labelled while the view runs joins.
 	rec.reset()
-	labelNamespace(t, c, nsB, "kinformer.test/tenant", tenant)
+	testenv.LabelNamespace(t, srv.Config(), nsB, "kinformer.test/tenant", tenant)
 	waitLines(t, &rec, "ADDED "+nsB+"/b1 join")
 	if _, ok := v.GetNamespaced(nsB, "b1"); !ok {
 		t.Fatal("b1 not in the view after its namespace joined")
@@ -126,7 +103,7 @@ func TestSharedViewFollowsNamespaces(t *testing.T) {
 	rec.reset()
 	mustUpdate(t, c, nsA, "a1", "2")
 	waitLines(t, &rec, "MODIFIED "+nsA+"/a1 watch")
-	labelNamespace(t, c, nsA, "kinformer.test/tenant", "")
+	testenv.LabelNamespace(t, srv.Config(), nsA, "kinformer.test/tenant", "")
 	got = waitLines(t, &rec, "DELETED "+nsA+"/a1 leave", "DELETED "+nsA+"/a2 leave")
 	if got[0] != "MODIFIED "+nsA+"/a1 watch" {
 		t.Fatalf("the leave came before the events queued before it: %v", got)

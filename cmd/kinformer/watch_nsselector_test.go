@@ -1,29 +1,14 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kinformer/kinformer/internal/testenv"
 )
-
-func labelNS(t *testing.T, c kubernetes.Interface, ns, key, value string) {
-	t.Helper()
-	v := "null"
-	if value != "" {
-		v = fmt.Sprintf("%q", value)
-	}
-	if _, err := c.CoreV1().Namespaces().Patch(t.Context(), ns, types.MergePatchType,
-		fmt.Appendf(nil, `{"metadata":{"labels":{%q:%s}}}`, key, v), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // watch --namespace-selector follows the namespaces a label selects: the
 // objects of one labelled while it runs arrive as ADDED with cause "join",
@@ -35,7 +20,7 @@ func TestWatchNamespaceSelector(t *testing.T) {
 	c := kubernetes.NewForConfigOrDie(srv.Config())
 	nsA, nsB := testenv.NewNamespace(t, srv.Config()), testenv.NewNamespace(t, srv.Config())
 	sel := "kinformer.test/cli-tenant=" + nsA
-	labelNS(t, c, nsA, "kinformer.test/cli-tenant", nsA)
+	testenv.LabelNamespace(t, srv.Config(), nsA, "kinformer.test/cli-tenant", nsA)
 	newConfigMap(t, c, nsA, "a1", nil)
 	newConfigMap(t, c, nsB, "b1", nil)
 
@@ -43,11 +28,11 @@ func TestWatchNamespaceSelector(t *testing.T) {
 	if l := nextEvent(t, p); l.Type != "ADDED" || l.Key != nsA+"/a1" || l.Cause != "" {
 		t.Fatalf("first line %+v: want ADDED %s/a1 without a cause", l, nsA)
 	}
-	labelNS(t, c, nsB, "kinformer.test/cli-tenant", nsA)
+	testenv.LabelNamespace(t, srv.Config(), nsB, "kinformer.test/cli-tenant", nsA)
 	if l := nextEvent(t, p); l.Type != "ADDED" || l.Key != nsB+"/b1" || l.Cause != "join" {
 		t.Fatalf("after labelling %s: %+v, want ADDED %s/b1 cause join", nsB, l, nsB)
 	}
-	labelNS(t, c, nsA, "kinformer.test/cli-tenant", "")
+	testenv.LabelNamespace(t, srv.Config(), nsA, "kinformer.test/cli-tenant", "")
 	if l := nextEvent(t, p); l.Type != "DELETED" || l.Key != nsA+"/a1" || l.Cause != "leave" {
 		t.Fatalf("after unlabelling %s: %+v, want DELETED %s/a1 cause leave", nsA, l, nsA)
 	}
@@ -77,9 +62,9 @@ func TestWatchNamespaceSelector(t *testing.T) {
 		}
 	}
 	waitFor("ADDED", nsB, "b1")
-	labelNS(t, c, nsA, "kinformer.test/cli-tenant", nsA)
+	testenv.LabelNamespace(t, srv.Config(), nsA, "kinformer.test/cli-tenant", nsA)
 	waitFor("JOINED", nsA, "a1")
-	labelNS(t, c, nsB, "kinformer.test/cli-tenant", "other")
+	testenv.LabelNamespace(t, srv.Config(), nsB, "kinformer.test/cli-tenant", "other")
 	waitFor("LEFT", nsB, "b1")
 	waitFor("LEFT", nsB, "b2")
 	if code := tbl.interrupt(); code != 0 {
