@@ -230,9 +230,11 @@ func (n *viewNamespaces[T]) applyLocked(namespace string) error {
 		// The namespaces the selector's first list finds are the view's
 		// start, not joins.
 		n.v.add(inf, n.followed())
+		n.logf(slog.LevelInfo, "kinformer: a namespace joined the view", "resource", inf.Name(), "namespace", namespace)
 	case !want && have:
 		delete(n.infs, namespace)
 		left := n.v.Remove(inf)
+		n.logf(slog.LevelInfo, "kinformer: a namespace left the view", "resource", inf.Name(), "namespace", namespace)
 		n.releases.Go(func() {
 			select {
 			case <-left:

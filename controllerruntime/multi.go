@@ -183,6 +183,17 @@ func (m *multiNamespaceCache) removeNamespace(namespace string) error {
 	return nil
 }
 
+// setNamespace adds (in) or removes namespace, and says which it did.
+func (m *multiNamespaceCache) setNamespace(ctx context.Context, namespace string, in bool) (added, removed bool, err error) {
+	m.mu.RLock()
+	_, had := m.byNS[namespace]
+	m.mu.RUnlock()
+	if in {
+		return !had, false, m.addNamespace(ctx, namespace)
+	}
+	return false, had, m.removeNamespace(namespace)
+}
+
 // namespaces returns the namespaces of the cache, sorted.
 func (m *multiNamespaceCache) namespaces() []string {
 	m.mu.RLock()

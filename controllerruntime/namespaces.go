@@ -76,16 +76,18 @@ func (s *namespaceSet) select_(namespace string, in bool) {
 // selected say.
 func (s *namespaceSet) applyLocked(ctx context.Context, namespace string) error {
 	in := s.named[namespace] || s.selected[namespace]
+	changed := false
 	for _, m := range s.caches {
-		var err error
-		if in {
-			err = m.addNamespace(ctx, namespace)
-		} else {
-			err = m.removeNamespace(namespace)
-		}
+		added, removed, err := m.setNamespace(ctx, namespace, in)
 		if err != nil {
 			return err
 		}
+		changed = changed || added || removed
+	}
+	if changed && in {
+		s.sh.log.Info("kinformer: a namespace joined the cache", "namespace", namespace)
+	} else if changed {
+		s.sh.log.Info("kinformer: a namespace left the cache", "namespace", namespace)
 	}
 	return nil
 }
