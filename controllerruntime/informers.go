@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -76,6 +77,9 @@ type entry struct {
 	// manager may not list fails with it, rather than waiting out its
 	// context. Nil for cache.Options.NewInformer's.
 	wait func(context.Context) error
+	// lastError is the kinformer informer's LastError (nil for
+	// NewInformer's).
+	lastError func() (error, time.Time)
 	// gone: the entry was removed, or the cache has stopped (IsStopped).
 	gone atomic.Bool
 }
@@ -242,7 +246,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		if err != nil {
 			return nil, c.started, err
 		}
-		e.sii, e.release, e.wait = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync
+		e.sii, e.release, e.wait, e.lastError = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError
 		e.reader.store = cacheStore[*unstructured.Unstructured]{inf.Cache()}
 	case k.form == metadataForm:
 		inf, err := f.Metadata(mapping.Resource, ns, &kinformer.Options[*metav1.PartialObjectMetadata]{
@@ -252,7 +256,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		if err != nil {
 			return nil, c.started, err
 		}
-		e.sii, e.release, e.wait = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync
+		e.sii, e.release, e.wait, e.lastError = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError
 		e.reader.store = cacheStore[*metav1.PartialObjectMetadata]{inf.Cache()}
 	default:
 		example, err := c.sh.scheme.New(k.gvk)
@@ -266,7 +270,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		if err != nil {
 			return nil, c.started, err
 		}
-		e.sii, e.release, e.wait = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync
+		e.sii, e.release, e.wait, e.lastError = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError
 		e.reader.store = cacheStore[kinformer.Object]{inf.Cache()}
 	}
 	h := c.sh.watchErrHandler
@@ -390,19 +394,38 @@ func (c *namespaceCache) WaitForCacheSync(ctx context.Context) bool {
 		return false
 	}
 	c.mu.Lock()
-	var checkers []toolscache.DoneChecker
-	for _, e := range c.entries {
-		checkers = append(checkers, e.sii.HasSyncedChecker())
-	}
+	entries := make(map[entryKey]*entry, len(c.entries))
+	maps.Copy(entries, c.entries)
 	c.mu.Unlock()
-	for _, d := range checkers {
+	for _, e := range entries {
 		select {
-		case <-d.Done():
+		case <-e.sii.HasSyncedChecker().Done():
 		case <-ctx.Done():
+			c.logUnsynced(entries)
 			return false
 		}
 	}
 	return true
+}
+
+// logUnsynced says, when WaitForCacheSync gives up, which kinds had not
+// synced and why, so that a forbidden kind never shows as a bare timeout
+// of the whole cache (controller-runtime's manager says only that the
+// caches did not sync).
+func (c *namespaceCache) logUnsynced(entries map[entryKey]*entry) {
+	for k, e := range entries {
+		if e.sii.HasSynced() {
+			continue
+		}
+		why := "still listing"
+		if e.lastError != nil {
+			if err, since := e.lastError(); err != nil {
+				why = fmt.Sprintf("%v (since %s)", err, since.Format(time.RFC3339))
+			}
+		}
+		c.sh.log.Error("kinformer: WaitForCacheSync gave up before this kind synced", "kind", k.gvk.Kind, "group", k.gvk.Group,
+			"namespace", c.namespace, "reason", why)
+	}
 }
 
 func (c *namespaceCache) Get(ctx context.Context, key client.ObjectKey, out client.Object, opts ...client.GetOption) error {

@@ -3,6 +3,7 @@ package controllerruntime_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -199,7 +200,8 @@ func TestNamespacesChangeWhileTheCacheRuns(t *testing.T) {
 func TestForbiddenKindFailsAtOnce(t *testing.T) {
 	_, _, _ = setup(t)
 	srv := testenv.Shared(t)
-	c, err := kcr.NewCache(srv.RestrictedConfig(), cache.Options{
+	logs := newLogs()
+	c, err := kcr.With(kcr.Options{Logger: slog.New(logs)})(srv.RestrictedConfig(), cache.Options{
 		DefaultNamespaces: map[string]cache.Config{testenv.AllowedNamespace: {}}})
 	if err != nil {
 		t.Fatal(err)
@@ -231,5 +233,14 @@ func TestForbiddenKindFailsAtOnce(t *testing.T) {
 	}
 	if _, err := c.GetInformer(ctx, &corev1.Secret{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("GetInformer of a forbidden kind = %v, want a 403", err)
+	}
+	// The cache's sync, given up, names the kind that did not sync and why.
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
+	defer cancelShort()
+	if c.WaitForCacheSync(short) {
+		t.Fatal("WaitForCacheSync true with a forbidden kind")
+	}
+	if !logs.has("WaitForCacheSync gave up before this kind synced") || !logs.has("kind=Secret") || !logs.has("forbidden") {
+		t.Fatalf("the log does not name the kind that did not sync and why:\n%s", strings.Join(*logs.lines, "\n"))
 	}
 }
