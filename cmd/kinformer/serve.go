@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kinformer/kinformer"
@@ -29,6 +30,13 @@ Keeps one informer per RESOURCE and serves their caches read-only over
 HTTP, until interrupted (SIGINT or SIGTERM). It serves at once; /readyz
 says when every cache has synced and is being kept up to date. RESOURCE is resolved as for watch; -n,
 -A, -l, --field-selector and --resync apply to every RESOURCE.
+
+--namespace-selector SELECTOR serves each namespaced RESOURCE in the
+namespaces whose labels match SELECTOR, one watch per namespace, and
+follows the Namespace objects as watch does: a namespace labelled later
+joins (its objects' events have cause "join"), one unlabelled or deleted
+leaves (DELETED, cause "leave"). Cluster-scoped RESOURCEs are served whole.
+Their informers' metrics are not on /metrics. Not with --shard-group.
 
 It listens on 127.0.0.1:8080 unless told otherwise, and warns on stderr
 when bound to an address other hosts can reach: there is no
@@ -127,6 +135,7 @@ type serveFlags struct {
 	recent      int
 	stateDir    string
 	compact     bool
+	nsSelector  string
 	shard       shardFlags
 	verbose     bool
 	watchTime   time.Duration // hidden: for tests
@@ -143,6 +152,7 @@ func (f *serveFlags) flagSet() *pflag.FlagSet {
 	fs.IntVar(&f.recent, "recent-events", 500, "events kept (summarised, without objects) for /events/recent and the page")
 	bindStateDir(fs, &f.stateDir)
 	fs.BoolVar(&f.compact, "compact", false, "keep each cached object as bytes, decoded on every read: a fraction of the memory, a decode per object served")
+	fs.StringVar(&f.nsSelector, "namespace-selector", "", "serve the namespaced RESOURCEs in the namespaces whose labels match this selector, following them as they change (e.g. tenant=acme)")
 	f.shard.bind(fs)
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log the informers' retries and re-lists on stderr")
 	fs.DurationVar(&f.watchTime, "watch-timeout", 0, "the shortest server-side timeout of a watch (0: the library's default)")
@@ -174,6 +184,15 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return usageErrorf("serve: --watch-timeout must not be negative")
 	case f.cluster.allNamespaces && fs.Changed("namespace"):
 		return usageErrorf("serve: --namespace and --all-namespaces are mutually exclusive")
+	case f.nsSelector != "" && (f.cluster.allNamespaces || fs.Changed("namespace")):
+		return usageErrorf("serve: --namespace-selector chooses the namespaces: not with --namespace or --all-namespaces")
+	case f.nsSelector != "" && f.shard.group != "":
+		return usageErrorf("serve: --namespace-selector does not go with --shard-group")
+	}
+	if f.nsSelector != "" {
+		if _, err := labels.Parse(f.nsSelector); err != nil {
+			return usageErrorf("serve: --namespace-selector %q: %v", f.nsSelector, err)
+		}
 	}
 	if err := f.shard.check(fs); err != nil {
 		return err
@@ -226,6 +245,12 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	s.shard = shard
+	var viewFactory *kinformer.Factory // --namespace-selector's; nil without
+	defer func() {
+		if viewFactory != nil {
+			viewFactory.Stop()
+		}
+	}()
 	for _, arg := range fs.Args() {
 		res, err := resolver.resolve(ctx, arg)
 		if err != nil {
@@ -236,6 +261,22 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		}
 		if r := s.byName[res.String()]; r != nil {
 			s.byName[arg] = r // the same resource twice: one informer
+			continue
+		}
+		if f.nsSelector != "" && res.namespaced {
+			// One informer per namespace the selector chooses, from one
+			// factory (its own metrics: none on /metrics), sharing the
+			// watch of the Namespace objects.
+			if viewFactory == nil {
+				viewFactory = kinformer.NewFactory(cfg, &kinformer.FactoryOptions{Logger: logger, StateDir: f.stateDir, Compact: f.compact})
+			}
+			v, err := kinformer.DynamicView(viewFactory, res.gvr, kinformer.Namespaces{Selector: f.nsSelector},
+				&kinformer.Options[*unstructured.Unstructured]{LabelSelector: f.cluster.selector, FieldSelector: f.cluster.fieldSelector,
+					ResyncPeriod: f.resync, WatchTimeout: f.watchTime, Fields: f.cluster.fields})
+			if err != nil {
+				return stoppedOr(ctx, err)
+			}
+			s.addSource(arg, res, "", &viewSource{f: viewFactory, v: v, shared: true})
 			continue
 		}
 		var lw lister = dyn.Resource(res.gvr)
@@ -313,15 +354,18 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		stopInformers()
 		return nil
 	})
+	if viewFactory != nil {
+		viewFactory.Start()
+	}
 	for _, r := range s.resources {
 		g.Go(func() error {
-			_ = r.inf.Run(infCtx)
+			r.src.run(infCtx)
 			return nil
 		})
 		g.Go(func() error {
 			// The informer retries forever; an error WaitForSync returns
 			// (403, 404, bad selector) will not go away by itself.
-			if err := r.inf.WaitForSync(gctx); err != nil && gctx.Err() == nil {
+			if err := r.src.waitForSync(gctx); err != nil && gctx.Err() == nil {
 				return err
 			}
 			return nil
@@ -359,9 +403,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 type served struct {
 	name        string // resolved: configmaps, deployments.apps
 	res         resource
-	scope       string // the namespace watched, "" for all (or cluster-scoped)
-	inf         *kinformer.Informer[*unstructured.Unstructured]
-	shardStatus func() kinformer.ShardStatus // inf's; replaced in tests
+	scope       string // the namespace watched, "" for all (or cluster-scoped, or chosen by --namespace-selector)
+	src         watchSource
+	shardStatus func() kinformer.ShardStatus // src's; replaced in tests
 	hub         *hub
 	rate        rateRing
 	counts      []atomic.Int64 // events by type, in the order of eventTypes
@@ -420,9 +464,14 @@ func newServer(sseBuffer, recent int) (*server, error) {
 // add serves inf under the names arg and res.String(). Call it before
 // running inf, so that the server's handler sees every event.
 func (s *server) add(arg string, res resource, scope string, inf *kinformer.Informer[*unstructured.Unstructured]) *served {
-	r := &served{name: res.String(), res: res, scope: scope, inf: inf, shardStatus: inf.ShardStatus, counts: make([]atomic.Int64, len(eventTypes))}
+	return s.addSource(arg, res, scope, informerSource{inf})
+}
+
+// addSource is add for any source: an informer, or a view.
+func (s *server) addSource(arg string, res resource, scope string, src watchSource) *served {
+	r := &served{name: res.String(), res: res, scope: scope, src: src, shardStatus: src.shardStatus, counts: make([]atomic.Int64, len(eventTypes))}
 	r.hub = newHub(s.sseBuffer, func() { r.sseDropped.Add(1) })
-	inf.AddHandler(func(ev kinformer.Event[*unstructured.Unstructured]) {
+	src.addHandler(func(ev kinformer.Event[*unstructured.Unstructured]) {
 		if i := slices.Index(eventTypes, ev.Type); i >= 0 {
 			r.counts[i].Add(1)
 		}
@@ -479,10 +528,10 @@ func (s *server) health() []string {
 
 // problem says why r is not ready, "" if it is.
 func (r *served) problem(now time.Time) string {
-	if err, since := r.inf.LastError(); err != nil {
+	if err, since := r.src.lastError(); err != nil {
 		return fmt.Sprintf("%v (since %v)", err, now.Sub(since).Round(time.Second))
 	}
-	if !r.inf.HasSynced() {
+	if !r.src.hasSynced() {
 		if r.restored.Load() > 0 {
 			return "not synced: restored, catching up"
 		}

@@ -170,13 +170,8 @@ func (s *server) listObjects(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
-	rv := r.inf.ResourceVersion()
-	var objs []*unstructured.Unstructured
-	if ns := q.Get("namespace"); ns != "" {
-		objs, _ = r.inf.Cache().ByIndex(kinformer.IndexNamespace, ns)
-	} else {
-		objs = r.inf.Cache().List()
-	}
+	rv := r.src.resourceVersion()
+	objs := r.src.list(q.Get("namespace"))
 	type keyed struct {
 		key string
 		obj *unstructured.Unstructured
@@ -184,7 +179,7 @@ func (s *server) listObjects(w http.ResponseWriter, req *http.Request) {
 	kept := make([]keyed, 0, len(objs))
 	for _, o := range objs {
 		if sel.Matches(labels.Set(o.GetLabels())) {
-			kept = append(kept, keyed{r.inf.Cache().Key(o), o})
+			kept = append(kept, keyed{r.src.key(o), o})
 		}
 	}
 	slices.SortFunc(kept, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
@@ -242,7 +237,7 @@ func (s *server) getObject(w http.ResponseWriter, req *http.Request) {
 	if ns != "" {
 		key = ns + "/" + name
 	}
-	obj, ok := r.inf.Cache().GetByKey(key)
+	obj, ok := r.src.get(key)
 	if !ok {
 		writeError(w, http.StatusNotFound, "%s %q not found", r.name, key)
 		return
@@ -295,14 +290,14 @@ func (s *server) stats(w http.ResponseWriter, req *http.Request) {
 			ev[string(t)] = r.counts[i].Load()
 		}
 		errMsg := ""
-		if err, _ := r.inf.LastError(); err != nil {
+		if err, _ := r.src.lastError(); err != nil {
 			errMsg = r.problem(now)
 		}
 		out.Resources = append(out.Resources, resourceStats{
 			Name: r.name, Kind: r.res.kind, Namespace: r.scope, Namespaced: r.res.namespaced,
-			Synced: r.inf.HasSynced(), Error: errMsg, Objects: r.inf.Cache().Len(), Events: ev,
+			Synced: r.src.hasSynced(), Error: errMsg, Objects: r.src.len(), Events: ev,
 			Rate: r.rate.last(now), Clients: r.hub.len(), Shard: newResourceShard(r.shardStatus()),
-			Compact: r.inf.Cache().Compact(),
+			Compact: r.src.compact(),
 		})
 	}
 	writeJSON(w, http.StatusOK, out)

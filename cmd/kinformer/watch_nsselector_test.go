@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -80,5 +81,72 @@ func TestWatchNamespaceSelector(t *testing.T) {
 		if code := q.wait(lineTimeout); code != 2 || !strings.Contains(q.stderr.String(), "--namespace-selector") {
 			t.Errorf("watch %v: exit %d, stderr %q; want a usage error (2) naming --namespace-selector", args, code, q.stderr)
 		}
+	}
+}
+
+// serve --namespace-selector serves a namespaced resource in the
+// namespaces a label selects, following them: /objects holds the objects
+// of a namespace labelled while it runs and loses those of one
+// unlabelled, and /events/recent says why (causes join and leave);
+// cluster-scoped resources are served whole.
+func TestServeNamespaceSelector(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	c := kubernetes.NewForConfigOrDie(srv.Config())
+	nsA, nsB := testenv.NewNamespace(t, srv.Config()), testenv.NewNamespace(t, srv.Config())
+	key := "kinformer.test/serve-tenant"
+	testenv.LabelNamespace(t, srv.Config(), nsA, key, nsA)
+	newConfigMap(t, c, nsA, "a1", nil)
+	newConfigMap(t, c, nsB, "b1", nil)
+
+	p, base := startServe(t, "configmaps", "namespaces", "--namespace-selector", key+"="+nsA, kubeconfigArg(srv))
+	waitReady(t, base)
+	held := func() []string {
+		var l listResponse
+		getJSON(t, base+"objects?resource=configmaps", 200, &l)
+		var out []string
+		for _, it := range l.Items {
+			m := it["metadata"].(map[string]any)
+			if ns := m["namespace"].(string); ns == nsA || ns == nsB {
+				out = append(out, ns+"/"+m["name"].(string))
+			}
+		}
+		return out
+	}
+	if got := held(); len(got) != 1 || got[0] != nsA+"/a1" {
+		t.Fatalf("/objects: %v, want only %s/a1", got, nsA)
+	}
+	var nsl listResponse
+	getJSON(t, base+"objects?resource=namespaces", 200, &nsl)
+	if nsl.Count < 2 {
+		t.Fatalf("namespaces (cluster-scoped) served %d, want them all", nsl.Count)
+	}
+
+	testenv.LabelNamespace(t, srv.Config(), nsB, key, nsA)
+	testenv.LabelNamespace(t, srv.Config(), nsA, key, "")
+	deadline := time.Now().Add(lineTimeout)
+	for got := held(); len(got) != 1 || got[0] != nsB+"/b1"; got = held() {
+		if time.Now().After(deadline) {
+			t.Fatalf("/objects: %v, want only %s/b1 after the labels moved", got, nsB)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var recent struct {
+		Events []feedEvent `json:"events"`
+	}
+	getJSON(t, base+"events/recent?resource=configmaps", 200, &recent)
+	var causes []string
+	for _, e := range recent.Events {
+		if e.Namespace == nsA || e.Namespace == nsB {
+			causes = append(causes, string(e.Type)+" "+e.Namespace+"/"+e.Name+" "+e.Cause)
+		}
+	}
+	for _, want := range []string{"ADDED " + nsB + "/b1 join", "DELETED " + nsA + "/a1 leave"} {
+		if !slices.Contains(causes, want) {
+			t.Errorf("/events/recent: %v, want %q", causes, want)
+		}
+	}
+	if code := p.interrupt(); code != 0 {
+		t.Fatalf("exit code %d after SIGINT; stderr:\n%s", code, p.stderr)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
@@ -10,16 +11,30 @@ import (
 	"github.com/kinformer/kinformer"
 )
 
-// watchSource is what watch watches: one informer, or a view over one
-// informer per namespace a selector chooses (--namespace-selector).
+// watchSource is what watch watches and serve serves for one resource:
+// one informer, or a view over one informer per namespace a selector
+// chooses (--namespace-selector).
 type watchSource interface {
-	// addHandler registers fn, and returns how many events it has queued.
+	// addHandler registers fn for every event, and returns how many events
+	// it has queued.
 	addHandler(fn func(kinformer.Event[*unstructured.Unstructured])) (pending func() int)
 	// run runs until ctx ends, and has stopped everything when it returns.
 	run(ctx context.Context)
 	waitForSync(ctx context.Context) error
 	hasSynced() bool
 	len() int
+	// lastError is the persistent error that goes on (one of the view's
+	// informers': the oldest), and since when.
+	lastError() (error, time.Time)
+	// resourceVersion is the informer's; "" for a view (its namespaces'
+	// informers each have their own).
+	resourceVersion() string
+	shardStatus() kinformer.ShardStatus
+	// list returns the objects of namespace ("" for all).
+	list(namespace string) []*unstructured.Unstructured
+	get(key string) (*unstructured.Unstructured, bool)
+	key(o *unstructured.Unstructured) string
+	compact() bool
 }
 
 type informerSource struct {
@@ -35,12 +50,34 @@ func (s informerSource) run(ctx context.Context)               { _ = s.inf.Run(c
 func (s informerSource) waitForSync(ctx context.Context) error { return s.inf.WaitForSync(ctx) }
 func (s informerSource) hasSynced() bool                       { return s.inf.HasSynced() }
 func (s informerSource) len() int                              { return s.inf.Cache().Len() }
+func (s informerSource) lastError() (error, time.Time)         { return s.inf.LastError() }
+func (s informerSource) resourceVersion() string               { return s.inf.ResourceVersion() }
+func (s informerSource) shardStatus() kinformer.ShardStatus    { return s.inf.ShardStatus() }
+func (s informerSource) key(o *unstructured.Unstructured) string {
+	return s.inf.Cache().Key(o)
+}
+func (s informerSource) compact() bool { return s.inf.Cache().Compact() }
+
+func (s informerSource) list(namespace string) []*unstructured.Unstructured {
+	if namespace == "" {
+		return s.inf.Cache().List()
+	}
+	objs, _ := s.inf.Cache().ByIndex(kinformer.IndexNamespace, namespace)
+	return objs
+}
+
+func (s informerSource) get(key string) (*unstructured.Unstructured, bool) {
+	return s.inf.Cache().GetByKey(key)
+}
 
 // viewSource is a factory's view of res over the namespaces selector
 // chooses.
 type viewSource struct {
 	f *kinformer.Factory
 	v *kinformer.View[*unstructured.Unstructured]
+	// shared: the factory serves other views too, and is started and
+	// stopped by its owner (serve), not by run.
+	shared bool
 }
 
 func newViewSource(cfg *rest.Config, res resource, selector, stateDir string, logger *slog.Logger, opts *kinformer.Options[*unstructured.Unstructured]) (*viewSource, error) {
@@ -66,14 +103,38 @@ func (s *viewSource) addHandler(fn func(kinformer.Event[*unstructured.Unstructur
 }
 
 func (s *viewSource) run(ctx context.Context) {
-	s.f.Start()
+	if !s.shared {
+		s.f.Start()
+	}
 	<-ctx.Done()
 	s.v.Close()
-	s.f.Stop()
+	if !s.shared {
+		s.f.Stop()
+	}
 }
 
 func (s *viewSource) waitForSync(ctx context.Context) error { return s.v.WaitForSync(ctx) }
 func (s *viewSource) hasSynced() bool                       { return s.v.HasSynced() }
+
+func (s *viewSource) lastError() (err error, since time.Time) {
+	for _, inf := range s.v.Informers() {
+		if e, t := inf.LastError(); e != nil && (err == nil || t.Before(since)) {
+			err, since = e, t
+		}
+	}
+	return err, since
+}
+
+func (s *viewSource) resourceVersion() string                 { return "" }
+func (s *viewSource) shardStatus() kinformer.ShardStatus      { return kinformer.ShardStatus{} }
+func (s *viewSource) key(o *unstructured.Unstructured) string { return kinformer.MetaNamespaceKey(o) }
+func (s *viewSource) compact() bool                           { return false }
+
+func (s *viewSource) list(namespace string) []*unstructured.Unstructured {
+	return s.v.Select(namespace, nil)
+}
+
+func (s *viewSource) get(key string) (*unstructured.Unstructured, bool) { return s.v.GetByKey(key) }
 
 func (s *viewSource) len() int {
 	n := 0
