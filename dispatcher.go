@@ -119,16 +119,25 @@ func (d *dispatcher[T]) resend(reg *Registration, c *Cache[T], rv func() string)
 // events, but first handles those already queued for it, then Deleted,
 // with CauseLeave, for every object in c at this point of its stream (if
 // it wants Deleted); then it is removed and left is called, once: at once
-// if it had nothing left to handle or was not registered. It holds d.mu
+// if it had nothing left to handle or was not registered; when the leave
+// already under way ends if it was leaving. It holds d.mu
 // for writing, as add does, so that the Deleted follow exactly the events
 // reg was given. A leaving registration keeps its place across the
 // informer's runs: a stop holds its events, the next run delivers them.
 func (d *dispatcher[T]) leave(reg *Registration, c *Cache[T], rv func() string, left func()) {
 	d.mu.Lock()
 	l, ok := d.listeners[reg]
-	if !ok || l.leaving {
+	if !ok {
 		d.mu.Unlock()
 		left()
+		return
+	}
+	if l.leaving {
+		// Leaving already: left is called when that leave ends.
+		l.mu.Lock()
+		l.left = append(l.left, left)
+		l.mu.Unlock()
+		d.mu.Unlock()
 		return
 	}
 	l.leaving = true
@@ -149,7 +158,7 @@ func (d *dispatcher[T]) leave(reg *Registration, c *Cache[T], rv func() string, 
 	}
 	l.leaveMark = l.pushed
 	l.onLeft = func() { d.remove(reg) }
-	l.left = left
+	l.left = append(l.left, left)
 	l.mu.Unlock()
 	d.mu.Unlock()
 	l.signal()
@@ -190,8 +199,8 @@ func (d *dispatcher[T]) remove(reg *Registration) {
 		left := l.left
 		l.left, l.onLeft = nil, nil
 		l.mu.Unlock()
-		if left != nil {
-			left() // removed while leaving: it has left
+		for _, fn := range left {
+			fn() // removed while leaving: it has left
 		}
 	}
 }

@@ -66,10 +66,11 @@ type listener[T Object] struct {
 	// leaving (set under the dispatcher's lock) says the listener is
 	// given no new events (dispatcher.leave). Once delivered reaches
 	// leaveMark, onLeft (set and taken under mu) removes it; its removal
-	// calls left (also set and taken under mu).
-	leaving      bool
-	leaveMark    int64
-	onLeft, left func()
+	// calls each of left (also set and taken under mu).
+	leaving   bool
+	leaveMark int64
+	onLeft    func()
+	left      []func()
 	// syncedCh is closed once synced() (Registration.Synced);
 	// syncClosed says it is, so that the check costs one load after.
 	syncedCh   chan struct{}
@@ -217,6 +218,7 @@ outer:
 					l.delivered.Add(1)
 					l.checkSynced()
 					l.handled.signal()
+					l.checkLeft()
 					batch[i] = queued[T]{}
 					continue
 				case admitHold:

@@ -218,16 +218,26 @@ func (v *View[T]) RemoveHandler(r *ViewRegistration) {
 		}
 		return false
 	})
+	type held struct {
+		inf *Informer[T]
+		reg *Registration
+	}
+	var regs []held
+	if found != nil {
+		for inf, reg := range found.regs {
+			regs = append(regs, held{inf, reg})
+		}
+		for reg, inf := range found.leaving {
+			regs = append(regs, held{inf, reg}) // still handling a leave
+		}
+	}
 	v.mu.Unlock()
 	if found == nil {
 		return
 	}
 	r.removed.Store(true)
-	for inf, reg := range found.regs {
-		inf.RemoveEventHandler(reg)
-	}
-	for reg, inf := range found.leaving {
-		inf.RemoveEventHandler(reg) // still handling a leave
+	for _, h := range regs {
+		h.inf.RemoveEventHandler(h.reg)
 	}
 }
 
@@ -334,6 +344,7 @@ func (v *View[T]) Remove(inf *Informer[T]) <-chan struct{} {
 			vh.leaving[reg] = inf
 			left.Add(1)
 			leaves = append(leaves, func() {
+				inf.resends.set(reg, 0)
 				inf.disp.leave(reg, inf.cache, inf.status.resourceVersion, func() {
 					v.mu.Lock()
 					delete(vh.leaving, reg)

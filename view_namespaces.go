@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,6 +69,7 @@ type viewNamespaces[T Object] struct {
 	selected map[string]bool
 	infs     map[string]*Informer[T]
 	closed   bool
+	names    atomic.Pointer[[]string] // the namespaces in the view (publishLocked)
 
 	nsInf *Informer[*metav1.PartialObjectMetadata] // the selector's; nil without one
 	nsReg *Registration
@@ -102,6 +104,12 @@ type viewNamespaces[T Object] struct {
 // one SharedView per kind; the view's handlers see a namespace that joins
 // as Added for each of its objects ([CauseJoin]) and one that leaves as
 // Deleted for each ([CauseLeave]).
+//
+// The view changes one namespace at a time: a namespace that joins again
+// waits until the handlers have handled its leave, and the selector's
+// changes (and IfAllowed's reviews) run on the Namespace informer's
+// handler. So the view's handlers may read it (Select, Namespaces, …) but
+// must not call AddNamespace, RemoveNamespace, SetNamespaces or Close.
 func SharedView[T Object](f *Factory, ns Namespaces, opts *Options[T]) (*View[T], error) {
 	var gvr schema.GroupVersionResource
 	if ns.IfAllowed {
@@ -215,7 +223,11 @@ func (n *viewNamespaces[T]) applyLocked(namespace string) error {
 		if !want {
 			delete(n.allowed, namespace)
 		} else if _, known := n.allowed[namespace]; !known {
-			n.allowed[namespace] = n.review(namespace)
+			ok, why, err := n.review(namespace)
+			if err == nil && !ok {
+				n.logf(slog.LevelInfo, "kinformer: may not list and watch "+n.resName+" in a namespace: left out of the view until a recheck finds otherwise", "namespace", namespace, "reason", why)
+			}
+			n.allowed[namespace] = ok // an error: no, until a recheck answers
 		}
 		want = want && n.allowed[namespace]
 	}
@@ -227,12 +239,14 @@ func (n *viewNamespaces[T]) applyLocked(namespace string) error {
 			return err
 		}
 		n.infs[namespace] = inf
+		n.publishLocked()
 		// The namespaces the selector's first list finds are the view's
 		// start, not joins.
 		n.v.add(inf, n.followed())
 		n.logf(slog.LevelInfo, "kinformer: a namespace joined the view", "resource", inf.Name(), "namespace", namespace)
 	case !want && have:
 		delete(n.infs, namespace)
+		n.publishLocked()
 		left := n.v.Remove(inf)
 		n.logf(slog.LevelInfo, "kinformer: a namespace left the view", "resource", inf.Name(), "namespace", namespace)
 		n.releases.Go(func() {
@@ -247,9 +261,9 @@ func (n *viewNamespaces[T]) applyLocked(namespace string) error {
 }
 
 // review asks whether the client may list and watch the resource in
-// namespace; an error counts as no (and is logged), to be asked again at
-// the next recheck.
-func (n *viewNamespaces[T]) review(namespace string) bool {
+// namespace, and why not; an error is logged, and leaves the answer as it
+// was.
+func (n *viewNamespaces[T]) review(namespace string) (bool, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n.revMu.Lock()
@@ -261,17 +275,13 @@ func (n *viewNamespaces[T]) review(namespace string) bool {
 	everywhere := n.everywhere
 	n.revMu.Unlock()
 	if everywhere {
-		return true
+		return true, "", nil
 	}
 	ok, why, err := n.may(ctx, namespace)
-	switch {
-	case err != nil:
-		n.logf(slog.LevelError, "kinformer: could not review the permission to list and watch "+n.resName+" in a namespace (SelfSubjectAccessReview); left out until the next recheck", "namespace", namespace, "error", err.Error())
-		return false
-	case !ok:
-		n.logf(slog.LevelInfo, "kinformer: may not list and watch "+n.resName+" in a namespace: left out of the view", "namespace", namespace, "reason", why)
+	if err != nil {
+		n.logf(slog.LevelError, "kinformer: could not review the permission to list and watch "+n.resName+" in a namespace (SelfSubjectAccessReview); its answer stays as it was until a recheck", "namespace", namespace, "error", err.Error())
 	}
-	return ok
+	return ok, why, err
 }
 
 func (n *viewNamespaces[T]) logf(level slog.Level, msg string, args ...any) {
@@ -302,27 +312,35 @@ func (n *viewNamespaces[T]) recheck(period time.Duration) {
 			}
 		}
 		n.mu.Unlock()
-		answers := make(map[string]bool, len(candidates))
+		type answer struct {
+			ok  bool
+			why string
+		}
+		answers := make(map[string]answer, len(candidates))
 		for _, ns := range candidates {
 			select {
 			case <-n.closing:
 				return
 			default:
 			}
-			answers[ns] = n.review(ns)
+			if ok, why, err := n.review(ns); err == nil {
+				answers[ns] = answer{ok, why}
+			}
 		}
 		n.mu.Lock()
-		for ns, ok := range answers {
+		for ns, a := range answers {
 			if n.closed {
 				break
 			}
 			prev, known := n.allowed[ns]
-			if !known || prev == ok || !(n.named[ns] || n.selected[ns]) {
+			if !known || prev == a.ok || !(n.named[ns] || n.selected[ns]) {
 				continue // no longer a candidate, or unchanged
 			}
-			n.allowed[ns] = ok
-			if ok {
+			n.allowed[ns] = a.ok
+			if a.ok {
 				n.logf(slog.LevelInfo, "kinformer: may now list and watch "+n.resName+" in a namespace: it joins the view", "namespace", ns)
+			} else {
+				n.logf(slog.LevelInfo, "kinformer: may no longer list and watch "+n.resName+" in a namespace: it leaves the view", "namespace", ns, "reason", a.why)
 			}
 			if err := n.applyLocked(ns); err != nil {
 				n.logf(slog.LevelError, "kinformer: a namespace now allowed could not join the view", "namespace", ns, "error", err.Error())
@@ -456,14 +474,22 @@ func (v *View[T]) Namespaces() []string {
 	if n == nil {
 		return nil
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	if p := n.names.Load(); p != nil {
+		return slices.Clone(*p)
+	}
+	return []string{}
+}
+
+// publishLocked records the namespaces in the view for Namespaces, which
+// reads them without n.mu (a handler may call it while a namespace waits
+// to join). n.mu must be held.
+func (n *viewNamespaces[T]) publishLocked() {
 	out := make([]string, 0, len(n.infs))
 	for ns := range n.infs {
 		out = append(out, ns)
 	}
 	sort.Strings(out)
-	return out
+	n.names.Store(&out)
 }
 
 // Close ends a view made with namespaces: it stops following its
@@ -486,6 +512,7 @@ func (v *View[T]) Close() {
 	nsInf, nsReg := n.nsInf, n.nsReg
 	infs := n.infs
 	n.infs = map[string]*Informer[T]{}
+	n.publishLocked()
 	n.mu.Unlock()
 	if nsInf != nil {
 		if nsReg != nil {

@@ -227,3 +227,44 @@ func valuesOf(c *Cache[*corev1.ConfigMap]) map[string]string {
 	}
 	return out
 }
+
+// Removing a handler while informers it was on are leaving the view is
+// safe (the leaves' ends change what it iterates) and ends those leaves:
+// the view can take the informers back at once.
+func TestViewRemoveHandlerDuringLeaves(t *testing.T) {
+	var infs []*Informer[*corev1.ConfigMap]
+	for i := range 3 {
+		s := newFakeServer()
+		for j := range 20 {
+			s.put(cm(fmt.Sprint("ns", i), fmt.Sprint("o", j)))
+		}
+		inf, _ := startInformer(t, s, nil)
+		infs = append(infs, inf)
+	}
+	for i := range 200 {
+		v := NewView(infs...)
+		vr := v.AddHandlerFuncs(HandlerFuncs[*corev1.ConfigMap]{Deleted: func(cmEvent) {
+			if i%2 == 0 {
+				time.Sleep(time.Microsecond)
+			}
+		}})
+		var left []<-chan struct{}
+		for _, inf := range infs {
+			left = append(left, v.Remove(inf))
+		}
+		v.RemoveHandler(vr)
+		for _, ch := range left {
+			select {
+			case <-ch:
+			case <-bounded(t).Done():
+				t.Fatal("a leave whose handler was removed never ended")
+			}
+		}
+		for _, inf := range infs {
+			v.Add(inf)
+		}
+		if len(v.Informers()) != 3 {
+			t.Fatal("the view did not take the informers back")
+		}
+	}
+}

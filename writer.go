@@ -424,7 +424,7 @@ func (w *writer[T]) gone() (n int) {
 // recovered clears the persistent error, saying so if there was one.
 func (w *writer[T]) recovered() {
 	if was := w.status.ok(); was != nil {
-		w.log.Info("kinformer: allowed again after: " + was.Error())
+		w.log.Info("kinformer: recovered; lists and watches succeed again after: " + was.Error())
 	}
 }
 

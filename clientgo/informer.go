@@ -403,13 +403,13 @@ func (s *informer[T]) leave(reg cache.ResourceEventHandlerRegistration) (<-chan 
 	}
 	s.mu.Lock()
 	_, registered := s.handlers[h]
-	delete(s.handlers, h)
 	s.mu.Unlock()
 	if !registered {
 		done := make(chan struct{})
 		close(done)
 		return done, nil
 	}
+	// Still registered here: a RemoveEventHandler ends the leave.
 	return s.inf.Leave(h.reg), nil
 }
 
@@ -418,7 +418,9 @@ func (s *informer[T]) leave(reg cache.ResourceEventHandlerRegistration) (<-chan 
 // queued for it, the handler gets OnDelete, with a
 // cache.DeletedFinalStateUnknown, for every object the informer holds
 // (kinformer's Informer.Leave), and nothing after. The returned channel
-// is closed once it has handled them; the informer must run meanwhile.
+// is closed once it has handled them; the informer must run meanwhile. A
+// RemoveEventHandler of reg ends the leave at once (and forgets reg; do
+// so once the channel is closed).
 func Leave(inf cache.SharedIndexInformer, reg cache.ResourceEventHandlerRegistration) (<-chan struct{}, error) {
 	l, ok := inf.(interface {
 		leave(cache.ResourceEventHandlerRegistration) (<-chan struct{}, error)

@@ -185,13 +185,18 @@ func (c *namespaceCache) get(ctx context.Context, gvk schema.GroupVersionKind, o
 			return started, nil, timeout
 		}
 		if e.wait != nil {
-			if err := e.wait(ctx); err != nil {
-				if ctx.Err() != nil {
-					return started, nil, timeout
-				}
+			err := e.wait(ctx)
+			switch {
+			case err == nil:
+				return started, e, nil
+			case ctx.Err() != nil:
+				return started, nil, timeout
+			case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+				// At once: waiting would only hide it. Not a 404 (a
+				// deleted CRD): client.IgnoreNotFound would take it for
+				// an object not found.
 				return started, nil, fmt.Errorf("%s: %w", gvk.Kind, err)
 			}
-			return started, e, nil
 		}
 		select {
 		case <-e.sii.HasSyncedChecker().Done():

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -57,8 +56,13 @@ type multiNamespaceCache struct {
 	// added.
 	indexes []fieldIndex
 	ctx     context.Context               // Start's; nil before
+	stopped bool                          // Start has returned, or is returning
 	stops   map[string]context.CancelFunc // the namespace caches' runs
 	running sync.WaitGroup                // those runs, and the releases of those removed
+	// leaving holds, per namespace removed, a channel closed once its
+	// handlers have handled its leave and its informers are released: it
+	// joins again only after.
+	leaving map[string]chan struct{}
 }
 
 // fieldIndex is one IndexField call.
@@ -105,6 +109,18 @@ var errAllNamespaces = errors.New(`the cache also holds every other namespace (D
 
 // addNamespace adds a namespace cache for namespace: no-op if there is one.
 func (m *multiNamespaceCache) addNamespace(ctx context.Context, namespace string) error {
+	m.mu.RLock()
+	left := m.leaving[namespace]
+	m.mu.RUnlock()
+	if left != nil {
+		// A namespace back before its leave was handled: after it, so
+		// that no handler gets an object's OnAdd before its OnDelete.
+		select {
+		case <-left:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.byNS[metav1.NamespaceAll]; ok {
@@ -129,11 +145,16 @@ func (m *multiNamespaceCache) addNamespace(ctx context.Context, namespace string
 		}
 		joined[mi] = inf
 	}
+	var done []*multiInformer
 	for mi, inf := range joined {
 		if err := mi.join(namespace, inf); err != nil {
+			for _, d := range done {
+				d.leave(namespace, m.sh.log) // undone; its informers are released below
+			}
 			c.releaseAll()
 			return err
 		}
+		done = append(done, mi)
 	}
 	m.byNS[namespace] = c
 	if m.ctx != nil {
@@ -157,17 +178,32 @@ func (m *multiNamespaceCache) removeNamespace(namespace string) error {
 		return errAllNamespaces
 	}
 	delete(m.byNS, namespace)
+	stop := m.stops[namespace]
+	delete(m.stops, namespace)
+	if m.ctx == nil || m.stopped {
+		// Not running: no handler runs to be told; let go at once.
+		for _, mi := range m.informers {
+			mi.drop(namespace)
+		}
+		m.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+		c.releaseAll()
+		return nil
+	}
 	var left []<-chan struct{}
 	for _, mi := range m.informers {
 		left = append(left, mi.leave(namespace, m.sh.log)...)
 	}
-	stop := m.stops[namespace]
-	delete(m.stops, namespace)
-	var done <-chan struct{}
-	if m.ctx != nil {
-		done = m.ctx.Done()
+	done := m.ctx.Done()
+	released := make(chan struct{})
+	if m.leaving == nil {
+		m.leaving = map[string]chan struct{}{}
 	}
+	m.leaving[namespace] = released
 	m.running.Go(func() {
+		defer close(released)
 		for _, ch := range left {
 			select {
 			case <-ch:
@@ -178,6 +214,11 @@ func (m *multiNamespaceCache) removeNamespace(namespace string) error {
 			stop()
 		}
 		c.releaseAll()
+		m.mu.Lock()
+		if m.leaving[namespace] == released {
+			delete(m.leaving, namespace)
+		}
+		m.mu.Unlock()
 	})
 	m.mu.Unlock()
 	return nil
@@ -345,22 +386,28 @@ func (m *multiNamespaceCache) RemoveInformer(ctx context.Context, obj client.Obj
 }
 
 func (m *multiNamespaceCache) Start(ctx context.Context) error {
-	g, gctx := errgroup.WithContext(ctx)
-	if m.cluster != nil {
-		g.Go(func() error { return m.cluster.Start(gctx) })
-	}
 	m.mu.Lock()
 	if m.ctx != nil {
 		m.mu.Unlock()
 		return errors.New("informer already started") //nolint:staticcheck // controller-runtime's message
 	}
-	m.ctx = gctx
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m.ctx = runCtx
 	for name, c := range m.byNS {
 		m.startLocked(name, c)
 	}
 	m.mu.Unlock()
-	err := g.Wait()
-	<-ctx.Done()
+	var err error
+	if m.cluster != nil {
+		err = m.cluster.Start(runCtx)
+	} else {
+		<-runCtx.Done()
+	}
+	cancel() // the cluster cache failed, or ctx ended: every namespace stops
+	m.mu.Lock()
+	m.stopped = true
+	m.mu.Unlock()
 	m.running.Wait()
 	return ignoreCanceled(err)
 }
@@ -567,9 +614,27 @@ func (i *multiInformer) leave(namespace string, log *slog.Logger) []<-chan struc
 			_ = inf.RemoveEventHandler(reg)
 			continue
 		}
+		r.leavingOn(inf, reg, ch)
 		left = append(left, ch)
 	}
 	return left
+}
+
+// drop takes namespace's informer out without telling the handlers (the
+// cache does not run: they were given nothing).
+func (i *multiInformer) drop(namespace string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	inf, ok := i.infs[namespace]
+	if !ok {
+		return
+	}
+	delete(i.infs, namespace)
+	for _, r := range i.regs {
+		if reg := r.take(namespace); reg != nil {
+			_ = inf.RemoveEventHandler(reg)
+		}
+	}
 }
 
 // leaveHandler is clientgo.Leave through a namespace cache's wrapper.
@@ -632,6 +697,9 @@ func (i *multiInformer) RemoveEventHandler(h toolscache.ResourceEventHandlerRegi
 				return err
 			}
 		}
+	}
+	for _, l := range r.takeLeaving() {
+		_ = l.inf.RemoveEventHandler(l.reg) // ends its leave: no call after this returns
 	}
 	return nil
 }
@@ -704,16 +772,49 @@ func allDone(chs []<-chan struct{}, done chan struct{}) {
 type multiRegistration struct {
 	// add registers the handler on an informer (of a namespace joining).
 	add  func(cache.Informer) (toolscache.ResourceEventHandlerRegistration, error)
-	mu   sync.Mutex // guards regs
+	mu   sync.Mutex // guards regs and leaving
 	regs map[string]toolscache.ResourceEventHandlerRegistration
-	once sync.Once
-	done chan struct{}
+	// leaving are its registrations on informers of namespaces that left,
+	// until their leave has been handled: RemoveEventHandler ends them.
+	leaving []leavingReg
+	once    sync.Once
+	done    chan struct{}
 }
 
 func (r *multiRegistration) set(namespace string, reg toolscache.ResourceEventHandlerRegistration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.regs[namespace] = reg
+}
+
+// leavingReg is a registration handling a leave, until done is closed.
+type leavingReg struct {
+	inf  cache.Informer
+	reg  toolscache.ResourceEventHandlerRegistration
+	done <-chan struct{}
+}
+
+// leavingOn records a leave under way, forgetting those handled.
+func (r *multiRegistration) leavingOn(inf cache.Informer, reg toolscache.ResourceEventHandlerRegistration, done <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.leaving = slices.DeleteFunc(r.leaving, func(l leavingReg) bool {
+		select {
+		case <-l.done:
+			return true
+		default:
+			return false
+		}
+	})
+	r.leaving = append(r.leaving, leavingReg{inf, reg, done})
+}
+
+func (r *multiRegistration) takeLeaving() []leavingReg {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.leaving
+	r.leaving = nil
+	return l
 }
 
 // take removes and returns namespace's registration (nil: none).

@@ -77,12 +77,21 @@ func (s *namespaceSet) select_(namespace string, in bool) {
 func (s *namespaceSet) applyLocked(ctx context.Context, namespace string) error {
 	in := s.named[namespace] || s.selected[namespace]
 	changed := false
+	var done []*multiNamespaceCache // changed, to undo on an error
 	for _, m := range s.caches {
 		added, removed, err := m.setNamespace(ctx, namespace, in)
 		if err != nil {
+			for _, d := range done {
+				if _, _, uerr := d.setNamespace(ctx, namespace, !in); uerr != nil {
+					s.sh.log.Error("kinformer: undoing a namespace change failed", "namespace", namespace, "error", uerr.Error())
+				}
+			}
 			return err
 		}
-		changed = changed || added || removed
+		if added || removed {
+			done = append(done, m)
+			changed = true
+		}
 	}
 	if changed && in {
 		s.sh.log.Info("kinformer: a namespace joined the cache", "namespace", namespace)

@@ -183,6 +183,33 @@ func TestNamespacesChangeWhileTheCacheRuns(t *testing.T) {
 		t.Fatalf("a namespace that left was told as a real deletion:\n%s", log.String())
 	}
 
+	// Removed and added back at once: its objects' OnDelete come before
+	// their OnAdd, never after.
+	if err := kcr.RemoveNamespace(c, nsD); err != nil {
+		t.Fatal(err)
+	}
+	if err := kcr.AddNamespace(ctx, c, nsD); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "OnAdd of "+nsD+"/cm again", func() bool {
+		n := 0
+		for _, l := range strings.Split(log.String(), "\n") {
+			if l == "add "+nsD+"/cm" {
+				n++
+			}
+		}
+		return n == 2
+	})
+	var seq []string
+	for _, l := range strings.Split(log.String(), "\n") {
+		if strings.HasSuffix(l, " "+nsD+"/cm") {
+			seq = append(seq, l)
+		}
+	}
+	if want := []string{"add " + nsD + "/cm", "delete? " + nsD + "/cm", "add " + nsD + "/cm"}; !slices.Equal(seq, want) {
+		t.Fatalf("events of %s/cm: %v, want %v", nsD, seq, want)
+	}
+
 	// A cache of every namespace cannot change them.
 	all, err := kcr.NewCache(cfg, cache.Options{})
 	if err != nil {
@@ -242,5 +269,41 @@ func TestForbiddenKindFailsAtOnce(t *testing.T) {
 	}
 	if !logs.has("WaitForCacheSync gave up before this kind synced") || !logs.has("kind=Secret") || !logs.has("forbidden") {
 		t.Fatalf("the log does not name the kind that did not sync and why:\n%s", strings.Join(*logs.lines, "\n"))
+	}
+}
+
+// A kind of ByObject with namespaces of its own (a multi-namespace cache
+// without a cache of cluster-scoped kinds) runs until the cache stops:
+// its informer takes handlers after the start, and serves what is created
+// then. (The namespaces' runs once ended as soon as they began.)
+func TestByObjectNamespacesRunUntilStopped(t *testing.T) {
+	cfg, cs, ns := setup(t)
+	c, err := kcr.NewCache(cfg, cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{ns: {}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	inf, err := c.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCache(t, c)
+	time.Sleep(200 * time.Millisecond)
+	if inf.IsStopped() {
+		t.Fatal("the informer is stopped right after the start")
+	}
+	var log handlerLog
+	if _, err := inf.AddEventHandler(log.handler()); err != nil {
+		t.Fatalf("AddEventHandler after the start: %v", err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "OnAdd of "+ns+"/x", func() bool { return log.has("add " + ns + "/x") })
+	var got corev1.ConfigMap
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "x"}, &got); err != nil {
+		t.Fatalf("Get: %v", err)
 	}
 }

@@ -102,7 +102,7 @@ func TestForbiddenSaidOnceThenAllowed(t *testing.T) {
 	if _, ok := inf.Cache().GetNamespaced(ns, "cm"); !ok {
 		t.Fatal("synced without the ConfigMap")
 	}
-	eventually(t, 10*time.Second, "the recovery logged", func() bool { return log.count(slog.LevelInfo, "allowed again") == 1 })
+	eventually(t, 10*time.Second, "the recovery logged", func() bool { return log.count(slog.LevelInfo, "recovered") == 1 })
 	if err, _ := inf.LastError(); err != nil {
 		t.Fatalf("LastError after the grant = %v", err)
 	}
