@@ -118,8 +118,9 @@ func (c *countTo) inc() {
 }
 
 // crManager makes the contender's manager: metrics and health probes off,
-// no leader election; the cache crNewCache names.
-func crManager(kind string, cfg *rest.Config) (ctrl.Manager, error) {
+// no leader election; the cache crNewCache names; then the changes of
+// more, in order.
+func crManager(kind string, cfg *rest.Config, more ...func(*ctrl.Options)) (ctrl.Manager, error) {
 	newCache, ok := crNewCache[kind]
 	if !ok {
 		return nil, fmt.Errorf("unknown controller-runtime contender %q", kind)
@@ -135,6 +136,9 @@ func crManager(kind string, cfg *rest.Config) (ctrl.Manager, error) {
 		opts.Cache.NewInformer = clientgo.NewSharedIndexInformer
 	case kCRStrip:
 		opts.Cache.DefaultTransform = cache.TransformStripManagedFields()
+	}
+	for _, f := range more {
+		f(&opts)
 	}
 	return ctrl.NewManager(cfg, opts)
 }

@@ -11,6 +11,7 @@
 //	cd tools/bench && go run . shard        # 1, 2, 4 sharded replicas, server- and client-side filtering; join and death
 //	cd tools/bench && go run . cr           # controller-runtime managers over either cache; client-go SharedIndexInformers of both libraries
 //	cd tools/bench && go run . compact      # Options.Compact (issue 22): 20,000 and 50,000 Pods, reads, custom resources, warm restarts
+//	cd tools/bench && go run . scale        # 100,000 Secrets and 20,000 Services through a controller-runtime manager: its cache against kcr
 //	cd tools/bench && go run . -h           # the scenarios; go run . SCENARIO -h for a scenario's flags
 //
 // It is its own Go module so that `go test ./...` at the repository root
@@ -91,6 +92,9 @@ func scenarios() []scenario {
 		{name: "project", help: "Options.Fields (issue 30): 3,000 and 20,000 Pods projected to five fields, against client-go and client-go with an allowlist Transform (about 10 minutes)",
 			section: [2]string{projectBegin, projectEnd}, localapi: true, dataDirHelp: "localapi data dir (default: a new temporary one)",
 			flags: projectFlags},
+		{name: "scale", help: "at scale: 100,000 Secrets and 20,000 Services synced and handled by a controller-runtime manager, its own cache against kcr (about 35 minutes, 15-20 of them creating the objects)",
+			section: [2]string{scaleBegin, scaleEnd}, localapi: true, dataDirHelp: "localapi data dir (default: a new temporary one); reuse one to skip creating the Secrets and Services",
+			flags: scaleFlags, child: "scale-contender", childMain: scaleContenderMain},
 	}
 }
 

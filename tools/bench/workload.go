@@ -288,6 +288,11 @@ func createWorkload(ctx context.Context, cs kubernetes.Interface, nCM, nPods int
 // counting AlreadyExists as done and retrying other errors (retried), and
 // logs the progress as what.
 func createObjects(what string, n int, fn func(i int) error) error {
+	return createObjectsWith(what, n, 48, fn)
+}
+
+// createObjectsWith is createObjects with writers concurrent writers.
+func createObjectsWith(what string, n, writers int, fn func(i int) error) error {
 	start := time.Now()
 	var done atomic.Int64
 	stop := make(chan struct{})
@@ -303,7 +308,7 @@ func createObjects(what string, n int, fn func(i int) error) error {
 			}
 		}
 	}()
-	err := parallel(n, 48, func(i int) error {
+	err := parallel(n, writers, func(i int) error {
 		err := retried(func() error { return fn(i) })
 		done.Add(1)
 		return err
