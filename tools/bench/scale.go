@@ -12,6 +12,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -43,6 +45,7 @@ type scaleConfig struct {
 	*bench
 	secrets, services, writers int
 	contenders                 []string
+	profileDir                 string
 	createSeconds              float64 // creating the workload in this run (0: it was there)
 }
 
@@ -52,6 +55,7 @@ func scaleFlags(fs *flag.FlagSet) func(*bench) error {
 	fs.IntVar(&c.services, "services", 20000, "Services in the workload (headless, one port), in "+serviceNamespace)
 	fs.IntVar(&c.writers, "writers", 32, "concurrent writers creating the workload")
 	contenders := fs.String("contenders", strings.Join([]string{kCR, kCRKCR, kCRKCRDrop}, ","), "controller-runtime contenders, comma-separated; ratios are to the first")
+	fs.StringVar(&c.profileDir, "profile", "", "if set, also write a CPU profile (start to handled) and a heap profile (at handled: inuse_space) of one extra run of each contender here")
 	return func(b *bench) error {
 		c.bench = b
 		c.contenders = strings.Split(*contenders, ",")
@@ -230,17 +234,34 @@ func scale(c scaleConfig) error {
 				res.PeakHeapMB, res.HeapAfterMB, res.PeakRSSMB, res.SecretReconciles, res.ServiceReconciles, res.Errors)
 		}
 	}
+	if c.profileDir != "" {
+		if err := os.MkdirAll(c.profileDir, 0o755); err != nil {
+			return err
+		}
+		for _, kind := range c.contenders {
+			for _, p := range []string{"cpu", "mem"} {
+				file := filepath.Join(c.profileDir, fmt.Sprintf("scale-%s.%s.pprof", strings.ReplaceAll(kind, "+", "-"), p))
+				if _, err := runScaleContender(ctx, srv.Kubeconfig, kind, 0, c, "-"+p+"profile", file); err != nil {
+					return err
+				}
+				logf("wrote %s", file)
+			}
+		}
+	}
+	if c.rounds == 0 {
+		return nil
+	}
 	m.LoadEnd = loadavg()
 	return c.section(scaleReport(m, c, rs))
 }
 
 // runScaleContender runs one contender in its own process and checks what
 // its cache held.
-func runScaleContender(ctx context.Context, kubeconfig, kind string, round int, c scaleConfig) (scaleResult, error) {
+func runScaleContender(ctx context.Context, kubeconfig, kind string, round int, c scaleConfig, extra ...string) (scaleResult, error) {
 	args := []string{"scale-contender", "-kind", kind, "-kubeconfig", kubeconfig, "-round", fmt.Sprint(round),
 		"-secrets", fmt.Sprint(c.secrets), "-services", fmt.Sprint(c.services),
 		"-exec-ns", fmt.Sprint(time.Now().UnixNano())}
-	res, _, err := runChild[scaleResult](ctx, kind, nil, args...)
+	res, _, err := runChild[scaleResult](ctx, kind, nil, append(args, extra...)...)
 	if err != nil {
 		return res, err
 	}

@@ -10,6 +10,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,7 +97,19 @@ func scaleContenderMain(args []string) error {
 	execNs := fs.Int64("exec-ns", 0, "when the parent started this process (UnixNano; 0: main's start)")
 	nSecrets := fs.Int("secrets", 0, "Secrets of the workload (in "+secretNamespace+")")
 	nServices := fs.Int("services", 0, "Services of the workload (in "+serviceNamespace+")")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile, process start to handled, to this file")
+	memProfile := fs.String("memprofile", "", "write a heap profile once handled to this file (inuse_space: what is live then; alloc_space: since the start)")
 	fs.Parse(args)
+	if *memProfile != "" {
+		runtime.MemProfileRate = 4096
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		pprof.StartCPUProfile(f)
+	}
 	start := t0
 	if *execNs != 0 {
 		start = time.Unix(0, *execNs)
@@ -188,6 +203,18 @@ func scaleContenderMain(args []string) error {
 		}
 	}
 	res.HandledSeconds, res.HandledCPUSeconds = since(), cpuSeconds()
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	if *memProfile != "" {
+		runtime.GC() // inuse_space is as of the last GC
+		f, err := os.Create(*memProfile)
+		if err != nil {
+			return err
+		}
+		pprof.Lookup("heap").WriteTo(f, 0)
+		f.Close()
+	}
 	res.PeakRSSMB = vmHWM()
 	res.SecretReconciles, res.ServiceReconciles = secretN.Load(), serviceN.Load()
 	smp.sample()
