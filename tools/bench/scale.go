@@ -30,6 +30,9 @@ const (
 	secretNamespace  = "bench-secrets"
 	serviceNamespace = "bench-services"
 	scaleLabel       = "bench-scale"
+	// scaleCreatedFile, in the data dir, says how long creating the
+	// workload took, for the report of a later run on it.
+	scaleCreatedFile = "scale-created.txt"
 
 	// crDeadline is controller-runtime's default CacheSyncTimeout: a
 	// controller whose sources (the informer, and since v0.23 its
@@ -47,6 +50,7 @@ type scaleConfig struct {
 	contenders                 []string
 	profileDir                 string
 	createSeconds              float64 // creating the workload in this run (0: it was there)
+	createdBefore              string  // what the run that created it recorded in the data dir (scaleCreatedFile)
 }
 
 func scaleFlags(fs *flag.FlagSet) func(*bench) error {
@@ -215,9 +219,14 @@ func scale(c scaleConfig) error {
 	if c.createSeconds, err = ensureScaleWorkload(ctx, cs, c); err != nil {
 		return fmt.Errorf("workload: %w", err)
 	}
+	created := filepath.Join(c.dataDir, scaleCreatedFile)
 	if c.createSeconds > 0 {
-		logf("workload: %d Secrets and %d Services created in %.0fs (%.0f objects/s)", c.secrets, c.services, c.createSeconds,
-			float64(c.secrets+c.services)/c.createSeconds)
+		msg := fmt.Sprintf("%d objects in %.0f s (%.0f objects/s, %d writers, %s)", c.secrets+c.services, c.createSeconds,
+			float64(c.secrets+c.services)/c.createSeconds, c.writers, time.Now().UTC().Format("2006-01-02"))
+		logf("workload: %s", msg)
+		os.WriteFile(created, []byte(msg+"\n"), 0o644)
+	} else if b, err := os.ReadFile(created); err == nil {
+		c.createdBefore = strings.TrimSpace(string(b))
 	}
 
 	var rs []scaleResult

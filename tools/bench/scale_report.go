@@ -16,8 +16,10 @@ type scaleMetric struct {
 var scaleMetrics = []scaleMetric{
 	{"time to caches synced, from exec (s)", "%.2f", func(r scaleResult) float64 { return r.SyncSeconds }, false},
 	{"time to synced and handled (every object reconciled once), from exec (s)", "%.2f", func(r scaleResult) float64 { return r.HandledSeconds }, true},
+	{"reconciling after synced (handled − synced) (s)", "%.2f", func(r scaleResult) float64 { return r.HandledSeconds - r.SyncSeconds }, false},
 	{"CPU to synced, user+sys (s)", "%.2f", func(r scaleResult) float64 { return r.SyncCPUSeconds }, false},
 	{"CPU to synced and handled, user+sys (s)", "%.2f", func(r scaleResult) float64 { return r.HandledCPUSeconds }, false},
+	{"CPU reconciling after synced, user+sys (s)", "%.2f", func(r scaleResult) float64 { return r.HandledCPUSeconds - r.SyncCPUSeconds }, false},
 	{"peak Go heap to handled (MB)", "%.1f", func(r scaleResult) float64 { return r.PeakHeapMB }, true},
 	{"peak RSS (VmHWM) at handled (MB)", "%.1f", func(r scaleResult) float64 { return r.PeakRSSMB }, true},
 	{"heap after GC, once handled (MB)", "%.1f", func(r scaleResult) float64 { return r.HeapAfterMB }, false},
@@ -60,9 +62,12 @@ func scaleReport(m machine, c scaleConfig, rs []scaleResult) string {
 	p("One controller-runtime v0.25.2 manager with two controllers over %d small Secrets (`%s`) and %d headless Services (`%s`), with controller-runtime's own cache and with kinformer's, against controller-runtime's default 2-minute deadline for a controller's caches to sync (since v0.23 it also waits for the handlers to have been given every initial object). Made on %s, %s, %s, %s, `%s`, %d cores **shared with other work** (load %s at the start, %s at the end), kinformer at revision `%s`, medians of %d round(s), by:\n\n    %s\n\n",
 		c.secrets, secretNamespace, c.services, serviceNamespace, m.Date, m.CPU, m.Mem, m.Kernel, m.GoVersion, m.NProc, m.LoadStart, m.LoadEnd, c.rev, c.rounds, cmd)
 	p("- **The workload**, created once per data dir (`-data-dir` to keep it) with %d concurrent writers: Secrets `secret-NNNNNN`, type Opaque, one data key `token` of 64 bytes, one label; Services `svc-NNNNN`, `clusterIP: None`, one port, a selector, one label; managedFields as the server writes them.", c.writers)
-	if c.createSeconds > 0 {
+	switch {
+	case c.createSeconds > 0:
 		p(" In this run: %d objects in %.0f s (%.0f objects/s).\n", c.secrets+c.services, c.createSeconds, float64(c.secrets+c.services)/c.createSeconds)
-	} else {
+	case c.createdBefore != "":
+		p(" This run found it in its data dir, created by an earlier one: %s.\n", c.createdBefore)
+	default:
 		p(" This run found it in its data dir.\n")
 	}
 	p("- **The manager**: `ctrl.NewManager(cfg, ctrl.Options{Metrics: server.Options{BindAddress: \"0\"}, HealthProbeBindAddress: \"0\", LeaderElection: false, NewCache: ...})`, a cluster-wide cache, the default client (reads from the cache, deep copies), protobuf on the wire, client QPS 1000. `Controller.CacheSyncTimeout` is raised to %v so that a contender past the 2-minute deadline is measured rather than failed; the table says who met it.\n", scaleTimeout)
