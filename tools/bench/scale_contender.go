@@ -10,9 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,6 +85,25 @@ func (f *firstSeen) see(name string) bool {
 	return true
 }
 
+// firstReconciles is a reconciler of one kind: a cached Get (a failure
+// counts as an error), every reconcile counted in n, and the first of each
+// object of the workload's namespace told to seen (an object it does not
+// know counts as an error).
+func firstReconciles[T client.Object](cl client.Client, newObj func() T, namespace string, seen *firstSeen, n, errN *atomic.Int64) reconcile.Func {
+	return func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		obj := newObj()
+		if err := cl.Get(ctx, req.NamespacedName, obj); err != nil {
+			errN.Add(1)
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		n.Add(1)
+		if obj.GetNamespace() == namespace && !seen.see(obj.GetName()) {
+			errN.Add(1)
+		}
+		return reconcile.Result{}, nil
+	}
+}
+
 func scaleContenderMain(args []string) error {
 	t0 := time.Now()
 	smp := startSampler(t0)
@@ -103,12 +120,9 @@ func scaleContenderMain(args []string) error {
 	if *memProfile != "" {
 		runtime.MemProfileRate = 4096
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		pprof.StartCPUProfile(f)
+	stopCPU, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
 	start := t0
 	if *execNs != 0 {
@@ -137,33 +151,11 @@ func scaleContenderMain(args []string) error {
 	cl := mgr.GetClient()
 
 	if err := ctrl.NewControllerManagedBy(mgr).For(&corev1.Secret{}).Named("bench-secrets").Complete(
-		reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-			var s corev1.Secret
-			if err := cl.Get(ctx, req.NamespacedName, &s); err != nil {
-				errN.Add(1)
-				return reconcile.Result{}, client.IgnoreNotFound(err)
-			}
-			secretN.Add(1)
-			if s.Namespace == secretNamespace && !secrets.see(s.Name) {
-				errN.Add(1)
-			}
-			return reconcile.Result{}, nil
-		})); err != nil {
+		firstReconciles(cl, func() *corev1.Secret { return &corev1.Secret{} }, secretNamespace, secrets, &secretN, &errN)); err != nil {
 		return err
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).For(&corev1.Service{}).Named("bench-services").Complete(
-		reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-			var s corev1.Service
-			if err := cl.Get(ctx, req.NamespacedName, &s); err != nil {
-				errN.Add(1)
-				return reconcile.Result{}, client.IgnoreNotFound(err)
-			}
-			serviceN.Add(1)
-			if s.Namespace == serviceNamespace && !services.see(s.Name) {
-				errN.Add(1)
-			}
-			return reconcile.Result{}, nil
-		})); err != nil {
+		firstReconciles(cl, func() *corev1.Service { return &corev1.Service{} }, serviceNamespace, services, &serviceN, &errN)); err != nil {
 		return err
 	}
 	var infs []cache.Informer
@@ -203,17 +195,12 @@ func scaleContenderMain(args []string) error {
 		}
 	}
 	res.HandledSeconds, res.HandledCPUSeconds = since(), cpuSeconds()
-	if *cpuProfile != "" {
-		pprof.StopCPUProfile()
-	}
+	stopCPU()
 	if *memProfile != "" {
 		runtime.GC() // inuse_space is as of the last GC
-		f, err := os.Create(*memProfile)
-		if err != nil {
+		if err := writeHeapProfile(*memProfile); err != nil {
 			return err
 		}
-		pprof.Lookup("heap").WriteTo(f, 0)
-		f.Close()
 	}
 	res.PeakRSSMB = vmHWM()
 	res.SecretReconciles, res.ServiceReconciles = secretN.Load(), serviceN.Load()
