@@ -56,12 +56,9 @@ func cr(c crConfig) error {
 	if c.updates < 0 || c.updates > c.configMaps {
 		c.updates = c.configMaps // a reconcile per write: no two writes to one object
 	}
-	for _, k := range c.contenders {
-		if _, ok := crNewCache[k]; !ok {
-			return fmt.Errorf("unknown controller-runtime contender %q", k)
-		}
+	if err := checkCRContenders(c.contenders); err != nil {
+		return err
 	}
-
 	if err := c.prepare(); err != nil {
 		return err
 	}
@@ -138,6 +135,16 @@ func cr(c crConfig) error {
 	}
 	m.LoadEnd = loadavg()
 	return c.section(crReport(m, c, crs, cgs, bursts))
+}
+
+// checkCRContenders fails on a name crNewCache does not know.
+func checkCRContenders(kinds []string) error {
+	for _, k := range kinds {
+		if _, ok := crNewCache[k]; !ok {
+			return fmt.Errorf("unknown controller-runtime contender %q", k)
+		}
+	}
+	return nil
 }
 
 // runCRContender runs one controller-runtime contender in its own process,

@@ -142,6 +142,22 @@ func (s *server) stop() {
 // creates the workload (configMaps ConfigMaps and pods Pods) unless the
 // data dir already holds it. The caller stops the server.
 func (b *bench) serveWorkload(configMaps, pods int) (*server, *kubernetes.Clientset, error) {
+	srv, cs, err := b.serve()
+	if err != nil {
+		return nil, nil, err
+	}
+	wstart := time.Now()
+	if err := createWorkload(context.Background(), cs, configMaps, pods); err != nil {
+		srv.stop()
+		return nil, nil, fmt.Errorf("workload: %w", err)
+	}
+	logf("workload ready in %.0fs", time.Since(wstart).Seconds())
+	return srv, cs, nil
+}
+
+// serve starts localapi on the data dir (see prepare), with a clientset
+// for the parent's own requests. The caller stops the server.
+func (b *bench) serve() (*server, *kubernetes.Clientset, error) {
 	if err := b.prepare(); err != nil {
 		return nil, nil, err
 	}
@@ -161,11 +177,5 @@ func (b *bench) serveWorkload(configMaps, pods int) (*server, *kubernetes.Client
 		srv.stop()
 		return nil, nil, err
 	}
-	wstart := time.Now()
-	if err := createWorkload(context.Background(), cs, configMaps, pods); err != nil {
-		srv.stop()
-		return nil, nil, fmt.Errorf("workload: %w", err)
-	}
-	logf("workload ready in %.0fs", time.Since(wstart).Seconds())
 	return srv, cs, nil
 }

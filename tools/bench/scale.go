@@ -191,30 +191,15 @@ func ensureScaleWorkload(ctx context.Context, cs kubernetes.Interface, c scaleCo
 }
 
 func scale(c scaleConfig) error {
-	for _, k := range c.contenders {
-		if _, ok := crNewCache[k]; !ok {
-			return fmt.Errorf("unknown controller-runtime contender %q", k)
-		}
-	}
-	if err := c.prepare(); err != nil {
+	if err := checkCRContenders(c.contenders); err != nil {
 		return err
 	}
 	m := describeMachine()
-	logf("starting localapi on %s", c.dataDir)
-	srv, err := startServer(c.bin, c.dataDir, c.verbose)
+	srv, cs, err := c.serve()
 	if err != nil {
 		return err
 	}
 	defer srv.stop()
-	logf("localapi ready: %s", srv.Server)
-	cfg, err := restConfig(srv.Kubeconfig, 5000)
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
 	ctx := context.Background()
 	if c.createSeconds, err = ensureScaleWorkload(ctx, cs, c); err != nil {
 		return fmt.Errorf("workload: %w", err)
