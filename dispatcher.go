@@ -158,6 +158,7 @@ func (d *dispatcher[T]) leave(reg *Registration, c *Cache[T], rv func() string, 
 	}
 	l.leaveMark = l.pushed
 	l.onLeft = func() { d.remove(reg) }
+	l.leavingNow.Store(true)
 	l.left = append(l.left, left)
 	l.mu.Unlock()
 	d.mu.Unlock()

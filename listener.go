@@ -67,10 +67,13 @@ type listener[T Object] struct {
 	// given no new events (dispatcher.leave). Once delivered reaches
 	// leaveMark, onLeft (set and taken under mu) removes it; its removal
 	// calls each of left (also set and taken under mu).
-	leaving   bool
-	leaveMark int64
-	onLeft    func()
-	left      []func()
+	leaving bool
+	// leavingNow is set, under mu, with onLeft: checkLeft's lock-free
+	// test, made after each event.
+	leavingNow atomic.Bool
+	leaveMark  int64
+	onLeft     func()
+	left       []func()
 	// syncedCh is closed once synced() (Registration.Synced);
 	// syncClosed says it is, so that the check costs one load after.
 	syncedCh   chan struct{}
@@ -261,6 +264,9 @@ outer:
 // checkLeft removes a leaving listener once it has handled every event
 // queued before it began to leave (dispatcher.leave).
 func (l *listener[T]) checkLeft() {
+	if !l.leavingNow.Load() {
+		return // the common case, after every event: no lock
+	}
 	l.mu.Lock()
 	fin := l.onLeft
 	if fin == nil || l.delivered.Load() < l.leaveMark {
