@@ -31,6 +31,43 @@ func cpuSeconds() float64 {
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
+// processCPUSeconds returns the user+sys CPU seconds of process pid and
+// of its live children (from /proc; 0 where it cannot read them).
+func processCPUSeconds(pid int) float64 {
+	ticks := func(stat string) (ppid int, t float64) {
+		// After the command's ")": state ppid ... utime(14) stime(15).
+		i := strings.LastIndexByte(stat, ')')
+		if i < 0 {
+			return 0, 0
+		}
+		f := strings.Fields(stat[i+1:])
+		if len(f) < 13 {
+			return 0, 0
+		}
+		ppid, _ = strconv.Atoi(f[1])
+		u, _ := strconv.ParseFloat(f[11], 64)
+		s, _ := strconv.ParseFloat(f[12], 64)
+		return ppid, u + s
+	}
+	const hz = 100 // USER_HZ on Linux
+	total := 0.0
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		n, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if ppid, t := ticks(string(b)); n == pid || ppid == pid {
+			total += t
+		}
+	}
+	return total / hz
+}
+
 // vmHWM returns the process's peak RSS (VmHWM) in MB.
 func vmHWM() float64 {
 	b, err := os.ReadFile("/proc/self/status")

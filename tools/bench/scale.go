@@ -218,14 +218,16 @@ func scale(c scaleConfig) error {
 	for r := 1; r <= c.rounds; r++ {
 		for _, kind := range rotate(c.contenders, r-1) {
 			time.Sleep(2 * time.Second) // let the server settle
+			cpu0 := processCPUSeconds(srv.cmd.Process.Pid)
 			res, err := runScaleContender(ctx, srv.Kubeconfig, kind, r, c)
 			if err != nil {
 				return fmt.Errorf("%s round %d: %w", kind, r, err)
 			}
+			res.ServerCPUSeconds = processCPUSeconds(srv.cmd.Process.Pid) - cpu0
 			rs = append(rs, res)
-			logf("%-12s round %d: synced %.3fs handled %.3fs (main %.3fs) cpu %.3fs/%.3fs peak heap %.1fMB heap after %.1fMB rss %.1fMB; reconciles %d secrets %d services, %d errors",
-				kind, r, res.SyncSeconds, res.HandledSeconds, res.MainSeconds, res.SyncCPUSeconds, res.HandledCPUSeconds,
-				res.PeakHeapMB, res.HeapAfterMB, res.PeakRSSMB, res.SecretReconciles, res.ServiceReconciles, res.Errors)
+			logf("%-12s round %d: synced %.3fs started %.3fs reconciled %.3fs (main %.3fs) cpu %.3fs/%.3fs/%.3fs server cpu %.3fs peak heap %.1fMB/%.1fMB heap after %.1fMB rss %.1fMB; reconciles %d secrets %d services, %d errors",
+				kind, r, res.SyncSeconds, res.StartedSeconds, res.ReconciledSeconds, res.MainSeconds, res.SyncCPUSeconds, res.StartedCPUSeconds, res.ReconciledCPUSeconds,
+				res.ServerCPUSeconds, res.PeakHeapStartedMB, res.PeakHeapMB, res.HeapAfterMB, res.PeakRSSMB, res.SecretReconciles, res.ServiceReconciles, res.Errors)
 		}
 	}
 	if c.profileDir != "" {

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,15 +33,24 @@ type scaleResult struct {
 	Contender string `json:"contender"`
 	Round     int    `json:"round"`
 
-	MainSeconds    float64 `json:"mainSeconds"`    // exec -> main
-	SyncSeconds    float64 `json:"syncSeconds"`    // exec -> both informers HasSynced (polled every 1 ms) and WaitForCacheSync true
-	HandledSeconds float64 `json:"handledSeconds"` // exec -> every object of the workload reconciled once
+	MainSeconds float64 `json:"mainSeconds"` // exec -> main
+	SyncSeconds float64 `json:"syncSeconds"` // exec -> both informers HasSynced (polled every 1 ms) and WaitForCacheSync true
+	// StartedSeconds is exec -> both controllers' first reconcile: a
+	// controller starts its workers once its sources are synced and (since
+	// controller-runtime v0.23) their handlers were given every initial
+	// object, the wait its CacheSyncTimeout (2 minutes) bounds: synced and
+	// handled.
+	StartedSeconds    float64 `json:"startedSeconds"`
+	ReconciledSeconds float64 `json:"reconciledSeconds"` // exec -> every object of the workload reconciled once
 
-	SyncCPUSeconds    float64 `json:"syncCPUSeconds"`
-	HandledCPUSeconds float64 `json:"handledCPUSeconds"`
-	PeakHeapMB        float64 `json:"peakHeapMB"`  // highest heap sample (every 2 ms) up to handled
-	HeapAfterMB       float64 `json:"heapAfterMB"` // once handled, runtime.GC() twice
-	PeakRSSMB         float64 `json:"peakRSSMB"`   // VmHWM once handled
+	SyncCPUSeconds       float64 `json:"syncCPUSeconds"`
+	StartedCPUSeconds    float64 `json:"startedCPUSeconds"` // at the later controller's first reconcile
+	ReconciledCPUSeconds float64 `json:"reconciledCPUSeconds"`
+	PeakHeapStartedMB    float64 `json:"peakHeapStartedMB"` // highest heap sample (every 2 ms) up to started
+	PeakHeapMB           float64 `json:"peakHeapMB"`        // highest heap sample up to reconciled
+	HeapAfterMB          float64 `json:"heapAfterMB"`       // once reconciled, runtime.GC() twice
+	PeakRSSMB            float64 `json:"peakRSSMB"`         // VmHWM once reconciled
+	ServerCPUSeconds     float64 `json:"serverCPUSeconds"`  // the API server's user+sys over the whole run (set by the parent)
 
 	SecretReconciles  int64 `json:"secretReconciles"` // up to handled, every namespace
 	ServiceReconciles int64 `json:"serviceReconciles"`
@@ -85,12 +95,30 @@ func (f *firstSeen) see(name string) bool {
 	return true
 }
 
+// started is when a controller first reconciled: its workers started.
+type started struct {
+	once sync.Once
+	at   time.Time
+	cpu  float64
+	done chan struct{}
+}
+
+func newStarted() *started { return &started{done: make(chan struct{})} }
+
+func (s *started) mark() {
+	s.once.Do(func() {
+		s.at, s.cpu = time.Now(), cpuSeconds()
+		close(s.done)
+	})
+}
+
 // firstReconciles is a reconciler of one kind: a cached Get (a failure
-// counts as an error), every reconcile counted in n, and the first of each
-// object of the workload's namespace told to seen (an object it does not
-// know counts as an error).
-func firstReconciles[T client.Object](cl client.Client, newObj func() T, namespace string, seen *firstSeen, n, errN *atomic.Int64) reconcile.Func {
+// counts as an error), every reconcile counted in n, the first reconcile
+// marked in st, and the first of each object of the workload's namespace
+// told to seen (an object it does not know counts as an error).
+func firstReconciles[T client.Object](cl client.Client, newObj func() T, namespace string, st *started, seen *firstSeen, n, errN *atomic.Int64) reconcile.Func {
 	return func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		st.mark()
 		obj := newObj()
 		if err := cl.Get(ctx, req.NamespacedName, obj); err != nil {
 			errN.Add(1)
@@ -147,15 +175,16 @@ func scaleContenderMain(args []string) error {
 		return err
 	}
 	secrets, services := newFirstSeen("secret-", *nSecrets), newFirstSeen("svc-", *nServices)
+	secretsStarted, servicesStarted := newStarted(), newStarted()
 	var secretN, serviceN, errN atomic.Int64
 	cl := mgr.GetClient()
 
 	if err := ctrl.NewControllerManagedBy(mgr).For(&corev1.Secret{}).Named("bench-secrets").Complete(
-		firstReconciles(cl, func() *corev1.Secret { return &corev1.Secret{} }, secretNamespace, secrets, &secretN, &errN)); err != nil {
+		firstReconciles(cl, func() *corev1.Secret { return &corev1.Secret{} }, secretNamespace, secretsStarted, secrets, &secretN, &errN)); err != nil {
 		return err
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).For(&corev1.Service{}).Named("bench-services").Complete(
-		firstReconciles(cl, func() *corev1.Service { return &corev1.Service{} }, serviceNamespace, services, &serviceN, &errN)); err != nil {
+		firstReconciles(cl, func() *corev1.Service { return &corev1.Service{} }, serviceNamespace, servicesStarted, services, &serviceN, &errN)); err != nil {
 		return err
 	}
 	var infs []cache.Informer
@@ -194,8 +223,15 @@ func scaleContenderMain(args []string) error {
 				secrets.n.Load(), *nSecrets, services.n.Load(), *nServices, scaleTimeout)
 		}
 	}
-	res.HandledSeconds, res.HandledCPUSeconds = since(), cpuSeconds()
+	res.ReconciledSeconds, res.ReconciledCPUSeconds = since(), cpuSeconds()
 	stopCPU()
+	<-secretsStarted.done // both closed: every object was reconciled
+	<-servicesStarted.done
+	last := secretsStarted
+	if servicesStarted.at.After(last.at) {
+		last = servicesStarted
+	}
+	res.StartedSeconds, res.StartedCPUSeconds = last.at.Sub(start).Seconds(), last.cpu
 	if *memProfile != "" {
 		runtime.GC() // inuse_space is as of the last GC
 		if err := writeHeapProfile(*memProfile); err != nil {
@@ -206,6 +242,7 @@ func scaleContenderMain(args []string) error {
 	res.SecretReconciles, res.ServiceReconciles = secretN.Load(), serviceN.Load()
 	smp.sample()
 	res.PeakHeapMB = smp.peakUntil(float64(time.Since(t0).Microseconds()) / 1000)
+	res.PeakHeapStartedMB = smp.peakUntil(float64(last.at.Sub(t0).Microseconds()) / 1000)
 	smp.finish()
 	res.HeapAfterMB = gcHeapMB()
 	if _, err := childSynced(); err != nil {
