@@ -33,6 +33,13 @@ type FactoryOptions struct {
 	// (one Metrics, see NewMetrics). Default: no metrics.
 	Registerer prometheus.Registerer
 
+	// Metrics, if set, receives the metrics of every informer of the
+	// factory instead of a Metrics of its own on Registerer (which is then
+	// unused): for a program whose registry already has one, for its own
+	// informers or another factory's. Informers of the same resource add
+	// up (see Metrics). Default: none.
+	Metrics *Metrics
+
 	// Logger is the informers' logger, for those whose Options leave it
 	// nil. Default: as Options.Logger's.
 	Logger *slog.Logger
@@ -92,15 +99,16 @@ type Factory struct {
 	scheme  *runtime.Scheme // FactoryOptions.Scheme; nil: client-go's
 	log     *slog.Logger
 	reg     prometheus.Registerer
-	state   string  // FactoryOptions.StateDir
-	shard   Sharder // FactoryOptions.Sharding
-	compact bool    // FactoryOptions.Compact
+	given   *Metrics // FactoryOptions.Metrics
+	state   string   // FactoryOptions.StateDir
+	shard   Sharder  // FactoryOptions.Sharding
+	compact bool     // FactoryOptions.Compact
 
 	// Set up on first use, because NewFactory returns no error.
 	setupOnce sync.Once
 	setupErr  error
 	api       *apiclient.Clients
-	metrics   *Metrics // nil without a Registerer
+	metrics   *Metrics // FactoryOptions.Metrics, or one on Registerer; nil for none
 
 	mu      sync.Mutex // guards entries, retired, started and stopped
 	entries map[factoryKey]*factoryEntry
@@ -141,7 +149,7 @@ func NewFactory(cfg *rest.Config, opts *FactoryOptions) *Factory {
 	if opts != nil {
 		o = *opts
 	}
-	return &Factory{cfg: cfg, http: o.HTTPClient, scheme: o.Scheme, log: o.Logger, reg: o.Registerer, state: o.StateDir, shard: o.Sharding,
+	return &Factory{cfg: cfg, http: o.HTTPClient, scheme: o.Scheme, log: o.Logger, reg: o.Registerer, given: o.Metrics, state: o.StateDir, shard: o.Sharding,
 		compact: o.Compact, entries: map[factoryKey]*factoryEntry{}}
 }
 
@@ -161,7 +169,10 @@ func (f *Factory) setup() error {
 			f.setupErr = fmt.Errorf("kinformer: NewFactory: %w", err)
 			return
 		}
-		if f.reg != nil {
+		switch {
+		case f.given != nil:
+			f.metrics = f.given
+		case f.reg != nil:
 			if f.metrics, err = NewMetrics(f.reg); err != nil {
 				f.setupErr = err
 				return

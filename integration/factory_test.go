@@ -526,6 +526,26 @@ func testFactoryMetrics(t *testing.T) {
 	if _, err := kinformer.Shared[*corev1.ConfigMap](other, ns, variant[*corev1.ConfigMap](nil)); err == nil || !strings.Contains(err.Error(), "metrics") {
 		t.Fatalf("a second factory on the same Registerer: %v, want an error about its metrics", err)
 	}
+
+	// Two factories given one Metrics (FactoryOptions.Metrics): their
+	// informers of a resource add up on its registry.
+	reg = prometheus.NewRegistry()
+	m, err := kinformer.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns2 := testenv.NewNamespace(t, srv.Config())
+	mustCreate(t, c, configMap(ns2, "cm-0", nil, "x"))
+	for _, n := range []string{ns, ns2} {
+		g := kinformer.NewFactory(srv.Config(), &kinformer.FactoryOptions{Metrics: m, Registerer: prometheus.NewRegistry()})
+		t.Cleanup(g.Stop)
+		sharedConfigMaps(t, g, n, nil)
+		g.Start()
+		waitForSync(t, g)
+	}
+	if v, ok := gauge("kinformer_objects"); !ok || v != 4 {
+		t.Fatalf("kinformer_objects{resource=configmaps} of two factories sharing a Metrics = %v (found %v), want 3+1", v, ok)
+	}
 }
 
 // Stop joins every goroutine the factory started: none is left after it

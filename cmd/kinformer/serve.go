@@ -36,7 +36,9 @@ namespaces whose labels match SELECTOR, one watch per namespace, and
 follows the Namespace objects as watch does: a namespace labelled later
 joins (its objects' events have cause "join"), one unlabelled or deleted
 leaves (DELETED, cause "leave"). Cluster-scoped RESOURCEs are served whole.
-Their informers' metrics are not on /metrics. Not with --shard-group.
+On /metrics the informers of a RESOURCE add up under its name (and the
+watch of the Namespace objects counts under "namespaces"). Not with
+--shard-group.
 
 It listens on 127.0.0.1:8080 unless told otherwise, and warns on stderr
 when bound to an address other hosts can reach: there is no
@@ -265,10 +267,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		}
 		if f.nsSelector != "" && res.namespaced {
 			// One informer per namespace the selector chooses, from one
-			// factory (its own metrics: none on /metrics), sharing the
-			// watch of the Namespace objects.
+			// factory whose informers count in the served metrics,
+			// sharing the watch of the Namespace objects.
 			if viewFactory == nil {
-				viewFactory = kinformer.NewFactory(cfg, &kinformer.FactoryOptions{Logger: logger, StateDir: f.stateDir, Compact: f.compact})
+				viewFactory = kinformer.NewFactory(cfg, &kinformer.FactoryOptions{Logger: logger, StateDir: f.stateDir, Compact: f.compact, Metrics: s.metrics})
 			}
 			v, err := kinformer.DynamicView(viewFactory, res.gvr, kinformer.Namespaces{Selector: f.nsSelector},
 				&kinformer.Options[*unstructured.Unstructured]{LabelSelector: f.cluster.selector, FieldSelector: f.cluster.fieldSelector,

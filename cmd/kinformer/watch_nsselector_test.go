@@ -116,6 +116,11 @@ func TestServeNamespaceSelector(t *testing.T) {
 	if got := held(); len(got) != 1 || got[0] != nsA+"/a1" {
 		t.Fatalf("/objects: %v, want only %s/a1", got, nsA)
 	}
+	// The namespaces' informers count in the served metrics.
+	if _, metrics := get(t, base+"metrics"); !strings.Contains(metrics, `kinformer_synced{resource="configmaps"} 1`) ||
+		!strings.Contains(metrics, `kinformer_events_total{resource="configmaps",type="ADDED"}`) {
+		t.Errorf("/metrics has no synced configmaps informer with events:\n%s", metrics)
+	}
 	var nsl listResponse
 	getJSON(t, base+"objects?resource=namespaces", 200, &nsl)
 	if nsl.Count < 2 {
