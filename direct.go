@@ -58,9 +58,10 @@ type eventReader interface {
 type directWatcher struct {
 	client    rest.Interface
 	namespace string
-	resource  string   // the resource's plural name, found on first use
-	kind      string   // the kind, for discovery
-	path      []string // the collection's path, for a client without a group version (dynamic)
+	resource  string                      // the resource's plural name, found on first use
+	kind      string                      // the kind, for discovery
+	path      []string                    // the collection's path, for a client without a group version (dynamic)
+	gvr       schema.GroupVersionResource // with path: what it names
 	proto     *protowatch.Format
 	json      *jsonwatch.Decoder
 	shares    bool // objects come stripped and shared
@@ -165,6 +166,7 @@ func newDynamicWatcher(lw any, dc decoding) *directWatcher {
 		namespace: namespace,
 		resource:  gvr.Resource,
 		path:      append(path, gvr.Resource),
+		gvr:       gvr,
 		// Interned names and values are immutable, whatever a Transform
 		// does with the maps; containers are shared only without one,
 		// which may modify its object in place. Without one there is

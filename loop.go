@@ -233,15 +233,18 @@ const minHealthyWatch = time.Second
 // loop is an informer's watch loop and its state: only the goroutine of
 // the current run touches it, but before the first run (Informer).
 type loop[T Object] struct {
-	listFn   func(context.Context, metav1.ListOptions) (runtime.Object, error)
-	watchFn  func(context.Context, metav1.ListOptions) (watch.Interface, error)
-	opts     *Options[T]
-	w        writer[T]
-	direct   *directWatcher  // nil: watches go through watchFn only
-	liveness liveness.Prober // checks a silent connection; nil if the client's cannot be reached
-	st       state           // kept between runs: what was learnt about the server
-	log      *slog.Logger
-	obs      *observer // metrics; nil for none
+	listFn  func(context.Context, metav1.ListOptions) (runtime.Object, error)
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)
+	opts    *Options[T]
+	w       writer[T]
+	direct  *directWatcher // nil: watches go through watchFn only
+	// crdRefused: the client may not watch CustomResourceDefinitions
+	// (awaitReturn): a resource gone is listed after each backoff.
+	crdRefused bool
+	liveness   liveness.Prober // checks a silent connection; nil if the client's cannot be reached
+	st         state           // kept between runs: what was learnt about the server
+	log        *slog.Logger
+	obs        *observer // metrics; nil for none
 
 	// target is the server's resourceVersion at the start of a restored
 	// informer, which it must reach to be synced; "" when not catching up.
@@ -416,6 +419,12 @@ func (l *loop[T]) run(ctx context.Context) {
 		next, wait := step(l.st, o)
 		if gone {
 			next.phase = phaseList // whatever returns starts from a list
+			if wait && l.awaitReturn(ctx, bo) {
+				wait = false
+			}
+			if ctx.Err() != nil {
+				return
+			}
 		}
 		l.logTransition(o, next)
 		if next.phase == phaseList && (l.st.phase == phaseWatch || l.st.phase == phaseListJoined) {
@@ -437,6 +446,37 @@ func (l *loop[T]) run(ctx context.Context) {
 		}
 		l.st = next
 	}
+}
+
+// awaitReturn waits, after a 404 on the collection, for the resource's
+// CustomResourceDefinition to serve it again (crdwait.go); false if it
+// could not tell, and the loop waits out a backoff instead.
+func (l *loop[T]) awaitReturn(ctx context.Context, bo *backoffState) bool {
+	if l.direct == nil || l.crdRefused {
+		return false
+	}
+	name, version, ok := l.direct.crdTarget()
+	if !ok {
+		return false
+	}
+	l.log.Debug("kinformer: waiting for the CustomResourceDefinition to serve the resource again", "crd", name, "version", version)
+	r, err := awaitCRD(ctx, l.direct.client, name, version, l.shareChanged())
+	switch r {
+	case crdBack:
+		bo.reset()
+		l.log.Info("kinformer: the CustomResourceDefinition serves the resource again: listing", "crd", name, "version", version)
+		return true
+	case crdQuiet:
+		return true
+	case crdRefused:
+		l.crdRefused = true
+		l.log.Debug("kinformer: cannot watch the CustomResourceDefinition: listing again after each backoff", "crd", name, "error", err)
+	default:
+		if err != nil && ctx.Err() == nil {
+			l.log.Debug("kinformer: waiting for the CustomResourceDefinition", "crd", name, "error", err)
+		}
+	}
+	return false
 }
 
 // attempt makes one attempt of the current phase: a list, a watch, a

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,12 +21,24 @@ import (
 // An informer of a custom resource whose CRD is deleted while it cannot
 // see the objects go (its connection cut): once its list answers 404 it
 // drops what it still holds (Deleted, CauseGone) rather than serving them
-// for ever, says so once in its log however often it retries, keeps the
-// 404 in LastError, and fills up again when the CRD is created again.
+// for ever, says so once in its log, keeps the 404 in LastError, and fills
+// up again when the CRD is created again. A client that may watch
+// CustomResourceDefinitions sends no request for the resource while it is
+// gone, and lists as soon as the CRD is established again; one that may
+// not lists again after each backoff.
 func TestCRDDeletedAndCreatedAgain(t *testing.T) {
+	t.Run("watching the CRD", func(t *testing.T) {
+		testCRDDeletedAndCreatedAgain(t, "gone.kinformer.test", false)
+	})
+	t.Run("may not watch CRDs", func(t *testing.T) {
+		testCRDDeletedAndCreatedAgain(t, "gone-restricted.kinformer.test", true)
+	})
+}
+
+func testCRDDeletedAndCreatedAgain(t *testing.T, group string, restricted bool) {
 	srv := testenv.Shared(t)
 	ns := testenv.NewNamespace(t, srv.Config())
-	gvr := schema.GroupVersionResource{Group: "gone.kinformer.test", Version: "v1", Resource: "sprockets"}
+	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "sprockets"}
 	crs := createCRD(t, srv.Config(), gvr, "Sprocket")
 	sprocket := func(name string) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{
@@ -37,14 +51,25 @@ func TestCRDDeletedAndCreatedAgain(t *testing.T) {
 		}
 	}
 
-	proxy, pcfg := testenv.NewCutProxy(t, srv.Config())
+	cfg := srv.Config()
+	if restricted {
+		cfg = srv.RestrictedConfig()
+		grantResource(t, srv, ns, gvr)
+	}
+	proxy, pcfg := testenv.NewCutProxy(t, cfg)
 	dyn, err := dynamic.NewForConfig(pcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := &levelLog{}
+	reg := prometheus.NewRegistry()
+	m, err := kinformer.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	inf := kinformer.New[*unstructured.Unstructured](dyn.Resource(gvr).Namespace(ns), &kinformer.Options[*unstructured.Unstructured]{
-		Logger: slog.New(log), Backoff: kinformer.Backoff{Initial: 100 * time.Millisecond, Max: 300 * time.Millisecond}})
+		Logger: slog.New(log), Metrics: m, Name: "sprockets",
+		Backoff: kinformer.Backoff{Initial: 100 * time.Millisecond, Max: 300 * time.Millisecond}})
 	rec := &recorder[*unstructured.Unstructured]{}
 	inf.AddHandler(rec.handle)
 	inf.Start()
@@ -86,7 +111,26 @@ func TestCRDDeletedAndCreatedAgain(t *testing.T) {
 	if err, _ := inf.LastError(); !apierrors.IsNotFound(err) {
 		t.Fatalf("LastError = %v, want the 404", err)
 	}
-	time.Sleep(1500 * time.Millisecond) // several retries
+	// While it is gone: lists after each backoff (about 5 in 1.5 s), or
+	// none at all while the CRD is watched.
+	if restricted {
+		eventually(t, callTimeout, "the CRD watch refused", func() bool {
+			return log.count(slog.LevelDebug, "cannot watch the CustomResourceDefinition") == 1
+		})
+	} else {
+		eventually(t, callTimeout, "the wait for the CRD", func() bool {
+			return log.count(slog.LevelDebug, "waiting for the CustomResourceDefinition") >= 1
+		})
+	}
+	requests := counterSum(t, reg, "kinformer_requests_total")
+	time.Sleep(1500 * time.Millisecond)
+	more := counterSum(t, reg, "kinformer_requests_total") - requests
+	if restricted && more < 2 {
+		t.Fatalf("%v requests in 1.5 s with backoffs of 100-300 ms, want several", more)
+	}
+	if !restricted && more != 0 {
+		t.Fatalf("%v requests for the resource while its CRD is watched, want none", more)
+	}
 	if n := log.count(slog.LevelWarn, "no longer serves"); n != 1 {
 		t.Fatalf("%d log lines say the resource is gone, want 1:\n%s", n, strings.Join(log.lines, "\n"))
 	}
@@ -106,4 +150,37 @@ func TestCRDDeletedAndCreatedAgain(t *testing.T) {
 	if err, _ := inf.LastError(); err != nil {
 		t.Fatalf("LastError after the CRD returned = %v", err)
 	}
+	if n := log.count(slog.LevelInfo, "serves the resource again"); restricted != (n == 0) || n > 1 {
+		t.Fatalf("%d log lines say the CRD serves the resource again (restricted %v):\n%s", n, restricted, strings.Join(log.lines, "\n"))
+	}
+}
+
+// grantResource lets the restricted user get, list and watch gvr in ns.
+func grantResource(t *testing.T, srv *testenv.Server, ns string, gvr schema.GroupVersionResource) {
+	t.Helper()
+	admin := clientset(t, srv.Config())
+	ctx := bounded(t, callTimeout)
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: ns},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{gvr.Group}, Resources: []string{gvr.Resource}, Verbs: []string{"get", "list", "watch"}}},
+	}
+	if _, err := admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "reader"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: testenv.RestrictedUser}},
+	}
+	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	restricted, err := dynamic.NewForConfig(srv.RestrictedConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the Role to apply", func() bool {
+		_, err := restricted.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil
+	})
 }
