@@ -37,6 +37,7 @@ const (
 	kCRKCR         = "cr+kcr"         // kinformer's controller-runtime cache (controllerruntime/, kcr.NewCache)
 	kCRKCRDrop     = "cr+kcr-drop"    // kcr.With(kcr.Options{DropManagedFields: true})
 	kCRKCRCompact  = "cr+kcr-compact" // kcr.With(kcr.Options{Compact: true})
+	kCRKCRLean     = "cr+kcr-lean"    // kcr.With(kcr.Options{Compact: true, DropManagedFields: true})
 	// kCRKCRFields is kcr.With(kcr.Options{Compact: true}) with each kind
 	// projected to what its reconciler reads (kcr.Options.ByObject).
 	kCRKCRFields = "cr+kcr-fields"
@@ -57,6 +58,7 @@ var crNewCache = map[string]cache.NewCacheFunc{
 	kCRKCR:         kcr.NewCache,
 	kCRKCRDrop:     kcr.With(kcr.Options{DropManagedFields: true}),
 	kCRKCRCompact:  kcr.With(kcr.Options{Compact: true}),
+	kCRKCRLean:     kcr.With(kcr.Options{Compact: true, DropManagedFields: true}),
 	kCRKCRFields: kcr.With(kcr.Options{Compact: true, ByObject: map[client.Object]kcr.ByObject{
 		&corev1.ConfigMap{}: {Fields: []string{"metadata.annotations"}},   // the burst's round annotation
 		&corev1.Pod{}:       {Fields: []string{"spec.volumes.configMap"}}, // the field index and the List by it
@@ -147,7 +149,7 @@ func crContenderMain(args []string) error {
 	t0 := time.Now()
 	smp := startSampler(t0)
 	fs := flag.NewFlagSet("cr-contender", flag.ExitOnError)
-	kind := fs.String("kind", kCR, "cr | cr+newinformer | cr+strip | cr+kcr | cr+kcr-drop | cr+kcr-compact | cr+kcr-fields")
+	kind := fs.String("kind", kCR, "cr | cr+newinformer | cr+strip | cr+kcr | cr+kcr-drop | cr+kcr-compact | cr+kcr-lean | cr+kcr-fields")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
 	round := fs.Int("round", 0, "round number")
 	execNs := fs.Int64("exec-ns", 0, "when the parent started this process (UnixNano; 0: main's start)")
