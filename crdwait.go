@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -18,14 +19,16 @@ import (
 // watches the CustomResourceDefinition by name and lists again as soon as
 // it is established and serves the informer's version: no request for the
 // resource meanwhile, and no wait once it is back. Where the CRD cannot be
-// watched (the client may not list customresourcedefinitions, a built-in
-// group, an aggregated API that has none, a client kinformer cannot reach
-// the API through), the loop lists again after each backoff, as before.
+// watched (the client may not list customresourcedefinitions, the core group
+// or a built-in group without a dot, a client kinformer cannot reach the API
+// through), the loop lists again after each backoff, as before; an
+// aggregated API, which has no CRD, is found back by the list that follows
+// each wait.
 
 // crdWatchTimeout bounds one wait: a resource served by something other
 // than a CRD (an aggregated API) returns unseen by the CRD's watch, and is
 // found by the list that follows each wait.
-const crdWatchTimeout = 5 * time.Minute
+const crdWatchTimeout = time.Minute
 
 // crdPath is the collection of CustomResourceDefinitions.
 const crdPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -56,7 +59,9 @@ func (d *directWatcher) crdTarget() (name, version string, ok bool) {
 		gv := d.client.APIVersion()
 		gvr = gv.WithResource(d.resource)
 	}
-	if gvr.Group == "" || gvr.Resource == "" {
+	// A CRD's group has a dot; the built-in groups without one (apps,
+	// batch, policy, …) never come from a CRD.
+	if !strings.Contains(gvr.Group, ".") || gvr.Resource == "" {
 		return "", "", false
 	}
 	return gvr.Resource + "." + gvr.Group, gvr.Version, true
@@ -142,23 +147,32 @@ func awaitCRD(ctx context.Context, client rest.Interface, name, version string, 
 		return crdFailed(err)
 	}
 	defer body.Close()
+	opened := time.Now()
 	dec := json.NewDecoder(body)
 	for {
 		var ev struct {
-			Type   string    `json:"type"`
-			Object crdObject `json:"object"`
+			Type   string          `json:"type"`
+			Object json.RawMessage `json:"object"`
 		}
 		switch err := dec.Decode(&ev); {
 		case ctx.Err() != nil:
 			return crdUnknown, ctx.Err()
-		case errors.Is(err, io.EOF):
+		case errors.Is(err, io.EOF) && time.Since(opened) >= crdWatchTimeout/2:
 			return crdQuiet, nil
+		case errors.Is(err, io.EOF):
+			// Ended early (a proxy that does not stream): a backoff
+			// paces the next attempt.
+			return crdUnknown, errors.New("watch of customresourcedefinitions ended early")
 		case err != nil:
 			return crdUnknown, fmt.Errorf("watch of customresourcedefinitions: %w", err)
 		}
 		switch ev.Type {
 		case "ADDED", "MODIFIED":
-			if ev.Object.serves(version) {
+			var crd crdObject
+			if err := json.Unmarshal(ev.Object, &crd); err != nil {
+				return crdUnknown, fmt.Errorf("watch of customresourcedefinitions: %w", err)
+			}
+			if crd.serves(version) {
 				return crdBack, nil
 			}
 		case "ERROR":
