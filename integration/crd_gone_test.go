@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -153,34 +152,4 @@ func testCRDDeletedAndCreatedAgain(t *testing.T, group string, restricted bool) 
 	if n := log.count(slog.LevelInfo, "serves the resource again"); restricted != (n == 0) || n > 1 {
 		t.Fatalf("%d log lines say the CRD serves the resource again (restricted %v):\n%s", n, restricted, strings.Join(log.lines, "\n"))
 	}
-}
-
-// grantResource lets the restricted user get, list and watch gvr in ns.
-func grantResource(t *testing.T, srv *testenv.Server, ns string, gvr schema.GroupVersionResource) {
-	t.Helper()
-	admin := clientset(t, srv.Config())
-	ctx := bounded(t, callTimeout)
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: ns},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{gvr.Group}, Resources: []string{gvr.Resource}, Verbs: []string{"get", "list", "watch"}}},
-	}
-	if _, err := admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "reader"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: testenv.RestrictedUser}},
-	}
-	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	restricted, err := dynamic.NewForConfig(srv.RestrictedConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, "the Role to apply", func() bool {
-		_, err := restricted.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 1})
-		return err == nil
-	})
 }
