@@ -412,7 +412,7 @@ func (l *loop[T]) run(ctx context.Context) {
 		gone := (o.kind == listFailed || o.kind == watchFailed) && apierrors.IsNotFound(o.err)
 		if gone {
 			if n := l.w.gone(); n > 0 {
-				l.log.Warn("kinformer: the server no longer serves the resource (404: a custom resource whose CustomResourceDefinition was deleted?): dropped the objects it still had (Deleted, cause gone); listing again with backoff, in case it returns",
+				l.log.Warn("kinformer: the server no longer serves the resource (404: a custom resource whose CustomResourceDefinition was deleted?): dropped the objects it still had (Deleted, cause gone); waiting for it to return (a watch of its CRD where allowed, else lists with backoff)",
 					"objects", n)
 			}
 		}
