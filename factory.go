@@ -99,10 +99,9 @@ type Factory struct {
 	scheme  *runtime.Scheme // FactoryOptions.Scheme; nil: client-go's
 	log     *slog.Logger
 	reg     prometheus.Registerer
-	given   *Metrics // FactoryOptions.Metrics
-	state   string   // FactoryOptions.StateDir
-	shard   Sharder  // FactoryOptions.Sharding
-	compact bool     // FactoryOptions.Compact
+	state   string  // FactoryOptions.StateDir
+	shard   Sharder // FactoryOptions.Sharding
+	compact bool    // FactoryOptions.Compact
 
 	// Set up on first use, because NewFactory returns no error.
 	setupOnce sync.Once
@@ -149,7 +148,7 @@ func NewFactory(cfg *rest.Config, opts *FactoryOptions) *Factory {
 	if opts != nil {
 		o = *opts
 	}
-	return &Factory{cfg: cfg, http: o.HTTPClient, scheme: o.Scheme, log: o.Logger, reg: o.Registerer, given: o.Metrics, state: o.StateDir, shard: o.Sharding,
+	return &Factory{cfg: cfg, http: o.HTTPClient, scheme: o.Scheme, log: o.Logger, reg: o.Registerer, metrics: o.Metrics, state: o.StateDir, shard: o.Sharding,
 		compact: o.Compact, entries: map[factoryKey]*factoryEntry{}}
 }
 
@@ -169,10 +168,7 @@ func (f *Factory) setup() error {
 			f.setupErr = fmt.Errorf("kinformer: NewFactory: %w", err)
 			return
 		}
-		switch {
-		case f.given != nil:
-			f.metrics = f.given
-		case f.reg != nil:
+		if f.metrics == nil && f.reg != nil {
 			if f.metrics, err = NewMetrics(f.reg); err != nil {
 				f.setupErr = err
 				return
