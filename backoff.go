@@ -87,3 +87,15 @@ func (s *backoffState) fail(now time.Time) time.Duration {
 // reset starts the policy again from Initial: the server has shown itself
 // well since the last failure.
 func (s *backoffState) reset() { s.next = s.policy.Initial }
+
+// resume returns the wait before reconnecting after a connection lost
+// under a watch that was live (outcome.connLost): the policy starts again
+// from Initial, which it does not advance, and the wait is anywhere in
+// [0, Initial), so that the informers of a process (or of a fleet) whose
+// connections broke together do not all come back in the same instant.
+// Should the new connection not answer, fail goes on from Initial.
+func (s *backoffState) resume(now time.Time) time.Duration {
+	s.next = s.policy.Initial
+	s.lastFailure = now
+	return time.Duration(float64(s.policy.Initial) * s.rand())
+}

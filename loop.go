@@ -115,6 +115,12 @@ type outcome struct {
 	// healthy: a watch still delivered healthyWatch after it opened: the
 	// server is well, and the backoff starts again from its first wait.
 	healthy bool
+	// connLost: watchFailed by its connection (cut, reset, found dead by
+	// the probe or the idle deadline), not by the server's answer, after
+	// the watch was live (liveWatch): the server was serving, the way to
+	// it broke. The loop resumes after a short wait, whatever the backoff
+	// had grown to (backoffState.resume).
+	connLost bool
 }
 
 // step is the transition function of the watch loop.
@@ -229,6 +235,17 @@ const healthyWatch = 10 * time.Second
 // sending anything counts as failed, so a server that accepts and drops
 // watches gets backoff instead of a hot loop.
 const minHealthyWatch = time.Second
+
+// liveWatch tells whether a watch opened at started, which last received
+// something at last, was live when it ended at now: it delivered an event
+// or a bookmark minHealthyWatch or more after it opened, past the
+// changes it is sent back to back at once (its catch-up), or it stayed open
+// healthyWatch, quiet. A server that accepts watches and breaks them at
+// once, or after their catch-up, never makes one live, and keeps the full
+// backoff; a connection lost under a live watch does not add to it.
+func liveWatch(started, last, now time.Time) bool {
+	return last.Sub(started) >= minHealthyWatch || now.Sub(started) >= healthyWatch
+}
 
 // loop is an informer's watch loop and its state: only the goroutine of
 // the current run touches it, but before the first run (Informer).
@@ -431,7 +448,15 @@ func (l *loop[T]) run(ctx context.Context) {
 			l.obs.relist(relistCause(l.st.phase, o))
 		}
 		if wait {
-			d := bo.fail(time.Now())
+			var d time.Duration
+			if o.connLost {
+				// Faults seconds apart, each recovered, do not add up:
+				// the wait does not grow with the faults before.
+				d = bo.resume(time.Now())
+				l.log.Debug("kinformer: the connection of a live watch was lost: resuming without the grown backoff", "wait", d)
+			} else {
+				d = bo.fail(time.Now())
+			}
 			l.obs.backoff(d)
 			l.log.Debug("kinformer: backing off", "phase", l.st.phase.String(), "wait", d)
 			t := time.NewTimer(d)

@@ -3,6 +3,7 @@ package kinformer
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -351,6 +352,147 @@ func TestBackoffResetsAfterAHealthyWatch(t *testing.T) {
 		synctest.Wait()
 		if _, w := s.counts(); w != 8 || s.openWatches() != 1 {
 			t.Fatalf("0.9 s after a failure that followed a healthy watch: %d watch calls (%d open), want 8 with 1 open", w, s.openWatches())
+		}
+	})
+}
+
+// growBackoff makes four watch calls fail after a short watch, so that the
+// next failure would wait 12.8 s (minus jitter); it returns once the sixth
+// watch is open.
+func growBackoff(t *testing.T, s *fakeServer) {
+	t.Helper()
+	time.Sleep(2 * time.Second)
+	s.mu.Lock()
+	for range 4 {
+		s.watchErrs = append(s.watchErrs, errors.New("connection refused"))
+	}
+	s.mu.Unlock()
+	s.closeWatches()
+	time.Sleep(13 * time.Second)
+	synctest.Wait()
+	if _, w := s.counts(); w != 6 || s.openWatches() != 1 {
+		t.Fatalf("after the failures: %d watch calls (%d open), want 6 with 1 open", w, s.openWatches())
+	}
+}
+
+// clientDecodingError is the ERROR event client-go's watch makes itself
+// when its connection breaks under it (not the server's answer).
+func clientDecodingError(msg string) watch.Event {
+	return watch.Event{Type: watch.Error, Object: apierrors.NewClientErrorReporter(500, "GET", "ClientWatchDecoding").AsObject(errors.New(msg))}
+}
+
+// A connection lost under a live watch (it delivered events after its
+// catch-up) resumes without the wait the backoff had grown to; a watch
+// broken before it was live, or ended by the server's own ERROR, still
+// waits the grown backoff.
+func TestConnectionLostUnderALiveWatchDoesNotAddUp(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		eventAt   time.Duration // after the watch opened; 0: none
+		breakWith watch.Event
+		resumed   bool // within the first wait (0.8 s)
+	}{
+		{"live watch, connection reset", 2 * time.Second, clientDecodingError("read tcp: connection reset by peer"), true},
+		{"live watch, connection lost", 3 * time.Second, clientDecodingError("http2: client connection lost"), true},
+		{"broken during its catch-up", 0, clientDecodingError("read tcp: connection reset by peer"), false},
+		{"live watch, the server's ERROR", 2 * time.Second, watch.Event{Type: watch.Error, Object: &apierrors.NewInternalError(errors.New("etcdserver: leader changed")).ErrStatus}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newFakeServer()
+				s.put(cm("ns", "a"))
+				inf := New[*corev1.ConfigMap](s, nil) // default backoff
+				inf.Start()
+				defer inf.Stop()
+				if err := inf.WaitForSync(bounded(t)); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				growBackoff(t, s)
+				if tc.eventAt > 0 {
+					time.Sleep(tc.eventAt)
+					s.put(cm("ns", "a", "t", "1"))
+					synctest.Wait()
+				} else {
+					time.Sleep(500 * time.Millisecond)
+				}
+				s.sendRaw(tc.breakWith)
+				time.Sleep(800 * time.Millisecond)
+				synctest.Wait()
+				_, w := s.counts()
+				if tc.resumed && (w != 7 || s.openWatches() != 1) {
+					t.Fatalf("0.8 s after the connection of a live watch broke: %d watch calls (%d open), want 7 with 1 open", w, s.openWatches())
+				}
+				if !tc.resumed && w != 6 {
+					t.Fatalf("0.8 s after the break: %d watch calls, want 6 (the grown backoff)", w)
+				}
+				if !tc.resumed {
+					return
+				}
+				// The level was not advanced: the next failure waits the
+				// first wait, then 1.6 s.
+				s.mu.Lock()
+				s.watchErrs = append(s.watchErrs, errors.New("connection refused"))
+				s.mu.Unlock()
+				time.Sleep(time.Second) // not live: the next is a failure
+				s.sendRaw(clientDecodingError("read tcp: connection reset by peer"))
+				time.Sleep(800 * time.Millisecond)
+				synctest.Wait()
+				if _, w := s.counts(); w != 8 {
+					t.Fatalf("0.8 s after a second break: %d watch calls, want 8", w)
+				}
+				time.Sleep(1600 * time.Millisecond)
+				synctest.Wait()
+				if _, w := s.counts(); w != 9 || s.openWatches() != 1 {
+					t.Fatalf("1.6 s after the refused reconnect: %d watch calls (%d open), want 9 with 1 open", w, s.openWatches())
+				}
+			})
+		})
+	}
+}
+
+// The informers of a process whose connections broke together do not come
+// back in one instant: each resumes at a random point of the first wait.
+func TestConnectionLostResumesSpreadOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 20
+		listers := make([]*contractTimedLister, n)
+		for i := range listers {
+			s := newFakeServer()
+			s.put(cm("ns", "a"))
+			listers[i] = &contractTimedLister{fakeServer: s}
+			inf := New[*corev1.ConfigMap](listers[i], &Options[*corev1.ConfigMap]{DisableStreamingList: true})
+			inf.Start()
+			defer inf.Stop()
+			if err := inf.WaitForSync(bounded(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(2 * time.Second)
+		for _, l := range listers {
+			l.put(cm("ns", "a", "t", "1")) // live
+		}
+		synctest.Wait()
+		broke := time.Now()
+		for _, l := range listers {
+			l.sendRaw(clientDecodingError("http2: client connection lost"))
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		var at []time.Duration
+		for i, l := range listers {
+			l.mu.Lock()
+			last := l.watchAt[len(l.watchAt)-1]
+			l.mu.Unlock()
+			d := last.Sub(broke)
+			if d < 0 || d >= 800*time.Millisecond {
+				t.Fatalf("informer %d resumed %v after the break, want within [0, 800ms)", i, d)
+			}
+			at = append(at, d)
+		}
+		slices.Sort(at)
+		if spread := at[n-1] - at[0]; spread < 400*time.Millisecond {
+			t.Fatalf("%d informers resumed within %v of each other (%v): not spread over the first wait", n, spread, at)
 		}
 	})
 }

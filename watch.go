@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -81,6 +82,22 @@ func (l *loop[T]) openWatch(ctx context.Context, verb string, adjust func(*metav
 
 func isNoDirect(err error) bool { return errors.Is(err, errNoDirect) }
 
+// clientStreamError tells the ERROR event client-go's watch makes itself
+// when it cannot read its stream (a connection reset, lost, or garbage on
+// it): a Status with the cause ClientWatchDecoding, not the server's.
+func clientStreamError(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) || st.Status().Details == nil {
+		return false
+	}
+	for _, c := range st.Status().Details.Causes {
+		if c.Type == "ClientWatchDecoding" {
+			return true
+		}
+	}
+	return false
+}
+
 func isNilWatch(w watch.Interface) bool {
 	v := reflect.ValueOf(w)
 	return v.Kind() == reflect.Pointer && v.IsNil()
@@ -113,7 +130,12 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 		return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err)}
 	}
 	defer s.stop()
-	defer func() { o.healthy = s.last.Sub(s.started) >= healthyWatch }()
+	broke := false         // the stream failed by its connection, not by an ERROR event
+	lastEvent := s.started // of the last event or bookmark applied
+	defer func() {
+		o.healthy = s.last.Sub(s.started) >= healthyWatch
+		o.connLost = broke && o.kind == watchFailed && liveWatch(s.started, lastEvent, time.Now())
+	}()
 	l.w.recovered() // the watch is allowed again
 
 	received := false        // anything on this watch
@@ -145,6 +167,7 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 			l.caughtUp()
 			return outcome{kind: watchEnded}
 		case errors.Is(err, ErrIdle):
+			broke = true
 			return outcome{kind: watchFailed, err: l.idle("watch", s)}
 		case isNoDirect(err):
 			return outcome{kind: directRefused, err: err}
@@ -166,8 +189,10 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 			l.w.report(fmt.Errorf("watch: %w", err))
 			continue
 		default: // an ERROR event, or a stream that broke
+			broke = c.typ != Error || clientStreamError(err)
 			return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err), received: received}
 		}
+		lastEvent = time.Now()
 		if c.typ == Bookmark {
 			l.w.bookmark(c.obj, c.rv)
 		} else {
