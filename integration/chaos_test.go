@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -149,11 +150,23 @@ type chaos struct {
 	writer  *chaosWriter
 	sum     *chaosSummary
 	expired int // ErrExpired events seen in compact rounds
+	// deadline: each round must converge within it of the fault's end
+	// (convergeDeadline unless set).
+	deadline time.Duration
 }
 
 const chaosReader = "chaos-reader" // the informer's Role and RoleBinding
 
 func newChaos(t *testing.T, name string, sum *chaosSummary, opts ...testenv.Option) *chaos {
+	return newChaosWith(t, name, sum, variant(&kinformer.Options[*corev1.ConfigMap]{
+		WatchTimeout: chaosWatchTimeout,
+		IdleMargin:   chaosIdleMargin,
+	}), opts...)
+}
+
+// newChaosWith is newChaos with the informer's options (nil: the
+// defaults).
+func newChaosWith(t *testing.T, name string, sum *chaosSummary, infOpts *kinformer.Options[*corev1.ConfigMap], opts ...testenv.Option) *chaos {
 	srv := testenv.New(t, opts...)
 	c := &chaos{t: t, name: name, srv: srv, admin: clientset(t, srv.Config()), sum: sum}
 	c.ns = testenv.NewNamespace(t, srv.Config())
@@ -181,10 +194,7 @@ func newChaos(t *testing.T, name string, sum *chaosSummary, opts ...testenv.Opti
 	c.proxy = newFaultProxy(t, strings.TrimPrefix(srv.Host(), "https://"))
 	c.lw, c.proto = &counting{}, &protocols{}
 	cfg := c.proto.wrap(c.lw.wrap(c.proxy.config(t, srv.RestrictedConfig())))
-	c.inf = kinformer.New[*corev1.ConfigMap](clientset(t, cfg).CoreV1().ConfigMaps(c.ns), variant(&kinformer.Options[*corev1.ConfigMap]{
-		WatchTimeout: chaosWatchTimeout,
-		IdleMargin:   chaosIdleMargin,
-	}))
+	c.inf = kinformer.New[*corev1.ConfigMap](clientset(t, cfg).CoreV1().ConfigMaps(c.ns), infOpts)
 	inVariant(t, c.inf.Cache())
 	c.folders = []*folder{{name: "first", state: map[string]string{}}, {name: "second", slow: true, state: map[string]string{}}}
 	for _, f := range c.folders {
@@ -272,7 +282,11 @@ func (c *chaos) round(kind chaosKind) bool {
 	want := c.freshList()
 	var converged, caughtUp time.Duration
 	ok := false
-	for deadline := faultEnd.Add(convergeDeadline); ; {
+	limit := convergeDeadline
+	if c.deadline > 0 {
+		limit = c.deadline
+	}
+	for deadline := faultEnd.Add(limit); ; {
 		if c.equal(want) {
 			converged, caughtUp, ok = time.Since(faultEnd), time.Since(paused), true
 			break
@@ -310,7 +324,7 @@ func (c *chaos) round(kind chaosKind) bool {
 	if !ok {
 		want2 := c.freshList() // in case the writer's last call landed late
 		t.Errorf("%s %s: not converged %v after the fault ended: cache %d differences, handlers %d and %d (against %d objects); informer rv %s, last ERROR event: %v",
-			c.name, kind, convergeDeadline, diff(cacheState(c.inf.Cache()), want2),
+			c.name, kind, limit, diff(cacheState(c.inf.Cache()), want2),
 			diff(c.folders[0].snapshot(), want2), diff(c.folders[1].snapshot(), want2), len(want2),
 			c.inf.ResourceVersion(), c.folders[0].lastError())
 	}
@@ -674,8 +688,9 @@ func (r roundResult) String() string {
 }
 
 type chaosSummary struct {
-	mu     sync.Mutex // guards rounds
-	rounds []roundResult
+	deadline time.Duration // of each round; convergeDeadline if zero
+	mu       sync.Mutex    // guards rounds
+	rounds   []roundResult
 }
 
 func (s *chaosSummary) add(r roundResult) {
@@ -717,7 +732,7 @@ func (s *chaosSummary) log(t *testing.T) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos soak summary: %d rounds, %d converged within %v; %d objects compared (cache and 2 handlers), %d differences\n",
-		len(s.rounds), ok, convergeDeadline, objects, diffs)
+		len(s.rounds), ok, cmp.Or(s.deadline, convergeDeadline), objects, diffs)
 	for _, k := range kinds {
 		a := per[k]
 		mean := time.Duration(0)
