@@ -167,6 +167,7 @@ type stream[T Object] struct {
 	cancel  context.CancelFunc
 	prepare prepareFunc[T]           // readies its objects for the cache
 	idle    time.Duration            // no event for this long: the connection is dead
+	timeout time.Duration            // the server-side timeout the watch asked for
 	started time.Time                // when the watch was open
 	last    time.Time                // the last event, or started
 	conn    atomic.Pointer[net.Conn] // the connection the request went out on, if known

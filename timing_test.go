@@ -496,3 +496,56 @@ func TestConnectionLostResumesSpreadOut(t *testing.T) {
 		}
 	})
 }
+
+// Once the server has sent a bookmark on its own, a watch silent for
+// heartbeatSilence is taken for dead and resumed (over HTTP/1.1 nothing
+// else finds it within the watch's 5-10 minute timeout); a server that
+// sends none keeps the watch open until its timeout.
+func TestHeartbeatDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		bookmark time.Duration // after the watch opened; 0: none
+		dropped  bool
+	}{
+		{"heartbeat heard", 30 * time.Second, true},
+		{"no bookmark", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newFakeServer()
+				s.put(cm("ns", "a"))
+				inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{WatchTimeout: 5 * time.Minute, ProbeAfter: -1})
+				var errs []error
+				inf.AddEventHandler(Error, func(e cmEvent) { errs = append(errs, e.Err) })
+				inf.Start()
+				defer inf.Stop()
+				if err := inf.WaitForSync(bounded(t)); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				opened := time.Now()
+				if tc.bookmark > 0 {
+					time.Sleep(tc.bookmark)
+					s.bookmark()
+					synctest.Wait()
+				}
+				// Silent from here: 80 s after the bookmark the watch is
+				// dead, not before.
+				time.Sleep(heartbeatSilence - time.Second)
+				synctest.Wait()
+				if _, w := s.counts(); w != 1 {
+					t.Fatalf("%v after the watch opened: %d watch calls, want 1", time.Since(opened), w)
+				}
+				time.Sleep(2*time.Second + DefaultBackoff().Initial)
+				synctest.Wait()
+				_, w := s.counts()
+				if tc.dropped && (w != 2 || s.openWatches() != 1 || len(errs) != 1 || !errors.Is(errs[0], ErrIdle)) {
+					t.Fatalf("%v after the heartbeat: %d watch calls (%d open), errors %v; want the watch resumed after an ErrIdle", time.Since(opened)-tc.bookmark, w, s.openWatches(), errs)
+				}
+				if !tc.dropped && (w != 1 || len(errs) != 0) {
+					t.Fatalf("%v after the watch opened, without any bookmark: %d watch calls, errors %v; want the watch kept", time.Since(opened), w, errs)
+				}
+			})
+		})
+	}
+}

@@ -37,7 +37,7 @@ func (l *loop[T]) openWatch(ctx context.Context, verb string, adjust func(*metav
 	opts.TimeoutSeconds = &secs
 	adjust(&opts)
 	wctx, cancel := context.WithCancel(ctx)
-	s := &stream[T]{cancel: cancel, idle: timeout + l.opts.IdleMargin, prepare: l.w.prepare}
+	s := &stream[T]{cancel: cancel, idle: timeout + l.opts.IdleMargin, timeout: timeout, prepare: l.w.prepare}
 	wctx = s.traced(wctx)
 	if l.st.direct {
 		r, err := l.direct.open(wctx, opts)
@@ -130,6 +130,9 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 		return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err)}
 	}
 	defer s.stop()
+	if l.st.heartbeats && l.target == "" {
+		s.idle = min(s.idle, heartbeatSilence)
+	}
 	broke := false         // the stream failed by its connection, not by an ERROR event
 	lastEvent := s.started // of the last event or bookmark applied
 	defer func() {
@@ -194,6 +197,7 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 		}
 		lastEvent = time.Now()
 		if c.typ == Bookmark {
+			l.heard(s)
 			l.w.bookmark(c.obj, c.rv)
 		} else {
 			if c.undecoded != nil {
@@ -208,6 +212,34 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 		}
 	}
 }
+
+// heartbeatSilence: how long a watch may be silent, once the server has
+// shown that it sends bookmarks on its own (heard), before the watch is
+// taken for dead and its connection closed. The API server's watch cache
+// sends a watch that allows bookmarks one about every minute, quiet or not
+// (and one 2 s before the watch's timeout). Over HTTP/2 the probe finds a
+// dead connection sooner; over HTTP/1.1 a watch holds its connection alone
+// and no probe can ride it, and this is what finds it dead (before, the
+// idle deadline: the watch's 5-10 minute timeout, plus IdleMargin).
+const heartbeatSilence = 80 * time.Second
+
+// heard notes a bookmark on the plain watch s: sent by the server on its
+// own (a plain watch gets no bookmark at its start), it says the server
+// sends heartbeats, unless it is the one 2 s before the watch's timeout,
+// which a server may send without them. From then on the informer's
+// watches are given heartbeatSilence, this one included.
+func (l *loop[T]) heard(s *stream[T]) {
+	if l.st.heartbeats || l.target != "" || time.Since(s.started) > s.timeout-heartbeatBeforeTimeout {
+		return
+	}
+	l.st.heartbeats = true
+	s.idle = min(s.idle, heartbeatSilence)
+	l.log.Debug("kinformer: the server sends bookmarks on its own: a watch silent for longer than the heartbeat deadline is taken for dead", "deadline", heartbeatSilence)
+}
+
+// heartbeatBeforeTimeout: a bookmark this close to a watch's timeout may be
+// the one the API server sends just before it (2 s), not a heartbeat.
+const heartbeatBeforeTimeout = 10 * time.Second
 
 // idle is the error of a stream whose connection did not answer a probe
 // (its watchdog closed it), or that was silent past its idle deadline,
