@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -473,5 +474,42 @@ func TestDurableRunAfterRefusedRestoreLoadsTheFile(t *testing.T) {
 	}
 	if got := cacheState(next); !maps.Equal(got, serverState(srv)) {
 		t.Fatalf("the next informer restored %v, want what the last run left, the server's state %v", got, serverState(srv))
+	}
+}
+
+// A state file at a resourceVersion the server has not reached is another
+// history (another cluster at the same URL, or etcd restored from a
+// backup): it is not restored, an ERROR wrapping ErrSnapshot says why, the
+// informer lists, and the file then holds this server's objects, which the
+// next run restores.
+func TestDurableFileFromAnotherHistoryIsNotRestored(t *testing.T) {
+	first := kinformertest.NewServer(newCM("a"), newCM("b"), newCM("c"))
+	first.Update(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}, Data: map[string]string{"k": "v2"}})
+	dir := t.TempDir()
+	inf, _, _ := runDurable(t, first, dir)
+	waitSynced(t, inf)
+	inf.Stop()
+
+	other := kinformertest.NewServer(newCM("x")) // a younger history
+	inf, log, reg := runDurable(t, other, dir)
+	waitSynced(t, inf)
+	waitHandled(t, reg)
+	events, errs := log.get()
+	if fmt.Sprint(events) != "[ADDED ns/x list]" {
+		t.Fatalf("events on another history's server: %v (errors %v)", events, errs)
+	}
+	if len(errs) != 1 || !errors.Is(errs[0], kinformer.ErrSnapshot) || !strings.Contains(errs[0].Error(), "beyond the server's") {
+		t.Fatalf("errors %v, want one ErrSnapshot saying the file is beyond the server's resourceVersion", errs)
+	}
+	if got := cacheState(inf); !maps.Equal(got, serverState(other)) {
+		t.Fatalf("cache %v, server %v", got, serverState(other))
+	}
+	inf.Stop()
+
+	inf, log, reg = runDurable(t, other, dir)
+	waitSynced(t, inf)
+	waitHandled(t, reg)
+	if events, errs := log.get(); fmt.Sprint(events) != "[ADDED ns/x restore]" || len(errs) != 0 {
+		t.Fatalf("the next run: events %v, errors %v; want x restored", events, errs)
 	}
 }

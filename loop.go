@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -107,6 +108,7 @@ const (
 	resyncDue                           // the resync period has passed
 	probed                              // the probe learnt the resourceVersion to catch up to
 	probedSharded                       // the probe authorized a sharded informer's restore: a list follows
+	heldForeign                         // the state file was another cluster's (foreign): a list follows
 	resharded                           // the share of a sharded informer changed during a watch
 	shareGrew                           // the share grew: objects may have joined
 )
@@ -136,7 +138,7 @@ func step(s state, o outcome) (next state, backoff bool) {
 	case listed, watchEnded, probed:
 		s.phase = phaseWatch
 		return s, false
-	case resyncDue, probedSharded:
+	case resyncDue, probedSharded, heldForeign:
 		s.phase = phaseList
 		return s, false
 	case continueExpired:
@@ -258,6 +260,9 @@ type loop[T Object] struct {
 	opts    *Options[T]
 	w       writer[T]
 	direct  *directWatcher // nil: watches go through watchFn only
+	// cluster is the fingerprint of the cluster the last list or probe
+	// reached (clusterOf); nil if none was seen.
+	cluster atomic.Pointer[string]
 	// crdRefused: the client may not watch CustomResourceDefinitions
 	// (awaitReturn): a resource gone is listed after each backoff.
 	crdRefused bool
@@ -512,7 +517,7 @@ func (l *loop[T]) awaitReturn(ctx context.Context, bo *backoffState) bool {
 func (l *loop[T]) attempt(ctx context.Context, resyncAt *time.Time) (o outcome) {
 	switch began := time.Now(); l.st.phase {
 	case phaseList, phaseListUnpaged:
-		o = l.list(ctx)
+		o = l.list(l.traceCluster(ctx))
 		if o.kind == listed {
 			l.target = "" // a list is as caught up as it gets
 			if l.sh != nil {
@@ -534,9 +539,13 @@ func (l *loop[T]) attempt(ctx context.Context, resyncAt *time.Time) (o outcome) 
 	case phaseWatch:
 		o = l.watch(ctx, *resyncAt)
 	case phaseProbe:
-		o = l.probe(ctx)
+		o = l.probe(l.traceCluster(ctx))
 		if o.kind == probed && l.held != nil {
-			o = l.restoreHeld(o)
+			if why := l.foreign(); why != "" {
+				o = l.dropHeld(why)
+			} else {
+				o = l.restoreHeld(o)
+			}
 		}
 	}
 	return o

@@ -124,4 +124,3 @@ func TestDeadConnectionHTTP1Defaults(t *testing.T) {
 	}
 	t.Fatalf("HTTP/1.1, default options: not recovered within %v of the connection going dead", http1Limit+30*time.Second)
 }
-

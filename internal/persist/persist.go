@@ -71,7 +71,12 @@ type Persister[T kruntime.Object] struct {
 	dirty   bool                 // pending or rv not yet committed
 	broken  bool                 // an object failed to encode: persistence is off for this run
 	reset   bool                 // the next commit clears the file first: the cache starts empty
+	cluster string               // the cluster the cache's objects come from (SetCluster)
 	kick    chan struct{}
+
+	// fileCluster is the cluster the file was written from, as the last
+	// Open found it; the caller's.
+	fileCluster string
 
 	// committed is the resourceVersion of the last commit; store is open
 	// while running. Both are the flusher's while it runs, and the
@@ -148,6 +153,12 @@ func (p *Persister[T]) open(restore bool, begin func(), each func(k, v []byte) e
 		p.cfg.Report(fmt.Errorf("%s: %w; running without it", p.path, err))
 		return "", false
 	}
+	p.fileCluster = ""
+	if err == nil && restore {
+		if p.fileCluster, err = st.Cluster(); err != nil {
+			err = fmt.Errorf("reading its cluster: %w", err)
+		}
+	}
 	if err == nil && restore {
 		begin()
 		rv, err = st.Load(func(k, v []byte) error {
@@ -192,6 +203,28 @@ func (p *Persister[T]) open(restore bool, begin func(), each func(k, v []byte) e
 		p.mu.Unlock()
 	}
 	return rv, true
+}
+
+// FileCluster is the cluster the file was written from, as the last Open
+// that loaded it found it: "" if it recorded none.
+func (p *Persister[T]) FileCluster() string { return p.fileCluster }
+
+// SetCluster notes the cluster the cache's objects come from (the
+// caller's fingerprint of the server), which each later commit records.
+func (p *Persister[T]) SetCluster(c string) {
+	p.mu.Lock()
+	p.cluster = c
+	p.mu.Unlock()
+}
+
+// Discard drops what the file holds: the loaded objects were not restored
+// (another cluster's, or another history's), and the next commit, after
+// the list that follows, holds the cache as it then is.
+func (p *Persister[T]) Discard() {
+	p.mu.Lock()
+	clear(p.pending)
+	p.reset, p.dirty, p.rv = true, true, ""
+	p.mu.Unlock()
 }
 
 // Start runs the flusher until Stop; after a successful Open.
@@ -323,12 +356,12 @@ func (p *Persister[T]) Flush() {
 		p.mu.Unlock()
 		return
 	}
-	pending, rv, reset := p.pending, p.rv, p.reset
+	pending, rv, reset, cluster := p.pending, p.rv, p.reset, p.cluster
 	p.pending, p.dirty, p.reset = make(map[string]change[T], len(pending)/2), false, false
 	p.mu.Unlock()
 
 	began := time.Now()
-	b := &snapshot.Batch{Puts: make(map[string][]byte, len(pending)), RV: rv, Reset: reset}
+	b := &snapshot.Batch{Puts: make(map[string][]byte, len(pending)), RV: rv, Reset: reset, Cluster: cluster}
 	for key, c := range pending {
 		if c.deleted {
 			b.Dels = append(b.Dels, key)

@@ -41,6 +41,7 @@ var (
 	keyRV       = []byte("resourceVersion")
 	keySum      = []byte("sum")   // 8 bytes: XOR of the entries' CRC-64s
 	keyCount    = []byte("count") // 8 bytes: the number of entries
+	keyCluster  = []byte("cluster")
 )
 
 // ErrInUse: another process (or another informer in this one) holds the
@@ -278,12 +279,30 @@ func (s *Store) ResourceVersion() (rv string, err error) {
 	return rv, err
 }
 
+// Cluster returns the cluster the snapshot was written from (see
+// Batch.Cluster), unchecked; "" if none was recorded.
+func (s *Store) Cluster() (cluster string, err error) {
+	err = guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			if meta := tx.Bucket(bucketMeta); meta != nil {
+				cluster = string(meta.Get(keyCluster))
+			}
+			return nil
+		})
+	})
+	return cluster, err
+}
+
 // Batch is one atomic change to a snapshot.
 type Batch struct {
 	Reset bool              // remove every object first
 	Puts  map[string][]byte // key → encoded object
 	Dels  []string
 	RV    string // the resourceVersion the snapshot is at after the batch
+	// Cluster, if set, says which cluster the objects come from (the
+	// caller's fingerprint of it): a later run from another cluster must
+	// not use them.
+	Cluster string
 }
 
 // Commit applies b in one transaction.
@@ -341,6 +360,11 @@ func (s *Store) Commit(b *Batch) error {
 			}
 			if err := meta.Put(keyCount, buf[8:]); err != nil {
 				return err
+			}
+			if b.Cluster != "" {
+				if err := meta.Put(keyCluster, []byte(b.Cluster)); err != nil {
+					return err
+				}
 			}
 			return meta.Put(keyRV, []byte(b.RV))
 		})

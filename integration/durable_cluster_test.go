@@ -1,0 +1,126 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kinformer/kinformer"
+	"github.com/kinformer/kinformer/internal/testenv"
+)
+
+// A state file is bound to the cluster it was written from. Cluster A's
+// informer keeps its state file; then the same identity (StateKey pinned:
+// what the same URL and credentials give a Factory or the CLI) reaches
+// cluster B, another API server with its own certificate authority, whose
+// resourceVersion is beyond the file's (so only the cluster can tell). A's
+// objects must not be restored, not for a moment: no event, an ERROR
+// wrapping ErrSnapshot that says why, and the cache is B's. The next run on
+// B restores B's own objects.
+func TestDurableFileOfAnotherClusterIsNotRestored(t *testing.T) {
+	a := testenv.Shared(t)
+	b := testenv.New(t)
+	const ns, key = "cluster-bound", "pinned identity"
+	dir := t.TempDir()
+	for _, srv := range []*testenv.Server{a, b} {
+		if _, err := clientset(t, srv.Config()).CoreV1().Namespaces().Create(bounded(t, callTimeout), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustCreate(t, clientset(t, a.Config()), configMap(ns, "from-a", nil, "a's secret"))
+	run := func(srv *testenv.Server) (*kinformer.Informer[*corev1.ConfigMap], *clusterLog) {
+		log := &clusterLog{}
+		inf := kinformer.New[*corev1.ConfigMap](clientset(t, srv.Config()).CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{StateDir: dir, StateKey: key})
+		inf.AddHandler(log.handle)
+		inf.Start()
+		t.Cleanup(inf.Stop)
+		if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
+			t.Fatal(err)
+		}
+		return inf, log
+	}
+	inf, _ := run(a)
+	fileRV := inf.ResourceVersion()
+	inf.Stop()
+
+	// B: its own object, and a resourceVersion beyond the file's.
+	bc := clientset(t, b.Config())
+	mustCreate(t, bc, configMap(ns, "from-b", nil, "b"))
+	bumpPast(t, bc, ns, fileRV)
+
+	inf, log := run(b)
+	events, errs := log.get()
+	if strings.Contains(fmt.Sprint(events), "from-a") {
+		t.Fatalf("cluster A's object reached the handlers on cluster B: %v", events)
+	}
+	if _, ok := inf.Cache().GetByKey(ns + "/from-a"); ok || inf.Cache().Len() != 2 {
+		t.Fatalf("cache on cluster B: %v, want from-b and the bump object only", inf.Cache().ListKeys())
+	}
+	if len(errs) != 1 || !errors.Is(errs[0], kinformer.ErrSnapshot) || !strings.Contains(errs[0].Error(), "another cluster") {
+		t.Fatalf("errors %v, want one ErrSnapshot saying the file is another cluster's", errs)
+	}
+	t.Logf("on cluster B: %s", errs[0])
+	inf.Stop()
+
+	_, log = run(b)
+	if events, errs := log.get(); !strings.Contains(fmt.Sprint(events), "ADDED "+ns+"/from-b restore") || len(errs) != 0 {
+		t.Fatalf("the next run on B: events %v, errors %v; want B's objects restored", events, errs)
+	}
+}
+
+// bumpPast updates a ConfigMap in ns until the server's resourceVersion
+// is beyond rv.
+func bumpPast(t *testing.T, c kubernetes.Interface, ns, rv string) {
+	t.Helper()
+	want, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := mustCreate(t, c, configMap(ns, "bump", nil, "0"))
+	for i := 0; ; i++ {
+		got, err := strconv.ParseUint(cm.ResourceVersion, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got > want {
+			return
+		}
+		cm.Data = map[string]string{"v": fmt.Sprint(i)}
+		ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+		cm, err = c.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+type clusterLog struct {
+	mu     sync.Mutex // guards events and errs
+	events []string
+	errs   []error
+}
+
+func (l *clusterLog) handle(e kinformer.Event[*corev1.ConfigMap]) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e.Type == kinformer.Error {
+		l.errs = append(l.errs, e.Err)
+		return
+	}
+	l.events = append(l.events, fmt.Sprintf("%s %s %s", e.Type, e.Key, e.Cause))
+}
+
+func (l *clusterLog) get() ([]string, []error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.events...), append([]error(nil), l.errs...)
+}
