@@ -55,6 +55,11 @@ type FactoryOptions struct {
 	// none.
 	StateDir string
 
+	// StateKeys, if set, are every informer's Options.StateKeys, unless
+	// its first consumer gives some: they encrypt the state files, and
+	// without them Secrets are not written (see Options.StateKeys).
+	StateKeys [][]byte
+
 	// Sharding, if set, is every informer's Options.Sharding, unless its
 	// first consumer gives one: each caches and handles only this
 	// replica's share of its resource (a *sharding.Sharding; see Sharder).
@@ -94,14 +99,16 @@ type FactoryOptions struct {
 //
 // A Factory is safe for concurrent use.
 type Factory struct {
-	cfg     *rest.Config
-	http    *http.Client    // FactoryOptions.HTTPClient; nil: made from cfg
-	scheme  *runtime.Scheme // FactoryOptions.Scheme; nil: client-go's
-	log     *slog.Logger
-	reg     prometheus.Registerer
-	state   string  // FactoryOptions.StateDir
-	shard   Sharder // FactoryOptions.Sharding
-	compact bool    // FactoryOptions.Compact
+	cfg    *rest.Config
+	http   *http.Client    // FactoryOptions.HTTPClient; nil: made from cfg
+	scheme *runtime.Scheme // FactoryOptions.Scheme; nil: client-go's
+	log    *slog.Logger
+	reg    prometheus.Registerer
+	state  string // FactoryOptions.StateDir
+	// stateKeys are FactoryOptions.StateKeys.
+	stateKeys [][]byte
+	shard     Sharder // FactoryOptions.Sharding
+	compact   bool    // FactoryOptions.Compact
 
 	// Set up on first use, because NewFactory returns no error.
 	setupOnce sync.Once
@@ -148,7 +155,7 @@ func NewFactory(cfg *rest.Config, opts *FactoryOptions) *Factory {
 	if opts != nil {
 		o = *opts
 	}
-	return &Factory{cfg: cfg, http: o.HTTPClient, scheme: o.Scheme, log: o.Logger, reg: o.Registerer, metrics: o.Metrics, state: o.StateDir, shard: o.Sharding,
+	return &Factory{cfg: cfg, http: o.HTTPClient, scheme: o.Scheme, log: o.Logger, reg: o.Registerer, metrics: o.Metrics, state: o.StateDir, stateKeys: o.StateKeys, shard: o.Sharding,
 		compact: o.Compact, entries: map[factoryKey]*factoryEntry{}}
 }
 
@@ -194,7 +201,7 @@ func (f *Factory) setup() error {
 // made twice may be two, even of one literal with equal captures, so make a
 // closure once and give that value to every consumer), KeepManagedFields,
 // DisableStreamingList, DisableDirectDecoding, PageSize, WatchTimeout,
-// IdleMargin, Backoff (after defaults), StateDir, StateNoSync, Sharding
+// IdleMargin, Backoff (after defaults), StateDir, StateNoSync, StateKeys, Sharding
 // and Compact (after the factory's: with FactoryOptions.Compact every
 // consumer gets a compact informer, so none differs; without it, a
 // consumer asking for Compact and one not asking cannot share, since one

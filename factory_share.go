@@ -1,9 +1,11 @@
 package kinformer
 
 import (
+	"bytes"
 	"fmt"
 	"reflect"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -53,6 +55,9 @@ func keyOf[T Object](f *Factory, t reflect.Type, mapping *meta.RESTMapping, name
 	o.Metrics = f.metrics
 	if o.StateDir == "" {
 		o.StateDir = f.state
+	}
+	if len(o.StateKeys) == 0 {
+		o.StateKeys = f.stateKeys
 	}
 	if nilSharder(o.Sharding) {
 		o.Sharding = f.shard
@@ -148,6 +153,7 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T], fields *pr
 		{"Backoff", have.Backoff == want.Backoff},
 		{"StateDir", have.StateDir == want.StateDir},
 		{"StateNoSync", have.StateNoSync == want.StateNoSync},
+		{"StateKeys", slices.EqualFunc(have.StateKeys, want.StateKeys, bytes.Equal)},
 		{"Sharding", sameSharder(have.Sharding, want.Sharding)},
 		{"Compact", have.Compact == want.Compact},
 	} {

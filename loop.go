@@ -356,7 +356,11 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *
 	if o.Sharding != nil {
 		l.sh = &shardLoop{pub: &sharePublished{}}
 	}
-	if o.StateDir != "" {
+	switch {
+	case o.StateDir == "":
+	case len(o.StateKeys) == 0 && secretsOf(lw, o):
+		log.Info("kinformer: Secrets are not written to the state directory without StateKeys: this informer lists at every start", "dir", o.StateDir)
+	default:
 		l.newState = func() *persist.Persister[T] { return newPersister(lw, o, l.w.reportAsync, obs) }
 		l.w.state = l.newState()
 	}
@@ -388,7 +392,7 @@ func (l *loop[T]) run(ctx context.Context) {
 	// that the last run did not finish) needs a list, not a watch from the
 	// kept resourceVersion.
 	grewBefore := l.joining() != nil && !l.joining().Empty()
-	if l.opts.StateDir != "" && l.openState() {
+	if l.newState != nil && l.openState() {
 		l.w.state.Start()
 		defer l.w.state.Stop() // after the last write: the loop has returned
 	}

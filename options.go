@@ -167,6 +167,20 @@ type Options[T Object] struct {
 	// KeepManagedFields. One informer at a time may use a file.
 	StateDir string
 
+	// StateKeys encrypt the objects in the state file (StateDir) with
+	// AES-256-GCM: each 32 bytes, the first encrypts, any of them
+	// decrypts, and a file found with objects under another than the
+	// first is encrypted again with the first as it is loaded (to rotate,
+	// put the new key first, keep the old one until every informer has
+	// started once with both, then drop it). Keep them away from the
+	// directory (ReadStateKeys reads a file of them, a mounted Secret for
+	// example). A file written without keys, or with other ones, is not
+	// used: it is reported once (ErrSnapshot, with its size), set aside,
+	// and the informer lists. Without StateKeys the objects are written
+	// in the clear (in a private file), except an informer of Secrets,
+	// which then keeps no state file at all (a log line says so).
+	StateKeys [][]byte
+
 	// StateKey names what the informer watches for its state file, when
 	// the client cannot say: required with StateDir for a dynamic client
 	// or a ListerWatcher of your own (for example "https://host

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"runtime"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/kinformer/kinformer/internal/persist"
 	"github.com/kinformer/kinformer/internal/projection"
 	"github.com/kinformer/kinformer/internal/snapshot"
@@ -53,8 +55,35 @@ func stateIdentity[T Object](lw any, o *Options[T]) (persist.Identity, bool) {
 		Transform:         funcName(o.Transform),
 		KeepManagedFields: o.KeepManagedFields,
 		Fields:            fieldsOf(o.fields),
+		Encrypted:         len(o.StateKeys) > 0,
 	}, true
 }
+
+// secretsOf says whether an informer caches Secrets (by its resource, its
+// name or its type), whose state file is written only with StateKeys.
+// Even metadata alone may hold a Secret's data (the last-applied
+// annotation).
+func secretsOf[T Object](lw any, o *Options[T]) bool {
+	if resourceOf(lw) == "secrets" || o.Name == "secrets" {
+		return true
+	}
+	t := o.objectType()
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t == reflect.TypeFor[corev1.Secret]()
+}
+
+// ReadStateKeys reads Options.StateKeys from a file: one key per line, 32
+// bytes in standard base64 each (`head -c 32 /dev/urandom | base64`), the
+// first to encrypt with; empty lines and lines starting with # are
+// skipped. The file must be a regular file (it may be reached through a
+// symbolic link, as a mounted Secret's is).
+func ReadStateKeys(path string) ([][]byte, error) { return persist.ReadKeys(path) }
+
+// ParseStateKeys reads Options.StateKeys from text, as ReadStateKeys does
+// from a file; commas also separate keys (for an environment variable).
+func ParseStateKeys(text string) ([][]byte, error) { return persist.ParseKeys(text) }
 
 func typePath(t reflect.Type) string {
 	for t.Kind() == reflect.Pointer {
@@ -101,6 +130,7 @@ func newPersister[T Object](lw any, o *Options[T], report func(error), obs *obse
 		Codec:     persist.NewCodec[T](o.objectType()),
 		Report:    func(err error) { report(fmt.Errorf("%w: %w", ErrSnapshot, err)) },
 		Committed: obs.commit,
+		Keys:      o.StateKeys,
 	})
 }
 

@@ -34,6 +34,8 @@ type Identity struct {
 	// Fields is the projection's paths (Options.Fields), comma-separated;
 	// "" for whole objects.
 	Fields string
+	// Encrypted: the objects are encrypted with state keys (Config.Keys).
+	Encrypted bool
 }
 
 // String is the identity in full, as it is compared.
@@ -53,6 +55,10 @@ func (id Identity) String() string {
 		// Only when projected: the files of whole objects keep their
 		// names from before projections.
 		lines = append(lines, "fields="+id.Fields)
+	}
+	if id.Encrypted {
+		// Only when encrypted, as fields.
+		lines = append(lines, "encrypted=aes-256-gcm")
 	}
 	return strings.Join(lines, "\n")
 }

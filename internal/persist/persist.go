@@ -46,6 +46,11 @@ type Config[T kruntime.Object] struct {
 	// Committed, if set, is told of every commit: how many objects it
 	// wrote, how long it took, and its error.
 	Committed func(objects int, took time.Duration, err error)
+	// Keys, if any, encrypt the file's objects (AES-256-GCM, KeySize
+	// bytes each): the first encrypts, any decrypts, and a file loaded
+	// with objects under another than the first is encrypted again with
+	// the first at once. Identity.Encrypted must say so.
+	Keys [][]byte
 }
 
 // change is one object's pending state: its new version (as an object,
@@ -59,7 +64,10 @@ type change[T any] struct {
 // Persister keeps a state file up to date. Record, Advance and Batch are
 // called by the cache's one writer; the flusher goroutine commits.
 type Persister[T kruntime.Object] struct {
-	cfg Config[T]
+	cfg    Config[T]
+	sealer *sealer // nil: objects in the clear
+	// keyErr: Keys cannot be used; the file is not either.
+	keyErr error
 	// path and sealed are the state file and its identity as stored
 	// (Identity.Sealed), set by the first Open that finds the directory
 	// safe; the caller's of Open, as committed is.
@@ -92,7 +100,11 @@ func New[T kruntime.Object](cfg Config[T]) *Persister[T] {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}
-	return &Persister[T]{cfg: cfg, pending: map[string]change[T]{}, kick: make(chan struct{}, 1)}
+	p := &Persister[T]{cfg: cfg, pending: map[string]change[T]{}, kick: make(chan struct{}, 1)}
+	if len(cfg.Keys) > 0 {
+		p.sealer, p.keyErr = newSealer(cfg.Keys)
+	}
+	return p
 }
 
 // Path is the state file; "" until an Open has found the directory
@@ -139,6 +151,10 @@ func (p *Persister[T]) OpenEncoded(restore bool, add func(key string, data []byt
 // open is Open and OpenEncoded: begin is called before each load, and
 // each is given every object of the file.
 func (p *Persister[T]) open(restore bool, begin func(), each func(k, v []byte) error) (rv string, ok bool) {
+	if p.keyErr != nil {
+		p.cfg.Report(fmt.Errorf("state keys: %w; running without the state file", p.keyErr))
+		return "", false
+	}
 	key, err := PrepareDir(p.cfg.Dir)
 	if err != nil {
 		p.cfg.Report(fmt.Errorf("state directory: %w; running without it", err))
@@ -159,14 +175,33 @@ func (p *Persister[T]) open(restore bool, begin func(), each func(k, v []byte) e
 			err = fmt.Errorf("reading its cluster: %w", err)
 		}
 	}
+	var resealed map[string][]byte // objects under an older key, under the first
 	if err == nil && restore {
 		begin()
 		rv, err = st.Load(func(k, v []byte) error {
+			if p.sealer != nil {
+				plain, old, err := p.sealer.open(p.sealed, string(k), v)
+				if err != nil {
+					return fmt.Errorf("object %q: %w", k, err)
+				}
+				if old {
+					if resealed == nil {
+						resealed = map[string][]byte{}
+					}
+					if resealed[string(k)], err = p.sealer.seal(p.sealed, string(k), plain); err != nil {
+						return err
+					}
+				}
+				v = plain
+			}
 			if err := each(k, v); err != nil {
 				return fmt.Errorf("object %q: %w", k, err)
 			}
 			return nil
 		})
+		if err == nil && len(resealed) > 0 {
+			err = st.Commit(&snapshot.Batch{Puts: resealed, RV: rv})
+		}
 		if err != nil {
 			st.Close()
 		} else {
@@ -176,7 +211,11 @@ func (p *Persister[T]) open(restore bool, begin func(), each func(k, v []byte) e
 	}
 	if err != nil {
 		aside := p.path + ".bad"
-		p.cfg.Report(fmt.Errorf("%s: %w; set aside as %s, listing from scratch", p.path, err, filepath.Base(aside)))
+		size := ""
+		if fi, serr := os.Stat(p.path); serr == nil {
+			size = fmt.Sprintf(" (%d bytes)", fi.Size())
+		}
+		p.cfg.Report(fmt.Errorf("%s%s: %w; set aside as %s, listing from scratch", p.path, size, err, filepath.Base(aside)))
 		if rerr := os.Rename(p.path, aside); rerr != nil && !os.IsNotExist(rerr) {
 			_ = os.Remove(p.path)
 		}
@@ -370,6 +409,9 @@ func (p *Persister[T]) Flush() {
 		v, err := c.data, error(nil)
 		if v == nil {
 			v, err = p.cfg.Codec.Encode(c.obj)
+		}
+		if err == nil && p.sealer != nil {
+			v, err = p.sealer.seal(p.sealed, key, v)
 		}
 		if err != nil {
 			// The file would lack an object the cache has, which a watch

@@ -24,7 +24,7 @@ var ErrUnsafe = errors.New("unsafe")
 // others. A file it creates has mode perm (which must grant nothing to
 // group or others).
 func OpenPrivate(path string, flag int, perm os.FileMode) (*os.File, error) {
-	f, err := os.OpenFile(path, flag|noFollow|syscall.O_CLOEXEC, perm)
+	f, err := os.OpenFile(path, flag|noFollow|syscall.O_CLOEXEC|NonBlock, perm)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
 			return nil, fmt.Errorf("%w: %s is a symbolic link, not followed (remove it)", ErrUnsafe, path)

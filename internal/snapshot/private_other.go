@@ -9,6 +9,7 @@ import "io/fs"
 const (
 	noFollow   = 0
 	checksMode = false
+	NonBlock   = 0 // see private_unix.go
 )
 
 func ownerOf(fs.FileInfo) (int, bool) { return 0, false }

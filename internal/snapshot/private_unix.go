@@ -10,6 +10,11 @@ import (
 const (
 	noFollow   = syscall.O_NOFOLLOW
 	checksMode = true
+	// NonBlock opens a FIFO at once, where open would wait for a writer:
+	// whatever is found where a file is expected is then refused for not
+	// being a regular one, instead of hanging the start. It changes
+	// nothing for a regular file.
+	NonBlock = syscall.O_NONBLOCK
 )
 
 // ownerOf returns the uid that owns the file fi describes.
