@@ -45,7 +45,12 @@
 // (RESTORED in the table; ADDED with "cause":"restore" in JSON), then what
 // changed meanwhile (DELETED, MODIFIED, ADDED); serve serves them at once,
 // ready once caught up. A file that cannot be used is reported on stderr
-// and set aside, and the informer lists as usual.
+// and set aside, and the informer lists as usual. The files are private
+// (0600, in a directory only the user may write); --state-key-file FILE
+// (or $KINFORMER_STATE_KEY) encrypts the objects in them (AES-256-GCM), and
+// without it Secrets are not kept at all. A file is bound to the cluster
+// it was written from: another cluster reached at the same address does
+// not get it.
 //
 // With --fields PATH,..., watch and serve keep only those fields of each
 // object (the library's Options.Fields: paths in JSON names, such as

@@ -112,6 +112,8 @@ at once, /readyz says "not synced: restored, catching up" until the
 informers have applied what changed meanwhile, and the feed shows the
 restored objects as ADDED with cause "restore". A file that cannot be
 used is reported on stderr and set aside; that resource lists as usual.
+--state-key-file FILE (or $KINFORMER_STATE_KEY) encrypts the objects in
+the files; without it Secrets are not kept.
 
 --compact keeps each cached object as bytes (its JSON, managedFields cut)
 instead of decoded, and decodes it for every request that reads it: far
@@ -136,6 +138,7 @@ type serveFlags struct {
 	maxConns    int
 	recent      int
 	stateDir    string
+	stateKeys   stateKeys
 	compact     bool
 	nsSelector  string
 	shard       shardFlags
@@ -153,6 +156,7 @@ func (f *serveFlags) flagSet() *pflag.FlagSet {
 	fs.IntVar(&f.maxConns, "max-connections", defaultMaxConnections, "connections open at once, event streams and idle keep-alive ones included; more wait until one closes")
 	fs.IntVar(&f.recent, "recent-events", 500, "events kept (summarised, without objects) for /events/recent and the page")
 	bindStateDir(fs, &f.stateDir)
+	bindStateKeyFile(fs, &f.stateKeys)
 	fs.BoolVar(&f.compact, "compact", false, "keep each cached object as bytes, decoded on every read: a fraction of the memory, a decode per object served")
 	fs.StringVar(&f.nsSelector, "namespace-selector", "", "serve the namespaced RESOURCEs in the namespaces whose labels match this selector, following them as they change (e.g. tenant=acme)")
 	f.shard.bind(fs)
@@ -195,6 +199,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		if _, err := labels.Parse(f.nsSelector); err != nil {
 			return usageErrorf("serve: --namespace-selector %q: %v", f.nsSelector, err)
 		}
+	}
+	if err := f.stateKeys.load(); err != nil {
+		return err
 	}
 	if err := f.shard.check(fs); err != nil {
 		return err
@@ -265,12 +272,13 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			s.byName[arg] = r // the same resource twice: one informer
 			continue
 		}
+		f.stateKeys.warnSecrets(e, res, f.stateDir)
 		if f.nsSelector != "" && res.namespaced {
 			// One informer per namespace the selector chooses, from one
 			// factory whose informers count in the served metrics,
 			// sharing the watch of the Namespace objects.
 			if viewFactory == nil {
-				viewFactory = kinformer.NewFactory(cfg, &kinformer.FactoryOptions{Logger: logger, StateDir: f.stateDir, Compact: f.compact, Metrics: s.metrics})
+				viewFactory = kinformer.NewFactory(cfg, &kinformer.FactoryOptions{Logger: logger, StateDir: f.stateDir, StateKeys: f.stateKeys.keys, Compact: f.compact, Metrics: s.metrics})
 			}
 			v, err := kinformer.DynamicView(viewFactory, res.gvr, kinformer.Namespaces{Selector: f.nsSelector},
 				&kinformer.Options[*unstructured.Unstructured]{LabelSelector: f.cluster.selector, FieldSelector: f.cluster.fieldSelector,
@@ -296,6 +304,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			Metrics:       s.metrics,
 			StateDir:      f.stateDir,
 			StateKey:      stateKey(cfg, res, scope),
+			StateKeys:     f.stateKeys.keys,
 			Sharding:      sharder,
 			Compact:       f.compact,
 			Fields:        f.cluster.fields,

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
@@ -47,6 +48,52 @@ func (v stateDirValue) Set(dir string) error {
 	}
 	*v.dir = dir
 	return nil
+}
+
+// --state-key-file, or KINFORMER_STATE_KEY: the keys that encrypt the
+// state files (Options.StateKeys). Without them Secrets are not kept.
+
+const stateKeyFileUsage = "encrypt the state files with the keys in `FILE`: one per line, 32 bytes in base64 each (head -c 32 /dev/urandom | base64), the first encrypts, all decrypt; else the keys in $" + stateKeyEnv + "; without keys, Secrets are not kept"
+
+// stateKeyEnv holds state keys when --state-key-file is not given
+// (separated by newlines or commas).
+const stateKeyEnv = "KINFORMER_STATE_KEY"
+
+// stateKeys are the state keys of a command: its --state-key-file, read
+// by load once the flags are parsed.
+type stateKeys struct {
+	file string
+	keys [][]byte
+}
+
+func bindStateKeyFile(fs *pflag.FlagSet, k *stateKeys) {
+	fs.StringVar(&k.file, "state-key-file", "", stateKeyFileUsage)
+}
+
+// load reads the keys of --state-key-file, or else of KINFORMER_STATE_KEY;
+// an error is a usage error (a key file that cannot be used is refused at
+// once, not found out by each informer).
+func (k *stateKeys) load() error {
+	var err error
+	switch env := os.Getenv(stateKeyEnv); {
+	case k.file != "":
+		if k.keys, err = kinformer.ReadStateKeys(k.file); err != nil {
+			return usageErrorf("--state-key-file: %v", err)
+		}
+	case env != "":
+		if k.keys, err = kinformer.ParseStateKeys(env); err != nil {
+			return usageErrorf("%s: %v", stateKeyEnv, err)
+		}
+	}
+	return nil
+}
+
+// warnSecrets says, once per resource, that the library keeps no state
+// file of Secrets without keys (it logs it only on -v).
+func (k *stateKeys) warnSecrets(e *env, res resource, dir string) {
+	if dir != "" && len(k.keys) == 0 && res.gvr.Group == "" && res.gvr.Resource == "secrets" {
+		e.warn("secrets are not kept in --state-dir without --state-key-file (or $" + stateKeyEnv + "): they are listed at every start")
+	}
 }
 
 // stateKey names the watch of resource res in namespace ("" for all

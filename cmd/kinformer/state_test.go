@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -12,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -558,5 +562,91 @@ func TestStateFileNameKeyed(t *testing.T) {
 	}
 	if names[0] == names[1] {
 		t.Fatalf("one watch has the name %s in two state directories: the name is not keyed", names[0])
+	}
+}
+
+// Secrets and --state-key-file, against the real server: without keys a
+// watch of Secrets keeps no state file; with a key file the file holds no
+// byte of the Secret's value and the next run restores it; the keys may
+// come from $KINFORMER_STATE_KEY instead; a key file that cannot be used is
+// a usage error.
+func TestWatchStateKeyFile(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	ns := testenv.NewNamespace(t, srv.Config())
+	c := kubernetes.NewForConfigOrDie(srv.Config())
+	const value = "p4ssw0rd-only-in-this-secret-3b9e"
+	if _, err := c.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns}, Data: map[string][]byte{"password": []byte(value)}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	keyText := base64.StdEncoding.EncodeToString(key)
+	keyFile := filepath.Join(t.TempDir(), "state.key")
+	if err := os.WriteFile(keyFile, []byte("# the state key\n"+keyText+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := func(dir string, more ...string) []string {
+		return append([]string{"watch", "secrets", "-n", ns, "--state-dir", dir, kubeconfigArg(srv), "-o", "json"}, more...)
+	}
+	once := func(env []string, args []string) line {
+		t.Helper()
+		p := start(t, env, args...)
+		l := nextEvent(t, p)
+		if code := p.interrupt(); code != 0 {
+			t.Fatalf("exit %d; stderr:\n%s", code, p.stderr)
+		}
+		return l
+	}
+
+	dir := t.TempDir()
+	p := start(t, nil, args(dir)...)
+	if l := nextEvent(t, p); l.Key != ns+"/db" {
+		t.Fatalf("without keys: %s %s", l.Type, l.Key)
+	}
+	if code := p.interrupt(); code != 0 || !strings.Contains(p.stderr.String(), "secrets are not kept in --state-dir without --state-key-file") {
+		t.Fatalf("without keys: exit %d, stderr %q; want a warning that Secrets are not kept", code, p.stderr)
+	}
+	if f := stateFiles(t, dir); len(f) != 0 {
+		t.Fatalf("without keys, a watch of Secrets kept %q", f)
+	}
+
+	for _, way := range []struct {
+		name string
+		env  []string
+		args []string
+	}{
+		{"--state-key-file", nil, []string{"--state-key-file", keyFile}},
+		{"$KINFORMER_STATE_KEY", []string{"KINFORMER_STATE_KEY=" + keyText}, nil},
+	} {
+		dir := t.TempDir()
+		if l := once(way.env, args(dir, way.args...)); l.Cause != "" {
+			t.Fatalf("%s, first run: %s %s cause %q", way.name, l.Type, l.Key, l.Cause)
+		}
+		f := stateFiles(t, dir)
+		if len(f) != 1 {
+			t.Fatalf("%s: state files %q, want one", way.name, f)
+		}
+		b, err := os.ReadFile(f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte(value)) || bytes.Contains(b, []byte(base64.StdEncoding.EncodeToString([]byte(value)))) {
+			t.Fatalf("%s: %s holds the Secret's value", way.name, f[0])
+		}
+		if l := once(way.env, args(dir, way.args...)); l.Key != ns+"/db" || l.Cause != "restore" {
+			t.Fatalf("%s, second run: %s %s cause %q, want db restored", way.name, l.Type, l.Key, l.Cause)
+		}
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad.key")
+	if err := os.WriteFile(bad, []byte("not a key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCmd(t, nil, args(t.TempDir(), "--state-key-file", bad)...)
+	if code != exitUsage || !strings.Contains(stderr, "--state-key-file") || !strings.Contains(stderr, "not base64") {
+		t.Fatalf("a bad key file: exit %d, stderr %q; want a usage error naming it", code, stderr)
 	}
 }

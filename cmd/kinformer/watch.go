@@ -41,7 +41,9 @@ objects deleted, MODIFIED, ADDED), then every change as it happens.
 Restored objects read RESTORED in the table's EVENT column; with -o json
 they are ADDED lines with "cause":"restore" after the resourceVersion. A
 file that cannot be used is reported on stderr and set aside, and the
-watch lists everything as without the flag.
+watch lists everything as without the flag. --state-key-file FILE (or
+$KINFORMER_STATE_KEY) encrypts the objects in the file; without it
+Secrets are not kept.
 
 --namespace-selector SELECTOR watches RESOURCE in the namespaces whose
 labels match SELECTOR (tenant=acme, "team in (a,b)"), one watch per
@@ -64,6 +66,7 @@ type watchFlags struct {
 	resync      time.Duration
 	syncTimeout time.Duration
 	stateDir    string
+	stateKeys   stateKeys
 	verbose     bool
 }
 
@@ -73,6 +76,7 @@ func (f *watchFlags) flagSet() *pflag.FlagSet {
 	fs.DurationVar(&f.resync, "resync", 0, "re-list from the server this often, as a consistency check (0: never)")
 	fs.DurationVar(&f.syncTimeout, "sync-timeout", 0, "give up if the initial list has not completed after this long (0: wait)")
 	bindStateDir(fs, &f.stateDir)
+	bindStateKeyFile(fs, &f.stateKeys)
 	fs.StringVar(&f.nsSelector, "namespace-selector", "", "watch the namespaces whose labels match this selector, following them as they change (e.g. tenant=acme)")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log the informer's retries and re-lists on stderr")
 	f.cluster.bind(fs, true)
@@ -104,6 +108,9 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 			return usageErrorf("watch: --namespace-selector %q: %v", f.nsSelector, err)
 		}
 	}
+	if err := f.stateKeys.load(); err != nil {
+		return err
+	}
 
 	cfg, ns, err := f.cluster.load(userAgent())
 	if err != nil {
@@ -117,6 +124,7 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return stoppedOr(ctx, err)
 	}
+	f.stateKeys.warnSecrets(e, res, f.stateDir)
 	if err := checkFields(res, f.cluster.fields); err != nil {
 		return err
 	}
@@ -146,12 +154,13 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 		Name:          res.String(), // also names the state file
 		StateDir:      f.stateDir,
 		StateKey:      stateKey(cfg, res, scope),
+		StateKeys:     f.stateKeys.keys,
 		Fields:        f.cluster.fields,
 	}
 	var src watchSource
 	if f.nsSelector != "" {
-		opts.Name, opts.StateDir, opts.StateKey = "", "", "" // the factory's
-		src, err = newViewSource(cfg, res, f.nsSelector, f.stateDir, logger, opts)
+		opts.Name, opts.StateDir, opts.StateKey, opts.StateKeys = "", "", "", nil // the factory's
+		src, err = newViewSource(cfg, res, f.nsSelector, kinformer.FactoryOptions{Logger: logger, StateDir: f.stateDir, StateKeys: f.stateKeys.keys}, opts)
 		if err != nil {
 			return stoppedOr(ctx, err)
 		}

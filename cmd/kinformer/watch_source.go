@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -80,8 +79,8 @@ type viewSource struct {
 	shared bool
 }
 
-func newViewSource(cfg *rest.Config, res resource, selector, stateDir string, logger *slog.Logger, opts *kinformer.Options[*unstructured.Unstructured]) (*viewSource, error) {
-	f := kinformer.NewFactory(cfg, &kinformer.FactoryOptions{Logger: logger, StateDir: stateDir})
+func newViewSource(cfg *rest.Config, res resource, selector string, fo kinformer.FactoryOptions, opts *kinformer.Options[*unstructured.Unstructured]) (*viewSource, error) {
+	f := kinformer.NewFactory(cfg, &fo)
 	v, err := kinformer.DynamicView(f, res.gvr, kinformer.Namespaces{Selector: selector}, opts)
 	if err != nil {
 		f.Stop()
