@@ -94,6 +94,11 @@ type Options struct {
 	// server. Default: none.
 	StateDir string
 
+	// StateKeys encrypt the state files (kinformer's Options.StateKeys,
+	// kinformer.ReadStateKeys reads them from a file): without them
+	// Secrets are not kept on disk. Default: none.
+	StateKeys [][]byte
+
 	// Sharding makes every informer cache and handle only this replica's
 	// share of its resource (a *sharding.Sharding from
 	// github.com/kinformer/kinformer/sharding). Default: none.
@@ -240,7 +245,7 @@ func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, er
 		log: log,
 		factory: kinformer.NewFactory(cfg, &kinformer.FactoryOptions{
 			Registerer: ko.Registerer, Logger: log, Scheme: opts.Scheme,
-			StateDir: ko.StateDir, Sharding: ko.Sharding, Compact: ko.Compact,
+			StateDir: ko.StateDir, StateKeys: ko.StateKeys, Sharding: ko.Sharding, Compact: ko.Compact,
 			HTTPClient: opts.HTTPClient,
 		}),
 		scheme:          opts.Scheme,
