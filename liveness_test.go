@@ -73,9 +73,9 @@ func TestProberReportsItsConnection(t *testing.T) {
 	arrived := make(chan struct{}, 1) // a probe the server holds
 	release := make(chan struct{})
 	var mu sync.Mutex
-	var probedFrom []string // the client ends of the /version requests
+	var probedFrom []string // the client ends of the probes (GET /livez?exclude=etcd)
 	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/version" {
+		if r.URL.Path == "/livez" && r.URL.Query().Get("exclude") == "etcd" {
 			mu.Lock()
 			probedFrom = append(probedFrom, r.RemoteAddr)
 			mu.Unlock()

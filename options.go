@@ -118,8 +118,9 @@ type Options[T Object] struct {
 	IdleMargin time.Duration
 
 	// ProbeAfter is how long the HTTP/2 connection under a watch may carry
-	// nothing before kinformer asks whether it is alive: a GET /version
-	// sent on that same connection, at most one at a time per connection
+	// nothing before kinformer asks whether it is alive: a GET
+	// /livez?exclude=etcd (which the API server does not queue) sent on
+	// that same connection, at most one at a time per connection
 	// however many watches share it, and none while events flow. No
 	// answer within ProbeTimeout, and the connection is taken for dead:
 	// it is closed, and every watch on it resumes on a new one. A quiet

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -179,4 +181,62 @@ func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// TestProbeIsNotQueued: the probe asks something the API server's priority
+// and fairness does not queue. A probe that waits in line with a busy
+// priority level's requests (a GET /version took 7 s on a server under
+// load) looks like a dead connection, and a healthy one is closed. The
+// probes of a quiet informer, as the restricted user, are classified in
+// the "exempt" priority level (the server says so in a response header);
+// a GET /version of the same user is not.
+func TestProbeIsNotQueued(t *testing.T) {
+	srv := testenv.Shared(t)
+	admin := clientset(t, srv.Config())
+	ns := testenv.NewNamespace(t, srv.Config())
+	grantConfigMaps(t, srv, ns)
+	exempt, err := admin.FlowcontrolV1().PriorityLevelConfigurations().Get(bounded(t, callTimeout), "exempt", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	levels := map[string]string{} // request path → priority level UID
+	cfg := rest.CopyConfig(srv.RestrictedConfig())
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(r)
+			if err == nil && !strings.HasPrefix(r.URL.Path, "/api/") {
+				mu.Lock()
+				levels[r.URL.Path] = resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID")
+				mu.Unlock()
+			}
+			return resp, err
+		})
+	})
+	cs := clientset(t, cfg)
+	inf := kinformer.New[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), nil)
+	inf.Start()
+	defer inf.Stop()
+	if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Discovery().ServerVersion(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "a probe of the quiet watch's connection", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(levels) > 1
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("priority levels by path (exempt %s): %v", exempt.UID, levels)
+	for path, uid := range levels {
+		switch {
+		case path == "/version" && (uid == "" || uid == string(exempt.UID)):
+			t.Errorf("GET /version in priority level %q: want a queued one, for the comparison", uid)
+		case path != "/version" && uid != string(exempt.UID):
+			t.Errorf("the probe, GET %s, in priority level %q, want exempt (%s)", path, uid, exempt.UID)
+		}
+	}
 }
