@@ -141,3 +141,31 @@ func fieldsOf(f *projection.Fields) string {
 	}
 	return f.String()
 }
+
+// UnusedStateFile is a file of a state directory no informer will use
+// (PruneStateDir): set aside as unreadable (damaged, or encrypted under
+// StateKeys no longer given), or named under a directory key that was
+// replaced.
+type UnusedStateFile struct {
+	Path string
+	Size int64
+	Why  string
+}
+
+// PruneStateDir lists the files of the state directory dir that no
+// informer will use, and unless dryRun removes them. Files in use by an
+// informer (of any process) are left alone. The first informer of a
+// process to open a directory reports those it can see cheaply (an ERROR
+// wrapping ErrSnapshot), once.
+func PruneStateDir(dir string, dryRun bool) ([]UnusedStateFile, error) {
+	list := persist.Prune
+	if dryRun {
+		list = persist.Unused
+	}
+	files, err := list(dir)
+	out := make([]UnusedStateFile, len(files))
+	for i, f := range files {
+		out[i] = UnusedStateFile(f)
+	}
+	return out, err
+}

@@ -150,6 +150,8 @@ var commands = []*command{
 		flags: func() *pflag.FlagSet { return new(watchFlags).flagSet() }},
 	{name: "serve", short: "serve the caches of RESOURCEs read-only over HTTP, with a live page", run: runServe,
 		flags: func() *pflag.FlagSet { return new(serveFlags).flagSet() }},
+	{name: "state", short: "state prune --state-dir DIR: remove the state files no informer will use", run: runState,
+		flags: func() *pflag.FlagSet { return new(stateFlags).flagSet() }},
 	{name: "version", short: "print the version", run: runVersion},
 	{name: "help", short: "show this help", run: nil},
 	{name: "demo-traffic", hidden: true, short: "create, update and delete configmaps in a loop (for the demo)", run: runTraffic,

@@ -650,3 +650,44 @@ func TestWatchStateKeyFile(t *testing.T) {
 		t.Fatalf("a bad key file: exit %d, stderr %q; want a usage error naming it", code, stderr)
 	}
 }
+
+// `kinformer state prune` lists (--dry-run) and removes the files of a
+// state directory no informer will use, and nothing else.
+func TestStatePrune(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]bool{ // name → to be pruned
+		"configmaps-0123456789abcdef.kinformer.bad": true, // set aside
+		"pods-fedcba9876543210.kinformer":           true, // not a state file that can be read
+		"notes.txt":                                 false,
+	}
+	for name := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("garbage"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, stdout, stderr := runCmd(t, nil, "state", "prune", "--state-dir", dir, "--dry-run")
+	if code != 0 || !strings.Contains(stdout, "would remove 2 files, 14 bytes") {
+		t.Fatalf("--dry-run: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	for name := range files {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Fatalf("--dry-run removed %s", name)
+		}
+	}
+	code, stdout, stderr = runCmd(t, nil, "state", "prune", "--state-dir", dir)
+	if code != 0 || !strings.Contains(stdout, "removed 2 files, 14 bytes") {
+		t.Fatalf("prune: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	for name, pruned := range files {
+		if _, err := os.Stat(filepath.Join(dir, name)); (err == nil) == pruned {
+			t.Errorf("%s: pruned %v, want %v", name, err != nil, pruned)
+		}
+	}
+	if code, _, _ := runCmd(t, nil, "state", "prune"); code != exitUsage {
+		t.Errorf("state prune without --state-dir: exit %d, want %d", code, exitUsage)
+	}
+}

@@ -14,6 +14,7 @@ package persist
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -155,11 +156,13 @@ func (p *Persister[T]) open(restore bool, begin func(), each func(k, v []byte) e
 		p.cfg.Report(fmt.Errorf("state keys: %w; running without the state file", p.keyErr))
 		return "", false
 	}
+	_, lerr := os.Lstat(filepath.Join(p.cfg.Dir, KeyFile))
 	key, err := PrepareDir(p.cfg.Dir)
 	if err != nil {
 		p.cfg.Report(fmt.Errorf("state directory: %w; running without it", err))
 		return "", false
 	}
+	reportLeftovers(p.cfg.Dir, errors.Is(lerr, fs.ErrNotExist), p.cfg.Report)
 	if sealed := p.cfg.Identity.Sealed(key); sealed != p.sealed {
 		// The first Open, or the directory's key was replaced.
 		p.sealed, p.path, p.committed = sealed, Path(p.cfg.Dir, p.cfg.Name, key, sealed), ""

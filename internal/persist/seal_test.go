@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,5 +151,78 @@ func TestParseKeys(t *testing.T) {
 		if err != nil || len(keys) != tc.n {
 			t.Errorf("ParseKeys(%q): %d keys, %v; want %d", tc.text, len(keys), err, tc.n)
 		}
+	}
+}
+
+// A directory whose key was replaced keeps the files named under the old
+// one, which no informer finds again; with the files set aside, Unused
+// lists them (not the file in use, nor the one named under the key), the
+// first open of the directory in a process reports them once with their
+// size, and Prune removes them.
+func TestUnusedAndPrune(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string) string {
+		p, _ := sealedPersister(t, dir, newKey(t))
+		p.cfg.Name = name
+		openPersister(t, p)
+		p.Start()
+		b := p.Batch()
+		b.Put("ns/a", labelled("ns", "a", "1"))
+		b.End("1")
+		p.Stop()
+		return p.Path()
+	}
+	old := write("old")
+	if err := os.Remove(filepath.Join(dir, KeyFile)); err != nil {
+		t.Fatal(err)
+	}
+	leftoversReported.Delete(dir)
+	var reports []error
+	p, _ := sealedPersister(t, dir, newKey(t))
+	p.cfg.Name = "current"
+	p.cfg.Report = func(err error) { reports = append(reports, err) }
+	openPersister(t, p) // a new key: the old file is orphaned
+	p.Start()
+	b := p.Batch()
+	b.Put("ns/a", labelled("ns", "a", "1"))
+	b.End("1")
+	p.Stop()
+	if len(reports) != 1 || !strings.Contains(reports[0].Error(), "1 files no informer will use") || !strings.Contains(reports[0].Error(), filepath.Base(old)) {
+		t.Fatalf("reports at the first open of the directory: %v", reports)
+	}
+	bad := filepath.Join(dir, "other-0123456789abcdef.kinformer.bad")
+	if err := os.WriteFile(bad, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A file in use is never listed.
+	inUse, _ := sealedPersister(t, dir, newKey(t))
+	inUse.cfg.Name = "busy"
+	openPersister(t, inUse)
+	defer func() { inUse.Start(); inUse.Stop() }()
+
+	files, err := Unused(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range files {
+		got[filepath.Base(f.Path)] = f.Why
+		if f.Size <= 0 {
+			t.Errorf("%s: size %d", f.Path, f.Size)
+		}
+	}
+	if len(got) != 2 || !strings.Contains(got[filepath.Base(old)], "directory key") || !strings.Contains(got[filepath.Base(bad)], "set aside") {
+		t.Fatalf("Unused: %v; want the old key's file and the one set aside", got)
+	}
+	if _, err := Prune(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{old, bad} {
+		if _, err := os.Stat(f); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s after Prune: %v", f, err)
+		}
+	}
+	if _, err := os.Stat(p.Path()); err != nil {
+		t.Errorf("the current file after Prune: %v", err)
 	}
 }

@@ -424,3 +424,45 @@ func guard(fn func() error) (err error) {
 	}()
 	return fn()
 }
+
+// Identity returns the identity a snapshot file was made for, checked as
+// Open checks a file and without changing it; ErrInUse if another holds
+// it (which means it is used), ErrUnsafe if it is not private.
+func Identity(path string, timeout time.Duration) (id string, err error) {
+	if err := verifyLocked(path, timeout); err != nil {
+		return "", err
+	}
+	var db *bolt.DB
+	var f *os.File
+	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		var err error
+		f, err = OpenPrivate(name, flag, perm)
+		return f, err
+	}
+	err = guard(func() error {
+		var err error
+		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: true, OpenFile: openFile})
+		return err
+	})
+	if db == nil && f != nil {
+		f.Close()
+	}
+	if errors.Is(err, bolt.ErrTimeout) {
+		return "", ErrInUse
+	}
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	err = guard(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			meta := tx.Bucket(bucketMeta)
+			if meta == nil {
+				return errors.New("not a kinformer snapshot (no meta bucket)")
+			}
+			id = string(meta.Get(keyIdentity))
+			return nil
+		})
+	})
+	return id, err
+}
