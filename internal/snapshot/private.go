@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 )
 
@@ -78,5 +79,57 @@ func CheckPrivateDir(dir string) error {
 	if p := fi.Mode().Perm(); p&0o022 != 0 && checksMode {
 		return fmt.Errorf("%w: the directory %s has mode %04o: group or others may write in it (chmod 700 %s)", ErrUnsafe, dir, p, dir)
 	}
+	if checksMode {
+		return checkPath(dir)
+	}
 	return nil
+}
+
+// checkPath checks the way to dir as ssh's StrictModes does: a symbolic
+// link on it must be this user's or root's (another user could point it
+// elsewhere), and every directory above it must be this user's or root's
+// and writable by no one else, but for a sticky one (/tmp), where others
+// may not rename or remove what is not theirs. Else another user could
+// swap the state directory, or a directory above it, for one of theirs.
+func checkPath(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	me := os.Geteuid()
+	owned := func(fi fs.FileInfo) (int, bool) {
+		uid, ok := ownerOf(fi)
+		return uid, !ok || uid == me || uid == 0
+	}
+	// The symbolic links on the way, each component as written.
+	for p := abs; ; p = filepath.Dir(p) {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			if uid, ok := owned(fi); !ok {
+				return fmt.Errorf("%w: %s, on the way to the state directory %s, is a symbolic link of uid %d: another user may point it elsewhere", ErrUnsafe, p, dir, uid)
+			}
+		}
+		if filepath.Dir(p) == p {
+			break
+		}
+	}
+	// The directories above the real one.
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return err
+	}
+	for p := filepath.Dir(real); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if uid, ok := owned(fi); !ok {
+			return fmt.Errorf("%w: %s, above the state directory %s, is owned by uid %d: it may replace the directory", ErrUnsafe, p, dir, uid)
+		}
+		if m := fi.Mode(); m.Perm()&0o022 != 0 && m&fs.ModeSticky == 0 {
+			return fmt.Errorf("%w: %s, above the state directory %s, has mode %04o: group or others may write in it and replace the directory (chmod go-w %s, or choose another place)", ErrUnsafe, p, dir, m.Perm(), p)
+		}
+		if filepath.Dir(p) == p {
+			return nil
+		}
+	}
 }

@@ -196,3 +196,55 @@ func TestCheckPrivateDir(t *testing.T) {
 		}
 	}
 }
+
+// The way to a state directory is checked as ssh's StrictModes does: a
+// directory above it that others may write (not sticky), or a symbolic
+// link on the way that another user owns, makes it unsafe; a sticky
+// parent (/tmp) does not.
+func TestCheckPrivateDirPath(t *testing.T) {
+	base := t.TempDir()
+	mk := func(parts ...string) string {
+		p := filepath.Join(append([]string{base}, parts...)...)
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	open := mk("open")
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	under := mk("open", "state")
+	if err := CheckPrivateDir(under); !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), "above the state directory") {
+		t.Errorf("under a world-writable directory: %v", err)
+	}
+	if err := os.Chmod(open, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckPrivateDir(under); err != nil {
+		t.Errorf("under a sticky world-writable directory (as /tmp): %v", err)
+	}
+	if err := os.Chmod(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckPrivateDir(under); err != nil {
+		t.Errorf("under a private directory: %v", err)
+	}
+
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to give a symbolic link away")
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(under, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckPrivateDir(link); err != nil {
+		t.Errorf("through this user's symbolic link: %v", err)
+	}
+	if err := os.Lchown(link, 65534, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckPrivateDir(link); !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), "symbolic link of uid 65534") {
+		t.Errorf("through another user's symbolic link: %v", err)
+	}
+}
