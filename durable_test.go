@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -16,7 +17,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 
 	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/kinformertest"
@@ -511,5 +517,56 @@ func TestDurableFileFromAnotherHistoryIsNotRestored(t *testing.T) {
 	waitHandled(t, reg)
 	if events, errs := log.get(); fmt.Sprint(events) != "[ADDED ns/x restore]" || len(errs) != 0 {
 		t.Fatalf("the next run: events %v, errors %v; want x restored", events, errs)
+	}
+}
+
+// Without StateKeys an informer of Secrets keeps no state file, whether
+// typed, or dynamic through client-go's dynamic client; with keys it does.
+// The file is opened (made) as a run starts, before the server answers:
+// the dynamic client's server is nowhere.
+func TestDurableSecretsNeedKeys(t *testing.T) {
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	dyn, err := dynamic.NewForConfig(&rest.Config{Host: "http://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := fake.NewClientset()
+	for _, tc := range []struct {
+		name  string
+		start func(dir string, keys [][]byte) (stop func())
+	}{
+		{"typed", func(dir string, keys [][]byte) func() {
+			inf := kinformer.New[*corev1.Secret](cs.CoreV1().Secrets("ns"), &kinformer.Options[*corev1.Secret]{StateDir: dir, StateKeys: keys, StateKey: "test typed secrets"})
+			inf.Start()
+			return inf.Stop
+		}},
+		{"dynamic", func(dir string, keys [][]byte) func() {
+			inf := kinformer.New[*unstructured.Unstructured](dyn.Resource(gvr).Namespace("ns"), &kinformer.Options[*unstructured.Unstructured]{StateDir: dir, StateKeys: keys, StateKey: "test secrets"})
+			inf.Start()
+			return inf.Stop
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := func(dir string) []string {
+				m, _ := filepath.Glob(filepath.Join(dir, "*.kinformer"))
+				return m
+			}
+			dir := t.TempDir()
+			stop := tc.start(dir, nil)
+			time.Sleep(500 * time.Millisecond)
+			stop()
+			if m := files(dir); len(m) != 0 {
+				t.Fatalf("without keys: state files %v", m)
+			}
+			stop = tc.start(dir, [][]byte{make([]byte, 32)})
+			deadline := time.Now().Add(5 * time.Second)
+			for len(files(dir)) == 0 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			stop()
+			if m := files(dir); len(m) != 1 {
+				t.Fatalf("with a key: state files %v, want one", m)
+			}
+		})
 	}
 }

@@ -67,6 +67,9 @@ func secretsOf[T Object](lw any, o *Options[T]) bool {
 	if resourceOf(lw) == "secrets" || o.Name == "secrets" {
 		return true
 	}
+	if _, _, gvr, ok := dynamicTarget(lw); ok && gvr.Group == "" && gvr.Resource == "secrets" {
+		return true
+	}
 	t := o.objectType()
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
