@@ -127,7 +127,8 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 		if isNoDirect(err) {
 			return outcome{kind: directRefused, err: err}
 		}
-		return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err)}
+		// A catch-up watch refused with 410: see the ERROR event below.
+		return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err), received: l.target != ""}
 	}
 	defer s.stop()
 	if l.st.heartbeats && l.target == "" {
@@ -193,7 +194,13 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 			continue
 		default: // an ERROR event, or a stream that broke
 			broke = c.typ != Error || clientStreamError(err)
-			return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err), received: received}
+			// A catch-up watch (a restored informer's) whose first answer
+			// is 410 meets a state file older than the server's history,
+			// as after any restart longer than a few minutes: it re-lists
+			// at once, as after a watch that made progress (step). That
+			// happens once per restart; a server whose watch cache lags
+			// still gets the backoff on plain watches.
+			return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err), received: received || l.target != ""}
 		}
 		lastEvent = time.Now()
 		if c.typ == Bookmark {
