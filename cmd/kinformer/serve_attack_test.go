@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime"
 	"slices"
@@ -761,5 +762,84 @@ func TestServeNoStore(t *testing.T) {
 	}
 	if _, h := answerHeaders(t, hs.URL+"/"); h.Get("Cache-Control") != "no-cache" {
 		t.Errorf("the page: Cache-Control %q, want no-cache", h.Get("Cache-Control"))
+	}
+}
+
+// openStream opens an event stream with a Last-Event-ID ("" for none),
+// until the test ends; its first line is not read.
+func openStream(t *testing.T, url, lastEventID string) *sse {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d", url, resp.StatusCode)
+	}
+	return &sse{t: t, resp: resp, r: bufio.NewReaderSize(resp.Body, 1<<20)}
+}
+
+// message returns the next message of an event stream that has an id or
+// data: its event, id and data. Keepalives do not make it wait longer
+// than lineTimeout.
+func (s *sse) message() (event, id, data string) {
+	s.t.Helper()
+	for deadline := time.Now().Add(lineTimeout); ; {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("event stream: no message for %v", lineTimeout)
+		}
+		l := s.line()
+		switch k, v, _ := strings.Cut(l, ": "); {
+		case l == "" && (id != "" || data != ""):
+			return event, id, data
+		case k == "event":
+			event = v
+		case k == "id":
+			id = v
+		case k == "data":
+			data = v
+		}
+	}
+}
+
+// A Last-Event-ID beyond the feed's last id (EPOCH-18446744073709551615)
+// is not resumed after: the seq after it wrapped to 0, and the whole ring
+// was sent again, with "event: missed", on every new event.
+func TestServeFeedIDBeyondCounter(t *testing.T) {
+	t.Parallel()
+	s := mustNewServer(t, 8, 3)
+	hs := httptest.NewServer(s.handler())
+	t.Cleanup(hs.Close)
+	t.Cleanup(s.close)
+	for _, name := range []string{"a", "b", "c", "d"} {
+		s.recent.add(feedEvent{Resource: "configmaps", Type: kinformer.Added, Namespace: "ns", Name: name})
+	}
+	// The largest id, and the next one, not given yet.
+	for _, beyond := range []func() string{
+		func() string { return s.recent.epoch + "-18446744073709551615" },
+		func() string { return s.recent.id(s.recent.next) },
+	} {
+		from := beyond()
+		feed := openStream(t, hs.URL+"/events/feed", from)
+		// Started afresh: the ring once (the last 3), then each new event
+		// once.
+		for seq := s.recent.next - 3; seq < s.recent.next; seq++ {
+			if event, id, data := feed.message(); event != "" || id != s.recent.id(seq) {
+				t.Fatalf("Last-Event-ID %s: %s id %s %s; want id %s", from, event, id, data, s.recent.id(seq))
+			}
+		}
+		s.recent.add(feedEvent{Resource: "configmaps", Type: kinformer.Modified, Namespace: "ns", Name: "a"})
+		next := s.recent.id(s.recent.next - 1)
+		if event, id, data := feed.message(); event != "" || id != next {
+			t.Fatalf("Last-Event-ID %s, then a new event: %s id %s %s; want only id %s", from, event, id, data, next)
+		}
+		feed.resp.Body.Close()
 	}
 }

@@ -83,14 +83,21 @@ func newEventRing(size int) *eventRing {
 // id is the event-stream id of seq: "EPOCH-SEQ".
 func (r *eventRing) id(seq uint64) string { return r.epoch + "-" + strconv.FormatUint(seq, 10) }
 
-// parseID returns the seq of an id of r's, ok false for any other.
+// parseID returns the seq of an id of r's, ok false for any other. An id
+// beyond the last seq given is no id of r's: resuming after it would wrap
+// the seq past the largest uint64 and resend the whole ring on every event.
 func (r *eventRing) parseID(id string) (seq uint64, ok bool) {
 	epoch, n, found := strings.Cut(id, "-")
 	if !found || epoch != r.epoch {
 		return 0, false
 	}
 	seq, err := strconv.ParseUint(n, 10, 64)
-	return seq, err == nil
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil || seq >= r.next {
+		return 0, false
+	}
+	return seq, true
 }
 
 // add stores e with the next sequence number and wakes the readers.
