@@ -46,7 +46,8 @@ authentication, and the objects served may be confidential (secrets!).
 While bound to a loopback address it answers only requests for
 localhost, 127.0.0.1 or [::1] (any port), and those whose host name
 --accept-hosts matches as a whole (kinformer\.internal does not match
-kinformer.internal.evil.example); others get 403. This keeps a web page
+kinformer.internal.evil.example; serve warns of a "." left unescaped,
+which matches any character); others get 403. This keeps a web page
 from reading it by rebinding its own name to 127.0.0.1 (DNS rebinding).
 
 A client has 30 s for each write to it (an event stream writes at least
@@ -214,6 +215,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		var err error
 		if accept, err = compileAcceptHosts(f.acceptHosts); err != nil {
 			return usageErrorf("serve: --accept-hosts: %v", err)
+		}
+		if hasLoneDot(f.acceptHosts) {
+			e.warn(fmt.Sprintf(`--accept-hosts %s: "." matches any character (kinformer.internal matches kinformerXinternal too, a name anyone may register); write \. for a dot`, f.acceptHosts))
 		}
 	}
 

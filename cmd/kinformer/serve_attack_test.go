@@ -843,3 +843,43 @@ func TestServeFeedIDBeyondCounter(t *testing.T) {
 		feed.resp.Body.Close()
 	}
 }
+
+// An unescaped "." in --accept-hosts matches any character:
+// kinformer.internal accepts kinformerXinternal, a name anyone may
+// register. serve warns of a "." that is not repeated (.* and .+ are
+// meant as they are), once, at the start.
+func TestServeAcceptHostsLoneDot(t *testing.T) {
+	for _, tt := range []struct {
+		expr string
+		want bool
+	}{
+		{`kinformer.internal`, true},
+		{`a\.example|b.example`, true},
+		{`(kinformer|cache).internal`, true},
+		{`kinformer\.internal`, false},
+		{`kinformer[.]internal`, false},
+		{`.*\.svc\.cluster\.local`, false},
+		{`.+\.example`, false},
+		{`localhost`, false},
+	} {
+		if got := hasLoneDot(tt.expr); got != tt.want {
+			t.Errorf("hasLoneDot(%q) = %v, want %v", tt.expr, got, tt.want)
+		}
+	}
+
+	srv := testenv.Shared(t)
+	warning := `warning: --accept-hosts kinformer.internal: "." matches any character`
+	for _, tt := range []struct {
+		expr string
+		warn bool
+	}{{`kinformer.internal`, true}, {`kinformer\.internal`, false}} {
+		p, _ := startServe(t, "namespaces", "--accept-hosts", tt.expr, kubeconfigArg(srv))
+		stderr := p.stderr.String()
+		if got := strings.Count(stderr, "warning: --accept-hosts"); got != map[bool]int{true: 1}[tt.warn] || tt.warn && !strings.Contains(stderr, warning) {
+			t.Errorf("--accept-hosts %s: stderr %q; want the warning %v", tt.expr, stderr, tt.warn)
+		}
+		if code := p.interrupt(); code != 0 {
+			t.Errorf("exit %d; stderr:\n%s", code, p.stderr)
+		}
+	}
+}

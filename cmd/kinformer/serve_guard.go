@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"regexp/syntax"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -231,6 +233,31 @@ func compileAcceptHosts(expr string) (*regexp.Regexp, error) {
 		return nil, err // the error quotes expr as given
 	}
 	return regexp.Compile(`^(?:` + expr + `)$`)
+}
+
+// hasLoneDot reports whether expr, a valid regular expression, has a "."
+// that is not repeated (not in .* or .+): most likely meant as the dot of
+// a domain name, it matches any character, so kinformer.internal also
+// accepts kinformerXinternal, a name anyone may register and point at
+// 127.0.0.1.
+func hasLoneDot(expr string) bool {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return false
+	}
+	var lone func(re *syntax.Regexp, repeated bool) bool
+	lone = func(re *syntax.Regexp, repeated bool) bool {
+		switch re.Op {
+		case syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+			return !repeated
+		case syntax.OpStar, syntax.OpPlus, syntax.OpQuest, syntax.OpRepeat:
+			repeated = true
+		default:
+			repeated = false
+		}
+		return slices.ContainsFunc(re.Sub, func(sub *syntax.Regexp) bool { return lone(sub, repeated) })
+	}
+	return lone(re, false)
 }
 
 // hostname is the Host header without its port or brackets.
