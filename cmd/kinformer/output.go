@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -272,6 +273,30 @@ func (o *output) finish(d time.Duration, summary bool) {
 		parts = append(parts, part)
 	}
 	fmt.Fprintf(o.stderr, "%s: %d events in %v: %s\n", o.prog, total, d.Round(100*time.Millisecond), strings.Join(parts, ", "))
+}
+
+// maxNameBytes is the longest name shown whole in a summary (the table's
+// cells, the feed's names): 253, the longest DNS subdomain name, so that
+// every name the API server accepts for most kinds shows whole. Some
+// kinds (Roles, for one) take names of any length: one of 200 KB made
+// every event of the feed, and every table row after it, 200 KB long.
+const maxNameBytes = 253
+
+// cutText returns s if it is at most max bytes long; else its start, cut
+// at a character, then its length and the start of its SHA-256, visibly:
+// "name…[200000 bytes, sha256:0a1b2c3d4e5f]", limit bytes at most. Two
+// long names that start alike still read apart.
+func cutText(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	mark := fmt.Sprintf("…[%d bytes, sha256:%x]", len(s), sum[:6])
+	keep := max(limit-len(mark), 0)
+	for keep > 0 && !utf8.RuneStart(s[keep]) {
+		keep--
+	}
+	return s[:keep] + mark
 }
 
 // isTerminal reports whether w is a terminal.

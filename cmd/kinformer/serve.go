@@ -84,7 +84,9 @@ Endpoints (GET only):
                      (bookmarks aside), oldest first, summarised without
                      objects: {"events":[{"seq":…,"time":…,"resource":…,
                      "type":…,"cause":…,"namespace":…,"name":…,
-                     "resourceVersion":…},…]}
+                     "resourceVersion":…},…]}. A name longer than 253
+                     bytes is cut, visibly ("start…[200000 bytes,
+                     sha256:0a1b2c3d4e5f]"), and "nameBytes" is its length
   /events/feed[?resource=R][&namespace=N]
                      the same events as server-sent events, then new ones
                      as they come; each has an id, so that a client
@@ -155,7 +157,7 @@ func (f *serveFlags) flagSet() *pflag.FlagSet {
 	fs.IntVar(&f.sseBuffer, "sse-buffer", 1024, fmt.Sprintf("events buffered for each /events client, at most %d; one that falls further behind is disconnected", maxSSEBuffer))
 	fs.IntVar(&f.sseClients, "max-sse-clients", defaultSSEClients, "event-stream clients served at once, of /events and of /events/feed each (counted apart: /events clients cannot lock the page's feed out); more get 503")
 	fs.IntVar(&f.maxConns, "max-connections", defaultMaxConnections, "connections open at once, event streams and idle keep-alive ones included; more wait until one closes")
-	fs.IntVar(&f.recent, "recent-events", 500, "events kept (summarised, without objects) for /events/recent and the page")
+	fs.IntVar(&f.recent, "recent-events", 500, fmt.Sprintf("events kept (summarised, without objects) for /events/recent and the page, at most %d", maxRecentEvents))
 	bindStateDir(fs, &f.stateDir)
 	bindStateKeyFile(fs, &f.stateKeys)
 	fs.BoolVar(&f.compact, "compact", false, "keep each cached object as bytes, decoded on every read: a fraction of the memory, a decode per object served")
@@ -185,8 +187,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return usageErrorf("serve: --max-sse-clients must be at least 1")
 	case f.maxConns < 1:
 		return usageErrorf("serve: --max-connections must be at least 1")
-	case f.recent < 1:
-		return usageErrorf("serve: --recent-events must be at least 1")
+	case f.recent < 1 || f.recent > maxRecentEvents:
+		return usageErrorf("serve: --recent-events must be between 1 and %d", maxRecentEvents)
 	case f.watchTime < 0:
 		return usageErrorf("serve: --watch-timeout must not be negative")
 	case f.cluster.allNamespaces && fs.Changed("namespace"):

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -881,5 +882,138 @@ func TestServeAcceptHostsLoneDot(t *testing.T) {
 		if code := p.interrupt(); code != 0 {
 			t.Errorf("exit %d; stderr:\n%s", code, p.stderr)
 		}
+	}
+}
+
+// A name of any length (Roles take one) made every summary of the feed as
+// long: a 200 KB name patched 500 times made /events/recent a 100 MB
+// answer, and each /events/feed client that did not read held a copy of
+// the whole ring. Names beyond 253 bytes are cut, visibly and told apart
+// by a digest: the ring, its answers and its clients hold about 2 KiB an
+// event at most.
+func TestServeFeedLongNames(t *testing.T) {
+	// Not parallel: it measures the heap.
+	noGoroutinesLeft(t)
+	const events, nameLen = 200, 100 << 10
+	s := mustNewServer(t, 8, events)
+	hs := httptest.NewServer(s.handler())
+	t.Cleanup(hs.Close)
+	t.Cleanup(s.close)
+	role := func(name string) *unstructured.Unstructured {
+		o := &unstructured.Unstructured{}
+		o.SetNamespace("ns")
+		o.SetName(name)
+		return o
+	}
+	long := strings.Repeat("r", nameLen)
+	valid := strings.Repeat("v", maxNameBytes)
+	before := heapInUse()
+	for i := range events {
+		obj := role(long)
+		switch i {
+		case events - 2:
+			obj = role(long[:nameLen-1] + "s") // differs at its end only
+		case events - 1:
+			obj = role(valid)
+		}
+		s.recent.add(newFeedEvent("roles.rbac.authorization.k8s.io", time.Now(), kinformer.Event[*unstructured.Unstructured]{Type: kinformer.Modified, Object: obj, ResourceVersion: "1"}))
+	}
+	if grown := int64(heapInUse()) - int64(before); grown > 4<<20 {
+		t.Errorf("the ring grew the heap by %d MiB: %d events of a %d KiB name", grown>>20, events, nameLen>>10)
+	}
+
+	code, body := get(t, hs.URL+"/events/recent")
+	if code != 200 || len(body) > 1<<20 {
+		t.Errorf("/events/recent: %d, %d bytes; want 200 and at most 1 MiB", code, len(body))
+	}
+	var recent struct{ Events []feedEvent }
+	if err := json.Unmarshal([]byte(body), &recent); err != nil || len(recent.Events) != events {
+		t.Fatalf("/events/recent: %v, %d events", err, len(recent.Events))
+	}
+	first, other, last := recent.Events[0], recent.Events[events-2], recent.Events[events-1]
+	if len(first.Name) > maxNameBytes || !strings.HasPrefix(first.Name, "rrrr") || !strings.Contains(first.Name, fmt.Sprintf("…[%d bytes, sha256:", nameLen)) || first.NameBytes != nameLen {
+		t.Errorf("a %d-byte name: %q (%d bytes), nameBytes %d; want it cut, visibly, to at most %d", nameLen, first.Name, len(first.Name), first.NameBytes, maxNameBytes)
+	}
+	if other.Name == first.Name {
+		t.Errorf("two long names that differ at their end: both %q", other.Name)
+	}
+	if last.Name != valid || last.NameBytes != 0 {
+		t.Errorf("a %d-byte name: %q, nameBytes %d; want it whole", maxNameBytes, last.Name, last.NameBytes)
+	}
+
+	// Feed clients that do not read hold no copy of the ring.
+	if smallBufferDialer == nil {
+		return
+	}
+	before = heapInUse()
+	const clients = 5
+	for range clients {
+		conn, err := smallBufferDialer.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := io.WriteString(conn, "GET /events/feed HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the feed's clients served", 10*time.Second, func() bool { return s.feedClients.n.Load() == clients })
+	time.Sleep(300 * time.Millisecond) // writing until the sockets are full
+	if grown := int64(heapInUse()) - int64(before); grown > 4<<20 {
+		t.Errorf("%d feed clients that do not read grew the heap by %d MiB", clients, grown>>20)
+	}
+}
+
+// A feed client is written the ring in chunks: one that does not read
+// holds a chunk, not the ring's 65,536 events (--recent-events' most) as
+// one buffer and a copy of the ring. One that reads gets every event, in
+// order.
+func TestServeFeedBacklogInChunks(t *testing.T) {
+	// Not parallel: it measures the heap.
+	noGoroutinesLeft(t)
+	if smallBufferDialer == nil {
+		t.Skip("no small receive buffers here")
+	}
+	const events = maxRecentEvents
+	s := mustNewServer(t, 8, events)
+	hs := httptest.NewServer(s.handler())
+	t.Cleanup(hs.Close)
+	t.Cleanup(s.close)
+	for i := range events {
+		name := fmt.Sprintf("%05d-%s", i, strings.Repeat("n", maxNameBytes-6))
+		s.recent.add(feedEvent{Time: time.Now(), Resource: "configmaps", Type: kinformer.Modified, Namespace: "ns", Name: name, ResourceVersion: "1"})
+	}
+	before := heapInUse()
+	const clients = 5
+	for range clients {
+		conn, err := smallBufferDialer.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := io.WriteString(conn, "GET /events/feed HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the feed's clients served", 10*time.Second, func() bool { return s.feedClients.n.Load() == clients })
+	time.Sleep(500 * time.Millisecond) // writing until the sockets are full
+	// Without chunks, each held its ring's 29 MiB and a copy of the
+	// ring's events (11 MiB): 200 MiB. Under the race detector the heap
+	// grows by some 5 MiB a client even so: the bound is checked without.
+	grown := int64(heapInUse()) - int64(before)
+	t.Logf("%d feed clients that do not read, of a ring of %d events: the heap grew by %d KiB", clients, events, grown>>10)
+	if grown > 16<<20 && !raceEnabled {
+		t.Errorf("%d feed clients that do not read, of a ring of %d events, grew the heap by %d MiB", clients, events, grown>>20)
+	}
+
+	feed := openStream(t, hs.URL+"/events/feed", "")
+	for seq := uint64(1); seq <= events; seq++ {
+		if event, id, _ := feed.message(); event != "" || id != s.recent.id(seq) {
+			t.Fatalf("the feed: %s id %s, want id %s", event, id, s.recent.id(seq))
+		}
+	}
+	s.close()
+	if event, _, _ := feed.message(); event != "shutdown" {
+		t.Errorf("after the ring: %s, want shutdown", event)
 	}
 }

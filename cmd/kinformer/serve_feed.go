@@ -30,25 +30,43 @@ type feedEvent struct {
 	Cause           string              `json:"cause"` // list, watch, relist, …
 	Namespace       string              `json:"namespace,omitempty"`
 	Name            string              `json:"name,omitempty"`
+	NameBytes       int                 `json:"nameBytes,omitempty"` // the name's length, when Name is cut
 	ResourceVersion string              `json:"resourceVersion,omitempty"`
 	Error           string              `json:"error,omitempty"`
 }
 
+// maxFeedError is the longest error text a feed event keeps.
+const maxFeedError = 1 << 10
+
 // newFeedEvent summarises ev. The strings are copied: the ring must not
 // keep the object (or a decoding buffer its strings may share) alive.
+// Long ones are cut (cutText): a summary is at most about 2 KiB, so the
+// ring holds at most --recent-events times that, and a name of 200 KB
+// patched 500 times no longer makes /events/recent a 100 MB answer.
 func newFeedEvent(resource string, now time.Time, ev kinformer.Event[*unstructured.Unstructured]) feedEvent {
 	fe := feedEvent{
 		Time: now, Resource: resource, Type: ev.Type, Cause: ev.Cause.String(),
-		ResourceVersion: strings.Clone(ev.ResourceVersion),
+		ResourceVersion: clip(ev.ResourceVersion, maxNameBytes),
 	}
 	if ev.Object != nil {
-		fe.Namespace = strings.Clone(ev.Object.GetNamespace())
-		fe.Name = strings.Clone(ev.Object.GetName())
+		fe.Namespace = clip(ev.Object.GetNamespace(), maxNameBytes)
+		name := ev.Object.GetName()
+		if fe.Name = clip(name, maxNameBytes); len(name) > maxNameBytes {
+			fe.NameBytes = len(name)
+		}
 	}
 	if ev.Err != nil {
-		fe.Error = ev.Err.Error()
+		fe.Error = clip(ev.Err.Error(), maxFeedError)
 	}
 	return fe
+}
+
+// clip is s cut to limit bytes (cutText), a copy either way.
+func clip(s string, limit int) string {
+	if len(s) > limit {
+		return cutText(s, limit) // a new string
+	}
+	return strings.Clone(s)
 }
 
 // feedFilter selects feed events; its zero value selects all.
@@ -123,6 +141,13 @@ func (r *eventRing) oldest() uint64 {
 // the seq to read after next time; how many events after after the ring
 // no longer holds; and a channel closed when there is more to read.
 func (r *eventRing) since(after uint64, f feedFilter) (events []feedEvent, last, missed uint64, changed <-chan struct{}) {
+	return r.sinceAtMost(after, f, 0)
+}
+
+// sinceAtMost is since, for at most limit events (0: all). When more are
+// held, the channel returned is closed already: a reader of a ring of
+// 65,536 events copies a batch at a time, not the whole ring.
+func (r *eventRing) sinceAtMost(after uint64, f feedFilter, limit int) (events []feedEvent, last, missed uint64, changed <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	from := after + 1
@@ -132,10 +157,20 @@ func (r *eventRing) since(after uint64, f feedFilter) (events []feedEvent, last,
 	for seq := from; seq < r.next; seq++ {
 		if e := &r.buf[seq%uint64(len(r.buf))]; f.match(e) {
 			events = append(events, *e)
+			if len(events) == limit && seq+1 < r.next {
+				return events, seq, missed, closedChan
+			}
 		}
 	}
 	return events, max(after, r.next-1), missed, r.changed
 }
+
+// closedChan is a channel closed from the start.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // feedFilter reads ?resource= and ?namespace=; it writes the error
 // response itself when the resource is not served.
@@ -164,6 +199,14 @@ func (s *server) recentEvents(w http.ResponseWriter, req *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"events": events})
 }
+
+// A feed client is written its backlog (the ring, or what it missed) in
+// batches of feedBatch events, and chunks of about feedChunk bytes: one
+// that does not read holds one chunk, not a copy of the ring.
+const (
+	feedBatch = 256
+	feedChunk = 32 << 10
+)
 
 // feed streams the feed as server-sent events: the events still held, then
 // new ones as they come. Each message's id names its seq, so a client that
@@ -202,7 +245,8 @@ func (s *server) feed(w http.ResponseWriter, req *http.Request) {
 	lifetime := time.NewTimer(s.streamLifetime)
 	defer lifetime.Stop()
 	for closing, expired := false, false; ; {
-		events, last, missed, changed := s.recent.since(after, f)
+		events, last, missed, changed := s.recent.sinceAtMost(after, f, feedBatch)
+		more := changed == closedChan // a batch: more events are held
 		if missed > 0 && resuming {
 			b = fmt.Appendf(b, "event: missed\ndata: {\"missed\":%d}\n\n", missed)
 		}
@@ -213,6 +257,11 @@ func (s *server) feed(w http.ResponseWriter, req *http.Request) {
 				continue // cannot happen: strings and a time
 			}
 			b = fmt.Appendf(b, "id: %s\ndata: %s\n\n", s.recent.id(events[i].Seq), j)
+			// The ring is written in chunks: a client that does not read
+			// holds one, not a copy of the whole ring.
+			if len(b) >= feedChunk && !flush() {
+				return
+			}
 		}
 		if n := len(events); last > after && (n == 0 || events[n-1].Seq != last) {
 			// Events filtered out: move the client's Last-Event-ID past
@@ -220,14 +269,14 @@ func (s *server) feed(w http.ResponseWriter, req *http.Request) {
 			b = fmt.Appendf(b, "id: %s\n\n", s.recent.id(last))
 		}
 		after = last
-		if closing {
+		if closing && !more {
 			// The last events first (a sharded serve's Deleted for the
 			// share it gave up), then why the stream ends.
 			b = fmt.Appendf(b, "event: shutdown\ndata: {\"error\":%q}\n\n", errServeStopped.Error())
 			flush()
 			return
 		}
-		if expired {
+		if expired && !more {
 			// The client reconnects and resumes after the last id.
 			b = fmt.Appendf(b, "event: reconnect\ndata: {\"error\":%q}\n\n", s.lifetimeMessage())
 			flush()

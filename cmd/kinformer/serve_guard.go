@@ -23,6 +23,10 @@ const (
 	// maxSSEBuffer caps --sse-buffer: a client's buffer grows as it falls
 	// behind, up to this many events, then it is disconnected.
 	maxSSEBuffer = 1 << 16
+	// maxRecentEvents caps --recent-events: the feed's ring holds that
+	// many summaries of at most about 2 KiB each (names cut at 253
+	// bytes, errors at 1 KiB): 128 MiB at most, 1 MiB at the default 500.
+	maxRecentEvents = 1 << 16
 	// maxSelectorLen caps ?label=: a selector is parsed and matched
 	// against every object; real ones are a few dozen bytes.
 	maxSelectorLen = 4 << 10
