@@ -164,7 +164,8 @@ func (o *output) row(ev kinformer.Event[*unstructured.Unstructured]) {
 	}
 	cols = append(cols, obj.GetName(), age, obj.GetResourceVersion())
 	for i := range cols {
-		cols[i] = escapeTerminal(cols[i]) // the server's text, on a terminal
+		// The server's text, on a terminal: cut if long, escaped.
+		cols[i] = escapeTerminal(cutText(cols[i], maxNameBytes))
 	}
 	if !o.header {
 		o.header = true
@@ -185,6 +186,11 @@ func (o *output) row(ev kinformer.Event[*unstructured.Unstructured]) {
 	o.writeRow(cols)
 }
 
+// maxColumnWidth is the widest a table column grows: a longer cell
+// shifts the rest of its own row only. Grown to the widest cell, one name
+// of 400,000 characters padded every later row to as many.
+const maxColumnWidth = 64
+
 func (o *output) writeRow(cols []string) {
 	var b strings.Builder
 	for i, c := range cols {
@@ -193,10 +199,10 @@ func (o *output) writeRow(cols []string) {
 			break
 		}
 		if len(c) > o.widths[i] {
-			o.widths[i] = len(c)
+			o.widths[i] = min(len(c), maxColumnWidth)
 		}
 		b.WriteString(c)
-		b.WriteString(strings.Repeat(" ", o.widths[i]-len(c)+3))
+		b.WriteString(strings.Repeat(" ", max(o.widths[i]-len(c), 0)+3))
 	}
 	b.WriteByte('\n')
 	o.stdout.WriteString(b.String())

@@ -1017,3 +1017,36 @@ func TestServeFeedBacklogInChunks(t *testing.T) {
 		t.Errorf("after the ring: %s, want shutdown", event)
 	}
 }
+
+// watch -o table grew a column to its widest cell: after one name of
+// 400,000 characters, every row was padded to as many. A column grows to
+// 64 characters at most, and a cell beyond 253 bytes is cut, visibly.
+func TestTableLongName(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	o := newOutput(&env{prog: "kinformer", stdout: &stdout, stderr: &stderr}, "table", false)
+	row := func(name string) {
+		obj := &unstructured.Unstructured{}
+		obj.SetName(name)
+		obj.SetResourceVersion("7")
+		o.event(kinformer.Event[*unstructured.Unstructured]{Type: kinformer.Modified, Object: obj}, true)
+	}
+	row("short")
+	row(strings.Repeat("n", 400000))
+	row(strings.Repeat("m", 100)) // a valid name, longer than the column
+	row("short")
+	lines := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("%d lines, want a header and 4 rows:\n%.2000s", len(lines), stdout.String())
+	}
+	if !strings.Contains(lines[2], "…[400000 bytes, sha256:") || len(lines[2]) > 400 {
+		t.Errorf("the row of a 400,000-character name: %d bytes, %.300q; want it cut, visibly", len(lines[2]), lines[2])
+	}
+	if !strings.Contains(lines[3], strings.Repeat("m", 100)+"   <unknown>") {
+		t.Errorf("a 100-character name: %q; want it whole", lines[3])
+	}
+	// The NAME column grew to 64 characters, no more.
+	if want := "MODIFIED   short" + strings.Repeat(" ", maxColumnWidth-len("short")+3) + "<unknown>   7"; lines[4] != want {
+		t.Errorf("a row after long names:\n%q\nwant\n%q", lines[4], want)
+	}
+}
