@@ -75,10 +75,10 @@ Endpoints (GET only):
                      ?format=yaml for YAML
   /events?resource=R server-sent events from now on: each "data:" line is
                      a JSON event shaped like watch -o json's lines. Each
-                     client has a buffer of up to --sse-buffer events; a
-                     client that falls further behind gets "event: overflow"
-                     and is disconnected, so that it never holds up an
-                     informer
+                     client has a buffer of up to --sse-buffer events and
+                     16 MiB; a client that falls further behind gets
+                     "event: overflow" and is disconnected, so that it
+                     never holds up an informer
   /events/recent[?resource=R][&namespace=N]
                      the last --recent-events events of every RESOURCE
                      (bookmarks aside), oldest first, summarised without
@@ -154,7 +154,7 @@ func (f *serveFlags) flagSet() *pflag.FlagSet {
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "the address to serve on, HOST:PORT (port 0: any free port)")
 	fs.DurationVar(&f.resync, "resync", 0, "re-list from the server this often, as a consistency check (0: never)")
 	fs.StringVar(&f.acceptHosts, "accept-hosts", "", "a regular expression of other host names to answer (the Host header, without port), matched against the whole name; loopback names always are")
-	fs.IntVar(&f.sseBuffer, "sse-buffer", 1024, fmt.Sprintf("events buffered for each /events client, at most %d; one that falls further behind is disconnected", maxSSEBuffer))
+	fs.IntVar(&f.sseBuffer, "sse-buffer", 1024, fmt.Sprintf("events buffered for each /events client, at most %d (and 16 MiB); one that falls further behind is disconnected", maxSSEBuffer))
 	fs.IntVar(&f.sseClients, "max-sse-clients", defaultSSEClients, "event-stream clients served at once, of /events and of /events/feed each (counted apart: /events clients cannot lock the page's feed out); more get 503")
 	fs.IntVar(&f.maxConns, "max-connections", defaultMaxConnections, "connections open at once, event streams and idle keep-alive ones included; more wait until one closes")
 	fs.IntVar(&f.recent, "recent-events", 500, fmt.Sprintf("events kept (summarised, without objects) for /events/recent and the page, at most %d", maxRecentEvents))

@@ -1050,3 +1050,93 @@ func TestTableLongName(t *testing.T) {
 		t.Errorf("a row after long names:\n%q\nwant\n%q", lines[4], want)
 	}
 }
+
+// An /events client's buffer is bounded in bytes too, not only in events:
+// 20 clients that did not read held 200 updates of a 1 MB object (73 MB
+// to 289 MB). A client caught up still gets an event larger than the
+// bound.
+func TestHubDropsByBytes(t *testing.T) {
+	t.Parallel()
+	drops := 0
+	h := newHub(1024, func() { drops++ })
+	h.maxBytes = 10
+	slow, fast := h.subscribe(), h.subscribe()
+	send := func(b string) {
+		h.mu.Lock()
+		h.send([]byte(b))
+		h.mu.Unlock()
+	}
+	for _, b := range []string{"aaaa", "bbbb", "cccc"} {
+		send(b)
+		if got, _ := h.pop(fast); string(got) != b {
+			t.Fatalf("fast client got %q, want %q", got, b)
+		}
+	}
+	select {
+	case <-slow.dropped:
+	default:
+		t.Fatal("a client 12 bytes behind, of 10: not dropped")
+	}
+	if drops != 1 || slow.bytes != 8 || len(slow.queue) != 2 {
+		t.Errorf("drops %d; the slow client holds %d events, %d bytes", drops, len(slow.queue), slow.bytes)
+	}
+	big := strings.Repeat("x", 100)
+	send(big) // larger than the bound, to a client caught up
+	if got, ok := h.pop(fast); string(got) != big || !ok || fast.bytes != 0 {
+		t.Errorf("a caught-up client, an event of 100 bytes: got %d bytes, %v; %d left", len(got), ok, fast.bytes)
+	}
+	select {
+	case <-fast.dropped:
+		t.Error("the caught-up client was dropped")
+	default:
+	}
+}
+
+// /events clients that do not read, while a large object changes: the
+// heap grows by their buffers' bytes (16 MiB), not by what they would
+// hold of --sse-buffer events (1,024 of 512 KiB).
+func TestServeEventsBufferBytes(t *testing.T) {
+	// Not parallel: it measures the heap.
+	noGoroutinesLeft(t)
+	if smallBufferDialer == nil {
+		t.Skip("no small receive buffers here")
+	}
+	s, hs := configMaps(t, 1, 1)
+	s.writeTimeout = 2 * time.Second
+	hs.Config.Handler = s.handler()
+	hs.Start()
+	r := s.resources[0]
+	r.hub.size = 1024 // --sse-buffer's default
+	const clients, updates, size = 4, 100, 512 << 10
+	for range clients {
+		conn, err := smallBufferDialer.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := io.WriteString(conn, "GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the clients subscribed", 10*time.Second, func() bool { return r.hub.len() == clients })
+	before := heapInUse()
+	big := &unstructured.Unstructured{}
+	big.SetAPIVersion("v1")
+	big.SetKind("ConfigMap")
+	big.SetNamespace("ns")
+	big.SetName("big")
+	for i := range updates {
+		_ = unstructured.SetNestedField(big.Object, strings.Repeat(string(rune('a'+i%26)), size), "data", "v")
+		r.hub.publish(kinformer.Event[*unstructured.Unstructured]{Type: kinformer.Modified, Object: big, ResourceVersion: strconv.Itoa(i)})
+	}
+	// Without a bound in bytes: every update, 50 MiB.
+	grown := int64(heapInUse()) - int64(before)
+	t.Logf("%d /events clients that do not read, %d updates of %d KiB: the heap grew by %d MiB; %d dropped", clients, updates, size>>10, grown>>20, r.sseDropped.Load())
+	if grown > 24<<20 && !raceEnabled {
+		t.Errorf("the heap grew by %d MiB", grown>>20)
+	}
+	if n := r.sseDropped.Load(); n != clients {
+		t.Errorf("%d clients dropped for falling behind, want %d", n, clients)
+	}
+	waitFor(t, "the stalled clients cut", 30*time.Second, func() bool { return s.sseClients.n.Load() == 0 })
+}

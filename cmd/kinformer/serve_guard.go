@@ -27,6 +27,14 @@ const (
 	// many summaries of at most about 2 KiB each (names cut at 253
 	// bytes, errors at 1 KiB): 128 MiB at most, 1 MiB at the default 500.
 	maxRecentEvents = 1 << 16
+	// maxSSEBufferBytes caps the bytes of an /events client's buffer as
+	// --sse-buffer caps its events: 20 clients that did not read held 200
+	// updates of a 1 MB object. The clients share an event's bytes, and
+	// their buffers are the latest events: together those being served
+	// hold 16 MiB and an event at most (one dropped keeps its buffer
+	// until it is written, or the write deadline cuts the client). A
+	// client caught up is sent any event, however large.
+	maxSSEBufferBytes = 16 << 20
 	// maxSelectorLen caps ?label=: a selector is parsed and matched
 	// against every object; real ones are a few dozen bytes.
 	maxSelectorLen = 4 << 10

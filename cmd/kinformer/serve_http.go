@@ -358,7 +358,7 @@ func (s *server) events(w http.ResponseWriter, req *http.Request) {
 		case <-c.dropped:
 			// Deliver what is buffered, then say why the stream ends.
 			if drain() {
-				write("event: overflow\ndata: {\"error\":\"client fell more than %d events behind; disconnected\"}\n\n", r.hub.size)
+				write("event: overflow\ndata: {\"error\":\"client fell more than %d events or %d MiB behind; disconnected\"}\n\n", r.hub.size, r.hub.maxBytes>>20)
 			}
 			return
 		case <-keepalive.C:
@@ -386,10 +386,11 @@ func (s *server) events(w http.ResponseWriter, req *http.Request) {
 // hub fans a resource's events out to its event-stream clients, without
 // ever blocking: a client whose buffer is full is dropped.
 type hub struct {
-	size    int // the most events a client's buffer holds
-	onDrop  func()
-	mu      sync.Mutex // guards clients and every client's queue
-	clients map[*sseClient]struct{}
+	size     int // the most events a client's buffer holds
+	maxBytes int // the most bytes it holds, unless it holds one event only
+	onDrop   func()
+	mu       sync.Mutex // guards clients and every client's queue
+	clients  map[*sseClient]struct{}
 }
 
 type sseClient struct {
@@ -397,12 +398,13 @@ type sseClient struct {
 	// as needed, up to the hub's size: a large --sse-buffer costs only
 	// the clients that fall behind.
 	queue   [][]byte
+	bytes   int           // in queue
 	ready   chan struct{} // a token when queue may have become non-empty
 	dropped chan struct{} // closed when the client fell behind
 }
 
 func newHub(size int, onDrop func()) *hub {
-	return &hub{size: size, onDrop: onDrop, clients: map[*sseClient]struct{}{}}
+	return &hub{size: size, maxBytes: maxSSEBufferBytes, onDrop: onDrop, clients: map[*sseClient]struct{}{}}
 }
 
 func (h *hub) subscribe() *sseClient {
@@ -423,6 +425,7 @@ func (h *hub) pop(c *sseClient) ([]byte, bool) {
 	b := c.queue[0]
 	c.queue[0] = nil
 	c.queue = c.queue[1:]
+	c.bytes -= len(b)
 	return b, true
 }
 
@@ -452,10 +455,14 @@ func (h *hub) publish(ev kinformer.Event[*unstructured.Unstructured]) {
 	h.send(b)
 }
 
-// send queues b for every client; h.mu must be held.
+// send queues b for every client; h.mu must be held. A client whose
+// buffer holds h.size events, or would hold more than h.maxBytes with b,
+// is dropped; b alone is always queued, however large. The clients share
+// b, and their queues are the latest events, so together they hold
+// h.maxBytes and an event at most.
 func (h *hub) send(b []byte) {
 	for c := range h.clients {
-		if len(c.queue) >= h.size {
+		if len(c.queue) >= h.size || len(c.queue) > 0 && c.bytes+len(b) > h.maxBytes {
 			delete(h.clients, c)
 			close(c.dropped)
 			if h.onDrop != nil {
@@ -464,6 +471,7 @@ func (h *hub) send(b []byte) {
 			continue
 		}
 		c.queue = append(c.queue, b)
+		c.bytes += len(b)
 		select {
 		case c.ready <- struct{}{}:
 		default: // a token is waiting already
