@@ -72,7 +72,9 @@ Endpoints (GET only):
                      {"resource":…,"resourceVersion":…,"count":…,"items":[…]}
   /objects/R/NAMESPACE/NAME, /objects/R/NAME (cluster-scoped)
                      one cached object, or a 404 {"error":…}; add
-                     ?format=yaml for YAML
+                     ?format=yaml for YAML: at most 8 MiB of it (beyond,
+                     406: an object nested deep), 4 answers at once
+                     (beyond, 503 with Retry-After)
   /events?resource=R server-sent events from now on: each "data:" line is
                      a JSON event shaped like watch -o json's lines. Each
                      client has a buffer of up to --sse-buffer events and
@@ -452,6 +454,7 @@ type server struct {
 	writeTimeout   time.Duration          // for each write of a streamed answer
 	streamLifetime time.Duration          // how long an event stream is served before it asks its client to reconnect
 	objectRequests limiter                // /objects in flight
+	yamlRenders    limiter                // ?format=yaml answers being made
 	sseClients     limiter                // /events clients
 	feedClients    limiter                // /events/feed clients: the page's, apart from /events'
 }
@@ -463,6 +466,7 @@ func newServer(sseBuffer, recent int) (*server, error) {
 		writeTimeout: defaultWriteTimeout, streamLifetime: defaultStreamLifetime,
 	}
 	s.objectRequests.max = defaultObjectRequests
+	s.yamlRenders.max = maxYAMLRenders
 	s.sseClients.max = defaultSSEClients
 	s.feedClients.max = defaultSSEClients
 	s.notReady = s.health

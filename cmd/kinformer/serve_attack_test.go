@@ -23,9 +23,12 @@ import (
 
 	"go.uber.org/goleak"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/internal/testenv"
+	"github.com/kinformer/kinformer/kinformertest"
 )
 
 // serve tried as an attacker would: requests whose headers never end,
@@ -1139,4 +1142,89 @@ func TestServeEventsBufferBytes(t *testing.T) {
 		t.Errorf("%d clients dropped for falling behind, want %d", n, clients)
 	}
 	waitFor(t, "the stalled clients cut", 30*time.Second, func() bool { return s.sseClients.n.Load() == 0 })
+}
+
+// serveObjects serves objs as configmaps, from an in-memory server, and
+// returns the server started, once its informer has synced.
+func serveObjects(t *testing.T, objs ...*unstructured.Unstructured) (*server, *httptest.Server) {
+	t.Helper()
+	s := mustNewServer(t, 8, 16)
+	res := resource{gvr: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, kind: "ConfigMap", namespaced: true}
+	inf := kinformer.New[*unstructured.Unstructured](kinformertest.NewServer(objs...), &kinformer.Options[*unstructured.Unstructured]{Name: res.String(), Metrics: s.metrics})
+	s.add("cm", res, "", inf)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = inf.Run(ctx) }()
+	if err := inf.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.handler())
+	t.Cleanup(hs.Close)
+	t.Cleanup(s.close)
+	return s, hs
+}
+
+// YAML indents every level of nesting: a custom resource of 54 KB nested
+// 9,000 deep became 81 MB of YAML, in 8 s and 300 MB for each request
+// (the page's YAML button sends them). YAML beyond 8 MiB is refused, as
+// soon as it is, with 406 saying why; JSON is still served, and at most 4
+// YAML answers are made at once. Other objects' YAML is as before.
+func TestServeYAMLDeep(t *testing.T) {
+	// Not parallel: it logs the heap. No goroutine check: goleak cannot
+	// parse the stack of one walking the deep object as the test ends.
+	const levels = 9000
+	deep := &unstructured.Unstructured{}
+	deep.SetAPIVersion("v1")
+	deep.SetKind("ConfigMap")
+	deep.SetNamespace("ns")
+	deep.SetName("deep")
+	inner := map[string]any{"v": "x"}
+	for range levels - 1 {
+		inner = map[string]any{"a": inner}
+	}
+	deep.Object["spec"] = inner
+	plain := &unstructured.Unstructured{}
+	plain.SetAPIVersion("v1")
+	plain.SetKind("ConfigMap")
+	plain.SetNamespace("ns")
+	plain.SetName("plain")
+	plain.SetLabels(map[string]string{"app": "web", "yes": "no"})
+	_ = unstructured.SetNestedField(plain.Object, map[string]any{"n": int64(3), "f": 1.5, "s": "a long text with spaces " + strings.Repeat("word ", 40), "t": "true", "list": []any{"a", int64(1), map[string]any{"k": nil}}}, "spec")
+	s, hs := serveObjects(t, deep, plain)
+
+	start := time.Now()
+	before := heapInUse()
+	code, body := get(t, hs.URL+"/objects/cm/ns/deep?format=yaml")
+	t.Logf("YAML of an object nested %d deep: %d, %d bytes in %v; the heap grew by %d MiB", levels, code, len(body), time.Since(start).Round(time.Millisecond), (int64(heapInUse())-int64(before))>>20)
+	var errBody struct{ Error string }
+	if code != http.StatusNotAcceptable || json.Unmarshal([]byte(body), &errBody) != nil ||
+		!strings.Contains(errBody.Error, "longer than 8 MiB") || !strings.Contains(errBody.Error, fmt.Sprintf("nests %d levels deep", levels+1)) || !strings.Contains(errBody.Error, "format=json") {
+		t.Errorf("YAML of an object nested %d deep: %d %.300s; want 406 saying why, and to ask for JSON", levels, code, body)
+	}
+	if code, body := get(t, hs.URL+"/objects/cm/ns/deep"); code != 200 || len(body) > 100<<10 {
+		t.Errorf("JSON of the object nested %d deep: %d, %d bytes; want 200", levels, code, len(body))
+	}
+
+	code, body = get(t, hs.URL+"/objects/cm/ns/plain?format=yaml")
+	cached, _ := s.resources[0].src.get("ns/plain")
+	want, err := sigsyaml.Marshal(cached.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 200 || body != string(want) {
+		t.Errorf("YAML of a plain object: %d\n%s\nwant sigs.k8s.io/yaml's\n%s", code, body, want)
+	}
+
+	s.yamlRenders.max = 0 // as if 4 were being made
+	resp, err := httpClient.Get(hs.URL + "/objects/cm/ns/plain?format=yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("YAML while 4 are being made: %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if code, _ := get(t, hs.URL+"/objects/cm/ns/plain"); code != 200 {
+		t.Errorf("JSON while 4 YAML answers are being made: %d, want 200", code)
+	}
 }

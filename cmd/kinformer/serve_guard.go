@@ -35,6 +35,14 @@ const (
 	// until it is written, or the write deadline cuts the client). A
 	// client caught up is sent any event, however large.
 	maxSSEBufferBytes = 16 << 20
+	// maxYAMLBytes caps an object's YAML (?format=yaml): its length grows
+	// with the square of the object's depth. An object is at most 1.5 MB
+	// (etcd's limit), and its YAML about as long unless it nests deep;
+	// beyond, 406 and JSON is still served. maxYAMLRenders caps the YAML
+	// answers made at once, each holding up to maxYAMLBytes and the
+	// object decoded again: beyond, 503 with Retry-After.
+	maxYAMLBytes   = 8 << 20
+	maxYAMLRenders = 4
 	// maxSelectorLen caps ?label=: a selector is parsed and matched
 	// against every object; real ones are a few dozen bytes.
 	maxSelectorLen = 4 << 10
