@@ -323,23 +323,7 @@ func TestBackoffResetsAfterAHealthyWatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		fail := func(n int) {
-			s.mu.Lock()
-			for range n {
-				s.watchErrs = append(s.watchErrs, errors.New("connection refused"))
-			}
-			s.mu.Unlock()
-			s.closeWatches()
-		}
-		// Four failures after a short watch: waits of up to 0.8, 1.6, 3.2
-		// and 6.4 s; the next would be 12.8 s.
-		time.Sleep(2 * time.Second)
-		fail(4)
-		time.Sleep(13 * time.Second)
-		synctest.Wait()
-		if _, w := s.counts(); w != 6 || s.openWatches() != 1 {
-			t.Fatalf("after the failures: %d watch calls (%d open), want 6 with 1 open", w, s.openWatches())
-		}
+		growBackoff(t, s)
 		// A healthy watch: events 5 and 11 s after it opened.
 		time.Sleep(5 * time.Second)
 		s.put(cm("ns", "a", "t", "1"))
@@ -347,7 +331,10 @@ func TestBackoffResetsAfterAHealthyWatch(t *testing.T) {
 		s.put(cm("ns", "a", "t", "2"))
 		synctest.Wait()
 		// The next failure waits the first wait again, not 12.8 s.
-		fail(1)
+		s.mu.Lock()
+		s.watchErrs = append(s.watchErrs, errors.New("connection refused"))
+		s.mu.Unlock()
+		s.closeWatches()
 		time.Sleep(900 * time.Millisecond)
 		synctest.Wait()
 		if _, w := s.counts(); w != 8 || s.openWatches() != 1 {
@@ -548,4 +535,53 @@ func TestHeartbeatDeadline(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A restored informer that re-lists (its state file older than the
+// server's history: 410) does it with a watch-list that has the time to
+// send every object: the server-side timeout of a plain watch, not the
+// catch-up watch's one second (with which 20,000 objects failed again and
+// again on a loaded server).
+func TestRelistAfterRestoreHasTime(t *testing.T) {
+	s := newFakeServer()
+	s.streaming = true
+	s.put(cm("ns", "a"))
+	s.put(cm("ns", "b"))
+	opts := func() *Options[*corev1.ConfigMap] {
+		return &Options[*corev1.ConfigMap]{StateDir: t.TempDir() + "/state", StateKey: "fake configmaps", StateInterval: time.Millisecond}
+	}
+	o := opts()
+	first := New[*corev1.ConfigMap](s, o)
+	first.Start()
+	if err := first.WaitForSync(bounded(t)); err != nil {
+		t.Fatal(err)
+	}
+	first.Stop()
+	s.put(cm("ns", "c"))
+	s.compact()
+	o2 := opts()
+	o2.StateDir = o.StateDir
+	second := New[*corev1.ConfigMap](s, o2)
+	second.Start()
+	defer second.Stop()
+	if err := second.WaitForSync(bounded(t)); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	streams := append([]metav1.ListOptions(nil), s.streams...)
+	s.mu.Unlock()
+	if len(streams) < 2 {
+		t.Fatalf("%d watch-lists, want the first informer's and the re-list's", len(streams))
+	}
+	last := streams[len(streams)-1]
+	if last.TimeoutSeconds == nil || *last.TimeoutSeconds < int64(defaultWatchTimeout/time.Second) {
+		t.Fatalf("the re-list's watch-list asked for a timeout of %v s, want a plain watch's (at least %v)", ptrValue(last.TimeoutSeconds), defaultWatchTimeout)
+	}
+}
+
+func ptrValue(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }

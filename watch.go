@@ -17,7 +17,10 @@ import (
 // [WatchTimeout, 2*WatchTimeout), so that informers started together do not
 // all reconnect at the same instant.
 func (l *loop[T]) watchTimeout() time.Duration {
-	if l.target != "" {
+	if l.target != "" && l.st.phase == phaseWatch {
+		// The catch-up watch; not a watch-list that re-lists a restored
+		// informer (after a 410), which must have time to send every
+		// object: with a second it failed again and again at 20,000.
 		return catchUpTimeout
 	}
 	d := l.opts.WatchTimeout

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,8 +35,8 @@ func TestDurableFileOfAnotherClusterIsNotRestored(t *testing.T) {
 		}
 	}
 	mustCreate(t, clientset(t, a.Config()), configMap(ns, "from-a", nil, "a's secret"))
-	run := func(srv *testenv.Server) (*kinformer.Informer[*corev1.ConfigMap], *clusterLog) {
-		log := &clusterLog{}
+	run := func(srv *testenv.Server) (*kinformer.Informer[*corev1.ConfigMap], *recorder[*corev1.ConfigMap]) {
+		log := &recorder[*corev1.ConfigMap]{}
 		inf := kinformer.New[*corev1.ConfigMap](clientset(t, srv.Config()).CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{StateDir: dir, StateKey: key})
 		inf.AddHandler(log.handle)
 		inf.Start()
@@ -57,7 +56,7 @@ func TestDurableFileOfAnotherClusterIsNotRestored(t *testing.T) {
 	bumpPast(t, bc, ns, fileRV)
 
 	inf, log := run(b)
-	events, errs := log.get()
+	events, errs := log.causes(), log.errs()
 	if strings.Contains(fmt.Sprint(events), "from-a") {
 		t.Fatalf("cluster A's object reached the handlers on cluster B: %v", events)
 	}
@@ -71,7 +70,7 @@ func TestDurableFileOfAnotherClusterIsNotRestored(t *testing.T) {
 	inf.Stop()
 
 	_, log = run(b)
-	if events, errs := log.get(); !strings.Contains(fmt.Sprint(events), "ADDED "+ns+"/from-b restore") || len(errs) != 0 {
+	if events, errs := log.causes(), log.errs(); !strings.Contains(fmt.Sprint(events), "ADDED "+ns+"/from-b restore") || len(errs) != 0 {
 		t.Fatalf("the next run on B: events %v, errors %v; want B's objects restored", events, errs)
 	}
 }
@@ -101,26 +100,4 @@ func bumpPast(t *testing.T, c kubernetes.Interface, ns, rv string) {
 			t.Fatal(err)
 		}
 	}
-}
-
-type clusterLog struct {
-	mu     sync.Mutex // guards events and errs
-	events []string
-	errs   []error
-}
-
-func (l *clusterLog) handle(e kinformer.Event[*corev1.ConfigMap]) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if e.Type == kinformer.Error {
-		l.errs = append(l.errs, e.Err)
-		return
-	}
-	l.events = append(l.events, fmt.Sprintf("%s %s %s", e.Type, e.Key, e.Cause))
-}
-
-func (l *clusterLog) get() ([]string, []error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.events...), append([]error(nil), l.errs...)
 }

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,13 +46,13 @@ func TestDurableSecretsAtRest(t *testing.T) {
 	}
 	// run starts a Factory's Secret (and, if cms, ConfigMap) informer on
 	// dir and waits for it; stop stops the factory.
-	run := func(dir string, keys [][]byte, cms bool) (secrets *kinformer.Informer[*corev1.Secret], log *secretLog, stop func()) {
+	run := func(dir string, keys [][]byte, cms bool) (secrets *kinformer.Informer[*corev1.Secret], log *recorder[*corev1.Secret], stop func()) {
 		f := kinformer.NewFactory(srv.Config(), &kinformer.FactoryOptions{StateDir: dir, StateKeys: keys})
 		secrets, err := kinformer.Shared[*corev1.Secret](f, ns, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		log = &secretLog{}
+		log = &recorder[*corev1.Secret]{}
 		reg := secrets.AddHandler(log.handle)
 		if cms {
 			if _, err := kinformer.Shared[*corev1.ConfigMap](f, ns, nil); err != nil {
@@ -98,17 +98,17 @@ func TestDurableSecretsAtRest(t *testing.T) {
 			t.Fatalf("%s holds the Secret's value in the clear", got[0])
 		}
 		secrets, log, stop := run(dir, [][]byte{k1}, false)
-		if s, ok := secrets.Cache().GetByKey(ns + "/db"); !ok || string(s.Data["password"]) != value || !log.restored(ns+"/db") {
-			t.Fatalf("restart with the key: cached %v, restored %v; errors %v", ok, log.restored(ns+"/db"), log.errors())
+		if s, ok := secrets.Cache().GetByKey(ns + "/db"); !ok || string(s.Data["password"]) != value || !restored(log, ns+"/db") {
+			t.Fatalf("restart with the key: cached %v, restored %v; errors %v", ok, restored(log, ns+"/db"), log.errs())
 		}
 		stop()
 
 		secrets, log, stop = run(dir, [][]byte{k2}, false)
 		defer stop()
-		if log.restored(ns + "/db") {
+		if restored(log, ns+"/db") {
 			t.Fatal("restored with another key")
 		}
-		errs := log.errors()
+		errs := log.errs()
 		if len(errs) != 1 || !errors.Is(errs[0], kinformer.ErrSnapshot) || !strings.Contains(errs[0].Error(), "state key not given") {
 			t.Fatalf("errors with another key: %v", errs)
 		}
@@ -119,35 +119,7 @@ func TestDurableSecretsAtRest(t *testing.T) {
 	})
 }
 
-type secretLog struct {
-	mu     sync.Mutex // guards events and errs
-	events []string
-	errs   []error
-}
-
-func (l *secretLog) handle(e kinformer.Event[*corev1.Secret]) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if e.Type == kinformer.Error {
-		l.errs = append(l.errs, e.Err)
-		return
-	}
-	l.events = append(l.events, string(e.Type)+" "+e.Key+" "+e.Cause.String())
-}
-
-func (l *secretLog) restored(key string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, e := range l.events {
-		if strings.HasPrefix(e, "ADDED "+key+" ") && strings.HasSuffix(e, " restore") {
-			return true
-		}
-	}
-	return false
-}
-
-func (l *secretLog) errors() []error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]error(nil), l.errs...)
+// restored says whether log has an Added of key from the state file.
+func restored(log *recorder[*corev1.Secret], key string) bool {
+	return slices.Contains(log.causes(), "ADDED "+key+" restore")
 }

@@ -192,6 +192,28 @@ func (r *recorder[T]) lines(types ...kinformer.EventType) []string {
 	return out
 }
 
+// errs returns the errors of its Error events, in order.
+func (r *recorder[T]) errs() []error {
+	var out []error
+	for _, e := range r.all() {
+		if e.Type == kinformer.Error {
+			out = append(out, e.Err)
+		}
+	}
+	return out
+}
+
+// causes renders object events as "TYPE key cause" strings, in order.
+func (r *recorder[T]) causes() []string {
+	var out []string
+	for _, e := range r.all() {
+		if e.Type != kinformer.Error && e.Type != kinformer.Bookmark {
+			out = append(out, string(e.Type)+" "+e.Key+" "+e.Cause.String())
+		}
+	}
+	return out
+}
+
 func (r *recorder[T]) count(t kinformer.EventType) int {
 	n := 0
 	for _, e := range r.all() {

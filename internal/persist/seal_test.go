@@ -9,13 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/kinformer/kinformer/internal/snapshot"
 )
 
 func newKey(t *testing.T) []byte {
@@ -30,27 +26,10 @@ func newKey(t *testing.T) []byte {
 // sealedPersister is testPersister with keys.
 func sealedPersister(t *testing.T, dir string, keys ...[]byte) (*Persister[*corev1.ConfigMap], func() []error) {
 	t.Helper()
-	var mu sync.Mutex // guards errs
-	var errs []error
-	p := New(Config[*corev1.ConfigMap]{
-		Dir:      dir,
-		Name:     "configmaps",
-		Identity: Identity{Source: "test configmaps", Encrypted: true},
-		Snapshot: snapshot.Options{NoSync: true, LockTimeout: 100 * time.Millisecond},
-		Interval: time.Hour,
-		Codec:    NewCodec[*corev1.ConfigMap](nil),
-		Keys:     keys,
-		Report: func(err error) {
-			mu.Lock()
-			errs = append(errs, err)
-			mu.Unlock()
-		},
-	})
-	return p, func() []error {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]error(nil), errs...)
-	}
+	p, reports := testPersister(t, dir)
+	p.cfg.Identity.Encrypted, p.cfg.Keys = true, keys
+	p.sealer, p.keyErr = newSealer(keys)
+	return p, reports
 }
 
 // stateFile returns the bytes of dir's one state file.

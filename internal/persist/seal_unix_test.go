@@ -10,39 +10,35 @@ import (
 	"time"
 )
 
-// A FIFO where the key file is expected is refused at once, not waited on.
-func TestReadKeysRefusesAFIFO(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "keys")
-	if err := syscall.Mkfifo(path, 0o600); err != nil {
+// refusedAtOnce checks that fn, given a FIFO where a key file is
+// expected, returns an error saying it is not a regular file, and does not
+// hang (open waits for a FIFO's writer).
+func refusedAtOnce(t *testing.T, fifo string, fn func() error) {
+	t.Helper()
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Skip(err)
 	}
 	done := make(chan error, 1)
-	go func() { _, err := ReadKeys(path); done <- err }()
+	go func() { done <- fn() }()
 	select {
 	case err := <-done:
 		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
-			t.Fatalf("ReadKeys of a FIFO: %v", err)
+			t.Fatalf("with a FIFO for %s: %v", fifo, err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("ReadKeys of a FIFO hangs")
+		t.Fatalf("with a FIFO for %s: hangs", fifo)
 	}
+}
+
+// A FIFO where the key file is expected is refused at once, not waited on.
+func TestReadKeysRefusesAFIFO(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys")
+	refusedAtOnce(t, path, func() error { _, err := ReadKeys(path); return err })
 }
 
 // A FIFO in place of the state directory's own key (kinformer.key) is
 // refused at once: the start used to hang on it.
 func TestPrepareDirRefusesAFIFOKey(t *testing.T) {
 	dir := t.TempDir()
-	if err := syscall.Mkfifo(filepath.Join(dir, "kinformer.key"), 0o600); err != nil {
-		t.Skip(err)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := PrepareDir(dir); done <- err }()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
-			t.Fatalf("PrepareDir with a FIFO for its key: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("PrepareDir with a FIFO for its key hangs")
-	}
+	refusedAtOnce(t, filepath.Join(dir, KeyFile), func() error { _, err := PrepareDir(dir); return err })
 }

@@ -267,30 +267,24 @@ func verifyLocked(path string, timeout time.Duration) error {
 }
 
 // ResourceVersion returns the snapshot's resourceVersion, unchecked.
-func (s *Store) ResourceVersion() (rv string, err error) {
-	err = guard(func() error {
-		return s.db.View(func(tx *bolt.Tx) error {
-			if meta := tx.Bucket(bucketMeta); meta != nil {
-				rv = string(meta.Get(keyRV))
-			}
-			return nil
-		})
-	})
-	return rv, err
-}
+func (s *Store) ResourceVersion() (string, error) { return s.meta(keyRV) }
 
 // Cluster returns the cluster the snapshot was written from (see
 // Batch.Cluster), unchecked; "" if none was recorded.
-func (s *Store) Cluster() (cluster string, err error) {
+func (s *Store) Cluster() (string, error) { return s.meta(keyCluster) }
+
+// meta returns the value of key in the meta bucket, unchecked; "" if
+// there is none.
+func (s *Store) meta(key []byte) (v string, err error) {
 	err = guard(func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
 			if meta := tx.Bucket(bucketMeta); meta != nil {
-				cluster = string(meta.Get(keyCluster))
+				v = string(meta.Get(key))
 			}
 			return nil
 		})
 	})
-	return cluster, err
+	return v, err
 }
 
 // Batch is one atomic change to a snapshot.
