@@ -75,6 +75,17 @@ type restartResult struct {
 	Causes map[string]int64 `json:"causes"` // object events handled by the end, by type and cause
 	Errors []string         `json:"errors"` // Error events
 
+	// First read: the cache non-empty (polled every 1 ms from New), and,
+	// for kinformer, the first Added with CauseRestore handled. A warm
+	// start answers reads from the file by then; a cold one from its list.
+	FirstReadSeconds    float64 `json:"firstReadSeconds"`
+	FirstRestoreSeconds float64 `json:"firstRestoreSeconds"`
+	// Re-lists up to synced, with the reason kinformer logged (410 Gone:
+	// "too old resource version"), and the informer's resourceVersion
+	// once stopped (the state file's, for kinformer).
+	Relists         []string `json:"relists"`
+	ResourceVersion string   `json:"resourceVersion"`
+
 	// The update path (-updates > 0).
 	Updates          int     `json:"updates"`
 	UpdatesExpected  int     `json:"updatesExpected"`

@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kinformer/kinformer"
@@ -40,6 +41,7 @@ type restartUnderTest struct {
 	stop     func()
 	length   func() int
 	versions func() map[string]string // name -> resourceVersion in the cache
+	rv       func() string            // the informer's resourceVersion ("" for client-go)
 }
 
 func kinformerRestart[T kinformer.Object](inf *kinformer.Informer[T], rec *recorder, causes *causeCounter) restartUnderTest {
@@ -54,6 +56,7 @@ func kinformerRestart[T kinformer.Object](inf *kinformer.Informer[T], rec *recor
 	})
 	return restartUnderTest{start: inf.Start, waitSync: inf.WaitForSync, stop: inf.Stop, length: inf.Cache().Len,
 		handled: func() bool { return reg.HasSynced() && reg.Pending() == 0 },
+		rv:      inf.ResourceVersion,
 		versions: func() map[string]string {
 			m := map[string]string{}
 			for _, o := range inf.Cache().List() {
@@ -67,6 +70,8 @@ type causeCounter struct {
 	mu     sync.Mutex
 	n      map[string]int64
 	errors []string
+
+	firstRestore atomic.Int64 // UnixNano of the first Added with CauseRestore handled
 }
 
 func (c *causeCounter) add(e any) {
@@ -76,6 +81,9 @@ func (c *causeCounter) add(e any) {
 		key, errText = string(e.Type)+" "+e.Cause.String(), errString(e.Err)
 	case kinformer.Event[*corev1.Pod]:
 		key, errText = string(e.Type)+" "+e.Cause.String(), errString(e.Err)
+	}
+	if key == string(kinformer.Added)+" "+kinformer.CauseRestore.String() && c.firstRestore.Load() == 0 {
+		c.firstRestore.CompareAndSwap(0, time.Now().UnixNano())
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -87,6 +95,73 @@ func (c *causeCounter) add(e any) {
 		return
 	}
 	c.n[key]++
+}
+
+// relistLog is the contenders' kinformer Logger: it keeps the reason of
+// each re-list the informer logs (a 410 on the catch-up watch of a warm
+// start is one), and passes records on to next (-log), if any, else, as
+// without a Logger, only errors to slog.Default().
+type relistLog struct {
+	next    slog.Handler
+	mu      *sync.Mutex
+	reasons *[]string
+}
+
+func newRelistLog(next slog.Handler) relistLog {
+	if next == nil {
+		next = errorsOnly{slog.Default().Handler()}
+	}
+	return relistLog{next: next, mu: &sync.Mutex{}, reasons: &[]string{}}
+}
+
+type errorsOnly struct{ slog.Handler }
+
+func (h errorsOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelError && h.Handler.Enabled(ctx, l)
+}
+func (h errorsOnly) WithAttrs(as []slog.Attr) slog.Handler {
+	return errorsOnly{h.Handler.WithAttrs(as)}
+}
+func (h errorsOnly) WithGroup(name string) slog.Handler { return errorsOnly{h.Handler.WithGroup(name)} }
+
+func (h relistLog) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelInfo || h.next.Enabled(ctx, l)
+}
+
+func (h relistLog) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "kinformer: re-listing" {
+		reason := "?"
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "reason" {
+				reason = a.Value.String()
+				return false
+			}
+			return true
+		})
+		h.mu.Lock()
+		*h.reasons = append(*h.reasons, reason)
+		h.mu.Unlock()
+	}
+	if h.next.Enabled(ctx, r.Level) {
+		return h.next.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (h relistLog) WithAttrs(as []slog.Attr) slog.Handler {
+	h.next = h.next.WithAttrs(as)
+	return h
+}
+
+func (h relistLog) WithGroup(name string) slog.Handler {
+	h.next = h.next.WithGroup(name)
+	return h
+}
+
+func (h relistLog) list() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(*h.reasons)
 }
 
 func errString(err error) string {
@@ -109,10 +184,14 @@ func restartContenderMain(args []string) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile from just before New to synced to this file")
 	logInfo := fs.Bool("log", false, "kinformer's informational logs to stderr")
 	fs.Parse(args)
-	var logger *slog.Logger
+	// Always a logger: the re-lists it records say whether a warm start
+	// caught up by watch or had to list (410 Gone).
+	var next slog.Handler
 	if *logInfo {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("contender", *kind, "resource", *resource)
+		next = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})
 	}
+	relists := newRelistLog(next)
+	logger := slog.New(relists).With("contender", *kind, "resource", *resource)
 
 	cfg, err := restConfig(*kubeconfig, 1000)
 	if err != nil {
@@ -188,6 +267,7 @@ func restartContenderMain(args []string) error {
 			handled: reg.HasSynced,
 			stop:    func() { close(stopCh); factory.Shutdown() },
 			length:  func() int { return len(inf.GetStore().ListKeys()) },
+			rv:      func() string { return "" },
 			versions: func() map[string]string {
 				m := map[string]string{}
 				for _, o := range inf.GetStore().List() {
@@ -224,6 +304,20 @@ func restartContenderMain(args []string) error {
 	default:
 		return fmt.Errorf("unknown contender %q", *kind)
 	}
+	// The first read: poll until the cache holds an object (cheap while
+	// empty; client-go's ListKeys copies the keys only once there are some).
+	var firstRead atomic.Int64
+	pollDone := make(chan struct{})
+	go func() {
+		defer close(pollDone)
+		for firstRead.Load() == 0 && ctx.Err() == nil {
+			if iut.length() > 0 {
+				firstRead.Store(time.Now().UnixNano())
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
 	iut.start()
 	sctx, scancel := context.WithTimeout(ctx, 5*time.Minute)
 	err = iut.waitSync(sctx)
@@ -250,10 +344,20 @@ func restartContenderMain(args []string) error {
 	res.PeakHeapMB = smp.peakUntil(float64(syncDur.Microseconds()) / 1000)
 	smp.finish()
 	res.Objects = iut.length()
+	res.Relists = relists.list()
 	for t := time.Now(); !iut.handled() && time.Since(t) < time.Minute; {
 		time.Sleep(time.Millisecond)
 	}
 	res.HandledSeconds = time.Since(t0).Seconds()
+	if res.Objects > 0 {
+		<-pollDone
+	}
+	if n := firstRead.Load(); n > 0 {
+		res.FirstReadSeconds = time.Unix(0, n).Sub(t0).Seconds()
+	}
+	if n := causes.firstRestore.Load(); n > 0 {
+		res.FirstRestoreSeconds = time.Unix(0, n).Sub(t0).Seconds()
+	}
 
 	finish := func() error {
 		// Synced means caught up: the cache must be the server's state
@@ -300,6 +404,7 @@ func restartContenderMain(args []string) error {
 		iut.stop()
 		res.DurableSeconds = time.Since(t0).Seconds()
 		res.DurableCPU = cpuSeconds() - cpu0
+		res.ResourceVersion = iut.rv()
 		res.HeapAfterSyncMB = gcHeapMB()
 		runtime.KeepAlive(iut)
 		if _, err := childSynced(); err != nil {
