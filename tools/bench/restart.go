@@ -288,8 +288,10 @@ func restartFlags(fs *flag.FlagSet) func(*bench) error {
 	fs.Float64Var(&c.churn, "churn", 0.02, "fraction of the objects changed between the cold and the warm start: half modified, a quarter deleted, a quarter created")
 	fs.StringVar(&c.profile, "profile", "", "if set, write CPU profiles (New to synced) of the first round's contenders here, as RESOURCE-KIND.cpu.pprof")
 	fs.BoolVar(&c.logInfo, "log", false, "contenders write kinformer's informational logs to stderr")
-	fs.StringVar(&c.save, "save", filepath.Join(os.TempDir(), "kinformer-bench-restart.json"), "write the results here ('' for nowhere)")
-	fs.StringVar(&c.replay, "replay", "", "run nothing: make the report from results saved by -save")
+	fs.StringVar(&c.save, "save", filepath.Join(os.TempDir(), "kinformer-bench-restart.json"), "write the results here ('' for nowhere; with -down, the default is kinformer-bench-restart-down.json beside it)")
+	fs.StringVar(&c.replay, "replay", "", "run nothing: make the report (or, from a -down run's results, its subsection) from results saved by -save")
+	fs.StringVar(&c.down, "down", "", "instead of the usual contenders, warm restarts of the ConfigMaps after this long down, e.g. 1m,10m: the collection changes -churn over the time down, the rest of the cluster writes all along, the API server compacts etcd every 5 minutes; against client-go cold, into their own subsection of the restart section")
+	fs.StringVar(&c.downRounds, "down-rounds", "", "rounds for each -down, e.g. 3,1 (default: -rounds each)")
 	return func(b *bench) error {
 		c.bench = b
 		return restart(c)
@@ -302,6 +304,7 @@ type restartConfig struct {
 	nCM, nPods, updates, writers int
 	churn                        float64
 	profile, save, replay        string
+	down, downRounds             string
 	logInfo                      bool
 }
 
@@ -313,11 +316,30 @@ func restart(c restartConfig) error {
 	}
 
 	if c.replay != "" {
+		var dr downRun
+		if err := readResults(c.replay, &dr); err != nil {
+			return err
+		}
+		if len(dr.Downs) > 0 {
+			return c.downSection(downReport(dr))
+		}
 		var rr restartRun
 		if err := readResults(c.replay, &rr); err != nil {
 			return err
 		}
-		return c.section(restartReport(rr))
+		return c.section(c.keepDownSection(restartReport(rr)))
+	}
+	if c.down != "" {
+		specs, err := parseDowns(c.down, c.downRounds, c.rounds)
+		if err != nil {
+			return err
+		}
+		// Not over the usual run's results, which -replay makes the
+		// whole section from.
+		if c.save == filepath.Join(os.TempDir(), "kinformer-bench-restart.json") {
+			c.save = filepath.Join(os.TempDir(), "kinformer-bench-restart-down.json")
+		}
+		return restartDown(c, specs)
 	}
 	if err := c.prepare(); err != nil {
 		return err
@@ -408,7 +430,7 @@ func restart(c restartConfig) error {
 	if err := saveResults(c.save, rr); err != nil {
 		return err
 	}
-	return c.section(restartReport(rr))
+	return c.section(c.keepDownSection(restartReport(rr)))
 }
 
 // restartJob is one collection of the restart benchmarks: its objects when
