@@ -316,11 +316,16 @@ func restart(c restartConfig) error {
 	}
 
 	if c.replay != "" {
-		var dr downRun
-		if err := readResults(c.replay, &dr); err != nil {
+		// A -down run's results have its time down; the usual run's not.
+		var kind struct{ Downs []downSpec }
+		if err := readResults(c.replay, &kind); err != nil {
 			return err
 		}
-		if len(dr.Downs) > 0 {
+		if len(kind.Downs) > 0 {
+			var dr downRun
+			if err := readResults(c.replay, &dr); err != nil {
+				return err
+			}
 			return c.downSection(downReport(dr))
 		}
 		var rr restartRun
