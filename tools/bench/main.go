@@ -73,7 +73,7 @@ func scenarios() []scenario {
 		{name: "factory", help: "10 consumers of Pods and ConfigMaps: one Factory against 20 independent informers (about a minute)",
 			section: [2]string{factoryBegin, factoryEnd}, localapi: true, roundsHelp: "rounds; each runs both contenders once, the order alternating",
 			flags: factoryFlags, child: "factory-contender", childMain: factoryContenderMain},
-		{name: "restart", help: "warm restart from Options.StateDir against cold starts, and the state file's cost per update (about 10 minutes)",
+		{name: "restart", help: "warm restart from Options.StateDir against cold starts, and the state file's cost per update (about 10 minutes); -down 1m,10m: after time down, the cluster living on",
 			section: [2]string{restartBegin, restartEnd}, localapi: true, roundsHelp: "rounds; each runs every contender once, the order alternating", keepHelp: "keep the temporary data dir and state files",
 			flags: restartFlags, child: "restart-contender", childMain: restartContenderMain},
 		{name: "crd", help: "custom resources (JSON): dynamic and typed informers of both libraries, 10,000 and 50,000 CRs (about 30 minutes)",
