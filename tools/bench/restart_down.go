@@ -48,18 +48,31 @@ const (
 	downLimit     = 30 * time.Minute // a -down longer than this is a typo
 )
 
-// downSpec is one time down and its rounds.
+// downSpec is one time down and its rounds. Restart: the API server is
+// restarted halfway through the time down (an upgrade, or a client that
+// comes back to another API server of the cluster): its watch cache starts
+// again from the current resourceVersion, so the file's is too old for it
+// at once, however short the time down.
 type downSpec struct {
-	Down   time.Duration
-	Rounds int
+	Down    time.Duration
+	Rounds  int
+	Restart bool
+}
+
+func (s downSpec) String() string {
+	if s.Restart {
+		return fmt.Sprintf("%v down, API server restarted", s.Down)
+	}
+	return fmt.Sprintf("%v down", s.Down)
 }
 
 // downRound is one round of one time down: the cold start that wrote the
 // file, then the warm start and client-go's cold start after the time
 // down, in the order run.
 type downRound struct {
-	Down  time.Duration
-	Round int
+	Down    time.Duration
+	Restart bool // the API server was restarted while down
+	Round   int
 	// FileRV is the state file's resourceVersion (the cold start's once
 	// stopped); Compacted says whether etcd had compacted it when the warm
 	// start began (an exact LIST at it answered 410).
@@ -85,8 +98,8 @@ type downRun struct {
 	LifeErr      string // the first life write that failed
 }
 
-// parseDowns reads -down and -down-rounds: durations, and rounds for each
-// (missing: rounds).
+// parseDowns reads -down and -down-rounds: durations, each with
+// "+restart" or not, and rounds for each (missing: rounds).
 func parseDowns(downs, downRounds string, rounds int) ([]downSpec, error) {
 	var specs []downSpec
 	var rs []string
@@ -94,9 +107,10 @@ func parseDowns(downs, downRounds string, rounds int) ([]downSpec, error) {
 		rs = strings.Split(downRounds, ",")
 	}
 	for i, s := range strings.Split(downs, ",") {
-		d, err := time.ParseDuration(strings.TrimSpace(s))
+		s, restart := strings.CutSuffix(strings.TrimSpace(s), "+restart")
+		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 || d > downLimit {
-			return nil, fmt.Errorf("-down %q: want durations up to %v, as 1m,10m", s, downLimit)
+			return nil, fmt.Errorf("-down %q: want durations up to %v, each with +restart or not, as 1m,10m,1m+restart", s, downLimit)
 		}
 		n := rounds
 		if i < len(rs) {
@@ -104,7 +118,7 @@ func parseDowns(downs, downRounds string, rounds int) ([]downSpec, error) {
 				return nil, fmt.Errorf("-down-rounds %q: want a number of rounds for each -down", downRounds)
 			}
 		}
-		specs = append(specs, downSpec{d, n})
+		specs = append(specs, downSpec{d, n, restart})
 	}
 	return specs, nil
 }
@@ -199,8 +213,9 @@ func (l *life) stop() {
 // trickle changes churn of j's collection (half modified, a quarter
 // deleted, as many created) spread over d, a batch each trickleStep, the
 // last one a step before d is over, as a live collection changes while
-// its informer's process is down. It returns when d is over.
-func trickle(ctx context.Context, cs kubernetes.Interface, j restartJob, d time.Duration, churn float64) (modified, deleted int, writeSecs float64, err error) {
+// its informer's process is down; halfway, it calls halfway, if not nil.
+// It returns when d is over.
+func trickle(ctx context.Context, cs kubernetes.Interface, j restartJob, d time.Duration, churn float64, halfway func() error) (modified, deleted int, writeSecs float64, err error) {
 	modify := int(float64(j.n) * churn / 2)
 	del := int(float64(j.n) * churn / 4)
 	steps := max(1, int(d/trickleStep))
@@ -214,6 +229,11 @@ func trickle(ctx context.Context, cs kubernetes.Interface, j restartJob, d time.
 				return modified, deleted, writeSecs, err
 			}
 			modified, deleted, writeSecs = modified+m, deleted+x, writeSecs+took.Seconds()
+		}
+		if i == steps/2 && halfway != nil {
+			if err := halfway(); err != nil {
+				return modified, deleted, writeSecs, err
+			}
 		}
 		time.Sleep(time.Until(start.Add(d * time.Duration(i) / time.Duration(steps))))
 	}
@@ -252,7 +272,23 @@ func restartDown(c restartConfig, specs []downSpec) error {
 	if err != nil {
 		return err
 	}
-	defer srv.stop()
+	defer func() { srv.stop() }()
+	// restartServer restarts the API server on its data dir: the objects
+	// and etcd's history stay, the watch caches start anew. The clients
+	// (this process's, the contenders' kubeconfig) keep its address.
+	restartServer := func() error {
+		addr := srv.Server
+		logf("restarting the API server")
+		srv.stop()
+		if srv, err = startServer(c.bin, c.dataDir, c.verbose); err != nil {
+			return err
+		}
+		if srv.Server != addr {
+			return fmt.Errorf("the API server came back at %s, not %s", srv.Server, addr)
+		}
+		logf("the API server is back")
+		return nil
+	}
 	ctx := context.Background()
 	jobs, err := restartJobs(ctx, cs, c.nCM, 0)
 	if err != nil {
@@ -302,21 +338,25 @@ func restartDown(c restartConfig, specs []downSpec) error {
 	}
 	for _, s := range specs {
 		for r := 1; r <= s.Rounds; r++ {
-			dir := filepath.Join(stateRoot, fmt.Sprintf("down-%s-%d", s.Down, r))
+			dir := filepath.Join(stateRoot, fmt.Sprintf("down-%s-%v-%d", s.Down, s.Restart, r))
 			cold, err := run(rKinformerCold, dir, r)
 			if err != nil {
 				return err
 			}
-			rd := downRound{Down: s.Down, Round: r, FileRV: cold.ResourceVersion, Results: []restartResult{cold}}
-			logf("down %v, round %d: the process is down; the collection changes meanwhile", s.Down, r)
-			if rd.Modified, rd.Deleted, rd.WriteSecs, err = trickle(ctx, cs, j, s.Down, c.churn); err != nil {
+			rd := downRound{Down: s.Down, Restart: s.Restart, Round: r, FileRV: cold.ResourceVersion, Results: []restartResult{cold}}
+			logf("%v, round %d: the process is down; the collection changes meanwhile", s, r)
+			var halfway func() error
+			if s.Restart {
+				halfway = restartServer
+			}
+			if rd.Modified, rd.Deleted, rd.WriteSecs, err = trickle(ctx, cs, j, s.Down, c.churn, halfway); err != nil {
 				return fmt.Errorf("changes while down: %w", err)
 			}
 			if rd.Compacted, err = compactedAt(ctx, cs, rd.FileRV); err != nil {
 				return fmt.Errorf("exact LIST at the file's resourceVersion %s: %w", rd.FileRV, err)
 			}
-			logf("down %v, round %d: %d modified, %d deleted, %d created (%.1fs of writes); the file's resourceVersion %s compacted in etcd: %v; life: %d writes, %d failed",
-				s.Down, r, rd.Modified, rd.Deleted, rd.Deleted, rd.WriteSecs, rd.FileRV, rd.Compacted, lf.writes.Load(), lf.errors.Load())
+			logf("%v, round %d: %d modified, %d deleted, %d created (%.1fs of writes); the file's resourceVersion %s compacted in etcd: %v; life: %d writes, %d failed",
+				s, r, rd.Modified, rd.Deleted, rd.Deleted, rd.WriteSecs, rd.FileRV, rd.Compacted, lf.writes.Load(), lf.errors.Load())
 			order := []string{rKinformerWarm, rClientGoCold}
 			if r%2 == 0 {
 				order = []string{rClientGoCold, rKinformerWarm}

@@ -14,10 +14,10 @@ func downReport(dr downRun) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	m := dr.Machine
-	results := func(d time.Duration, kind string) []restartResult {
+	results := func(d downSpec, kind string) []restartResult {
 		var rs []restartResult
 		for _, rd := range dr.Rounds {
-			if rd.Down != d {
+			if rd.Down != d.Down || rd.Restart != d.Restart {
 				continue
 			}
 			for _, r := range rd.Results {
@@ -28,7 +28,7 @@ func downReport(dr downRun) string {
 		}
 		return rs
 	}
-	col := func(d time.Duration, kind string, f func(restartResult) float64) float64 {
+	col := func(d downSpec, kind string, f func(restartResult) float64) float64 {
 		var v []float64
 		for _, r := range results(d, kind) {
 			if x := f(r); !math.IsNaN(x) {
@@ -51,13 +51,13 @@ func downReport(dr downRun) string {
 	}
 	var downs []string
 	for _, s := range dr.Downs {
-		downs = append(downs, fmt.Sprintf("%v (%d round(s))", s.Down, s.Rounds))
+		downs = append(downs, fmt.Sprintf("%v (%d round(s))", s, s.Rounds))
 	}
 
-	p("%s\n### After time down: %s, %d ConfigMaps\n\n", downBegin, strings.Join(downs, " and "), dr.NCM)
+	p("%s\n### After time down: %s; %d ConfigMaps\n\n", downBegin, strings.Join(downs, ", "), dr.NCM)
 	p("Made on %s with `%s`, %d cores **shared with other engineers' test runs** (load %s at the start, %s at the end), kinformer at revision `%s`, by:\n\n    %s\n\n",
 		m.Date, m.GoVersion, m.NProc, m.LoadStart, dr.LoadEnd, dr.Rev, benchCommand("restart", dr.Args))
-	p("- Each round: `%s` (a fresh `StateDir`) lists and writes the state file, and stops: the process is then **down** for the time given. Meanwhile the collection changes %.1f%% of its objects (%.1f%% modified, %.1f%% deleted, as many created), spread over the time down in a batch every %v, the last a second before the restart; and the rest of the cluster writes all along, during the starts too: %d Leases in `%s` renewed in turn (%d a second), an Event created every %v, a ConfigMap there updated every %d s (it shares the collection's watch cache, not its namespace). The API server compacts etcd itself every %v (kube-apiserver's default `--etcd-compaction-interval`; localapi leaves it), to the revision it noted one interval before: etcd keeps 5 to 10 minutes of history. Whether it had compacted the file's resourceVersion when the process came back is asked with an exact LIST at it (410 if so). A watch is served from the API server's watch cache (on, as in production clusters), whose history is its own: at least 75 s of each resource's events. Once the time down is over, the collection stops changing (the rest of the cluster does not), and `%s` (the same `StateDir`) and `%s` run one after the other, the order alternating by round. Figures are medians over the rounds; ratios are kinformer warm ÷ client-go cold, from the same rounds.\n",
+	p("- Each round: `%s` (a fresh `StateDir`) lists and writes the state file, and stops: the process is then **down** for the time given. Meanwhile the collection changes %.1f%% of its objects (%.1f%% modified, %.1f%% deleted, as many created), spread over the time down in a batch every %v, the last a second before the restart; and the rest of the cluster writes all along, during the starts too: %d Leases in `%s` renewed in turn (%d a second), an Event created every %v, a ConfigMap there updated every %d s (it shares the collection's watch cache, not its namespace). The API server compacts etcd itself every %v (kube-apiserver's default `--etcd-compaction-interval`; localapi leaves it), to the revision it noted one interval before: etcd keeps 5 to 10 minutes of history. Whether it had compacted the file's resourceVersion when the process came back is asked with an exact LIST at it (410 if so). A watch is served from the API server's watch cache (on, as in production clusters), whose history is its own: at least 75 s of each resource's events. With `+restart`, the API server is restarted halfway through the time down (on its data dir: the objects and etcd's history stay; its watch cache starts anew, from the current resourceVersion), as in an upgrade, or when the process comes back to another API server of the cluster. Once the time down is over, the collection stops changing (the rest of the cluster does not), and `%s` (the same `StateDir`) and `%s` run one after the other, the order alternating by round. Figures are medians over the rounds; ratios are kinformer warm ÷ client-go cold, from the same rounds.\n",
 		rKinformerCold, dr.Churn*100, dr.Churn*50, dr.Churn*25, trickleStep, lifeLeases, lifeNamespace, leasesPerTick, lifeTick, lifeCMEvery*int(lifeTick/time.Second), compactEvery, rKinformerWarm, rClientGoCold)
 	p("- **First read**: the cache holds an object (`Cache().Len()`, or the client-go store's keys, polled every 1 ms from just before the informer is made): kinformer warm answers reads from the file from then on (as of the file: the catch-up follows), client-go only from its list, which it stores at once when complete. **First restored object handled**: the first `Added` with `CauseRestore` delivered to the handler. **Synced**, **from exec**, **handled**, **CPU**, **read**, requests, heap and RSS as in the tables above; each contender's cache is compared with a LIST once stopped, as there. **Catch-up**: how the warm start reached the server's state: a watch from the file's resourceVersion, or, after 410 Gone on it, a re-list diffed against the restored cache (the re-lists the informer logged, with their reason).\n\n")
 
@@ -91,14 +91,14 @@ func downReport(dr downRun) string {
 	p("| metric |")
 	sep := "|---|"
 	for _, s := range dr.Downs {
-		p(" %v down: %s | %v down: %s | %v down: warm ÷ client-go cold |", s.Down, rClientGoCold, s.Down, rKinformerWarm, s.Down)
+		p(" %v: %s | %v: %s | %v: warm ÷ client-go cold |", s, rClientGoCold, s, rKinformerWarm, s)
 		sep += "---:|---:|---:|"
 	}
 	p("\n%s\n", sep)
 	for _, r := range rows {
 		p("| %s |", r.name)
 		for _, s := range dr.Downs {
-			cg, kw := col(s.Down, rClientGoCold, r.get), col(s.Down, rKinformerWarm, r.get)
+			cg, kw := col(s, rClientGoCold, r.get), col(s, rKinformerWarm, r.get)
 			rt := ""
 			if r.ratio {
 				rt = ratio(kw, cg)
@@ -114,7 +114,7 @@ func downReport(dr downRun) string {
 		var reasons []string
 		var mods, dels []float64
 		for _, rd := range dr.Rounds {
-			if rd.Down != s.Down {
+			if rd.Down != s.Down || rd.Restart != s.Restart {
 				continue
 			}
 			rounds++
@@ -123,7 +123,7 @@ func downReport(dr downRun) string {
 			}
 			mods, dels = append(mods, float64(rd.Modified)), append(dels, float64(rd.Deleted))
 		}
-		for _, r := range results(s.Down, rKinformerWarm) {
+		for _, r := range results(s, rKinformerWarm) {
 			if len(r.Relists) > 0 {
 				relisted++
 				reasons = append(reasons, r.Relists...)
@@ -131,21 +131,21 @@ func downReport(dr downRun) string {
 				watched++
 			}
 		}
-		p("**%v down** (%d round(s)): %.0f objects modified, %.0f deleted and as many created while down (medians); etcd had compacted the file's resourceVersion in **%d of %d** rounds. Catch-up: **a watch** in %d of %d warm starts, **a re-list** in %d",
-			s.Down, rounds, median(mods), median(dels), compacted, rounds, watched, watched+relisted, relisted)
+		p("**%v** (%d round(s)): %.0f objects modified, %.0f deleted and as many created while down (medians); etcd had compacted the file's resourceVersion in **%d of %d** rounds. Catch-up: **a watch** in %d of %d warm starts, **a re-list** in %d",
+			s, rounds, median(mods), median(dels), compacted, rounds, watched, watched+relisted, relisted)
 		if len(reasons) > 0 {
 			p(" (%s)", strings.Join(dedupe(reasons), "; "))
 		}
 		p(". Requests (first round): ")
 		for i, kind := range []string{rKinformerWarm, rClientGoCold} {
-			if rs := results(s.Down, kind); len(rs) > 0 {
+			if rs := results(s, kind); len(rs) > 0 {
 				if i > 0 {
 					p("; ")
 				}
 				p("%s: %s", kind, joinOr(rs[0].Requests, "none"))
 			}
 		}
-		if rs := results(s.Down, rKinformerWarm); len(rs) > 0 {
+		if rs := results(s, rKinformerWarm); len(rs) > 0 {
 			p(". Events handled (first round), %s: %s", rKinformerWarm, causeString(rs[0].Causes))
 		}
 		p(".\n\n")
@@ -165,7 +165,7 @@ func downReport(dr downRun) string {
 			if r.FirstRestoreSeconds > 0 {
 				restored = r.FirstRestoreSeconds
 			}
-			p("| %v | %d | %s | %d | %d | %.3f | %s | %.3f | %.3f | %.3f | %.2f | %s | %s | %s |\n", rd.Down, rd.Round, r.Contender, r.Objects, r.Differ,
+			p("| %v | %d | %s | %d | %d | %.3f | %s | %.3f | %.3f | %.3f | %.2f | %s | %s | %s |\n", downSpec{Down: rd.Down, Restart: rd.Restart}, rd.Round, r.Contender, r.Objects, r.Differ,
 				r.FirstReadSeconds, num("%.3f", restored), r.SyncSeconds, r.ExecSeconds, r.SyncCPUSeconds, r.BodyMB, joinOr(r.Requests, "none"), joinOr(r.Relists, "none"), cpt)
 		}
 	}
@@ -173,7 +173,7 @@ func downReport(dr downRun) string {
 	for _, rd := range dr.Rounds {
 		for _, r := range rd.Results {
 			for _, e := range r.Errors {
-				errs = append(errs, fmt.Sprintf("%v down, %s round %d: %s", rd.Down, r.Contender, r.Round, e))
+				errs = append(errs, fmt.Sprintf("%v, %s round %d: %s", downSpec{Down: rd.Down, Restart: rd.Restart}, r.Contender, r.Round, e))
 			}
 		}
 	}
