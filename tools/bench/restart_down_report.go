@@ -239,7 +239,7 @@ func downBounds(p func(string, ...any), dr downRun, results func(downSpec, strin
 			p("; etcd had compacted the file's resourceVersion in %d of %d rounds, yet the watch was served: the API server serves watches from its watch cache, a ring of each resource's recent events that etcd's compaction does not shorten (in k8s.io/apiserver v0.37 the watch cache's compactor compacts only its list snapshots); the ring answers 410 only for a resourceVersion older than its oldest event. It grows while full with its oldest event younger than 75 s, and shrinks only when full; here it had presumably grown during the creation of the %d ConfigMaps (under a minute) and the run's later traffic never filled it again (its capacity is not recorded). With steady traffic of the resource (all namespaces), it keeps from 75 s to a few minutes of events (at least 100), and a process down 10 minutes would get 410 and re-list, as the rounds with the API server restarted do", compacted, rounds, dr.NCM)
 		}
 		if relisted > 0 {
-			p("; the re-list reads the whole collection (the bytes of a cold start) and decodes it on top of the restore, and the handler gets only the differences (`CauseRelist`), not an `Added` for every object")
+			p("; the 410 is the catch-up watch's first answer, after which the informer waits its first backoff (600-800 ms, `DefaultBackoff`: `step` in loop.go backs off after a 410 without progress, lest a lagging watch cache draw a storm of re-lists) before re-listing; the re-list reads the whole collection (the bytes of a cold start) and decodes it on top of the restore, and the handler gets only the differences (`CauseRelist`), not an `Added` for every object")
 		}
 		p(".\n")
 	}
