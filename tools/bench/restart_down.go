@@ -60,10 +60,14 @@ type downSpec struct {
 }
 
 func (s downSpec) String() string {
-	if s.Restart {
-		return fmt.Sprintf("%v down, API server restarted", s.Down)
+	d := s.Down.String()
+	if s.Down%time.Minute == 0 {
+		d = fmt.Sprintf("%d min", s.Down/time.Minute)
 	}
-	return fmt.Sprintf("%v down", s.Down)
+	if s.Restart {
+		return d + " down, API server restarted"
+	}
+	return d + " down"
 }
 
 // downRound is one round of one time down: the cold start that wrote the

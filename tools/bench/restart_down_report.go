@@ -241,6 +241,22 @@ func downBounds(p func(string, ...any), dr downRun, results func(downSpec, strin
 		if relisted > 0 {
 			p("; the 410 is the catch-up watch's first answer, after which the informer waits its first backoff (600-800 ms, `DefaultBackoff`: `step` in loop.go backs off after a 410 without progress, lest a lagging watch cache draw a storm of re-lists) before re-listing; the re-list reads the whole collection (the bytes of a cold start) and decodes it on top of the restore, and the handler gets only the differences (`CauseRelist`), not an `Added` for every object")
 		}
+		// A watch-list opened before the informer has caught up has the
+		// catch-up watch's server-side timeout: the server may end it
+		// before its initial events are all sent.
+		var short, in int
+		for _, r := range results(s, rKinformerWarm) {
+			n := 0
+			for _, e := range r.Errors {
+				n += strings.Count(e, "the stream ended before its initial events did")
+			}
+			if n > 0 {
+				short, in = short+n, in+1
+			}
+		}
+		if short > 0 {
+			p(". In %d of %d rounds the re-list's watch-list failed (%d times in all: \"the stream ended before its initial events did\"), each time followed by a backoff: opened before the informer has caught up, it has the catch-up watch's 1 s server-side timeout (`watchTimeout` in watch.go returns `catchUpTimeout` while the probe's resourceVersion is not reached), and on this loaded machine the server did not send %d objects in 1 s; hence the slowest rounds and their bytes", in, len(results(s, rKinformerWarm)), short, dr.NCM)
+		}
 		p(".\n")
 	}
 	p("\n")
