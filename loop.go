@@ -87,9 +87,6 @@ type state struct {
 	// joinable: when the share grows, the slots that joined can be listed
 	// alone (caught up, synced, and the server filters by the share).
 	joinable bool
-	// heartbeats: a watch received a bookmark the server sent on its own
-	// (loop.heard): watches silent past heartbeatSilence are dead.
-	heartbeats bool
 }
 
 type outcomeKind uint8

@@ -165,13 +165,16 @@ func (s *directSource) stop() {
 type stream[T Object] struct {
 	src     source
 	cancel  context.CancelFunc
-	prepare prepareFunc[T]           // readies its objects for the cache
-	idle    time.Duration            // no event for this long: the connection is dead
-	timeout time.Duration            // the server-side timeout the watch asked for
-	started time.Time                // when the watch was open
-	last    time.Time                // the last event, or started
-	conn    atomic.Pointer[net.Conn] // the connection the request went out on, if known
-	live    *liveness.Watch          // the connection's watchdog; nil if none
+	prepare prepareFunc[T] // readies its objects for the cache
+	idle    time.Duration  // no event for this long: the connection is dead
+	timeout time.Duration  // the server-side timeout the watch asked for
+	// heartbeat: the server sent this watch a bookmark on its own, and
+	// idle is at most heartbeatSilence (loop.heard).
+	heartbeat bool
+	started   time.Time                // when the watch was open
+	last      time.Time                // the last event, or started
+	conn      atomic.Pointer[net.Conn] // the connection the request went out on, if known
+	live      *liveness.Watch          // the connection's watchdog; nil if none
 }
 
 func (s *stream[T]) stop() {

@@ -529,6 +529,16 @@ func TestHeartbeatDeadline(t *testing.T) {
 				if tc.dropped && (w != 2 || s.openWatches() != 1 || len(errs) != 1 || !errors.Is(errs[0], ErrIdle)) {
 					t.Fatalf("%v after the heartbeat: %d watch calls (%d open), errors %v; want the watch resumed after an ErrIdle", time.Since(opened)-tc.bookmark, w, s.openWatches(), errs)
 				}
+				if tc.dropped {
+					// The new watch has had no bookmark (on a resource that
+					// does not move the server sends none): it keeps the
+					// idle deadline, however long it is quiet.
+					time.Sleep(3 * heartbeatSilence)
+					synctest.Wait()
+					if _, w := s.counts(); w != 2 || len(errs) != 1 {
+						t.Fatalf("a quiet watch that had no bookmark: %d watch calls, errors %v after %v; want it kept", w, errs, 3*heartbeatSilence)
+					}
+				}
 				if !tc.dropped && (w != 1 || len(errs) != 0) {
 					t.Fatalf("%v after the watch opened, without any bookmark: %d watch calls, errors %v; want the watch kept", time.Since(opened), w, errs)
 				}

@@ -134,9 +134,6 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 		return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err), received: l.target != ""}
 	}
 	defer s.stop()
-	if l.st.heartbeats && l.target == "" {
-		s.idle = min(s.idle, heartbeatSilence)
-	}
 	broke := false         // the stream failed by its connection, not by an ERROR event
 	lastEvent := s.started // of the last event or bookmark applied
 	defer func() {
@@ -224,27 +221,33 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 }
 
 // heartbeatSilence: how long a watch may be silent, once the server has
-// shown that it sends bookmarks on its own (heard), before the watch is
-// taken for dead and its connection closed. The API server's watch cache
-// sends a watch that allows bookmarks one about every minute, quiet or not
-// (and one 2 s before the watch's timeout). Over HTTP/2 the probe finds a
-// dead connection sooner; over HTTP/1.1 a watch holds its connection alone
-// and no probe can ride it, and this is what finds it dead (before, the
-// idle deadline: the watch's 5-10 minute timeout, plus IdleMargin).
+// sent it a bookmark on its own (heard), before it is taken for dead and
+// its connection closed. The API server's watch cache sends a watch that
+// allows bookmarks one about every minute, quiet or not, once its
+// resourceVersion has moved past the one the watch started from (and one
+// 2 s before the watch's timeout): a watch that has had one gets the next
+// within a minute. One that has had none may be on a resource that does
+// not move (the cache sends nothing at the watch's own resourceVersion):
+// it is given the idle deadline only. Over HTTP/1.1 a watch holds its
+// connection alone and no probe can ride it, and this is what finds it
+// dead (before, the idle deadline: the watch's 5-10 minute timeout plus
+// IdleMargin); over HTTP/2 the probe does (its connection's watchdog,
+// stream.live), and a silent watch there must not close a connection that
+// other watches and requests share and that answers probes.
 const heartbeatSilence = 80 * time.Second
 
 // heard notes a bookmark on the plain watch s: sent by the server on its
-// own (a plain watch gets no bookmark at its start), it says the server
-// sends heartbeats, unless it is the one 2 s before the watch's timeout,
-// which a server may send without them. From then on the informer's
-// watches are given heartbeatSilence, this one included.
+// own (a plain watch gets no bookmark at its start), it arms s's
+// heartbeat deadline, unless it is the one 2 s before the watch's
+// timeout, which a server may send without heartbeats, or s is on a
+// connection the probe watches.
 func (l *loop[T]) heard(s *stream[T]) {
-	if l.st.heartbeats || l.target != "" || time.Since(s.started) > s.timeout-heartbeatBeforeTimeout {
+	if s.heartbeat || l.target != "" || s.live != nil || time.Since(s.started) > s.timeout-heartbeatBeforeTimeout {
 		return
 	}
-	l.st.heartbeats = true
+	s.heartbeat = true
 	s.idle = min(s.idle, heartbeatSilence)
-	l.log.Debug("kinformer: the server sends bookmarks on its own: a watch silent for longer than the heartbeat deadline is taken for dead", "deadline", heartbeatSilence)
+	l.log.Debug("kinformer: the server sends this watch bookmarks on its own: silent for longer than the heartbeat deadline, it is taken for dead", "deadline", heartbeatSilence)
 }
 
 // heartbeatBeforeTimeout: a bookmark this close to a watch's timeout may be

@@ -25,8 +25,8 @@ const http1Limit = 90 * time.Second
 // connection alone, so no probe can ride it, and a dead one used to wait
 // out the watch's timeout plus IdleMargin (5-10 minutes and more). The API
 // server sends a watch that allows bookmarks one about every minute: once
-// the informer has heard one, a watch silent past heartbeatSilence (80 s)
-// is taken for dead. The informer stays quiet past the first heartbeat
+// a watch has heard one, it is taken for dead once silent past
+// heartbeatSilence (80 s). The informer stays quiet past the first heartbeat
 // (the watch must be kept: no reconnect, no ERROR), then its connection
 // goes silently dead (the proxy holds it for good; new connections work),
 // ConfigMap updates follow, and the cache must hold one written after the
@@ -68,7 +68,28 @@ func TestDeadConnectionHTTP1Defaults(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Quiet: nothing changes in ns.
+	// Quiet: nothing changes in ns. Elsewhere the cluster lives (a
+	// ConfigMap in another namespace every 10 s), as a real one does: the
+	// watch cache sends a watch a bookmark only once the resource's
+	// resourceVersion has moved past the watch's.
+	other := testenv.NewNamespace(t, srv.Config())
+	mustCreate(t, admin, configMap(other, "life", nil, "0"))
+	lifeCtx, stopLife := context.WithCancel(t.Context())
+	lifeDone := make(chan struct{})
+	defer func() { stopLife(); <-lifeDone }()
+	go func() {
+		defer close(lifeDone)
+		for i := 1; ; i++ {
+			select {
+			case <-lifeCtx.Done():
+				return
+			case <-time.After(10 * time.Second):
+			}
+			cctx, ccancel := context.WithTimeout(lifeCtx, 5*time.Second)
+			_, _ = admin.CoreV1().ConfigMaps(other).Patch(cctx, "life", types.MergePatchType, fmt.Appendf(nil, `{"data":{"v":"%d"}}`, i), metav1.PatchOptions{})
+			ccancel()
+		}
+	}()
 	_, w0 := calls.counts()
 	time.Sleep(quiet)
 	if !strings.Contains(proto.String(), "HTTP/1.1") || strings.Contains(proto.String(), "HTTP/2") {

@@ -166,6 +166,9 @@ func (p *Persister[T]) open(restore bool, begin func(), each func(k, v []byte) e
 	if sealed := p.cfg.Identity.Sealed(key); sealed != p.sealed {
 		// The first Open, or the directory's key was replaced.
 		p.sealed, p.path, p.committed = sealed, Path(p.cfg.Dir, p.cfg.Name, key, sealed), ""
+		if p.sealer != nil {
+			p.removeClear(key)
+		}
 	}
 	st, err := snapshot.Open(p.path, p.sealed, p.cfg.Snapshot)
 	if errors.Is(err, snapshot.ErrInUse) || errors.Is(err, snapshot.ErrUnsafe) {
@@ -245,6 +248,29 @@ func (p *Persister[T]) open(restore bool, begin func(), each func(k, v []byte) e
 		p.mu.Unlock()
 	}
 	return rv, true
+}
+
+// removeClear removes the file the same informer wrote without keys (its
+// identity lacks Encrypted, so no informer with keys finds it): turning
+// StateKeys on must not leave a copy of every object in the clear. A file
+// in use (by a process without the keys) is left, and said.
+func (p *Persister[T]) removeClear(key []byte) {
+	clear := p.cfg.Identity
+	clear.Encrypted = false
+	path := Path(p.cfg.Dir, p.cfg.Name, key, clear.Sealed(key))
+	fi, err := os.Stat(path)
+	if err != nil {
+		return
+	}
+	if _, err := snapshot.Identity(path, 100*time.Millisecond); errors.Is(err, snapshot.ErrInUse) {
+		p.cfg.Report(fmt.Errorf("%s, this informer's state file without StateKeys (%d bytes, in the clear), is in use by another process: not removed", path, fi.Size()))
+		return
+	}
+	if err := os.Remove(path); err != nil {
+		p.cfg.Report(fmt.Errorf("removing %s, this informer's state file without StateKeys (in the clear): %w", path, err))
+		return
+	}
+	p.cfg.Report(fmt.Errorf("removed %s (%d bytes): this informer's state file written without StateKeys, in the clear; the encrypted one replaces it", path, fi.Size()))
 }
 
 // FileCluster is the cluster the file was written from, as the last Open

@@ -205,3 +205,27 @@ func TestUnusedAndPrune(t *testing.T) {
 		t.Errorf("the current file after Prune: %v", err)
 	}
 }
+
+// Turning StateKeys on removes the file the informer wrote without them
+// (a copy of every object in the clear), and says so.
+func TestKeysRemoveTheClearFile(t *testing.T) {
+	dir := t.TempDir()
+	p, _ := testPersister(t, dir)
+	openPersister(t, p)
+	p.Start()
+	b := p.Batch()
+	b.Put("ns/a", labelled("ns", "a", "1"))
+	b.End("1")
+	p.Stop()
+	clearFile := p.Path()
+	sealed, reports := sealedPersister(t, dir, newKey(t))
+	openPersister(t, sealed)
+	sealed.Start()
+	sealed.Stop()
+	if _, err := os.Stat(clearFile); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the file in the clear after keys were given: %v", err)
+	}
+	if errs := reports(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "written without StateKeys") {
+		t.Fatalf("reports: %v", errs)
+	}
+}

@@ -85,12 +85,14 @@ func CheckPrivateDir(dir string) error {
 	return nil
 }
 
-// checkPath checks the way to dir as ssh's StrictModes does: a symbolic
-// link on it must be this user's or root's (another user could point it
-// elsewhere), and every directory above it must be this user's or root's
-// and writable by no one else, but for a sticky one (/tmp), where others
-// may not rename or remove what is not theirs. Else another user could
-// swap the state directory, or a directory above it, for one of theirs.
+// checkPath checks the way to dir as ssh's StrictModes does, in part: a
+// symbolic link on it must be this user's or root's (another user could
+// point it elsewhere), and every directory above it this user's or
+// root's. Else another user could swap the state directory, or a
+// directory above it, for one of theirs. Unlike StrictModes, a directory
+// above that others may write is not refused: Kubernetes volumes are
+// (an emptyDir is 0777, an fsGroup volume 2775), and state directories
+// live in them.
 func checkPath(dir string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -124,9 +126,6 @@ func checkPath(dir string) error {
 		}
 		if uid, ok := owned(fi); !ok {
 			return fmt.Errorf("%w: %s, above the state directory %s, is owned by uid %d: it may replace the directory", ErrUnsafe, p, dir, uid)
-		}
-		if m := fi.Mode(); m.Perm()&0o022 != 0 && m&fs.ModeSticky == 0 {
-			return fmt.Errorf("%w: %s, above the state directory %s, has mode %04o: group or others may write in it and replace the directory (chmod go-w %s, or choose another place)", ErrUnsafe, p, dir, m.Perm(), p)
 		}
 		if filepath.Dir(p) == p {
 			return nil

@@ -197,10 +197,10 @@ func TestCheckPrivateDir(t *testing.T) {
 	}
 }
 
-// The way to a state directory is checked as ssh's StrictModes does: a
-// directory above it that others may write (not sticky), or a symbolic
-// link on the way that another user owns, makes it unsafe; a sticky
-// parent (/tmp) does not.
+// The way to a state directory is checked, in part as ssh's StrictModes
+// does: a symbolic link on the way that another user owns, or a directory
+// above owned by another user, makes it unsafe; a directory above that
+// others may write (a Kubernetes volume) does not.
 func TestCheckPrivateDirPath(t *testing.T) {
 	base := t.TempDir()
 	mk := func(parts ...string) string {
@@ -215,20 +215,8 @@ func TestCheckPrivateDirPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	under := mk("open", "state")
-	if err := CheckPrivateDir(under); !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), "above the state directory") {
-		t.Errorf("under a world-writable directory: %v", err)
-	}
-	if err := os.Chmod(open, 0o777|os.ModeSticky); err != nil {
-		t.Fatal(err)
-	}
 	if err := CheckPrivateDir(under); err != nil {
-		t.Errorf("under a sticky world-writable directory (as /tmp): %v", err)
-	}
-	if err := os.Chmod(open, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := CheckPrivateDir(under); err != nil {
-		t.Errorf("under a private directory: %v", err)
+		t.Errorf("under a world-writable directory (an emptyDir volume): %v", err)
 	}
 
 	if os.Geteuid() != 0 {
@@ -246,5 +234,11 @@ func TestCheckPrivateDirPath(t *testing.T) {
 	}
 	if err := CheckPrivateDir(link); !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), "symbolic link of uid 65534") {
 		t.Errorf("through another user's symbolic link: %v", err)
+	}
+	if err := os.Chown(open, 65534, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckPrivateDir(under); !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), "owned by uid 65534") {
+		t.Errorf("under another user's directory: %v", err)
 	}
 }
