@@ -208,6 +208,11 @@ func TestWatchStateDirBadFile(t *testing.T) {
 	if _, err := os.Stat(files[0] + ".bad"); err != nil {
 		t.Errorf("the bad file was not set aside: %v", err)
 	}
+	// The file set aside is reported by every process that opens the
+	// directory, until pruned.
+	if code, stdout, stderr := runCmd(t, nil, "state", "prune", "--state-dir", dir); code != 0 || !strings.Contains(stdout, filepath.Base(files[0])+".bad") {
+		t.Fatalf("state prune: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
 
 	// The file written instead restores.
 	p = start(t, nil, append(args, "-o", "json")...)
