@@ -204,7 +204,7 @@ func NewCache(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
 }
 
 // With returns a cache.NewCacheFunc with kinformer's own options:
-// StateDir, Sharding, Registerer, Logger, DropManagedFields,
+// StateDir, StateKeys, Sharding, Registerer, Logger, DropManagedFields,
 // DetectMutations, Compact, NamespaceSelector and ByObject (see Options).
 //
 //	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
