@@ -69,7 +69,7 @@ Endpoints (GET only):
   /objects?resource=R[&namespace=N][&label=SELECTOR]
                      the cached objects of R (required when serving more
                      than one resource), sorted by key, as
-                     {"resource":…,"resourceVersion":…,"count":…,"items":[…]}
+                     {"resource":…,"resourceVersion":…,"items":[…],"count":…}
   /objects/R/NAMESPACE/NAME, /objects/R/NAME (cluster-scoped)
                      one cached object, or a 404 {"error":…}; add
                      ?format=yaml for YAML: at most 8 MiB of it (beyond,
@@ -294,7 +294,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return stoppedOr(ctx, err)
 			}
-			s.addSource(arg, res, "", &viewSource{f: viewFactory, v: v, shared: true})
+			s.addSource(arg, res, "", &viewSource{f: viewFactory, v: v, shared: true, packed: f.compact})
 			continue
 		}
 		var lw lister = dyn.Resource(res.gvr)

@@ -56,6 +56,13 @@ func rawGet(t *testing.T, addr, host, path string) (*http.Response, string) {
 // in-memory server, and returns the server once its informer has synced.
 func configMaps(t *testing.T, n, size int) (*server, *httptest.Server) {
 	t.Helper()
+	return configMapsCache(t, n, size, false)
+}
+
+// configMapsCache is configMaps with a compact cache (--compact) if
+// compact.
+func configMapsCache(t *testing.T, n, size int, compact bool) (*server, *httptest.Server) {
+	t.Helper()
 	var objs []*unstructured.Unstructured
 	for i := range n {
 		cm := &unstructured.Unstructured{}
@@ -69,7 +76,7 @@ func configMaps(t *testing.T, n, size int) (*server, *httptest.Server) {
 	s := mustNewServer(t, 8, 16)
 	res := resource{gvr: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, kind: "ConfigMap", namespaced: true}
 	inf := kinformer.New[*unstructured.Unstructured](kinformertest.NewServer(objs...), &kinformer.Options[*unstructured.Unstructured]{
-		Name: res.String(), Metrics: s.metrics,
+		Name: res.String(), Metrics: s.metrics, Compact: compact,
 	})
 	s.add("cm", res, "", inf)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -31,6 +31,8 @@ type watchSource interface {
 	shardStatus() kinformer.ShardStatus
 	// list returns the objects of namespace ("" for all).
 	list(namespace string) []*unstructured.Unstructured
+	// keys returns the keys of namespace's objects ("" for all), for get.
+	keys(namespace string) []string
 	get(key string) (*unstructured.Unstructured, bool)
 	key(o *unstructured.Unstructured) string
 	compact() bool
@@ -65,6 +67,14 @@ func (s informerSource) list(namespace string) []*unstructured.Unstructured {
 	return objs
 }
 
+func (s informerSource) keys(namespace string) []string {
+	if namespace == "" {
+		return s.inf.Cache().ListKeys()
+	}
+	keys, _ := s.inf.Cache().IndexKeys(kinformer.IndexNamespace, namespace)
+	return keys
+}
+
 func (s informerSource) get(key string) (*unstructured.Unstructured, bool) {
 	return s.inf.Cache().GetByKey(key)
 }
@@ -77,6 +87,8 @@ type viewSource struct {
 	// shared: the factory serves other views too, and is started and
 	// stopped by its owner (serve), not by run.
 	shared bool
+	// packed: the factory's caches are compact (FactoryOptions.Compact).
+	packed bool
 }
 
 func newViewSource(cfg *rest.Config, res resource, selector string, fo kinformer.FactoryOptions, opts *kinformer.Options[*unstructured.Unstructured]) (*viewSource, error) {
@@ -86,7 +98,7 @@ func newViewSource(cfg *rest.Config, res resource, selector string, fo kinformer
 		f.Stop()
 		return nil, err
 	}
-	return &viewSource{f: f, v: v}, nil
+	return &viewSource{f: f, v: v, packed: fo.Compact}, nil
 }
 
 func (s *viewSource) addHandler(fn func(kinformer.Event[*unstructured.Unstructured])) func() int {
@@ -127,10 +139,22 @@ func (s *viewSource) lastError() (err error, since time.Time) {
 func (s *viewSource) resourceVersion() string                 { return "" }
 func (s *viewSource) shardStatus() kinformer.ShardStatus      { return kinformer.ShardStatus{} }
 func (s *viewSource) key(o *unstructured.Unstructured) string { return kinformer.MetaNamespaceKey(o) }
-func (s *viewSource) compact() bool                           { return false }
+func (s *viewSource) compact() bool                           { return s.packed }
 
 func (s *viewSource) list(namespace string) []*unstructured.Unstructured {
 	return s.v.Select(namespace, nil)
+}
+
+func (s *viewSource) keys(namespace string) []string {
+	var out []string
+	for _, inf := range s.v.Informers() {
+		if namespace == "" {
+			out = append(out, inf.Cache().ListKeys()...)
+		} else if keys, err := inf.Cache().IndexKeys(kinformer.IndexNamespace, namespace); err == nil {
+			out = append(out, keys...)
+		}
+	}
+	return out
 }
 
 func (s *viewSource) get(key string) (*unstructured.Unstructured, bool) { return s.v.GetByKey(key) }
