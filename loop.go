@@ -358,7 +358,7 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *
 	case len(o.StateKeys) == 0 && secretsOf(lw, o):
 		log.Info("kinformer: Secrets are not written to the state directory without StateKeys: this informer lists at every start", "dir", o.StateDir)
 	default:
-		l.newState = func() *persist.Persister[T] { return newPersister(lw, o, l.w.reportAsync, obs) }
+		l.newState = func() *persist.Persister[T] { return newPersister(lw, o, l.w.reportAsync, log, obs) }
 		l.w.state = l.newState()
 	}
 	return l

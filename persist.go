@@ -2,6 +2,7 @@ package kinformer
 
 import (
 	"fmt"
+	"log/slog"
 	"reflect"
 	"runtime"
 
@@ -117,9 +118,10 @@ func funcName(f any) string {
 var errNoIdentity = fmt.Errorf("%w: StateDir is ignored: the client does not say what it watches; set Options.StateKey", ErrSnapshot)
 
 // newPersister returns the Persister of o's state file, reporting through
-// report (which must take any goroutine) wrapped in ErrSnapshot; nil if the
-// informer cannot say what it watches (errNoIdentity).
-func newPersister[T Object](lw any, o *Options[T], report func(error), obs *observer) *persist.Persister[T] {
+// report (which must take any goroutine) wrapped in ErrSnapshot, and
+// warning through log; nil if the informer cannot say what it watches
+// (errNoIdentity).
+func newPersister[T Object](lw any, o *Options[T], report func(error), log *slog.Logger, obs *observer) *persist.Persister[T] {
 	identity, ok := stateIdentity(lw, o)
 	if !ok {
 		return nil
@@ -133,6 +135,7 @@ func newPersister[T Object](lw any, o *Options[T], report func(error), obs *obse
 		Codec:     persist.NewCodec[T](o.objectType()),
 		Report:    func(err error) { report(fmt.Errorf("%w: %w", ErrSnapshot, err)) },
 		Committed: obs.commit,
+		Log:       log,
 		Keys:      o.StateKeys,
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -47,6 +48,10 @@ type Config[T kruntime.Object] struct {
 	// Committed, if set, is told of every commit: how many objects it
 	// wrote, how long it took, and its error.
 	Committed func(objects int, took time.Duration, err error)
+	// Log, if set, receives warnings that are no failure: a directory on
+	// the way to Dir that others may write (warnWritable), once per
+	// directory and process.
+	Log *slog.Logger
 	// Keys, if any, encrypt the file's objects (AES-256-GCM, KeySize
 	// bytes each): the first encrypts, any decrypts, and a file loaded
 	// with objects under another than the first is encrypted again with
@@ -157,11 +162,12 @@ func (p *Persister[T]) open(restore bool, begin func(), each func(k, v []byte) e
 		return "", false
 	}
 	_, lerr := os.Lstat(filepath.Join(p.cfg.Dir, KeyFile))
-	key, err := PrepareDir(p.cfg.Dir)
+	key, writable, err := prepareDir(p.cfg.Dir)
 	if err != nil {
 		p.cfg.Report(fmt.Errorf("state directory: %w; running without it", err))
 		return "", false
 	}
+	warnWritable(p.cfg.Log, p.cfg.Dir, writable)
 	reportLeftovers(p.cfg.Dir, errors.Is(lerr, fs.ErrNotExist), p.cfg.Report)
 	if sealed := p.cfg.Identity.Sealed(key); sealed != p.sealed {
 		// The first Open, or the directory's key was replaced.

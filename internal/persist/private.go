@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -9,8 +10,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/kinformer/kinformer/internal/snapshot"
 )
@@ -34,18 +37,51 @@ const keySize = 32
 // use. An unsafe directory or key file is an error wrapping
 // snapshot.ErrUnsafe.
 func PrepareDir(dir string) ([]byte, error) {
+	key, _, err := prepareDir(dir)
+	return key, err
+}
+
+// prepareDir is PrepareDir, and also returns the directories on the way
+// to dir that others may write (snapshot.CheckDir): accepted, for a
+// warning (warnWritable).
+func prepareDir(dir string) ([]byte, []snapshot.WritableDir, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := snapshot.CheckPrivateDir(dir); err != nil {
-		return nil, err
+	writable, err := snapshot.CheckDir(dir)
+	if err != nil {
+		return nil, nil, err
 	}
 	path := filepath.Join(dir, KeyFile)
 	key, err := readKey(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return makeKey(dir, path)
+		key, err = makeKey(dir, path)
 	}
-	return key, err
+	if err != nil {
+		return nil, nil, err
+	}
+	return key, writable, nil
+}
+
+var writableWarned sync.Map // directory → struct{}: warned once per process
+
+// warnWritable logs a warning for each directory of writable, the first
+// time a process finds it on the way to a state directory (dir). A
+// warning, not a failure: the directory is used, as it must be in a
+// Kubernetes volume (an emptyDir is 0777, an fsGroup volume 2775), and
+// so a log line rather than an error reported (an Error event each
+// informer's handlers would see, for a volume as Kubernetes makes it).
+func warnWritable(log *slog.Logger, dir string, writable []snapshot.WritableDir) {
+	if log == nil || !log.Enabled(context.Background(), slog.LevelWarn) {
+		return // not spent on a logger that drops it: a later informer's may not
+	}
+	for _, w := range writable {
+		if _, done := writableWarned.LoadOrStore(w.Path, struct{}{}); done {
+			continue
+		}
+		log.Warn("kinformer: a directory on the way to the state directory is writable by group or others, and not sticky: another user able to write it could replace the state files; used anyway, as a Kubernetes volume must be (chmod go-w, or +t, if it need not be shared)",
+			"dir", w.Path, "mode", w.Octal(), "stateDir", dir)
+	}
 }
 
 func readKey(path string) ([]byte, error) {

@@ -4,9 +4,13 @@ package persist
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,6 +83,81 @@ func TestPersisterSharedStateFile(t *testing.T) {
 		}
 		if _, err := os.Stat(p.Path() + ".bad"); !os.IsNotExist(err) {
 			t.Errorf("a state file of mode %04o was set aside: %v", mode, err)
+		}
+	}
+}
+
+// warnedUnder returns, for each warning in the JSON log lines of buf
+// about a directory under base, its "dir mode" (t.TempDir's own parents
+// are the machine's), and empties buf.
+func warnedUnder(t *testing.T, buf *bytes.Buffer, base string) []string {
+	t.Helper()
+	var out []string
+	for line := range strings.Lines(buf.String()) {
+		var rec struct{ Level, Dir, Mode string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("a log line: %v: %s", err, line)
+		}
+		if rec.Level == slog.LevelWarn.String() && strings.HasPrefix(rec.Dir, base) {
+			out = append(out, rec.Dir+" "+rec.Mode)
+		}
+	}
+	buf.Reset()
+	return out
+}
+
+// A state directory under a directory that group or others may write,
+// and that is not sticky (a Kubernetes volume), is used, with a warning
+// (a log line: no failure is reported) naming that directory and its
+// mode, once per directory in a process; under a sticky one (/tmp) or a
+// private one, none.
+func TestPersisterWarnsOfWritableParent(t *testing.T) {
+	open := func(dir string, log *slog.Logger) {
+		t.Helper()
+		p, reports := testPersister(t, dir)
+		p.cfg.Log = log
+		openPersister(t, p)
+		p.Start()
+		p.Stop()
+		if errs := reports(); len(errs) != 0 {
+			t.Errorf("%s: reported %v, want nothing (a warning is logged)", dir, errs)
+		}
+	}
+	for _, tc := range []struct {
+		mode os.FileMode
+		warn bool
+	}{
+		{0o777, true},
+		{0o777 | os.ModeSticky, false},
+		{0o700, false},
+	} {
+		base := t.TempDir()
+		parent := filepath.Join(base, "volume")
+		if err := os.Mkdir(parent, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(parent, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer // written by Open, on this goroutine
+		log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+		// A logger that drops warnings does not spend the one.
+		open(filepath.Join(parent, "state"), slog.New(slog.DiscardHandler))
+		open(filepath.Join(parent, "state"), log)
+		var want []string
+		if tc.warn {
+			want = []string{fmt.Sprintf("%s %04o", parent, tc.mode.Perm())}
+		}
+		if got := warnedUnder(t, &buf, base); !slices.Equal(got, want) {
+			t.Errorf("under mode %v: warnings %q, want %q", tc.mode, got, want)
+		}
+		// Once per directory in a process: not again for it, nor for
+		// another state directory in it.
+		open(filepath.Join(parent, "state"), log)
+		open(filepath.Join(parent, "other"), log)
+		if got := warnedUnder(t, &buf, base); len(got) != 0 {
+			t.Errorf("under mode %v, opened again: warnings %q, want none", tc.mode, got)
 		}
 	}
 }

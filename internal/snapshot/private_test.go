@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -240,5 +241,80 @@ func TestCheckPrivateDirPath(t *testing.T) {
 	}
 	if err := CheckPrivateDir(under); !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), "owned by uid 65534") {
 		t.Errorf("under another user's directory: %v", err)
+	}
+}
+
+// CheckDir lists the directories on the way that group or others may
+// write and that are not sticky (accepted, for a warning): a 0777 or 2775
+// parent, not a 1777 (/tmp) or 0700 one; and one that holds a symbolic
+// link on the way.
+func TestCheckDirWritable(t *testing.T) {
+	// mine keeps what CheckDir lists under base: t.TempDir's own parents
+	// are the machine's.
+	mine := func(base string, writable []WritableDir) (out []string) {
+		for _, w := range writable {
+			if strings.HasPrefix(w.Path, base) {
+				out = append(out, w.Path+" "+w.Octal())
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		mode os.FileMode
+		want string // the mode listed; "": not listed
+	}{
+		{0o777, "0777"},                 // an emptyDir volume
+		{0o775 | os.ModeSetgid, "2775"}, // an fsGroup volume
+		{0o770, "0770"},
+		{0o777 | os.ModeSticky, ""}, // /tmp
+		{0o755, ""},
+		{0o700, ""},
+	} {
+		base := t.TempDir()
+		parent := filepath.Join(base, "volume")
+		dir := filepath.Join(parent, "state")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(parent, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		writable, err := CheckDir(dir)
+		if err != nil {
+			t.Fatalf("under mode %v: %v", tc.mode, err)
+		}
+		want := []string(nil)
+		if tc.want != "" {
+			want = []string{parent + " " + tc.want}
+		}
+		if got := mine(base, writable); !slices.Equal(got, want) {
+			t.Errorf("under mode %v: listed %q, want %q", tc.mode, got, want)
+		}
+	}
+
+	// Through a symbolic link in a directory others may write: the
+	// directory holding the link is listed, once, though the real state
+	// directory's parents are private.
+	base := t.TempDir()
+	real := filepath.Join(base, "private", "state")
+	open := filepath.Join(base, "open")
+	for _, d := range []string{real, open} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(open, "state")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	writable, err := CheckDir(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mine(base, writable), []string{open + " 0777"}; !slices.Equal(got, want) {
+		t.Errorf("through a link in a 0777 directory: listed %q, want %q", got, want)
 	}
 }

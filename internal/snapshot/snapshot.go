@@ -76,33 +76,7 @@ func Open(path, identity string, o Options) (s *Store, err error) {
 	if o.LockTimeout <= 0 {
 		o.LockTimeout = time.Second
 	}
-	if err := verifyLocked(path, o.LockTimeout); err != nil {
-		return nil, err
-	}
-	var db *bolt.DB
-	var f *os.File
-	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
-		var err error
-		f, err = OpenPrivate(name, flag, perm)
-		return f, err
-	}
-	err = guard(func() error {
-		var err error
-		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: o.LockTimeout, NoSync: o.NoSync, InitialMmapSize: 1 << 30, OpenFile: openFile})
-		return err
-	})
-	if db == nil && f != nil {
-		// bolt.Open panicked on a damaged file (it closes the file itself
-		// on an error it returns): close it, else each damaged file opened
-		// costs a descriptor for the life of the process. Its mapping, out
-		// of reach, still leaks, and keeps the file locked: a later Open
-		// of the same file in this process is ErrInUse (the caller sets a
-		// damaged file aside and creates a new one).
-		f.Close()
-	}
-	if errors.Is(err, bolt.ErrTimeout) {
-		return nil, ErrInUse
-	}
+	db, err := openBolt(path, bolt.Options{Timeout: o.LockTimeout, NoSync: o.NoSync, InitialMmapSize: 1 << 30})
 	if err != nil {
 		return nil, err
 	}
@@ -232,6 +206,45 @@ func (s *Store) Load(fn func(key, value []byte) error) (rv string, err error) {
 		})
 	})
 	return rv, err
+}
+
+// openBolt opens the file at path as Open and Identity do: an existing
+// file is verified first (verifyLocked), then bbolt opens it with o,
+// through OpenPrivate (never a file that is not private), waiting up to
+// o.Timeout for another holder to let go (ErrInUse if it does not); a
+// panic of bbolt on a damaged file is an error.
+func openBolt(path string, o bolt.Options) (*bolt.DB, error) {
+	if err := verifyLocked(path, o.Timeout); err != nil {
+		return nil, err
+	}
+	var db *bolt.DB
+	var f *os.File
+	o.OpenFile = func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		var err error
+		f, err = OpenPrivate(name, flag, perm)
+		return f, err
+	}
+	err := guard(func() error {
+		var err error
+		db, err = bolt.Open(path, 0o600, &o)
+		return err
+	})
+	if db == nil && f != nil {
+		// bolt.Open panicked on a damaged file (it closes the file itself
+		// on an error it returns): close it, else each damaged file opened
+		// costs a descriptor for the life of the process. Its mapping, out
+		// of reach, still leaks, and keeps the file locked: a later Open
+		// of the same file in this process is ErrInUse (the caller sets a
+		// damaged file aside and creates a new one).
+		f.Close()
+	}
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, ErrInUse
+	}
+	if err != nil {
+		return nil, err
+	}
+	return db, nil
 }
 
 // verifyLocked verifies an existing file (verify.go) under bbolt's lock,
@@ -423,27 +436,7 @@ func guard(fn func() error) (err error) {
 // Open checks a file and without changing it; ErrInUse if another holds
 // it (which means it is used), ErrUnsafe if it is not private.
 func Identity(path string, timeout time.Duration) (id string, err error) {
-	if err := verifyLocked(path, timeout); err != nil {
-		return "", err
-	}
-	var db *bolt.DB
-	var f *os.File
-	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
-		var err error
-		f, err = OpenPrivate(name, flag, perm)
-		return f, err
-	}
-	err = guard(func() error {
-		var err error
-		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: true, OpenFile: openFile})
-		return err
-	})
-	if db == nil && f != nil {
-		f.Close()
-	}
-	if errors.Is(err, bolt.ErrTimeout) {
-		return "", ErrInUse
-	}
+	db, err := openBolt(path, bolt.Options{Timeout: timeout, ReadOnly: true})
 	if err != nil {
 		return "", err
 	}
