@@ -56,18 +56,8 @@ func Unused(dir string) ([]UnusedFile, error) {
 			why = "set aside: it could not be used (damaged, or encrypted under keys not given)"
 		case !strings.HasSuffix(name, ".kinformer"):
 			continue
-		case key == nil:
-			why = "named under a directory key that is gone (" + KeyFile + " was removed)"
 		default:
-			sealed, err := snapshot.Identity(path, 100*time.Millisecond)
-			switch {
-			case errors.Is(err, snapshot.ErrInUse):
-				continue
-			case err != nil:
-				why = "unreadable: " + err.Error()
-			case Path(dir, readablePart(name), key, sealed) != path:
-				why = "named under another directory key (" + KeyFile + " was replaced): no informer finds it"
-			}
+			why = unusedStateFile(dir, name, key)
 		}
 		if why == "" {
 			continue
@@ -79,6 +69,30 @@ func Unused(dir string) ([]UnusedFile, error) {
 		out = append(out, UnusedFile{Path: path, Size: fi.Size(), Why: why})
 	}
 	return out, nil
+}
+
+// unusedStateFile says why the state file name in dir is of no use to
+// any informer, or "" if it may be: in use (locked by a process, key or
+// no key: one that runs on while kinformer.key was removed still uses
+// its file), empty (being made: bbolt writes its first pages under its
+// lock, which comes a moment after the file), or named as key names it.
+func unusedStateFile(dir, name string, key []byte) string {
+	path := filepath.Join(dir, name)
+	if fi, err := os.Lstat(path); err != nil || fi.Size() == 0 {
+		return ""
+	}
+	sealed, err := snapshot.Identity(path, 100*time.Millisecond)
+	switch {
+	case errors.Is(err, snapshot.ErrInUse):
+		return ""
+	case key == nil:
+		return "named under a directory key that is gone (" + KeyFile + " was removed)"
+	case err != nil:
+		return "unreadable: " + err.Error()
+	case Path(dir, readablePart(name), key, sealed) != path:
+		return "named under another directory key (" + KeyFile + " was replaced): no informer finds it"
+	}
+	return ""
 }
 
 // readablePart is the name a state file was made with (Path): before its

@@ -229,3 +229,45 @@ func TestKeysRemoveTheClearFile(t *testing.T) {
 		t.Fatalf("reports: %v", errs)
 	}
 }
+
+// With kinformer.key removed, a file a process still uses is not listed
+// (it was, and Prune removed it under the process), nor an empty one
+// (being made: bbolt locks it a moment after it exists); once the process
+// is done with its file, it is.
+func TestUnusedSparesFilesInUse(t *testing.T) {
+	dir := t.TempDir()
+	busy, _ := sealedPersister(t, dir, newKey(t))
+	busy.cfg.Name = "busy"
+	openPersister(t, busy)
+	busy.Start()
+	b := busy.Batch()
+	b.Put("ns/a", labelled("ns", "a", "1"))
+	b.End("1")
+	if err := os.Remove(filepath.Join(dir, KeyFile)); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "new-0123456789abcdef.kinformer")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	files, err := Prune(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 0 {
+		t.Errorf("pruned while a process uses its file: %v", files)
+	}
+	for _, f := range []string{busy.Path(), empty} {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("%s after Prune: %v", filepath.Base(f), err)
+		}
+	}
+	busy.Stop()
+	files, err = Unused(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 1 || files[0].Path != busy.Path() || !strings.Contains(files[0].Why, "gone") {
+		t.Errorf("Unused once the process is done: %v, want %s alone (its key gone)", files, filepath.Base(busy.Path()))
+	}
+}
