@@ -88,15 +88,21 @@ func (s *sealer) open(identity, key string, v []byte) (plain []byte, old bool, e
 	}
 	id := [keyIDSize]byte(v[1 : 1+keyIDSize])
 	nonce := v[1+keyIDSize : 1+keyIDSize+nonceSize]
+	var failed error
 	for i, kid := range s.ids {
 		if kid != id {
 			continue
 		}
+		// Every key with that id: ids are 4 bytes of a digest, and two
+		// keys given may share one.
 		plain, err := s.aeads[i].Open(nil, nonce, v[1+keyIDSize+nonceSize:], additional(identity, key))
-		if err != nil {
-			return nil, false, fmt.Errorf("does not decrypt with the state key of id %x: %w", id, err)
+		if err == nil {
+			return plain, i > 0, nil
 		}
-		return plain, i > 0, nil
+		failed = fmt.Errorf("does not decrypt with the state key of id %x: %w", id, err)
+	}
+	if failed != nil {
+		return nil, false, failed
 	}
 	return nil, false, fmt.Errorf("encrypted with a state key not given (id %x)", id)
 }

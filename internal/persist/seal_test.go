@@ -271,3 +271,29 @@ func TestUnusedSparesFilesInUse(t *testing.T) {
 		t.Errorf("Unused once the process is done: %v, want %s alone (its key gone)", files, filepath.Base(busy.Path()))
 	}
 }
+
+// A value is opened by whichever given key has its id and decrypts it:
+// ids are 4 bytes of the key's digest, and two keys may share one.
+func TestSealKeysSharingAnID(t *testing.T) {
+	k1, k2 := newKey(t), newKey(t)
+	only2, err := newSealer([][]byte{k2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := only2.seal("identity", "ns/a", []byte("secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	both, err := newSealer([][]byte{k1, k2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	both.ids[0] = both.ids[1] // k1's id the same as k2's
+	plain, old, err := both.open("identity", "ns/a", v)
+	if err != nil || string(plain) != "secret" || !old {
+		t.Fatalf("open with two keys of one id: %q, old %v, %v; want secret, old (the second key)", plain, old, err)
+	}
+	if _, _, err := both.open("identity", "ns/b", v); err == nil || !strings.Contains(err.Error(), "does not decrypt") {
+		t.Fatalf("open under another entry key: %v, want does not decrypt", err)
+	}
+}
