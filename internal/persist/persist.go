@@ -212,7 +212,12 @@ func (p *Persister[T]) open(restore bool, begin func(), each func(k, v []byte) e
 			return nil
 		})
 		if err == nil && len(resealed) > 0 {
-			err = st.Commit(&snapshot.Batch{Puts: resealed, RV: rv})
+			// The objects were read: a failure here (a full disk) leaves
+			// the file as it was, good under the keys given, not a file
+			// to set aside.
+			if cerr := commitResealed(st, &snapshot.Batch{Puts: resealed, RV: rv}); cerr != nil {
+				p.cfg.Report(fmt.Errorf("%s: encrypting %d objects again with the first state key: %w; they stay encrypted with an older key, which must still be given", p.path, len(resealed), cerr))
+			}
 		}
 		if err != nil {
 			st.Close()
@@ -255,6 +260,10 @@ func (p *Persister[T]) open(restore bool, begin func(), each func(k, v []byte) e
 	}
 	return rv, true
 }
+
+// commitResealed commits the objects open encrypted again under the
+// first key; a test's to make fail.
+var commitResealed = func(st *snapshot.Store, b *snapshot.Batch) error { return st.Commit(b) }
 
 // removeClear removes the file the same informer wrote without keys (its
 // identity lacks Encrypted, so no informer with keys finds it): turning

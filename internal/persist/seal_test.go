@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kinformer/kinformer/internal/snapshot"
 )
 
 func newKey(t *testing.T) []byte {
@@ -295,5 +297,41 @@ func TestSealKeysSharingAnID(t *testing.T) {
 	}
 	if _, _, err := both.open("identity", "ns/b", v); err == nil || !strings.Contains(err.Error(), "does not decrypt") {
 		t.Fatalf("open under another entry key: %v, want does not decrypt", err)
+	}
+}
+
+// A file read whole under an older key whose encryption again under the
+// first key fails to commit (a full disk) is restored and kept, and the
+// failure said: it is good under the keys given, not a file to set aside.
+func TestFailedResealKeepsTheFile(t *testing.T) {
+	dir := t.TempDir()
+	old, fresh := newKey(t), newKey(t)
+	p, _ := sealedPersister(t, dir, old)
+	openPersister(t, p)
+	p.Start()
+	b := p.Batch()
+	b.Put("ns/a", labelled("ns", "a", "5"))
+	b.End("5")
+	p.Stop()
+	before := stateFile(t, dir)
+
+	commitResealed = func(*snapshot.Store, *snapshot.Batch) error { return errors.New("no space left on device") }
+	defer func() { commitResealed = func(st *snapshot.Store, b *snapshot.Batch) error { return st.Commit(b) } }()
+	p, reports := sealedPersister(t, dir, fresh, old)
+	items, rv := openPersister(t, p)
+	p.Start()
+	p.Stop()
+	errs := reports()
+	if rv != "5" || items["ns/a"] == nil {
+		t.Errorf("restored: rv %q, %d objects; want rv 5 and ns/a", rv, len(items))
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "no space left") || !strings.Contains(errs[0].Error(), "older key") || strings.Contains(errs[0].Error(), "set aside") {
+		t.Errorf("reports: %v; want the failed commit said, the file not set aside", errs)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.bad")); len(m) != 0 {
+		t.Errorf("files set aside: %v", m)
+	}
+	if !bytes.Equal(before, stateFile(t, dir)) {
+		t.Error("the file changed, though its commit failed")
 	}
 }
