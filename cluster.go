@@ -24,24 +24,32 @@ import (
 // (another history: another cluster, or etcd restored from a backup), is
 // not restored (loop.foreign) but discarded, and the informer lists.
 
-// clusterOf fingerprints the cluster a connection leads to by the
-// certificate authority of the chain its server presented: the issuer of
-// the chain's top certificate, by name and key id (by the server's own key
-// where the certificate names no key id). "" if the connection is not TLS.
+// clusterOf fingerprints the cluster a connection leads to by its
+// certificate authority: the key of the root that verified the server's
+// chain, however many of the chain's certificates the server presents and
+// whatever its own certificate names (kube-apiserver's is re-issued often;
+// servers of one cluster may present the root or not). Without verified
+// chains (insecure-skip-tls-verify), the issuer of the presented chain's
+// top certificate, by name and key id, or the server's own key where it
+// names no key id. "" if the connection is not TLS.
 func clusterOf(conn net.Conn) string {
 	tc, ok := conn.(*tls.Conn)
 	if !ok {
 		return ""
 	}
-	certs := tc.ConnectionState().PeerCertificates
-	if len(certs) == 0 {
-		return ""
-	}
-	top := certs[len(certs)-1]
+	cs := tc.ConnectionState()
 	h := sha256.New()
-	if len(top.AuthorityKeyId) > 0 {
+	switch certs := cs.PeerCertificates; {
+	case len(cs.VerifiedChains) > 0 && len(cs.VerifiedChains[0]) > 0:
+		chain := cs.VerifiedChains[0]
+		root := chain[len(chain)-1]
+		fmt.Fprintf(h, "root-key:%d:%s;", len(root.RawSubjectPublicKeyInfo), root.RawSubjectPublicKeyInfo)
+	case len(certs) == 0:
+		return ""
+	case len(certs[len(certs)-1].AuthorityKeyId) > 0:
+		top := certs[len(certs)-1]
 		fmt.Fprintf(h, "issuer:%d:%s;key-id:%d:%s;", len(top.RawIssuer), top.RawIssuer, len(top.AuthorityKeyId), top.AuthorityKeyId)
-	} else {
+	default:
 		fmt.Fprintf(h, "server-key:%d:%s;", len(certs[0].RawSubjectPublicKeyInfo), certs[0].RawSubjectPublicKeyInfo)
 	}
 	return "ca-sha256:" + hex.EncodeToString(h.Sum(nil)[:16])
