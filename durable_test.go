@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/kinformer/kinformer"
@@ -530,6 +531,10 @@ func TestDurableSecretsNeedKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	meta, err := metadata.NewForConfig(&rest.Config{Host: "http://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cs := fake.NewClientset()
 	for _, tc := range []struct {
 		name  string
@@ -537,6 +542,11 @@ func TestDurableSecretsNeedKeys(t *testing.T) {
 	}{
 		{"typed", func(dir string, keys [][]byte) func() {
 			inf := kinformer.New[*corev1.Secret](cs.CoreV1().Secrets("ns"), &kinformer.Options[*corev1.Secret]{StateDir: dir, StateKeys: keys, StateKey: "test typed secrets"})
+			inf.Start()
+			return inf.Stop
+		}},
+		{"metadata", func(dir string, keys [][]byte) func() {
+			inf := kinformer.New[*metav1.PartialObjectMetadata](meta.Resource(gvr).Namespace("ns"), &kinformer.Options[*metav1.PartialObjectMetadata]{StateDir: dir, StateKeys: keys, StateKey: "test metadata secrets"})
 			inf.Start()
 			return inf.Stop
 		}},

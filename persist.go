@@ -7,6 +7,7 @@ import (
 	"runtime"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kinformer/kinformer/internal/persist"
 	"github.com/kinformer/kinformer/internal/projection"
@@ -71,11 +72,39 @@ func secretsOf[T Object](lw any, o *Options[T]) bool {
 	if _, _, gvr, ok := dynamicTarget(lw); ok && gvr.Group == "" && gvr.Resource == "secrets" {
 		return true
 	}
+	if gvr, ok := metadataTarget(lw); ok && gvr.Group == "" && gvr.Resource == "secrets" {
+		return true
+	}
 	t := o.objectType()
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	return t == reflect.TypeFor[corev1.Secret]()
+}
+
+// metadataTarget returns the resource of a client-go metadata client
+// (metadata.NewForConfig(cfg).Resource(gvr).Namespace(ns)), also as the
+// Factory wraps it; false for any other ListerWatcher.
+func metadataTarget(lw any) (gvr schema.GroupVersionResource, ok bool) {
+	v := reflect.ValueOf(lw)
+	if v.Kind() == reflect.Struct { // a wrapper embedding the client (internal/apiclient)
+		if f := v.FieldByName("ResourceInterface"); f.IsValid() && f.Kind() == reflect.Interface && !f.IsNil() {
+			v = f.Elem()
+		}
+	}
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return gvr, false
+	}
+	e := v.Elem()
+	if t := e.Type(); t.PkgPath() != "k8s.io/client-go/metadata" || t.Name() != "client" || t.Kind() != reflect.Struct {
+		return gvr, false
+	}
+	res := e.FieldByName("resource")
+	if !res.IsValid() || res.Type() != reflect.TypeFor[schema.GroupVersionResource]() {
+		return gvr, false
+	}
+	gvr = schema.GroupVersionResource{Group: res.Field(0).String(), Version: res.Field(1).String(), Resource: res.Field(2).String()}
+	return gvr, gvr.Resource != ""
 }
 
 // ReadStateKeys reads Options.StateKeys from a file: one key per line, 32
