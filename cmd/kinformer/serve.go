@@ -80,7 +80,10 @@ Endpoints (GET only):
                      client has a buffer of up to --sse-buffer events and
                      16 MiB; a client that falls further behind gets
                      "event: overflow" and is disconnected, so that it
-                     never holds up an informer
+                     never holds up an informer. Each event has an id: a
+                     client back with Last-Event-ID (EventSource sends
+                     it) is first told how many it missed ("event:
+                     missed"; the events are not kept: re-read /objects)
   /events/recent[?resource=R][&namespace=N]
                      the last --recent-events events of every RESOURCE
                      (bookmarks aside), oldest first, summarised without

@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"io/fs"
 	"iter"
+	"math"
 	"net/http"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -426,7 +428,7 @@ func (s *server) events(w http.ResponseWriter, req *http.Request) {
 	}
 	defer s.sseClients.release()
 	rc := http.NewResponseController(w)
-	c := r.hub.subscribe()
+	c, missed := r.hub.subscribeAfter(req.Header.Get("Last-Event-ID"))
 	defer r.hub.unsubscribe(c)
 
 	h := w.Header()
@@ -444,6 +446,18 @@ func (s *server) events(w http.ResponseWriter, req *http.Request) {
 	if !write(": subscribed to %s\nretry: 2000\n\n", r.name) {
 		return
 	}
+	// A client back (EventSource sends the last id it had) is told what
+	// it missed while away: the events are not kept, the count is.
+	switch {
+	case missed > 0:
+		if !write("event: missed\ndata: {\"missed\":%d,\"error\":%q}\n\n", missed, fmt.Sprintf("%d events of %s were not sent while disconnected: re-read /objects", missed, r.name)) {
+			return
+		}
+	case missed < 0:
+		if !write("event: missed\ndata: {\"missed\":-1,\"error\":%q}\n\n", fmt.Sprintf("Last-Event-ID is not of this serve process: the events of %s since are unknown; re-read /objects", r.name)) {
+			return
+		}
+	}
 	keepalive := time.NewTicker(keepaliveInterval)
 	defer keepalive.Stop()
 	lifetime := time.NewTimer(s.streamLifetime)
@@ -451,11 +465,11 @@ func (s *server) events(w http.ResponseWriter, req *http.Request) {
 	// drain writes what is buffered.
 	drain := func() bool {
 		for {
-			b, ok := r.hub.pop(c)
+			it, ok := r.hub.popItem(c)
 			if !ok {
 				return true
 			}
-			if !write("data: %s\n\n", b) {
+			if !write("id: %s\ndata: %s\n\n", r.hub.id(it.seq), it.b) {
 				return false
 			}
 		}
@@ -500,44 +514,80 @@ type hub struct {
 	size     int // the most events a client's buffer holds
 	maxBytes int // the most bytes it holds, unless it holds one event only
 	onDrop   func()
-	mu       sync.Mutex // guards clients and every client's queue
-	clients  map[*sseClient]struct{}
+	// epoch tells this hub's sequence numbers from another process's.
+	epoch   string
+	mu      sync.Mutex // guards clients, every client's queue and seq
+	clients map[*sseClient]struct{}
+	seq     uint64 // events published: the last one's number
+}
+
+// sseItem is an event queued for a client: its number and its JSON.
+type sseItem struct {
+	seq uint64
+	b   []byte
 }
 
 type sseClient struct {
 	// queue holds the encoded events not yet taken, oldest first. It grows
 	// as needed, up to the hub's size: a large --sse-buffer costs only
 	// the clients that fall behind.
-	queue   [][]byte
+	queue   []sseItem
 	bytes   int           // in queue
 	ready   chan struct{} // a token when queue may have become non-empty
 	dropped chan struct{} // closed when the client fell behind
 }
 
 func newHub(size int, onDrop func()) *hub {
-	return &hub{size: size, maxBytes: maxSSEBufferBytes, onDrop: onDrop, clients: map[*sseClient]struct{}{}}
+	return &hub{size: size, maxBytes: maxSSEBufferBytes, onDrop: onDrop, clients: map[*sseClient]struct{}{},
+		epoch: strconv.FormatInt(time.Now().UnixNano(), 36)}
 }
 
+// id is the SSE id of event number seq.
+func (h *hub) id(seq uint64) string { return h.epoch + "-" + strconv.FormatUint(seq, 10) }
+
+// subscribe adds a client.
 func (h *hub) subscribe() *sseClient {
-	c := &sseClient{ready: make(chan struct{}, 1), dropped: make(chan struct{})}
-	h.mu.Lock()
-	h.clients[c] = struct{}{}
-	h.mu.Unlock()
+	c, _ := h.subscribeAfter("")
 	return c
+}
+
+// subscribeAfter adds a client. lastID is the Last-Event-ID it sent, if
+// any: missed is how many events were published after that one (-1: an
+// id of another process, or none this hub made).
+func (h *hub) subscribeAfter(lastID string) (c *sseClient, missed int64) {
+	c = &sseClient{ready: make(chan struct{}, 1), dropped: make(chan struct{})}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.clients[c] = struct{}{}
+	if lastID == "" {
+		return c, 0
+	}
+	epoch, n, _ := strings.Cut(lastID, "-")
+	seq, err := strconv.ParseUint(n, 10, 64)
+	if epoch != h.epoch || err != nil || seq > h.seq {
+		return c, -1
+	}
+	return c, int64(min(h.seq-seq, math.MaxInt64))
 }
 
 // pop takes c's oldest buffered event, false if there is none.
 func (h *hub) pop(c *sseClient) ([]byte, bool) {
+	it, ok := h.popItem(c)
+	return it.b, ok
+}
+
+// popItem is pop, with the event's number.
+func (h *hub) popItem(c *sseClient) (sseItem, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(c.queue) == 0 {
-		return nil, false
+		return sseItem{}, false
 	}
-	b := c.queue[0]
-	c.queue[0] = nil
+	it := c.queue[0]
+	c.queue[0] = sseItem{}
 	c.queue = c.queue[1:]
-	c.bytes -= len(b)
-	return b, true
+	c.bytes -= len(it.b)
+	return it, true
 }
 
 func (h *hub) unsubscribe(c *sseClient) {
@@ -556,6 +606,7 @@ func (h *hub) len() int {
 func (h *hub) publish(ev kinformer.Event[*unstructured.Unstructured]) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.seq++ // counted with no client too: one back is told what it missed
 	if len(h.clients) == 0 {
 		return
 	}
@@ -581,7 +632,7 @@ func (h *hub) send(b []byte) {
 			}
 			continue
 		}
-		c.queue = append(c.queue, b)
+		c.queue = append(c.queue, sseItem{h.seq, b})
 		c.bytes += len(b)
 		select {
 		case c.ready <- struct{}{}:

@@ -191,7 +191,7 @@ func (s *sse) next() line {
 		l := s.line()
 		data, ok := strings.CutPrefix(l, "data: ")
 		if !ok {
-			if l != "" && !strings.HasPrefix(l, ":") && !strings.HasPrefix(l, "retry:") {
+			if l != "" && !strings.HasPrefix(l, ":") && !strings.HasPrefix(l, "retry:") && !strings.HasPrefix(l, "id: ") {
 				s.t.Fatalf("event stream: unexpected line %q", l)
 			}
 			continue

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kinformer/kinformer"
+)
+
+// An /events client that comes back (EventSource sends the id of the
+// last event it had as Last-Event-ID) is told how many events it missed
+// while away, or that they are unknown (an id of another process): a
+// forced reconnect (overflow, the stream's lifetime) lost them silently.
+func TestServeEventsTellWhatWasMissed(t *testing.T) {
+	s := mustNewServer(t, 16, 16)
+	r := s.addSource("configmaps", resource{gvr: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, kind: "ConfigMap", namespaced: true}, "",
+		&packedSource{objs: map[string]*unstructured.Unstructured{}})
+	hs := httptest.NewServer(s.handler())
+	defer hs.Close()
+	defer s.close()
+	publish := func(name string) {
+		o := &unstructured.Unstructured{}
+		o.SetAPIVersion("v1")
+		o.SetKind("ConfigMap")
+		o.SetNamespace("ns")
+		o.SetName(name)
+		r.hub.publish(kinformer.Event[*unstructured.Unstructured]{Type: kinformer.Modified, Object: o})
+	}
+	type frame struct{ event, id, data string }
+	// open subscribes with lastID, and returns a reader of its frames.
+	open := func(lastID string) func() frame {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL+"/events?resource=configmaps", nil)
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		lines := make(chan string, 64)
+		go func() {
+			defer close(lines)
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		return func() frame {
+			t.Helper()
+			var f frame
+			for {
+				select {
+				case l, ok := <-lines:
+					if !ok {
+						t.Fatal("the stream ended")
+					}
+					switch {
+					case l == "" && f.data != "":
+						return f
+					case strings.HasPrefix(l, "event: "):
+						f.event = strings.TrimPrefix(l, "event: ")
+					case strings.HasPrefix(l, "id: "):
+						f.id = strings.TrimPrefix(l, "id: ")
+					case strings.HasPrefix(l, "data: "):
+						f.data = strings.TrimPrefix(l, "data: ")
+					}
+				case <-time.After(lineTimeout):
+					t.Fatalf("nothing for %v", lineTimeout)
+				}
+			}
+		}
+	}
+	waitClients := func(n int) {
+		t.Helper()
+		waitFor(t, "clients subscribed", 10*time.Second, func() bool { return r.hub.len() == n })
+	}
+	name := func(f frame) string {
+		var ev struct{ Key string }
+		if err := json.Unmarshal([]byte(f.data), &ev); err != nil {
+			t.Fatalf("%q: %v", f.data, err)
+		}
+		return strings.TrimPrefix(ev.Key, "ns/")
+	}
+
+	first := open("")
+	waitClients(1)
+	publish("a")
+	publish("b")
+	fa, fb := first(), first()
+	if name(fa) != "a" || name(fb) != "b" || fa.id == "" || fb.id == "" || fa.id == fb.id || fa.event != "" {
+		t.Fatalf("events: %+v %+v; want a and b, each with its own id", fa, fb)
+	}
+	publish("c") // the client is away from here on
+	publish("d")
+	publish("e")
+
+	back := open(fb.id)
+	waitClients(2)
+	m := back()
+	var missed struct {
+		Missed int
+		Error  string
+	}
+	if err := json.Unmarshal([]byte(m.data), &missed); err != nil || m.event != "missed" || missed.Missed != 3 || !strings.Contains(missed.Error, "re-read /objects") {
+		t.Fatalf("back after b: %+v (%v); want event missed, 3", m, err)
+	}
+	publish("f")
+	if f := back(); name(f) != "f" || f.event != "" {
+		t.Fatalf("then: %+v, want f", f)
+	}
+
+	// Up to date: told nothing.
+	current := first()
+	for name(current) != "f" {
+		current = first()
+	}
+	upToDate := open(current.id)
+	waitClients(3)
+	publish("g")
+	if f := upToDate(); name(f) != "g" || f.event != "" {
+		t.Fatalf("back up to date: %+v, want g and no missed", f)
+	}
+	// Another process's id: unknown.
+	other := open("0abc-5")
+	waitClients(4)
+	if f := other(); f.event != "missed" || !strings.Contains(f.data, `"missed":-1`) || !strings.Contains(f.data, "not of this serve process") {
+		t.Fatalf("another process's id: %+v, want missed -1", f)
+	}
+}
