@@ -315,15 +315,7 @@ func TestRepeated504DoesNotStormRelists(t *testing.T) {
 // of each waiting longer than the last (up to Max) until ResetAfter.
 func TestBackoffResetsAfterAHealthyWatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newFakeServer()
-		s.put(cm("ns", "a"))
-		inf := New[*corev1.ConfigMap](s, nil) // default backoff
-		inf.Start()
-		defer inf.Stop()
-		if err := inf.WaitForSync(bounded(t)); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
+		s := syncedWithDefaults(t)
 		growBackoff(t, s)
 		// A healthy watch: events 5 and 11 s after it opened.
 		time.Sleep(5 * time.Second)
@@ -342,6 +334,23 @@ func TestBackoffResetsAfterAHealthyWatch(t *testing.T) {
 			t.Fatalf("0.9 s after a failure that followed a healthy watch: %d watch calls (%d open), want 8 with 1 open", w, s.openWatches())
 		}
 	})
+}
+
+// syncedWithDefaults starts an informer with the default options on a
+// fake server holding ns/a, waits until it has synced and is idle, and
+// returns the server; the informer stops when the test ends.
+func syncedWithDefaults(t *testing.T) *fakeServer {
+	t.Helper()
+	s := newFakeServer()
+	s.put(cm("ns", "a"))
+	inf := New[*corev1.ConfigMap](s, nil) // default backoff
+	inf.Start()
+	t.Cleanup(inf.Stop)
+	if err := inf.WaitForSync(bounded(t)); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	return s
 }
 
 // growBackoff makes four watch calls fail after a short watch, so that the
@@ -387,15 +396,7 @@ func TestConnectionLostUnderALiveWatchDoesNotAddUp(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := newFakeServer()
-				s.put(cm("ns", "a"))
-				inf := New[*corev1.ConfigMap](s, nil) // default backoff
-				inf.Start()
-				defer inf.Stop()
-				if err := inf.WaitForSync(bounded(t)); err != nil {
-					t.Fatal(err)
-				}
-				synctest.Wait()
+				s := syncedWithDefaults(t)
 				growBackoff(t, s)
 				if tc.eventAt > 0 {
 					time.Sleep(tc.eventAt)
@@ -604,15 +605,7 @@ func ptrValue(p *int64) any {
 // count again.
 func TestFlappingConnectionBacksOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newFakeServer()
-		s.put(cm("ns", "a"))
-		inf := New[*corev1.ConfigMap](s, nil) // default backoff
-		inf.Start()
-		defer inf.Stop()
-		if err := inf.WaitForSync(bounded(t)); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
+		s := syncedWithDefaults(t)
 		// cut makes the open watch live (an event 1.5 s after it opened),
 		// cuts its connection, and returns how long the informer took to
 		// open the next.

@@ -34,6 +34,16 @@ func sealedPersister(t *testing.T, dir string, keys ...[]byte) (*Persister[*core
 	return p, reports
 }
 
+// commitA runs p (opened) to commit ns/a at resourceVersion rv, and stops
+// it.
+func commitA(p *Persister[*corev1.ConfigMap], rv string) {
+	p.Start()
+	b := p.Batch()
+	b.Put("ns/a", labelled("ns", "a", rv))
+	b.End(rv)
+	p.Stop()
+}
+
 // stateFile returns the bytes of dir's one state file.
 func stateFile(t *testing.T, dir string) []byte {
 	t.Helper()
@@ -146,11 +156,7 @@ func TestUnusedAndPrune(t *testing.T) {
 		p, _ := sealedPersister(t, dir, newKey(t))
 		p.cfg.Name = name
 		openPersister(t, p)
-		p.Start()
-		b := p.Batch()
-		b.Put("ns/a", labelled("ns", "a", "1"))
-		b.End("1")
-		p.Stop()
+		commitA(p, "1")
 		return p.Path()
 	}
 	old := write("old")
@@ -163,11 +169,7 @@ func TestUnusedAndPrune(t *testing.T) {
 	p.cfg.Name = "current"
 	p.cfg.Report = func(err error) { reports = append(reports, err) }
 	openPersister(t, p) // a new key: the old file is orphaned
-	p.Start()
-	b := p.Batch()
-	b.Put("ns/a", labelled("ns", "a", "1"))
-	b.End("1")
-	p.Stop()
+	commitA(p, "1")
 	if len(reports) != 1 || !strings.Contains(reports[0].Error(), "1 files no informer will use") || !strings.Contains(reports[0].Error(), filepath.Base(old)) {
 		t.Fatalf("reports at the first open of the directory: %v", reports)
 	}
@@ -214,11 +216,7 @@ func TestKeysRemoveTheClearFile(t *testing.T) {
 	dir := t.TempDir()
 	p, _ := testPersister(t, dir)
 	openPersister(t, p)
-	p.Start()
-	b := p.Batch()
-	b.Put("ns/a", labelled("ns", "a", "1"))
-	b.End("1")
-	p.Stop()
+	commitA(p, "1")
 	clearFile := p.Path()
 	sealed, reports := sealedPersister(t, dir, newKey(t))
 	openPersister(t, sealed)
@@ -308,11 +306,7 @@ func TestFailedResealKeepsTheFile(t *testing.T) {
 	old, fresh := newKey(t), newKey(t)
 	p, _ := sealedPersister(t, dir, old)
 	openPersister(t, p)
-	p.Start()
-	b := p.Batch()
-	b.Put("ns/a", labelled("ns", "a", "5"))
-	b.End("5")
-	p.Stop()
+	commitA(p, "5")
 	before := stateFile(t, dir)
 
 	commitResealed = func(*snapshot.Store, *snapshot.Batch) error { return errors.New("no space left on device") }
