@@ -228,6 +228,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		}
 	}
 
+	warnStateDir(e, f.stateDir)
 	cfg, ns, err := f.cluster.load(userAgent())
 	if err != nil {
 		return err

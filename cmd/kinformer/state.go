@@ -10,6 +10,7 @@ import (
 
 	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/internal/persist"
+	"github.com/kinformer/kinformer/internal/snapshot"
 )
 
 // --state-dir: the library's durable cache (Options.StateDir). The CLI's
@@ -93,6 +94,28 @@ func (k *stateKeys) load() error {
 func (k *stateKeys) warnSecrets(e *env, res resource, dir string) {
 	if dir != "" && len(k.keys) == 0 && res.gvr.Group == "" && res.gvr.Resource == "secrets" {
 		e.warn("secrets are not kept in --state-dir without --state-key-file (or $" + stateKeyEnv + "): they are listed at every start")
+	}
+}
+
+// warnStateDir warns of the directories on the way to --state-dir that
+// group or others may write (and are not sticky): they are accepted, as a
+// Kubernetes volume's must be, but another user able to write one could
+// replace the state files. The library logs it, which the CLI shows only
+// with --verbose. It makes the directory (and its key) as the informers
+// would; a directory that cannot be used is the informers' to report.
+func warnStateDir(e *env, dir string) {
+	if dir == "" {
+		return
+	}
+	if _, err := persist.PrepareDir(dir); err != nil {
+		return
+	}
+	writable, err := snapshot.CheckDir(dir)
+	if err != nil {
+		return
+	}
+	for _, w := range writable {
+		e.warn(fmt.Sprintf("--state-dir %s: %s (mode %s) may be written by group or others, and is not sticky: another user able to write it could replace the state files (chmod go-w, or +t, if it need not be shared)", dir, w.Path, w.Octal()))
 	}
 }
 

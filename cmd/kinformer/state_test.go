@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -694,5 +695,30 @@ func TestStatePrune(t *testing.T) {
 	}
 	if code, _, _ := runCmd(t, nil, "state", "prune"); code != exitUsage {
 		t.Errorf("state prune without --state-dir: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// A --state-dir under a directory others may write (a Kubernetes emptyDir
+// is 0777) is used, and the CLI says so on stderr, though its logs are
+// off; under a private one, nothing is said.
+func TestStateDirUnderAWritableParent(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no modes")
+	}
+	t.Parallel()
+	shared := t.TempDir()
+	if err := os.Chmod(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		parent string
+		warned bool
+	}{{shared, true}, {t.TempDir(), false}} {
+		dir := filepath.Join(tc.parent, "state")
+		_, _, stderr := runCmd(t, cleanEnv(), "watch", "configmaps", "--state-dir", dir, "--server", "http://127.0.0.1:1", "--request-timeout", "1s")
+		warned := strings.Contains(stderr, "warning: --state-dir "+dir+": "+tc.parent+" (mode 0777) may be written by group or others")
+		if warned != tc.warned {
+			t.Errorf("under %s: warned %v, want %v; stderr:\n%s", tc.parent, warned, tc.warned, stderr)
+		}
 	}
 }

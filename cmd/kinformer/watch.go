@@ -112,6 +112,7 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 
+	warnStateDir(e, f.stateDir)
 	cfg, ns, err := f.cluster.load(userAgent())
 	if err != nil {
 		return err
