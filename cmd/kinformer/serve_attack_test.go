@@ -487,7 +487,9 @@ func TestServeMaxConnections(t *testing.T) {
 		fmt.Fprintln(w, "ok")
 	}), max)
 
-	// max connections in the middle of their headers hold every slot.
+	// max connections in the middle of their headers hold every slot (for
+	// slowHeadGrace: then they give way to one that waits, see
+	// serve_slowhead_test.go).
 	var held []net.Conn
 	for range max {
 		c, err := net.Dial("tcp", addr)

@@ -79,6 +79,25 @@ const (
 	// about 100 KiB while its head is read (the head, Go's buffers, its
 	// goroutine), so the cap bounds a flood's memory at about 100 MiB.
 	defaultMaxConnections = 1024
+	// slowHeadGrace is how long a new connection may take over its first
+	// request head before it gives way, while every slot is taken, to a
+	// connection waiting for one. A client writes its head as soon as it
+	// has connected, right behind the handshake's last packet: a head of
+	// a few KiB is there within milliseconds of the accept, wherever the
+	// client is; the largest we take, 32 KiB, needs two more round trips
+	// of TCP's slow start (its first window is about 14 KiB): 2 s covers
+	// them even over a satellite link (600 ms round trips). A browser's
+	// socket opened ahead of its request is closed like an idle one: it
+	// opens another. Connections trickling their heads (Slowloris) held
+	// every slot until ReadHeaderTimeout (10 s) cut them, and
+	// reconnected: the clients behind waited as long as the flood went
+	// on. Now such a connection gives way after slowHeadGrace to one that
+	// waits. Nothing is closed while a slot is free.
+	slowHeadGrace = 2 * time.Second
+	// slowHeadRetry is how often a connection waiting for a slot looks
+	// again for a head slower than slowHeadGrace: the ones there when it
+	// came may have been younger.
+	slowHeadRetry = 200 * time.Millisecond
 	// retryAfter is the Retry-After, in seconds, of a request refused
 	// because too many are in flight.
 	retryAfter = "2"
@@ -108,27 +127,39 @@ func newHTTPServer(h http.Handler, errorLog *log.Logger, conns *connLimit) *http
 // once. Beyond, a new connection waits, unread, until one closes, and
 // the next ones in the kernel's backlog (a client sees a slow answer, not
 // an error): a flood costs the connections' memory only up to the cap.
-// Keep-alive connections between requests give way: while one waits, idle
-// ones are closed (a client reconnects for its next request, as after
-// IdleTimeout).
+// Connections that do not use their slot give way to one that waits:
+// keep-alive connections between requests are closed at once (a client
+// reconnects for its next request, as after IdleTimeout), and those still
+// reading their first request head after slowHeadGrace, oldest first (a
+// real client's head arrives in milliseconds).
 type connLimit struct {
 	net.Listener
 	slots     chan struct{} // a token for each open connection
 	done      chan struct{} // closed by Close: Accept waits no more
 	closeOnce sync.Once
 
-	mu   sync.Mutex // guards idle
-	idle map[net.Conn]struct{}
+	mu      sync.Mutex // guards idle and reading
+	idle    map[net.Conn]struct{}
+	reading map[net.Conn]time.Time // reading their first request head, since
 }
 
 func limitConnections(ln net.Listener, max int) *connLimit {
-	return &connLimit{Listener: ln, slots: make(chan struct{}, max), done: make(chan struct{}), idle: map[net.Conn]struct{}{}}
+	return &connLimit{
+		Listener: ln,
+		slots:    make(chan struct{}, max),
+		done:     make(chan struct{}),
+		idle:     map[net.Conn]struct{}{},
+		reading:  map[net.Conn]time.Time{},
+	}
 }
 
 // Accept accepts a connection, then waits for a free slot for it. The
-// connection is accepted first so that idle ones are closed only for a
+// connection is accepted first so that others are closed only for a
 // client that is there; while it waits, it is not read from, and the next
-// ones wait in the backlog.
+// ones wait in the backlog. It closes the idle connections once, and
+// looks for a slow first head every slowHeadRetry: closing one gives its
+// slot to this connection (Accept is called by one goroutine, the
+// server's).
 func (l *connLimit) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
@@ -136,16 +167,28 @@ func (l *connLimit) Accept() (net.Conn, error) {
 	}
 	select {
 	case l.slots <- struct{}{}:
+		return &limitedConn{Conn: c, l: l}, nil
 	default:
-		l.closeIdle() // full: idle keep-alive connections make room
+	}
+	l.closeIdle() // full: idle keep-alive connections make room
+	retry := time.NewTicker(slowHeadRetry)
+	defer retry.Stop()
+	for {
 		select {
 		case l.slots <- struct{}{}:
+			return &limitedConn{Conn: c, l: l}, nil
+		default:
+		}
+		l.closeSlowHead(time.Now().Add(-slowHeadGrace))
+		select {
+		case l.slots <- struct{}{}:
+			return &limitedConn{Conn: c, l: l}, nil
+		case <-retry.C:
 		case <-l.done:
 			c.Close()
 			return nil, net.ErrClosed
 		}
 	}
-	return &limitedConn{Conn: c, l: l}, nil
 }
 
 func (l *connLimit) Close() error {
@@ -156,21 +199,26 @@ func (l *connLimit) Close() error {
 // full reports whether every slot is taken.
 func (l *connLimit) full() bool { return len(l.slots) == cap(l.slots) }
 
-// track is the HTTP server's ConnState hook: it keeps the set of idle
-// connections, and closes one that becomes idle while all slots are taken
-// (a connection may be waiting for one).
+// track is the HTTP server's ConnState hook: it keeps the sets of idle
+// connections and of those reading their first request head (StateNew
+// until a head has been read; a keep-alive connection reading its next
+// one is idle), and closes one that becomes idle while all slots are
+// taken (a connection may be waiting for one).
 func (l *connLimit) track(c net.Conn, state http.ConnState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if state != http.StateIdle {
-		delete(l.idle, c)
-		return
+	delete(l.idle, c)
+	delete(l.reading, c)
+	switch state {
+	case http.StateNew:
+		l.reading[c] = time.Now()
+	case http.StateIdle:
+		if l.full() {
+			c.Close()
+			return
+		}
+		l.idle[c] = struct{}{}
 	}
-	if l.full() {
-		c.Close()
-		return
-	}
-	l.idle[c] = struct{}{}
 }
 
 func (l *connLimit) closeIdle() {
@@ -179,6 +227,27 @@ func (l *connLimit) closeIdle() {
 	for c := range l.idle {
 		c.Close()
 		delete(l.idle, c)
+	}
+}
+
+// closeSlowHead closes the connection that has been reading its first
+// request head the longest, if it began before since and every slot is
+// still taken: one connection waits, one makes room.
+func (l *connLimit) closeSlowHead(since time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.full() {
+		return
+	}
+	var oldest net.Conn
+	for c, t := range l.reading {
+		if t.Before(since) {
+			oldest, since = c, t
+		}
+	}
+	if oldest != nil {
+		oldest.Close()
+		delete(l.reading, oldest)
 	}
 }
 
