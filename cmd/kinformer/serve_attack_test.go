@@ -23,12 +23,10 @@ import (
 
 	"go.uber.org/goleak"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/internal/testenv"
-	"github.com/kinformer/kinformer/kinformertest"
 )
 
 // serve tried as an attacker would: requests whose headers never end,
@@ -238,29 +236,47 @@ func startHTTP(t *testing.T, h http.Handler, maxConns int) (addr string, conns *
 	return ln.Addr().String(), conns
 }
 
+// listenLimited listens on a free loopback port, for at most max
+// connections at once, until the test ends.
+func listenLimited(t *testing.T, max int) *connLimit {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := limitConnections(ln, max)
+	t.Cleanup(func() { conns.Close() })
+	return conns
+}
+
+// dialAccepted connects to conns and accepts the connection, a slot being
+// free (Accept returns at once): the client's end, closed when the test
+// ends, and the server's, left to the test (its Close gives the slot
+// back: one more, where that is broken, would block the test's end).
+func dialAccepted(t *testing.T, conns *connLimit) (client, server net.Conn) {
+	t.Helper()
+	c, err := net.Dial("tcp", conns.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	a, err := conns.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, a
+}
+
 // A connection gives its slot back once, however many times it is closed
 // (the HTTP server closes a connection from its goroutine and, shutting
 // down, from Shutdown's): a slot given back twice takes another
 // connection's, and a Close finding none blocks for ever.
 func TestConnLimitSlotGivenBackOnce(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conns := limitConnections(ln, 3)
-	defer conns.Close()
+	conns := listenLimited(t, 3)
 	var accepted []net.Conn
 	for range 3 {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		a, err := conns.Accept() // a slot is free: it returns at once
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, a := dialAccepted(t, conns)
 		accepted = append(accepted, a)
 	}
 	// closeConn closes c, failing the test if Close blocks.
@@ -294,27 +310,7 @@ func TestConnLimitSlotGivenBackOnce(t *testing.T) {
 // slot taken.
 func TestConnLimitIdleClosedWhenFull(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conns := limitConnections(ln, 2)
-	defer conns.Close()
-	// dial connects and accepts: the client's end and the server's.
-	dial := func() (client, server net.Conn) {
-		t.Helper()
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		a, err := conns.Accept() // a slot is free: it returns at once
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { a.Close() })
-		return c, a
-	}
+	conns := listenLimited(t, 2)
 	// closed reports whether the server closed its end: the client reads
 	// EOF (or a reset) rather than waiting.
 	closed := func(c net.Conn) bool {
@@ -325,7 +321,8 @@ func TestConnLimitIdleClosedWhenFull(t *testing.T) {
 		return !(errors.As(err, &ne) && ne.Timeout())
 	}
 
-	c1, a1 := dial()
+	c1, a1 := dialAccepted(t, conns)
+	defer a1.Close()
 	conns.track(a1, http.StateActive)
 	conns.track(a1, http.StateIdle) // a slot free: kept
 	if closed(c1) || len(conns.slots) != 1 {
@@ -333,7 +330,8 @@ func TestConnLimitIdleClosedWhenFull(t *testing.T) {
 	}
 	conns.track(a1, http.StateActive) // its next request
 
-	c2, a2 := dial()
+	c2, a2 := dialAccepted(t, conns)
+	defer a2.Close()
 	conns.track(a2, http.StateActive)
 	if !conns.full() {
 		t.Fatalf("%d of 2 slots taken, want 2", len(conns.slots))
@@ -402,6 +400,26 @@ func TestServeIdleAfterBusyMakesRoom(t *testing.T) {
 	if code := <-answered; code != 200 {
 		t.Fatalf("the connection waiting while every slot was busy: %d, want 200 once they went idle (0: no answer in 30 s)", code)
 	}
+}
+
+// stalledClients opens n connections to addr that each send req and read
+// nothing, with small receive buffers (the server's writes stall after a
+// few MiB), until the test ends.
+func stalledClients(t *testing.T, addr, req string, n int) []net.Conn {
+	t.Helper()
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		conn, err := smallBufferDialer.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		if _, err := io.WriteString(conn, req); err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = conn
+	}
+	return conns
 }
 
 // rawRequest sends req over a new connection to addr and returns the
@@ -589,21 +607,7 @@ func TestServeAcceptHostsAnchored(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, hs := configMaps(t, 1, 1)
-			s.setHostCheck(true, re)
-			hs.Config.Handler = s.handler()
-			hs.Start()
-			addr := strings.TrimPrefix(hs.URL, "http://")
-			for _, host := range tt.ok {
-				if resp, body := rawGet(t, addr, host, "/objects"); resp.StatusCode != 200 {
-					t.Errorf("Host %q: %d %s, want 200", host, resp.StatusCode, body)
-				}
-			}
-			for _, host := range tt.rejected {
-				if resp, body := rawGet(t, addr, host, "/objects"); resp.StatusCode != http.StatusForbidden {
-					t.Errorf("Host %q: %d %s, want 403", host, resp.StatusCode, body)
-				}
-			}
+			checkHosts(t, true, re, tt.ok, tt.rejected)
 		})
 	}
 	if _, err := compileAcceptHosts(`(`); err == nil || !strings.Contains(err.Error(), "`(`") {
@@ -718,23 +722,11 @@ func TestServeEventsStalledClient(t *testing.T) {
 	hs.Start()
 	r := s.resources[0]
 
-	conn, err := smallBufferDialer.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := io.WriteString(conn, "GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
+	stalledClients(t, strings.TrimPrefix(hs.URL, "http://"), "GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n", 1)
 	waitFor(t, "the client subscribed", 10*time.Second, func() bool { return r.hub.len() == 1 })
 	// Two events of 4 MiB: more than the sockets hold, fewer than the
 	// client's buffer (8 events).
-	big := &unstructured.Unstructured{}
-	big.SetAPIVersion("v1")
-	big.SetKind("ConfigMap")
-	big.SetNamespace("ns")
-	big.SetName("big")
-	_ = unstructured.SetNestedField(big.Object, strings.Repeat("x", 4<<20), "data", "v")
+	big := configMap("big", strings.Repeat("x", 4<<20))
 	for range 2 {
 		r.hub.publish(kinformer.Event[*unstructured.Unstructured]{Type: kinformer.Modified, Object: big, ResourceVersion: "1"})
 	}
@@ -952,16 +944,7 @@ func TestServeFeedLongNames(t *testing.T) {
 	}
 	before = heapInUse()
 	const clients = 5
-	for range clients {
-		conn, err := smallBufferDialer.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		if _, err := io.WriteString(conn, "GET /events/feed HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stalledClients(t, strings.TrimPrefix(hs.URL, "http://"), "GET /events/feed HTTP/1.1\r\nHost: localhost\r\n\r\n", clients)
 	waitFor(t, "the feed's clients served", 10*time.Second, func() bool { return s.feedClients.n.Load() == clients })
 	time.Sleep(300 * time.Millisecond) // writing until the sockets are full
 	if grown := int64(heapInUse()) - int64(before); grown > 4<<20 {
@@ -990,16 +973,7 @@ func TestServeFeedBacklogInChunks(t *testing.T) {
 	}
 	before := heapInUse()
 	const clients = 5
-	for range clients {
-		conn, err := smallBufferDialer.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		if _, err := io.WriteString(conn, "GET /events/feed HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stalledClients(t, strings.TrimPrefix(hs.URL, "http://"), "GET /events/feed HTTP/1.1\r\nHost: localhost\r\n\r\n", clients)
 	waitFor(t, "the feed's clients served", 10*time.Second, func() bool { return s.feedClients.n.Load() == clients })
 	time.Sleep(500 * time.Millisecond) // writing until the sockets are full
 	// Without chunks, each held its ring's 29 MiB and a copy of the
@@ -1113,23 +1087,10 @@ func TestServeEventsBufferBytes(t *testing.T) {
 	r := s.resources[0]
 	r.hub.size = 1024 // --sse-buffer's default
 	const clients, updates, size = 4, 100, 512 << 10
-	for range clients {
-		conn, err := smallBufferDialer.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		if _, err := io.WriteString(conn, "GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stalledClients(t, strings.TrimPrefix(hs.URL, "http://"), "GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n", clients)
 	waitFor(t, "the clients subscribed", 10*time.Second, func() bool { return r.hub.len() == clients })
 	before := heapInUse()
-	big := &unstructured.Unstructured{}
-	big.SetAPIVersion("v1")
-	big.SetKind("ConfigMap")
-	big.SetNamespace("ns")
-	big.SetName("big")
+	big := configMap("big", "")
 	for i := range updates {
 		_ = unstructured.SetNestedField(big.Object, strings.Repeat(string(rune('a'+i%26)), size), "data", "v")
 		r.hub.publish(kinformer.Event[*unstructured.Unstructured]{Type: kinformer.Modified, Object: big, ResourceVersion: strconv.Itoa(i)})
@@ -1150,16 +1111,7 @@ func TestServeEventsBufferBytes(t *testing.T) {
 // returns the server started, once its informer has synced.
 func serveObjects(t *testing.T, objs ...*unstructured.Unstructured) (*server, *httptest.Server) {
 	t.Helper()
-	s := mustNewServer(t, 8, 16)
-	res := resource{gvr: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, kind: "ConfigMap", namespaced: true}
-	inf := kinformer.New[*unstructured.Unstructured](kinformertest.NewServer(objs...), &kinformer.Options[*unstructured.Unstructured]{Name: res.String(), Metrics: s.metrics})
-	s.add("cm", res, "", inf)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() { _ = inf.Run(ctx) }()
-	if err := inf.WaitForSync(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := syncedServer(t, false, objs...)
 	hs := httptest.NewServer(s.handler())
 	t.Cleanup(hs.Close)
 	t.Cleanup(s.close)
@@ -1175,21 +1127,13 @@ func TestServeYAMLDeep(t *testing.T) {
 	// Not parallel: it logs the heap. No goroutine check: goleak cannot
 	// parse the stack of one walking the deep object as the test ends.
 	const levels = 9000
-	deep := &unstructured.Unstructured{}
-	deep.SetAPIVersion("v1")
-	deep.SetKind("ConfigMap")
-	deep.SetNamespace("ns")
-	deep.SetName("deep")
+	deep := configMap("deep", "")
 	inner := map[string]any{"v": "x"}
 	for range levels - 1 {
 		inner = map[string]any{"a": inner}
 	}
 	deep.Object["spec"] = inner
-	plain := &unstructured.Unstructured{}
-	plain.SetAPIVersion("v1")
-	plain.SetKind("ConfigMap")
-	plain.SetNamespace("ns")
-	plain.SetName("plain")
+	plain := configMap("plain", "")
 	plain.SetLabels(map[string]string{"app": "web", "yes": "no"})
 	_ = unstructured.SetNestedField(plain.Object, map[string]any{"n": int64(3), "f": 1.5, "s": "a long text with spaces " + strings.Repeat("word ", 40), "t": "true", "list": []any{"a", int64(1), map[string]any{"k": nil}}}, "spec")
 	s, hs := serveObjects(t, deep, plain)

@@ -65,14 +65,34 @@ func configMapsCache(t *testing.T, n, size int, compact bool) (*server, *httptes
 	t.Helper()
 	var objs []*unstructured.Unstructured
 	for i := range n {
-		cm := &unstructured.Unstructured{}
-		cm.SetAPIVersion("v1")
-		cm.SetKind("ConfigMap")
-		cm.SetNamespace("ns")
-		cm.SetName(fmt.Sprintf("cm-%04d", i))
-		_ = unstructured.SetNestedField(cm.Object, strings.Repeat("x", size), "data", "v")
-		objs = append(objs, cm)
+		objs = append(objs, configMap(fmt.Sprintf("cm-%04d", i), strings.Repeat("x", size)))
 	}
+	s := syncedServer(t, compact, objs...)
+	hs := httptest.NewUnstartedServer(nil)
+	t.Cleanup(hs.Close)
+	t.Cleanup(s.close) // first: it ends the event streams hs.Close waits for
+	return s, hs
+}
+
+// configMap is the ConfigMap ns/name, its data v ("": no data).
+func configMap(name, v string) *unstructured.Unstructured {
+	cm := &unstructured.Unstructured{}
+	cm.SetAPIVersion("v1")
+	cm.SetKind("ConfigMap")
+	cm.SetNamespace("ns")
+	cm.SetName(name)
+	if v != "" {
+		_ = unstructured.SetNestedField(cm.Object, v, "data", "v")
+	}
+	return cm
+}
+
+// syncedServer is a server of objs as configmaps ("cm"), from an
+// in-memory server, once its informer (with a compact cache if compact)
+// has synced; the informer stops when the test ends, the server is left
+// to the test to close.
+func syncedServer(t *testing.T, compact bool, objs ...*unstructured.Unstructured) *server {
+	t.Helper()
 	s := mustNewServer(t, 8, 16)
 	res := resource{gvr: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, kind: "ConfigMap", namespaced: true}
 	inf := kinformer.New[*unstructured.Unstructured](kinformertest.NewServer(objs...), &kinformer.Options[*unstructured.Unstructured]{
@@ -85,10 +105,7 @@ func configMapsCache(t *testing.T, n, size int, compact bool) (*server, *httptes
 	if err := inf.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewUnstartedServer(nil)
-	t.Cleanup(hs.Close)
-	t.Cleanup(s.close)
-	return s, hs
+	return s
 }
 
 // While bound to loopback, only loopback names are accepted as Host (DNS
@@ -114,27 +131,35 @@ func TestServeHostCheck(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s, hs := configMaps(t, 1, 1)
 			var re *regexp.Regexp
 			if tt.accept != "" {
 				re = regexp.MustCompile(tt.accept)
 			}
-			s.setHostCheck(tt.loopback, re)
-			hs.Config.Handler = s.handler()
-			hs.Start()
-			addr := strings.TrimPrefix(hs.URL, "http://")
-			for _, host := range tt.ok {
-				if resp, body := rawGet(t, addr, host, "/healthz"); resp.StatusCode != 200 {
-					t.Errorf("Host %q: %d %s, want 200", host, resp.StatusCode, body)
-				}
-			}
-			for _, host := range tt.rejected {
-				resp, body := rawGet(t, addr, host, "/objects")
-				if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "DNS rebinding") || !strings.Contains(body, "--accept-hosts") {
-					t.Errorf("Host %q: %d %s, want 403 explaining why", host, resp.StatusCode, body)
-				}
-			}
+			checkHosts(t, tt.loopback, re, tt.ok, tt.rejected)
 		})
+	}
+}
+
+// checkHosts serves a configmap with the Host check of setHostCheck
+// (loopback, accept): /objects must be answered to the Host names ok, and
+// refused to the rejected ones with 403 saying why.
+func checkHosts(t *testing.T, loopback bool, accept *regexp.Regexp, ok, rejected []string) {
+	t.Helper()
+	s, hs := configMaps(t, 1, 1)
+	s.setHostCheck(loopback, accept)
+	hs.Config.Handler = s.handler()
+	hs.Start()
+	addr := strings.TrimPrefix(hs.URL, "http://")
+	for _, host := range ok {
+		if resp, body := rawGet(t, addr, host, "/objects"); resp.StatusCode != 200 {
+			t.Errorf("Host %q: %d %s, want 200", host, resp.StatusCode, body)
+		}
+	}
+	for _, host := range rejected {
+		resp, body := rawGet(t, addr, host, "/objects")
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "DNS rebinding") || !strings.Contains(body, "--accept-hosts") {
+			t.Errorf("Host %q: %d %s, want 403 explaining why", host, resp.StatusCode, body)
+		}
 	}
 }
 
@@ -223,18 +248,7 @@ func TestServeObjectsStalledClients(t *testing.T) {
 	l = listResponse{}
 	before := heapInUse()
 
-	stalled := make([]net.Conn, 12)
-	for i := range stalled {
-		conn, err := smallBufferDialer.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		if _, err := io.WriteString(conn, "GET /objects HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
-			t.Fatal(err)
-		}
-		stalled[i] = conn
-	}
+	stalled := stalledClients(t, addr, "GET /objects HTTP/1.1\r\nHost: localhost\r\n\r\n", 12)
 	waitFor(t, "4 /objects requests in flight", 5*time.Second, func() bool { return s.objectRequests.n.Load() == 4 })
 	time.Sleep(200 * time.Millisecond) // writing until the sockets are full
 	if grown := int64(heapInUse()) - int64(before); grown > 16<<20 {

@@ -192,26 +192,13 @@ func TestServeSlowHeadsKeptWhileSlotsFree(t *testing.T) {
 // slowHeadRetry; Close ends the wait.
 func TestConnLimitWaitEndsOnClose(t *testing.T) {
 	noGoroutinesLeft(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conns := limitConnections(ln, 1)
-	defer conns.Close()
-	c1, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c1.Close()
-	a1, err := conns.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	conns := listenLimited(t, 1)
+	c1, a1 := dialAccepted(t, conns)
 	defer a1.Close()
 	conns.track(a1, http.StateNew)
 	conns.track(a1, http.StateActive) // busy with a request: not to be closed
 
-	c2, err := net.Dial("tcp", ln.Addr().String())
+	c2, err := net.Dial("tcp", conns.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
