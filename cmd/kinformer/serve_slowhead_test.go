@@ -6,14 +6,20 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
 // Connections that send their first request head slowly (Slowloris) hold
 // serve's connection slots only while no other connection waits for one,
-// and then for slowHeadGrace at most, not for ReadHeaderTimeout.
+// and then for slowHeadGrace at most, not for ReadHeaderTimeout. The
+// measurement behind docs/reliability.md's numbers runs with
+// KINFORMER_MEASURE_SLOWHEADS=1:
+//
+//	KINFORMER_MEASURE_SLOWHEADS=1 go test -run TestServeSlowHeadsMeasure -v -count=1 .
 
 // slowHead is a client that sends a request head a byte every 100 ms and
 // never ends it (ReadHeaderTimeout would cut it after 10 s), until the
@@ -230,4 +236,56 @@ func TestConnLimitWaitEndsOnClose(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Accept still waiting 10 s after Close")
 	}
+}
+
+// The measurement: every one of --max-connections' default slots held by
+// a connection trickling its head (a byte every 250 ms), reconnecting as
+// soon as it is cut, as an attacker would; a GET a second meanwhile.
+func TestServeSlowHeadsMeasure(t *testing.T) {
+	if os.Getenv("KINFORMER_MEASURE_SLOWHEADS") == "" {
+		t.Skip("a measurement: set KINFORMER_MEASURE_SLOWHEADS=1")
+	}
+	const slots, gets = defaultMaxConnections, 12
+	addr, conns := startHTTP(t, helloHandler, slots)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var cut atomic.Int64
+	for range slots {
+		wg.Go(func() {
+			for {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					select {
+					case <-stop:
+						return
+					case <-time.After(100 * time.Millisecond):
+						continue
+					}
+				}
+				_, err = io.WriteString(c, "GET / HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
+				for err == nil {
+					select {
+					case <-stop:
+						c.Close()
+						return
+					case <-time.After(250 * time.Millisecond):
+						_, err = c.Write([]byte("a"))
+					}
+				}
+				c.Close()
+				cut.Add(1)
+			}
+		})
+	}
+	defer wg.Wait()
+	defer close(stop)
+	waitFor(t, "every slot taken", time.Minute, conns.full)
+	var worst time.Duration
+	for i := range gets {
+		code, took := getTimed(t, addr)
+		worst = max(worst, took)
+		t.Logf("GET %d: %d in %v (slow heads cut so far: %d)", i+1, code, took.Round(time.Millisecond), cut.Load())
+		time.Sleep(time.Second)
+	}
+	t.Logf("%d GETs while %d connections trickled their heads: the slowest took %v", gets, slots, worst.Round(time.Millisecond))
 }
