@@ -204,16 +204,7 @@ func TestServeCompactObjectsStalledClients(t *testing.T) {
 	waitFor(t, "every object's Added handled", 30*time.Second, func() bool { return added.Load() == n })
 	time.Sleep(100 * time.Millisecond) // the last one's summary
 	before := heapInUse()
-	for range 4 {
-		conn, err := smallBufferDialer.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		if _, err := io.WriteString(conn, "GET /objects HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stalledClients(t, addr, "GET /objects HTTP/1.1\r\nHost: localhost\r\n\r\n", 4)
 	waitFor(t, "4 /objects requests in flight", 10*time.Second, func() bool { return s.objectRequests.n.Load() == 4 })
 	time.Sleep(500 * time.Millisecond) // writing until the sockets are full
 	// The least of five looks: the requests hold what they hold all
