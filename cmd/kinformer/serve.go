@@ -60,7 +60,8 @@ of /events/feed (counted apart, so that the page's feed stays
 reachable); beyond, 503 with Retry-After. A label selector may be at most 4 KiB, a request's headers
 32 KiB (beyond: 431), and they must arrive within 10 s. At most
 --max-connections connections, event streams included, are open at
-once; more wait until one closes, and idle keep-alive connections are
+once; more wait until one closes, and idle keep-alive connections, and
+connections still sending their first request's head after 2 s, are
 closed to make room.
 
 Endpoints (GET only):
