@@ -69,6 +69,9 @@ type backoffState struct {
 	// resumed: when the last resumes were, at most maxFastResumes, since
 	// the last reset.
 	resumed []time.Time
+	// flapping: more than maxFastResumes within fastResumeWindow; every
+	// lost connection is a failure until a healthy watch (reset).
+	flapping bool
 }
 
 // maxFastResumes connections lost under live watches within
@@ -103,7 +106,7 @@ func (s *backoffState) fail(now time.Time) time.Duration {
 // well since the last failure.
 func (s *backoffState) reset() {
 	s.next = s.policy.Initial
-	s.resumed = s.resumed[:0]
+	s.resumed, s.flapping = s.resumed[:0], false
 }
 
 // resume returns the wait before reconnecting after a connection lost
@@ -113,11 +116,17 @@ func (s *backoffState) reset() {
 // connections broke together do not all come back in the same instant.
 // Should the new connection not answer, fail goes on from Initial. The
 // maxFastResumes-th resume within fastResumeWindow since the last healthy
-// watch is a failure instead (false): connections that keep breaking a
-// few seconds after they open get the backoff, growing.
+// watch is a failure instead (false), and so is every one after it until
+// a watch is healthy again (reset): connections that keep breaking a few
+// seconds after they open get the backoff, growing to Max, not five fast
+// resumes a minute.
 func (s *backoffState) resume(now time.Time) (time.Duration, bool) {
+	if s.flapping {
+		return s.fail(now), false
+	}
 	if len(s.resumed) == maxFastResumes {
 		if now.Sub(s.resumed[0]) < fastResumeWindow {
+			s.flapping = true
 			return s.fail(now), false
 		}
 		s.resumed = append(s.resumed[:0], s.resumed[1:]...)
