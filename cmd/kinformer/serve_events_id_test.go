@@ -132,10 +132,57 @@ func TestServeEventsTellWhatWasMissed(t *testing.T) {
 	if f := upToDate(); name(f) != "g" || f.event != "" {
 		t.Fatalf("back up to date: %+v, want g and no missed", f)
 	}
+	// A client that had no event yet resumes from its subscription's id,
+	// and a bookmark is not counted as missed.
+	quiet := open("")
+	waitClients(4)
+	r.hub.publish(kinformer.Event[*unstructured.Unstructured]{Type: kinformer.Bookmark, Object: &unstructured.Unstructured{Object: map[string]any{}}})
+	publish("h")
+	publish("i")
+	if f := quiet(); f.event != "" || f.id == "" || f.data == "" {
+		t.Fatalf("quiet client: %+v", f)
+	}
+	subID := subscribedID(t, hs.URL)
+	waitClients(5)
+	publish("j")
+	r.hub.publish(kinformer.Event[*unstructured.Unstructured]{Type: kinformer.Bookmark, Object: &unstructured.Unstructured{Object: map[string]any{}}})
+	late := open(subID)
+	waitClients(6)
+	if f := late(); f.event != "missed" || !strings.Contains(f.data, `"missed":1,`) {
+		t.Fatalf("back with its subscription's id after j and a bookmark: %+v, want missed 1", f)
+	}
+
 	// Another process's id: unknown.
 	other := open("0abc-5")
-	waitClients(4)
+	waitClients(7)
 	if f := other(); f.event != "missed" || !strings.Contains(f.data, `"missed":-1`) || !strings.Contains(f.data, "not of this serve process") {
 		t.Fatalf("another process's id: %+v, want missed -1", f)
+	}
+}
+
+// subscribedID subscribes to /events and returns the id of its first
+// block (the subscription's), leaving the stream open until the test ends.
+func subscribedID(t *testing.T, base string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/events?resource=configmaps", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	br := bufio.NewReader(resp.Body)
+	for {
+		l, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("subscription block: %v", err)
+		}
+		if id, ok := strings.CutPrefix(strings.TrimSuffix(l, "\n"), "id: "); ok {
+			return id
+		}
+		if l == "\n" {
+			t.Fatal("subscription block without an id")
+		}
 	}
 }

@@ -428,7 +428,7 @@ func (s *server) events(w http.ResponseWriter, req *http.Request) {
 	}
 	defer s.sseClients.release()
 	rc := http.NewResponseController(w)
-	c, missed := r.hub.subscribeAfter(req.Header.Get("Last-Event-ID"))
+	c, cur, missed := r.hub.subscribeAfter(req.Header.Get("Last-Event-ID"))
 	defer r.hub.unsubscribe(c)
 
 	h := w.Header()
@@ -443,7 +443,9 @@ func (s *server) events(w http.ResponseWriter, req *http.Request) {
 		}
 		return rc.Flush() == nil
 	}
-	if !write(": subscribed to %s\nretry: 2000\n\n", r.name) {
+	// The id of the last event before this client's first: one that
+	// reconnects before any event has come is told what it missed then.
+	if !write(": subscribed to %s\nretry: 2000\nid: %s\n\n", r.name, r.hub.id(cur)) {
 		return
 	}
 	// A client back (EventSource sends the last id it had) is told what
@@ -547,27 +549,28 @@ func (h *hub) id(seq uint64) string { return h.epoch + "-" + strconv.FormatUint(
 
 // subscribe adds a client.
 func (h *hub) subscribe() *sseClient {
-	c, _ := h.subscribeAfter("")
+	c, _, _ := h.subscribeAfter("")
 	return c
 }
 
-// subscribeAfter adds a client. lastID is the Last-Event-ID it sent, if
-// any: missed is how many events were published after that one (-1: an
-// id of another process, or none this hub made).
-func (h *hub) subscribeAfter(lastID string) (c *sseClient, missed int64) {
+// subscribeAfter adds a client. cur is the number of the last event
+// published before it (its events come after). lastID is the
+// Last-Event-ID it sent, if any: missed is how many events were published
+// after that one (-1: an id of another process, or none this hub made).
+func (h *hub) subscribeAfter(lastID string) (c *sseClient, cur uint64, missed int64) {
 	c = &sseClient{ready: make(chan struct{}, 1), dropped: make(chan struct{})}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.clients[c] = struct{}{}
 	if lastID == "" {
-		return c, 0
+		return c, h.seq, 0
 	}
 	epoch, n, _ := strings.Cut(lastID, "-")
 	seq, err := strconv.ParseUint(n, 10, 64)
 	if epoch != h.epoch || err != nil || seq > h.seq {
-		return c, -1
+		return c, h.seq, -1
 	}
-	return c, int64(min(h.seq-seq, math.MaxInt64))
+	return c, h.seq, int64(min(h.seq-seq, math.MaxInt64))
 }
 
 // pop takes c's oldest buffered event, false if there is none.
@@ -606,7 +609,12 @@ func (h *hub) len() int {
 func (h *hub) publish(ev kinformer.Event[*unstructured.Unstructured]) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.seq++ // counted with no client too: one back is told what it missed
+	if ev.Type != kinformer.Bookmark {
+		// Counted with no client too: one back is told what it missed.
+		// A bookmark is not an event to miss: it is sent under the
+		// number of the event before it.
+		h.seq++
+	}
 	if len(h.clients) == 0 {
 		return
 	}
