@@ -607,3 +607,21 @@ func TestDurableCompactedFileRelistsAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// embedsNil is a ListerWatcher of someone's own whose embedded pointer is
+// nil and has a field named as the Factory's metadata wrapper's.
+type embedsNil struct {
+	*hasResourceInterface
+	*kinformertest.Server[*corev1.ConfigMap]
+}
+
+type hasResourceInterface struct{ ResourceInterface any }
+
+// Telling Secrets from others looks into ListerWatchers by reflection: one
+// of an unexpected shape is not taken for anything, and does not panic.
+func TestSecretsOfOddListerWatcher(t *testing.T) {
+	dir := t.TempDir()
+	inf := kinformer.New[*corev1.ConfigMap](embedsNil{Server: kinformertest.NewServer(newCM("a"))}, &kinformer.Options[*corev1.ConfigMap]{StateDir: dir, StateKey: "odd"})
+	inf.Start()
+	inf.Stop()
+}

@@ -88,8 +88,12 @@ func secretsOf[T Object](lw any, o *Options[T]) bool {
 func metadataTarget(lw any) (gvr schema.GroupVersionResource, ok bool) {
 	v := reflect.ValueOf(lw)
 	if v.Kind() == reflect.Struct { // a wrapper embedding the client (internal/apiclient)
-		if f := v.FieldByName("ResourceInterface"); f.IsValid() && f.Kind() == reflect.Interface && !f.IsNil() {
-			v = f.Elem()
+		// FieldByIndexErr: the name may be reached through a nil
+		// embedded pointer of someone's own type (FieldByName panics).
+		if sf, ok := v.Type().FieldByName("ResourceInterface"); ok {
+			if f, err := v.FieldByIndexErr(sf.Index); err == nil && f.Kind() == reflect.Interface && !f.IsNil() {
+				v = f.Elem()
+			}
 		}
 	}
 	if v.Kind() != reflect.Pointer || v.IsNil() {

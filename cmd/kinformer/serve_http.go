@@ -219,11 +219,11 @@ func (s *server) listObjects(w http.ResponseWriter, req *http.Request) {
 // served as it is when reached.
 func selectSorted(src watchSource, namespace string, sel labels.Selector) iter.Seq[*unstructured.Unstructured] {
 	if src.compact() {
-		keys := src.keys(namespace)
+		keys, get := src.keyed(namespace)
 		slices.Sort(keys)
 		return func(yield func(*unstructured.Unstructured) bool) {
 			for _, k := range keys {
-				o, ok := src.get(k)
+				o, ok := get(k)
 				if !ok || !sel.Matches(labels.Set(o.GetLabels())) {
 					continue
 				}

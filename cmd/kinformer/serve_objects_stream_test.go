@@ -59,6 +59,10 @@ func (p *packedSource) list(namespace string) []*unstructured.Unstructured {
 	return out
 }
 
+func (p *packedSource) keyed(namespace string) ([]string, func(string) (*unstructured.Unstructured, bool)) {
+	return p.keys(namespace), p.get
+}
+
 func (p *packedSource) keys(namespace string) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -101,13 +101,11 @@ func (k *stateKeys) warnSecrets(e *env, res resource, dir string) {
 // group or others may write (and are not sticky): they are accepted, as a
 // Kubernetes volume's must be, but another user able to write one could
 // replace the state files. The library logs it, which the CLI shows only
-// with --verbose. It makes the directory (and its key) as the informers
-// would; a directory that cannot be used is the informers' to report.
+// with --verbose. The directory was made with the flag
+// (stateDirValue.Set); one that cannot be used is the informers' to
+// report.
 func warnStateDir(e *env, dir string) {
 	if dir == "" {
-		return
-	}
-	if _, err := persist.PrepareDir(dir); err != nil {
 		return
 	}
 	writable, err := snapshot.CheckDir(dir)

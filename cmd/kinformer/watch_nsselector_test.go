@@ -96,6 +96,18 @@ func TestWatchNamespaceSelector(t *testing.T) {
 // cluster-scoped resources are served whole.
 func TestServeNamespaceSelector(t *testing.T) {
 	t.Parallel()
+	for _, extra := range [][]string{nil, {"--compact"}} {
+		t.Run(strings.Join(append([]string{"serve"}, extra...), " "), func(t *testing.T) {
+			t.Parallel()
+			serveNamespaceSelector(t, extra...)
+		})
+	}
+}
+
+// serveNamespaceSelector is TestServeNamespaceSelector with extra args:
+// with --compact, /objects reads each object from its namespace's cache as
+// it writes it (viewSource.keyed).
+func serveNamespaceSelector(t *testing.T, extra ...string) {
 	srv := testenv.Shared(t)
 	c := kubernetes.NewForConfigOrDie(srv.Config())
 	nsA, nsB := testenv.NewNamespace(t, srv.Config()), testenv.NewNamespace(t, srv.Config())
@@ -104,7 +116,7 @@ func TestServeNamespaceSelector(t *testing.T) {
 	newConfigMap(t, c, nsA, "a1", nil)
 	newConfigMap(t, c, nsB, "b1", nil)
 
-	p, base := startServe(t, "configmaps", "namespaces", "--namespace-selector", key+"="+nsA, kubeconfigArg(srv))
+	p, base := startServe(t, append([]string{"configmaps", "namespaces", "--namespace-selector", key + "=" + nsA, kubeconfigArg(srv)}, extra...)...)
 	waitReady(t, base)
 	held := func() []string {
 		var l listResponse

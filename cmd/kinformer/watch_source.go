@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -31,8 +32,9 @@ type watchSource interface {
 	shardStatus() kinformer.ShardStatus
 	// list returns the objects of namespace ("" for all).
 	list(namespace string) []*unstructured.Unstructured
-	// keys returns the keys of namespace's objects ("" for all), for get.
-	keys(namespace string) []string
+	// keyed returns the keys of namespace's objects ("" for all), and a
+	// get for them that goes straight to the cache holding each.
+	keyed(namespace string) (keys []string, get func(key string) (*unstructured.Unstructured, bool))
 	get(key string) (*unstructured.Unstructured, bool)
 	key(o *unstructured.Unstructured) string
 	compact() bool
@@ -67,12 +69,12 @@ func (s informerSource) list(namespace string) []*unstructured.Unstructured {
 	return objs
 }
 
-func (s informerSource) keys(namespace string) []string {
+func (s informerSource) keyed(namespace string) ([]string, func(string) (*unstructured.Unstructured, bool)) {
 	if namespace == "" {
-		return s.inf.Cache().ListKeys()
+		return s.inf.Cache().ListKeys(), s.get
 	}
 	keys, _ := s.inf.Cache().IndexKeys(kinformer.IndexNamespace, namespace)
-	return keys
+	return keys, s.get
 }
 
 func (s informerSource) get(key string) (*unstructured.Unstructured, bool) {
@@ -145,16 +147,37 @@ func (s *viewSource) list(namespace string) []*unstructured.Unstructured {
 	return s.v.Select(namespace, nil)
 }
 
-func (s *viewSource) keys(namespace string) []string {
+// keyed takes each informer's keys, and finds an object in the
+// informers of its key's namespace only (one, in a view), not in each.
+func (s *viewSource) keyed(namespace string) ([]string, func(string) (*unstructured.Unstructured, bool)) {
 	var out []string
+	caches := map[string][]*kinformer.Cache[*unstructured.Unstructured]{}
 	for _, inf := range s.v.Informers() {
+		c := inf.Cache()
+		var keys []string
 		if namespace == "" {
-			out = append(out, inf.Cache().ListKeys()...)
-		} else if keys, err := inf.Cache().IndexKeys(kinformer.IndexNamespace, namespace); err == nil {
-			out = append(out, keys...)
+			keys = c.ListKeys()
+		} else {
+			keys, _ = c.IndexKeys(kinformer.IndexNamespace, namespace)
 		}
+		seen := map[string]bool{}
+		for _, k := range keys {
+			if ns, _, ok := strings.Cut(k, "/"); ok && !seen[ns] {
+				seen[ns] = true
+				caches[ns] = append(caches[ns], c)
+			}
+		}
+		out = append(out, keys...)
 	}
-	return out
+	return out, func(key string) (*unstructured.Unstructured, bool) {
+		ns, _, _ := strings.Cut(key, "/")
+		for _, c := range caches[ns] {
+			if o, ok := c.GetByKey(key); ok {
+				return o, true
+			}
+		}
+		return nil, false
+	}
 }
 
 func (s *viewSource) get(key string) (*unstructured.Unstructured, bool) { return s.v.GetByKey(key) }
