@@ -38,12 +38,15 @@ func TestDurableFileOfAnotherClusterIsNotRestored(t *testing.T) {
 	run := func(srv *testenv.Server) (*kinformer.Informer[*corev1.ConfigMap], *recorder[*corev1.ConfigMap]) {
 		log := &recorder[*corev1.ConfigMap]{}
 		inf := kinformer.New[*corev1.ConfigMap](clientset(t, srv.Config()).CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{StateDir: dir, StateKey: key})
-		inf.AddHandler(log.handle)
+		reg := inf.AddHandler(log.handle)
 		inf.Start()
 		t.Cleanup(inf.Stop)
 		if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
 			t.Fatal(err)
 		}
+		// Handlers are told after the cache syncs: CI's loaded machine
+		// checked the events before they came.
+		eventually(t, callTimeout, "the handler has the events up to the sync", reg.HasSynced)
 		return inf, log
 	}
 	inf, _ := run(a)
