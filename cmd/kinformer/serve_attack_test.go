@@ -1081,7 +1081,11 @@ func TestServeEventsBufferBytes(t *testing.T) {
 		t.Skip("no small receive buffers here")
 	}
 	s, hs := configMaps(t, 1, 1)
-	s.writeTimeout = 2 * time.Second
+	// Long enough that no client is cut for its stalled socket before the
+	// updates below are published: in CI's loaded run (race detector) they
+	// took longer than a 2 s deadline, the clients were cut first, and
+	// none was left to drop.
+	s.writeTimeout = 15 * time.Second
 	hs.Config.Handler = s.handler()
 	hs.Start()
 	r := s.resources[0]
@@ -1104,7 +1108,7 @@ func TestServeEventsBufferBytes(t *testing.T) {
 	if n := r.sseDropped.Load(); n != clients {
 		t.Errorf("%d clients dropped for falling behind, want %d", n, clients)
 	}
-	waitFor(t, "the stalled clients cut", 30*time.Second, func() bool { return s.sseClients.n.Load() == 0 })
+	waitFor(t, "the stalled clients cut", time.Minute, func() bool { return s.sseClients.n.Load() == 0 })
 }
 
 // serveObjects serves objs as configmaps, from an in-memory server, and
