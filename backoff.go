@@ -66,25 +66,7 @@ type backoffState struct {
 	next        time.Duration // un-jittered wait for the next failure
 	lastFailure time.Time
 	rand        func() float64 // in [0, 1); injectable for tests
-	// resumed: when the last resumes were, at most maxFastResumes, since
-	// the last reset.
-	resumed []time.Time
-	// flapping: more than maxFastResumes within fastResumeWindow; every
-	// lost connection is a failure until a healthy watch (reset).
-	flapping bool
 }
-
-// maxFastResumes connections lost under live watches within
-// fastResumeWindow, with no healthy watch between (reset), resume without
-// the backoff; beyond, each is a failure (fail). A proxy that cuts every
-// connection a few seconds after it opens would otherwise have every
-// informer reconnect every few seconds for as long as it does; real
-// faults come much further apart (the fault storm's nine, two minutes
-// long, lose a live watch's connection six times).
-const (
-	maxFastResumes   = 5
-	fastResumeWindow = time.Minute
-)
 
 func newBackoffState(p Backoff) *backoffState {
 	return &backoffState{policy: p, next: p.Initial, rand: rand.Float64}
@@ -104,35 +86,16 @@ func (s *backoffState) fail(now time.Time) time.Duration {
 
 // reset starts the policy again from Initial: the server has shown itself
 // well since the last failure.
-func (s *backoffState) reset() {
-	s.next = s.policy.Initial
-	s.resumed, s.flapping = s.resumed[:0], false
-}
+func (s *backoffState) reset() { s.next = s.policy.Initial }
 
 // resume returns the wait before reconnecting after a connection lost
 // under a watch that was live (outcome.connLost): the policy starts again
 // from Initial, which it does not advance, and the wait is anywhere in
 // [0, Initial), so that the informers of a process (or of a fleet) whose
 // connections broke together do not all come back in the same instant.
-// Should the new connection not answer, fail goes on from Initial. The
-// maxFastResumes-th resume within fastResumeWindow since the last healthy
-// watch is a failure instead (false), and so is every one after it until
-// a watch is healthy again (reset): connections that keep breaking a few
-// seconds after they open get the backoff, growing to Max, not five fast
-// resumes a minute.
-func (s *backoffState) resume(now time.Time) (time.Duration, bool) {
-	if s.flapping {
-		return s.fail(now), false
-	}
-	if len(s.resumed) == maxFastResumes {
-		if now.Sub(s.resumed[0]) < fastResumeWindow {
-			s.flapping = true
-			return s.fail(now), false
-		}
-		s.resumed = append(s.resumed[:0], s.resumed[1:]...)
-	}
-	s.resumed = append(s.resumed, now)
+// Should the new connection not answer, fail goes on from Initial.
+func (s *backoffState) resume(now time.Time) time.Duration {
 	s.next = s.policy.Initial
 	s.lastFailure = now
-	return time.Duration(float64(s.policy.Initial) * s.rand()), true
+	return time.Duration(float64(s.policy.Initial) * s.rand())
 }

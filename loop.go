@@ -461,12 +461,8 @@ func (l *loop[T]) run(ctx context.Context) {
 			if o.connLost {
 				// Faults seconds apart, each recovered, do not add up:
 				// the wait does not grow with the faults before.
-				var fast bool
-				if d, fast = bo.resume(time.Now()); fast {
-					l.log.Debug("kinformer: the connection of a live watch was lost: resuming without the grown backoff", "wait", d)
-				} else {
-					l.log.Info("kinformer: the connections of live watches keep breaking (more than maxFastResumes within fastResumeWindow, no healthy watch between): backing off", "maxFastResumes", maxFastResumes, "fastResumeWindow", fastResumeWindow, "wait", d)
-				}
+				d = bo.resume(time.Now())
+				l.log.Debug("kinformer: the connection of a live watch was lost: resuming without the grown backoff", "wait", d)
 			} else {
 				d = bo.fail(time.Now())
 			}

@@ -3,7 +3,6 @@ package kinformer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -596,63 +595,4 @@ func ptrValue(p *int64) any {
 		return nil
 	}
 	return *p
-}
-
-// Connections that keep breaking a few seconds after they open (a proxy
-// that cuts them) resume at once maxFastResumes times within
-// fastResumeWindow, then back off, growing: not a reconnect every few
-// seconds for as long as it goes on. A healthy watch between starts the
-// count again.
-func TestFlappingConnectionBacksOff(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := syncedWithDefaults(t)
-		// cut makes the open watch live (an event 1.5 s after it opened),
-		// cuts its connection, and returns how long the informer took to
-		// open the next.
-		v := 0
-		cut := func() time.Duration {
-			t.Helper()
-			time.Sleep(1500 * time.Millisecond)
-			v++
-			s.put(cm("ns", "a", "v", fmt.Sprint(v)))
-			synctest.Wait()
-			_, before := s.counts()
-			s.sendRaw(clientDecodingError("read tcp: connection reset by peer"))
-			broke := time.Now()
-			for {
-				time.Sleep(10 * time.Millisecond)
-				synctest.Wait()
-				if _, w := s.counts(); w > before && s.openWatches() == 1 {
-					return time.Since(broke)
-				}
-				if time.Since(broke) > time.Minute {
-					t.Fatalf("no watch open a minute after cut %d", v)
-				}
-			}
-		}
-		// cut sees a reconnection within 10 ms: one within the first wait
-		// [0, 800ms) is seen at 800 ms at most.
-		for i := range maxFastResumes {
-			if d := cut(); d > 800*time.Millisecond {
-				t.Fatalf("cut %d: resumed after %v, want within the first wait (800ms)", i+1, d)
-			}
-		}
-		// Beyond: failures, from the first wait on (0.6-0.8 s, 1.2-1.6 s,
-		// 2.4-3.2 s, …), and still so more than a minute after the first
-		// fast resume: not five fast ones a minute.
-		least := 600 * time.Millisecond
-		for i := range 8 {
-			if d := cut(); d < least {
-				t.Fatalf("cut %d: resumed after %v, want at least %v (backing off)", maxFastResumes+i+1, d, least)
-			}
-			least = min(2*least, 22500*time.Millisecond) // Max 30 s less 25 %
-		}
-		// A healthy watch (10 s open), then cuts resume at once again.
-		time.Sleep(healthyWatch)
-		for i := range maxFastResumes {
-			if d := cut(); d > 800*time.Millisecond {
-				t.Fatalf("after a healthy watch, cut %d: resumed after %v, want within the first wait (800ms)", i+1, d)
-			}
-		}
-	})
 }
