@@ -412,7 +412,16 @@ func StopShared[T Object](f *Factory, inf *Informer[T]) bool {
 		return false
 	}
 	wait([]*factoryEntry{found})
+	f.pruneRetired()
 	return true
+}
+
+// pruneRetired forgets the retired entries that have ended: Stop need not
+// join them, and the factory must not keep them (and their caches) alive.
+func (f *Factory) pruneRetired() {
+	f.mu.Lock()
+	f.retired = slices.DeleteFunc(f.retired, func(r *factoryEntry) bool { return r.ended() })
+	f.mu.Unlock()
 }
 
 // Release gives back one of the references to inf that Shared, Typed,
@@ -439,6 +448,7 @@ func Release[T Object](f *Factory, inf *Informer[T]) bool {
 	f.mu.Unlock()
 	if retired != nil {
 		wait([]*factoryEntry{retired})
+		f.pruneRetired()
 	}
 	return found != nil
 }

@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+	"weak"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -252,5 +254,42 @@ func TestSharedKeyIsBothSelectors(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A released (or StopShared) informer is not kept by the factory once it
+// has ended: its cache can be collected while the factory runs on.
+func TestFactoryForgetsReleasedInformers(t *testing.T) {
+	s := newCMShare()
+	s.srv.put(cm("ns", "a"))
+	s.f.Start()
+	defer s.f.Stop()
+	var gone []weak.Pointer[Informer[*corev1.ConfigMap]]
+	for i := range 4 {
+		inf, err := s.get(cmKey, Options[*corev1.ConfigMap]{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := inf.WaitForSync(bounded(t)); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			Release(s.f, inf)
+		} else {
+			StopShared(s.f, inf)
+		}
+		gone = append(gone, weak.Make(inf))
+	}
+	eventually(t, "the released informers to be collected", func() bool {
+		runtime.GC()
+		for _, w := range gone {
+			if w.Value() != nil {
+				return false
+			}
+		}
+		return true
+	})
+	if s.made != 4 {
+		t.Fatalf("made %d informers, want 4", s.made)
 	}
 }

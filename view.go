@@ -36,6 +36,8 @@ type View[T Object] struct {
 	handlers []*viewHandler[T]
 	// leaving holds, per informer removed, a channel closed once every
 	// handler has handled its Deleted: an informer joins again only after.
+	// The entry goes when the channel closes, so that the view does not
+	// keep an informer that left (and its cache) alive.
 	leaving map[*Informer[T]]<-chan struct{}
 
 	ns *viewNamespaces[T] // nil: not a namespaced view
@@ -332,6 +334,13 @@ func (v *View[T]) Remove(inf *Informer[T]) <-chan struct{} {
 	end := func() {
 		if left.Add(-1) == 0 {
 			close(done)
+			// Handled: a later Add need not wait, and the view must
+			// not keep inf (and its cache) alive.
+			v.mu.Lock()
+			if v.leaving[inf] == done {
+				delete(v.leaving, inf)
+			}
+			v.mu.Unlock()
 		}
 	}
 	var leaves []func()

@@ -3,11 +3,13 @@ package kinformer
 import (
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -266,5 +268,78 @@ func TestViewRemoveHandlerDuringLeaves(t *testing.T) {
 		if len(v.Informers()) != 3 {
 			t.Fatal("the view did not take the informers back")
 		}
+	}
+}
+
+// An informer removed and added back at once joins only after the view's
+// handlers have handled its leave: a slow handler gets every Deleted of
+// the leave before any Added of the join.
+func TestViewJoinWaitsForTheLeave(t *testing.T) {
+	s := newFakeServer()
+	for i := range 40 {
+		s.put(cm("a", fmt.Sprint("o", i)))
+	}
+	inf, _ := startInformer(t, s, nil)
+	v := NewView(inf)
+	var log viewLog
+	v.AddHandlerFuncs(HandlerFuncs[*corev1.ConfigMap]{Added: log.handle, Modified: log.handle, Deleted: log.handle})
+	eventually(t, "the handler to hold the informer's objects", func() bool {
+		have, _, _ := log.state()
+		return len(have) == 40
+	})
+	for round := range 3 {
+		v.Remove(inf)
+		v.Add(inf) // at once: must wait for the leave
+		eventually(t, "the join's Added", func() bool {
+			_, _, causes := log.state()
+			return causes[CauseJoin] == 40*(round+1)
+		})
+		have, bad, causes := log.state()
+		if len(bad) != 0 || len(have) != 40 || causes[CauseLeave] != 40*(round+1) {
+			t.Fatalf("round %d: %d objects held, causes %v, out of order: %v", round, len(have), causes, bad)
+		}
+	}
+}
+
+// A view forgets an informer once its leave has been handled: nothing of
+// the view keeps that informer, or its cache, alive. (A namespace flipped
+// in and out of a selector's view kept every cache it ever had.)
+func TestViewForgetsInformersThatLeft(t *testing.T) {
+	v := NewView[*corev1.ConfigMap]()
+	var log viewLog
+	v.AddHandlerFuncs(HandlerFuncs[*corev1.ConfigMap]{Added: log.handle, Deleted: log.handle})
+	var left []weak.Pointer[Informer[*corev1.ConfigMap]]
+	for i := range 4 {
+		s := newFakeServer()
+		s.put(cm("a", fmt.Sprint("o", i)))
+		inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
+		inf.Start()
+		v.Add(inf)
+		eventually(t, "the join", func() bool {
+			have, _, _ := log.state()
+			return len(have) == 1
+		})
+		select {
+		case <-v.Remove(inf):
+		case <-bounded(t).Done():
+			t.Fatal("the leave was never handled")
+		}
+		inf.Stop()
+		left = append(left, weak.Make(inf))
+	}
+	if _, bad, causes := log.state(); len(bad) != 0 || causes[CauseLeave] != 4 {
+		t.Fatalf("causes %v, wrong events %v", causes, bad)
+	}
+	eventually(t, "the informers that left to be collected", func() bool {
+		runtime.GC()
+		for _, w := range left {
+			if w.Value() != nil {
+				return false
+			}
+		}
+		return true
+	})
+	if len(v.Informers()) != 0 { // and the view itself is still alive
+		t.Fatal("the view still holds an informer")
 	}
 }
