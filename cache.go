@@ -42,22 +42,26 @@ func namespaceIndex[T Object](obj T) []string { return []string{obj.GetNamespace
 // needs the index builds it, under the write lock, and from then on it is
 // kept up to date as any other.
 //
-// A compact cache (Options.Compact, compact.go) holds each object as its
-// encoding, with its resourceVersion, namespace and index values beside
-// it, and decodes on every read, outside the lock: what a reader gets is
-// its own.
+// How it holds an object is its holding's business (holding.go): the
+// objects themselves, or in a compact cache (Options.Compact, compact.go)
+// each object's encoding, with its resourceVersion, namespace and index
+// values beside it, decoded on every read outside the lock, so that what
+// a reader gets is its own.
 type Cache[T Object] struct {
 	keyFunc    KeyFunc[T]
 	defaultKey bool                    // keyFunc is MetaNamespaceKey: an object's key is its namespace and name
 	indexers   map[string]IndexFunc[T] // replaced (never changed in place) under wmu and mu; the writer reads it under wmu alone
 	lazyNS     bool                    // IndexNamespace is the built-in one, built on demand; set once by newCache
-	// order names the eager indexes in the order a packed object holds
-	// their values (packedExtra.vals); it only grows, with indexers.
+	// order names the eager indexes in the order a holding that keeps
+	// index values keeps them (holding.values); it only grows, with
+	// indexers.
 	order []string
-	// pk, if set, makes the cache compact (compact.go): it holds objects
-	// packed, as bytes. Set once, before the informer starts; nil for a
-	// plain cache, whose objects never reach compact code.
-	pk *packer[T]
+	// h is how the cache holds its objects (holding.go): the only code
+	// that knows what a ref holds. Set once, before the informer starts
+	// (setHolding), with straight, h.straight(): read on every read, it
+	// costs no call.
+	h        holding[T]
+	straight bool
 
 	// wmu serialises the writer's changes with addIndexers: each write
 	// holds it from reading the old object to the map update, so that an
@@ -123,7 +127,8 @@ func (c *Cache[T]) GetByKey(key string) (T, bool) {
 	r, ok := c.items[key]
 	c.mu.RUnlock()
 	if !ok {
-		return r.obj, false
+		var zero T
+		return zero, false
 	}
 	return c.load(r)
 }
@@ -254,53 +259,61 @@ func (c *Cache[T]) IndexKeys(name, value string) ([]string, error) {
 }
 
 // results collects the objects of one read. Under the cache's read lock,
-// add takes each candidate; after the lock, done returns them. A plain
-// object goes straight into the result; a packed one (compact.go) is kept
-// as it is and decoded by done, outside the lock, so that readers never
-// hold up the writer to decode. keep, if set, filters the objects.
+// add takes each candidate; after the lock, done returns them. An object
+// held ready goes straight into the result; one that must be decoded
+// (compact.go) is kept as it is and decoded by done, outside the lock, so
+// that readers never hold up the writer to decode. keep, if set, filters
+// the objects.
 //
 // Every read that returns objects goes through one: written once, for
 // however the cache holds them.
 type results[T Object] struct {
-	c      *Cache[T]
-	keep   func(T) bool
-	out    []T
-	packed []ref[T]
+	c    *Cache[T]
+	keep func(T) bool
+	out  []T
+	// later are the candidates done decodes; straight: the holding holds
+	// objects ready and nothing filters them.
+	later    []ref[T]
+	straight bool
+}
+
+// setHolding makes h how the cache holds its objects: before any is put.
+func (c *Cache[T]) setHolding(h holding[T]) {
+	c.h, c.straight = h, h.straight()
 }
 
 // results starts a read of about n objects (a capacity; 0 if unknown).
 func (c *Cache[T]) results(n int, keep func(T) bool) *results[T] {
 	g := &results[T]{c: c, keep: keep}
 	switch {
-	case c.pk != nil:
-		g.packed = make([]ref[T], 0, n)
+	case !c.straight:
+		g.later = make([]ref[T], 0, n)
 	case keep == nil:
 		g.out = make([]T, 0, n)
+		g.straight = true
 	}
 	return g
 }
 
 // add takes one candidate (under the read lock).
 func (g *results[T]) add(r ref[T]) {
+	obj, ok := r.ready()
 	switch {
-	case r.p != nil:
-		g.packed = append(g.packed, r)
-	case g.keep == nil || g.keep(r.obj):
-		g.out = append(g.out, r.obj)
+	case !ok:
+		g.later = append(g.later, r)
+	case g.keep == nil || g.keep(obj):
+		g.out = append(g.out, obj)
 	}
 }
 
-// straight says whether every candidate goes straight into the answer:
-// a plain cache's, unfiltered. The loops below then append without a
-// call per object, which is most of a plain read's time.
-func (g *results[T]) straight() bool { return g.c.pk == nil && g.keep == nil }
-
 // addAll takes every cached object (under the read lock).
 func (g *results[T]) addAll() {
-	if g.straight() {
+	// Every candidate goes straight into the answer: the loop appends
+	// without a call per object, which is most of a plain read's time.
+	if g.straight {
 		out := g.out // a local the loop keeps in registers
 		for _, r := range g.c.items {
-			out = append(out, r.obj)
+			out = append(out, r.object())
 		}
 		g.out = out
 		return
@@ -314,11 +327,11 @@ func (g *results[T]) addAll() {
 // IndexFunc that is not a pure function of its object can leave a key
 // behind: it is skipped.
 func (g *results[T]) addKeys(keys keySet) {
-	if g.straight() {
+	if g.straight {
 		out := g.out // a local the loop keeps in registers
 		for k := range keys {
 			if r, ok := g.c.items[k]; ok {
-				out = append(out, r.obj)
+				out = append(out, r.object())
 			}
 		}
 		g.out = out
@@ -340,14 +353,15 @@ func (g *results[T]) addNamespace(ns string) {
 	}
 }
 
-// done returns the objects, decoding the packed ones (after the lock).
-// Without keep the result is never nil, however the cache holds objects.
+// done returns the objects, decoding those that must be (after the
+// lock). Without keep the result is never nil, however the cache holds
+// objects.
 func (g *results[T]) done() []T {
 	if g.out == nil && g.keep == nil {
-		g.out = make([]T, 0, len(g.packed))
+		g.out = make([]T, 0, len(g.later))
 	}
-	for _, r := range g.packed {
-		if obj, ok := g.c.pk.load(r.p); ok && (g.keep == nil || g.keep(obj)) {
+	for _, r := range g.later {
+		if obj, ok := g.c.h.load(r); ok && (g.keep == nil || g.keep(obj)) {
 			g.out = append(g.out, obj)
 		}
 	}

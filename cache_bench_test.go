@@ -75,7 +75,7 @@ func (s kinformerStore) replace(objs []*corev1.ConfigMap) func() {
 }
 
 func (s kinformerStore) pack(obj *corev1.ConfigMap) ref[*corev1.ConfigMap] {
-	r, err := s.c.hold(obj, nil)
+	r, err := s.c.hold(arrivalOf(obj))
 	if err != nil {
 		panic(err)
 	}
@@ -276,7 +276,7 @@ func BenchmarkWriter(b *testing.B) {
 		c := newCache[*corev1.ConfigMap](nil, nil)
 		w, events := newTestWriter(c)
 		for _, o := range benchCMs {
-			w.apply(Added, o, nil, prepared)
+			w.apply(Added, arrivalOf(o), prepared)
 		}
 		events()
 		return w, events
@@ -286,7 +286,7 @@ func BenchmarkWriter(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			w.apply(Modified, gens[(i/benchObjects)%2][i%benchObjects], nil, prepared)
+			w.apply(Modified, arrivalOf(gens[(i/benchObjects)%2][i%benchObjects]), prepared)
 			if i++; i%4096 == 0 {
 				b.StopTimer()
 				events()
@@ -301,7 +301,7 @@ func BenchmarkWriter(b *testing.B) {
 			b.StopTimer()
 			items := make(map[string]ref[*corev1.ConfigMap], benchObjects)
 			for _, o := range gens[i%2] {
-				w.collect(items, o, nil, prepared)
+				w.collect(items, arrivalOf(o), prepared)
 			}
 			events()
 			b.StartTimer()
@@ -337,7 +337,7 @@ func BenchmarkMutationDetector(b *testing.B) {
 			w.share.Stale = &det.found
 		}
 		for _, o := range benchCMs {
-			w.apply(Added, o.DeepCopy(), nil, w.prepare)
+			w.apply(Added, arrivalOf(o.DeepCopy()), w.prepare)
 		}
 		events()
 		return w, events
@@ -361,7 +361,7 @@ func BenchmarkMutationDetector(b *testing.B) {
 			for b.Loop() {
 				o := benchCMs[i%benchObjects].DeepCopy()
 				o.ResourceVersion = strconv.Itoa(200000 + i)
-				w.apply(Modified, o, nil, w.prepare)
+				w.apply(Modified, arrivalOf(o), w.prepare)
 				if i++; i%4096 == 0 {
 					b.StopTimer()
 					events()

@@ -69,7 +69,7 @@ func TestCachePutRemoveReplace(t *testing.T) {
 	w, events := newTestWriter(c)
 	items := map[string]ref[*corev1.ConfigMap]{}
 	for _, o := range []*corev1.ConfigMap{same, x} {
-		w.collect(items, o, nil, prepared[*corev1.ConfigMap])
+		w.collect(items, arrivalOf(o), prepared[*corev1.ConfigMap])
 	}
 	w.replace(items, "4", nil)
 	for _, e := range events() {

@@ -3,11 +3,14 @@ package kinformer
 import (
 	"fmt"
 	"reflect"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"unique"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kinformer/kinformer/internal/intern"
 	"github.com/kinformer/kinformer/internal/persist"
 )
 
@@ -86,31 +89,56 @@ func (c *Cache[T]) setCompact(o *Options[T], uids bool) bool {
 		return false
 	}
 	pc := persist.NewReadCodec[T](o.objectType())
-	c.pk = &packer[T]{encode: pc.Encode, decode: pc.Decode, meta: pc.Meta, uids: uids}
+	c.setHolding(&packer[T]{encode: pc.Encode, decode: pc.Decode, meta: pc.Meta, uids: uids})
 	return true
 }
 
 // Compact reports whether the cache holds objects as bytes
 // (Options.Compact).
-func (c *Cache[T]) Compact() bool { return c.pk != nil }
+func (c *Cache[T]) Compact() bool {
+	_, ok := c.h.(*packer[T])
+	return ok
+}
+
+// hold packs what arrived: an undecoded object's bytes (packMeta), or a
+// prepared object (pack).
+func (k *packer[T]) hold(c *Cache[T], a arrival[T]) (ref[T], error) {
+	if a.undecoded != nil {
+		return k.packMeta(c, a.undecoded.Data, a.undecoded.Meta)
+	}
+	return k.pack(c, a.obj, a.raw)
+}
+
+// final is an arrival as the event gives it: an undecoded object's bytes
+// (the cache's, or for a deletion's final state its own), decoded by the
+// handlers' side, or the object itself, which they need not decode.
+func (k *packer[T]) final(a arrival[T], held ref[T]) ref[T] {
+	switch {
+	case a.undecoded == nil:
+		return ref[T]{obj: a.obj}
+	case held.p != nil:
+		return held
+	}
+	return ref[T]{p: &packed{data: a.undecoded.Data, rv: a.undecoded.Meta.ResourceVersion}}
+}
 
 // pack packs obj for a compact cache's put or swap, with its index
 // values: raw if set (the bytes obj was decoded from, as it is), else its
-// encoding. The writer's alone (Cache.hold); it holds wmu to read the
+// encoding. The writer's alone (hold); it holds wmu to read the
 // indexes, which addIndexers may change.
-func (c *Cache[T]) pack(obj T, raw []byte) (ref[T], error) {
+func (k *packer[T]) pack(c *Cache[T], obj T, raw []byte) (ref[T], error) {
 	data := raw
 	if data == nil {
 		var err error
-		if data, err = c.pk.encode(obj); err != nil {
-			return ref[T]{}, err
+		if data, err = k.encode(obj); err != nil {
+			return ref[T]{}, fmt.Errorf("cannot be encoded for the compact cache: %w", err)
 		}
 	}
 	p := &packed{data: data, rv: obj.GetResourceVersion(), ns: unique.Make(obj.GetNamespace()).Value()}
-	if c.pk.uids {
+	if k.uids {
 		p.ext().uid = string(obj.GetUID())
 	}
-	if gvk := obj.GetObjectKind().GroupVersionKind(); !gvk.Empty() && c.pk.meta != nil {
+	if gvk := obj.GetObjectKind().GroupVersionKind(); !gvk.Empty() && k.meta != nil {
 		p.ext().gvk = unique.Make(gvk) // protobuf has no TypeMeta
 	}
 	c.wmu.Lock()
@@ -127,19 +155,19 @@ func (c *Cache[T]) pack(obj T, raw []byte) (ref[T], error) {
 
 // packMeta packs data, an object's encoding whose metadata says m,
 // without decoding it, unless the cache has indexes to compute.
-func (c *Cache[T]) packMeta(data []byte, m persist.Meta) (ref[T], error) {
+func (k *packer[T]) packMeta(c *Cache[T], data []byte, m persist.Meta) (ref[T], error) {
 	c.wmu.Lock()
 	indexed := len(c.order) > 0 // if an index comes before put, put computes its values (complete)
 	c.wmu.Unlock()
 	if indexed {
-		obj, err := c.pk.decode(data)
+		obj, err := k.decode(data)
 		if err != nil {
 			return ref[T]{}, err
 		}
-		return c.pack(obj, data)
+		return k.pack(c, obj, data)
 	}
 	p := &packed{data: data, rv: m.ResourceVersion, ns: unique.Make(m.Namespace).Value()}
-	if c.pk.uids {
+	if k.uids {
 		p.ext().uid = m.UID
 	}
 	return ref[T]{p: p}, nil
@@ -149,32 +177,104 @@ func (c *Cache[T]) packMeta(data []byte, m persist.Meta) (ref[T], error) {
 // file holds it, without decoding it where it can: protobuf, keyed by
 // MetaNamespaceKey, no index but the namespace one. Otherwise the object
 // is decoded to check its key and compute its index values.
-func (c *Cache[T]) packEncoded(key string, data []byte) (ref[T], error) {
-	if c.pk.meta != nil && c.defaultKey {
-		if m, ok := c.pk.meta(data); ok {
+func (k *packer[T]) packEncoded(c *Cache[T], key string, data []byte) (ref[T], error) {
+	if k.meta != nil && c.defaultKey {
+		if m, ok := k.meta(data); ok {
 			if got := metaKey(m.Namespace, m.Name); got != key {
 				return ref[T]{}, fmt.Errorf("it has key %q", got)
 			}
-			return c.packMeta(data, m)
+			return k.packMeta(c, data, m)
 		}
 	}
-	obj, err := c.pk.decode(data)
+	obj, err := k.decode(data)
 	if err != nil {
 		return ref[T]{}, err
 	}
 	if got := c.keyFunc(obj); got != key {
 		return ref[T]{}, fmt.Errorf("it has key %q", got)
 	}
-	return c.pack(obj, data)
+	return k.pack(c, obj, data)
+}
+
+// open loads the state file's objects as the file holds them, decoding
+// only those it must (packEncoded).
+func (k *packer[T]) open(c *Cache[T], s *persist.Persister[T], load bool, _ func(key string, obj T) error) (map[string]ref[T], string, bool) {
+	items := map[string]ref[T]{}
+	rv, ok := s.OpenEncoded(load, func(key string, data []byte) error {
+		r, err := k.packEncoded(c, key, data)
+		items[key] = r
+		return err
+	})
+	return items, rv, ok
+}
+
+// record notes r's bytes, as the file holds them (or, for an object the
+// cache holds as it came, its encoding).
+func (k *packer[T]) record(s *persist.Persister[T], key string, r ref[T], rv string) {
+	if r.p != nil {
+		s.RecordEncoded(key, r.p.data, rv)
+		return
+	}
+	s.Record(key, r.obj, false, rv)
+}
+
+func (k *packer[T]) put(b *persist.Batch[T], key string, r ref[T]) {
+	if r.p != nil {
+		b.PutEncoded(key, r.p.data)
+		return
+	}
+	b.Put(key, r.obj)
+}
+
+// decoding: the cache keeps the bytes as they came, so the decoder hands
+// them over with each object; with the default key nothing needs the
+// object before a handler or a reader does (index values excepted:
+// packMeta decodes for them), and it is left undecoded.
+func (k *packer[T]) decoding(c *Cache[T], dc *decoding, _ *intern.Sharer) {
+	dc.keepRaw, dc.lazy = true, c.defaultKey
+}
+
+// shares: a compact cache keeps no object to share with.
+func (k *packer[T]) shares() bool { return false }
+
+// straight: packed objects are decoded after the read lock.
+func (k *packer[T]) straight() bool { return false }
+
+// values returns the values kept beside a packed object, or computes an
+// object's.
+func (k *packer[T]) values(c *Cache[T], r ref[T], i int) []string {
+	if r.p != nil {
+		return r.p.extra().vals[i]
+	}
+	return c.indexers[c.order[i]](r.obj)
+}
+
+// withValues keeps vals beside a packed object's values.
+func (k *packer[T]) withValues(r ref[T], vals [][]string) (ref[T], bool) {
+	if r.p == nil {
+		return r, false
+	}
+	p, x := *r.p, *r.p.extra()
+	x.vals = append(slices.Clip(x.vals), vals...)
+	p.x = &x
+	return ref[T]{p: &p}, true
+}
+
+// load returns the object r holds, decoding a packed one.
+func (k *packer[T]) load(r ref[T]) (T, bool) {
+	if r.p == nil {
+		return r.obj, true
+	}
+	return k.loadPacked(r.p)
 }
 
 // complete gives a packed object made before addIndexers the values of the
 // indexes added since. Under wmu.
-func (c *Cache[T]) complete(r ref[T]) ref[T] {
-	if len(r.p.extra().vals) == len(c.order) {
-		return r
+func (k *packer[T]) complete(c *Cache[T], r ref[T]) (ref[T], bool) {
+	if r.p == nil || len(r.p.extra().vals) == len(c.order) {
+		return r, false
 	}
-	obj, ok := c.pk.load(r.p)
+	obj, ok := k.loadPacked(r.p)
 	p, x := *r.p, *r.p.extra()
 	x.vals = make([][]string, len(c.order)) // every index has a place, even for bytes that do not decode
 	copy(x.vals, r.p.extra().vals)
@@ -182,12 +282,12 @@ func (c *Cache[T]) complete(r ref[T]) ref[T] {
 		x.vals[i] = c.indexers[c.order[i]](obj)
 	}
 	p.x = &x
-	return ref[T]{p: &p}
+	return ref[T]{p: &p}, true
 }
 
-// load decodes p (its apiVersion and kind included); false if it does not
-// decode (counted in failed).
-func (k *packer[T]) load(p *packed) (T, bool) {
+// loadPacked decodes p (its apiVersion and kind included); false if it
+// does not decode (counted in failed).
+func (k *packer[T]) loadPacked(p *packed) (T, bool) {
 	obj, err := k.unpack(p)
 	if err != nil {
 		k.failed.Add(1)
@@ -204,4 +304,66 @@ func (k *packer[T]) unpack(p *packed) (T, error) {
 		obj.GetObjectKind().SetGroupVersionKind(gvk.Value())
 	}
 	return obj, err
+}
+
+// entry makes e an entry of a listener's queue: ready, or, if either of
+// its objects is packed, to be decoded on the first handler's goroutine
+// that takes it (lazyEvent).
+func (k *packer[T]) entry(e Event[T], obj, old ref[T], at int64) queued[T] {
+	e.Object, e.Old = obj.obj, old.obj
+	if obj.p == nil && old.p == nil {
+		return queued[T]{e: e, at: at}
+	}
+	return queued[T]{e: e, at: at, lz: &lazyEvent[T]{pk: k, obj: obj.p, old: old.p}}
+}
+
+// lazyEvent is an event whose objects are still packed. The listeners
+// given the same event share one: the first to deliver it decodes, the
+// others wait for that decode and get the same objects (as without
+// Compact, an event's handlers share its objects).
+type lazyEvent[T Object] struct {
+	pk       *packer[T] // how to decode them
+	obj, old *packed    // nil: the event's own (or none)
+	once     sync.Once
+	dObj     T
+	dOld     T
+	err      error
+}
+
+// resolve returns e with its packed objects decoded: an Error event
+// naming the object if one does not decode.
+func (z *lazyEvent[T]) resolve(e Event[T]) Event[T] {
+	z.once.Do(func() {
+		var err error
+		if z.obj != nil {
+			if z.dObj, err = z.pk.unpack(z.obj); err != nil {
+				z.err = err
+				z.pk.failed.Add(1) // once, however many handlers get the event
+				return
+			}
+		}
+		switch {
+		case z.old == nil:
+		case z.old == z.obj:
+			z.dOld = z.dObj // Resend: Old is the object
+		default:
+			if z.dOld, err = z.pk.unpack(z.old); err != nil {
+				z.err = err
+			}
+		}
+		if z.err != nil {
+			z.pk.failed.Add(1) // once, however many handlers get the event
+		}
+	})
+	if z.err != nil {
+		return Event[T]{Type: Error, Key: e.Key, ResourceVersion: e.ResourceVersion,
+			Err: fmt.Errorf("%w: %s event of %s: the compact cache's bytes do not decode: %w", ErrUnexpectedObject, e.Type, e.Key, z.err)}
+	}
+	if z.obj != nil {
+		e.Object = z.dObj
+	}
+	if z.old != nil {
+		e.Old = z.dOld
+	}
+	return e
 }

@@ -171,10 +171,10 @@ func TestCompactPackEncoded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := c.pk.decode
+	dec := compactOf(c).decode
 	var decoded int
-	c.pk.decode = func(b []byte) (*corev1.ConfigMap, error) { decoded++; return dec(b) }
-	r, err := c.packEncoded("ns/a", data)
+	compactOf(c).decode = func(b []byte) (*corev1.ConfigMap, error) { decoded++; return dec(b) }
+	r, err := compactOf(c).packEncoded(c, "ns/a", data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,10 +184,10 @@ func TestCompactPackEncoded(t *testing.T) {
 	if r.p.rv != "42" || r.p.ns != "ns" || r.p.extra().uid != "uid-a" {
 		t.Fatalf("packed %+v", r.p)
 	}
-	if _, err := c.packEncoded("ns/b", data); err == nil {
+	if _, err := compactOf(c).packEncoded(c, "ns/b", data); err == nil {
 		t.Fatal("an object under another key was accepted")
 	}
-	if _, err := c.packEncoded("ns/a", []byte{0xff}); err == nil {
+	if _, err := compactOf(c).packEncoded(c, "ns/a", []byte{0xff}); err == nil {
 		t.Fatal("garbage was accepted")
 	}
 }
@@ -213,8 +213,8 @@ func TestCompactKeepsTheWireBytes(t *testing.T) {
 		}
 		inf := New[*corev1.ConfigMap](clientFor(t, srv).CoreV1().ConfigMaps("ns"), opts)
 		var encoded atomic.Int32
-		enc := inf.Cache().pk.encode
-		inf.Cache().pk.encode = func(o *corev1.ConfigMap) ([]byte, error) { encoded.Add(1); return enc(o) }
+		enc := compactOf(inf.Cache()).encode
+		compactOf(inf.Cache()).encode = func(o *corev1.ConfigMap) ([]byte, error) { encoded.Add(1); return enc(o) }
 		var made atomic.Int32 // objects the stream decoded (bookmarks included)
 		mk := inf.loop.direct.proto.New
 		inf.loop.direct.proto.New = func() protowatch.Object { made.Add(1); return mk() }
@@ -352,7 +352,7 @@ func TestCompactAddIndexersOverBytesThatDoNotDecode(t *testing.T) {
 	c := newCache[*corev1.ConfigMap](nil, nil)
 	c.setCompact(&Options[*corev1.ConfigMap]{}, false)
 	c.put("ns/bad", ref[*corev1.ConfigMap]{p: &packed{data: []byte{0xff, 0xff}, rv: "1", ns: "ns"}})
-	good, err := c.hold(cm("ns", "good", "app", "web"), nil)
+	good, err := c.hold(arrivalOf(cm("ns", "good", "app", "web")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func TestCompactAddIndexersOverBytesThatDoNotDecode(t *testing.T) {
 	if err := c.addIndexers(map[string]IndexFunc[*corev1.ConfigMap]{"app": func(o *corev1.ConfigMap) []string { return []string{o.Labels["app"]} }}); err != nil {
 		t.Fatal(err)
 	}
-	again, err := c.hold(cm("ns", "bad", "app", "db"), nil)
+	again, err := c.hold(arrivalOf(cm("ns", "bad", "app", "db")))
 	if err != nil {
 		t.Fatal(err)
 	}

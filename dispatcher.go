@@ -57,7 +57,7 @@ func (d *dispatcher[T]) add(l *listener[T], c *Cache[T], rv func() string, isSyn
 		at := rv()
 		now := time.Now().UnixNano()
 		c.each(func(key string, r ref[T]) {
-			l.queue = append(l.queue, entry(Event[T]{Type: Added, Key: key, ResourceVersion: at, Cause: CauseReplay}, r, ref[T]{}, now, c.pk))
+			l.queue = append(l.queue, c.entry(Event[T]{Type: Added, Key: key, ResourceVersion: at, Cause: CauseReplay}, r, ref[T]{}, now))
 		})
 		if len(l.queue) > 0 {
 			l.head.Store(now)
@@ -100,7 +100,7 @@ func (d *dispatcher[T]) resend(reg *Registration, c *Cache[T], rv func() string)
 	}
 	n := 0
 	c.each(func(key string, r ref[T]) {
-		l.queue = append(l.queue, entry(Event[T]{Type: Modified, Key: key, ResourceVersion: at, Cause: CauseResend}, r, r, now, c.pk))
+		l.queue = append(l.queue, c.entry(Event[T]{Type: Modified, Key: key, ResourceVersion: at, Cause: CauseResend}, r, r, now))
 		n++
 	})
 	if n > 0 {
@@ -147,7 +147,7 @@ func (d *dispatcher[T]) leave(reg *Registration, c *Cache[T], rv func() string, 
 	if !l.removed.Load() && l.wants(Deleted) {
 		n := 0
 		c.each(func(key string, r ref[T]) {
-			l.queue = append(l.queue, entry(Event[T]{Type: Deleted, Key: key, ResourceVersion: at, Cause: CauseLeave}, r, ref[T]{}, now, c.pk))
+			l.queue = append(l.queue, c.entry(Event[T]{Type: Deleted, Key: key, ResourceVersion: at, Cause: CauseLeave}, r, ref[T]{}, now))
 			n++
 		})
 		if n > 0 {

@@ -40,7 +40,7 @@ func FuzzKeys(f *testing.F) {
 
 		c := newCache[*corev1.ConfigMap](nil, nil)
 		w, _ := newTestWriter(c)
-		w.apply(Added, obj, nil, w.prepare)
+		w.apply(Added, arrivalOf(obj), w.prepare)
 		if got, ok := c.GetByKey(key); !ok || got.Name != name || got.Namespace != ns {
 			t.Fatalf("GetByKey(%q): %v %v", key, got, ok)
 		}
@@ -50,7 +50,7 @@ func FuzzKeys(f *testing.F) {
 		if keys, err := c.IndexKeys(IndexNamespace, ns); err != nil || !slices.Equal(keys, []string{key}) {
 			t.Fatalf("IndexKeys(namespace, %q): %q, %v", ns, keys, err)
 		}
-		w.apply(Deleted, obj, nil, w.prepare)
+		w.apply(Deleted, arrivalOf(obj), w.prepare)
 		if c.Len() != 0 {
 			t.Fatalf("%d objects after deleting the only one", c.Len())
 		}

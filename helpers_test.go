@@ -216,3 +216,9 @@ func plainOnly(t testing.TB) {
 		t.Skip("a property of the plain cache's objects; the cache is compact")
 	}
 }
+
+// arrivalOf is obj as the decoder hands it to the writer, decoded.
+func arrivalOf[T Object](obj T) arrival[T] { return arrival[T]{obj: obj} }
+
+// compactOf is the holding of a compact cache.
+func compactOf[T Object](c *Cache[T]) *packer[T] { return c.h.(*packer[T]) }

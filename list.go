@@ -135,7 +135,7 @@ func (l *loop[T]) collectItem(items map[string]ref[T], o runtime.Object, prepare
 		l.w.report(fmt.Errorf("list: %w: item %w", ErrUnexpectedObject, err))
 		return
 	}
-	l.w.collect(items, obj, nil, prepare)
+	l.w.collect(items, arrival[T]{obj: obj}, prepare)
 }
 
 // watchListStartTimeout: a server that does watch-lists sends the first
@@ -218,11 +218,7 @@ func (l *loop[T]) watchList(ctx context.Context) outcome {
 		}
 		switch {
 		case c.typ == Added:
-			if c.undecoded != nil {
-				l.w.collectRaw(items, c.undecoded)
-			} else {
-				l.w.collect(items, c.obj, c.raw, s.prepare)
-			}
+			l.w.collect(items, c.arrival(), s.prepare)
 		case c.typ == Bookmark:
 			if c.endOfList {
 				l.w.replace(items, c.rv, l.joining())

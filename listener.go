@@ -17,8 +17,8 @@ import (
 type queued[T Object] struct {
 	e  Event[T]
 	at int64 // time.Now().UnixNano() when queued
-	// lz, if set, holds e's objects still packed (Options.Compact): the
-	// listener decodes them before delivering e.
+	// lz, if set, holds e's objects still to decode (a compact cache's,
+	// compact.go): the listener resolves it before delivering e.
 	lz *lazyEvent[T]
 }
 
@@ -400,67 +400,4 @@ func curGoroutineID() int64 {
 	}
 	id, _ := strconv.ParseInt(string(b), 10, 64)
 	return id
-}
-
-// entry makes e, whose Object is obj's and Old old's (zero refs: none),
-// an entry of a listener's queue, queued at at: ready, or, if either is
-// packed, to be decoded by pk on the first handler's goroutine that takes
-// it (lazyEvent).
-func entry[T Object](e Event[T], obj, old ref[T], at int64, pk *packer[T]) queued[T] {
-	e.Object, e.Old = obj.obj, old.obj
-	if obj.p == nil && old.p == nil {
-		return queued[T]{e: e, at: at}
-	}
-	return queued[T]{e: e, at: at, lz: &lazyEvent[T]{pk: pk, obj: obj.p, old: old.p}}
-}
-
-// lazyEvent is an event whose objects are still packed. The listeners
-// given the same event share one: the first to deliver it decodes, the
-// others wait for that decode and get the same objects (as without
-// Compact, an event's handlers share its objects).
-type lazyEvent[T Object] struct {
-	pk       *packer[T] // how to decode them
-	obj, old *packed    // nil: the event's own (or none)
-	once     sync.Once
-	dObj     T
-	dOld     T
-	err      error
-}
-
-// resolve returns e with its packed objects decoded: an Error event
-// naming the object if one does not decode.
-func (z *lazyEvent[T]) resolve(e Event[T]) Event[T] {
-	z.once.Do(func() {
-		var err error
-		if z.obj != nil {
-			if z.dObj, err = z.pk.unpack(z.obj); err != nil {
-				z.err = err
-				z.pk.failed.Add(1) // once, however many handlers get the event
-				return
-			}
-		}
-		switch {
-		case z.old == nil:
-		case z.old == z.obj:
-			z.dOld = z.dObj // Resend: Old is the object
-		default:
-			if z.dOld, err = z.pk.unpack(z.old); err != nil {
-				z.err = err
-			}
-		}
-		if z.err != nil {
-			z.pk.failed.Add(1) // once, however many handlers get the event
-		}
-	})
-	if z.err != nil {
-		return Event[T]{Type: Error, Key: e.Key, ResourceVersion: e.ResourceVersion,
-			Err: fmt.Errorf("%w: %s event of %s: the compact cache's bytes do not decode: %w", ErrUnexpectedObject, e.Type, e.Key, z.err)}
-	}
-	if z.obj != nil {
-		e.Object = z.dObj
-	}
-	if z.old != nil {
-		e.Old = z.dOld
-	}
-	return e
 }

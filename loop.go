@@ -315,17 +315,10 @@ func (l *loop[T]) makeDirect() {
 	l.direct = nil
 	if l.newDirect != nil {
 		dc := decoding{keepManagedFields: l.opts.KeepManagedFields, maxJSONEvent: l.opts.maxJSONEvent, fields: l.opts.fields}
-		switch {
-		case fn != nil:
-		case l.w.cache.pk == nil:
-			dc.share = l.w.share // a compact cache keeps no object to share with
-		default:
-			// A compact cache keeps the bytes as they came: the object
-			// without a Transform is what they decode to. With the
-			// default key, nothing needs the object before a handler or
-			// a reader does (index values excepted: packRaw decodes for
-			// them), and it is left undecoded.
-			dc.keepRaw, dc.lazy = true, l.w.cache.defaultKey
+		if fn == nil {
+			// Without a Transform, what the decoder makes is what the
+			// cache holds: the holding says in what form to hand it over.
+			l.w.cache.h.decoding(l.w.cache, &dc, l.w.share)
 		}
 		l.direct = l.newDirect(dc)
 	}

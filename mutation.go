@@ -230,13 +230,13 @@ func (d *detector[T]) put(emit func(Event[T]), key string, old T, existed bool, 
 // object a re-list kept (the same instance) stays watched.
 func (d *detector[T]) swap(emit func(Event[T]), old, items map[string]ref[T]) {
 	for key, o := range old {
-		if n, ok := items[key]; !ok || !sameObject(o.obj, n.obj) {
-			d.retire(emit, key, o.obj)
+		if n, ok := items[key]; !ok || !sameObject(o.object(), n.object()) {
+			d.retire(emit, key, o.object())
 		}
 	}
 	for key, r := range items {
-		if o, ok := old[key]; !ok || !sameObject(o.obj, r.obj) {
-			d.track(key, r.obj)
+		if o, ok := old[key]; !ok || !sameObject(o.object(), r.object()) {
+			d.track(key, r.object())
 		}
 	}
 }

@@ -370,15 +370,15 @@ func TestMutationDetectorOff(t *testing.T) {
 		for i := range 10 {
 			o := &countedCM{*cm("ns", fmt.Sprint(i))}
 			o.ResourceVersion = "1"
-			w.apply(Added, o, nil, w.prepare)
+			w.apply(Added, arrivalOf(o), w.prepare)
 		}
-		w.apply(Modified, &countedCM{*cm("ns", "0")}, nil, w.prepare)
-		w.apply(Deleted, &countedCM{*cm("ns", "1")}, nil, w.prepare)
+		w.apply(Modified, arrivalOf(&countedCM{*cm("ns", "0")}), w.prepare)
+		w.apply(Deleted, arrivalOf(&countedCM{*cm("ns", "1")}), w.prepare)
 		items := map[string]ref[*countedCM]{}
 		for i := range 3 {
 			o := &countedCM{*cm("ns", fmt.Sprint(i))}
 			o.ResourceVersion = "2"
-			w.collect(items, o, nil, w.prepare)
+			w.collect(items, arrivalOf(o), w.prepare)
 		}
 		w.replace(items, "3", nil)
 		return cmCopies.Load() - before
@@ -505,11 +505,11 @@ func TestMutationDetectorInexactCopy(t *testing.T) {
 	for i := range 3 {
 		o := &lossyCM{*cm("ns", fmt.Sprint(i))}
 		o.Data["k"] = "v"
-		w.apply(Added, o, nil, w.prepare)
+		w.apply(Added, arrivalOf(o), w.prepare)
 	}
 	o := &lossyCM{*cm("ns", "0")}
 	o.Data["k"] = "v2"
-	w.apply(Modified, o, nil, w.prepare)
+	w.apply(Modified, arrivalOf(o), w.prepare)
 	det.check(context.Background())
 	for _, e := range events() {
 		if e.Type == Error {
@@ -624,7 +624,7 @@ func TestMutationPanicModeThroughCheck(t *testing.T) {
 	w.detect = det
 	det.rv = w.status.resourceVersion
 	det.emit, det.fence = w.disp.emit, w.disp.fence
-	w.apply(Added, cm("ns", "a", "app", "web"), nil, w.prepare)
+	w.apply(Added, arrivalOf(cm("ns", "a", "app", "web")), w.prepare)
 	o, _ := c.GetByKey("ns/a")
 	o.Labels["app"] = "evil"
 	r := func() (r any) {

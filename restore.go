@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-
-	"github.com/kinformer/kinformer/internal/persist"
 )
 
 // The restore flow (Options.StateDir), in the order it runs: the loop
@@ -83,27 +81,10 @@ func (l *loop[T]) restoreHeld(o outcome) outcome {
 }
 
 // loadState opens the state file (persist.Persister.Open), loading its
-// objects if load: a compact cache takes them as the file holds them,
-// decoding only those it must (Cache.packEncoded).
+// objects if load, as the cache's holding takes them (a compact cache as
+// the file holds them, decoding only those it must).
 func (l *loop[T]) loadState(load bool) (items map[string]ref[T], rv string, ok bool) {
-	p, c := l.w.state, l.w.cache
-	if c.pk != nil {
-		items = map[string]ref[T]{}
-		rv, ok = p.OpenEncoded(load, func(key string, data []byte) error {
-			r, err := c.packEncoded(key, data)
-			items[key] = r
-			return err
-		})
-		return items, rv, ok
-	}
-	objs, rv, ok := p.Open(load, l.checkRestored)
-	if len(objs) > 0 {
-		items = make(map[string]ref[T], len(objs))
-		for key, obj := range objs {
-			items[key] = ref[T]{obj: obj}
-		}
-	}
-	return items, rv, ok
+	return l.w.cache.h.open(l.w.cache, l.w.state, load, l.checkRestored)
 }
 
 // checkRestored accepts an object of the state file if it has the key it
@@ -157,7 +138,7 @@ func (w *writer[T]) restore(items map[string]ref[T], rv string) {
 		if w.outsideUID(r.uid()) {
 			delete(items, key) // another replica's now
 			if w.state != nil {
-				w.state.Record(key, r.obj, true, rv)
+				w.state.Record(key, r.object(), true, rv)
 			}
 		}
 	}
@@ -175,7 +156,7 @@ func (w *writer[T]) restore(items map[string]ref[T], rv string) {
 func (w *writer[T]) rewriteState() {
 	b := w.state.Batch()
 	b.Reset()
-	w.cache.peekAll(func(key string, r ref[T]) { batchPut(b, key, r) })
+	w.cache.peekAll(func(key string, r ref[T]) { w.cache.h.put(b, key, r) })
 	b.End(w.status.resourceVersion())
 }
 
@@ -189,18 +170,5 @@ func (w *writer[T]) caughtUp() {
 // record notes r, cached under key, in the state file: a compact cache's
 // bytes as they are.
 func (w *writer[T]) record(key string, r ref[T], rv string) {
-	if r.p != nil {
-		w.state.RecordEncoded(key, r.p.data, rv)
-		return
-	}
-	w.state.Record(key, r.obj, false, rv)
-}
-
-// batchPut notes r in a batch of the state file, as record does.
-func batchPut[T Object](b *persist.Batch[T], key string, r ref[T]) {
-	if r.p != nil {
-		b.PutEncoded(key, r.p.data)
-		return
-	}
-	b.Put(key, r.obj)
+	w.cache.h.record(w.state, key, r, rv)
 }

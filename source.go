@@ -342,6 +342,11 @@ type checked[T Object] struct {
 	endOfList bool
 }
 
+// arrival is c's object as the writer takes it (Added, Modified, Deleted).
+func (c checked[T]) arrival() arrival[T] {
+	return arrival[T]{obj: c.obj, raw: c.raw, undecoded: c.undecoded}
+}
+
 // check turns a watch event into something the loop can use, or an error:
 // an ERROR event's Status as the server's error (classified; the watch is
 // over), anything else wrapping ErrUnexpectedObject (skip it, go on). It is

@@ -7,59 +7,26 @@ import (
 
 // The cache's index engine: the items, the indexes and the namespace
 // counts, and the writer's put, remove and swap, which keep them in step.
-// It does not care how an object is held (a ref: the object, or packed
-// bytes, compact.go), beyond the three things it reads of one: its
+// It does not care how an object is held (a ref), beyond the three things
+// it reads of one, which it asks the holding for (holding.go): its
 // namespace, its index values and, for addIndexers, the object itself.
 
-// ref is a cached object as the cache holds it: the object itself, or in
-// a compact cache its packed form. The zero ref is no object.
-type ref[T Object] struct {
-	obj T
-	p   *packed
-}
-
-// resourceVersion returns the object's resourceVersion without decoding.
-func (r ref[T]) resourceVersion() string {
-	if r.p != nil {
-		return r.p.rv
-	}
-	return r.obj.GetResourceVersion()
-}
-
-// namespace returns the object's namespace without decoding.
-func (r ref[T]) namespace() string {
-	if r.p != nil {
-		return r.p.ns
-	}
-	return r.obj.GetNamespace()
-}
-
-// uid returns the object's UID without decoding (a compact cache keeps it
-// only if uids is set).
-func (r ref[T]) uid() string {
-	if r.p != nil {
-		return r.p.extra().uid
-	}
-	return string(r.obj.GetUID())
-}
-
-// hold readies obj for put or swap: itself in a plain cache, packed in a
-// compact one, where raw, if set, is the bytes it was decoded from. The
-// writer's alone.
-func (c *Cache[T]) hold(obj T, raw []byte) (ref[T], error) {
-	if c.pk == nil {
-		return ref[T]{obj: obj}, nil
-	}
-	return c.pack(obj, raw)
-}
+// hold readies what arrived (prepared, unless undecoded) for put or swap,
+// as the holding keeps it. The writer's alone.
+func (c *Cache[T]) hold(a arrival[T]) (ref[T], error) { return c.h.hold(c, a) }
 
 // load returns the object r holds: itself, or decoded anew (false if its
-// bytes do not decode).
+// bytes do not decode). An object held ready costs no call.
 func (c *Cache[T]) load(r ref[T]) (T, bool) {
-	if r.p == nil {
-		return r.obj, true
+	if obj, ok := r.ready(); ok {
+		return obj, true
 	}
-	return c.pk.load(r.p)
+	return c.h.load(r)
+}
+
+// entry makes an entry of a listener's queue, as the holding makes it.
+func (c *Cache[T]) entry(e Event[T], obj, old ref[T], at int64) queued[T] {
+	return c.h.entry(e, obj, old, at)
 }
 
 // keySet is the set of cache keys filed under one index value.
@@ -69,6 +36,7 @@ type keySet map[string]struct{}
 // The namespace index (IndexNamespace) is always added.
 func newCache[T Object](keyFunc KeyFunc[T], indexers map[string]IndexFunc[T]) *Cache[T] {
 	c := &Cache[T]{keyFunc: keyFunc, defaultKey: keyFunc == nil, items: map[string]ref[T]{}}
+	c.setHolding(plainHolding[T]{})
 	if c.defaultKey {
 		c.keyFunc = MetaNamespaceKey[T]
 	}
@@ -117,16 +85,14 @@ func (c *Cache[T]) addIndexers(indexers map[string]IndexFunc[T]) error {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	// Each object's values for the new indexes; a compact cache decodes
-	// each object once, and keeps the values beside it.
+	// Each object's values for the new indexes, from the object loaded
+	// once (decoded, in a compact cache); a holding may keep them beside
+	// it (withValues).
 	built := make(map[string]map[string]keySet, len(indexers))
 	for _, name := range names {
 		built[name] = map[string]keySet{}
 	}
-	var repacked map[string]ref[T]
-	if c.pk != nil {
-		repacked = make(map[string]ref[T], len(c.items))
-	}
+	rekept := map[string]ref[T]{}
 	for key, r := range c.items { // only the writer changes items, and it waits on wmu
 		obj, ok := c.load(r)
 		vals := make([][]string, len(names)) // none, for bytes that do not decode
@@ -137,18 +103,15 @@ func (c *Cache[T]) addIndexers(indexers map[string]IndexFunc[T]) error {
 			vals[i] = indexers[name](obj)
 			index(built[name], key, vals[i])
 		}
-		if r.p != nil {
-			p, x := *r.p, *r.p.extra()
-			x.vals = append(slices.Clip(x.vals), vals...)
-			p.x = &x
-			repacked[key] = ref[T]{p: &p}
+		if r, ok := c.h.withValues(r, vals); ok {
+			rekept[key] = r
 		}
 	}
 	c.mu.Lock()
 	for name, m := range built {
 		c.indices[name] = m
 	}
-	for key, r := range repacked {
+	for key, r := range rekept {
 		c.items[key] = r
 	}
 	c.indexers = idx
@@ -247,14 +210,9 @@ func (c *Cache[T]) changes(old ref[T], existed bool, obj ref[T], present bool) (
 	return out, ns
 }
 
-// values returns r's values in the i-th eager index (order): kept beside
-// a packed object, computed from a plain one. Under wmu.
-func (c *Cache[T]) values(r ref[T], i int) []string {
-	if r.p != nil {
-		return r.p.extra().vals[i]
-	}
-	return c.indexers[c.order[i]](r.obj)
-}
+// values returns r's values in the i-th eager index (order), as the
+// holding has them. Under wmu.
+func (c *Cache[T]) values(r ref[T], i int) []string { return c.h.values(c, r, i) }
 
 // reindex applies changes under the lock.
 func (c *Cache[T]) reindex(key string, changes []indexChange, ns nsChange) {
@@ -314,9 +272,7 @@ func (c *Cache[T]) size() int { return len(c.items) }
 func (c *Cache[T]) put(key string, r ref[T]) (old ref[T], existed bool) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if r.p != nil {
-		r = c.complete(r)
-	}
+	r, _ = c.h.complete(c, r)
 	old, existed = c.items[key] // the writer's own map: no lock to read
 	changes, ns := c.changes(old, existed, r, true)
 	c.mu.Lock()
@@ -351,8 +307,8 @@ func (c *Cache[T]) swap(items map[string]ref[T]) (old map[string]ref[T]) {
 	defer c.wmu.Unlock()
 	indices := c.emptyIndices()
 	for key, r := range items {
-		if r.p != nil && len(r.p.extra().vals) != len(c.order) {
-			r = c.complete(r)
+		if done, changed := c.h.complete(c, r); changed {
+			r = done
 			items[key] = r
 		}
 		for i, name := range c.order {

@@ -207,11 +207,7 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 			l.heard(s)
 			l.w.bookmark(c.obj, c.rv)
 		} else {
-			if c.undecoded != nil {
-				l.w.applyRaw(c.typ, c.undecoded)
-			} else {
-				l.w.apply(c.typ, c.obj, c.raw, s.prepare)
-			}
+			l.w.apply(c.typ, c.arrival(), s.prepare)
 			lastChange = time.Now()
 		}
 		if l.target != "" && l.w.status.reached(l.target) {

@@ -10,7 +10,6 @@ import (
 	"github.com/kinformer/kinformer/internal/intern"
 	"github.com/kinformer/kinformer/internal/persist"
 	"github.com/kinformer/kinformer/internal/projection"
-	"github.com/kinformer/kinformer/internal/protowatch"
 	"github.com/kinformer/kinformer/internal/slots"
 )
 
@@ -57,7 +56,7 @@ func newWriter[T Object](c *Cache[T], s *status, d *dispatcher[T], log *slog.Log
 // the new one. The detector is never on in a compact cache.
 func (w *writer[T]) put(p publisher[T], key string, r ref[T]) (old ref[T], existed bool) {
 	old, existed = w.cache.put(key, r)
-	w.detect.put(p.emit, key, old.obj, existed, r.obj)
+	w.detect.put(p.emit, key, old.object(), existed, r.object())
 	return old, existed
 }
 
@@ -66,7 +65,7 @@ func (w *writer[T]) put(p publisher[T], key string, r ref[T]) (old ref[T], exist
 func (w *writer[T]) remove(p publisher[T], key string) (old ref[T], existed bool) {
 	old, existed = w.cache.remove(key)
 	if existed {
-		w.detect.retire(p.emit, key, old.obj)
+		w.detect.retire(p.emit, key, old.object())
 	}
 	return old, existed
 }
@@ -81,19 +80,19 @@ func (w *writer[T]) swap(p publisher[T], items map[string]ref[T]) (old map[strin
 }
 
 // emit queues e with obj as its Object and old as its Old (zero refs:
-// none), decoded by the handlers' side if packed.
+// none), as the cache's holding makes the entry (decoded by the handlers'
+// side if need be).
 func (w *writer[T]) emit(p publisher[T], e Event[T], obj, old ref[T]) {
-	p.emitQueued(entry(e, obj, old, 0, w.cache.pk))
+	p.emitQueued(w.cache.entry(e, obj, old, 0))
 }
 
-// pack readies a prepared object for the cache (Cache.hold), with the
-// bytes it was decoded from if the stream kept them (raw); false if a
-// compact cache cannot encode it (reported: the object is skipped, as one
-// that fails its Transform).
-func (w *writer[T]) pack(obj T, raw []byte) (ref[T], bool) {
-	r, err := w.cache.hold(obj, raw)
+// hold readies what arrived (prepared, unless undecoded) under key for
+// the cache (Cache.hold); false if the cache cannot hold it (reported:
+// the object is skipped, as one that fails its Transform).
+func (w *writer[T]) hold(key string, a arrival[T]) (ref[T], bool) {
+	r, err := w.cache.hold(a)
 	if err != nil {
-		w.report(fmt.Errorf("%w: %s cannot be encoded for the compact cache: %w", ErrUnexpectedObject, w.cache.keyFunc(obj), err))
+		w.report(fmt.Errorf("%w: %s: %w", ErrUnexpectedObject, key, err))
 		return r, false
 	}
 	return r, true
@@ -135,7 +134,7 @@ func (w *writer[T]) prepareDecoded(obj T) (T, bool) {
 		}
 		obj = out
 	}
-	if w.cache.pk == nil { // a compact cache keeps no object to share with
+	if w.cache.h.shares() {
 		w.share.Object(obj)
 	}
 	return obj, true
@@ -205,77 +204,62 @@ func (w *writer[T]) bookmark(obj T, rv string) {
 }
 
 // apply applies an Added, Modified or Deleted event from the watch to the
-// cache and queues what changed.
-func (w *writer[T]) apply(typ EventType, obj T, raw []byte, prepare prepareFunc[T]) {
-	rv := obj.GetResourceVersion()
-	key := w.cache.keyFunc(obj)
+// cache and queues what changed. An object the decoder left undecoded (a
+// compact cache's protobuf stream, protowatch.Format.Lazy: only with
+// MetaNamespaceKey and no Transform, which need the object) is neither
+// decoded nor prepared: the cache keeps its bytes, and the handlers' side
+// decodes them for the event.
+func (w *writer[T]) apply(typ EventType, a arrival[T], prepare prepareFunc[T]) {
+	key, rv, uid := a.identity(w.cache.keyFunc)
 	ok := true
 	var r ref[T]
-	if w.outside(obj) {
+	switch {
+	case w.outsideUID(uid):
 		// Not this replica's: a server without sharded watches sent it, or
 		// a watch opened for the share before it shrank. Never cached (the
 		// shrink dropped it if it was): treated as a deletion of nothing.
 		typ = Deleted
-	} else {
-		obj, ok = prepare(obj)
-		if ok && typ != Deleted {
-			r, ok = w.pack(obj, raw)
-		}
+	case a.undecoded == nil:
+		var obj T
+		obj, ok = prepare(a.obj)
+		a = a.decoded(obj)
 	}
-
-	w.disp.update(func(p publisher[T]) { w.applyLocked(p, typ, ref[T]{obj: obj}, r, ok, key, rv) })
+	if ok && typ != Deleted {
+		r, ok = w.hold(key, a)
+	}
+	eObj := w.cache.h.final(a, r)
+	w.disp.update(func(p publisher[T]) { w.applyLocked(p, typ, eObj, r, ok, key, rv) })
 }
 
-// applyRaw is apply for an object a compact cache's protobuf stream left
-// undecoded (protowatch.Format.Lazy): the cache keeps its bytes, and the
-// handlers' side decodes them for the event. Only with MetaNamespaceKey
-// and no Transform, which need the object.
-func (w *writer[T]) applyRaw(typ EventType, raw *protowatch.Raw) {
-	key := metaKey(raw.Meta.Namespace, raw.Meta.Name)
-	ok := true
-	var r ref[T]
-	if w.outsideUID(raw.Meta.UID) {
-		typ = Deleted // see apply
-	}
-	if typ == Deleted {
-		r = ref[T]{p: &packed{data: raw.Data, rv: raw.Meta.ResourceVersion}} // the final state, for the event only
-	} else {
-		r, ok = w.packRaw(raw)
-	}
-	w.disp.update(func(p publisher[T]) { w.applyLocked(p, typ, r, r, ok, key, raw.Meta.ResourceVersion) })
-}
-
-// packRaw packs an undecoded object for the cache; false if it does not
-// decode where the cache must decode it (reported).
-func (w *writer[T]) packRaw(raw *protowatch.Raw) (ref[T], bool) {
-	r, err := w.cache.packMeta(raw.Data, raw.Meta)
-	if err != nil {
-		w.report(fmt.Errorf("%w: %s: %w", ErrUnexpectedObject, metaKey(raw.Meta.Namespace, raw.Meta.Name), err))
-		return r, false
-	}
-	return r, true
-}
-
-// collectRaw is collect for an undecoded object (applyRaw).
-func (w *writer[T]) collectRaw(items map[string]ref[T], raw *protowatch.Raw) {
-	if w.outsideUID(raw.Meta.UID) {
+// collect adds a listed object to items. If the cache holds the same
+// object at the same resourceVersion, that instance is kept and the new copy
+// is dropped at once, unprepared: a re-list of a mostly unchanged
+// collection then holds one copy of each object, not two.
+func (w *writer[T]) collect(items map[string]ref[T], a arrival[T], prepare prepareFunc[T]) {
+	key, rv, uid := a.identity(w.cache.keyFunc)
+	if w.outsideUID(uid) {
 		return
 	}
-	key := metaKey(raw.Meta.Namespace, raw.Meta.Name)
-	if old, ok := w.cache.peek(key); ok && old.resourceVersion() == raw.Meta.ResourceVersion {
+	if old, ok := w.cache.peek(key); ok && old.resourceVersion() == rv {
 		items[key] = old
 		return
 	}
-	if r, ok := w.packRaw(raw); ok {
+	if a.undecoded == nil {
+		obj, ok := prepare(a.obj)
+		if !ok {
+			return
+		}
+		a, key = a.decoded(obj), w.cache.keyFunc(obj)
+	}
+	if r, ok := w.hold(key, a); ok {
 		items[key] = r
 	}
 }
 
 // applyLocked is apply's change of the cache, inside the dispatcher's
-// update; ok is false if the new state did not prepare. r is it packed
-// for the cache (unless Deleted), eObj the event's Object: the object as
-// it came, prepared (the cache's own in a plain cache, not in a compact
-// one), or packed for the handlers' side to decode.
+// update; ok is false if the new state did not prepare. r is it held for
+// the cache (unless Deleted), eObj the event's Object, as the holding
+// gives it (holding.final).
 func (w *writer[T]) applyLocked(p publisher[T], typ EventType, eObj, r ref[T], ok bool, key, rv string) {
 	// The resourceVersion is recorded once the cache holds the change:
 	// WaitForResourceVersion then finds the cache at that version.
@@ -284,7 +268,7 @@ func (w *writer[T]) applyLocked(p publisher[T], typ EventType, eObj, r ref[T], o
 	if rv == "" {
 		e.ResourceVersion = w.status.resourceVersion()
 	}
-	eOld := ref[T]{} // Modified: the state the cache held (packed in a compact cache)
+	eOld := ref[T]{} // Modified: the state the cache held
 	switch {
 	case typ == Deleted || !ok:
 		// A deletion always removes, whether or not its final state
@@ -294,7 +278,7 @@ func (w *writer[T]) applyLocked(p publisher[T], typ EventType, eObj, r ref[T], o
 		old, existed := w.remove(p, key)
 		if w.state != nil {
 			if existed {
-				w.state.Record(key, old.obj, true, e.ResourceVersion)
+				w.state.Record(key, old.object(), true, e.ResourceVersion)
 			} else {
 				w.state.Advance(e.ResourceVersion)
 			}
@@ -322,26 +306,6 @@ func (w *writer[T]) applyLocked(p publisher[T], typ EventType, eObj, r ref[T], o
 	w.emit(p, e, eObj, eOld)
 }
 
-// collect adds a listed object to items. If the cache holds the same
-// object at the same resourceVersion, that instance is kept and the new copy
-// is dropped at once, unprepared: a re-list of a mostly unchanged
-// collection then holds one copy of each object, not two.
-func (w *writer[T]) collect(items map[string]ref[T], obj T, raw []byte, prepare prepareFunc[T]) {
-	if w.outside(obj) {
-		return
-	}
-	key := w.cache.keyFunc(obj)
-	if old, ok := w.cache.peek(key); ok && old.resourceVersion() == obj.GetResourceVersion() {
-		items[key] = old
-		return
-	}
-	if obj, ok := prepare(obj); ok {
-		if r, ok := w.pack(obj, raw); ok {
-			items[w.cache.keyFunc(obj)] = r
-		}
-	}
-}
-
 // replace swaps items (filled by collect, which keeps the cached instance
 // of unchanged objects) in as the cache's whole content at rv, marks the
 // informer synced, and queues an event for every difference: Deleted for
@@ -367,7 +331,7 @@ func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Se
 			if _, ok := items[key]; !ok {
 				w.emit(p, Event[T]{Type: Deleted, Key: key, ResourceVersion: rv, Cause: cause}, o, ref[T]{})
 				if batch != nil {
-					batch.Delete(key, o.obj)
+					batch.Delete(key, o.object())
 				}
 			}
 		}
@@ -386,7 +350,7 @@ func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Se
 				continue
 			}
 			if batch != nil {
-				batchPut(batch, key, r)
+				w.cache.h.put(batch, key, r)
 			}
 		}
 		w.syncedLocked(p, first)
@@ -414,7 +378,7 @@ func (w *writer[T]) gone() (n int) {
 		for key, o := range old {
 			w.emit(p, Event[T]{Type: Deleted, Key: key, ResourceVersion: rv, Cause: CauseGone}, o, ref[T]{})
 			if batch != nil {
-				batch.Delete(key, o.obj)
+				batch.Delete(key, o.object())
 			}
 		}
 	})
@@ -440,12 +404,8 @@ func (w *writer[T]) syncedLocked(p publisher[T], first bool) {
 	w.status.setSync(true, nil)
 }
 
-// outside reports whether obj is outside the share of a sharded informer.
-func (w *writer[T]) outside(obj T) bool {
-	return w.shard != nil && !w.shard.Has(string(obj.GetUID()))
-}
-
-// outsideUID is outside for an object's UID.
+// outsideUID reports whether the object of this UID is outside the share
+// of a sharded informer.
 func (w *writer[T]) outsideUID(uid string) bool {
 	return w.shard != nil && !w.shard.Has(uid)
 }

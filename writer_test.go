@@ -375,7 +375,7 @@ func TestServerDeleteIsNotCauseTransform(t *testing.T) {
 	w.transform = func(*corev1.ConfigMap) (*corev1.ConfigMap, error) { return nil, fmt.Errorf("refused") }
 	gone := cm("ns", "a")
 	gone.ResourceVersion = "2"
-	w.apply(Deleted, gone, nil, w.prepare)
+	w.apply(Deleted, arrivalOf(gone), w.prepare)
 	var got []string
 	for _, e := range events() {
 		if e.Type != Error {
