@@ -1,7 +1,6 @@
 package squash
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -114,11 +113,13 @@ func LoadDict(b []byte) (*Dict, error) {
 	if crc32.Checksum(b[:len(b)-4], castagnoli) != binary.LittleEndian.Uint32(sum) {
 		return nil, errors.New("squash: damaged dictionary")
 	}
-	return newDict(bytes.Clone(body))
+	return newDict(body) // copied
 }
 
 // newDict returns the dictionary that s2.Dict.Bytes returned as ser.
 func newDict(ser []byte) (*Dict, error) {
+	// s2.NewDict copies the content unless 16 bytes of room follow it.
+	ser = append(make([]byte, 0, len(ser)+16), ser...)
 	sd := s2.NewDict(ser)
 	if sd == nil {
 		return nil, errors.New("squash: invalid dictionary")
