@@ -1,6 +1,7 @@
 package kinformer
 
 import (
+	"bytes"
 	"fmt"
 	"reflect"
 	"slices"
@@ -12,17 +13,22 @@ import (
 
 	"github.com/kinformer/kinformer/internal/intern"
 	"github.com/kinformer/kinformer/internal/persist"
+	"github.com/kinformer/kinformer/internal/squash"
 )
 
-// The compact cache (Options.Compact): the cache holds each object as its
-// encoding, the state file's (internal/persist: protobuf for built-in
-// types, JSON otherwise), after managedFields were cut and Transform ran,
+// The compact cache (Options.Compact), a holding (holding.go): the cache
+// holds each object as its encoding, the state file's (internal/persist:
+// protobuf for built-in types, JSON otherwise), after managedFields were
+// cut and Transform ran, compressed against a dictionary made of the
+// cache's first objects (internal/squash; unless CompactUncompressed),
 // with what the cache needs without decoding beside it: resourceVersion,
 // namespace, index values (computed once, as the object arrives) and, for
-// a sharded informer, UID. Readers decode, outside the cache's lock, each
-// its own copy. Events carry their objects packed until a handler's
-// goroutine takes the event: it decodes them, once for all the handlers
-// (lazyEvent).
+// a sharded informer, UID. Readers decompress and decode, outside the
+// cache's lock, each its own copy. Events carry their objects packed until
+// a handler's goroutine takes the event: it decodes them, once for all
+// the handlers (lazyEvent). The state file holds the objects' encodings
+// as they came (decompressed as they are written): a restore compresses
+// them again, against a dictionary of the restored objects.
 
 // packed is an object of a compact cache. It is never changed once made
 // (and published).
@@ -78,6 +84,73 @@ type packer[T Object] struct {
 	// decode: bytes the cache encoded itself, or that a type's Check
 	// passed (protowatch), so never unless one of those is wrong.
 	failed atomic.Int64
+
+	// squeeze: objects are held compressed (internal/squash) against
+	// dict, a dictionary made of the first objects the cache holds;
+	// before it is made, and without squeeze (Options.CompactUncompressed),
+	// as they came. With squeeze every packed object's data is a squash
+	// entry, whatever its form.
+	squeeze bool
+	dict    atomic.Pointer[squash.Dict] // nil until made; then never changed
+	// samples are the first objects' bytes, until dict is made from them
+	// (nil after, and when no dictionary can be made); scratch is the
+	// buffer entries are compressed into. The writer's alone.
+	samples [][]byte
+	noDict  bool
+	scratch []byte
+}
+
+// squeezed returns data, an object's bytes, as the cache holds them:
+// compressed against the dictionary, or wrapped as they came while there
+// is none (squash.Wrap); data itself without squeeze. The entry is a slice
+// of its own length, sharing nothing with data. The writer's alone.
+func (k *packer[T]) squeezed(data []byte) []byte {
+	if !k.squeeze {
+		return data
+	}
+	d := k.dict.Load()
+	if d == nil && !k.noDict {
+		k.sample(data)
+		d = k.dict.Load()
+	}
+	if d == nil {
+		return squash.Wrap(make([]byte, 0, len(data)+1), data)
+	}
+	k.scratch = d.Encode(k.scratch[:0], data)
+	return bytes.Clone(k.scratch)
+}
+
+// sample keeps data for the dictionary, and makes it once there are
+// enough samples. An informer of fewer objects never pays for one (up to
+// 64 KiB of samples, and s2's 32 KiB table once it compresses).
+func (k *packer[T]) sample(data []byte) {
+	k.samples = append(k.samples, data)
+	if len(k.samples) < squash.DictSamples {
+		return
+	}
+	d, err := squash.NewDict(k.samples)
+	k.samples = nil
+	if err != nil {
+		k.noDict = true // too few bytes to be worth one: kept as they come
+		return
+	}
+	k.dict.Store(d)
+}
+
+// plain returns the bytes of p as they came: decompressed, or without a
+// copy if p holds them so. Any goroutine.
+func (k *packer[T]) plain(p *packed) ([]byte, error) {
+	if !k.squeeze {
+		return p.data, nil
+	}
+	if b, ok := squash.Raw(p.data); ok {
+		return b, nil
+	}
+	d := k.dict.Load()
+	if d == nil {
+		return nil, squash.ErrCorrupt // compressed, and no dictionary: never made here
+	}
+	return d.Decode(nil, p.data)
 }
 
 // setCompact makes an empty cache compact, for objects of the informer's
@@ -89,7 +162,7 @@ func (c *Cache[T]) setCompact(o *Options[T], uids bool) bool {
 		return false
 	}
 	pc := persist.NewReadCodec[T](o.objectType())
-	c.setHolding(&packer[T]{encode: pc.Encode, decode: pc.Decode, meta: pc.Meta, uids: uids})
+	c.setHolding(&packer[T]{encode: pc.Encode, decode: pc.Decode, meta: pc.Meta, uids: uids, squeeze: !o.CompactUncompressed})
 	return true
 }
 
@@ -119,7 +192,11 @@ func (k *packer[T]) final(a arrival[T], held ref[T]) ref[T] {
 	case held.p != nil:
 		return held
 	}
-	return ref[T]{p: &packed{data: a.undecoded.Data, rv: a.undecoded.Meta.ResourceVersion}}
+	data := a.undecoded.Data
+	if k.squeeze {
+		data = squash.Wrap(make([]byte, 0, len(data)+1), data) // for the event only: not worth compressing
+	}
+	return ref[T]{p: &packed{data: data, rv: a.undecoded.Meta.ResourceVersion}}
 }
 
 // pack packs obj for a compact cache's put or swap, with its index
@@ -134,7 +211,7 @@ func (k *packer[T]) pack(c *Cache[T], obj T, raw []byte) (ref[T], error) {
 			return ref[T]{}, fmt.Errorf("cannot be encoded for the compact cache: %w", err)
 		}
 	}
-	p := &packed{data: data, rv: obj.GetResourceVersion(), ns: unique.Make(obj.GetNamespace()).Value()}
+	p := &packed{data: k.squeezed(data), rv: obj.GetResourceVersion(), ns: unique.Make(obj.GetNamespace()).Value()}
 	if k.uids {
 		p.ext().uid = string(obj.GetUID())
 	}
@@ -166,7 +243,7 @@ func (k *packer[T]) packMeta(c *Cache[T], data []byte, m persist.Meta) (ref[T], 
 		}
 		return k.pack(c, obj, data)
 	}
-	p := &packed{data: data, rv: m.ResourceVersion, ns: unique.Make(m.Namespace).Value()}
+	p := &packed{data: k.squeezed(data), rv: m.ResourceVersion, ns: unique.Make(m.Namespace).Value()}
 	if k.uids {
 		p.ext().uid = m.UID
 	}
@@ -211,19 +288,35 @@ func (k *packer[T]) open(c *Cache[T], s *persist.Persister[T], load bool, _ func
 // record notes r's bytes, as the file holds them (or, for an object the
 // cache holds as it came, its encoding).
 func (k *packer[T]) record(s *persist.Persister[T], key string, r ref[T], rv string) {
-	if r.p != nil {
-		s.RecordEncoded(key, r.p.data, rv)
+	if r.p == nil {
+		s.Record(key, r.obj, false, rv)
 		return
 	}
-	s.Record(key, r.obj, false, rv)
+	data, err := k.plain(r.p)
+	if err != nil {
+		// Never for the cache's own entries: the file holds no object
+		// rather than a wrong one.
+		k.failed.Add(1)
+		var zero T
+		s.Record(key, zero, true, rv)
+		return
+	}
+	s.RecordEncoded(key, data, rv)
 }
 
 func (k *packer[T]) put(b *persist.Batch[T], key string, r ref[T]) {
-	if r.p != nil {
-		b.PutEncoded(key, r.p.data)
+	if r.p == nil {
+		b.Put(key, r.obj)
 		return
 	}
-	b.Put(key, r.obj)
+	data, err := k.plain(r.p)
+	if err != nil { // as in record
+		k.failed.Add(1)
+		var zero T
+		b.Delete(key, zero)
+		return
+	}
+	b.PutEncoded(key, data)
 }
 
 // decoding: the cache keeps the bytes as they came, so the decoder hands
@@ -299,7 +392,12 @@ func (k *packer[T]) loadPacked(p *packed) (T, bool) {
 
 // unpack decodes p, its apiVersion and kind included.
 func (k *packer[T]) unpack(p *packed) (T, error) {
-	obj, err := k.decode(p.data)
+	data, err := k.plain(p)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	obj, err := k.decode(data)
 	if gvk := p.extra().gvk; err == nil && gvk != (unique.Handle[schema.GroupVersionKind]{}) {
 		obj.GetObjectKind().SetGroupVersionKind(gvk.Value())
 	}

@@ -2,6 +2,9 @@ package kinformer
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kinformer/kinformer/internal/protowatch"
+	"github.com/kinformer/kinformer/internal/squash"
 )
 
 // Tests of the compact cache (Options.Compact) that hold in it alone; the
@@ -374,5 +378,114 @@ func TestCompactAddIndexersOverBytesThatDoNotDecode(t *testing.T) {
 	c.remove("ns/bad")
 	if c.Len() != 1 {
 		t.Fatalf("%d cached, want 1", c.Len())
+	}
+}
+
+// nearCopies puts n ConfigMaps that differ as the objects of one kind in
+// a cluster do (names, a few values) on s.
+func nearCopies(s *fakeServer, n int) {
+	for i := range n {
+		o := cm("ns", fmt.Sprintf("frontend-%04d", i), "app", "frontend", "tier", "web", "release", fmt.Sprint("r", i%7))
+		o.Data["config.yaml"] = fmt.Sprintf("server:\n  listen: 0.0.0.0:%d\n  workers: %d\n  upstream: http://backend-%d.ns.svc.cluster.local:8080\n"+
+			"logging:\n  level: info\n  format: json\n  sampling: {initial: 100, thereafter: 100}\n"+
+			"features:\n  checkout: true\n  recommendations: %v\n  experiments: [a%d, b%d]\n", 8000+i, 1+i%8, i%13, i%2 == 0, i%5, i%3)
+		s.put(o)
+	}
+}
+
+// A compact cache holds its objects compressed against a dictionary of
+// its own first objects: near copies take a fraction of their bytes and
+// read back as they were. With CompactUncompressed, or fewer objects
+// than a dictionary needs, they are held as they came.
+func TestCompactCompresses(t *testing.T) {
+	s := newFakeServer()
+	nearCopies(s, 300)
+	for _, tc := range []struct {
+		name         string
+		uncompressed bool
+	}{{"compressed", false}, {"CompactUncompressed", true}} {
+		opts := compactOpts(nil)
+		opts.CompactUncompressed = tc.uncompressed
+		inf, _ := contractStart(t, s, opts)
+		k := compactOf(inf.Cache())
+		var held, plain, compressed int
+		inf.Cache().each(func(key string, r ref[*corev1.ConfigMap]) {
+			b, err := k.plain(r.p)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", tc.name, key, err)
+			}
+			held, plain = held+len(r.p.data), plain+len(b)
+			if _, ok := squash.Raw(r.p.data); !ok && !tc.uncompressed {
+				compressed++
+			}
+		})
+		t.Logf("%s: %d objects, %d bytes as they came, %d held (%d compressed)", tc.name, inf.Cache().Len(), plain, held, compressed)
+		if tc.uncompressed {
+			if held != plain || k.dict.Load() != nil {
+				t.Fatalf("%s: %d bytes held for %d (dictionary %v)", tc.name, held, plain, k.dict.Load())
+			}
+		} else if k.dict.Load() == nil || compressed < 250 || held > plain/3 {
+			t.Fatalf("%s: %d bytes held for %d, %d of %d compressed", tc.name, held, plain, compressed, inf.Cache().Len())
+		}
+		if want := s.state(); !equalMaps(valuesOf(inf.Cache()), want) {
+			t.Fatalf("%s: the cache does not read back what the server has", tc.name)
+		}
+		for _, o := range inf.Cache().List() {
+			s.mu.Lock()
+			want := s.objs[o.Namespace+"/"+o.Name]
+			s.mu.Unlock()
+			if o.Data["config.yaml"] != want.Data["config.yaml"] || o.Labels["release"] != want.Labels["release"] {
+				t.Fatalf("%s: %s read back as %v, want %v", tc.name, o.Name, o.Data, want.Data)
+			}
+		}
+		inf.Stop()
+	}
+	few := newFakeServer()
+	nearCopies(few, squash.DictSamples-1)
+	inf, _ := contractStart(t, few, compactOpts(nil))
+	if d := compactOf(inf.Cache()).dict.Load(); d != nil {
+		t.Fatalf("an informer of %d objects made a dictionary", inf.Cache().Len())
+	}
+}
+
+// An entry that no longer decompresses (damaged) is never served as an
+// object: a read does not find it, an event of it is an Error naming its
+// key, and the failure is counted; the informer goes on.
+func TestCompactDamagedEntry(t *testing.T) {
+	s := newFakeServer()
+	nearCopies(s, 60)
+	inf, _ := contractStart(t, s, compactOpts(nil))
+	k := compactOf(inf.Cache())
+	var victim string
+	inf.Cache().each(func(key string, r ref[*corev1.ConfigMap]) {
+		if _, ok := squash.Raw(r.p.data); !ok && victim == "" {
+			victim = key
+			r.p.data[len(r.p.data)/2] ^= 0x5a
+		}
+	})
+	if victim == "" {
+		t.Fatal("no compressed entry")
+	}
+	if _, ok := inf.Cache().GetByKey(victim); ok {
+		t.Fatal("a damaged entry was read as an object")
+	}
+	if n := len(inf.Cache().List()); n != 59 {
+		t.Fatalf("List returned %d objects, want the 59 undamaged", n)
+	}
+	var mu sync.Mutex
+	var errs []error
+	added := 0
+	inf.AddHandlerFuncs(HandlerFuncs[*corev1.ConfigMap]{
+		Added: func(cmEvent) { mu.Lock(); added++; mu.Unlock() },
+		Error: func(e cmEvent) { mu.Lock(); errs = append(errs, e.Err); mu.Unlock() },
+	})
+	eventually(t, "the replay", func() bool { mu.Lock(); defer mu.Unlock(); return added+len(errs) == 60 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(errs) != 1 || !errors.Is(errs[0], ErrUnexpectedObject) || !strings.Contains(errs[0].Error(), victim) {
+		t.Fatalf("errors %v, want one naming %s", errs, victim)
+	}
+	if n := k.failed.Load(); n < 3 {
+		t.Fatalf("%d failures counted", n)
 	}
 }

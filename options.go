@@ -223,7 +223,17 @@ type Options[T Object] struct {
 	// without a concrete type (over a ListerWatcher of Object) has no type
 	// to decode into and keeps a plain cache (a warning says so).
 	// Default: off.
+	//
+	// A compact cache holds each object compressed against a dictionary
+	// of its own, made from the first objects it holds (s2 with a raw
+	// dictionary, github.com/klauspost/compress): the objects of one kind
+	// in one cluster are near copies of each other, and a realistic Pod
+	// takes about a third of its protobuf, for about a microsecond more
+	// per read. An informer of fewer than 24 objects makes no dictionary.
 	Compact bool
+	// CompactUncompressed, with Compact, holds each object's bytes as
+	// they came instead of compressing them. Default: off.
+	CompactUncompressed bool
 
 	// Sharding, if set, makes the informer cache and handle only this
 	// replica's share of the resource: objects whose metadata.uid hashes

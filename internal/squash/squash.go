@@ -179,6 +179,20 @@ func (d *Dict) Encode(dst, src []byte) []byte {
 	return dst
 }
 
+// Raw returns the object of an entry kept as it came (a raw entry, made
+// by Encode or Wrap) without copying it, and true; false for an entry
+// that must be decoded.
+func Raw(entry []byte) ([]byte, bool) {
+	if len(entry) == 0 || entry[0] != kindRaw {
+		return nil, false
+	}
+	return entry[1:], true
+}
+
+// Wrap appends src's raw entry to dst: src as it is after one header
+// byte, for an object held before there is a dictionary.
+func Wrap(dst, src []byte) []byte { return raw(dst, src) }
+
 func raw(dst, src []byte) []byte {
 	dst = append(dst, kindRaw)
 	return append(dst, src...)

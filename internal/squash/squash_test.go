@@ -317,3 +317,24 @@ func TestRatioDegrades(t *testing.T) {
 		}
 	}
 }
+
+// Wrap makes a raw entry any dictionary decodes, and Raw reads it back
+// without copying; an s2 entry is not raw.
+func TestWrapAndRaw(t *testing.T) {
+	src := []byte("an object held before there was a dictionary")
+	e := Wrap(nil, src)
+	if got, ok := Raw(e); !ok || string(got) != string(src) || &got[0] != &e[1] {
+		t.Fatalf("Raw(Wrap(src)) = %q, %v (or a copy)", got, ok)
+	}
+	if _, ok := Raw(nil); ok {
+		t.Fatal("Raw of an empty entry")
+	}
+	pods := testCorpus(t).proto
+	d := mustDict(t, pods[:DictSamples])
+	if got, err := d.Decode(nil, e); err != nil || string(got) != string(src) {
+		t.Fatalf("Decode(Wrap(src)) = %q, %v", got, err)
+	}
+	if _, ok := Raw(d.Encode(nil, pods[30])); ok {
+		t.Fatal("a compressed entry read as raw")
+	}
+}

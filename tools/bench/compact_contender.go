@@ -81,7 +81,7 @@ var sink any
 
 func compactContenderMain(args []string) error {
 	fs := flag.NewFlagSet("compact-contender", flag.ExitOnError)
-	kind := fs.String("kind", kCompact, "client-go | kinformer | kinformer+compact")
+	kind := fs.String("kind", kCompact, "client-go | kinformer | kinformer+compact | kinformer+compact+raw | kinformer+fields | kinformer+compact+fields | client-go+transform")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
 	ns := fs.String("namespace", compactNamespace, "namespace of the Pods")
 	round := fs.Int("round", 0, "round number")
@@ -151,19 +151,21 @@ func compactContenderMain(args []string) error {
 			},
 			list: func() []*corev1.Pod { return pods(idx.List()) },
 		}
-	case kKinformer, kCompact, kFields, kCompactFields:
+	case kKinformer, kCompact, kCompactRaw, kFields, kCompactFields:
 		var fields []string
 		if *kind == kFields || *kind == kCompactFields {
 			fields = projectedPodFields
 		}
+		compact := *kind == kCompact || *kind == kCompactRaw || *kind == kCompactFields
 		inf := kinformer.New[*corev1.Pod](cs.CoreV1().Pods(*ns), &kinformer.Options[*corev1.Pod]{
-			Compact: *kind == kCompact || *kind == kCompactFields,
-			Fields:  fields,
+			Compact:             compact,
+			CompactUncompressed: *kind == kCompactRaw,
+			Fields:              fields,
 			Indexers: map[string]kinformer.IndexFunc[*corev1.Pod]{groupIndex: func(p *corev1.Pod) []string {
 				return []string{podGroup(p.Name, per)}
 			}},
 		})
-		if inf.Cache().Compact() != (*kind == kCompact || *kind == kCompactFields) {
+		if inf.Cache().Compact() != compact {
 			return fmt.Errorf("%s: the cache's Compact is %v", *kind, inf.Cache().Compact())
 		}
 		iut = kinformerUnderTest(inf, rec, false)
@@ -335,6 +337,9 @@ const (
 	kClientGoAllow = "client-go+transform"      // client-go with a hand-written allowlist Transform of projectedPodFields
 	kFields        = "kinformer+fields"         // kinformer.New with Options.Fields: projectedPodFields
 	kCompactFields = "kinformer+compact+fields" // the same with Compact
+	// kCompactRaw is kinformer+compact holding its bytes as they came
+	// (Options.CompactUncompressed): what Compact held before it compressed.
+	kCompactRaw = "kinformer+compact+raw"
 )
 
 // projectedPodFields are what the projected contenders keep.

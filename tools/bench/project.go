@@ -44,7 +44,7 @@ type projectConfig struct {
 func projectFlags(fs *flag.FlagSet) func(*bench) error {
 	var c projectConfig
 	fs.StringVar(&c.sizes, "pods", "3000,20000", "numbers of Pods, comma-separated, ascending (each size adds Pods to the namespace)")
-	fs.StringVar(&c.kinds, "kinds", strings.Join([]string{kClientGo, kClientGoAllow, kFields, kCompactFields}, ","), "contenders, comma-separated (also: "+kKinformer+", "+kCompact+")")
+	fs.StringVar(&c.kinds, "kinds", strings.Join([]string{kClientGo, kClientGoAllow, kFields, kCompactFields}, ","), "contenders, comma-separated (also: "+kKinformer+", "+kCompact+", "+kCompactRaw+")")
 	fs.StringVar(&c.save, "save", filepath.Join(os.TempDir(), "kinformer-bench-project.json"), "write the results here ('' for nowhere)")
 	fs.StringVar(&c.replay, "replay", "", "run nothing: make the report from results saved by -save")
 	fs.StringVar(&c.profile, "profile", "", "if set, write the heap (after sync) and sync CPU profiles of one extra "+kCompactFields+" run of the last size here")
