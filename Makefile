@@ -87,6 +87,7 @@ fuzz:
 	$(LIB) $(GO) test -run '^$$' -fuzz '^FuzzRewriteMeta$$' -fuzztime $(FUZZTIME) ./internal/protowatch
 	$(LIB) $(GO) test -run '^$$' -fuzz '^FuzzMetaSurgery$$' -fuzztime $(FUZZTIME) ./internal/protowatch
 	$(LIB) $(GO) test -run '^$$' -fuzz '^FuzzLazy$$' -fuzztime $(FUZZTIME) ./internal/protowatch
+	$(LIB) $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./internal/squash
 	$(LIB) $(GO) test -run '^$$' -fuzz '^FuzzDecodeObject$$' -fuzztime $(FUZZTIME) ./internal/persist
 	$(LIB) $(GO) test -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME) ./internal/jsonwatch
 	$(LIB) $(GO) test -run '^$$' -fuzz '^FuzzDecodeList$$' -fuzztime $(FUZZTIME) ./internal/jsonwatch
