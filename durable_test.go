@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -709,5 +711,64 @@ func TestDurableRestoredObjectMustHaveItsKey(t *testing.T) {
 	sort.Strings(keys)
 	if fmt.Sprint(keys) != "[new:ns/a new:ns/b]" {
 		t.Fatalf("cache keys %v, want the new ones alone", keys)
+	}
+}
+
+// tlsLister makes each list over a TLS connection first (a GET of a test
+// server, with the list's context, whose trace notes the cluster the
+// connection reaches), then answers it from the in-memory server.
+type tlsLister struct {
+	*kinformertest.Server[*corev1.ConfigMap]
+	hs *httptest.Server
+}
+
+func (l *tlsLister) List(ctx context.Context, opts metav1.ListOptions) (*cmList, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.hs.URL, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := l.hs.Client().Do(req)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body.Close()
+	return l.Server.List(ctx, opts)
+}
+
+// A state file that records no cluster (written where the lists were not
+// over TLS) is not restored once the server is reached over TLS, which
+// names a cluster the file cannot be matched with: an ErrSnapshot says
+// why, the informer lists, and the next run, the file now bound to the
+// cluster, restores it.
+func TestDurableFileWithoutClusterIsNotRestoredOverTLS(t *testing.T) {
+	srv := kinformertest.NewServer(newCM("a"), newCM("b"))
+	dir := t.TempDir()
+	first, _, _ := runDurable(t, srv, dir) // in memory: no connection, no cluster
+	waitSynced(t, first)
+	first.Stop()
+
+	hs := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer hs.Close()
+	lw := &tlsLister{Server: srv, hs: hs}
+	second, log, reg := runDurable(t, lw, dir)
+	waitSynced(t, second)
+	waitHandled(t, reg)
+	events, errs := log.get()
+	sort.Strings(events)
+	if fmt.Sprint(events) != "[ADDED ns/a list ADDED ns/b list]" {
+		t.Fatalf("events over TLS: %v (errors %v); want a and b listed, not restored", events, errs)
+	}
+	if len(errs) != 1 || !errors.Is(errs[0], kinformer.ErrSnapshot) || !strings.Contains(errs[0].Error(), "does not say which cluster") {
+		t.Fatalf("errors %v, want one ErrSnapshot saying the file names no cluster", errs)
+	}
+	second.Stop()
+
+	third, log, reg := runDurable(t, lw, dir)
+	waitSynced(t, third)
+	waitHandled(t, reg)
+	events, errs = log.get()
+	sort.Strings(events)
+	if fmt.Sprint(events) != "[ADDED ns/a restore ADDED ns/b restore]" || len(errs) != 0 {
+		t.Fatalf("the next run over TLS: events %v, errors %v; want a and b restored", events, errs)
 	}
 }
