@@ -456,3 +456,24 @@ func TestCacheKeyMovesNamespace(t *testing.T) {
 		}
 	}
 }
+
+// An IndexFunc that is not a pure function of its object (here it reads a
+// variable that changes) files a removed object's key under a value the
+// removal does not recompute: the stale key is skipped, ByIndex never
+// returns a nil object for it.
+func TestCacheStaleIndexKeyIsSkipped(t *testing.T) {
+	gen := "x"
+	impure := func(*corev1.ConfigMap) []string { return []string{gen} }
+	c := newCache(nil, map[string]IndexFunc[*corev1.ConfigMap]{"gen": impure})
+	c.put("a/1", plain(cm("a", "1")))
+	c.put("a/2", plain(cm("a", "2")))
+	gen = "y"
+	c.remove("a/1") // removed from "y", left under "x"
+	got, err := c.ByIndex("gen", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] == nil || got[0].Name != "2" {
+		t.Fatalf("ByIndex(gen, x) after a/1 was removed = %v (%d objects), want a/2 alone, no nil", got, len(got))
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -624,4 +626,149 @@ func TestSecretsOfOddListerWatcher(t *testing.T) {
 	inf := kinformer.New[*corev1.ConfigMap](embedsNil{Server: kinformertest.NewServer(newCM("a"))}, &kinformer.Options[*corev1.ConfigMap]{StateDir: dir, StateKey: "odd"})
 	inf.Start()
 	inf.Stop()
+}
+
+// A restore at the server's resourceVersion (nothing changed since the
+// file was written) is caught up already: the informer syncs as the file
+// is restored, not after its catch-up watch's quiet period. The catch-up
+// watch is held, and no time passes in the bubble: only the restore
+// itself can sync it.
+func TestDurableRestoreAtTheServersVersionSyncsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := kinformertest.NewServer(newCM("a"), newCM("b"))
+		dir := t.TempDir()
+		first, _, _ := runDurable(t, srv, dir)
+		waitSynced(t, first)
+		first.Stop()
+
+		lw := &heldLister{Server: srv, release: make(chan struct{})}
+		defer close(lw.release)
+		start := time.Now()
+		second, log, _ := runDurable(t, lw, dir)
+		synctest.Wait()
+		if !second.HasSynced() {
+			t.Fatalf("not synced after restoring a file at the server's resourceVersion %s (its resourceVersion %s, %d objects): waiting for the catch-up watch",
+				srv.ResourceVersion(), second.ResourceVersion(), second.Cache().Len())
+		}
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("synced after %v of the bubble's time, want at once", d)
+		}
+		if got := cacheState(second); !maps.Equal(got, serverState(srv)) {
+			t.Fatalf("cache %v, server %v", got, serverState(srv))
+		}
+		if events, errs := log.get(); len(errs) != 0 || len(events) != 2 {
+			t.Fatalf("events %v, errors %v; want a and b restored", events, errs)
+		}
+	})
+}
+
+// keyPrefix is what prefixKey puts before an object's key: a KeyFunc of
+// one name (one state file identity) that keys differently from one run
+// to the next.
+var keyPrefix atomic.Pointer[string]
+
+func prefixKey(o *corev1.ConfigMap) string {
+	p := ""
+	if s := keyPrefix.Load(); s != nil {
+		p = *s
+	}
+	return p + o.Namespace + "/" + o.Name
+}
+
+// An object of the state file that its KeyFunc no longer keys as it is
+// stored is not restored under the stale key: the file is set aside with
+// an ErrSnapshot naming the key, and the informer lists.
+func TestDurableRestoredObjectMustHaveItsKey(t *testing.T) {
+	defer keyPrefix.Store(nil)
+	srv := kinformertest.NewServer(newCM("a"), newCM("b"))
+	dir := t.TempDir()
+	run := func(prefix string) (*kinformer.Informer[*corev1.ConfigMap], *eventLog) {
+		keyPrefix.Store(&prefix)
+		opts := durableOpts(dir)
+		opts.KeyFunc = prefixKey
+		inf := kinformer.New[*corev1.ConfigMap](srv, opts)
+		log := &eventLog{}
+		reg := inf.AddHandler(log.handle)
+		inf.Start()
+		t.Cleanup(inf.Stop)
+		waitSynced(t, inf)
+		waitHandled(t, reg)
+		return inf, log
+	}
+	first, _ := run("old:")
+	first.Stop()
+
+	second, log := run("new:")
+	events, errs := log.get()
+	sort.Strings(events)
+	if fmt.Sprint(events) != "[ADDED new:ns/a list ADDED new:ns/b list]" {
+		t.Fatalf("events: %v (errors %v); want a and b listed under their new keys", events, errs)
+	}
+	if len(errs) != 1 || !errors.Is(errs[0], kinformer.ErrSnapshot) || !strings.Contains(errs[0].Error(), `has key "new:ns/`) {
+		t.Fatalf("errors %v, want one ErrSnapshot saying an object has another key", errs)
+	}
+	keys := second.Cache().ListKeys()
+	sort.Strings(keys)
+	if fmt.Sprint(keys) != "[new:ns/a new:ns/b]" {
+		t.Fatalf("cache keys %v, want the new ones alone", keys)
+	}
+}
+
+// tlsLister makes each list over a TLS connection first (a GET of a test
+// server, with the list's context, whose trace notes the cluster the
+// connection reaches), then answers it from the in-memory server.
+type tlsLister struct {
+	*kinformertest.Server[*corev1.ConfigMap]
+	hs *httptest.Server
+}
+
+func (l *tlsLister) List(ctx context.Context, opts metav1.ListOptions) (*cmList, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.hs.URL, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := l.hs.Client().Do(req)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body.Close()
+	return l.Server.List(ctx, opts)
+}
+
+// A state file that records no cluster (written where the lists were not
+// over TLS) is not restored once the server is reached over TLS, which
+// names a cluster the file cannot be matched with: an ErrSnapshot says
+// why, the informer lists, and the next run, the file now bound to the
+// cluster, restores it.
+func TestDurableFileWithoutClusterIsNotRestoredOverTLS(t *testing.T) {
+	srv := kinformertest.NewServer(newCM("a"), newCM("b"))
+	dir := t.TempDir()
+	first, _, _ := runDurable(t, srv, dir) // in memory: no connection, no cluster
+	waitSynced(t, first)
+	first.Stop()
+
+	hs := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer hs.Close()
+	lw := &tlsLister{Server: srv, hs: hs}
+	second, log, reg := runDurable(t, lw, dir)
+	waitSynced(t, second)
+	waitHandled(t, reg)
+	events, errs := log.get()
+	sort.Strings(events)
+	if fmt.Sprint(events) != "[ADDED ns/a list ADDED ns/b list]" {
+		t.Fatalf("events over TLS: %v (errors %v); want a and b listed, not restored", events, errs)
+	}
+	if len(errs) != 1 || !errors.Is(errs[0], kinformer.ErrSnapshot) || !strings.Contains(errs[0].Error(), "does not say which cluster") {
+		t.Fatalf("errors %v, want one ErrSnapshot saying the file names no cluster", errs)
+	}
+	second.Stop()
+
+	third, log, reg := runDurable(t, lw, dir)
+	waitSynced(t, third)
+	waitHandled(t, reg)
+	events, errs = log.get()
+	sort.Strings(events)
+	if fmt.Sprint(events) != "[ADDED ns/a restore ADDED ns/b restore]" || len(errs) != 0 {
+		t.Fatalf("the next run over TLS: events %v, errors %v; want a and b restored", events, errs)
+	}
 }

@@ -3,6 +3,7 @@ package kinformer
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"reflect"
 	goruntime "runtime"
 	"slices"
@@ -217,6 +218,19 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T], fields *pr
 	if err := checkReads(union, nil, added); err != nil {
 		return err
 	}
+	// What AddIndexers would refuse, refused before anything changes: a
+	// nil IndexFunc, or a name the cache has (IndexNamespace, or an index
+	// added to the informer directly, which e.indexes does not know).
+	cached := inf.cache.Indexers()
+	for _, name := range slices.Sorted(maps.Keys(added)) {
+		if added[name] == nil {
+			return fmt.Errorf("index %q has a nil IndexFunc", name)
+		}
+		if _, ok := cached[name]; ok {
+			return fmt.Errorf("index %q already exists", name)
+		}
+	}
+	// From here on nothing fails but for a Start racing this merge.
 	if widen { // first: the indexes added are checked against the union
 		if err := inf.setFields(union); err != nil {
 			return err

@@ -3,6 +3,7 @@ package kinformer
 import (
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -220,5 +221,38 @@ func TestShareDetectMutations(t *testing.T) {
 	eventually(t, "the factory's start", started.isStarted)
 	if _, err := s.get(other, Options[*corev1.ConfigMap]{DetectMutations: true}); !errors.Is(err, ErrStarted) {
 		t.Fatalf("asking after the start, off: %v, want ErrStarted", err)
+	}
+}
+
+// merge changes nothing when it fails: a consumer whose wider Fields come
+// with an index the cache refuses (a nil IndexFunc, or a name the cache
+// has already, added to the informer directly) leaves the informer's
+// fields as they were, so that a later consumer's index reading the
+// fields the failed one asked for is still refused.
+func TestShareMergeFailsWithoutWidening(t *testing.T) {
+	s := newCMShare()
+	inf, err := s.get(cmKey, Options[*corev1.ConfigMap]{Fields: []string{"metadata.labels"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inf.AddIndexers(map[string]IndexFunc[*corev1.ConfigMap]{"direct": byLabel}); err != nil {
+		t.Fatal(err)
+	}
+	before := inf.Fields()
+	byData := func(c *corev1.ConfigMap) []string { return []string{strconv.Itoa(len(c.Data))} }
+	for name, idx := range map[string]map[string]IndexFunc[*corev1.ConfigMap]{
+		"nil IndexFunc":             {"nil": nil},
+		"index added to it already": {"direct": byData},
+	} {
+		if _, err := s.get(cmKey, Options[*corev1.ConfigMap]{Fields: []string{"metadata.labels", "data"}, Indexers: idx}); err == nil {
+			t.Fatalf("%s: shared, want an error", name)
+		}
+		if got := inf.Fields(); !reflect.DeepEqual(got, before) {
+			t.Errorf("%s: the failed merge changed the informer's fields: %v, was %v", name, got, before)
+		}
+	}
+	if _, err := s.get(cmKey, Options[*corev1.ConfigMap]{Fields: []string{"metadata.labels"},
+		Indexers: map[string]IndexFunc[*corev1.ConfigMap]{"data": byData}}); !errors.Is(err, ErrFields) {
+		t.Fatalf("an index reading data, which the cache does not keep: %v, want ErrFields", err)
 	}
 }

@@ -186,3 +186,59 @@ func subscribedID(t *testing.T, base string) string {
 		}
 	}
 }
+
+// A Last-Event-ID of this process's epoch but beyond the last event
+// published (forged, or another hub's that happens to share the epoch) is
+// none this hub gave: the client is told its events are unknown (-1), not
+// that it missed 2^63-1 of them (h.seq-seq wrapping past zero).
+func TestServeEventsIDBeyondTheLast(t *testing.T) {
+	s := mustNewServer(t, 16, 16)
+	r := s.addSource("configmaps", resource{gvr: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, kind: "ConfigMap", namespaced: true}, "",
+		&packedSource{objs: map[string]*unstructured.Unstructured{}})
+	hs := httptest.NewServer(s.handler())
+	defer hs.Close()
+	defer s.close()
+	for _, name := range []string{"a", "b"} {
+		o := &unstructured.Unstructured{}
+		o.SetAPIVersion("v1")
+		o.SetKind("ConfigMap")
+		o.SetNamespace("ns")
+		o.SetName(name)
+		r.hub.publish(kinformer.Event[*unstructured.Unstructured]{Type: kinformer.Modified, Object: o})
+	}
+	// The hub itself: 2 events published, an id of the 3rd and of the
+	// largest seq.
+	for _, seq := range []uint64{3, 1 << 63, ^uint64(0)} {
+		c, cur, missed := r.hub.subscribeAfter(r.hub.id(seq))
+		r.hub.unsubscribe(c)
+		if cur != 2 || missed != -1 {
+			t.Errorf("subscribeAfter(id %d) after 2 events: cur %d, missed %d; want 2, -1 (unknown)", seq, cur, missed)
+		}
+	}
+	// And on the wire.
+	ctx, cancel := context.WithTimeout(context.Background(), lineTimeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL+"/events?resource=configmaps", nil)
+	req.Header.Set("Last-Event-ID", r.hub.id(3))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var missedEvent bool
+	for sc.Scan() {
+		l := sc.Text()
+		if l == "event: missed" {
+			missedEvent = true
+			continue
+		}
+		if missedEvent && strings.HasPrefix(l, "data: ") {
+			if !strings.Contains(l, `"missed":-1,`) {
+				t.Fatalf("Last-Event-ID beyond the last event: %s; want missed -1", l)
+			}
+			return
+		}
+	}
+	t.Fatalf("no event: missed (%v)", sc.Err())
+}
