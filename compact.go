@@ -92,25 +92,30 @@ type packer[T Object] struct {
 	// entry, whatever its form.
 	squeeze bool
 	dict    atomic.Pointer[squash.Dict] // nil until made; then never changed
-	// samples are the first objects' bytes, until dict is made from them
-	// (nil after, and when no dictionary can be made); scratch is the
-	// buffer entries are compressed into. The writer's alone.
-	samples [][]byte
-	noDict  bool
-	scratch []byte
+	// samples are copies of the first distinct objects' bytes, at most
+	// squash.MaxDictLen in all, until dict is made from them (nil after,
+	// and when no dictionary can be made); sampled names the objects
+	// (namespace/name): an update of one is not another sample. scratch
+	// is the buffer entries are compressed into. The writer's alone.
+	samples      [][]byte
+	sampledBytes int
+	sampled      []string
+	noDict       bool
+	scratch      []byte
 }
 
-// squeezed returns data, an object's bytes, as the cache holds them:
-// compressed against the dictionary, or wrapped as they came while there
-// is none (squash.Wrap); data itself without squeeze. The entry is a slice
-// of its own length, sharing nothing with data. The writer's alone.
-func (k *packer[T]) squeezed(data []byte) []byte {
+// squeezed returns data, the bytes of the object named name
+// (namespace/name), as the cache holds them: compressed against the
+// dictionary, or wrapped as they came while there is none (squash.Wrap);
+// data itself without squeeze. The entry is a slice of its own length,
+// sharing nothing with data. The writer's alone.
+func (k *packer[T]) squeezed(name string, data []byte) []byte {
 	if !k.squeeze {
 		return data
 	}
 	d := k.dict.Load()
 	if d == nil && !k.noDict {
-		k.sample(data)
+		k.sample(name, data)
 		d = k.dict.Load()
 	}
 	if d == nil {
@@ -120,16 +125,24 @@ func (k *packer[T]) squeezed(data []byte) []byte {
 	return bytes.Clone(k.scratch)
 }
 
-// sample keeps data for the dictionary, and makes it once there are
-// enough samples. An informer of fewer objects never pays for one (up to
-// 64 KiB of samples, and s2's 32 KiB table once it compresses).
-func (k *packer[T]) sample(data []byte) {
-	k.samples = append(k.samples, data)
-	if len(k.samples) < squash.DictSamples {
+// sample keeps a copy of data for the dictionary, if it is the first of
+// its object, and makes the dictionary once there are DictSamples
+// objects' samples, or MaxDictLen bytes of them. An informer of fewer
+// objects never pays for one (its samples, up to 64 KiB, and s2's 32 KiB
+// table once it compresses).
+func (k *packer[T]) sample(name string, data []byte) {
+	if slices.Contains(k.sampled, name) {
+		return
+	}
+	k.sampled = append(k.sampled, name)
+	data = data[:min(len(data), squash.MaxDictLen-k.sampledBytes)]
+	k.samples = append(k.samples, bytes.Clone(data))
+	k.sampledBytes += len(data)
+	if len(k.samples) < squash.DictSamples && k.sampledBytes < squash.MaxDictLen {
 		return
 	}
 	d, err := squash.NewDict(k.samples)
-	k.samples = nil
+	k.samples, k.sampled = nil, nil
 	if err != nil {
 		k.noDict = true // too few bytes to be worth one: kept as they come
 		return
@@ -211,7 +224,7 @@ func (k *packer[T]) pack(c *Cache[T], obj T, raw []byte) (ref[T], error) {
 			return ref[T]{}, fmt.Errorf("cannot be encoded for the compact cache: %w", err)
 		}
 	}
-	p := &packed{data: k.squeezed(data), rv: obj.GetResourceVersion(), ns: unique.Make(obj.GetNamespace()).Value()}
+	p := &packed{data: k.squeezed(metaKey(obj.GetNamespace(), obj.GetName()), data), rv: obj.GetResourceVersion(), ns: unique.Make(obj.GetNamespace()).Value()}
 	if k.uids {
 		p.ext().uid = string(obj.GetUID())
 	}
@@ -243,7 +256,7 @@ func (k *packer[T]) packMeta(c *Cache[T], data []byte, m persist.Meta) (ref[T], 
 		}
 		return k.pack(c, obj, data)
 	}
-	p := &packed{data: k.squeezed(data), rv: m.ResourceVersion, ns: unique.Make(m.Namespace).Value()}
+	p := &packed{data: k.squeezed(metaKey(m.Namespace, m.Name), data), rv: m.ResourceVersion, ns: unique.Make(m.Namespace).Value()}
 	if k.uids {
 		p.ext().uid = m.UID
 	}
@@ -294,11 +307,10 @@ func (k *packer[T]) record(s *persist.Persister[T], key string, r ref[T], rv str
 	}
 	data, err := k.plain(r.p)
 	if err != nil {
-		// Never for the cache's own entries: the file holds no object
-		// rather than a wrong one.
+		// Never for the cache's own entries: the file is dropped rather
+		// than hold a wrong object or lack one.
 		k.failed.Add(1)
-		var zero T
-		s.Record(key, zero, true, rv)
+		s.RecordLost(key, err, rv)
 		return
 	}
 	s.RecordEncoded(key, data, rv)
@@ -312,8 +324,7 @@ func (k *packer[T]) put(b *persist.Batch[T], key string, r ref[T]) {
 	data, err := k.plain(r.p)
 	if err != nil { // as in record
 		k.failed.Add(1)
-		var zero T
-		b.Delete(key, zero)
+		b.Lost(key, err)
 		return
 	}
 	b.PutEncoded(key, data)

@@ -440,9 +440,15 @@ func TestCompactCompresses(t *testing.T) {
 		}
 		inf.Stop()
 	}
+	// Fewer objects than a dictionary needs, updated again and again:
+	// each object is one sample however often it changes.
 	few := newFakeServer()
 	nearCopies(few, squash.DictSamples-1)
-	inf, _ := contractStart(t, few, compactOpts(nil))
+	inf, rec := contractStart(t, few, compactOpts(nil))
+	for range 3 {
+		nearCopies(few, squash.DictSamples-1)
+	}
+	eventually(t, "the updates", func() bool { return len(rec.lines(false, Modified)) == 3*(squash.DictSamples-1) })
 	if d := compactOf(inf.Cache()).dict.Load(); d != nil {
 		t.Fatalf("an informer of %d objects made a dictionary", inf.Cache().Len())
 	}

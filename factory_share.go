@@ -157,7 +157,6 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T], fields *pr
 		{"StateKeys", slices.EqualFunc(have.StateKeys, want.StateKeys, bytes.Equal)},
 		{"Sharding", sameSharder(have.Sharding, want.Sharding)},
 		{"Compact", have.Compact == want.Compact},
-		{"CompactUncompressed", !have.Compact || have.CompactUncompressed == want.CompactUncompressed},
 	} {
 		if !c.same {
 			diff = append(diff, c.name)

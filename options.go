@@ -229,10 +229,16 @@ type Options[T Object] struct {
 	// dictionary, github.com/klauspost/compress): the objects of one kind
 	// in one cluster are near copies of each other, and a realistic Pod
 	// takes about a third of its protobuf, for about a microsecond more
-	// per read. An informer of fewer than 24 objects makes no dictionary.
+	// per read. An informer of fewer than 24 objects makes no dictionary
+	// (unless they are 64 KiB or more). A compressed entry carries a
+	// checksum: damaged, it is never read as an object (a read does not
+	// find it; its event is an Error naming its key).
 	Compact bool
 	// CompactUncompressed, with Compact, holds each object's bytes as
-	// they came instead of compressing them. Default: off.
+	// they came instead of compressing them. It changes how objects are
+	// held, not what anyone reads: consumers of a Factory share an
+	// informer whatever they ask, and the first one's choice holds.
+	// Default: off.
 	CompactUncompressed bool
 
 	// Sharding, if set, makes the informer cache and handle only this

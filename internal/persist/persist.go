@@ -65,6 +65,7 @@ type change[T any] struct {
 	obj     T
 	data    []byte
 	deleted bool
+	lost    error // the object cannot be written (RecordLost)
 }
 
 // Persister keeps a state file up to date. Record, Advance and Batch are
@@ -357,6 +358,15 @@ func (p *Persister[T]) RecordEncoded(key string, data []byte, rv string) {
 	p.record(key, change[T]{data: data}, rv)
 }
 
+// RecordLost notes that the object under key cannot be written, for
+// err (the cache's bytes of it are damaged): the file would lack an
+// object the cache has, which a watch from its resourceVersion would
+// never bring back, so, as for an object that cannot be encoded, the next
+// commit drops the snapshot and the next start lists.
+func (p *Persister[T]) RecordLost(key string, err error, rv string) {
+	p.record(key, change[T]{lost: err}, rv)
+}
+
 func (p *Persister[T]) record(key string, c change[T], rv string) {
 	p.mu.Lock()
 	p.pending[key] = c
@@ -404,6 +414,12 @@ func (b *Batch[T]) PutEncoded(key string, data []byte) {
 // Delete records that key's object (last state obj) is gone.
 func (b *Batch[T]) Delete(key string, obj T) { b.p.recordLocked(key, obj, true) }
 
+// Lost notes that an object cannot be written (see RecordLost).
+func (b *Batch[T]) Lost(key string, err error) {
+	b.p.pending[key] = change[T]{lost: err}
+	b.p.dirty = true
+}
+
 // Reset makes the batch replace the whole file: what it puts is all the
 // next commit holds (for a file that no longer holds the last commit).
 func (b *Batch[T]) Reset() {
@@ -450,8 +466,8 @@ func (p *Persister[T]) Flush() {
 			b.Dels = append(b.Dels, key)
 			continue
 		}
-		v, err := c.data, error(nil)
-		if v == nil {
+		v, err := c.data, c.lost
+		if v == nil && err == nil {
 			v, err = p.cfg.Codec.Encode(c.obj)
 		}
 		if err == nil && p.sealer != nil {

@@ -349,6 +349,37 @@ func TestPersisterEncodeFailure(t *testing.T) {
 	}
 }
 
+// An object that cannot be written (RecordLost, Batch.Lost: a compact
+// cache's damaged bytes) drops the snapshot as one that cannot be encoded
+// does: the next start lists rather than restore without it.
+func TestPersisterLostObject(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		dir := t.TempDir()
+		p, reports := testPersister(t, dir)
+		openPersister(t, p)
+		p.Record("a/one", labelled("a", "one", "1"), false, "1")
+		p.Flush()
+		if p.Committed() != "1" {
+			t.Fatalf("committed %q, want 1", p.Committed())
+		}
+		if batch {
+			b := p.Batch()
+			b.Lost("a/one", errors.New("damaged bytes"))
+			b.End("2")
+		} else {
+			p.RecordLost("a/one", errors.New("damaged bytes"), "2")
+		}
+		p.Start()
+		p.Stop()
+		if errs := reports(); len(errs) == 0 || !strings.Contains(errs[0].Error(), "damaged bytes") {
+			t.Fatalf("batch %v: reports %v, want the loss", batch, errs)
+		}
+		if items, rv := reload(t, dir); rv != "" || len(items) != 0 {
+			t.Fatalf("batch %v: after a lost object: restored %d objects at %q, want none", batch, len(items), rv)
+		}
+	}
+}
+
 // A damaged file is reported, set aside, and replaced by an empty one.
 func TestPersisterDamagedFile(t *testing.T) {
 	dir := t.TempDir()
