@@ -209,7 +209,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			return usageErrorf("serve: --namespace-selector %q: %v", f.nsSelector, err)
 		}
 	}
-	if err := f.stateKeys.load(); err != nil {
+	if err := f.stateKeys.load(e.warn); err != nil {
 		return err
 	}
 	if err := f.shard.check(fs); err != nil {

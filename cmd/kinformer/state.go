@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
@@ -73,13 +74,18 @@ func bindStateKeyFile(fs *pflag.FlagSet, k *stateKeys) {
 
 // load reads the keys of --state-key-file, or else of KINFORMER_STATE_KEY;
 // an error is a usage error (a key file that cannot be used is refused at
-// once, not found out by each informer).
-func (k *stateKeys) load() error {
+// once, not found out by each informer). A key file that group or others
+// may read is used, and warned of, as ssh warns of a private key's.
+func (k *stateKeys) load(warn func(string)) error {
 	var err error
 	switch env := os.Getenv(stateKeyEnv); {
 	case k.file != "":
 		if k.keys, err = kinformer.ReadStateKeys(k.file); err != nil {
 			return usageErrorf("--state-key-file: %v", err)
+		}
+		if fi, err := os.Stat(k.file); err == nil && runtime.GOOS != "windows" && fi.Mode().Perm()&0o077 != 0 {
+			warn(fmt.Sprintf("--state-key-file %s (mode %#o) may be read by group or others: whoever reads it can read the Secrets in the state files (chmod 600 %s)",
+				k.file, fi.Mode().Perm(), k.file))
 		}
 	case env != "":
 		if k.keys, err = kinformer.ParseStateKeys(env); err != nil {

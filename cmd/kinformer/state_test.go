@@ -722,3 +722,35 @@ func TestStateDirUnderAWritableParent(t *testing.T) {
 		}
 	}
 }
+
+// A --state-key-file that group or others may read is used, and warned
+// of (as ssh warns of a private key's); one only its owner reads is not.
+func TestStateKeyFileReadableByOthersIsWarned(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no Unix permissions")
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "state.key")
+	if err := os.WriteFile(file, []byte(base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		mode os.FileMode
+		warn bool
+	}{{0o600, false}, {0o400, false}, {0o640, true}, {0o644, true}, {0o604, true}} {
+		if err := os.Chmod(file, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		var warnings []string
+		k := stateKeys{file: file}
+		if err := k.load(func(s string) { warnings = append(warnings, s) }); err != nil || len(k.keys) != 1 {
+			t.Fatalf("mode %#o: load: %v, %d keys", tc.mode, err, len(k.keys))
+		}
+		if got := len(warnings) == 1 && strings.Contains(warnings[0], "may be read by group or others") && strings.Contains(warnings[0], file); got != tc.warn || len(warnings) > 1 {
+			t.Fatalf("mode %#o: warnings %q, want a warning: %v", tc.mode, warnings, tc.warn)
+		}
+	}
+}

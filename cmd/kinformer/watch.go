@@ -108,7 +108,7 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 			return usageErrorf("watch: --namespace-selector %q: %v", f.nsSelector, err)
 		}
 	}
-	if err := f.stateKeys.load(); err != nil {
+	if err := f.stateKeys.load(e.warn); err != nil {
 		return err
 	}
 
