@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kinformer/kinformer/internal/intern"
 )
 
 // randomValue makes JSON values from small pools, so that containers
@@ -47,13 +49,34 @@ func randomValue(r *rand.Rand, depth int) any {
 	}
 }
 
+// countContainers counts the maps and slices in v, v included.
+func countContainers(v any) int {
+	n := 0
+	switch x := v.(type) {
+	case map[string]any:
+		n++
+		for _, e := range x {
+			n += countContainers(e)
+		}
+	case []any:
+		n++
+		for _, e := range x {
+			n += countContainers(e)
+		}
+	}
+	return n
+}
+
 // TestSharedContainersStream decodes a long stream of random objects with
 // one Decoder, far more containers than its tables hold, with collections
 // between, and requires every object to equal apimachinery's decoding of
 // its event; and equal containers to be shared.
 func TestSharedContainersStream(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	const n = 20000
+	// Enough objects for several times the containers the tables hold
+	// (two generations), checked below; 20,000 took 272 s under -race on
+	// a loaded machine.
+	const n = 6000
 	var events [][]byte
 	var stream bytes.Buffer
 	for i := range n {
@@ -68,7 +91,7 @@ func TestSharedContainersStream(t *testing.T) {
 	}
 	rd := NewDecoder(unstructuredFormat).NewReader(io.NopCloser(&stream))
 	seen := map[string]any{} // spec's JSON -> the first decoded spec
-	sharedSpecs := 0
+	sharedSpecs, containers := 0, 0
 	for i, raw := range events {
 		got, err := rd.Next()
 		if err != nil {
@@ -81,6 +104,7 @@ func TestSharedContainersStream(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("event %d:\ndirect:    %s\nreference: %s", i, describe(got), describe(want))
 		}
+		containers += countContainers(got.Object.(*unstructured.Unstructured).Object)
 		spec := got.Object.(*unstructured.Unstructured).Object["spec"]
 		if m, ok := spec.(map[string]any); ok && len(m) > 0 && len(m) <= 2 {
 			k, _ := json.Marshal(m)
@@ -96,6 +120,10 @@ func TestSharedContainersStream(t *testing.T) {
 	}
 	if sharedSpecs == 0 {
 		t.Fatal("no small equal container was shared")
+	}
+	t.Logf("%d events, %d containers", n, containers)
+	if min := 4 * 2 * intern.Generation; containers < min {
+		t.Fatalf("the stream decoded %d containers, fewer than %d: too few to overflow the tables", containers, min)
 	}
 	t.Logf("%d small specs shared with an earlier equal one", sharedSpecs)
 }
