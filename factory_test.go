@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -280,15 +279,7 @@ func TestFactoryForgetsReleasedInformers(t *testing.T) {
 		}
 		gone = append(gone, weak.Make(inf))
 	}
-	eventually(t, "the released informers to be collected", func() bool {
-		runtime.GC()
-		for _, w := range gone {
-			if w.Value() != nil {
-				return false
-			}
-		}
-		return true
-	})
+	eventuallyCollected(t, "the released informers to be collected", gone)
 	if s.made != 4 {
 		t.Fatalf("made %d informers, want 4", s.made)
 	}

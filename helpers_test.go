@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
@@ -222,3 +224,18 @@ func arrivalOf[T Object](obj T) arrival[T] { return arrival[T]{obj: obj} }
 
 // compactOf is the holding of a compact cache.
 func compactOf[T Object](c *Cache[T]) *packer[T] { return c.h.(*packer[T]) }
+
+// eventuallyCollected waits until the garbage collector has freed what
+// each of ptrs points to: nothing keeps it alive.
+func eventuallyCollected[T any](t testing.TB, what string, ptrs []weak.Pointer[T]) {
+	t.Helper()
+	eventually(t, what, func() bool {
+		runtime.GC()
+		for _, w := range ptrs {
+			if w.Value() != nil {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -334,15 +333,7 @@ func TestViewForgetsInformersThatLeft(t *testing.T) {
 	if _, bad, causes := log.state(); len(bad) != 0 || causes[CauseLeave] != 4 {
 		t.Fatalf("causes %v, wrong events %v", causes, bad)
 	}
-	eventually(t, "the informers that left to be collected", func() bool {
-		runtime.GC()
-		for _, w := range left {
-			if w.Value() != nil {
-				return false
-			}
-		}
-		return true
-	})
+	eventuallyCollected(t, "the informers that left to be collected", left)
 	if len(v.Informers()) != 0 { // and the view itself is still alive
 		t.Fatal("the view still holds an informer")
 	}
