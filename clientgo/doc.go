@@ -61,9 +61,16 @@
 // one map. Never modify them; DeepCopy first. Unless the cache is compact
 // (Wrap of an informer with kinformer.Options.Compact, of kinformer.New or
 // of a Factory with FactoryOptions.Compact): then it holds each object as
-// bytes, and every read through the indexer or a lister decodes a copy
-// that is the caller's own, at the cost of that decode. Handlers' objects
-// are shared between them all the same.
+// bytes, compressed against a dictionary of the informer's own, and every
+// read through the indexer or a lister decodes a copy that is the
+// caller's own, at the cost of that decode. Handlers' objects are shared
+// between them all the same. Compact is opt-in here, as it is in
+// kinformer: client-go's users rely on a lister's cheap reads. What it
+// costs, measured side by side with client-go on 20,000 realistic Pods
+// (docs/benchmarks.md): the heap after sync falls to 0.05 of client-go's,
+// while a Get of one Pod takes about 12 µs instead of 0.5 µs, and a List
+// of the whole cache decodes every object (tens of µs a Pod, and their
+// garbage): keep the default for a controller that lists its cache often.
 //
 //	pods := kinformer.New[*corev1.Pod](clientset.CoreV1().Pods(""), &kinformer.Options[*corev1.Pod]{Compact: true})
 //	lister := corelisters.NewPodLister(clientgo.Wrap(pods).GetIndexer())
