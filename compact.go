@@ -302,7 +302,7 @@ func (k *packer[T]) open(c *Cache[T], s *persist.Persister[T], load bool, _ func
 // cache holds as it came, its encoding).
 func (k *packer[T]) record(s *persist.Persister[T], key string, r ref[T], rv string) {
 	if r.p == nil {
-		s.Record(key, r.obj, false, rv)
+		plainHolding[T]{}.record(s, key, r, rv)
 		return
 	}
 	data, err := k.plain(r.p)
@@ -318,7 +318,7 @@ func (k *packer[T]) record(s *persist.Persister[T], key string, r ref[T], rv str
 
 func (k *packer[T]) put(b *persist.Batch[T], key string, r ref[T]) {
 	if r.p == nil {
-		b.Put(key, r.obj)
+		plainHolding[T]{}.put(b, key, r)
 		return
 	}
 	data, err := k.plain(r.p)
@@ -350,7 +350,7 @@ func (k *packer[T]) values(c *Cache[T], r ref[T], i int) []string {
 	if r.p != nil {
 		return r.p.extra().vals[i]
 	}
-	return c.indexers[c.order[i]](r.obj)
+	return plainHolding[T]{}.values(c, r, i)
 }
 
 // withValues keeps vals beside a packed object's values.
@@ -367,7 +367,7 @@ func (k *packer[T]) withValues(r ref[T], vals [][]string) (ref[T], bool) {
 // load returns the object r holds, decoding a packed one.
 func (k *packer[T]) load(r ref[T]) (T, bool) {
 	if r.p == nil {
-		return r.obj, true
+		return plainHolding[T]{}.load(r)
 	}
 	return k.loadPacked(r.p)
 }

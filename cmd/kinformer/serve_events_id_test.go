@@ -16,18 +16,17 @@ import (
 	"github.com/kinformer/kinformer"
 )
 
-// An /events client that comes back (EventSource sends the id of the
-// last event it had as Last-Event-ID) is told how many events it missed
-// while away, or that they are unknown (an id of another process): a
-// forced reconnect (overflow, the stream's lifetime) lost them silently.
-func TestServeEventsTellWhatWasMissed(t *testing.T) {
+// eventsServer serves one resource, configmaps, whose events publish
+// makes (a Modified of ConfigMap ns/name), until the test ends.
+func eventsServer(t *testing.T) (r *served, hs *httptest.Server, publish func(name string)) {
+	t.Helper()
 	s := mustNewServer(t, 16, 16)
-	r := s.addSource("configmaps", resource{gvr: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, kind: "ConfigMap", namespaced: true}, "",
+	r = s.addSource("configmaps", resource{gvr: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, kind: "ConfigMap", namespaced: true}, "",
 		&packedSource{objs: map[string]*unstructured.Unstructured{}})
-	hs := httptest.NewServer(s.handler())
-	defer hs.Close()
-	defer s.close()
-	publish := func(name string) {
+	hs = httptest.NewServer(s.handler())
+	t.Cleanup(hs.Close)
+	t.Cleanup(s.close)
+	publish = func(name string) {
 		o := &unstructured.Unstructured{}
 		o.SetAPIVersion("v1")
 		o.SetKind("ConfigMap")
@@ -35,6 +34,15 @@ func TestServeEventsTellWhatWasMissed(t *testing.T) {
 		o.SetName(name)
 		r.hub.publish(kinformer.Event[*unstructured.Unstructured]{Type: kinformer.Modified, Object: o})
 	}
+	return r, hs, publish
+}
+
+// An /events client that comes back (EventSource sends the id of the
+// last event it had as Last-Event-ID) is told how many events it missed
+// while away, or that they are unknown (an id of another process): a
+// forced reconnect (overflow, the stream's lifetime) lost them silently.
+func TestServeEventsTellWhatWasMissed(t *testing.T) {
+	r, hs, publish := eventsServer(t)
 	type frame struct{ event, id, data string }
 	// open subscribes with lastID, and returns a reader of its frames.
 	open := func(lastID string) func() frame {
@@ -192,19 +200,9 @@ func subscribedID(t *testing.T, base string) string {
 // none this hub gave: the client is told its events are unknown (-1), not
 // that it missed 2^63-1 of them (h.seq-seq wrapping past zero).
 func TestServeEventsIDBeyondTheLast(t *testing.T) {
-	s := mustNewServer(t, 16, 16)
-	r := s.addSource("configmaps", resource{gvr: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, kind: "ConfigMap", namespaced: true}, "",
-		&packedSource{objs: map[string]*unstructured.Unstructured{}})
-	hs := httptest.NewServer(s.handler())
-	defer hs.Close()
-	defer s.close()
+	r, hs, publish := eventsServer(t)
 	for _, name := range []string{"a", "b"} {
-		o := &unstructured.Unstructured{}
-		o.SetAPIVersion("v1")
-		o.SetKind("ConfigMap")
-		o.SetNamespace("ns")
-		o.SetName(name)
-		r.hub.publish(kinformer.Event[*unstructured.Unstructured]{Type: kinformer.Modified, Object: o})
+		publish(name)
 	}
 	// The hub itself: 2 events published, an id of the 3rd and of the
 	// largest seq.

@@ -316,10 +316,10 @@ func TestPersisterRestores(t *testing.T) {
 	}
 }
 
-// An object that cannot be encoded drops the snapshot: the next start
-// restores nothing and lists.
-func TestPersisterEncodeFailure(t *testing.T) {
-	dir := t.TempDir()
+// committedOne returns an open persister of dir whose file holds one
+// object, a/one, at resourceVersion 1, and its reports.
+func committedOne(t *testing.T, dir string) (*Persister[*corev1.ConfigMap], func() []error) {
+	t.Helper()
 	p, reports := testPersister(t, dir)
 	openPersister(t, p)
 	p.Record("a/one", labelled("a", "one", "1"), false, "1")
@@ -327,6 +327,14 @@ func TestPersisterEncodeFailure(t *testing.T) {
 	if p.Committed() != "1" {
 		t.Fatalf("committed %q, want 1", p.Committed())
 	}
+	return p, reports
+}
+
+// An object that cannot be encoded drops the snapshot: the next start
+// restores nothing and lists.
+func TestPersisterEncodeFailure(t *testing.T) {
+	dir := t.TempDir()
+	p, reports := committedOne(t, dir)
 	good := p.cfg.Codec.Encode
 	p.cfg.Codec.Encode = func(c *corev1.ConfigMap) ([]byte, error) {
 		if c.Name == "bad" {
@@ -355,13 +363,7 @@ func TestPersisterEncodeFailure(t *testing.T) {
 func TestPersisterLostObject(t *testing.T) {
 	for _, batch := range []bool{false, true} {
 		dir := t.TempDir()
-		p, reports := testPersister(t, dir)
-		openPersister(t, p)
-		p.Record("a/one", labelled("a", "one", "1"), false, "1")
-		p.Flush()
-		if p.Committed() != "1" {
-			t.Fatalf("committed %q, want 1", p.Committed())
-		}
+		p, reports := committedOne(t, dir)
 		if batch {
 			b := p.Batch()
 			b.Lost("a/one", errors.New("damaged bytes"))
