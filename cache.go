@@ -133,6 +133,47 @@ func (c *Cache[T]) GetByKey(key string) (T, bool) {
 	return c.load(r)
 }
 
+// GetKept returns the cached object under key as the cache's own: in a
+// compact cache (Options.Compact), decoded by the first kept read of this
+// version of the object and kept, so that every kept read returns the
+// same object until the object changes, as a cache of objects does (and
+// a change made to it is seen by the next kept read, not by the other
+// reads, which decode the bytes). The object is shared: treat it as
+// read-only. It is held beside the bytes while that version is cached,
+// so a compact cache read this way holds both. In a cache of objects
+// GetKept is GetByKey. For adapters that promise their callers the
+// cache's object (controller-runtime's UnsafeDisableDeepCopy).
+func (c *Cache[T]) GetKept(key string) (T, bool) {
+	c.mu.RLock()
+	r, ok := c.items[key]
+	c.mu.RUnlock()
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	if obj, ok := r.ready(); ok {
+		return obj, true
+	}
+	return c.h.keep(r)
+}
+
+// ListKept is List with every object the cache's own, as GetKept
+// returns it.
+func (c *Cache[T]) ListKept() []T {
+	c.mu.RLock()
+	res := c.results(len(c.items), nil)
+	res.kept = true
+	res.addAll()
+	c.mu.RUnlock()
+	return res.done()
+}
+
+// ByIndexKept is ByIndex with every object the cache's own, as GetKept
+// returns it.
+func (c *Cache[T]) ByIndexKept(name, value string) ([]T, error) {
+	return c.byIndex(name, value, true)
+}
+
 // Select returns the cached objects in namespace ("" for every namespace)
 // whose labels match sel (nil matches everything): client-go's
 // lister.List(selector) and lister.Pods(ns).List(selector) in one.
@@ -207,9 +248,15 @@ func (c *Cache[T]) Len() int {
 // ByIndex returns the objects filed under value in the named index. It
 // returns ErrUnknownIndex if no such index was configured.
 func (c *Cache[T]) ByIndex(name, value string) ([]T, error) {
+	return c.byIndex(name, value, false)
+}
+
+// byIndex is ByIndex, and ByIndexKept if kept.
+func (c *Cache[T]) byIndex(name, value string, kept bool) ([]T, error) {
 	if !c.eager(name) {
 		c.rlockNamespace()
 		res := c.results(c.nsCount[value], nil)
+		res.kept = kept
 		res.addNamespace(value)
 		c.mu.RUnlock()
 		return res.done(), nil
@@ -221,6 +268,7 @@ func (c *Cache[T]) ByIndex(name, value string) ([]T, error) {
 	}
 	keys := c.indices[name][value]
 	res := c.results(len(keys), nil)
+	res.kept = kept
 	res.addKeys(keys)
 	c.mu.RUnlock()
 	return res.done(), nil
@@ -275,6 +323,8 @@ type results[T Object] struct {
 	// objects ready and nothing filters them.
 	later    []ref[T]
 	straight bool
+	// kept: done returns the objects as the cache's own (holding.keep).
+	kept bool
 }
 
 // setHolding makes h how the cache holds its objects: before any is put.
@@ -361,7 +411,14 @@ func (g *results[T]) done() []T {
 		g.out = make([]T, 0, len(g.later))
 	}
 	for _, r := range g.later {
-		if obj, ok := g.c.h.load(r); ok && (g.keep == nil || g.keep(obj)) {
+		var obj T
+		var ok bool
+		if g.kept {
+			obj, ok = g.c.h.keep(r)
+		} else {
+			obj, ok = g.c.h.load(r)
+		}
+		if ok && (g.keep == nil || g.keep(obj)) {
 			g.out = append(g.out, obj)
 		}
 	}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"unique"
+	"weak"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -102,6 +104,17 @@ type packer[T Object] struct {
 	sampled      []string
 	noDict       bool
 	scratch      []byte
+
+	// kept holds the objects decoded once and kept for the kept reads
+	// (Cache.GetKept, ListKept, ByIndexKept), by the packed object each
+	// was decoded from. Its keys are weak: an entry is deleted once the
+	// cache and its events no longer hold the packed object, and the
+	// garbage collector has freed it (a cleanup), so a kept object lives
+	// as long as the version it was decoded from. anyKept is set by the
+	// first: until then a packed object copied for new index values
+	// (complete, withValues) has nothing to carry over.
+	kept    sync.Map // weak.Pointer[packed] -> T
+	anyKept atomic.Bool
 }
 
 // squeezed returns data, the bytes of the object named name
@@ -361,6 +374,7 @@ func (k *packer[T]) withValues(r ref[T], vals [][]string) (ref[T], bool) {
 	p, x := *r.p, *r.p.extra()
 	x.vals = append(slices.Clip(x.vals), vals...)
 	p.x = &x
+	k.carry(r.p, &p)
 	return ref[T]{p: &p}, true
 }
 
@@ -370,6 +384,49 @@ func (k *packer[T]) load(r ref[T]) (T, bool) {
 		return plainHolding[T]{}.load(r)
 	}
 	return k.loadPacked(r.p)
+}
+
+// keep returns the object r holds as the cache's own: the object kept for
+// its packed object, or decoded now and kept. Two reads at once may both
+// decode; the first to keep its object wins, and both return that one.
+func (k *packer[T]) keep(r ref[T]) (T, bool) {
+	if r.p == nil {
+		return r.obj, true
+	}
+	w := weak.Make(r.p)
+	if obj, ok := k.kept.Load(w); ok {
+		return obj.(T), true
+	}
+	obj, ok := k.loadPacked(r.p)
+	if !ok {
+		return obj, false
+	}
+	if got, loaded := k.kept.LoadOrStore(w, obj); loaded {
+		return got.(T), true
+	}
+	k.anyKept.Store(true)
+	runtime.AddCleanup(r.p, k.forget, w)
+	return obj, true
+}
+
+// forget deletes the kept object of a packed object that is gone.
+func (k *packer[T]) forget(w weak.Pointer[packed]) { k.kept.Delete(w) }
+
+// carry keeps for to, a copy of from with new index values, the object
+// kept for from, if any: a kept object stays the cache's own when an
+// index is added.
+func (k *packer[T]) carry(from, to *packed) {
+	if !k.anyKept.Load() {
+		return
+	}
+	obj, ok := k.kept.Load(weak.Make(from))
+	if !ok {
+		return
+	}
+	w := weak.Make(to)
+	if _, loaded := k.kept.LoadOrStore(w, obj); !loaded {
+		runtime.AddCleanup(to, k.forget, w)
+	}
 }
 
 // complete gives a packed object made before addIndexers the values of the
@@ -386,6 +443,7 @@ func (k *packer[T]) complete(c *Cache[T], r ref[T]) (ref[T], bool) {
 		x.vals[i] = c.indexers[c.order[i]](obj)
 	}
 	p.x = &x
+	k.carry(r.p, &p)
 	return ref[T]{p: &p}, true
 }
 

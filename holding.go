@@ -33,6 +33,10 @@ type holding[T Object] interface {
 	// load returns the object r holds: itself, or decoded anew (false if
 	// its bytes do not decode).
 	load(r ref[T]) (T, bool)
+	// keep returns the object r holds as the cache's own: itself, or
+	// decoded once and kept, so that every keep of r returns the same
+	// object (Cache.GetKept).
+	keep(r ref[T]) (T, bool)
 	// values returns r's values in the i-th eager index (Cache.order).
 	// Under wmu.
 	values(c *Cache[T], r ref[T], i int) []string
@@ -139,6 +143,7 @@ func (plainHolding[T]) hold(_ *Cache[T], a arrival[T]) (ref[T], error) {
 }
 func (plainHolding[T]) final(a arrival[T], _ ref[T]) ref[T] { return ref[T]{obj: a.obj} }
 func (plainHolding[T]) load(r ref[T]) (T, bool)             { return r.obj, true }
+func (plainHolding[T]) keep(r ref[T]) (T, bool)             { return r.obj, true }
 func (plainHolding[T]) values(c *Cache[T], r ref[T], i int) []string {
 	return c.indexers[c.order[i]](r.obj)
 }
