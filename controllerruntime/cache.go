@@ -21,7 +21,13 @@
 // unstructured objects by its JSON one (PartialObjectMetadata by
 // client-go's), and equal labels and annotations are shared between
 // cached objects. managedFields are kept, as controller-runtime's cache
-// keeps them (Options.DropManagedFields drops them). The informers log
+// keeps them (Options.DropManagedFields drops them). Each informer holds
+// its objects as compressed bytes (kinformer's Options.Compact), about a
+// third of a manager's heap against controller-runtime's cache: every Get
+// and List decodes what it returns, in place of the deep copy
+// controller-runtime's makes, and a read with UnsafeDisableDeepCopy
+// returns the cache's own object, decoded once and kept (Options.Decoded
+// says more, and holds decoded objects instead). The informers log
 // through controller-runtime's logger, the manager's, named "kinformer",
 // each line naming its informer's kind (Options.Logger says what and at
 // which level); so do their watch errors, unless DefaultWatchErrorHandler
@@ -29,9 +35,8 @@
 //
 // With adds kinformer's own options (Options): a state directory (a
 // restarted manager starts warm), sharding between replicas, metrics, a
-// logger of its own, managedFields dropped, the cache mutation detector, a
-// compact cache (objects kept as bytes, decoded on each read: about half
-// the manager's heap), and projections (a kind's cache keeping only the
+// logger of its own, managedFields dropped, the cache mutation detector,
+// decoded objects instead of bytes, and projections (a kind's cache keeping only the
 // fields the controller reads; NewClient refuses to write such an object
 // back).
 //
@@ -136,20 +141,35 @@ type Options struct {
 	// every informer (see kinformer's Options.DetectMutations; also
 	// KINFORMER_CACHE_MUTATION_DETECTOR): a cached object changed in
 	// place, by a handler or through UnsafeDisableDeepCopy, is reported
-	// with an error naming it. It doubles the cache's memory: for tests
-	// and canaries.
+	// with an error naming it. Its informers hold decoded objects (see
+	// Decoded), and it doubles their memory: for tests and canaries. The
+	// environment variable alone checks only informers that hold decoded
+	// objects: a compact one's reads are copies, but for those with
+	// UnsafeDisableDeepCopy, which are not checked.
 	DetectMutations bool
 
-	// Compact keeps every informer's cache as bytes (kinformer's
-	// Options.Compact, through FactoryOptions.Compact): each object takes
-	// about the size of its protobuf (JSON for custom resources) instead
-	// of its decoded tree, and every Get and List decodes what it returns.
-	// Those objects are already the caller's own, so Get and List do not
-	// deep-copy them again. For managers that cache much and read little
-	// (every Pod of a cluster); one that lists its whole cache often pays
-	// a decode per object each time. The mutation detector has nothing to
-	// check in a compact cache. Not used for informers of
-	// cache.Options.NewInformer, which are not kinformer's. Default: off.
+	// Decoded keeps every informer's objects decoded, as controller-
+	// runtime's own cache does, and Get and List deep-copy them. By
+	// default each informer's cache holds compressed bytes (kinformer's
+	// Options.Compact): a cached object takes a fraction of its protobuf
+	// (JSON for custom resources) instead of its decoded tree, and every
+	// Get and List decodes what it returns, which is then the caller's own
+	// without the deep copy controller-runtime's cache makes (a decode
+	// costs about what that copy does). A read with UnsafeDisableDeepCopy
+	// returns the cache's own object, as controller-runtime promises: the
+	// object is decoded by the first such read and kept decoded, beside
+	// its bytes, until it changes (kinformer's Cache.GetKept). Informers
+	// whose reads are all of that kind (UnsafeDisableDeepCopy in
+	// cache.Options or ByObject), that have a Transform, or that detect
+	// mutations (DetectMutations) hold decoded objects anyway, as do
+	// those of cache.Options.NewInformer, which are not kinformer's. Set
+	// Decoded for a controller that lists its whole cache often, where a
+	// decode per object and per List costs more than the memory saved
+	// (docs/benchmarks.md, the cr section, has both). Default: off.
+	Decoded bool
+
+	// Deprecated: compressed bytes are the default (see Decoded); Compact
+	// changes nothing.
 	Compact bool
 
 	// NamespaceSelector, if not empty, is a label selector of Namespace
@@ -205,7 +225,8 @@ func NewCache(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
 
 // With returns a cache.NewCacheFunc with kinformer's own options:
 // StateDir, StateKeys, Sharding, Registerer, Logger, DropManagedFields,
-// DetectMutations, Compact, NamespaceSelector and ByObject (see Options).
+// DetectMutations, Decoded, NamespaceSelector and ByObject (see Options;
+// Compact is deprecated: compressed bytes are the default).
 //
 //	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 //		NewCache: kcr.With(kcr.Options{StateDir: dir, DropManagedFields: true}),
@@ -245,7 +266,7 @@ func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, er
 		log: log,
 		factory: kinformer.NewFactory(cfg, &kinformer.FactoryOptions{
 			Registerer: ko.Registerer, Logger: log, Scheme: opts.Scheme,
-			StateDir: ko.StateDir, StateKeys: ko.StateKeys, Sharding: ko.Sharding, Compact: ko.Compact,
+			StateDir: ko.StateDir, StateKeys: ko.StateKeys, Sharding: ko.Sharding,
 			HTTPClient: opts.HTTPClient,
 		}),
 		scheme:          opts.Scheme,
@@ -254,7 +275,7 @@ func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, er
 		watchErrHandler: opts.DefaultWatchErrorHandler,
 		keepManaged:     !ko.DropManagedFields,
 		detectMutations: ko.DetectMutations,
-		compact:         ko.Compact,
+		compact:         !ko.Decoded,
 		fields:          map[schema.GroupVersionKind][]string{},
 		cfg:             cfg,
 		httpClient:      opts.HTTPClient,
@@ -331,7 +352,7 @@ type shared struct {
 	watchErrHandler toolscache.WatchErrorHandlerWithContext
 	keepManaged     bool
 	detectMutations bool
-	compact         bool // the factory's informers' caches are compact
+	compact         bool // not Options.Decoded: informers hold compressed bytes where they can
 	// fields holds the projection of each projected kind (Options.ByObject).
 	fields     map[schema.GroupVersionKind][]string
 	cfg        *rest.Config

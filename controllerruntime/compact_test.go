@@ -2,6 +2,7 @@ package controllerruntime_test
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -23,13 +24,14 @@ import (
 
 func byNodeName(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }
 
-// kcr.Options.Compact, in a manager's cache against the real server: the
-// informers' caches are compact (each read a new object), and Get and
-// List (by namespace, labels and a field index from IndexField; typed,
-// unstructured and metadata-only) return what a cache without Compact
-// returns; changing a returned object, even one got with
-// UnsafeDisableDeepCopy, does not change the next Get; an update reaches
-// Get.
+// kcr's default, compressed bytes, in a manager's cache against the real
+// server: the informers' caches are compact (each read a new object), and
+// Get and List (by namespace, labels and a field index from IndexField;
+// typed, unstructured and metadata-only) return what a cache of decoded
+// objects (Options.Decoded) returns; changing a returned object does not
+// change the next Get; a read with UnsafeDisableDeepCopy returns the
+// cache's own object, the same for every such read until it changes, as
+// controller-runtime's cache does; an update reaches Get.
 func TestCompact(t *testing.T) {
 	cfg, cs, ns := setup(t)
 	ctx := t.Context()
@@ -44,7 +46,7 @@ func TestCompact(t *testing.T) {
 	// own, not a multi-namespace cache's (whose informers have no indexer).
 	cacheOpts := cache.Options{DefaultFieldSelector: fields.OneTermEqualSelector("metadata.namespace", ns)}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		NewCache:               kcr.With(kcr.Options{Compact: true}),
+		NewCache:               kcr.NewCache,
 		Cache:                  cacheOpts,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -70,7 +72,7 @@ func TestCompact(t *testing.T) {
 	if !c.WaitForCacheSync(wctx) {
 		t.Fatal("the manager's cache did not sync")
 	}
-	plain, err := kcr.With(kcr.Options{})(cfg, cacheOpts)
+	plain, err := kcr.With(kcr.Options{Decoded: true})(cfg, cacheOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,17 +81,23 @@ func TestCompact(t *testing.T) {
 	}
 	runCache(t, plain)
 
-	// Compact reached the informer: each read through its indexer is
-	// decoded anew.
-	inf, err := c.GetInformer(ctx, &corev1.Pod{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx := inf.(toolscache.SharedIndexInformer).GetIndexer()
-	one, _, _ := idx.GetByKey(ns + "/a")
-	two, _, _ := idx.GetByKey(ns + "/a")
-	if one == nil || one == two {
-		t.Fatalf("two reads of a compact cache: %p and %p, want two objects", one, two)
+	// The informer is compact: each read through its indexer is decoded
+	// anew. With Decoded it is not.
+	for _, cc := range []struct {
+		what    string
+		c       cache.Cache
+		compact bool
+	}{{"the default", c, true}, {"Decoded", plain, false}} {
+		inf, err := cc.c.GetInformer(ctx, &corev1.Pod{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx := inf.(toolscache.SharedIndexInformer).GetIndexer()
+		one, _, _ := idx.GetByKey(ns + "/a")
+		two, _, _ := idx.GetByKey(ns + "/a")
+		if one == nil || (one == two) == cc.compact {
+			t.Fatalf("%s: two reads of the cache: %p and %p, want two objects: %v", cc.what, one, two, cc.compact)
+		}
 	}
 
 	key := client.ObjectKey{Namespace: ns, Name: "a"}
@@ -104,15 +112,38 @@ func TestCompact(t *testing.T) {
 		t.Fatalf("Get from the compact cache:\n%v\nwithout Compact:\n%v", &got, &want)
 	}
 	got.Labels["app"], got.Spec.Containers[0].Image = "changed", "changed"
-	var raw corev1.Pod
+	var raw, raw2 corev1.Pod
 	if err := c.Get(ctx, key, &raw, client.UnsafeDisableDeepCopy); err != nil {
 		t.Fatal(err)
 	}
 	if raw.Labels["app"] != "web" || raw.Spec.Containers[0].Image != "busybox" {
 		t.Fatalf("Get after changing a returned object: %v", &raw)
 	}
-	raw.Labels["app"] = "changed" // a compact cache's object is the caller's own, even so
-	var again corev1.Pod
+	// UnsafeDisableDeepCopy: the cache's own object, the same for every
+	// such read (Get and List), as controller-runtime's cache gives it.
+	if err := c.Get(ctx, key, &raw2, client.UnsafeDisableDeepCopy); err != nil {
+		t.Fatal(err)
+	}
+	if reflect.ValueOf(raw.Labels).Pointer() != reflect.ValueOf(raw2.Labels).Pointer() {
+		t.Fatal("two Gets with UnsafeDisableDeepCopy returned two objects")
+	}
+	var rawList corev1.PodList
+	if err := c.List(ctx, &rawList, client.InNamespace(ns), client.MatchingLabels{"app": "web"}, client.UnsafeDisableDeepCopy); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(rawList.Items, func(p corev1.Pod) bool { return p.Name == "a" })
+	if i < 0 || reflect.ValueOf(rawList.Items[i].Labels).Pointer() != reflect.ValueOf(raw.Labels).Pointer() {
+		t.Fatal("a List with UnsafeDisableDeepCopy returned another object than Get's")
+	}
+	raw.Labels["unsafe"] = "changed" // the cache's own: seen by the next such read
+	var raw3 corev1.Pod
+	if err := c.Get(ctx, key, &raw3, client.UnsafeDisableDeepCopy); err != nil {
+		t.Fatal(err)
+	}
+	if raw3.Labels["unsafe"] != "changed" {
+		t.Fatal("a change to the cache's own object is not seen by the next UnsafeDisableDeepCopy read")
+	}
+	var again corev1.Pod // a copy read decodes the bytes, as they came
 	if err := c.Get(ctx, key, &again); err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +220,13 @@ func TestCompact(t *testing.T) {
 			t.Fatal(err)
 		}
 		if p.Labels["app"] == "api" {
+			var u corev1.Pod // a new version: the cache's own anew
+			if err := c.Get(ctx, key, &u, client.UnsafeDisableDeepCopy); err != nil {
+				t.Fatal(err)
+			}
+			if u.Labels["app"] != "api" || u.Labels["unsafe"] != "" {
+				t.Fatalf("UnsafeDisableDeepCopy Get after an update: %v", u.Labels)
+			}
 			break
 		}
 		if time.Now().After(deadline) {

@@ -234,6 +234,14 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 	fields := c.sh.fieldsOf(k)
 	f := c.sh.factory
 	log := informerLogger(c.sh.log, k.gvk, ns)
+	noCopy := ptr.Deref(c.config.UnsafeDisableDeepCopy, false)
+	// Compressed bytes (kinformer's Options.Compact), unless Options.
+	// Decoded, or the informer is better served by objects: its reads
+	// are all the cache's own (UnsafeDisableDeepCopy), a Transform may
+	// make what its encoding does not keep, or mutations are to be
+	// detected.
+	compact := c.sh.compact && !noCopy && c.config.Transform == nil && !c.sh.detectMutations
+	var fresh bool // the informer's cache decodes every read (Compact)
 	e := &entry{}
 	switch {
 	case c.sh.newInformer != nil:
@@ -245,7 +253,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		e.own, e.release = true, func() {}
 	case k.form == unstructuredForm:
 		inf, err := f.Dynamic(mapping.Resource, ns, &kinformer.Options[*unstructured.Unstructured]{
-			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations,
+			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations, Compact: compact,
 			Fields: fields, Logger: log,
 			Transform: transformOf[*unstructured.Unstructured](c, k, transform)})
 		if err != nil {
@@ -253,9 +261,10 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		}
 		e.sii, e.release, e.wait, e.lastError = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError
 		e.reader.store = cacheStore[*unstructured.Unstructured]{inf.Cache()}
+		fresh = inf.Cache().Compact()
 	case k.form == metadataForm:
 		inf, err := f.Metadata(mapping.Resource, ns, &kinformer.Options[*metav1.PartialObjectMetadata]{
-			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations,
+			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations, Compact: compact,
 			Fields: fields, Logger: log,
 			Transform: transformOf[*metav1.PartialObjectMetadata](c, k, transform)})
 		if err != nil {
@@ -263,13 +272,14 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		}
 		e.sii, e.release, e.wait, e.lastError = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError
 		e.reader.store = cacheStore[*metav1.PartialObjectMetadata]{inf.Cache()}
+		fresh = inf.Cache().Compact()
 	default:
 		example, err := c.sh.scheme.New(k.gvk)
 		if err != nil {
 			return nil, c.started, err
 		}
 		inf, err := f.Typed(example, ns, &kinformer.Options[kinformer.Object]{
-			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations,
+			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations, Compact: compact,
 			Fields: fields, Logger: log,
 			Transform: transformOf[kinformer.Object](c, k, transform)})
 		if err != nil {
@@ -277,6 +287,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		}
 		e.sii, e.release, e.wait, e.lastError = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError
 		e.reader.store = cacheStore[kinformer.Object]{inf.Cache()}
+		fresh = inf.Cache().Compact()
 	}
 	h := c.sh.watchErrHandler
 	if h == nil && !e.own {
@@ -300,8 +311,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		e.reader.store = indexerStore{e.sii.GetIndexer()}
 	}
 	e.reader = reader{store: e.reader.store, gvk: k.gvk, scope: mapping.Scope.Name(),
-		noCopy: ptr.Deref(c.config.UnsafeDisableDeepCopy, false),
-		fresh:  c.sh.compact && c.sh.newInformer == nil}
+		noCopy: noCopy, fresh: fresh}
 	if len(fields) > 0 && !e.own {
 		e.reader.projected = strings.Join(fields, ",")
 	}

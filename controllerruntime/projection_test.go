@@ -39,7 +39,7 @@ func TestProjection(t *testing.T) {
 	fieldsKept := []string{"metadata.labels", "spec.nodeName", "spec.containers.image"}
 	for _, compact := range []bool{false, true} {
 		t.Run(fmt.Sprint("compact=", compact), func(t *testing.T) {
-			c, err := kcr.With(kcr.Options{Compact: compact, ByObject: map[client.Object]kcr.ByObject{&corev1.Pod{}: {Fields: fieldsKept}}})(cfg,
+			c, err := kcr.With(kcr.Options{Decoded: !compact, ByObject: map[client.Object]kcr.ByObject{&corev1.Pod{}: {Fields: fieldsKept}}})(cfg,
 				cache.Options{DefaultFieldSelector: fields.OneTermEqualSelector("metadata.namespace", ns)})
 			if err != nil {
 				t.Fatal(err)

@@ -30,7 +30,8 @@ type reader struct {
 	scope  meta.RESTScopeName
 	noCopy bool // UnsafeDisableDeepCopy
 	// fresh: the store decodes a new object for every read (a compact
-	// cache), which is the caller's own without a deep copy.
+	// cache), which is the caller's own without a deep copy; a read with
+	// UnsafeDisableDeepCopy asks for the cache's own object (kept).
 	fresh bool
 	// projected is the fields a projected cache keeps (Options.ByObject),
 	// which every copy read carries in ProjectedAnnotation; "" if whole.
@@ -47,7 +48,8 @@ func (r reader) Get(key client.ObjectKey, out client.Object, opts ...client.GetO
 	if key.Namespace != "" {
 		storeKey = key.Namespace + "/" + key.Name
 	}
-	ro, exists, err := r.store.get(storeKey)
+	copied := !r.noCopy && (o.UnsafeDisableDeepCopy == nil || !*o.UnsafeDisableDeepCopy)
+	ro, exists, err := r.store.get(storeKey, !copied)
 	if err != nil {
 		return err
 	}
@@ -55,7 +57,6 @@ func (r reader) Get(key client.ObjectKey, out client.Object, opts ...client.GetO
 		// controller-runtime names the kind where the resource goes.
 		return apierrors.NewNotFound(schema.GroupResource{Group: r.gvk.Group, Resource: r.gvk.Kind}, key.Name)
 	}
-	copied := !r.noCopy && (o.UnsafeDisableDeepCopy == nil || !*o.UnsafeDisableDeepCopy)
 	if copied && !r.fresh {
 		ro = ro.DeepCopyObject()
 	}
@@ -90,6 +91,7 @@ func (r reader) List(out client.ObjectList, opts ...client.ListOption) error {
 	if o.Continue != "" {
 		return fmt.Errorf("continue list option is not supported by the cache")
 	}
+	copied := !r.noCopy && (o.UnsafeDisableDeepCopy == nil || !*o.UnsafeDisableDeepCopy)
 	var objs []runtime.Object
 	var err error
 	switch {
@@ -97,16 +99,15 @@ func (r reader) List(out client.ObjectList, opts ...client.ListOption) error {
 		if !exactOnly(o.FieldSelector) {
 			return fmt.Errorf("non-exact field matches are not supported by the cache")
 		}
-		objs, err = r.byFields(o.FieldSelector.Requirements(), o.Namespace)
+		objs, err = r.byFields(o.FieldSelector.Requirements(), o.Namespace, !copied)
 	case o.Namespace != "":
-		objs, err = r.store.byIndex(toolscache.NamespaceIndex, o.Namespace)
+		objs, err = r.store.byIndex(toolscache.NamespaceIndex, o.Namespace, !copied)
 	default:
-		objs, err = r.store.all()
+		objs, err = r.store.all(!copied)
 	}
 	if err != nil {
 		return err
 	}
-	copied := !r.noCopy && (o.UnsafeDisableDeepCopy == nil || !*o.UnsafeDisableDeepCopy)
 	items := make([]runtime.Object, 0, len(objs))
 	for _, obj := range objs {
 		if o.Limit > 0 && int64(len(items)) >= o.Limit {
@@ -154,14 +155,15 @@ func exactOnly(sel fields.Selector) bool {
 }
 
 // byFields returns the objects whose field indexes hold every
-// requirement's value, in namespace ("" for all).
-func (r reader) byFields(reqs fields.Requirements, namespace string) ([]runtime.Object, error) {
+// requirement's value, in namespace ("" for all); the cache's own objects
+// if kept (store.get).
+func (r reader) byFields(reqs fields.Requirements, namespace string, kept bool) ([]runtime.Object, error) {
 	var objs []runtime.Object
 	for i, req := range reqs {
 		name, value := fieldIndexName(req.Field), namespacedKey(namespace, req.Value)
 		if i == 0 {
 			var err error
-			if objs, err = r.store.byIndex(name, value); err != nil {
+			if objs, err = r.store.byIndex(name, value, kept); err != nil {
 				return nil, err
 			}
 			if len(objs) == 0 {
@@ -169,7 +171,7 @@ func (r reader) byFields(reqs fields.Requirements, namespace string) ([]runtime.
 			}
 			continue
 		}
-		kept := objs[:0:0]
+		matched := objs[:0:0]
 		for _, obj := range objs {
 			vals, ok, err := r.store.indexValues(name, obj)
 			if !ok {
@@ -179,13 +181,13 @@ func (r reader) byFields(reqs fields.Requirements, namespace string) ([]runtime.
 				return nil, err
 			}
 			if slices.Contains(vals, value) {
-				kept = append(kept, obj)
+				matched = append(matched, obj)
 			}
 		}
-		if len(kept) == 0 {
+		if len(matched) == 0 {
 			return nil, nil
 		}
-		objs = kept
+		objs = matched
 	}
 	return objs, nil
 }

@@ -15,11 +15,15 @@ import (
 // cache.Options.NewInformer (indexerStore), which is not kinformer's.
 type store interface {
 	// get returns the object under a cache key.
-	get(key string) (runtime.Object, bool, error)
+	get(key string, kept bool) (runtime.Object, bool, error)
 	// all returns every object; byIndex those filed under value in the
 	// named index (the namespace index is toolscache.NamespaceIndex).
-	all() ([]runtime.Object, error)
-	byIndex(name, value string) ([]runtime.Object, error)
+	// With kept, a compact cache's objects are the cache's own
+	// (kinformer's GetKept and the like: decoded once and kept), as an
+	// UnsafeDisableDeepCopy read promises; a cache of objects returns
+	// its own anyway.
+	all(kept bool) ([]runtime.Object, error)
+	byIndex(name, value string, kept bool) ([]runtime.Object, error)
 	// indexValues returns obj's values in the named index; false if there
 	// is no such index.
 	indexValues(name string, obj runtime.Object) ([]string, bool, error)
@@ -29,15 +33,28 @@ type store interface {
 // client-go indexer's any-typed values between.
 type cacheStore[T kinformer.Object] struct{ c *kinformer.Cache[T] }
 
-func (s cacheStore[T]) get(key string) (runtime.Object, bool, error) {
+func (s cacheStore[T]) get(key string, kept bool) (runtime.Object, bool, error) {
+	if kept {
+		obj, ok := s.c.GetKept(key)
+		return obj, ok, nil
+	}
 	obj, ok := s.c.GetByKey(key)
 	return obj, ok, nil
 }
 
-func (s cacheStore[T]) all() ([]runtime.Object, error) { return objects(s.c.List()), nil }
+func (s cacheStore[T]) all(kept bool) ([]runtime.Object, error) {
+	if kept {
+		return objects(s.c.ListKept()), nil
+	}
+	return objects(s.c.List()), nil
+}
 
-func (s cacheStore[T]) byIndex(name, value string) ([]runtime.Object, error) {
-	objs, err := s.c.ByIndex(name, value)
+func (s cacheStore[T]) byIndex(name, value string, kept bool) ([]runtime.Object, error) {
+	read := s.c.ByIndex
+	if kept {
+		read = s.c.ByIndexKept
+	}
+	objs, err := read(name, value)
 	if errors.Is(err, kinformer.ErrUnknownIndex) {
 		return nil, noIndex{name}
 	}
@@ -75,7 +92,7 @@ func objects[T kinformer.Object](objs []T) []runtime.Object {
 // indexerStore reads a client-go indexer.
 type indexerStore struct{ i toolscache.Indexer }
 
-func (s indexerStore) get(key string) (runtime.Object, bool, error) {
+func (s indexerStore) get(key string, _ bool) (runtime.Object, bool, error) {
 	obj, ok, err := s.i.GetByKey(key)
 	if err != nil || !ok {
 		return nil, ok, err
@@ -87,9 +104,9 @@ func (s indexerStore) get(key string) (runtime.Object, bool, error) {
 	return ro, true, nil
 }
 
-func (s indexerStore) all() ([]runtime.Object, error) { return runtimeObjects(s.i.List()) }
+func (s indexerStore) all(bool) ([]runtime.Object, error) { return runtimeObjects(s.i.List()) }
 
-func (s indexerStore) byIndex(name, value string) ([]runtime.Object, error) {
+func (s indexerStore) byIndex(name, value string, _ bool) ([]runtime.Object, error) {
 	objs, err := s.i.ByIndex(name, value)
 	if err != nil {
 		return nil, err

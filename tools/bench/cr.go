@@ -39,7 +39,7 @@ func crFlags(fs *flag.FlagSet) func(*bench) error {
 	fs.IntVar(&c.pods, "pods", 5000, "Pods in the workload")
 	fs.IntVar(&c.updates, "updates", -1, "ConfigMaps patched once each after each contender's sync (-1: every one; 0: no burst)")
 	fs.IntVar(&c.writers, "writers", 32, "concurrent writers of the update burst")
-	contenders := fs.String("contenders", strings.Join([]string{kCR, kCRKCR, kCRStrip, kCRKCRDrop, kCRKCRCompact, kCRKCRFields, kCRNewInformer}, ","), "controller-runtime contenders, comma-separated; ratios are to the first")
+	contenders := fs.String("contenders", strings.Join([]string{kCR, kCRKCR, kCRKCRDecoded, kCRStrip, kCRKCRDrop, kCRKCRFields, kCRNewInformer}, ","), "controller-runtime contenders, comma-separated; ratios are to the first")
 	cg := fs.String("cg-contenders", strings.Join([]string{kClientGo, kKClientGo, kKClientGoWrap, kKinformer}, ","), "contenders outside controller-runtime, comma-separated ('' for none)")
 	fs.StringVar(&c.profileDir, "profile", "", "if set, also write CPU and heap profiles of one extra run of each controller-runtime contender here (no burst)")
 	return func(b *bench) error {

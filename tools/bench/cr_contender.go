@@ -34,12 +34,11 @@ const (
 	kCR            = "cr"             // controller-runtime's own cache, ctrl.Options{} defaults
 	kCRNewInformer = "cr+newinformer" // its own cache, with Options.Cache.NewInformer = clientgo.NewSharedIndexInformer
 	kCRStrip       = "cr+strip"       // its own cache, with DefaultTransform: cache.TransformStripManagedFields()
-	kCRKCR         = "cr+kcr"         // kinformer's controller-runtime cache (controllerruntime/, kcr.NewCache)
+	kCRKCR         = "cr+kcr"         // kinformer's controller-runtime cache (controllerruntime/, kcr.NewCache): compressed bytes
 	kCRKCRDrop     = "cr+kcr-drop"    // kcr.With(kcr.Options{DropManagedFields: true})
-	kCRKCRCompact  = "cr+kcr-compact" // kcr.With(kcr.Options{Compact: true})
-	kCRKCRLean     = "cr+kcr-lean"    // kcr.With(kcr.Options{Compact: true, DropManagedFields: true})
-	// kCRKCRFields is kcr.With(kcr.Options{Compact: true}) with each kind
-	// projected to what its reconciler reads (kcr.Options.ByObject).
+	kCRKCRDecoded  = "cr+kcr-decoded" // kcr.With(kcr.Options{Decoded: true}): decoded objects, as before compressed bytes were kcr's default
+	// kCRKCRFields is kcr.NewCache with each kind projected to what its
+	// reconciler reads (kcr.Options.ByObject).
 	kCRKCRFields = "cr+kcr-fields"
 
 	// podConfigMapIndex indexes Pods by the ConfigMaps their volumes mount
@@ -57,9 +56,8 @@ var crNewCache = map[string]cache.NewCacheFunc{
 	kCRStrip:       nil, // cache.New, with Options.Cache.DefaultTransform set (see crManager)
 	kCRKCR:         kcr.NewCache,
 	kCRKCRDrop:     kcr.With(kcr.Options{DropManagedFields: true}),
-	kCRKCRCompact:  kcr.With(kcr.Options{Compact: true}),
-	kCRKCRLean:     kcr.With(kcr.Options{Compact: true, DropManagedFields: true}),
-	kCRKCRFields: kcr.With(kcr.Options{Compact: true, ByObject: map[client.Object]kcr.ByObject{
+	kCRKCRDecoded:  kcr.With(kcr.Options{Decoded: true}),
+	kCRKCRFields: kcr.With(kcr.Options{ByObject: map[client.Object]kcr.ByObject{
 		&corev1.ConfigMap{}: {Fields: []string{"metadata.annotations"}},   // the burst's round annotation
 		&corev1.Pod{}:       {Fields: []string{"spec.volumes.configMap"}}, // the field index and the List by it
 	}}),
@@ -149,7 +147,7 @@ func crContenderMain(args []string) error {
 	t0 := time.Now()
 	smp := startSampler(t0)
 	fs := flag.NewFlagSet("cr-contender", flag.ExitOnError)
-	kind := fs.String("kind", kCR, "cr | cr+newinformer | cr+strip | cr+kcr | cr+kcr-drop | cr+kcr-compact | cr+kcr-lean | cr+kcr-fields")
+	kind := fs.String("kind", kCR, "cr | cr+newinformer | cr+strip | cr+kcr | cr+kcr-drop | cr+kcr-decoded | cr+kcr-fields")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
 	round := fs.Int("round", 0, "round number")
 	execNs := fs.Int64("exec-ns", 0, "when the parent started this process (UnixNano; 0: main's start)")

@@ -80,15 +80,13 @@ func scaleReport(m machine, c scaleConfig, rs []scaleResult) string {
 		case kCR:
 			p("  - `%s`: controller-runtime's own cache (`cache.New`, client-go SharedIndexInformers), `ctrl.Options` defaults.\n", k)
 		case kCRKCR:
-			p("  - `%s`: `NewCache: kcr.NewCache`, kinformer's controller-runtime cache (managedFields kept, as controller-runtime's cache keeps them).\n", k)
+			p("  - `%s`: `NewCache: kcr.NewCache`, kinformer's controller-runtime cache (compressed bytes; managedFields kept, as controller-runtime's cache keeps them).\n", k)
 		case kCRStrip:
-			p("  - `%s`: controller-runtime's own cache with `Cache.DefaultTransform: cache.TransformStripManagedFields()` (managedFields dropped, as `cr+kcr-drop` and `cr+kcr-lean` drop them).\n", k)
+			p("  - `%s`: controller-runtime's own cache with `Cache.DefaultTransform: cache.TransformStripManagedFields()` (managedFields dropped, as `cr+kcr-drop` drops them).\n", k)
 		case kCRKCRDrop:
 			p("  - `%s`: `NewCache: kcr.With(kcr.Options{DropManagedFields: true})`.\n", k)
-		case kCRKCRCompact:
-			p("  - `%s`: `NewCache: kcr.With(kcr.Options{Compact: true})` (each object held as its protobuf bytes, managedFields kept, decoded on every read).\n", k)
-		case kCRKCRLean:
-			p("  - `%s`: `NewCache: kcr.With(kcr.Options{Compact: true, DropManagedFields: true})`.\n", k)
+		case kCRKCRDecoded:
+			p("  - `%s`: `NewCache: kcr.With(kcr.Options{Decoded: true})` (objects held decoded, as controller-runtime's cache holds them).\n", k)
 		default:
 			p("  - `%s`: as in the controller-runtime benchmark above.\n", k)
 		}
