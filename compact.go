@@ -3,6 +3,7 @@ package kinformer
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"reflect"
 	"runtime"
 	"slices"
@@ -104,6 +105,16 @@ type packer[T Object] struct {
 	sampled      []string
 	noDict       bool
 	scratch      []byte
+	// base is the ratio (entry bytes to object bytes) of the cache's
+	// objects under dict, measured at the first swap after it was made
+	// (fit): a re-list whose objects take DegradedFactor times more has
+	// the dictionary made again. 0 until measured. The writer's alone.
+	base float64
+	// retired are the dictionaries made before dict, newest first (at
+	// most maxRetiredDicts): the entries of queued events may still be
+	// theirs. remade counts the dictionaries made again.
+	retired atomic.Pointer[[]*squash.Dict]
+	remade  atomic.Int64
 
 	// kept holds the objects decoded once and kept for the kept reads
 	// (Cache.GetKept, ListKept, ByIndexKept), by the packed object each
@@ -176,7 +187,136 @@ func (k *packer[T]) plain(p *packed) ([]byte, error) {
 	if d == nil {
 		return nil, squash.ErrCorrupt // compressed, and no dictionary: never made here
 	}
-	return d.Decode(nil, p.data)
+	b, err := d.Decode(nil, p.data)
+	if err != nil {
+		// An entry of a dictionary made before (an event queued before
+		// a re-list made it again): its checksum tells which.
+		if old := k.retired.Load(); old != nil {
+			for _, d := range *old {
+				if b, err2 := d.Decode(nil, p.data); err2 == nil {
+					return b, nil
+				}
+			}
+		}
+	}
+	return b, err
+}
+
+// maxRetiredDicts is how many dictionaries made before the current one a
+// compact cache keeps to decode the entries of events queued before: an
+// event older than that many re-lists that each made the dictionary
+// again is an Error naming its key.
+const maxRetiredDicts = 4
+
+// remakeMin is how much a re-list must hold (its objects' bytes) for fit
+// to judge the dictionary: fewer are no measure.
+const remakeMin = 64 << 10
+
+// fit checks how the dictionary fits items, a re-list's or a restore's
+// objects, before they are swapped in. The first time after the
+// dictionary was made it measures the ratio (base), and compresses the
+// objects held as they came before there was one; later, if they take
+// squash.DegradedFactor times more room than then (their shape
+// changed), it makes the dictionary again from them and compresses them
+// all against it. The writer's alone, under wmu.
+func (k *packer[T]) fit(items map[string]ref[T]) {
+	d := k.dict.Load()
+	if d == nil || len(items) < 2*squash.DictSamples {
+		return
+	}
+	in, out := k.measure(items)
+	if in < remakeMin {
+		return
+	}
+	ratio := float64(out) / float64(in)
+	switch {
+	case k.base == 0:
+		k.recompress(items, d, nil)
+		in, out = k.measure(items)
+		k.base = float64(out) / float64(in)
+		return
+	case ratio <= k.base*squash.DegradedFactor:
+		return
+	}
+	samples := make([][]byte, 0, squash.DictSamples)
+	size := 0
+	for _, r := range items {
+		if len(samples) == squash.DictSamples || size >= squash.MaxDictLen {
+			break
+		}
+		if r.p == nil {
+			continue
+		}
+		if b, err := k.plain(r.p); err == nil {
+			samples = append(samples, b)
+			size += len(b)
+		}
+	}
+	nd, err := squash.NewDict(samples)
+	if err != nil {
+		return
+	}
+	done := maps.Clone(items)
+	k.recompress(done, d, nd)
+	if in2, out2 := k.measure(done); float64(out2)/float64(in2) >= ratio {
+		k.base = ratio // no better: the objects no longer compress; judge from here
+		return
+	}
+	maps.Copy(items, done)
+	retired := []*squash.Dict{d}
+	if old := k.retired.Load(); old != nil {
+		retired = append(retired, (*old)[:min(len(*old), maxRetiredDicts-1)]...)
+	}
+	k.retired.Store(&retired) // before the new dictionary: a reader always finds one that decodes
+	k.dict.Store(nd)
+	k.remade.Add(1)
+	in, out = k.measure(items)
+	k.base = float64(out) / float64(in)
+}
+
+// measure returns the bytes of items' objects and of their entries.
+func (k *packer[T]) measure(items map[string]ref[T]) (in, out int64) {
+	for _, r := range items {
+		if r.p == nil {
+			continue
+		}
+		if n, err := squash.Len(r.p.data); err == nil {
+			in += int64(n)
+			out += int64(len(r.p.data))
+		}
+	}
+	return in, out
+}
+
+// recompress compresses items' entries against to: all of them, or with
+// to nil those held as they came, against d. An entry that does not
+// decode is left as it is.
+func (k *packer[T]) recompress(items map[string]ref[T], d, to *squash.Dict) {
+	for key, r := range items {
+		if r.p == nil {
+			continue
+		}
+		_, isRaw := squash.Raw(r.p.data)
+		if to == nil && !isRaw {
+			continue
+		}
+		b, err := k.plain(r.p)
+		if err != nil {
+			continue
+		}
+		enc := d
+		if to != nil {
+			enc = to
+		}
+		k.scratch = enc.Encode(k.scratch[:0], b)
+		if to == nil && k.scratch[0] == r.p.data[0] {
+			continue // still as it came: not worth a new entry
+		}
+		p := *r.p
+		p.data = bytes.Clone(k.scratch)
+		k.carry(r.p, &p)
+		items[key] = ref[T]{p: &p}
+	}
 }
 
 // setCompact makes an empty cache compact, for objects of the informer's

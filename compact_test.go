@@ -2,8 +2,10 @@ package kinformer
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"sync"
@@ -503,7 +505,6 @@ func TestCompactDamagedEntry(t *testing.T) {
 // for every other until it changes, through an index added meanwhile; a
 // change made to it is seen by the next kept read and not by the copy
 // reads; a new version is decoded anew, and the old kept object is freed.
-// In a cache of objects they are the plain reads.
 func TestCompactKeptReads(t *testing.T) {
 	s := newFakeServer()
 	s.put(cm("ns", "a", "app", "web"))
@@ -580,13 +581,108 @@ func TestCompactKeptReads(t *testing.T) {
 		p.kept.Range(func(any, any) bool { n++; return true })
 		return n == 2
 	})
+}
 
-	// A cache of objects: the kept reads are the plain ones.
+// In a cache of objects the kept reads are the plain ones.
+func TestKeptReadsOfACacheOfObjects(t *testing.T) {
+	plainOnly(t)
 	ps := newFakeServer()
 	ps.put(cm("ns", "a"))
 	plain, _ := contractStart(t, ps, &Options[*corev1.ConfigMap]{Backoff: fastBackoff})
 	got, _ := plain.Cache().GetByKey("ns/a")
 	if k, _ := plain.Cache().GetKept("ns/a"); k != got || one(t, plain.Cache().ListKept()) != got {
 		t.Fatal("a cache of objects: the kept reads returned another object than GetByKey")
+	}
+}
+
+// shaped returns n ConfigMaps that share common, a blob no object
+// compresses alone: only a dictionary holding it makes them small.
+func shaped(n int, common string) []*corev1.ConfigMap {
+	out := make([]*corev1.ConfigMap, n)
+	for i := range out {
+		o := cm("ns", fmt.Sprintf("cm-%03d", i))
+		o.Data["blob"] = common + fmt.Sprint(i)
+		out[i] = o
+	}
+	return out
+}
+
+func randomBlob(seed uint64, n int) string {
+	r := rand.New(rand.NewPCG(seed, seed))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.IntN(256))
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// The dictionary is made again when a re-list finds the objects no longer
+// fit it (their shape changed): the first list measures the ratio (and
+// compresses the objects held before there was a dictionary); a re-list of
+// objects of another shape, which the old dictionary leaves as they came,
+// makes a new one from them and compresses them all; what was encoded
+// with the old one (a queued event's entry) still decodes; a re-list of
+// the same objects changes nothing.
+func TestCompactDictionaryRemade(t *testing.T) {
+	s := newFakeServer()
+	for _, o := range shaped(200, randomBlob(1, 600)) {
+		s.put(o)
+	}
+	inf, _ := contractStart(t, s, compactOpts(nil))
+	c := inf.Cache()
+	k := compactOf(c)
+	ratio := func() float64 {
+		c.mu.RLock()
+		defer c.mu.RUnlock()
+		in, out := k.measure(c.items)
+		return float64(out) / float64(in)
+	}
+	first := k.dict.Load()
+	c.mu.RLock()
+	before := c.items["ns/cm-007"]
+	raw := 0
+	for _, r := range c.items {
+		if _, ok := squash.Raw(r.p.data); ok {
+			raw++
+		}
+	}
+	c.mu.RUnlock()
+	if first == nil || raw != 0 || ratio() > 0.3 {
+		t.Fatalf("after the first list: dictionary %v, %d objects held as they came, ratio %.2f; want a dictionary, none, at most 0.3", first, raw, ratio())
+	}
+	relist := func() {
+		lists, _ := s.counts()
+		s.sendRaw(watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired("too old").ErrStatus})
+		eventually(t, "a re-list", func() bool { l, _ := s.counts(); return l > lists && inf.HasSynced() })
+		contractSync(t, inf)
+	}
+	relist()
+	if k.dict.Load() != first || k.remade.Load() != 0 {
+		t.Fatal("a re-list of the same objects made the dictionary again")
+	}
+
+	for _, o := range shaped(200, randomBlob(2, 600)) {
+		s.put(o)
+	}
+	eventually(t, "the new shape cached", func() bool {
+		o, _ := c.GetByKey("ns/cm-199")
+		return o != nil && o.Data["blob"] == randomBlob(2, 600)+"199"
+	})
+	if r := ratio(); r < 0.9 {
+		t.Fatalf("the new shape's ratio under the old dictionary is %.2f: the test's objects do not change shape", r)
+	}
+	relist()
+	eventually(t, "the dictionary made again", func() bool { return k.remade.Load() == 1 })
+	if k.dict.Load() == first || ratio() > 0.3 {
+		t.Fatalf("after the re-list: ratio %.2f, dictionary the first: %v", ratio(), k.dict.Load() == first)
+	}
+	want := randomBlob(2, 600)
+	for i, o := range c.List() {
+		if !strings.HasPrefix(o.Data["blob"], want) {
+			t.Fatalf("object %d (%s) read wrong after the dictionary was made again", i, o.Name)
+		}
+	}
+	if o, ok := k.load(before); !ok || o.Data["blob"] != randomBlob(1, 600)+"7" {
+		t.Fatal("an entry of the first dictionary does not decode after it was made again")
 	}
 }

@@ -47,6 +47,9 @@ type holding[T Object] interface {
 	// withValues returns r keeping vals, its values in indexes just added
 	// (addIndexers), and whether it changed.
 	withValues(r ref[T], vals [][]string) (ref[T], bool)
+	// fit adjusts items, the whole new content of the cache (a re-list's
+	// or a restore's), before it is swapped in. Under wmu.
+	fit(items map[string]ref[T])
 	// straight reports whether a read takes every ref's object as it is:
 	// it appends them in a loop without a call per object.
 	straight() bool
@@ -150,6 +153,7 @@ func (plainHolding[T]) values(c *Cache[T], r ref[T], i int) []string {
 func (plainHolding[T]) complete(_ *Cache[T], r ref[T]) (ref[T], bool)    { return r, false }
 func (plainHolding[T]) withValues(r ref[T], _ [][]string) (ref[T], bool) { return r, false }
 func (plainHolding[T]) straight() bool                                   { return true }
+func (plainHolding[T]) fit(map[string]ref[T])                            {}
 func (plainHolding[T]) shares() bool                                     { return true }
 
 func (plainHolding[T]) entry(e Event[T], obj, old ref[T], at int64) queued[T] {

@@ -305,6 +305,7 @@ func (c *Cache[T]) remove(key string) (old ref[T], existed bool) {
 func (c *Cache[T]) swap(items map[string]ref[T]) (old map[string]ref[T]) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	c.h.fit(items)
 	indices := c.emptyIndices()
 	for key, r := range items {
 		if done, changed := c.h.complete(c, r); changed {

@@ -189,6 +189,29 @@ func Raw(entry []byte) ([]byte, bool) {
 	return entry[1:], true
 }
 
+// Len returns the length of an entry's object without decoding it (for
+// a compressed entry, what its block says, unchecked): what the entry
+// holds, to tell how well a dictionary fits.
+func Len(entry []byte) (int, error) {
+	if len(entry) == 0 {
+		return 0, ErrCorrupt
+	}
+	switch entry[0] {
+	case kindRaw:
+		return len(entry) - 1, nil
+	case kindS2:
+		if len(entry) < s2Header+1 {
+			return 0, ErrCorrupt
+		}
+		n, err := s2.DecodedLen(entry[s2Header:])
+		if err != nil || n > MaxLen {
+			return 0, ErrCorrupt
+		}
+		return n, nil
+	}
+	return 0, ErrCorrupt
+}
+
 // Wrap appends src's raw entry to dst: src as it is after one header
 // byte, for an object held before there is a dictionary.
 func Wrap(dst, src []byte) []byte { return raw(dst, src) }

@@ -45,6 +45,9 @@ func TestRoundTrip(t *testing.T) {
 			for i, o := range kind.objs {
 				buf = d.Encode(buf[:0], o)
 				r.Add(len(o), len(buf))
+				if n, err := Len(buf); err != nil || n != len(o) {
+					t.Fatalf("object %d: Len = %d, %v, want %d", i, n, err, len(o))
+				}
 				var err error
 				if out, err = d.Decode(out[:0], buf); err != nil || !bytes.Equal(out, o) {
 					t.Fatalf("object %d: Decode = %v, %v bytes, want its %d bytes", i, err, len(out), len(o))
@@ -65,6 +68,19 @@ func TestRoundTrip(t *testing.T) {
 				t.Errorf("ratio %.3f, want at most %.2f", r.Ratio(), kind.max)
 			}
 		})
+	}
+}
+
+// Len refuses what is not an entry, and what says it holds too much.
+func TestLenOfDamaged(t *testing.T) {
+	huge := append([]byte{kindS2, 0, 0, 0, 0}, 0xff, 0xff, 0xff, 0xff, 0x0f) // a uvarint of 4 GiB
+	for name, e := range map[string][]byte{"empty": nil, "unknown kind": {0x17, 1, 2}, "short": {kindS2, 1}, "too long": huge} {
+		if n, err := Len(e); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: Len = %d, %v, want ErrCorrupt", name, n, err)
+		}
+	}
+	if n, err := Len(Wrap(nil, []byte("abc"))); err != nil || n != 3 {
+		t.Errorf("Len of a raw entry = %d, %v, want 3", n, err)
 	}
 }
 
