@@ -83,6 +83,10 @@ type packer[T Object] struct {
 	// uids: packed objects keep their UID (a sharded informer's share is
 	// by UID).
 	uids bool
+	// bufs holds the buffers reads decompress into, if decode copies what
+	// it keeps (persist.Codec.Copies): a read then allocates only the
+	// object.
+	bufs *sync.Pool
 	// failed counts reads and events of objects whose bytes did not
 	// decode: bytes the cache encoded itself, or that a type's Check
 	// passed (protowatch), so never unless one of those is wrong.
@@ -176,7 +180,10 @@ func (k *packer[T]) sample(name string, data []byte) {
 
 // plain returns the bytes of p as they came: decompressed, or without a
 // copy if p holds them so. Any goroutine.
-func (k *packer[T]) plain(p *packed) ([]byte, error) {
+func (k *packer[T]) plain(p *packed) ([]byte, error) { return k.plainInto(nil, p) }
+
+// plainInto is plain, decompressing into dst's room if it must.
+func (k *packer[T]) plainInto(dst []byte, p *packed) ([]byte, error) {
 	if !k.squeeze {
 		return p.data, nil
 	}
@@ -187,13 +194,13 @@ func (k *packer[T]) plain(p *packed) ([]byte, error) {
 	if d == nil {
 		return nil, squash.ErrCorrupt // compressed, and no dictionary: never made here
 	}
-	b, err := d.Decode(nil, p.data)
+	b, err := d.Decode(dst, p.data)
 	if err != nil {
 		// An entry of a dictionary made before (an event queued before
 		// a re-list made it again): its checksum tells which.
 		if old := k.retired.Load(); old != nil {
 			for _, d := range *old {
-				if b, err2 := d.Decode(nil, p.data); err2 == nil {
+				if b, err2 := d.Decode(dst, p.data); err2 == nil {
 					return b, nil
 				}
 			}
@@ -201,6 +208,10 @@ func (k *packer[T]) plain(p *packed) ([]byte, error) {
 	}
 	return b, err
 }
+
+// maxPooledBuf is the largest buffer a read gives back to bufs: a rare
+// large object's is left to the garbage collector.
+const maxPooledBuf = 64 << 10
 
 // maxRetiredDicts is how many dictionaries made before the current one a
 // compact cache keeps to decode the entries of events queued before: an
@@ -328,7 +339,11 @@ func (c *Cache[T]) setCompact(o *Options[T], uids bool) bool {
 		return false
 	}
 	pc := persist.NewReadCodec[T](o.objectType())
-	c.setHolding(&packer[T]{encode: pc.Encode, decode: pc.Decode, meta: pc.Meta, uids: uids, squeeze: !o.CompactUncompressed})
+	k := &packer[T]{encode: pc.Encode, decode: pc.Decode, meta: pc.Meta, uids: uids, squeeze: !o.CompactUncompressed}
+	if pc.Copies && k.squeeze {
+		k.bufs = &sync.Pool{New: func() any { return new([]byte) }}
+	}
+	c.setHolding(k)
 	return true
 }
 
@@ -599,14 +614,33 @@ func (k *packer[T]) loadPacked(p *packed) (T, bool) {
 	return obj, true
 }
 
-// unpack decodes p, its apiVersion and kind included.
+// unpack decodes p, its apiVersion and kind included. A compressed
+// entry is decompressed into a pooled buffer if decode copies what it
+// keeps (bufs).
 func (k *packer[T]) unpack(p *packed) (T, error) {
-	data, err := k.plain(p)
+	var buf *[]byte
+	if _, isRaw := squash.Raw(p.data); k.bufs != nil && !isRaw {
+		buf = k.bufs.Get().(*[]byte)
+	}
+	var dst []byte
+	if buf != nil {
+		dst = (*buf)[:0]
+	}
+	data, err := k.plainInto(dst, p)
+	var obj T
+	if err == nil {
+		obj, err = k.decode(data)
+	}
+	if buf != nil {
+		if cap(data) <= maxPooledBuf {
+			*buf = data[:0]
+		}
+		k.bufs.Put(buf)
+	}
 	if err != nil {
 		var zero T
 		return zero, err
 	}
-	obj, err := k.decode(data)
 	if gvk := p.extra().gvk; err == nil && gvk != (unique.Handle[schema.GroupVersionKind]{}) {
 		obj.GetObjectKind().SetGroupVersionKind(gvk.Value())
 	}

@@ -686,3 +686,47 @@ func TestCompactDictionaryRemade(t *testing.T) {
 		t.Fatal("an entry of the first dictionary does not decode after it was made again")
 	}
 }
+
+// Reads decompress into pooled buffers (protobuf's decode copies what it
+// keeps): objects read one after another, on goroutines at once, each
+// keep their own content.
+func TestCompactReadsShareNoBuffer(t *testing.T) {
+	s := newFakeServer()
+	objs := shaped(100, randomBlob(3, 600))
+	for _, o := range objs {
+		s.put(o)
+	}
+	inf, _ := contractStart(t, s, compactOpts(nil))
+	c := inf.Cache()
+	if compactOf(c).bufs == nil {
+		t.Fatal("a compact cache of ConfigMaps reads without pooled buffers")
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			var held []*corev1.ConfigMap
+			for range 5 {
+				for _, o := range objs {
+					got, ok := c.GetByKey("ns/" + o.Name)
+					if !ok {
+						errs <- fmt.Errorf("%s not found", o.Name)
+						return
+					}
+					held = append(held, got)
+				}
+			}
+			for i, got := range held {
+				if want := objs[i%len(objs)]; got.Name != want.Name || got.Data["blob"] != want.Data["blob"] {
+					errs <- fmt.Errorf("read %d: %s holds another object's bytes", i, want.Name)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}

@@ -26,6 +26,10 @@ type Codec[T kruntime.Object] struct {
 	// Meta reads an encoding's metadata without decoding it; nil for
 	// JSON.
 	Meta func([]byte) (Meta, bool)
+	// Copies: the objects Decode returns share no memory with the bytes
+	// they were decoded from (protobuf's generated Unmarshal copies every
+	// string and byte slice), which may then be reused.
+	Copies bool
 }
 
 // Meta is what an encoded object's metadata says of it.
@@ -107,6 +111,7 @@ func protoCodec[T kruntime.Object](t reflect.Type, fresh func() T) (Codec[T], bo
 			obj := fresh()
 			return obj, any(obj).(protoObject).Unmarshal(b)
 		},
+		Copies: true,
 	}
 	if t.Kind() == reflect.Pointer {
 		if meta := protowatch.LayoutOf(t.Elem()).Meta; meta != 0 {
