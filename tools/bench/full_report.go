@@ -245,6 +245,13 @@ func collect(rs []result, kind string, f func(result) float64) []float64 {
 	return xs
 }
 
+// The targets section, hand-written, opens the report (after its title):
+// what the open work aims at and where each figure stands.
+const (
+	targetsBegin = "<!-- targets: begin -->"
+	targetsEnd   = "<!-- targets: end -->"
+)
+
 // keptSections are the hand-written or separately generated sections of
 // the report (the analysis, and every other scenario's), kept when the
 // full benchmark rewrites it.
@@ -274,6 +281,11 @@ func (rep report) write(path string) error {
 		}
 	}
 	text := rep.text
+	if i, j := bytes.Index(old, []byte(targetsBegin)), bytes.Index(old, []byte(targetsEnd)); err == nil && i >= 0 && j > i {
+		// The targets open the report: after its title line.
+		title, rest, _ := strings.Cut(text, "\n")
+		text = title + "\n\n" + string(old[i:j+len(targetsEnd)]) + "\n" + rest
+	}
 	for _, sec := range keptSections() {
 		text += kept[sec[0]]
 	}
