@@ -1,16 +1,11 @@
 package kinformer
 
 import (
-	"bytes"
 	"fmt"
-	"maps"
 	"reflect"
-	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"unique"
-	"weak"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -34,20 +29,43 @@ import (
 // them again, against a dictionary of the restored objects.
 
 // packed is an object of a compact cache. It is never changed once made
-// (and published).
+// (and published). It is 48 bytes, a size class of its own: each field
+// is one word of what every object has.
 type packed struct {
 	data []byte // the encoding
-	rv   string // metadata.resourceVersion
-	ns   string // metadata.namespace, interned
-	// x holds what only some caches or objects have; nil for none, which
-	// keeps packed at 64 bytes.
+	// rvn is metadata.resourceVersion, if it is a decimal number without
+	// leading zeros (what every API server backed by etcd gives: its
+	// revisions) other than 0; else 0, and the packer's oddRVs hold it.
+	rvn uint64
+	ns  unique.Handle[string] // metadata.namespace
+	// x holds what only some caches or objects have; nil for none.
 	x *packedExtra
 }
 
+// rvNumber returns rv as packed.rvn keeps it: its number, or 0 if it is
+// not a decimal number in canonical form (or is "0").
+func rvNumber(rv string) uint64 {
+	if len(rv) == 0 || len(rv) > 19 || rv[0] < '1' || rv[0] > '9' {
+		return 0 // 19 digits always fit a uint64
+	}
+	var n uint64
+	for i := 0; i < len(rv); i++ {
+		c := rv[i]
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n
+}
+
+// namespace returns p's metadata.namespace.
+func (p *packed) namespace() string { return p.ns.Value() }
+
 // packedExtra is what a packed object may have besides its bytes.
 type packedExtra struct {
-	uid  string     // metadata.uid, if the cache keeps UIDs (Cache.uids)
-	vals [][]string // the values of the eager indexes, in Cache.order
+	uid  string      // metadata.uid, if the cache keeps UIDs (Cache.uids)
+	vals indexValues // the values of the eager indexes, in Cache.order
 	// gvk is the object's apiVersion and kind, if it had any and its
 	// encoding does not hold them (protobuf): set again on decoding.
 	gvk unique.Handle[schema.GroupVersionKind]
@@ -130,204 +148,20 @@ type packer[T Object] struct {
 	// (complete, withValues) has nothing to carry over.
 	kept    sync.Map // weak.Pointer[packed] -> T
 	anyKept atomic.Bool
+	// oddRVs holds the resourceVersions packed.rvn cannot (not a
+	// canonical decimal number: never from an etcd-backed server), by
+	// their packed object, weakly as kept is.
+	oddRVs sync.Map // weak.Pointer[packed] -> string
 }
 
-// squeezed returns data, the bytes of the object named name
-// (namespace/name), as the cache holds them: compressed against the
-// dictionary, or wrapped as they came while there is none (squash.Wrap);
-// data itself without squeeze. The entry is a slice of its own length,
-// sharing nothing with data. The writer's alone.
-func (k *packer[T]) squeezed(name string, data []byte) []byte {
-	if !k.squeeze {
-		return data
+// newPacked makes a packed object of data, at resourceVersion rv, in
+// namespace ns.
+func (k *packer[T]) newPacked(data []byte, rv, ns string) *packed {
+	p := &packed{data: data, rvn: rvNumber(rv), ns: unique.Make(ns)}
+	if p.rvn == 0 {
+		k.setOddRV(p, rv)
 	}
-	d := k.dict.Load()
-	if d == nil && !k.noDict {
-		k.sample(name, data)
-		d = k.dict.Load()
-	}
-	if d == nil {
-		return squash.Wrap(make([]byte, 0, len(data)+1), data)
-	}
-	k.scratch = d.Encode(k.scratch[:0], data)
-	return bytes.Clone(k.scratch)
-}
-
-// sample keeps a copy of data for the dictionary, if it is the first of
-// its object, and makes the dictionary once there are DictSamples
-// objects' samples, or MaxDictLen bytes of them. An informer of fewer
-// objects never pays for one (its samples, up to 64 KiB, and s2's 32 KiB
-// table once it compresses).
-func (k *packer[T]) sample(name string, data []byte) {
-	if slices.Contains(k.sampled, name) {
-		return
-	}
-	k.sampled = append(k.sampled, name)
-	data = data[:min(len(data), squash.MaxDictLen-k.sampledBytes)]
-	k.samples = append(k.samples, bytes.Clone(data))
-	k.sampledBytes += len(data)
-	if len(k.samples) < squash.DictSamples && k.sampledBytes < squash.MaxDictLen {
-		return
-	}
-	d, err := squash.NewDict(k.samples)
-	k.samples, k.sampled = nil, nil
-	if err != nil {
-		k.noDict = true // too few bytes to be worth one: kept as they come
-		return
-	}
-	k.dict.Store(d)
-}
-
-// plain returns the bytes of p as they came: decompressed, or without a
-// copy if p holds them so. Any goroutine.
-func (k *packer[T]) plain(p *packed) ([]byte, error) { return k.plainInto(nil, p) }
-
-// plainInto is plain, decompressing into dst's room if it must.
-func (k *packer[T]) plainInto(dst []byte, p *packed) ([]byte, error) {
-	if !k.squeeze {
-		return p.data, nil
-	}
-	if b, ok := squash.Raw(p.data); ok {
-		return b, nil
-	}
-	d := k.dict.Load()
-	if d == nil {
-		return nil, squash.ErrCorrupt // compressed, and no dictionary: never made here
-	}
-	b, err := d.Decode(dst, p.data)
-	if err != nil {
-		// An entry of a dictionary made before (an event queued before
-		// a re-list made it again): its checksum tells which.
-		if old := k.retired.Load(); old != nil {
-			for _, d := range *old {
-				if b, err2 := d.Decode(dst, p.data); err2 == nil {
-					return b, nil
-				}
-			}
-		}
-	}
-	return b, err
-}
-
-// maxPooledBuf is the largest buffer a read gives back to bufs: a rare
-// large object's is left to the garbage collector.
-const maxPooledBuf = 64 << 10
-
-// maxRetiredDicts is how many dictionaries made before the current one a
-// compact cache keeps to decode the entries of events queued before: an
-// event older than that many re-lists that each made the dictionary
-// again is an Error naming its key.
-const maxRetiredDicts = 4
-
-// remakeMin is how much a re-list must hold (its objects' bytes) for fit
-// to judge the dictionary: fewer are no measure.
-const remakeMin = 64 << 10
-
-// fit checks how the dictionary fits items, a re-list's or a restore's
-// objects, before they are swapped in. The first time after the
-// dictionary was made it measures the ratio (base), and compresses the
-// objects held as they came before there was one; later, if they take
-// squash.DegradedFactor times more room than then (their shape
-// changed), it makes the dictionary again from them and compresses them
-// all against it. The writer's alone, under wmu.
-func (k *packer[T]) fit(items map[string]ref[T]) {
-	d := k.dict.Load()
-	if d == nil || len(items) < 2*squash.DictSamples {
-		return
-	}
-	in, out := k.measure(items)
-	if in < remakeMin {
-		return
-	}
-	ratio := float64(out) / float64(in)
-	switch {
-	case k.base == 0:
-		k.recompress(items, d, nil)
-		in, out = k.measure(items)
-		k.base = float64(out) / float64(in)
-		return
-	case ratio <= k.base*squash.DegradedFactor:
-		return
-	}
-	samples := make([][]byte, 0, squash.DictSamples)
-	size := 0
-	for _, r := range items {
-		if len(samples) == squash.DictSamples || size >= squash.MaxDictLen {
-			break
-		}
-		if r.p == nil {
-			continue
-		}
-		if b, err := k.plain(r.p); err == nil {
-			samples = append(samples, b)
-			size += len(b)
-		}
-	}
-	nd, err := squash.NewDict(samples)
-	if err != nil {
-		return
-	}
-	done := maps.Clone(items)
-	k.recompress(done, d, nd)
-	if in2, out2 := k.measure(done); float64(out2)/float64(in2) >= ratio {
-		k.base = ratio // no better: the objects no longer compress; judge from here
-		return
-	}
-	maps.Copy(items, done)
-	retired := []*squash.Dict{d}
-	if old := k.retired.Load(); old != nil {
-		retired = append(retired, (*old)[:min(len(*old), maxRetiredDicts-1)]...)
-	}
-	k.retired.Store(&retired) // before the new dictionary: a reader always finds one that decodes
-	k.dict.Store(nd)
-	k.remade.Add(1)
-	in, out = k.measure(items)
-	k.base = float64(out) / float64(in)
-}
-
-// measure returns the bytes of items' objects and of their entries.
-func (k *packer[T]) measure(items map[string]ref[T]) (in, out int64) {
-	for _, r := range items {
-		if r.p == nil {
-			continue
-		}
-		if n, err := squash.Len(r.p.data); err == nil {
-			in += int64(n)
-			out += int64(len(r.p.data))
-		}
-	}
-	return in, out
-}
-
-// recompress compresses items' entries against to: all of them, or with
-// to nil those held as they came, against d. An entry that does not
-// decode is left as it is.
-func (k *packer[T]) recompress(items map[string]ref[T], d, to *squash.Dict) {
-	for key, r := range items {
-		if r.p == nil {
-			continue
-		}
-		_, isRaw := squash.Raw(r.p.data)
-		if to == nil && !isRaw {
-			continue
-		}
-		b, err := k.plain(r.p)
-		if err != nil {
-			continue
-		}
-		enc := d
-		if to != nil {
-			enc = to
-		}
-		k.scratch = enc.Encode(k.scratch[:0], b)
-		if to == nil && k.scratch[0] == r.p.data[0] {
-			continue // still as it came: not worth a new entry
-		}
-		p := *r.p
-		p.data = bytes.Clone(k.scratch)
-		k.carry(r.p, &p)
-		items[key] = ref[T]{p: &p}
-	}
+	return p
 }
 
 // setCompact makes an empty cache compact, for objects of the informer's
@@ -377,7 +211,7 @@ func (k *packer[T]) final(a arrival[T], held ref[T]) ref[T] {
 	if k.squeeze {
 		data = squash.Wrap(make([]byte, 0, len(data)+1), data) // for the event only: not worth compressing
 	}
-	return ref[T]{p: &packed{data: data, rv: a.undecoded.Meta.ResourceVersion}}
+	return ref[T]{p: k.newPacked(data, a.undecoded.Meta.ResourceVersion, a.undecoded.Meta.Namespace)}
 }
 
 // pack packs obj for a compact cache's put or swap, with its index
@@ -392,7 +226,7 @@ func (k *packer[T]) pack(c *Cache[T], obj T, raw []byte) (ref[T], error) {
 			return ref[T]{}, fmt.Errorf("cannot be encoded for the compact cache: %w", err)
 		}
 	}
-	p := &packed{data: k.squeezed(metaKey(obj.GetNamespace(), obj.GetName()), data), rv: obj.GetResourceVersion(), ns: unique.Make(obj.GetNamespace()).Value()}
+	p := k.newPacked(k.squeezed(metaKey(obj.GetNamespace(), obj.GetName()), data), obj.GetResourceVersion(), obj.GetNamespace())
 	if k.uids {
 		p.ext().uid = string(obj.GetUID())
 	}
@@ -406,7 +240,7 @@ func (k *packer[T]) pack(c *Cache[T], obj T, raw []byte) (ref[T], error) {
 		for i, name := range c.order {
 			vals[i] = c.indexers[name](obj)
 		}
-		p.ext().vals = vals
+		p.ext().vals = packValues(vals)
 	}
 	return ref[T]{p: p}, nil
 }
@@ -424,7 +258,7 @@ func (k *packer[T]) packMeta(c *Cache[T], data []byte, m persist.Meta) (ref[T], 
 		}
 		return k.pack(c, obj, data)
 	}
-	p := &packed{data: k.squeezed(metaKey(m.Namespace, m.Name), data), rv: m.ResourceVersion, ns: unique.Make(m.Namespace).Value()}
+	p := k.newPacked(k.squeezed(metaKey(m.Namespace, m.Name), data), m.ResourceVersion, m.Namespace)
 	if k.uids {
 		p.ext().uid = m.UID
 	}
@@ -516,7 +350,7 @@ func (k *packer[T]) straight() bool { return false }
 // object's.
 func (k *packer[T]) values(c *Cache[T], r ref[T], i int) []string {
 	if r.p != nil {
-		return r.p.extra().vals[i]
+		return r.p.extra().vals.at(i)
 	}
 	return plainHolding[T]{}.values(c, r, i)
 }
@@ -526,11 +360,10 @@ func (k *packer[T]) withValues(r ref[T], vals [][]string) (ref[T], bool) {
 	if r.p == nil {
 		return r, false
 	}
-	p, x := *r.p, *r.p.extra()
-	x.vals = append(slices.Clip(x.vals), vals...)
+	p, x := k.copyPacked(r.p), *r.p.extra()
+	x.vals = packValues(append(x.vals.all(), vals...))
 	p.x = &x
-	k.carry(r.p, &p)
-	return ref[T]{p: &p}, true
+	return ref[T]{p: p}, true
 }
 
 // load returns the object r holds, decoding a packed one.
@@ -541,65 +374,22 @@ func (k *packer[T]) load(r ref[T]) (T, bool) {
 	return k.loadPacked(r.p)
 }
 
-// keep returns the object r holds as the cache's own: the object kept for
-// its packed object, or decoded now and kept. Two reads at once may both
-// decode; the first to keep its object wins, and both return that one.
-func (k *packer[T]) keep(r ref[T]) (T, bool) {
-	if r.p == nil {
-		return r.obj, true
-	}
-	w := weak.Make(r.p)
-	if obj, ok := k.kept.Load(w); ok {
-		return obj.(T), true
-	}
-	obj, ok := k.loadPacked(r.p)
-	if !ok {
-		return obj, false
-	}
-	if got, loaded := k.kept.LoadOrStore(w, obj); loaded {
-		return got.(T), true
-	}
-	k.anyKept.Store(true)
-	runtime.AddCleanup(r.p, k.forget, w)
-	return obj, true
-}
-
-// forget deletes the kept object of a packed object that is gone.
-func (k *packer[T]) forget(w weak.Pointer[packed]) { k.kept.Delete(w) }
-
-// carry keeps for to, a copy of from with new index values, the object
-// kept for from, if any: a kept object stays the cache's own when an
-// index is added.
-func (k *packer[T]) carry(from, to *packed) {
-	if !k.anyKept.Load() {
-		return
-	}
-	obj, ok := k.kept.Load(weak.Make(from))
-	if !ok {
-		return
-	}
-	w := weak.Make(to)
-	if _, loaded := k.kept.LoadOrStore(w, obj); !loaded {
-		runtime.AddCleanup(to, k.forget, w)
-	}
-}
-
 // complete gives a packed object made before addIndexers the values of the
 // indexes added since. Under wmu.
 func (k *packer[T]) complete(c *Cache[T], r ref[T]) (ref[T], bool) {
-	if r.p == nil || len(r.p.extra().vals) == len(c.order) {
+	if r.p == nil || r.p.extra().vals.n() == len(c.order) {
 		return r, false
 	}
 	obj, ok := k.loadPacked(r.p)
-	p, x := *r.p, *r.p.extra()
-	x.vals = make([][]string, len(c.order)) // every index has a place, even for bytes that do not decode
-	copy(x.vals, r.p.extra().vals)
-	for i := len(r.p.extra().vals); ok && i < len(c.order); i++ {
-		x.vals[i] = c.indexers[c.order[i]](obj)
+	p, x := k.copyPacked(r.p), *r.p.extra()
+	vals := make([][]string, len(c.order)) // every index has a place, even for bytes that do not decode
+	copy(vals, r.p.extra().vals.all())
+	for i := r.p.extra().vals.n(); ok && i < len(c.order); i++ {
+		vals[i] = c.indexers[c.order[i]](obj)
 	}
+	x.vals = packValues(vals)
 	p.x = &x
-	k.carry(r.p, &p)
-	return ref[T]{p: &p}, true
+	return ref[T]{p: p}, true
 }
 
 // loadPacked decodes p (its apiVersion and kind included); false if it

@@ -50,6 +50,10 @@ type holding[T Object] interface {
 	// fit adjusts items, the whole new content of the cache (a re-list's
 	// or a restore's), before it is swapped in. Under wmu.
 	fit(items map[string]ref[T])
+	// isVersion reports whether r is at resourceVersion rv; sameVersion
+	// whether a and b are at one. Without decoding.
+	isVersion(r ref[T], rv string) bool
+	sameVersion(a, b ref[T]) bool
 	// straight reports whether a read takes every ref's object as it is:
 	// it appends them in a loop without a call per object.
 	straight() bool
@@ -78,18 +82,10 @@ type ref[T Object] struct {
 	p   *packed
 }
 
-// resourceVersion returns the object's resourceVersion without decoding.
-func (r ref[T]) resourceVersion() string {
-	if r.p != nil {
-		return r.p.rv
-	}
-	return r.obj.GetResourceVersion()
-}
-
 // namespace returns the object's namespace without decoding.
 func (r ref[T]) namespace() string {
 	if r.p != nil {
-		return r.p.ns
+		return r.p.namespace()
 	}
 	return r.obj.GetNamespace()
 }
@@ -154,7 +150,11 @@ func (plainHolding[T]) complete(_ *Cache[T], r ref[T]) (ref[T], bool)    { retur
 func (plainHolding[T]) withValues(r ref[T], _ [][]string) (ref[T], bool) { return r, false }
 func (plainHolding[T]) straight() bool                                   { return true }
 func (plainHolding[T]) fit(map[string]ref[T])                            {}
-func (plainHolding[T]) shares() bool                                     { return true }
+func (plainHolding[T]) isVersion(r ref[T], rv string) bool               { return r.obj.GetResourceVersion() == rv }
+func (plainHolding[T]) sameVersion(a, b ref[T]) bool {
+	return a.obj.GetResourceVersion() == b.obj.GetResourceVersion()
+}
+func (plainHolding[T]) shares() bool { return true }
 
 func (plainHolding[T]) entry(e Event[T], obj, old ref[T], at int64) queued[T] {
 	e.Object, e.Old = obj.obj, old.obj

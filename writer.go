@@ -240,7 +240,7 @@ func (w *writer[T]) collect(items map[string]ref[T], a arrival[T], prepare prepa
 	if w.outsideUID(uid) {
 		return
 	}
-	if old, ok := w.cache.peek(key); ok && old.resourceVersion() == rv {
+	if old, ok := w.cache.peek(key); ok && w.cache.h.isVersion(old, rv) {
 		items[key] = old
 		return
 	}
@@ -344,7 +344,7 @@ func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Se
 					c = CauseReshard
 				}
 				w.emit(p, Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: c}, r, ref[T]{})
-			case o.resourceVersion() != r.resourceVersion():
+			case !w.cache.h.sameVersion(o, r):
 				w.emit(p, Event[T]{Type: Modified, Key: key, ResourceVersion: rv, Cause: cause}, r, o)
 			default:
 				continue
@@ -454,7 +454,7 @@ func (w *writer[T]) mergeLocked(p publisher[T], items map[string]ref[T], gained 
 			continue // a server that does not filter sent the whole collection
 		}
 		old, existed := w.cache.peek(key)
-		if existed && old.resourceVersion() == r.resourceVersion() {
+		if existed && w.cache.h.sameVersion(old, r) {
 			continue
 		}
 		w.put(p, key, r)

@@ -1,0 +1,260 @@
+package kinformer
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kinformer/kinformer/internal/squash"
+)
+
+// A compact cache holds its objects compressed against a dictionary of
+// its own first objects: near copies take a fraction of their bytes and
+// read back as they were. With CompactUncompressed, or fewer objects
+// than a dictionary needs, they are held as they came.
+func TestCompactCompresses(t *testing.T) {
+	s := newFakeServer()
+	nearCopies(s, 300)
+	for _, tc := range []struct {
+		name         string
+		uncompressed bool
+	}{{"compressed", false}, {"CompactUncompressed", true}} {
+		opts := compactOpts(nil)
+		opts.CompactUncompressed = tc.uncompressed
+		inf, _ := contractStart(t, s, opts)
+		k := compactOf(inf.Cache())
+		var held, plain, compressed int
+		inf.Cache().each(func(key string, r ref[*corev1.ConfigMap]) {
+			b, err := k.plain(r.p)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", tc.name, key, err)
+			}
+			held, plain = held+len(r.p.data), plain+len(b)
+			if _, ok := squash.Raw(r.p.data); !ok && !tc.uncompressed {
+				compressed++
+			}
+		})
+		t.Logf("%s: %d objects, %d bytes as they came, %d held (%d compressed)", tc.name, inf.Cache().Len(), plain, held, compressed)
+		if tc.uncompressed {
+			if held != plain || k.dict.Load() != nil {
+				t.Fatalf("%s: %d bytes held for %d (dictionary %v)", tc.name, held, plain, k.dict.Load())
+			}
+		} else if k.dict.Load() == nil || compressed < 250 || held > plain/3 {
+			t.Fatalf("%s: %d bytes held for %d, %d of %d compressed", tc.name, held, plain, compressed, inf.Cache().Len())
+		}
+		if want := s.state(); !equalMaps(valuesOf(inf.Cache()), want) {
+			t.Fatalf("%s: the cache does not read back what the server has", tc.name)
+		}
+		for _, o := range inf.Cache().List() {
+			s.mu.Lock()
+			want := s.objs[o.Namespace+"/"+o.Name]
+			s.mu.Unlock()
+			if o.Data["config.yaml"] != want.Data["config.yaml"] || o.Labels["release"] != want.Labels["release"] {
+				t.Fatalf("%s: %s read back as %v, want %v", tc.name, o.Name, o.Data, want.Data)
+			}
+		}
+		inf.Stop()
+	}
+	// Fewer objects than a dictionary needs, updated again and again:
+	// each object is one sample however often it changes.
+	few := newFakeServer()
+	nearCopies(few, squash.DictSamples-1)
+	inf, rec := contractStart(t, few, compactOpts(nil))
+	for range 3 {
+		nearCopies(few, squash.DictSamples-1)
+	}
+	eventually(t, "the updates", func() bool { return len(rec.lines(false, Modified)) == 3*(squash.DictSamples-1) })
+	if d := compactOf(inf.Cache()).dict.Load(); d != nil {
+		t.Fatalf("an informer of %d objects made a dictionary", inf.Cache().Len())
+	}
+}
+
+// An entry that no longer decompresses (damaged) is never served as an
+// object: a read does not find it, an event of it is an Error naming its
+// key, and the failure is counted; the informer goes on.
+func TestCompactDamagedEntry(t *testing.T) {
+	s := newFakeServer()
+	nearCopies(s, 60)
+	inf, _ := contractStart(t, s, compactOpts(nil))
+	k := compactOf(inf.Cache())
+	var victim string
+	inf.Cache().each(func(key string, r ref[*corev1.ConfigMap]) {
+		if _, ok := squash.Raw(r.p.data); !ok && victim == "" {
+			victim = key
+			r.p.data[len(r.p.data)/2] ^= 0x5a
+		}
+	})
+	if victim == "" {
+		t.Fatal("no compressed entry")
+	}
+	if _, ok := inf.Cache().GetByKey(victim); ok {
+		t.Fatal("a damaged entry was read as an object")
+	}
+	if n := len(inf.Cache().List()); n != 59 {
+		t.Fatalf("List returned %d objects, want the 59 undamaged", n)
+	}
+	var mu sync.Mutex
+	var errs []error
+	added := 0
+	inf.AddHandlerFuncs(HandlerFuncs[*corev1.ConfigMap]{
+		Added: func(cmEvent) { mu.Lock(); added++; mu.Unlock() },
+		Error: func(e cmEvent) { mu.Lock(); errs = append(errs, e.Err); mu.Unlock() },
+	})
+	eventually(t, "the replay", func() bool { mu.Lock(); defer mu.Unlock(); return added+len(errs) == 60 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(errs) != 1 || !errors.Is(errs[0], ErrUnexpectedObject) || !strings.Contains(errs[0].Error(), victim) {
+		t.Fatalf("errors %v, want one naming %s", errs, victim)
+	}
+	if n := k.failed.Load(); n < 3 {
+		t.Fatalf("%d failures counted", n)
+	}
+}
+
+// shaped returns n ConfigMaps that share common, a blob no object
+// compresses alone: only a dictionary holding it makes them small.
+func shaped(n int, common string) []*corev1.ConfigMap {
+	out := make([]*corev1.ConfigMap, n)
+	for i := range out {
+		o := cm("ns", fmt.Sprintf("cm-%03d", i))
+		o.Data["blob"] = common + fmt.Sprint(i)
+		out[i] = o
+	}
+	return out
+}
+
+func randomBlob(seed uint64, n int) string {
+	r := rand.New(rand.NewPCG(seed, seed))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.IntN(256))
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// The dictionary is made again when a re-list finds the objects no longer
+// fit it (their shape changed): the first list measures the ratio (and
+// compresses the objects held before there was a dictionary); a re-list of
+// objects of another shape, which the old dictionary leaves as they came,
+// makes a new one from them and compresses them all; what was encoded
+// with the old one (a queued event's entry) still decodes; a re-list of
+// the same objects changes nothing.
+func TestCompactDictionaryRemade(t *testing.T) {
+	s := newFakeServer()
+	for _, o := range shaped(200, randomBlob(1, 600)) {
+		s.put(o)
+	}
+	inf, _ := contractStart(t, s, compactOpts(nil))
+	c := inf.Cache()
+	k := compactOf(c)
+	ratio := func() float64 {
+		c.mu.RLock()
+		defer c.mu.RUnlock()
+		in, out := k.measure(c.items)
+		return float64(out) / float64(in)
+	}
+	first := k.dict.Load()
+	c.mu.RLock()
+	before := c.items["ns/cm-007"]
+	raw := 0
+	for _, r := range c.items {
+		if _, ok := squash.Raw(r.p.data); ok {
+			raw++
+		}
+	}
+	c.mu.RUnlock()
+	if first == nil || raw != 0 || ratio() > 0.3 {
+		t.Fatalf("after the first list: dictionary %v, %d objects held as they came, ratio %.2f; want a dictionary, none, at most 0.3", first, raw, ratio())
+	}
+	relist := func() {
+		lists, _ := s.counts()
+		s.sendRaw(watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired("too old").ErrStatus})
+		eventually(t, "a re-list", func() bool { l, _ := s.counts(); return l > lists && inf.HasSynced() })
+		contractSync(t, inf)
+	}
+	relist()
+	if k.dict.Load() != first || k.remade.Load() != 0 {
+		t.Fatal("a re-list of the same objects made the dictionary again")
+	}
+
+	for _, o := range shaped(200, randomBlob(2, 600)) {
+		s.put(o)
+	}
+	eventually(t, "the new shape cached", func() bool {
+		o, _ := c.GetByKey("ns/cm-199")
+		return o != nil && o.Data["blob"] == randomBlob(2, 600)+"199"
+	})
+	if r := ratio(); r < 0.9 {
+		t.Fatalf("the new shape's ratio under the old dictionary is %.2f: the test's objects do not change shape", r)
+	}
+	relist()
+	// The re-list's objects are swapped in just after fit made the
+	// dictionary: wait for both.
+	eventually(t, "the dictionary made again, and the objects compressed against it", func() bool {
+		return k.remade.Load() == 1 && ratio() <= 0.3
+	})
+	if k.dict.Load() == first || k.remade.Load() != 1 {
+		t.Fatalf("after the re-list: dictionary the first: %v, made again %d times", k.dict.Load() == first, k.remade.Load())
+	}
+	want := randomBlob(2, 600)
+	for i, o := range c.List() {
+		if !strings.HasPrefix(o.Data["blob"], want) {
+			t.Fatalf("object %d (%s) read wrong after the dictionary was made again", i, o.Name)
+		}
+	}
+	if o, ok := k.load(before); !ok || o.Data["blob"] != randomBlob(1, 600)+"7" {
+		t.Fatal("an entry of the first dictionary does not decode after it was made again")
+	}
+}
+
+// Reads decompress into pooled buffers (protobuf's decode copies what it
+// keeps): objects read one after another, on goroutines at once, each
+// keep their own content.
+func TestCompactReadsShareNoBuffer(t *testing.T) {
+	s := newFakeServer()
+	objs := shaped(100, randomBlob(3, 600))
+	for _, o := range objs {
+		s.put(o)
+	}
+	inf, _ := contractStart(t, s, compactOpts(nil))
+	c := inf.Cache()
+	if compactOf(c).bufs == nil {
+		t.Fatal("a compact cache of ConfigMaps reads without pooled buffers")
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			var held []*corev1.ConfigMap
+			for range 5 {
+				for _, o := range objs {
+					got, ok := c.GetByKey("ns/" + o.Name)
+					if !ok {
+						errs <- fmt.Errorf("%s not found", o.Name)
+						return
+					}
+					held = append(held, got)
+				}
+			}
+			for i, got := range held {
+				if want := objs[i%len(objs)]; got.Name != want.Name || got.Data["blob"] != want.Data["blob"] {
+					errs <- fmt.Errorf("read %d: %s holds another object's bytes", i, want.Name)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,106 @@
+package kinformer
+
+import (
+	"encoding/binary"
+	"unsafe"
+)
+
+// indexValues are a packed object's values in the eager indexes (in
+// Cache.order), in one slice: what most objects have, one value in each
+// index, is the values themselves, one string an index; otherwise the
+// slice starts with multiValues (by its address, which no value has),
+// then the number of values of each index (uvarints in one string), then
+// all the values in order. A packed object with one index then keeps one
+// 16-byte allocation for it, not two.
+type indexValues []string
+
+// multiValues marks the general form of indexValues. Only its address
+// counts: a value with the same bytes is another string.
+var multiValues = string([]byte("\x00kinformer: counts follow"))
+
+// packValues returns vals, the values of each index, as indexValues.
+func packValues(vals [][]string) indexValues {
+	single := true
+	for _, v := range vals {
+		if len(v) != 1 {
+			single = false
+			break
+		}
+	}
+	if single {
+		out := make(indexValues, len(vals))
+		for i, v := range vals {
+			out[i] = v[0]
+		}
+		return out
+	}
+	var counts []byte
+	n := 0
+	for _, v := range vals {
+		counts = binary.AppendUvarint(counts, uint64(len(v)))
+		n += len(v)
+	}
+	out := make(indexValues, 2, 2+n)
+	out[0], out[1] = multiValues, string(counts)
+	for _, v := range vals {
+		out = append(out, v...)
+	}
+	return out
+}
+
+// multi reports whether v has the general form.
+func (v indexValues) multi() bool {
+	return len(v) >= 2 && unsafe.StringData(v[0]) == unsafe.StringData(multiValues)
+}
+
+// n returns how many indexes v holds the values of.
+func (v indexValues) n() int {
+	if !v.multi() {
+		return len(v)
+	}
+	n := 0
+	for c := v[1]; len(c) > 0; n++ {
+		_, w := uvarint(c)
+		c = c[w:]
+	}
+	return n
+}
+
+// at returns the values of the i-th index, as a slice of v.
+func (v indexValues) at(i int) []string {
+	if !v.multi() {
+		return v[i : i+1 : i+1]
+	}
+	c, off := v[1], 2
+	for j := 0; ; j++ {
+		k, w := uvarint(c)
+		c = c[w:]
+		if j == i {
+			return v[off : off+int(k) : off+int(k)]
+		}
+		off += int(k)
+	}
+}
+
+// all returns the values of each index.
+func (v indexValues) all() [][]string {
+	out := make([][]string, v.n())
+	for i := range out {
+		out[i] = v.at(i)
+	}
+	return out
+}
+
+// uvarint reads a uvarint that packValues wrote at the start of s: its
+// value and length.
+func uvarint(s string) (uint64, int) {
+	var x uint64
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		x |= uint64(b&0x7f) << (7 * i)
+		if b < 0x80 {
+			return x, i + 1
+		}
+	}
+	return x, len(s)
+}
