@@ -123,14 +123,20 @@ func (c *Cache[T]) Get(obj T) (T, bool) { return c.GetByKey(c.keyFunc(obj)) }
 
 // GetByKey returns the cached object under key.
 func (c *Cache[T]) GetByKey(key string) (T, bool) {
-	c.mu.RLock()
-	r, ok := c.items[key]
-	c.mu.RUnlock()
+	r, ok := c.item(key)
 	if !ok {
 		var zero T
 		return zero, false
 	}
 	return c.load(r)
+}
+
+// item returns the ref under key, read under the read lock.
+func (c *Cache[T]) item(key string) (ref[T], bool) {
+	c.mu.RLock()
+	r, ok := c.items[key]
+	c.mu.RUnlock()
+	return r, ok
 }
 
 // GetKept returns the cached object under key as the cache's own: in a
@@ -144,9 +150,7 @@ func (c *Cache[T]) GetByKey(key string) (T, bool) {
 // GetKept is GetByKey. For adapters that promise their callers the
 // cache's object (controller-runtime's UnsafeDisableDeepCopy).
 func (c *Cache[T]) GetKept(key string) (T, bool) {
-	c.mu.RLock()
-	r, ok := c.items[key]
-	c.mu.RUnlock()
+	r, ok := c.item(key)
 	if !ok {
 		var zero T
 		return zero, false

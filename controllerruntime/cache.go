@@ -52,25 +52,19 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -383,234 +377,6 @@ func (c *factoryCache) Start(ctx context.Context) error {
 	defer c.factory.Stop()
 	c.factory.Start()
 	return c.Cache.Start(ctx)
-}
-
-// The defaulting below is controller-runtime's (cache.New): the same
-// precedence, so that the same Options cache the same objects.
-
-func defaultOpts(cfg *rest.Config, opts cache.Options) (cache.Options, error) {
-	cfg = rest.CopyConfig(cfg)
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	if opts.Scheme == nil {
-		opts.Scheme = scheme.Scheme
-	}
-	if opts.HTTPClient == nil {
-		hc, err := rest.HTTPClientFor(cfg)
-		if err != nil {
-			return opts, fmt.Errorf("could not create HTTP client from config: %w", err)
-		}
-		opts.HTTPClient = hc
-	}
-	if opts.Mapper == nil {
-		m, err := apiutil.NewDynamicRESTMapper(cfg, opts.HTTPClient)
-		if err != nil {
-			return opts, fmt.Errorf("could not create RESTMapper from config: %w", err)
-		}
-		opts.Mapper = m
-	}
-	opts.ByObject = maps.Clone(opts.ByObject)
-	opts.DefaultNamespaces = maps.Clone(opts.DefaultNamespaces)
-	for obj, bo := range opts.ByObject {
-		namespaced, err := apiutil.IsObjectNamespaced(obj, opts.Scheme, opts.Mapper)
-		if err != nil {
-			return opts, fmt.Errorf("failed to determine if %T is namespaced: %w", obj, err)
-		}
-		if !namespaced && bo.Namespaces != nil {
-			return opts, fmt.Errorf("type %T is not namespaced, but its ByObject.Namespaces setting is not nil", obj)
-		}
-		if namespaced && bo.Namespaces == nil {
-			bo.Namespaces = maps.Clone(opts.DefaultNamespaces)
-		} else {
-			bo.Namespaces = maps.Clone(bo.Namespaces)
-		}
-		for ns, c := range bo.Namespaces {
-			c = defaultConfig(c, byObjectToConfig(bo))
-			if nsDefaults, ok := opts.DefaultNamespaces[ns]; ok {
-				c = defaultConfig(c, nsDefaults)
-			}
-			c = defaultConfig(c, defaultsToConfig(&opts))
-			if ns == metav1.NamespaceAll {
-				c.FieldSelector = fields.AndSelectors(appendIfNotNil(notInNamespaces(slices.Collect(maps.Keys(bo.Namespaces))), c.FieldSelector)...)
-			}
-			bo.Namespaces[ns] = c
-		}
-		if !namespaced || len(bo.Namespaces) == 0 {
-			d := defaultConfig(byObjectToConfig(bo), defaultsToConfig(&opts))
-			bo.Label, bo.Field, bo.Transform = d.LabelSelector, d.FieldSelector, d.Transform
-			bo.UnsafeDisableDeepCopy, bo.EnableWatchBookmarks, bo.SyncPeriod = d.UnsafeDisableDeepCopy, d.EnableWatchBookmarks, d.SyncPeriod
-		}
-		opts.ByObject[obj] = bo
-	}
-	for ns, c := range opts.DefaultNamespaces {
-		c = defaultConfig(c, defaultsToConfig(&opts))
-		if ns == metav1.NamespaceAll {
-			c.FieldSelector = fields.AndSelectors(appendIfNotNil(notInNamespaces(slices.Collect(maps.Keys(opts.DefaultNamespaces))), c.FieldSelector)...)
-		}
-		opts.DefaultNamespaces[ns] = c
-	}
-	return opts, nil
-}
-
-func defaultsToConfig(o *cache.Options) cache.Config {
-	return cache.Config{
-		LabelSelector:         o.DefaultLabelSelector,
-		FieldSelector:         o.DefaultFieldSelector,
-		Transform:             o.DefaultTransform,
-		UnsafeDisableDeepCopy: o.DefaultUnsafeDisableDeepCopy,
-		EnableWatchBookmarks:  o.DefaultEnableWatchBookmarks,
-		SyncPeriod:            o.SyncPeriod,
-	}
-}
-
-func byObjectToConfig(b cache.ByObject) cache.Config {
-	return cache.Config{
-		LabelSelector:         b.Label,
-		FieldSelector:         b.Field,
-		Transform:             b.Transform,
-		UnsafeDisableDeepCopy: b.UnsafeDisableDeepCopy,
-		EnableWatchBookmarks:  b.EnableWatchBookmarks,
-		SyncPeriod:            b.SyncPeriod,
-	}
-}
-
-func defaultConfig(c, from cache.Config) cache.Config {
-	if c.LabelSelector == nil {
-		c.LabelSelector = from.LabelSelector
-	}
-	if c.FieldSelector == nil {
-		c.FieldSelector = from.FieldSelector
-	}
-	if c.Transform == nil {
-		c.Transform = from.Transform
-	}
-	if c.UnsafeDisableDeepCopy == nil {
-		c.UnsafeDisableDeepCopy = from.UnsafeDisableDeepCopy
-	}
-	if c.EnableWatchBookmarks == nil {
-		c.EnableWatchBookmarks = from.EnableWatchBookmarks
-	}
-	if c.SyncPeriod == nil {
-		c.SyncPeriod = from.SyncPeriod
-	}
-	return c
-}
-
-// notInNamespaces selects what is in none of namespaces: the
-// AllNamespaces entry of a map that also names some.
-func notInNamespaces(namespaces []string) []fields.Selector {
-	slices.Sort(namespaces)
-	var out []fields.Selector
-	for _, ns := range namespaces {
-		if ns != metav1.NamespaceAll {
-			out = append(out, fields.OneTermNotEqualSelector("metadata.namespace", ns))
-		}
-	}
-	return out
-}
-
-func appendIfNotNil(a []fields.Selector, b fields.Selector) []fields.Selector {
-	if b != nil {
-		return append(a, b)
-	}
-	return a
-}
-
-// syncPeriodOf is a config's handler resync, with controller-runtime's
-// jitter (±10%) so that informers do not resync in step.
-func syncPeriodOf(c cache.Config, jitter float64) time.Duration {
-	d := ptr.Deref(c.SyncPeriod, defaultSyncPeriod)
-	return time.Duration(float64(d) * (0.9 + jitter/5))
-}
-
-// byGVK sends each kind to its ByObject cache, or to the default one.
-type byGVK struct {
-	scheme   *runtime.Scheme
-	caches   map[schema.GroupVersionKind]cache.Cache
-	fallback cache.Cache
-}
-
-func (d *byGVK) forObject(o runtime.Object) (cache.Cache, error) {
-	gvk, err := apiutil.GVKForObject(o, d.scheme)
-	if err != nil {
-		return nil, err
-	}
-	gvk.Kind = strings.TrimSuffix(gvk.Kind, "List")
-	return d.forGVK(gvk), nil
-}
-
-func (d *byGVK) forGVK(gvk schema.GroupVersionKind) cache.Cache {
-	if c, ok := d.caches[gvk]; ok {
-		return c
-	}
-	return d.fallback
-}
-
-func (d *byGVK) all() []cache.Cache {
-	return append(slices.Collect(maps.Values(d.caches)), d.fallback)
-}
-
-func (d *byGVK) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	gvk, err := apiutil.GVKForObject(obj, d.scheme)
-	if err != nil {
-		return err
-	}
-	return getKind(ctx, d.forGVK(gvk), gvk, key, obj, opts...)
-}
-
-func (d *byGVK) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	c, err := d.forObject(list)
-	if err != nil {
-		return err
-	}
-	return c.List(ctx, list, opts...)
-}
-
-func (d *byGVK) GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error) {
-	c, err := d.forObject(obj)
-	if err != nil {
-		return nil, err
-	}
-	return c.GetInformer(ctx, obj, opts...)
-}
-
-func (d *byGVK) GetInformerForKind(ctx context.Context, gvk schema.GroupVersionKind, opts ...cache.InformerGetOption) (cache.Informer, error) {
-	return d.forGVK(gvk).GetInformerForKind(ctx, gvk, opts...)
-}
-
-func (d *byGVK) RemoveInformer(ctx context.Context, obj client.Object) error {
-	c, err := d.forObject(obj)
-	if err != nil {
-		return err
-	}
-	return c.RemoveInformer(ctx, obj)
-}
-
-func (d *byGVK) IndexField(ctx context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
-	c, err := d.forObject(obj)
-	if err != nil {
-		return err
-	}
-	return c.IndexField(ctx, obj, field, extract)
-}
-
-func (d *byGVK) Start(ctx context.Context) error {
-	g, gctx := errgroup.WithContext(ctx)
-	for _, c := range d.all() {
-		g.Go(func() error { return c.Start(gctx) })
-	}
-	return ignoreCanceled(g.Wait())
-}
-
-func (d *byGVK) WaitForCacheSync(ctx context.Context) bool {
-	synced := true
-	for _, c := range d.all() {
-		if !c.WaitForCacheSync(ctx) {
-			synced = false
-		}
-	}
-	return synced
 }
 
 // checkFields checks a kind's Fields against its Go type in the scheme

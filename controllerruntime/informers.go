@@ -5,17 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -23,9 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-
-	"github.com/kinformer/kinformer"
-	"github.com/kinformer/kinformer/clientgo"
 )
 
 // This file restates, from controller-runtime v0.25.2,
@@ -33,101 +25,6 @@ import (
 // index names) and pkg/cache/internal/informers.go (one map of informers
 // per cache, Start, RemoveInformer, WaitForCacheSync), on a kinformer
 // Factory that owns the informers' runs.
-
-// form is how a kind is cached: as its Go type, unstructured, or metadata
-// only. One kind may be cached in each form, by separate informers.
-type form uint8
-
-const (
-	structured form = iota
-	unstructuredForm
-	metadataForm
-)
-
-func formOf(obj runtime.Object) form {
-	switch obj.(type) {
-	case runtime.Unstructured:
-		return unstructuredForm
-	case *metav1.PartialObjectMetadata, *metav1.PartialObjectMetadataList:
-		return metadataForm
-	}
-	return structured
-}
-
-type entryKey struct {
-	gvk  schema.GroupVersionKind
-	form form
-}
-
-// entry is one kind's informer in one namespace cache. The factory owns
-// the runs of its informers: the cache acquires one (Factory.Typed and the
-// like) and gives it back (kinformer.Release), and never runs or stops it
-// itself. Only an informer of cache.Options.NewInformer, which is not the
-// factory's, is run by the cache (own).
-type entry struct {
-	sii    toolscache.SharedIndexInformer
-	reader reader
-	own    bool               // an informer of cache.Options.NewInformer, run by the cache
-	cancel context.CancelFunc // own: stops its run; nil until started
-	// release gives the factory's informer back: the last release stops
-	// it. Called once, when the entry is removed.
-	release func()
-	// wait, for a kinformer informer, waits for its sync and returns at
-	// once an error retrying cannot fix (a 403): a Get of a kind the
-	// manager may not list fails with it, rather than waiting out its
-	// context. Nil for cache.Options.NewInformer's.
-	wait func(context.Context) error
-	// lastError is the kinformer informer's LastError (nil for
-	// NewInformer's).
-	lastError func() (error, time.Time)
-	// gone: the entry was removed, or the cache has stopped (IsStopped).
-	gone atomic.Bool
-}
-
-// sharedInformer is a factory's informer as a namespace cache hands it
-// out: once this cache has given it back or stopped (the factory may run
-// it on for other caches), it says IsStopped and refuses new handlers and
-// indexes, as controller-runtime's own informers do once removed.
-type sharedInformer struct {
-	toolscache.SharedIndexInformer
-	e *entry
-}
-
-func (s sharedInformer) IsStopped() bool { return s.e.gone.Load() }
-
-// errStopped is client-go's answer to a handler or an index added to a
-// stopped informer.
-func (s sharedInformer) errStopped(what any) error {
-	return fmt.Errorf("%v was not added to shared informer because it has stopped already", what)
-}
-
-func (s sharedInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
-	if s.IsStopped() {
-		return nil, s.errStopped(fmt.Sprintf("handler %v", h))
-	}
-	return s.SharedIndexInformer.AddEventHandler(h)
-}
-
-func (s sharedInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, period time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
-	if s.IsStopped() {
-		return nil, s.errStopped(fmt.Sprintf("handler %v", h))
-	}
-	return s.SharedIndexInformer.AddEventHandlerWithResyncPeriod(h, period)
-}
-
-func (s sharedInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, o toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
-	if s.IsStopped() {
-		return nil, s.errStopped(fmt.Sprintf("handler %v", h))
-	}
-	return s.SharedIndexInformer.AddEventHandlerWithOptions(h, o)
-}
-
-func (s sharedInformer) AddIndexers(indexers toolscache.Indexers) error {
-	if s.IsStopped() {
-		return s.errStopped("indexers")
-	}
-	return s.SharedIndexInformer.AddIndexers(indexers)
-}
 
 // namespaceCache is one namespace's (or every namespace's) informers, with
 // one configuration: controller-runtime's informerCache.
@@ -205,163 +102,6 @@ func (c *namespaceCache) get(ctx context.Context, gvk schema.GroupVersionKind, o
 		}
 	}
 	return started, e, nil
-}
-
-// add makes the entry of k, or returns the one made meanwhile.
-func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.entries[k]; ok {
-		return e, c.started, nil
-	}
-	mapping, err := c.sh.mapper.RESTMapping(k.gvk.GroupKind(), k.gvk.Version)
-	if err != nil {
-		return nil, c.started, err
-	}
-	ns := restrictNamespace(c.namespace, c.config.FieldSelector)
-	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
-		ns = metav1.NamespaceAll
-	}
-	var label, field string
-	if c.config.LabelSelector != nil {
-		label = c.config.LabelSelector.String()
-	}
-	if c.config.FieldSelector != nil {
-		field = c.config.FieldSelector.String()
-	}
-	resync := syncPeriodOf(c.config, rand.Float64())
-	transform := transformFor(k, c.config.Transform)
-	fields := c.sh.fieldsOf(k)
-	f := c.sh.factory
-	log := informerLogger(c.sh.log, k.gvk, ns)
-	noCopy := ptr.Deref(c.config.UnsafeDisableDeepCopy, false)
-	// Compressed bytes (kinformer's Options.Compact), unless Options.
-	// Decoded, or the informer is better served by objects: its reads
-	// are all the cache's own (UnsafeDisableDeepCopy), a Transform may
-	// make what its encoding does not keep, or mutations are to be
-	// detected.
-	compact := c.sh.compact && !noCopy && c.config.Transform == nil && !c.sh.detectMutations
-	var fresh bool // the informer's cache decodes every read (Compact)
-	e := &entry{}
-	switch {
-	case c.sh.newInformer != nil:
-		lw, err := c.listWatch(k, mapping, ns, label, field)
-		if err != nil {
-			return nil, c.started, err
-		}
-		e.sii = c.sh.newInformer(lw, obj, resync, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
-		e.own, e.release = true, func() {}
-	case k.form == unstructuredForm:
-		inf, err := f.Dynamic(mapping.Resource, ns, &kinformer.Options[*unstructured.Unstructured]{
-			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations, Compact: compact,
-			Fields: fields, Logger: log,
-			Transform: transformOf[*unstructured.Unstructured](c, k, transform)})
-		if err != nil {
-			return nil, c.started, err
-		}
-		e.sii, e.release, e.wait, e.lastError = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError
-		e.reader.store = cacheStore[*unstructured.Unstructured]{inf.Cache()}
-		fresh = inf.Cache().Compact()
-	case k.form == metadataForm:
-		inf, err := f.Metadata(mapping.Resource, ns, &kinformer.Options[*metav1.PartialObjectMetadata]{
-			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations, Compact: compact,
-			Fields: fields, Logger: log,
-			Transform: transformOf[*metav1.PartialObjectMetadata](c, k, transform)})
-		if err != nil {
-			return nil, c.started, err
-		}
-		e.sii, e.release, e.wait, e.lastError = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError
-		e.reader.store = cacheStore[*metav1.PartialObjectMetadata]{inf.Cache()}
-		fresh = inf.Cache().Compact()
-	default:
-		example, err := c.sh.scheme.New(k.gvk)
-		if err != nil {
-			return nil, c.started, err
-		}
-		inf, err := f.Typed(example, ns, &kinformer.Options[kinformer.Object]{
-			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations, Compact: compact,
-			Fields: fields, Logger: log,
-			Transform: transformOf[kinformer.Object](c, k, transform)})
-		if err != nil {
-			return nil, c.started, err
-		}
-		e.sii, e.release, e.wait, e.lastError = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError
-		e.reader.store = cacheStore[kinformer.Object]{inf.Cache()}
-		fresh = inf.Cache().Compact()
-	}
-	h := c.sh.watchErrHandler
-	if h == nil && !e.own {
-		// kinformer's informers: through the cache's logger, not
-		// client-go's default (klog).
-		h = watchErrorLogger(log)
-	}
-	if h != nil {
-		if err := e.sii.SetWatchErrorHandlerWithContext(h); err != nil {
-			return nil, c.started, err
-		}
-	}
-	if transform != nil && e.own {
-		// The factory's informers have theirs from the start: the
-		// factory may start one as soon as it is made.
-		if err := e.sii.SetTransform(transform); err != nil {
-			return nil, c.started, err
-		}
-	}
-	if e.own {
-		e.reader.store = indexerStore{e.sii.GetIndexer()}
-	}
-	e.reader = reader{store: e.reader.store, gvk: k.gvk, scope: mapping.Scope.Name(),
-		noCopy: noCopy, fresh: fresh}
-	if len(fields) > 0 && !e.own {
-		e.reader.projected = strings.Join(fields, ",")
-	}
-	c.entries[k] = e
-	if c.started {
-		c.startLocked(e)
-	}
-	return e, c.started, nil
-}
-
-// transformOf returns the factory Transform of kind k, made from t once
-// per cache (namespaceCache.transforms). c.mu must be held.
-func transformOf[T kinformer.Object](c *namespaceCache, k entryKey, t toolscache.TransformFunc) func(T) (T, error) {
-	if fn, ok := c.transforms[k].(func(T) (T, error)); ok {
-		return fn
-	}
-	fn := clientgo.Transform[T](t)
-	c.transforms[k] = fn
-	return fn
-}
-
-// transformFor is the transform of an entry: the configured one, and for
-// metadata the kind's GroupVersionKind set on each object (the server
-// sends PartialObjectMetadata's own), as controller-runtime does.
-func transformFor(k entryKey, t toolscache.TransformFunc) toolscache.TransformFunc {
-	if k.form != metadataForm {
-		return t
-	}
-	gvk := k.gvk
-	return func(obj any) (any, error) {
-		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-			m.SetGroupVersionKind(gvk)
-		}
-		if t == nil {
-			return obj, nil
-		}
-		return t(obj)
-	}
-}
-
-// restrictNamespace narrows all namespaces to the one a field selector
-// requires, as controller-runtime does.
-func restrictNamespace(ns string, sel fields.Selector) string {
-	if ns != "" || sel == nil || sel.Empty() {
-		return ns
-	}
-	if v, ok := sel.RequiresExactMatch("metadata.namespace"); ok {
-		return v
-	}
-	return ""
 }
 
 // startLocked runs e, if the cache runs it (own), until the cache's
@@ -616,21 +356,4 @@ func indexByField(inf cache.Informer, field string, extract client.IndexerFunc) 
 		}
 		return vals, nil
 	}})
-}
-
-// fieldsOf is the projection of k's informers (Options.ByObject): a
-// metadata-only informer keeps the metadata paths of it (nil if none:
-// its objects are small already).
-func (sh *shared) fieldsOf(k entryKey) []string {
-	fields := sh.fields[k.gvk]
-	if k.form != metadataForm || fields == nil {
-		return fields
-	}
-	var meta []string
-	for _, p := range fields {
-		if strings.HasPrefix(p, "metadata.") {
-			meta = append(meta, p)
-		}
-	}
-	return meta
 }

@@ -1,0 +1,113 @@
+package controllerruntime
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// An entry is one informer of a cache: its kind and form, the informer
+// controller-runtime sees (sharedInformer), and how it is read. With
+// informers.go, a restatement of controller-runtime v0.25.2's
+// pkg/cache/internal/informers.go.
+
+// form is how a kind is cached: as its Go type, unstructured, or metadata
+// only. One kind may be cached in each form, by separate informers.
+type form uint8
+
+const (
+	structured form = iota
+	unstructuredForm
+	metadataForm
+)
+
+func formOf(obj runtime.Object) form {
+	switch obj.(type) {
+	case runtime.Unstructured:
+		return unstructuredForm
+	case *metav1.PartialObjectMetadata, *metav1.PartialObjectMetadataList:
+		return metadataForm
+	}
+	return structured
+}
+
+type entryKey struct {
+	gvk  schema.GroupVersionKind
+	form form
+}
+
+// entry is one kind's informer in one namespace cache. The factory owns
+// the runs of its informers: the cache acquires one (Factory.Typed and the
+// like) and gives it back (kinformer.Release), and never runs or stops it
+// itself. Only an informer of cache.Options.NewInformer, which is not the
+// factory's, is run by the cache (own).
+type entry struct {
+	sii    toolscache.SharedIndexInformer
+	reader reader
+	own    bool               // an informer of cache.Options.NewInformer, run by the cache
+	cancel context.CancelFunc // own: stops its run; nil until started
+	// release gives the factory's informer back: the last release stops
+	// it. Called once, when the entry is removed.
+	release func()
+	// wait, for a kinformer informer, waits for its sync and returns at
+	// once an error retrying cannot fix (a 403): a Get of a kind the
+	// manager may not list fails with it, rather than waiting out its
+	// context. Nil for cache.Options.NewInformer's.
+	wait func(context.Context) error
+	// lastError is the kinformer informer's LastError (nil for
+	// NewInformer's).
+	lastError func() (error, time.Time)
+	// gone: the entry was removed, or the cache has stopped (IsStopped).
+	gone atomic.Bool
+}
+
+// sharedInformer is a factory's informer as a namespace cache hands it
+// out: once this cache has given it back or stopped (the factory may run
+// it on for other caches), it says IsStopped and refuses new handlers and
+// indexes, as controller-runtime's own informers do once removed.
+type sharedInformer struct {
+	toolscache.SharedIndexInformer
+	e *entry
+}
+
+func (s sharedInformer) IsStopped() bool { return s.e.gone.Load() }
+
+// errStopped is client-go's answer to a handler or an index added to a
+// stopped informer.
+func (s sharedInformer) errStopped(what any) error {
+	return fmt.Errorf("%v was not added to shared informer because it has stopped already", what)
+}
+
+func (s sharedInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	if s.IsStopped() {
+		return nil, s.errStopped(fmt.Sprintf("handler %v", h))
+	}
+	return s.SharedIndexInformer.AddEventHandler(h)
+}
+
+func (s sharedInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, period time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
+	if s.IsStopped() {
+		return nil, s.errStopped(fmt.Sprintf("handler %v", h))
+	}
+	return s.SharedIndexInformer.AddEventHandlerWithResyncPeriod(h, period)
+}
+
+func (s sharedInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, o toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
+	if s.IsStopped() {
+		return nil, s.errStopped(fmt.Sprintf("handler %v", h))
+	}
+	return s.SharedIndexInformer.AddEventHandlerWithOptions(h, o)
+}
+
+func (s sharedInformer) AddIndexers(indexers toolscache.Indexers) error {
+	if s.IsStopped() {
+		return s.errStopped("indexers")
+	}
+	return s.SharedIndexInformer.AddIndexers(indexers)
+}

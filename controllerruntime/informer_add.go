@@ -1,0 +1,196 @@
+package controllerruntime
+
+import (
+	"math/rand/v2"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/kinformer/kinformer"
+	"github.com/kinformer/kinformer/clientgo"
+)
+
+// How a namespace cache makes the informer of a kind: kinformer's, from
+// the factory, with the cache's selectors, transform and projection, or
+// one of cache.Options.NewInformer. With informers.go, a restatement of
+// controller-runtime v0.25.2's pkg/cache/internal/informers.go.
+
+// add makes the entry of k, or returns the one made meanwhile.
+func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[k]; ok {
+		return e, c.started, nil
+	}
+	mapping, err := c.sh.mapper.RESTMapping(k.gvk.GroupKind(), k.gvk.Version)
+	if err != nil {
+		return nil, c.started, err
+	}
+	ns := restrictNamespace(c.namespace, c.config.FieldSelector)
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		ns = metav1.NamespaceAll
+	}
+	var label, field string
+	if c.config.LabelSelector != nil {
+		label = c.config.LabelSelector.String()
+	}
+	if c.config.FieldSelector != nil {
+		field = c.config.FieldSelector.String()
+	}
+	resync := syncPeriodOf(c.config, rand.Float64())
+	transform := transformFor(k, c.config.Transform)
+	fields := c.sh.fieldsOf(k)
+	f := c.sh.factory
+	log := informerLogger(c.sh.log, k.gvk, ns)
+	noCopy := ptr.Deref(c.config.UnsafeDisableDeepCopy, false)
+	// Compressed bytes (kinformer's Options.Compact), unless Options.
+	// Decoded, or the informer is better served by objects: its reads
+	// are all the cache's own (UnsafeDisableDeepCopy), a Transform may
+	// make what its encoding does not keep, or mutations are to be
+	// detected.
+	compact := c.sh.compact && !noCopy && c.config.Transform == nil && !c.sh.detectMutations
+	var fresh bool // the informer's cache decodes every read (Compact)
+	e := &entry{}
+	switch {
+	case c.sh.newInformer != nil:
+		lw, err := c.listWatch(k, mapping, ns, label, field)
+		if err != nil {
+			return nil, c.started, err
+		}
+		e.sii = c.sh.newInformer(lw, obj, resync, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+		e.own, e.release = true, func() {}
+	case k.form == unstructuredForm:
+		inf, err := f.Dynamic(mapping.Resource, ns, &kinformer.Options[*unstructured.Unstructured]{
+			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations, Compact: compact,
+			Fields: fields, Logger: log,
+			Transform: transformOf[*unstructured.Unstructured](c, k, transform)})
+		if err != nil {
+			return nil, c.started, err
+		}
+		e.sii, e.release, e.wait, e.lastError = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError
+		e.reader.store = cacheStore[*unstructured.Unstructured]{inf.Cache()}
+		fresh = inf.Cache().Compact()
+	case k.form == metadataForm:
+		inf, err := f.Metadata(mapping.Resource, ns, &kinformer.Options[*metav1.PartialObjectMetadata]{
+			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations, Compact: compact,
+			Fields: fields, Logger: log,
+			Transform: transformOf[*metav1.PartialObjectMetadata](c, k, transform)})
+		if err != nil {
+			return nil, c.started, err
+		}
+		e.sii, e.release, e.wait, e.lastError = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError
+		e.reader.store = cacheStore[*metav1.PartialObjectMetadata]{inf.Cache()}
+		fresh = inf.Cache().Compact()
+	default:
+		example, err := c.sh.scheme.New(k.gvk)
+		if err != nil {
+			return nil, c.started, err
+		}
+		inf, err := f.Typed(example, ns, &kinformer.Options[kinformer.Object]{
+			LabelSelector: label, FieldSelector: field, KeepManagedFields: c.sh.keepManaged, DetectMutations: c.sh.detectMutations, Compact: compact,
+			Fields: fields, Logger: log,
+			Transform: transformOf[kinformer.Object](c, k, transform)})
+		if err != nil {
+			return nil, c.started, err
+		}
+		e.sii, e.release, e.wait, e.lastError = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError
+		e.reader.store = cacheStore[kinformer.Object]{inf.Cache()}
+		fresh = inf.Cache().Compact()
+	}
+	h := c.sh.watchErrHandler
+	if h == nil && !e.own {
+		// kinformer's informers: through the cache's logger, not
+		// client-go's default (klog).
+		h = watchErrorLogger(log)
+	}
+	if h != nil {
+		if err := e.sii.SetWatchErrorHandlerWithContext(h); err != nil {
+			return nil, c.started, err
+		}
+	}
+	if transform != nil && e.own {
+		// The factory's informers have theirs from the start: the
+		// factory may start one as soon as it is made.
+		if err := e.sii.SetTransform(transform); err != nil {
+			return nil, c.started, err
+		}
+	}
+	if e.own {
+		e.reader.store = indexerStore{e.sii.GetIndexer()}
+	}
+	e.reader = reader{store: e.reader.store, gvk: k.gvk, scope: mapping.Scope.Name(),
+		noCopy: noCopy, fresh: fresh}
+	if len(fields) > 0 && !e.own {
+		e.reader.projected = strings.Join(fields, ",")
+	}
+	c.entries[k] = e
+	if c.started {
+		c.startLocked(e)
+	}
+	return e, c.started, nil
+}
+
+// transformOf returns the factory Transform of kind k, made from t once
+// per cache (namespaceCache.transforms). c.mu must be held.
+func transformOf[T kinformer.Object](c *namespaceCache, k entryKey, t toolscache.TransformFunc) func(T) (T, error) {
+	if fn, ok := c.transforms[k].(func(T) (T, error)); ok {
+		return fn
+	}
+	fn := clientgo.Transform[T](t)
+	c.transforms[k] = fn
+	return fn
+}
+
+// transformFor is the transform of an entry: the configured one, and for
+// metadata the kind's GroupVersionKind set on each object (the server
+// sends PartialObjectMetadata's own), as controller-runtime does.
+func transformFor(k entryKey, t toolscache.TransformFunc) toolscache.TransformFunc {
+	if k.form != metadataForm {
+		return t
+	}
+	gvk := k.gvk
+	return func(obj any) (any, error) {
+		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+			m.SetGroupVersionKind(gvk)
+		}
+		if t == nil {
+			return obj, nil
+		}
+		return t(obj)
+	}
+}
+
+// restrictNamespace narrows all namespaces to the one a field selector
+// requires, as controller-runtime does.
+func restrictNamespace(ns string, sel fields.Selector) string {
+	if ns != "" || sel == nil || sel.Empty() {
+		return ns
+	}
+	if v, ok := sel.RequiresExactMatch("metadata.namespace"); ok {
+		return v
+	}
+	return ""
+}
+
+// fieldsOf is the projection of k's informers (Options.ByObject): a
+// metadata-only informer keeps the metadata paths of it (nil if none:
+// its objects are small already).
+func (sh *shared) fieldsOf(k entryKey) []string {
+	fields := sh.fields[k.gvk]
+	if k.form != metadataForm || fields == nil {
+		return fields
+	}
+	var meta []string
+	for _, p := range fields {
+		if strings.HasPrefix(p, "metadata.") {
+			meta = append(meta, p)
+		}
+	}
+	return meta
+}
