@@ -116,7 +116,7 @@ type packer[T Object] struct {
 	// as they came. With squeeze every packed object's data is a squash
 	// entry, whatever its form.
 	squeeze bool
-	dict    atomic.Pointer[squash.Dict] // nil until made; then never changed
+	dict    atomic.Pointer[squash.Dict] // nil until made (or taken from the state file); made again by fit
 	// samples are copies of the first distinct objects' bytes, at most
 	// squash.MaxDictLen in all, until dict is made from them (nil after,
 	// and when no dictionary can be made); sampled names the objects
@@ -137,6 +137,13 @@ type packer[T Object] struct {
 	// theirs. remade counts the dictionaries made again.
 	retired atomic.Pointer[[]*squash.Dict]
 	remade  atomic.Int64
+	// dictGen counts the changes of dict and retired; toldGen is the
+	// count the state file was last told of (tell). reload: an object of
+	// the state file was compressed again as it was loaded (the file's
+	// entry is another dictionary's), so the file must have every object
+	// again (fit). The writer's alone.
+	dictGen, toldGen uint64
+	reload           bool
 
 	// kept holds the objects decoded once and kept for the kept reads
 	// (Cache.GetKept, ListKept, ByIndexKept), by the packed object each
@@ -192,9 +199,9 @@ func (c *Cache[T]) Compact() bool {
 // prepared object (pack).
 func (k *packer[T]) hold(c *Cache[T], a arrival[T]) (ref[T], error) {
 	if a.undecoded != nil {
-		return k.packMeta(c, a.undecoded.Data, a.undecoded.Meta)
+		return k.packMeta(c, a.undecoded.Data, a.undecoded.Meta, nil)
 	}
-	return k.pack(c, a.obj, a.raw)
+	return k.pack(c, a.obj, a.raw, nil)
 }
 
 // final is an arrival as the event gives it: an undecoded object's bytes
@@ -216,9 +223,10 @@ func (k *packer[T]) final(a arrival[T], held ref[T]) ref[T] {
 
 // pack packs obj for a compact cache's put or swap, with its index
 // values: raw if set (the bytes obj was decoded from, as it is), else its
-// encoding. The writer's alone (hold); it holds wmu to read the
-// indexes, which addIndexers may change.
-func (k *packer[T]) pack(c *Cache[T], obj T, raw []byte) (ref[T], error) {
+// encoding; entry, if set, is what the cache holds of them (squeezed).
+// The writer's alone (hold); it holds wmu to read the indexes, which
+// addIndexers may change.
+func (k *packer[T]) pack(c *Cache[T], obj T, raw, entry []byte) (ref[T], error) {
 	data := raw
 	if data == nil {
 		var err error
@@ -226,7 +234,10 @@ func (k *packer[T]) pack(c *Cache[T], obj T, raw []byte) (ref[T], error) {
 			return ref[T]{}, fmt.Errorf("cannot be encoded for the compact cache: %w", err)
 		}
 	}
-	p := k.newPacked(k.squeezed(metaKey(obj.GetNamespace(), obj.GetName()), data), obj.GetResourceVersion(), obj.GetNamespace())
+	if entry == nil {
+		entry = k.squeezed(metaKey(obj.GetNamespace(), obj.GetName()), data)
+	}
+	p := k.newPacked(entry, obj.GetResourceVersion(), obj.GetNamespace())
 	if k.uids {
 		p.ext().uid = string(obj.GetUID())
 	}
@@ -246,8 +257,9 @@ func (k *packer[T]) pack(c *Cache[T], obj T, raw []byte) (ref[T], error) {
 }
 
 // packMeta packs data, an object's encoding whose metadata says m,
-// without decoding it, unless the cache has indexes to compute.
-func (k *packer[T]) packMeta(c *Cache[T], data []byte, m persist.Meta) (ref[T], error) {
+// without decoding it, unless the cache has indexes to compute; entry as
+// for pack.
+func (k *packer[T]) packMeta(c *Cache[T], data []byte, m persist.Meta, entry []byte) (ref[T], error) {
 	c.wmu.Lock()
 	indexed := len(c.order) > 0 // if an index comes before put, put computes its values (complete)
 	c.wmu.Unlock()
@@ -256,9 +268,12 @@ func (k *packer[T]) packMeta(c *Cache[T], data []byte, m persist.Meta) (ref[T], 
 		if err != nil {
 			return ref[T]{}, err
 		}
-		return k.pack(c, obj, data)
+		return k.pack(c, obj, data, entry)
 	}
-	p := k.newPacked(k.squeezed(metaKey(m.Namespace, m.Name), data), m.ResourceVersion, m.Namespace)
+	if entry == nil {
+		entry = k.squeezed(metaKey(m.Namespace, m.Name), data)
+	}
+	p := k.newPacked(entry, m.ResourceVersion, m.Namespace)
 	if k.uids {
 		p.ext().uid = m.UID
 	}
@@ -269,13 +284,13 @@ func (k *packer[T]) packMeta(c *Cache[T], data []byte, m persist.Meta) (ref[T], 
 // file holds it, without decoding it where it can: protobuf, keyed by
 // MetaNamespaceKey, no index but the namespace one. Otherwise the object
 // is decoded to check its key and compute its index values.
-func (k *packer[T]) packEncoded(c *Cache[T], key string, data []byte) (ref[T], error) {
+func (k *packer[T]) packEncoded(c *Cache[T], key string, data, entry []byte) (ref[T], error) {
 	if k.meta != nil && c.defaultKey {
 		if m, ok := k.meta(data); ok {
 			if got := metaKey(m.Namespace, m.Name); got != key {
 				return ref[T]{}, fmt.Errorf("it has key %q", got)
 			}
-			return k.packMeta(c, data, m)
+			return k.packMeta(c, data, m, entry)
 		}
 	}
 	obj, err := k.decode(data)
@@ -285,51 +300,48 @@ func (k *packer[T]) packEncoded(c *Cache[T], key string, data []byte) (ref[T], e
 	if got := c.keyFunc(obj); got != key {
 		return ref[T]{}, fmt.Errorf("it has key %q", got)
 	}
-	return k.pack(c, obj, data)
+	return k.pack(c, obj, data, entry)
 }
 
 // open loads the state file's objects as the file holds them, decoding
-// only those it must (packEncoded).
+// only those it must (packEncoded), and takes its dictionary (adopt):
+// an entry compressed against it is held as it is.
 func (k *packer[T]) open(c *Cache[T], s *persist.Persister[T], load bool, _ func(key string, obj T) error) (map[string]ref[T], string, bool) {
 	items := map[string]ref[T]{}
-	rv, ok := s.OpenEncoded(load, func(key string, data []byte) error {
-		r, err := k.packEncoded(c, key, data)
-		items[key] = r
+	rv, ok := s.OpenEncoded(load, k.adopt, func(e persist.Entry) error {
+		r, err := k.packEncoded(c, e.Key, e.Data, k.reusable(e))
+		items[e.Key] = r
 		return err
 	})
 	return items, rv, ok
 }
 
-// record notes r's bytes, as the file holds them (or, for an object the
-// cache holds as it came, its encoding).
+// record notes r in the state file as the cache holds it: its squash
+// entry (telling the file the dictionaries first, if they changed), or
+// without squeeze its encoding; for an object the cache holds as it
+// came, its encoding.
 func (k *packer[T]) record(s *persist.Persister[T], key string, r ref[T], rv string) {
-	if r.p == nil {
+	switch {
+	case r.p == nil:
 		plainHolding[T]{}.record(s, key, r, rv)
-		return
+	case !k.squeeze:
+		s.RecordEncoded(key, r.p.data, rv)
+	default:
+		k.tell(s.SetDicts)
+		s.RecordEntry(key, r.p.data, rv)
 	}
-	data, err := k.plain(r.p)
-	if err != nil {
-		// Never for the cache's own entries: the file is dropped rather
-		// than hold a wrong object or lack one.
-		k.failed.Add(1)
-		s.RecordLost(key, err, rv)
-		return
-	}
-	s.RecordEncoded(key, data, rv)
 }
 
 func (k *packer[T]) put(b *persist.Batch[T], key string, r ref[T]) {
-	if r.p == nil {
+	switch {
+	case r.p == nil:
 		plainHolding[T]{}.put(b, key, r)
-		return
+	case !k.squeeze:
+		b.PutEncoded(key, r.p.data)
+	default:
+		k.tell(b.SetDicts)
+		b.PutEntry(key, r.p.data)
 	}
-	data, err := k.plain(r.p)
-	if err != nil { // as in record
-		k.failed.Add(1)
-		b.Lost(key, err)
-		return
-	}
-	b.PutEncoded(key, data)
 }
 
 // decoding: the cache keeps the bytes as they came, so the decoder hands

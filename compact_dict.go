@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/kinformer/kinformer/internal/persist"
 	"github.com/kinformer/kinformer/internal/squash"
 )
 
@@ -57,6 +58,65 @@ func (k *packer[T]) sample(name string, data []byte) {
 		return
 	}
 	k.dict.Store(d)
+	k.dictGen++
+}
+
+// The state file keeps the cache's entries as they are, and the
+// dictionaries beside them (persist.Persister.SetDicts): it is told them
+// before the first entry it is given after they change.
+
+// dicts returns the dictionaries the cache's entries may be compressed
+// against: dict, then the retired ones.
+func (k *packer[T]) dicts() []*squash.Dict {
+	var ds []*squash.Dict
+	if d := k.dict.Load(); d != nil {
+		ds = append(ds, d)
+	}
+	if old := k.retired.Load(); old != nil {
+		ds = append(ds, *old...)
+	}
+	return ds
+}
+
+// tell gives set (the state file's SetDicts) the dictionaries, if they
+// changed since it was last given them. The writer's alone.
+func (k *packer[T]) tell(set func([]*squash.Dict)) {
+	if k.toldGen != k.dictGen {
+		set(k.dicts())
+		k.toldGen = k.dictGen
+	}
+}
+
+// adopt takes the state file's dictionary (ds, the current first), for a
+// cache that has none yet: its entries are then held as the file holds
+// them (reusable). The writer's alone.
+func (k *packer[T]) adopt(ds []*squash.Dict) {
+	if !k.squeeze || len(ds) == 0 || k.dict.Load() != nil || len(k.samples) > 0 {
+		return
+	}
+	k.dict.Store(ds[0])
+	k.noDict = false
+	k.dictGen++
+}
+
+// reusable returns the entry of the state file's e to hold as it is: one
+// compressed against the cache's dictionary, or held as it came while
+// the cache has none; nil if e's object must be squeezed again (noting
+// that the file must then have it again: reload).
+func (k *packer[T]) reusable(e persist.Entry) []byte {
+	if !k.squeeze || e.Squashed == nil {
+		return nil
+	}
+	d := k.dict.Load()
+	switch {
+	case e.Dict == nil && d == nil:
+		return e.Squashed
+	case e.Dict != nil && d != nil && e.Dict.ID() == d.ID():
+		return e.Squashed
+	case e.Dict != nil:
+		k.reload = true
+	}
+	return nil
 }
 
 // plain returns the bytes of p as they came: decompressed, or without a
@@ -110,25 +170,30 @@ const remakeMin = 64 << 10
 // objects held as they came before there was one; later, if they take
 // squash.DegradedFactor times more room than then (their shape
 // changed), it makes the dictionary again from them and compresses them
-// all against it. The writer's alone, under wmu.
-func (k *packer[T]) fit(items map[string]ref[T]) {
+// all against it. It says whether the state file must have every object
+// again: their entries changed, or some were loaded from it compressed
+// against another dictionary (reload). The writer's alone, under wmu.
+func (k *packer[T]) fit(items map[string]ref[T]) (rewrite bool) {
+	rewrite, k.reload = k.reload, false
 	d := k.dict.Load()
 	if d == nil || len(items) < 2*squash.DictSamples {
-		return
+		return rewrite
 	}
 	in, out := k.measure(items)
 	if in < remakeMin {
-		return
+		return rewrite
 	}
 	ratio := float64(out) / float64(in)
 	switch {
 	case k.base == 0:
-		k.recompress(items, d, nil)
+		if k.recompress(items, d, nil) > 0 {
+			rewrite = true
+		}
 		in, out = k.measure(items)
 		k.base = float64(out) / float64(in)
-		return
+		return rewrite
 	case ratio <= k.base*squash.DegradedFactor:
-		return
+		return rewrite
 	}
 	samples := make([][]byte, 0, squash.DictSamples)
 	size := 0
@@ -146,13 +211,13 @@ func (k *packer[T]) fit(items map[string]ref[T]) {
 	}
 	nd, err := squash.NewDict(samples)
 	if err != nil {
-		return
+		return rewrite
 	}
 	done := maps.Clone(items)
 	k.recompress(done, d, nd)
 	if in2, out2 := k.measure(done); float64(out2)/float64(in2) >= ratio {
 		k.base = ratio // no better: the objects no longer compress; judge from here
-		return
+		return rewrite
 	}
 	maps.Copy(items, done)
 	retired := []*squash.Dict{d}
@@ -161,9 +226,11 @@ func (k *packer[T]) fit(items map[string]ref[T]) {
 	}
 	k.retired.Store(&retired) // before the new dictionary: a reader always finds one that decodes
 	k.dict.Store(nd)
+	k.dictGen++
 	k.remade.Add(1)
 	in, out = k.measure(items)
 	k.base = float64(out) / float64(in)
+	return true
 }
 
 // measure returns the bytes of items' objects and of their entries.
@@ -182,8 +249,8 @@ func (k *packer[T]) measure(items map[string]ref[T]) (in, out int64) {
 
 // recompress compresses items' entries against to: all of them, or with
 // to nil those held as they came, against d. An entry that does not
-// decode is left as it is.
-func (k *packer[T]) recompress(items map[string]ref[T], d, to *squash.Dict) {
+// decode is left as it is. It returns how many it changed.
+func (k *packer[T]) recompress(items map[string]ref[T], d, to *squash.Dict) (changed int) {
 	for key, r := range items {
 		if r.p == nil {
 			continue
@@ -207,5 +274,7 @@ func (k *packer[T]) recompress(items map[string]ref[T], d, to *squash.Dict) {
 		p := k.copyPacked(r.p)
 		p.data = bytes.Clone(k.scratch)
 		items[key] = ref[T]{p: p}
+		changed++
 	}
+	return changed
 }

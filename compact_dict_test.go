@@ -1,6 +1,7 @@
 package kinformer
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -174,20 +176,7 @@ func TestCompactDictionaryRemade(t *testing.T) {
 	if first == nil || raw != 0 || ratio() > 0.3 {
 		t.Fatalf("after the first list: dictionary %v, %d objects held as they came, ratio %.2f; want a dictionary, none, at most 0.3", first, raw, ratio())
 	}
-	relist := func() {
-		lists, _ := s.counts()
-		// A 410 reaches only an open watch: sent until a re-list starts.
-		eventually(t, "a re-list", func() bool {
-			if l, _ := s.counts(); l > lists {
-				return inf.HasSynced()
-			}
-			if s.openWatches() > 0 {
-				s.sendRaw(watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired("too old").ErrStatus})
-			}
-			return false
-		})
-		contractSync(t, inf)
-	}
+	relist := func() { relistOn(t, s, inf) }
 	relist()
 	if k.dict.Load() != first || k.remade.Load() != 0 {
 		t.Fatal("a re-list of the same objects made the dictionary again")
@@ -221,6 +210,111 @@ func TestCompactDictionaryRemade(t *testing.T) {
 	if o, ok := k.load(before); !ok || o.Data["blob"] != randomBlob(1, 600)+"7" {
 		t.Fatal("an entry of the first dictionary does not decode after it was made again")
 	}
+}
+
+// relistOn makes inf list again: a 410 on its watch (sent until the list
+// starts: a 410 reaches only an open watch), and waits for the sync.
+func relistOn(t *testing.T, s *fakeServer, inf *Informer[*corev1.ConfigMap]) {
+	t.Helper()
+	lists, _ := s.counts()
+	eventually(t, "a re-list", func() bool {
+		if l, _ := s.counts(); l > lists {
+			return inf.HasSynced()
+		}
+		if s.openWatches() > 0 {
+			s.sendRaw(watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired("too old").ErrStatus})
+		}
+		return false
+	})
+	contractSync(t, inf)
+}
+
+// The state file holds a compact cache's entries as they are, and its
+// dictionary beside them: a restart restores every object from the same
+// bytes, against the same dictionary, compressing none again, with only
+// the probe listed. After a re-list made the dictionary again, the file
+// holds every object under the new one, and the next restart restores
+// them.
+func TestCompactStateFileKeepsTheDictionary(t *testing.T) {
+	s := newFakeServer()
+	for _, o := range shaped(200, randomBlob(1, 600)) {
+		s.put(o)
+	}
+	dir := t.TempDir()
+	run := func() (*Informer[*corev1.ConfigMap], *recorder) {
+		inf, rec := contractStart(t, s, &Options[*corev1.ConfigMap]{
+			Compact: true, StateDir: dir, StateKey: "compact configmaps", StateInterval: 5 * time.Millisecond,
+		})
+		contractSync(t, inf)
+		return inf, rec
+	}
+	entries := func(c *Cache[*corev1.ConfigMap]) map[string][]byte {
+		c.mu.RLock()
+		defer c.mu.RUnlock()
+		out := map[string][]byte{}
+		for key, r := range c.items {
+			out[key] = r.p.data
+		}
+		return out
+	}
+	restored := func(inf *Informer[*corev1.ConfigMap], rec *recorder, dict *squash.Dict, want map[string][]byte, blob string) {
+		t.Helper()
+		k := compactOf(inf.Cache())
+		if d := k.dict.Load(); d == nil || d.ID() != dict.ID() {
+			t.Fatalf("restored with dictionary %v, want the file's %v", d, dict)
+		}
+		got := entries(inf.Cache())
+		if len(got) != len(want) {
+			t.Fatalf("restored %d objects, want %d", len(got), len(want))
+		}
+		for key, b := range want {
+			if !bytes.Equal(got[key], b) {
+				t.Fatalf("%s restored as %d bytes, not the %d the cache held", key, len(got[key]), len(b))
+			}
+		}
+		for _, o := range inf.Cache().List() {
+			if !strings.HasPrefix(o.Data["blob"], blob) {
+				t.Fatalf("%s restored wrong", o.Name)
+			}
+		}
+		for _, e := range rec.all() {
+			if e.Type == Error {
+				t.Fatalf("an error: %v", e.Err)
+			}
+		}
+	}
+
+	first, _ := run()
+	k := compactOf(first.Cache())
+	dict, want := k.dict.Load(), entries(first.Cache())
+	if dict == nil {
+		t.Fatal("no dictionary after the first list")
+	}
+	first.Stop()
+
+	lists, _ := s.counts()
+	second, rec := run()
+	restored(second, rec, dict, want, randomBlob(1, 600))
+	if l, _ := s.counts(); l != lists+1 {
+		t.Fatalf("%d lists on the restart, want the probe alone", l-lists)
+	}
+
+	// Objects of another shape: the re-list makes the dictionary again.
+	for _, o := range shaped(200, randomBlob(2, 600)) {
+		s.put(o)
+	}
+	eventually(t, "the new shape cached", func() bool {
+		o, _ := second.Cache().GetByKey("ns/cm-199")
+		return o != nil && o.Data["blob"] == randomBlob(2, 600)+"199"
+	})
+	relistOn(t, s, second)
+	k = compactOf(second.Cache())
+	eventually(t, "the dictionary made again", func() bool { return k.remade.Load() == 1 })
+	dict, want = k.dict.Load(), entries(second.Cache())
+	second.Stop()
+
+	third, rec := run()
+	restored(third, rec, dict, want, randomBlob(2, 600))
 }
 
 // Reads decompress into pooled buffers (protobuf's decode copies what it

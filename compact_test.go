@@ -175,7 +175,7 @@ func TestCompactPackEncoded(t *testing.T) {
 	dec := compactOf(c).decode
 	var decoded int
 	compactOf(c).decode = func(b []byte) (*corev1.ConfigMap, error) { decoded++; return dec(b) }
-	r, err := compactOf(c).packEncoded(c, "ns/a", data)
+	r, err := compactOf(c).packEncoded(c, "ns/a", data, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,10 +185,10 @@ func TestCompactPackEncoded(t *testing.T) {
 	if compactOf(c).resourceVersion(r.p) != "42" || r.p.namespace() != "ns" || r.p.extra().uid != "uid-a" {
 		t.Fatalf("packed %+v", r.p)
 	}
-	if _, err := compactOf(c).packEncoded(c, "ns/b", data); err == nil {
+	if _, err := compactOf(c).packEncoded(c, "ns/b", data, nil); err == nil {
 		t.Fatal("an object under another key was accepted")
 	}
-	if _, err := compactOf(c).packEncoded(c, "ns/a", []byte{0xff}); err == nil {
+	if _, err := compactOf(c).packEncoded(c, "ns/a", []byte{0xff}, nil); err == nil {
 		t.Fatal("garbage was accepted")
 	}
 }

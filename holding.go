@@ -48,8 +48,9 @@ type holding[T Object] interface {
 	// (addIndexers), and whether it changed.
 	withValues(r ref[T], vals [][]string) (ref[T], bool)
 	// fit adjusts items, the whole new content of the cache (a re-list's
-	// or a restore's), before it is swapped in. Under wmu.
-	fit(items map[string]ref[T])
+	// or a restore's), before it is swapped in, and says whether the state
+	// file must have them all again (their bytes changed). Under wmu.
+	fit(items map[string]ref[T]) (rewrite bool)
 	// isVersion reports whether r is at resourceVersion rv; sameVersion
 	// whether a and b are at one. Without decoding.
 	isVersion(r ref[T], rv string) bool
@@ -149,7 +150,7 @@ func (plainHolding[T]) values(c *Cache[T], r ref[T], i int) []string {
 func (plainHolding[T]) complete(_ *Cache[T], r ref[T]) (ref[T], bool)    { return r, false }
 func (plainHolding[T]) withValues(r ref[T], _ [][]string) (ref[T], bool) { return r, false }
 func (plainHolding[T]) straight() bool                                   { return true }
-func (plainHolding[T]) fit(map[string]ref[T])                            {}
+func (plainHolding[T]) fit(map[string]ref[T]) bool                       { return false }
 func (plainHolding[T]) isVersion(r ref[T], rv string) bool               { return r.obj.GetResourceVersion() == rv }
 func (plainHolding[T]) sameVersion(a, b ref[T]) bool {
 	return a.obj.GetResourceVersion() == b.obj.GetResourceVersion()

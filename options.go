@@ -232,7 +232,9 @@ type Options[T Object] struct {
 	// per read. An informer of fewer than 24 objects makes no dictionary
 	// (unless they are 64 KiB or more). A compressed entry carries a
 	// checksum: damaged, it is never read as an object (a read does not
-	// find it; its event is an Error naming its key).
+	// find it; its event is an Error naming its key). With StateDir the
+	// state file holds the compressed entries and their dictionary: a
+	// warm restart takes both back as they are.
 	Compact bool
 	// CompactUncompressed, with Compact, holds each object's bytes as
 	// they came instead of compressing them. It changes how objects are

@@ -143,7 +143,15 @@ func (w *writer[T]) restore(items map[string]ref[T], rv string) {
 		}
 	}
 	w.disp.update(func(p publisher[T]) {
-		w.swap(p, items)
+		if _, rewrite := w.swap(p, items); rewrite && w.state != nil {
+			// The cache holds them otherwise than the file (compressed
+			// against another dictionary): the file follows.
+			b := w.state.Batch()
+			for key, r := range items {
+				w.cache.h.put(b, key, r)
+			}
+			b.End(rv)
+		}
 		w.setRV(rv)
 		for key, r := range items {
 			w.emit(p, Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: CauseRestore}, r, ref[T]{})

@@ -299,13 +299,14 @@ func (c *Cache[T]) remove(key string) (old ref[T], existed bool) {
 }
 
 // swap makes items the whole content of the cache, atomically, and
-// returns the content it replaced. The indexes are built before the lock
+// returns the content it replaced, and whether the state file must have
+// every object again (holding.fit). The indexes are built before the lock
 // is taken (the namespace index under it, if a reader has just built it
 // for the old content). Writer only.
-func (c *Cache[T]) swap(items map[string]ref[T]) (old map[string]ref[T]) {
+func (c *Cache[T]) swap(items map[string]ref[T]) (old map[string]ref[T], rewrite bool) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.h.fit(items)
+	rewrite = c.h.fit(items)
 	indices := c.emptyIndices()
 	for key, r := range items {
 		if done, changed := c.h.complete(c, r); changed {
@@ -334,7 +335,7 @@ func (c *Cache[T]) swap(items map[string]ref[T]) (old map[string]ref[T]) {
 	old = c.items
 	c.items, c.indices, c.nsCount = items, indices, counts
 	c.mu.Unlock()
-	return old
+	return old, rewrite
 }
 
 // namespaceIndexOf returns the namespace index of items, whose namespaces

@@ -73,10 +73,10 @@ func (w *writer[T]) remove(p publisher[T], key string) (old ref[T], existed bool
 // swap makes items the cache's content, inside an update; the detector
 // compares the objects replaced or dropped with their copies, and copies
 // the new ones.
-func (w *writer[T]) swap(p publisher[T], items map[string]ref[T]) (old map[string]ref[T]) {
-	old = w.cache.swap(items)
+func (w *writer[T]) swap(p publisher[T], items map[string]ref[T]) (old map[string]ref[T], rewrite bool) {
+	old, rewrite = w.cache.swap(items)
 	w.detect.swap(p.emit, old, items)
-	return old
+	return old, rewrite
 }
 
 // emit queues e with obj as its Object and old as its Old (zero refs:
@@ -325,7 +325,7 @@ func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Se
 			batch = w.state.Batch() // the file's next state is the whole change, or none of it
 			defer batch.End(rv)
 		}
-		old := w.swap(p, items)
+		old, rewrite := w.swap(p, items)
 		w.setRV(rv)
 		for key, o := range old {
 			if _, ok := items[key]; !ok {
@@ -346,7 +346,7 @@ func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Se
 				w.emit(p, Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: c}, r, ref[T]{})
 			case !w.cache.h.sameVersion(o, r):
 				w.emit(p, Event[T]{Type: Modified, Key: key, ResourceVersion: rv, Cause: cause}, r, o)
-			default:
+			case !rewrite:
 				continue
 			}
 			if batch != nil {
@@ -373,7 +373,7 @@ func (w *writer[T]) gone() (n int) {
 			batch = w.state.Batch()
 			defer batch.End(rv)
 		}
-		old := w.swap(p, map[string]ref[T]{})
+		old, _ := w.swap(p, map[string]ref[T]{})
 		n = len(old)
 		for key, o := range old {
 			w.emit(p, Event[T]{Type: Deleted, Key: key, ResourceVersion: rv, Cause: CauseGone}, o, ref[T]{})

@@ -226,6 +226,32 @@ func TestCompactWarmRestartEqualsPlain(t *testing.T) {
 	if n := compact.shared.Load(); n > 0 {
 		t.Fatalf("%d restored objects were the cache's own: a compact cache hands out objects of the caller's", n)
 	}
+
+	// The compact informer's file (its objects compressed against its
+	// dictionary, which it keeps beside them) restores an informer with
+	// Compact turned off as well.
+	compact.inf.Stop()
+	lw := &counting{}
+	back := kinformer.New[*corev1.ConfigMap](clientset(t, lw.wrap(srv.Config())).CoreV1().ConfigMaps(ns),
+		&kinformer.Options[*corev1.ConfigMap]{StateDir: dirs[true], StateInterval: 50 * time.Millisecond})
+	backRec := &recorder[*corev1.ConfigMap]{}
+	back.AddHandler(backRec.handle)
+	back.Start()
+	t.Cleanup(back.Stop)
+	if err := back.WaitForSync(bounded(t, callTimeout)); err != nil {
+		t.Fatalf("plain on the compact file: WaitForSync: %v", err)
+	}
+	if got := cacheState(back.Cache()); !sameState(got, want) {
+		t.Fatalf("plain on the compact file: %d objects, differing from the server's %d", len(got), len(want))
+	}
+	if lists, _, _ := lw.calls(); len(lists) != 1 || lists[0].Limit != 1 {
+		t.Fatalf("lists of a plain informer on the compact file: %+v, want only the one-object probe", lists)
+	}
+	for _, e := range backRec.all() {
+		if e.Type == kinformer.Error {
+			t.Fatalf("plain on the compact file: an error: %v", e.Err)
+		}
+	}
 }
 
 // A Compact informer and a plain one, side by side over the same objects,

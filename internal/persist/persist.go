@@ -24,6 +24,7 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kinformer/kinformer/internal/snapshot"
+	"github.com/kinformer/kinformer/internal/squash"
 )
 
 const (
@@ -64,6 +65,7 @@ type Config[T kruntime.Object] struct {
 type change[T any] struct {
 	obj     T
 	data    []byte
+	entry   bool // data is a squash entry (RecordEntry)
 	deleted bool
 	lost    error // the object cannot be written (RecordLost)
 }
@@ -87,7 +89,11 @@ type Persister[T kruntime.Object] struct {
 	broken  bool                 // an object failed to encode: persistence is off for this run
 	reset   bool                 // the next commit clears the file first: the cache starts empty
 	cluster string               // the cluster the cache's objects come from (SetCluster)
-	kick    chan struct{}
+	// dicts are the dictionaries the file keeps beside its entries
+	// (SetDicts, or as loaded); dictsDirty: not yet committed.
+	dicts      []*squash.Dict
+	dictsDirty bool
+	kick       chan struct{}
 
 	// fileCluster is the cluster the file was written from, as the last
 	// Open found it; the caller's.
@@ -131,7 +137,11 @@ func (p *Persister[T]) Committed() string { return p.committed }
 // directory is unsafe (snapshot.ErrUnsafe: reported, and the file is
 // neither read nor changed).
 func (p *Persister[T]) Open(restore bool, check func(key string, obj T) error) (items map[string]T, rv string, ok bool) {
-	rv, ok = p.open(restore, func() { items = map[string]T{} }, func(k, v []byte) error {
+	rv, ok = p.open(restore, func([]*squash.Dict) { items = map[string]T{} }, func(k, v []byte, dicts []*squash.Dict) error {
+		v, _, _, err := unsquash(dicts, v)
+		if err != nil {
+			return err
+		}
 		obj, err := p.cfg.Codec.Decode(v)
 		if err != nil {
 			return err
@@ -148,16 +158,32 @@ func (p *Persister[T]) Open(restore bool, check func(key string, obj T) error) (
 	return items, rv, ok
 }
 
-// OpenEncoded is Open for a compact cache: add is given each object of the
-// file as it is encoded there (a copy, the caller's), and decides whether
-// to decode it.
-func (p *Persister[T]) OpenEncoded(restore bool, add func(key string, data []byte) error) (rv string, ok bool) {
-	return p.open(restore, func() {}, func(k, v []byte) error { return add(string(k), append([]byte(nil), v...)) })
+// OpenEncoded is Open for a compact cache: dicts is given the file's
+// dictionaries (the current first; none if it keeps none), then add each
+// object of the file as its encoding and as the entry the file holds it
+// as (Entry), and decides whether to decode it.
+func (p *Persister[T]) OpenEncoded(restore bool, dicts func([]*squash.Dict), add func(Entry) error) (rv string, ok bool) {
+	return p.open(restore, dicts, func(k, v []byte, ds []*squash.Dict) error {
+		data, entry, d, err := unsquash(ds, v)
+		if err != nil {
+			return err
+		}
+		e := Entry{Key: string(k), Dict: d}
+		if entry != nil {
+			e.Squashed = append([]byte(nil), entry...)
+		}
+		if d == nil {
+			data = append([]byte(nil), data...) // the file's mapping: copied
+		}
+		e.Data = data
+		return add(e)
+	})
 }
 
-// open is Open and OpenEncoded: begin is called before each load, and
-// each is given every object of the file.
-func (p *Persister[T]) open(restore bool, begin func(), each func(k, v []byte) error) (rv string, ok bool) {
+// open is Open and OpenEncoded: begin is given the file's dictionaries
+// before each load, and each is given every object of the file with
+// them.
+func (p *Persister[T]) open(restore bool, begin func([]*squash.Dict), each func(k, v []byte, dicts []*squash.Dict) error) (rv string, ok bool) {
 	if p.keyErr != nil {
 		p.cfg.Report(fmt.Errorf("state keys: %w; running without the state file", p.keyErr))
 		return "", false
@@ -189,8 +215,18 @@ func (p *Persister[T]) open(restore bool, begin func(), each func(k, v []byte) e
 		}
 	}
 	var resealed map[string][]byte // objects under an older key, under the first
+	var dicts []*squash.Dict
+	var oldDicts bool
 	if err == nil && restore {
-		begin()
+		var raw []byte
+		if raw, err = st.Dicts(); err == nil {
+			if dicts, oldDicts, err = p.loadDicts(raw); err != nil {
+				err = fmt.Errorf("reading its %w", err)
+			}
+		}
+	}
+	if err == nil && restore {
+		begin(dicts)
 		rv, err = st.Load(func(k, v []byte) error {
 			if p.sealer != nil {
 				plain, old, err := p.sealer.open(p.sealed, string(k), v)
@@ -207,16 +243,20 @@ func (p *Persister[T]) open(restore bool, begin func(), each func(k, v []byte) e
 				}
 				v = plain
 			}
-			if err := each(k, v); err != nil {
+			if err := each(k, v, dicts); err != nil {
 				return fmt.Errorf("object %q: %w", k, err)
 			}
 			return nil
 		})
-		if err == nil && len(resealed) > 0 {
+		if err == nil && (len(resealed) > 0 || oldDicts) {
 			// The objects were read: a failure here (a full disk) leaves
 			// the file as it was, good under the keys given, not a file
 			// to set aside.
-			if cerr := commitResealed(st, &snapshot.Batch{Puts: resealed, RV: rv}); cerr != nil {
+			b := &snapshot.Batch{Puts: resealed, RV: rv}
+			if oldDicts {
+				b.Dicts, _ = p.dictsValue(dicts) // an error leaves them as they are
+			}
+			if cerr := commitResealed(st, b); cerr != nil {
 				p.cfg.Report(fmt.Errorf("%s: encrypting %d objects again with the first state key: %w; they stay encrypted with an older key, which must still be given", p.path, len(resealed), cerr))
 			}
 		}
@@ -225,6 +265,9 @@ func (p *Persister[T]) open(restore bool, begin func(), each func(k, v []byte) e
 		} else {
 			// The file is at rv: a later run need not rewrite it.
 			p.committed = rv
+			p.mu.Lock()
+			p.dicts = dicts
+			p.mu.Unlock()
 		}
 	}
 	if err != nil {
@@ -244,6 +287,11 @@ func (p *Persister[T]) open(restore bool, begin func(), each func(k, v []byte) e
 		}
 	}
 	p.store = st
+	p.mu.Lock()
+	// Written again with the next commit: the file may be a new one, whose
+	// entries will be the cache's.
+	p.dictsDirty = len(p.dicts) > 0
+	p.mu.Unlock()
 	if !restore {
 		// A later run of the same informer: the file must still be what
 		// the last run left, else it is rewritten from the cache.
@@ -404,17 +452,27 @@ func (p *Persister[T]) Flush() {
 		return
 	}
 	pending, rv, reset, cluster := p.pending, p.rv, p.reset, p.cluster
-	p.pending, p.dirty, p.reset = make(map[string]change[T], len(pending)/2), false, false
+	dicts, dictsDirty := p.dicts, p.dictsDirty
+	p.pending, p.dirty, p.reset, p.dictsDirty = make(map[string]change[T], len(pending)/2), false, false, false
 	p.mu.Unlock()
 
 	began := time.Now()
 	b := &snapshot.Batch{Puts: make(map[string][]byte, len(pending)), RV: rv, Reset: reset, Cluster: cluster}
+	if dictsDirty {
+		v, err := p.dictsValue(dicts)
+		if err != nil {
+			p.cfg.Report(fmt.Errorf("encrypting the dictionaries: %w; the snapshot is dropped, the next start will list", err))
+			p.drop()
+			return
+		}
+		b.Dicts = v
+	}
 	for key, c := range pending {
 		if c.deleted {
 			b.Dels = append(b.Dels, key)
 			continue
 		}
-		v, err := c.data, c.lost
+		v, err := c.value(), c.lost
 		if v == nil && err == nil {
 			v, err = p.cfg.Codec.Encode(c.obj)
 		}
@@ -426,12 +484,7 @@ func (p *Persister[T]) Flush() {
 			// from its resourceVersion would never bring back: make the
 			// next start list from scratch instead, and stop writing.
 			p.cfg.Report(fmt.Errorf("encoding %s: %w; the snapshot is dropped, the next start will list", key, err))
-			p.mu.Lock()
-			p.broken = true
-			p.mu.Unlock()
-			if err := p.store.Commit(&snapshot.Batch{Reset: true}); err != nil {
-				p.cfg.Report(fmt.Errorf("%s: %w", p.path, err))
-			}
+			p.drop()
 			return
 		}
 		b.Puts[key] = v
@@ -453,5 +506,17 @@ func (p *Persister[T]) Flush() {
 		}
 	}
 	p.dirty, p.reset = true, p.reset || reset
+	p.dictsDirty = p.dictsDirty || dictsDirty
 	p.mu.Unlock()
+}
+
+// drop stops writing the file for this run and empties it, so that the
+// next start lists: it would lack an object the cache has.
+func (p *Persister[T]) drop() {
+	p.mu.Lock()
+	p.broken = true
+	p.mu.Unlock()
+	if err := p.store.Commit(&snapshot.Batch{Reset: true}); err != nil {
+		p.cfg.Report(fmt.Errorf("%s: %w", p.path, err))
+	}
 }

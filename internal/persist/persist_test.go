@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/kinformer/kinformer/internal/snapshot"
+	"github.com/kinformer/kinformer/internal/squash"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -507,8 +508,8 @@ func TestOpenEncodedCopies(t *testing.T) {
 
 	p2, reports := testPersister(t, dir)
 	got := map[string][]byte{}
-	rv, ok := p2.OpenEncoded(true, func(key string, data []byte) error {
-		got[key] = data
+	rv, ok := p2.OpenEncoded(true, func([]*squash.Dict) {}, func(e Entry) error {
+		got[e.Key] = e.Data
 		return nil
 	})
 	if !ok || rv != "1" || len(got) != len(want) {

@@ -29,8 +29,12 @@ import (
 )
 
 // Format is the version of the file's layout. A file of another version is
-// foreign.
-const Format = 2
+// foreign, but for formerFormat, which Load reads as it is (the layout
+// only gained keyDicts), and the next Commit marks Format.
+const Format = 3
+
+// formerFormat is the layout before keyDicts.
+const formerFormat = 2
 
 var (
 	bucketMeta    = []byte("meta")
@@ -42,6 +46,10 @@ var (
 	keySum      = []byte("sum")   // 8 bytes: XOR of the entries' CRC-64s
 	keyCount    = []byte("count") // 8 bytes: the number of entries
 	keyCluster  = []byte("cluster")
+	// keyDicts holds what the caller keeps beside the objects to decode
+	// them (the dictionaries their entries are compressed against),
+	// opaque here.
+	keyDicts = []byte("dicts")
 )
 
 // ErrInUse: another process (or another informer in this one) holds the
@@ -148,7 +156,7 @@ func (s *Store) Load(fn func(key, value []byte) error) (rv string, err error) {
 			if meta == nil || objects == nil {
 				return errors.New("not a kinformer snapshot (no meta bucket)")
 			}
-			if f := string(meta.Get(keyFormat)); f != strconv.Itoa(Format) {
+			if f := string(meta.Get(keyFormat)); f != strconv.Itoa(Format) && f != strconv.Itoa(formerFormat) {
 				return fmt.Errorf("format %q, want %d", f, Format)
 			}
 			if id := meta.Get(keyIdentity); !bytes.Equal(id, []byte(s.identity)) {
@@ -286,6 +294,16 @@ func (s *Store) ResourceVersion() (string, error) { return s.meta(keyRV) }
 // Batch.Cluster), unchecked; "" if none was recorded.
 func (s *Store) Cluster() (string, error) { return s.meta(keyCluster) }
 
+// Dicts returns what the last Batch with Dicts set there (a copy),
+// unchecked; nil if none did.
+func (s *Store) Dicts() ([]byte, error) {
+	v, err := s.meta(keyDicts)
+	if v == "" {
+		return nil, err
+	}
+	return []byte(v), err
+}
+
 // meta returns the value of key in the meta bucket, unchecked; "" if
 // there is none.
 func (s *Store) meta(key []byte) (v string, err error) {
@@ -310,6 +328,9 @@ type Batch struct {
 	// caller's fingerprint of it): a later run from another cluster must
 	// not use them.
 	Cluster string
+	// Dicts, if not nil, replaces what the file keeps beside the objects
+	// to decode them (Store.Dicts). A Reset leaves it.
+	Dicts []byte
 }
 
 // Commit applies b in one transaction.
@@ -372,6 +393,14 @@ func (s *Store) Commit(b *Batch) error {
 				if err := meta.Put(keyCluster, []byte(b.Cluster)); err != nil {
 					return err
 				}
+			}
+			if b.Dicts != nil {
+				if err := meta.Put(keyDicts, b.Dicts); err != nil {
+					return err
+				}
+			}
+			if err := meta.Put(keyFormat, []byte(strconv.Itoa(Format))); err != nil {
+				return err
 			}
 			return meta.Put(keyRV, []byte(b.RV))
 		})
