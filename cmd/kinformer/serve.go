@@ -124,6 +124,14 @@ used is reported on stderr and set aside; that resource lists as usual.
 --state-key-file FILE (or $KINFORMER_STATE_KEY) encrypts the objects in
 the files; without it Secrets are not kept.
 
+serve answers anyone who can reach --listen: on loopback, every process
+and user of this machine. --token-file FILE requires the token in FILE
+(its first line) on every request but /healthz: "Authorization: Bearer
+TOKEN", or, in a browser, open /?token=TOKEN once (it is kept in an
+HttpOnly cookie); /readyz without it says only whether serve is ready.
+Serving secrets without a token is refused unless
+--serve-secrets-without-token.
+
 --compact keeps each cached object as bytes (its JSON, managedFields cut)
 instead of decoded, and decodes it for every request that reads it: far
 less memory for a large cache, a decode per object served (/objects lists
@@ -148,6 +156,8 @@ type serveFlags struct {
 	recent      int
 	stateDir    string
 	stateKeys   stateKeys
+	tokenFile   string
+	openSecrets bool
 	compact     bool
 	nsSelector  string
 	shard       shardFlags
@@ -166,6 +176,8 @@ func (f *serveFlags) flagSet() *pflag.FlagSet {
 	fs.IntVar(&f.recent, "recent-events", 500, fmt.Sprintf("events kept (summarised, without objects) for /events/recent and the page, at most %d", maxRecentEvents))
 	bindStateDir(fs, &f.stateDir)
 	bindStateKeyFile(fs, &f.stateKeys)
+	fs.StringVar(&f.tokenFile, "token-file", "", "require the token in this file (its first line, 16 characters at least) on every request but /healthz: \"Authorization: Bearer TOKEN\", or open /?token=TOKEN once in a browser")
+	fs.BoolVar(&f.openSecrets, "serve-secrets-without-token", false, "serve Secrets without --token-file, to anyone who can reach --listen (on loopback: every process and user of this machine)")
 	fs.BoolVar(&f.compact, "compact", false, "keep each cached object as bytes, decoded on every read: a fraction of the memory, a decode per object served")
 	fs.StringVar(&f.nsSelector, "namespace-selector", "", "serve the namespaced RESOURCEs in the namespaces whose labels match this selector, following them as they change (e.g. tenant=acme)")
 	f.shard.bind(fs)
@@ -211,6 +223,13 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	if err := f.stateKeys.load(e.warn); err != nil {
 		return err
+	}
+	var token *accessToken
+	if f.tokenFile != "" {
+		var err error
+		if token, err = readTokenFile(f.tokenFile, e.warn); err != nil {
+			return usageErrorf("serve: %v", err)
+		}
 	}
 	if err := f.shard.check(fs); err != nil {
 		return err
@@ -267,6 +286,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	s.shard = shard
+	s.token = token
 	var viewFactory *kinformer.Factory // --namespace-selector's; nil without
 	defer func() {
 		if viewFactory != nil {
@@ -286,6 +306,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			continue
 		}
 		f.stateKeys.warnSecrets(e, res, f.stateDir)
+		if token == nil && !f.openSecrets && res.gvr.Group == "" && res.gvr.Resource == "secrets" {
+			return usageErrorf("serve: serving secrets without --token-file lets anyone who can reach %s read them (on loopback: every process and user of this machine); "+
+				"give --token-file FILE (head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE), or --serve-secrets-without-token to serve them anyway", f.listen)
+		}
 		if f.nsSelector != "" && res.namespaced {
 			// One informer per namespace the selector chooses, from one
 			// factory whose informers count in the served metrics,
@@ -451,6 +475,7 @@ type server struct {
 	now       func() time.Time
 	notReady  func() []string // readiness: why not, one line a resource; replaced in tests
 	shard     *shardInfo      // the shard group; nil when not sharded
+	token     *accessToken    // --token-file; nil: none
 	registry  *prometheus.Registry
 	metrics   *kinformer.Metrics // the informers', on registry
 

@@ -418,7 +418,8 @@ func TestServeFailures(t *testing.T) {
 	}{
 		{"unknown resource", []string{"configmaps", "nosuch", kc}, exitUnknown, `unknown resource "nosuch"`},
 		{"bad selector", []string{"cm", "-l", "a=b=c", kc}, exitBadSelector, "bad selector: "},
-		{"forbidden", []string{"cm", "secrets", "--context", "restricted", kc}, exitForbidden, `"secrets"`},
+		{"forbidden", []string{"cm", "secrets", "--serve-secrets-without-token", "--context", "restricted", kc}, exitForbidden, `"secrets"`},
+		{"secrets without a token", []string{"cm", "secrets", kc}, exitUsage, "serving secrets without --token-file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
