@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"reflect"
 	"strings"
 	"time"
@@ -14,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/util/watchlist"
 )
 
@@ -263,12 +260,8 @@ func pageAfter(err error) bool { return !unavailable(err) && !IsPersistent(err) 
 // 504. A LIST at once would meet the same (and add to a busy server's
 // load): the watch-list is tried again after a backoff.
 func unavailable(err error) bool {
-	var ne net.Error
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		utilnet.IsProbableEOF(err) || utilnet.IsConnectionRefused(err) ||
-		utilnet.IsConnectionReset(err) || (errors.As(err, &ne) && ne.Timeout()) ||
-		apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err) ||
-		apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)
+	f, _ := failureOf(err)
+	return f == failDown || f == failBusy
 }
 
 // watchListRefusedBy recognises a server that does not take

@@ -264,6 +264,10 @@ type loop[T Object] struct {
 	// (awaitReturn): a resource gone is listed after each backoff.
 	crdRefused bool
 	liveness   liveness.Prober // checks a silent connection; nil if the client's cannot be reached
+	// up and upKey: the probe of whether the server serves again, while it
+	// cannot be reached (awaitUp); nil if the client's cannot be reached.
+	up    upProbe
+	upKey string
 	st         state           // kept between runs: what was learnt about the server
 	log        *slog.Logger
 	obs        *observer // metrics; nil for none
@@ -338,6 +342,7 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *
 	if o.ProbeAfter > 0 {
 		l.liveness = proberFor(lw)
 	}
+	l.up, l.upKey = upTarget(lw)
 	if !o.DisableDirectDecoding {
 		l.newDirect = func(dc decoding) *directWatcher { return newDirectWatcher[T](lw, o.objectType(), dc) }
 	}
@@ -451,24 +456,40 @@ func (l *loop[T]) run(ctx context.Context) {
 		}
 		if wait {
 			var d time.Duration
+			down := false
 			if o.connLost {
 				// Faults seconds apart, each recovered, do not add up:
 				// the wait does not grow with the faults before.
 				d = bo.resume(time.Now())
 				l.log.Debug("kinformer: the connection of a live watch was lost: resuming without the grown backoff", "wait", d)
 			} else {
-				d = bo.fail(time.Now())
+				// recovery.go: capped while refused, at least what a busy
+				// server asks, and cut short when a server that was down
+				// serves again.
+				d = waitFor(o.err, bo.fail(time.Now()), bo.rand())
+				f, _ := failureOf(o.err)
+				down = f == failDown && l.up != nil
 			}
 			l.obs.backoff(d)
-			l.log.Debug("kinformer: backing off", "phase", l.st.phase.String(), "wait", d)
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			case <-l.shareChanged():
-				t.Stop() // a share to give up or take must not wait out a backoff
+			l.log.Debug("kinformer: backing off", "phase", l.st.phase.String(), "wait", d, "probing", down)
+			if down {
+				// A share to give up or take must not wait out a backoff.
+				if awaitUp(ctx, l.up, l.upKey, d, bo.rand(), l.shareChanged()) {
+					l.log.Debug("kinformer: the server serves again: resuming before the backoff's end")
+				}
+				if ctx.Err() != nil {
+					return
+				}
+			} else {
+				t := time.NewTimer(d)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				case <-l.shareChanged():
+					t.Stop() // a share to give up or take must not wait out a backoff
+				}
 			}
 		}
 		l.st = next

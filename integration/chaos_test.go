@@ -85,7 +85,14 @@ const (
 	faultBlackHoleStuck chaosKind = "blackhole-stuck" // the same, but the held connections never come back
 	faultCut            chaosKind = "cut"             // every connection reset mid-stream, twice
 	faultRBAC           chaosKind = "rbac"            // the informer's RoleBinding deleted for a while, then recreated
+	faultKillLong       chaosKind = "kill-long"       // kill -9 the server, down longFault, restart it on its data
+	faultRBACLong       chaosKind = "rbac-long"       // the RoleBinding deleted for longFault, then recreated
 )
+
+// longFault is how long the long faults last: long enough for the
+// backoff to grow to 12.8 s, which the informer must not wait out once the
+// cause is gone.
+const longFault = 12 * time.Second
 
 // skippedKinds are fault kinds the CI soak leaves out, with the reason.
 // blackhole-stuck was one until the informer closed the connection of a
@@ -371,11 +378,21 @@ func (c *chaos) inject(kind chaosKind) {
 		c.proxy.cut()
 		time.Sleep(500 * time.Millisecond)
 		c.proxy.cut()
-	case faultRBAC:
+	case faultRBAC, faultRBACLong:
 		c.grant(false)
 		c.proxy.cut() // the next request meets the revocation at once
-		time.Sleep(4 * time.Second)
+		if kind == faultRBACLong {
+			time.Sleep(longFault)
+		} else {
+			time.Sleep(4 * time.Second)
+		}
 		c.grant(true)
+	case faultKillLong:
+		c.srv.Kill()
+		time.Sleep(longFault)
+		if err := c.srv.Restart(); err != nil {
+			t.Fatal(err)
+		}
 	default:
 		t.Fatalf("unknown fault %q", kind)
 	}

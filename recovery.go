@@ -1,0 +1,255 @@
+package kinformer
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"reflect"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/rest"
+)
+
+// Recovery: how long the loop waits after a failure depends on what
+// failed (failureOf). The grown backoff (backoffState) is kept for what
+// loads the server; but while the server or the way to it is down, a
+// connection refused costs it nothing, and the informer finds out that
+// it is back by a probe that the server's priority and fairness does not
+// queue (awaitUp), resuming within about a second of its return; while it
+// refuses this client (401, 403), the wait is capped at refusedCap, so
+// that a permission restored is noticed within seconds; and a server that
+// says when to come back (Retry-After on 429 or 503) is not asked
+// sooner.
+
+// failure is what kind of failure an error of a list or watch is.
+type failure int
+
+const (
+	failOther   failure = iota // anything else: the grown backoff
+	failDown                   // the server or the way to it is down: no answer
+	failRefused                // the server answered no: 401, 403
+	failBusy                   // the server is overloaded or in trouble: 429, 503, 504
+)
+
+// failureOf classifies err, and returns the delay the server asked for
+// (Retry-After), if any.
+func failureOf(err error) (f failure, retryAfter time.Duration) {
+	var ne net.Error
+	switch {
+	case err == nil:
+		return failOther, 0
+	case apierrors.IsTooManyRequests(err), apierrors.IsServiceUnavailable(err),
+		apierrors.IsServerTimeout(err), apierrors.IsTimeout(err):
+		if s, ok := apierrors.SuggestsClientDelay(err); ok && s > 0 {
+			retryAfter = time.Duration(s) * time.Second
+		}
+		return failBusy, retryAfter
+	case apierrors.IsUnauthorized(err), apierrors.IsForbidden(err):
+		return failRefused, 0
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		utilnet.IsProbableEOF(err), utilnet.IsConnectionRefused(err),
+		utilnet.IsConnectionReset(err), utilnet.IsHTTP2ConnectionLost(err),
+		errors.As(err, &ne) && ne.Timeout(), isDialError(err):
+		return failDown, 0
+	}
+	return failOther, 0
+}
+
+// isDialError reports a failure to connect at all (no route, no such
+// host, refused): a net.OpError of the dial.
+func isDialError(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns)
+}
+
+const (
+	// refusedCap bounds the wait after a 401 or 403: one authorization
+	// check per informer every few seconds, and a restored permission is
+	// noticed within about refusedCap.
+	refusedCap = 4 * time.Second
+	// maxRetryAfter bounds what a Retry-After may make the loop wait.
+	maxRetryAfter = 2 * time.Minute
+	// upEvery is how often a process probes a server it cannot reach,
+	// once for all its informers of that server (jittered by a fifth).
+	upEvery = 500 * time.Millisecond
+	// upSpread is the window over which the informers waiting for a
+	// server spread their first requests once it answers.
+	upSpread = time.Second
+	// upTimeout bounds one probe.
+	upTimeout = 2 * time.Second
+)
+
+// waitFor returns how long to wait after a failure with err, given d, the
+// grown backoff's wait, and rnd, a random number in [0, 1).
+func waitFor(err error, d time.Duration, rnd float64) time.Duration {
+	switch f, after := failureOf(err); f {
+	case failRefused:
+		if d > refusedCap {
+			d = refusedCap - time.Duration(float64(refusedCap)*0.25*rnd)
+		}
+	case failBusy:
+		d = max(d, min(after, maxRetryAfter))
+	}
+	return d
+}
+
+// upProbe asks whether a server serves: any answer but a 5xx (a server
+// still starting answers /readyz with 500). It returns once ctx ends.
+type upProbe func(ctx context.Context) (ready bool)
+
+// upTarget returns the readiness probe of lw's server, and the key that
+// the informers of one server share it under; nil if kinformer cannot
+// reach the client (as for proberFor).
+func upTarget(lw any) (upProbe, string) {
+	var client rest.Interface
+	switch c := lw.(type) {
+	case probeClient:
+		client = c.ProbeClient()
+	case restScoped:
+		client = c.GetClient()
+	default:
+		client, _, _, _ = dynamicTarget(lw)
+	}
+	rc, ok := client.(*rest.RESTClient)
+	if !ok || rc == nil || reflect.ValueOf(rc).IsNil() {
+		return nil, ""
+	}
+	hc := rc.Client
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	// /readyz: exempt from the server's queues as /livez is (liveness.go),
+	// and 200 only once the server serves.
+	url := rc.Get().AbsPath("/readyz").URL().String()
+	return func(ctx context.Context) bool {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false
+		}
+		resp, err := hc.Do(req) // not through the rate limiter
+		if err != nil {
+			return false
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		resp.Body.Close()
+		return resp.StatusCode < 500
+	}, url
+}
+
+// upWatches are the probes of unreachable servers under way, by key: one
+// per server and process, however many informers wait for it.
+var upWatches = struct {
+	sync.Mutex
+	m map[string]*upWatch
+}{m: map[string]*upWatch{}}
+
+// upWatch probes one server until it serves. back is closed once a probe
+// finds it serving after one that did not (the server came back);
+// reachable if the first probe does (the server was not down: the failure
+// was something else, and the informers wait out their backoff).
+type upWatch struct {
+	back, reachable chan struct{}
+	waiters         int // guarded by upWatches
+	stop            context.CancelFunc
+}
+
+// awaitUp waits up to d after a failure that says the server or the way
+// to it is down, ending early once the server serves again after it did
+// not (then after a random part of upSpread, so that the informers of a
+// process spread their requests), or at once when interrupt delivers:
+// true if it ended early, false after d or when ctx ends.
+func awaitUp(ctx context.Context, probe upProbe, key string, d time.Duration, rnd float64, interrupt <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	w := joinUp(probe, key)
+	defer leaveUp(key, w)
+	back, reachable := w.back, w.reachable
+	var early <-chan time.Time // the spread after the server came back
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return false
+		case <-interrupt:
+			return true
+		case <-reachable:
+			back, reachable = nil, nil // not down: the backoff stands
+		case <-back:
+			back, reachable = nil, nil
+			s := time.NewTimer(time.Duration(float64(upSpread) * rnd))
+			defer s.Stop()
+			early = s.C
+		case <-early:
+			return true
+		}
+	}
+}
+
+func joinUp(probe upProbe, key string) *upWatch {
+	upWatches.Lock()
+	defer upWatches.Unlock()
+	w := upWatches.m[key]
+	if w == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		w = &upWatch{back: make(chan struct{}), reachable: make(chan struct{}), stop: cancel}
+		upWatches.m[key] = w
+		go w.run(ctx, probe, key)
+	}
+	w.waiters++
+	return w
+}
+
+// leaveUp ends a waiter's hold on w; the last one stops its probes.
+func leaveUp(key string, w *upWatch) {
+	upWatches.Lock()
+	defer upWatches.Unlock()
+	if w.waiters--; w.waiters == 0 {
+		w.stop()
+		if upWatches.m[key] == w {
+			delete(upWatches.m, key)
+		}
+	}
+}
+
+func (w *upWatch) run(ctx context.Context, probe upProbe, key string) {
+	defer func() {
+		upWatches.Lock()
+		if upWatches.m[key] == w {
+			delete(upWatches.m, key) // done: a later failure probes anew
+		}
+		upWatches.Unlock()
+	}()
+	down := false
+	for ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, upTimeout)
+		ready := probe(pctx)
+		cancel()
+		switch {
+		case ready && down:
+			close(w.back)
+			return
+		case ready:
+			close(w.reachable)
+			return
+		}
+		down = true
+		t := time.NewTimer(upEvery - time.Duration(float64(upEvery)*0.2*rand.Float64()))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
