@@ -1178,3 +1178,53 @@ func TestServeYAMLDeep(t *testing.T) {
 		t.Errorf("JSON while 4 YAML answers are being made: %d, want 200", code)
 	}
 }
+
+// The work of making YAML is bounded by the object before it starts: a
+// custom resource of 1.1 MB with 60,000 keys was 1.5 MB of YAML, under
+// the byte cap, but took 450 MB to convert. An object of more than
+// maxYAMLNodes fields and items is refused with 406 saying why (JSON is
+// still served); one within is converted as before.
+func TestServeYAMLManyKeys(t *testing.T) {
+	t.Parallel()
+	many := configMap("many", "")
+	data := map[string]any{}
+	for i := range maxYAMLNodes {
+		data[fmt.Sprintf("key-%06d", i)] = "v"
+	}
+	many.Object["data"] = data
+	some := configMap("some", "")
+	data = map[string]any{}
+	for i := range maxYAMLNodes / 4 { // 7,500 fields and items, and the metadata
+		data[fmt.Sprintf("key-%06d", i)] = []any{"v", int64(i)}
+	}
+	some.Object["data"] = data
+	s, hs := serveObjects(t, many, some)
+
+	code, body := get(t, hs.URL+"/objects/cm/ns/many?format=yaml")
+	if code != http.StatusNotAcceptable || !strings.Contains(body, fmt.Sprintf("more than %d fields", maxYAMLNodes)) || !strings.Contains(body, "format=json") {
+		t.Errorf("YAML of %d keys: %d %.300s; want 406 saying why, and to ask for JSON", maxYAMLNodes, code, body)
+	}
+	if code, _ := get(t, hs.URL+"/objects/cm/ns/many"); code != http.StatusOK {
+		t.Errorf("JSON of %d keys: %d, want 200", maxYAMLNodes, code)
+	}
+	code, body = get(t, hs.URL+"/objects/cm/ns/some?format=yaml")
+	cached, _ := s.resources[0].src.get("ns/some")
+	want, err := sigsyaml.Marshal(cached.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != http.StatusOK || body != string(want) {
+		t.Errorf("YAML of %d keys of two items each: %d, %d bytes; want sigs.k8s.io/yaml's %d", maxYAMLNodes/4, code, len(body), len(want))
+	}
+}
+
+func TestNodes(t *testing.T) {
+	t.Parallel()
+	v := map[string]any{"a": []any{int64(1), map[string]any{"b": "c"}}, "d": nil}
+	if n := nodes(v, 100); n != 5 {
+		t.Errorf("nodes = %d, want 5 (a, its 2 items, b, d)", n)
+	}
+	if n := nodes(v, 2); n != 3 {
+		t.Errorf("nodes with limit 2 = %d, want 3 (stopped past the limit)", n)
+	}
+}

@@ -288,6 +288,11 @@ func (s *server) getObject(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		defer s.yamlRenders.release()
+		if n := nodes(obj.Object, maxYAMLNodes); n > maxYAMLNodes {
+			writeError(w, http.StatusNotAcceptable, "%s %q has more than %d fields and list items, more than are made into YAML "+
+				"(each costs kilobytes of memory to convert): ask for JSON (format=json)", r.name, key, maxYAMLNodes)
+			return
+		}
 		b, err := marshalYAML(obj.Object, maxYAMLBytes)
 		if errors.Is(err, errYAMLTooLarge) {
 			writeError(w, http.StatusNotAcceptable, "%s %q as YAML would be longer than %d MiB, more than is served "+
@@ -349,6 +354,37 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 		return 0, errYAMLTooLarge
 	}
 	return b.Buffer.Write(p)
+}
+
+// nodes counts the fields and list items of v, a decoded JSON value, up
+// to a little more than limit: the work of converting it to YAML, which
+// costs kilobytes of memory for each (a 1.1 MB object of 60,000 keys
+// took 450 MB), is bounded before it starts.
+func nodes(v any, limit int) int {
+	n := 0
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for _, e := range v {
+				if n > limit {
+					return
+				}
+				n++
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				if n > limit {
+					return
+				}
+				n++
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return n
 }
 
 // depth is how deeply v, a decoded JSON value, nests maps and lists.
