@@ -19,6 +19,8 @@ import (
 // it, else page by page (or in one request after an expired continue
 // token).
 func (l *loop[T]) list(ctx context.Context) outcome {
+	l.w.piping = l.pipes()
+	defer func() { l.w.piping = false }()
 	switch {
 	case l.st.phase == phaseListUnpaged:
 		return l.pagedList(ctx, 0)

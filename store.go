@@ -338,6 +338,27 @@ func (c *Cache[T]) swap(items map[string]ref[T]) (old map[string]ref[T], rewrite
 	return old, rewrite
 }
 
+// refit runs the holding's fit (swap's) over items, the content a
+// pipelined list put in the cache object by object (pipe.go), and puts
+// the entries it changed in their place: the same objects, held anew
+// (compressed against a dictionary made after they came). It says
+// whether the state file must have every object again. Writer only.
+func (c *Cache[T]) refit(items map[string]ref[T]) (rewrite bool) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if !c.h.fit(items) {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, r := range items {
+		if cur, ok := c.items[key]; ok && cur.p != r.p {
+			c.items[key] = r // the same object, its index values and namespace as before
+		}
+	}
+	return true
+}
+
 // namespaceIndexOf returns the namespace index of items, whose namespaces
 // are counted in counts.
 func namespaceIndexOf[T Object](items map[string]ref[T], counts map[string]int) map[string]keySet {

@@ -41,6 +41,11 @@ type writer[T Object] struct {
 	// put, remove and swap: the mutation detector (Options.DetectMutations),
 	// or noMutationHook, which does nothing.
 	detect mutationHook[T]
+	// piping: the list under way delivers each object as it arrives
+	// (pipe.go); set by the loop for the list. piped: objects of a
+	// pipelined list that did not end are in the cache, which has not
+	// synced: the next list's differences are still the initial list's.
+	piping, piped bool
 }
 
 // newWriter returns the writer of c and s, which queues its events on d,
@@ -253,6 +258,10 @@ func (w *writer[T]) collect(items map[string]ref[T], a arrival[T], prepare prepa
 	}
 	if r, ok := w.hold(key, a); ok {
 		items[key] = r
+		if w.piping {
+			w.piped = true
+			w.pipeOne(key, r, rv)
+		}
 	}
 }
 
@@ -314,11 +323,17 @@ func (w *writer[T]) applyLocked(p publisher[T], typ EventType, eObj, r ref[T], o
 // informer's share grew) are Added with CauseReshard. Readers are held up
 // only by the swap itself, not by the diff or the queueing.
 func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Set) {
+	if w.piping {
+		w.pipeDone(items, rv)
+		w.piped = false
+		return
+	}
 	first := !w.status.synced.Load()
 	cause := CauseRelist
-	if first && w.cache.size() == 0 {
+	if first && (w.cache.size() == 0 || w.piped) {
 		cause = CauseList
 	}
+	w.piped = false
 	w.disp.update(func(p publisher[T]) {
 		var batch *persist.Batch[T]
 		if w.state != nil {

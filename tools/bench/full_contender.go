@@ -70,6 +70,7 @@ func contenderMain(args []string) error {
 	memProfile := fs.String("memprofile", "", "write a heap profile of the sync to this file (alloc_space: the sync; inuse_space: the heap after sync)")
 	noCompression := fs.Bool("no-compression", false, "set rest.Config.DisableCompression")
 	distinct := fs.Bool("distinct", false, "watch the -distinct ConfigMaps (namespace bench-cm-distinct)")
+	fs.DurationVar(&handlerCost, "handler-cost", 0, "the handler spends this long on every Added and Modified (busy)")
 	lister := fs.Bool("lister", false, "each Added and Modified handled reads its object back from the cache (a client-go lister; kinformer's Cache for kinformer)")
 	fs.Parse(args)
 	setDistinct(*distinct)

@@ -108,10 +108,12 @@ func sharedInformerUnderTest(inf cache.SharedIndexInformer, start func(), resour
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			readBack(obj)
+			work()
 			rec.added()
 		},
 		UpdateFunc: func(_, obj any) {
 			readBack(obj)
+			work()
 			rec.updated(obj.(metav1.Object))
 		},
 		DeleteFunc: func(any) {},

@@ -399,6 +399,16 @@ func writeHeapProfile(path string) error {
 	return pprof.Lookup("allocs").WriteTo(f, 0)
 }
 
+// handlerCost is how long each contender's handler spends on every Added
+// and Modified (-handler-cost): busy, as a mapper reading the cache is.
+var handlerCost time.Duration
+
+// work spends handlerCost.
+func work() {
+	for t := time.Now(); time.Since(t) < handlerCost; {
+	}
+}
+
 func kinformerUnderTest[T kinformer.Object](inf *kinformer.Informer[T], rec *recorder, read bool) informerUnderTest {
 	c := inf.Cache()
 	// One handler for every type, like client-go's one ResourceEventHandler.
@@ -407,6 +417,9 @@ func kinformerUnderTest[T kinformer.Object](inf *kinformer.Informer[T], rec *rec
 			if _, ok := c.GetNamespaced(e.Object.GetNamespace(), e.Object.GetName()); !ok {
 				readMisses.Add(1)
 			}
+		}
+		if e.Type == kinformer.Added || e.Type == kinformer.Modified {
+			work()
 		}
 		switch e.Type {
 		case kinformer.Added:
