@@ -43,7 +43,7 @@ func TestBackSoonAfterALongFault(t *testing.T) {
 	sum := &chaosSummary{deadline: 4 * time.Second}
 	t.Cleanup(func() { sum.log(t) })
 	c := newChaosWith(t, "long", sum, nil) // default options
-	c.deadline = 4 * time.Second // the server serves again: within a probe's period and the spread
+	c.deadline = 4 * time.Second           // the server serves again: within a probe's period and the spread
 	c.round(faultKillLong)
 	c.deadline = 6 * time.Second // within the capped wait
 	c.round(faultRBACLong)
