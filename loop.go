@@ -268,9 +268,10 @@ type loop[T Object] struct {
 	// cannot be reached (awaitUp); nil if the client's cannot be reached.
 	up    upProbe
 	upKey string
-	st    state // kept between runs: what was learnt about the server
-	log   *slog.Logger
-	obs   *observer // metrics; nil for none
+
+	st  state // kept between runs: what was learnt about the server
+	log *slog.Logger
+	obs *observer // metrics; nil for none
 
 	// target is the server's resourceVersion at the start of a restored
 	// informer, which it must reach to be synced; "" when not catching up.
