@@ -74,6 +74,14 @@ type FactoryOptions struct {
 	// from the rest.Config (rest.HTTPClientFor).
 	HTTPClient *http.Client
 
+	// MaxInitialLists bounds how many of the factory's informers make
+	// their initial list at once (a ListGate, Options.ListGate, unless an
+	// informer's first consumer gives its own): the others wait their
+	// turn, so that a factory starting many informers does not take every
+	// seat of its priority level on the API server. Default
+	// DefaultMaxInitialLists; negative: no bound.
+	MaxInitialLists int
+
 	// Compact, if set, is every informer's Options.Compact, as StateDir
 	// is: an informer whose first consumer leaves Compact false is made
 	// compact all the same (false is not a choice, as StateDir's "" is
@@ -107,8 +115,9 @@ type Factory struct {
 	state  string // FactoryOptions.StateDir
 	// stateKeys are FactoryOptions.StateKeys.
 	stateKeys [][]byte
-	shard     Sharder // FactoryOptions.Sharding
-	compact   bool    // FactoryOptions.Compact
+	shard     Sharder   // FactoryOptions.Sharding
+	compact   bool      // FactoryOptions.Compact
+	gate      *ListGate // FactoryOptions.MaxInitialLists; nil: no bound
 
 	// Set up on first use, because NewFactory returns no error.
 	setupOnce sync.Once
@@ -155,8 +164,11 @@ func NewFactory(cfg *rest.Config, opts *FactoryOptions) *Factory {
 	if opts != nil {
 		o = *opts
 	}
+	if o.MaxInitialLists == 0 {
+		o.MaxInitialLists = DefaultMaxInitialLists
+	}
 	return &Factory{cfg: cfg, http: o.HTTPClient, scheme: o.Scheme, log: o.Logger, reg: o.Registerer, metrics: o.Metrics, state: o.StateDir, stateKeys: o.StateKeys, shard: o.Sharding,
-		compact: o.Compact, entries: map[factoryKey]*factoryEntry{}}
+		compact: o.Compact, gate: NewListGate(o.MaxInitialLists), entries: map[factoryKey]*factoryEntry{}}
 }
 
 // stateUser is the part of a state file's identity (Options.StateKey)

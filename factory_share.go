@@ -66,6 +66,9 @@ func keyOf[T Object](f *Factory, t reflect.Type, mapping *meta.RESTMapping, name
 	if !o.Compact {
 		o.Compact = f.compact
 	}
+	if o.ListGate == nil {
+		o.ListGate = f.gate
+	}
 	if o.StateKey == "" && f.cfg != nil {
 		// What a dynamic client cannot say: the server, resource and
 		// namespace. (A typed informer's client says it itself.)

@@ -19,6 +19,13 @@ import (
 // it, else page by page (or in one request after an expired continue
 // token).
 func (l *loop[T]) list(ctx context.Context) outcome {
+	if g := l.opts.ListGate; g != nil && !l.w.status.synced.Load() {
+		// An initial list: in turn with the gate's other informers.
+		if !g.enter(ctx) {
+			return outcome{kind: listFailed, err: ctx.Err()}
+		}
+		defer g.leave()
+	}
 	l.w.piping = l.pipes()
 	defer func() { l.w.piping = false }()
 	switch {

@@ -397,7 +397,7 @@ func (l *loop[T]) run(ctx context.Context) {
 	var resyncAt time.Time // zero: no resync scheduled
 	if l.opts.ResyncPeriod > 0 {
 		// Also when resuming a kept cache: the period runs from the start.
-		resyncAt = time.Now().Add(l.opts.ResyncPeriod)
+		resyncAt = time.Now().Add(jittered(l.opts.ResyncPeriod))
 	}
 	for ctx.Err() == nil {
 		var o outcome
@@ -548,7 +548,7 @@ func (l *loop[T]) attempt(ctx context.Context, resyncAt *time.Time) (o outcome) 
 			// From the end of the list, and never shorter than twice the
 			// list took: a period shorter than a list must not leave the
 			// informer listing all the time and never watching.
-			*resyncAt = time.Now().Add(max(l.opts.ResyncPeriod, 2*time.Since(began)))
+			*resyncAt = time.Now().Add(max(jittered(l.opts.ResyncPeriod), 2*time.Since(began)))
 		}
 	case phaseListJoined:
 		o = l.listJoined(ctx)

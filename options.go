@@ -26,6 +26,13 @@ type Options[T Object] struct {
 	// differences found: a consistency check, not a replay of the cache.
 	ResyncPeriod time.Duration
 
+	// ListGate, if set, bounds how many informers sharing it make their
+	// initial list at once (see ListGate): this one waits for a place
+	// before each list it makes until it first syncs. A Factory gives its
+	// informers one of FactoryOptions.MaxInitialLists places. Default:
+	// none.
+	ListGate *ListGate
+
 	// KeyFunc keys the cache. Default [MetaNamespaceKey].
 	KeyFunc KeyFunc[T]
 

@@ -125,13 +125,14 @@ func TestResyncRelistsOnItsOwnClock(t *testing.T) {
 		if err := inf.WaitForSync(bounded(t)); err != nil {
 			t.Fatal(err)
 		}
-		// Quiet cluster: nothing arrives, yet a re-list happens every minute.
-		time.Sleep(59 * time.Second)
+		// Quiet cluster: nothing arrives, yet a re-list happens every minute
+		// (less up to a tenth: jittered).
+		time.Sleep(53 * time.Second)
 		synctest.Wait()
 		if l, _ := s.counts(); l != 1 {
 			t.Fatalf("re-listed before the period: %d lists", l)
 		}
-		time.Sleep(2 * time.Second)
+		time.Sleep(8 * time.Second)
 		synctest.Wait()
 		if l, _ := s.counts(); l != 2 {
 			t.Fatalf("after 61 s of quiet: %d lists, want 2", l)
