@@ -238,8 +238,10 @@ func (s *fakeServer) List(ctx context.Context, opts metav1.ListOptions) (*corev1
 	list := &corev1.ConfigMapList{}
 	list.ResourceVersion = strconv.FormatInt(s.rv, 10)
 	if opts.Limit > 0 && start+int(opts.Limit) < end {
+		rest := int64(end - start - int(opts.Limit))
 		end = start + int(opts.Limit)
 		list.Continue = strconv.Itoa(end)
+		list.RemainingItemCount = &rest // as the server counts them
 	}
 	for _, k := range keys[start:end] {
 		list.Items = append(list.Items, *s.objs[k].DeepCopy())

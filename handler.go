@@ -16,6 +16,7 @@ type registered interface {
 	synced() bool
 	oldest() time.Duration
 	syncedChan() <-chan struct{}
+	startup() HandlerStartup
 }
 
 // Pending returns how many events wait in the handler's queue: a measure of

@@ -121,6 +121,7 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 			depth:   inf.disp.depth,
 			last:    inf.status.lastEventTime,
 			failing: func() bool { err, _ := inf.LastError(); return err != nil },
+			startup: inf.startupBusy,
 		}
 		o.Metrics.add(inf.obs.source)
 	}
@@ -264,7 +265,7 @@ func (inf *Informer[T]) AddEventHandler(t EventType, fn func(Event[T])) (*Regist
 	if fn == nil {
 		return nil, fmt.Errorf("kinformer: nil handler for %s", t)
 	}
-	return inf.addListener(bit, fn), nil
+	return inf.addListener(bit, fn, fn), nil
 }
 
 // AddHandlerFuncs registers callbacks for several event types as one
@@ -273,7 +274,7 @@ func (inf *Informer[T]) AddEventHandler(t EventType, fn func(Event[T])) (*Regist
 // Deleted. Like AddEventHandler, Added first receives every object already
 // cached.
 func (inf *Informer[T]) AddHandlerFuncs(h HandlerFuncs[T]) *Registration {
-	return inf.addListener(h.mask(), h.call)
+	return inf.addListener(h.mask(), h.call, h.Added, h.Modified, h.Deleted, h.Bookmark, h.Error)
 }
 
 // AddHandler registers fn for events of every type, delivered in one
@@ -282,11 +283,15 @@ func (inf *Informer[T]) AddHandler(fn func(Event[T])) *Registration {
 	if fn == nil {
 		fn = func(Event[T]) {} // a registration that ignores everything
 	}
-	return inf.addListener(1<<len(eventTypes)-1, fn)
+	return inf.addListener(1<<len(eventTypes)-1, fn, fn)
 }
 
-func (inf *Informer[T]) addListener(mask uint8, fn func(Event[T])) *Registration {
-	return inf.disp.add(newListener(mask, fn, inf.hlog), inf.cache, inf.status.resourceVersion, inf.status.synced.Load)
+// addListener registers fn; named is the functions it calls, the first
+// of which names the handler (startup.go).
+func (inf *Informer[T]) addListener(mask uint8, fn func(Event[T]), named ...func(Event[T])) *Registration {
+	l := newListener(mask, fn, inf.hlog)
+	l.name = handlerName(named)
+	return inf.disp.add(l, inf.cache, inf.status.resourceVersion, inf.status.synced.Load)
 }
 
 // Resend queues, for reg alone, a Modified event for every cached object,
@@ -427,6 +432,7 @@ func (inf *Informer[T]) begin(parent context.Context) (context.Context, chan str
 	defer inf.runMu.Unlock()
 	ctx, cancel := context.WithCancel(parent)
 	inf.started = true
+	inf.status.startedAt.CompareAndSwap(0, time.Now().UnixNano())
 	inf.ctx, inf.cancel, inf.done = ctx, cancel, make(chan struct{})
 	return ctx, inf.done, true
 }
@@ -437,6 +443,9 @@ func (inf *Informer[T]) run(ctx context.Context, done chan struct{}) {
 	var detector sync.WaitGroup
 	if d := inf.detector; d != nil {
 		detector.Go(func() { d.run(ctx) })
+	}
+	if after := inf.loop.opts.StartupLogAfter; after > 0 && !inf.status.synced.Load() {
+		detector.Go(func() { inf.logSlowStart(ctx, after) })
 	}
 	inf.loop.run(ctx) // returns once ctx is done
 	inf.resends.stop()

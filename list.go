@@ -110,7 +110,17 @@ func (l *loop[T]) clientPage(ctx context.Context, opts metav1.ListOptions, items
 	if err != nil {
 		return "", "", fmt.Errorf("%w: %v", ErrUnexpectedObject, err)
 	}
+	l.expect(opts, len(items), lm.GetRemainingItemCount())
 	return lm.GetResourceVersion(), lm.GetContinue(), nil
+}
+
+// expect notes, from the first page of the first list, how many objects
+// it will hold in all (startup.go): those of the page and the server's
+// count of the rest, where it gives one.
+func (l *loop[T]) expect(opts metav1.ListOptions, got int, rest *int64) {
+	if opts.Continue == "" && rest != nil && !l.w.status.synced.Load() {
+		l.w.status.expected.Store(int64(got) + *rest)
+	}
 }
 
 // directPage reads one page in JSON, decoded as it arrives

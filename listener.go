@@ -79,10 +79,17 @@ type listener[T Object] struct {
 	syncedCh   chan struct{}
 	syncClosed atomic.Bool
 	syncOnce   sync.Once
+
+	// The initial pass (startup.go): name is the handler's function;
+	// addedAt when it was registered (UnixNano); busy the time spent
+	// inside it until it synced; doneAt when it synced (0: not yet).
+	name         string
+	addedAt      int64
+	busy, doneAt atomic.Int64
 }
 
 func newListener[T Object](mask uint8, fn func(Event[T]), log *slog.Logger) *listener[T] {
-	l := &listener[T]{mask: mask, fn: fn, log: log, wake: make(chan struct{}, 1), syncedCh: make(chan struct{})}
+	l := &listener[T]{mask: mask, fn: fn, log: log, wake: make(chan struct{}, 1), syncedCh: make(chan struct{}), addedAt: time.Now().UnixNano()}
 	l.syncMark.Store(-1)
 	return l
 }
@@ -129,6 +136,7 @@ func (l *listener[T]) checkSynced() {
 		return
 	}
 	l.syncOnce.Do(func() {
+		l.doneAt.Store(time.Now().UnixNano())
 		l.syncClosed.Store(true)
 		close(l.syncedCh)
 	})
@@ -234,9 +242,17 @@ outer:
 					continue outer
 				}
 			}
+			initial := !l.syncClosed.Load()
+			var began time.Time
+			if initial {
+				began = time.Now()
+			}
 			if !l.call(batch[i].e) {
 				l.head.Store(0)
 				return // removed
+			}
+			if initial {
+				l.busy.Add(int64(time.Since(began)))
 			}
 			l.backlog.Add(-1)
 			l.delivered.Add(1)

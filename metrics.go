@@ -60,12 +60,16 @@ type Metrics struct {
 }
 
 var (
-	descObjects = prometheus.NewDesc("kinformer_objects", "Objects in the informer's cache.", []string{"resource"}, nil)
-	descSynced  = prometheus.NewDesc("kinformer_synced", "1 once the informer's cache has been filled by a complete list.", []string{"resource"}, nil)
-	descDepth   = prometheus.NewDesc("kinformer_handler_queue_depth", "Events queued for handlers, summed over registrations.", []string{"resource"}, nil)
-	descOldest  = prometheus.NewDesc("kinformer_handler_oldest_event_seconds", "How long the oldest event queued for a handler has waited.", []string{"resource"}, nil)
-	descLast    = prometheus.NewDesc("kinformer_last_event_age_seconds", "Seconds since the informer last received anything from the server (event, bookmark or list).", []string{"resource"}, nil)
-	descFailing = prometheus.NewDesc("kinformer_persistent_error", "1 while the informer's lists or watches fail with a persistent error (403, 404, ...).", []string{"resource"}, nil)
+	descObjects   = prometheus.NewDesc("kinformer_objects", "Objects in the informer's cache.", []string{"resource"}, nil)
+	descSynced    = prometheus.NewDesc("kinformer_synced", "1 once the informer's cache has been filled by a complete list.", []string{"resource"}, nil)
+	descDepth     = prometheus.NewDesc("kinformer_handler_queue_depth", "Events queued for handlers, summed over registrations.", []string{"resource"}, nil)
+	descOldest    = prometheus.NewDesc("kinformer_handler_oldest_event_seconds", "How long the oldest event queued for a handler has waited.", []string{"resource"}, nil)
+	descLast      = prometheus.NewDesc("kinformer_last_event_age_seconds", "Seconds since the informer last received anything from the server (event, bookmark or list).", []string{"resource"}, nil)
+	descStartList = prometheus.NewDesc("kinformer_startup_list_seconds", "Time from the informer's first start to its first complete list (so far, while it is not complete).", []string{"resource"}, nil)
+	descStartHdl  = prometheus.NewDesc("kinformer_startup_handlers_seconds", "Time from the informer's first start until every handler had handled its initial pass (so far, while one has not).", []string{"resource"}, nil)
+	descStartBusy = prometheus.NewDesc("kinformer_startup_handler_busy_seconds", "Time spent inside the handlers during their initial passes, summed over handlers.", []string{"resource"}, nil)
+	descStartDone = prometheus.NewDesc("kinformer_startup_done", "1 once the informer's first list is complete and every handler has handled its initial pass.", []string{"resource"}, nil)
+	descFailing   = prometheus.NewDesc("kinformer_persistent_error", "1 while the informer's lists or watches fail with a persistent error (403, 404, ...).", []string{"resource"}, nil)
 )
 
 // NewMetrics creates the metrics and registers them on reg. It fails if
@@ -116,11 +120,14 @@ type metricSource struct {
 	depth   func() (events int, oldest time.Duration)
 	last    func() time.Time
 	failing func() bool
+	// startup: the informer's start (Informer.Startup) and the time its
+	// handlers spent inside during their initial passes; nil: none.
+	startup func() (Startup, time.Duration)
 }
 
 // Describe implements prometheus.Collector for the gauges.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descObjects, descSynced, descDepth, descOldest, descLast, descFailing} {
+	for _, d := range []*prometheus.Desc{descObjects, descSynced, descDepth, descOldest, descLast, descFailing, descStartList, descStartHdl, descStartBusy, descStartDone} {
 		ch <- d
 	}
 }
@@ -133,6 +140,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		synced            float64
 		oldest, lastAge   float64
 		failing, haveLast bool
+		// startup: the slowest of the informers of the name, busy summed
+		startList, startHdl, startBusy float64
+		startDone, haveStart           bool
 	}
 	byName := map[string]*agg{}
 	m.mu.Lock()
@@ -154,6 +164,17 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			a.lastAge, a.haveLast = max(a.lastAge, now.Sub(t).Seconds()), true
 		}
 		a.failing = a.failing || s.failing()
+		if s.startup != nil {
+			if st, busy := s.startup(); st.Started {
+				if !a.haveStart {
+					a.haveStart, a.startDone = true, true
+				}
+				a.startList = max(a.startList, st.ListTook.Seconds())
+				a.startHdl = max(a.startHdl, st.HandlersTook.Seconds())
+				a.startBusy += busy.Seconds()
+				a.startDone = a.startDone && st.Synced && st.HandlersDone
+			}
+		}
 	}
 	m.mu.Unlock()
 	for name, a := range byName {
@@ -169,6 +190,16 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			failing = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descFailing, prometheus.GaugeValue, failing, name)
+		if a.haveStart {
+			done := 0.0
+			if a.startDone {
+				done = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descStartList, prometheus.GaugeValue, a.startList, name)
+			ch <- prometheus.MustNewConstMetric(descStartHdl, prometheus.GaugeValue, a.startHdl, name)
+			ch <- prometheus.MustNewConstMetric(descStartBusy, prometheus.GaugeValue, a.startBusy, name)
+			ch <- prometheus.MustNewConstMetric(descStartDone, prometheus.GaugeValue, done, name)
+		}
 	}
 }
 

@@ -33,6 +33,12 @@ type Options[T Object] struct {
 	// none.
 	ListGate *ListGate
 
+	// StartupLogAfter is how long the informer's first list, or a
+	// handler's initial pass, may take before one Info log line says
+	// which is not done and how far it is (Informer.Startup,
+	// Registration.Startup). Default 30 seconds; negative: never.
+	StartupLogAfter time.Duration
+
 	// KeyFunc keys the cache. Default [MetaNamespaceKey].
 	KeyFunc KeyFunc[T]
 
@@ -328,6 +334,7 @@ const (
 	defaultIdleMargin   = 30 * time.Second
 	defaultProbeAfter   = 5 * time.Second
 	defaultProbeTimeout = 5 * time.Second
+	defaultStartupLog   = 30 * time.Second
 )
 
 // objectType is the type of the objects the informer makes: T, or
@@ -365,6 +372,9 @@ func (o *Options[T]) withDefaults() Options[T] {
 	}
 	if out.ProbeTimeout <= 0 {
 		out.ProbeTimeout = defaultProbeTimeout
+	}
+	if out.StartupLogAfter == 0 {
+		out.StartupLogAfter = defaultStartupLog
 	}
 	out.Backoff = out.Backoff.withDefaults()
 	if nilSharder(out.Sharding) {

@@ -21,6 +21,10 @@ type status struct {
 	synced    atomic.Bool            // never false again once true
 	lastEvent atomic.Int64           // UnixNano of the last thing received from the server
 	nwait     atomic.Int32           // len(waiters): advance takes mu only when someone waits
+	// startedAt and syncedAt: when the informer first started and first
+	// synced (UnixNano; 0: not yet); expected, the objects the first list
+	// was said to hold (0: unknown). See startup.go.
+	startedAt, syncedAt, expected atomic.Int64
 
 	mu           sync.Mutex    // guards the fields below
 	syncErr      error         // the last persistent error before the first sync
@@ -129,6 +133,7 @@ func (s *status) forget(ch chan struct{}) {
 func (s *status) setSync(synced bool, persistent error) {
 	if synced {
 		// Before syncCh closes: a waiter woken by it finds it set.
+		s.syncedAt.CompareAndSwap(0, time.Now().UnixNano())
 		s.synced.Store(true)
 	}
 	s.mu.Lock()

@@ -1,0 +1,159 @@
+package kinformer
+
+import (
+	"context"
+	"reflect"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Start-up as a budget (SPEC section 14): how far an informer's first
+// list is, and how far each handler is on its initial pass, for metrics,
+// the slow-start log line, and the caller (Informer.Startup,
+// Registration.Startup).
+
+// Startup is how an informer's start went, or is going.
+type Startup struct {
+	// Started says the informer has started; Synced that its first list
+	// is complete, ListTook how long that took from the first Start (so
+	// far, while not Synced).
+	Started, Synced bool
+	ListTook        time.Duration
+	// Objects is how many are cached; Expected how many the first list
+	// said it would hold (a paged list's first page tells), 0 if unknown.
+	Objects, Expected int
+	// HandlersDone says every handler registered has been given and has
+	// returned from every object of its initial pass (the first list,
+	// or its replay); HandlersTook is how long the slowest took from the
+	// informer's start (so far, while not done).
+	HandlersDone bool
+	HandlersTook time.Duration
+}
+
+// Startup says how the informer's start went: its first list, and its
+// handlers' initial passes.
+func (inf *Informer[T]) Startup() Startup {
+	st := inf.status
+	s := Startup{Objects: inf.cache.Len(), Expected: int(st.expected.Load()), HandlersDone: true}
+	began := st.startedAt.Load()
+	if began == 0 {
+		return s
+	}
+	s.Started = true
+	now := time.Now().UnixNano()
+	end := st.syncedAt.Load()
+	s.Synced = end != 0
+	if end == 0 {
+		end = now
+	}
+	s.ListTook = time.Duration(end - began)
+	inf.disp.mu.RLock()
+	for _, l := range inf.disp.listeners {
+		done := l.doneAt.Load()
+		if done == 0 {
+			s.HandlersDone, done = false, now
+		}
+		s.HandlersTook = max(s.HandlersTook, time.Duration(done-max(began, l.addedAt)))
+	}
+	inf.disp.mu.RUnlock()
+	if !s.Synced {
+		s.HandlersDone = false
+		s.HandlersTook = max(s.HandlersTook, s.ListTook)
+	}
+	return s
+}
+
+// HandlerStartup is how a handler's initial pass went, or is going: the
+// replay of the cache for a handler added to a synced informer, else the
+// informer's first list.
+type HandlerStartup struct {
+	// Name is the handler's function, as the runtime names it.
+	Name string
+	// Handled is how many events it has returned from; Pending how many
+	// wait for it.
+	Handled, Pending int
+	// Done says it has handled every object of its initial pass; Took is
+	// how long that took from its registration (so far, while not Done);
+	// InHandler the time spent inside the handler meanwhile.
+	Done            bool
+	Took, InHandler time.Duration
+}
+
+// Startup says how the handler's initial pass went.
+func (r *Registration) Startup() HandlerStartup {
+	if r == nil || r.l == nil {
+		return HandlerStartup{}
+	}
+	return r.l.startup()
+}
+
+func (l *listener[T]) startup() HandlerStartup {
+	s := HandlerStartup{Name: l.name, Handled: int(l.delivered.Load()), Pending: l.pending(), InHandler: time.Duration(l.busy.Load())}
+	done := l.doneAt.Load()
+	s.Done = done != 0
+	if done == 0 {
+		done = time.Now().UnixNano()
+	}
+	s.Took = time.Duration(done - l.addedAt)
+	return s
+}
+
+// handlerName names a handler by the first of fns that is set: its
+// function's name without the module path ("main.(*ctrl).onPod").
+func handlerName[T Object](fns []func(Event[T])) string {
+	for _, fn := range fns {
+		if fn == nil {
+			continue
+		}
+		f := runtime.FuncForPC(reflect.ValueOf(fn).Pointer())
+		if f == nil {
+			return "unknown"
+		}
+		name := f.Name()
+		return name[strings.LastIndex(name, "/")+1:]
+	}
+	return "none"
+}
+
+// startupBusy is Startup, and the time the handlers have spent inside
+// during their initial passes (for the metrics).
+func (inf *Informer[T]) startupBusy() (Startup, time.Duration) {
+	var busy time.Duration
+	inf.disp.mu.RLock()
+	for _, l := range inf.disp.listeners {
+		busy += time.Duration(l.busy.Load())
+	}
+	inf.disp.mu.RUnlock()
+	return inf.Startup(), busy
+}
+
+// logSlowStart says once, after after, what of the start is not done:
+// the first list (how many objects so far, of how many), or each handler
+// still on its initial pass (by name, how many handled, how many wait).
+func (inf *Informer[T]) logSlowStart(ctx context.Context, after time.Duration) {
+	t := time.NewTimer(after)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-t.C:
+	}
+	s := inf.Startup()
+	if !s.Synced {
+		inf.log.Info("kinformer: the first list is not complete yet", "after", s.ListTook.Round(time.Millisecond), "objects", s.Objects, "expected", s.Expected)
+		return
+	}
+	inf.disp.mu.RLock()
+	var slow []HandlerStartup
+	for _, l := range inf.disp.listeners {
+		if h := l.startup(); !h.Done {
+			slow = append(slow, h)
+		}
+	}
+	inf.disp.mu.RUnlock()
+	for _, h := range slow {
+		inf.log.Info("kinformer: a handler is still on its initial pass", "handler", h.Name, "after", h.Took.Round(time.Millisecond),
+			"handled", h.Handled, "pending", h.Pending, "inHandler", h.InHandler.Round(time.Millisecond), "listTook", s.ListTook.Round(time.Millisecond))
+	}
+}
