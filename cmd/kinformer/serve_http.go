@@ -405,6 +405,27 @@ func depth(v any) int {
 	return d + 1
 }
 
+// startupStats is how a resource's start went (kinformer.Startup), for
+// /stats: seconds to the first complete list and until every handler had
+// handled its initial pass (so far, while not done), and objects of the
+// expected total (0: unknown).
+type startupStats struct {
+	Synced          bool    `json:"synced"`
+	ListSeconds     float64 `json:"listSeconds"`
+	HandlersDone    bool    `json:"handlersDone"`
+	HandlersSeconds float64 `json:"handlersSeconds"`
+	Objects         int     `json:"objects"`
+	Expected        int     `json:"expected,omitempty"`
+}
+
+func newStartupStats(s kinformer.Startup) *startupStats {
+	if !s.Started {
+		return nil
+	}
+	return &startupStats{Synced: s.Synced, ListSeconds: s.ListTook.Seconds(), HandlersDone: s.HandlersDone,
+		HandlersSeconds: s.HandlersTook.Seconds(), Objects: s.Objects, Expected: s.Expected}
+}
+
 type resourceStats struct {
 	Name       string           `json:"name"`
 	Kind       string           `json:"kind"`
@@ -416,8 +437,9 @@ type resourceStats struct {
 	Events     map[string]int64 `json:"events"`
 	Rate       []int64          `json:"rate"` // events a second, oldest first
 	Clients    int              `json:"clients"`
-	Shard      *resourceShard   `json:"shard,omitempty"` // sharded: the informer's share
-	Compact    bool             `json:"compact"`         // the cache holds bytes (--compact)
+	Shard      *resourceShard   `json:"shard,omitempty"`   // sharded: the informer's share
+	Compact    bool             `json:"compact"`           // the cache holds bytes (--compact)
+	Startup    *startupStats    `json:"startup,omitempty"` // how its start went
 }
 
 // stats feeds the page: counts, and events per second over the last
@@ -446,7 +468,7 @@ func (s *server) stats(w http.ResponseWriter, req *http.Request) {
 			Name: r.name, Kind: r.res.kind, Namespace: r.scope, Namespaced: r.res.namespaced,
 			Synced: r.src.hasSynced(), Error: errMsg, Objects: r.src.len(), Events: ev,
 			Rate: r.rate.last(now), Clients: r.hub.len(), Shard: newResourceShard(r.shardStatus()),
-			Compact: r.src.compact(),
+			Compact: r.src.compact(), Startup: newStartupStats(r.src.startup()),
 		})
 	}
 	writeJSON(w, http.StatusOK, out)

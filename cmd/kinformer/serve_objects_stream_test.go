@@ -40,6 +40,7 @@ func (p *packedSource) addHandler(func(kinformer.Event[*unstructured.Unstructure
 func (p *packedSource) shardStatus() kinformer.ShardStatus      { return kinformer.ShardStatus{} }
 func (p *packedSource) resourceVersion() string                 { return "42" }
 func (p *packedSource) compact() bool                           { return true }
+func (p *packedSource) startup() kinformer.Startup              { return kinformer.Startup{} }
 func (p *packedSource) key(o *unstructured.Unstructured) string { return kinformer.MetaNamespaceKey(o) }
 
 func (p *packedSource) decode(o *unstructured.Unstructured) *unstructured.Unstructured {

@@ -368,6 +368,9 @@ func TestServe(t *testing.T) {
 		len(st.Resources[0].Rate) != rateSeconds || st.Resources[0].Events["DELETED"] < 1 {
 		t.Errorf("/stats: %+v", st)
 	}
+	if su := st.Resources[0].Startup; su == nil || !su.Synced || !su.HandlersDone || su.ListSeconds <= 0 || su.Objects < 2 {
+		t.Errorf("/stats startup of configmaps: %+v; want synced, handlers done, a list time and the objects", su)
+	}
 	if code, body := get(t, base); code != 200 || !strings.Contains(body, "<canvas") {
 		t.Errorf("/: %d", code)
 	}

@@ -38,6 +38,9 @@ type watchSource interface {
 	get(key string) (*unstructured.Unstructured, bool)
 	key(o *unstructured.Unstructured) string
 	compact() bool
+	// startup is how the start went (kinformer.Informer.Startup); for a
+	// view, its slowest informer's, objects summed.
+	startup() kinformer.Startup
 }
 
 type informerSource struct {
@@ -60,6 +63,8 @@ func (s informerSource) key(o *unstructured.Unstructured) string {
 	return s.inf.Cache().Key(o)
 }
 func (s informerSource) compact() bool { return s.inf.Cache().Compact() }
+
+func (s informerSource) startup() kinformer.Startup { return s.inf.Startup() }
 
 func (s informerSource) list(namespace string) []*unstructured.Unstructured {
 	if namespace == "" {
@@ -142,6 +147,19 @@ func (s *viewSource) resourceVersion() string                 { return "" }
 func (s *viewSource) shardStatus() kinformer.ShardStatus      { return kinformer.ShardStatus{} }
 func (s *viewSource) key(o *unstructured.Unstructured) string { return kinformer.MetaNamespaceKey(o) }
 func (s *viewSource) compact() bool                           { return s.packed }
+
+func (s *viewSource) startup() kinformer.Startup {
+	out := kinformer.Startup{Synced: true, HandlersDone: true}
+	for _, inf := range s.v.Informers() {
+		st := inf.Startup()
+		out.Started = out.Started || st.Started
+		out.Synced = out.Synced && st.Synced
+		out.HandlersDone = out.HandlersDone && st.HandlersDone
+		out.ListTook, out.HandlersTook = max(out.ListTook, st.ListTook), max(out.HandlersTook, st.HandlersTook)
+		out.Objects, out.Expected = out.Objects+st.Objects, out.Expected+st.Expected
+	}
+	return out
+}
 
 func (s *viewSource) list(namespace string) []*unstructured.Unstructured {
 	return s.v.Select(namespace, nil)
