@@ -99,7 +99,10 @@ Endpoints (GET only):
                      resumes after a reconnection (Last-Event-ID) and is
                      told how many it missed ("event: missed")
   /stats             counts, the last minute's events per second and
-                     whether each cache is compact ("compact") (JSON);
+                     whether each cache is compact ("compact"), how its
+                     start went ("startup": seconds to the first complete
+                     list and until it was handled, objects of the
+                     expected total) (JSON);
                      with --shard-group, the group's members and this
                      process's share ("sharding") and each resource's
                      ("shard": its ranges, and who filters: "server" or
