@@ -27,7 +27,10 @@ func (l *loop[T]) list(ctx context.Context) outcome {
 		defer g.leave()
 	}
 	l.w.piping = l.pipes()
-	defer func() { l.w.piping = false }()
+	defer func() {
+		l.w.piping = false
+		l.w.pipeEnd()
+	}()
 	switch {
 	case l.st.phase == phaseListUnpaged:
 		return l.pagedList(ctx, 0)

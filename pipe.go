@@ -24,8 +24,11 @@ func (l *loop[T]) pipes() bool {
 }
 
 // pipeOne puts r, listed under key at resourceVersion rv (the object's:
-// the list's is known only at its end), in the cache and queues its
-// Added; Modified if the list named it twice.
+// the list's is known only at its end), in the cache and queues the
+// Added of the object before it (Modified if the list named it twice).
+// Its own waits for the next object, or for the list's end (pipeDone):
+// the last Added comes with the sync, so a handler that has been given
+// every object knows the list is complete, and the state file has it.
 func (w *writer[T]) pipeOne(key string, r ref[T], rv string) {
 	w.disp.update(func(p publisher[T]) {
 		e := Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: CauseList}
@@ -33,8 +36,32 @@ func (w *writer[T]) pipeOne(key string, r ref[T], rv string) {
 		if existed {
 			e.Type = Modified
 		}
-		w.emit(p, e, r, old)
+		w.emitHeld(p)
+		w.held = &heldEvent[T]{e: e, obj: r, old: old}
 	})
+}
+
+// heldEvent is the last object's event of a pipelined list, not yet
+// queued (pipeOne).
+type heldEvent[T Object] struct {
+	e        Event[T]
+	obj, old ref[T]
+}
+
+// emitHeld queues the held event, if any; inside an update.
+func (w *writer[T]) emitHeld(p publisher[T]) {
+	if h := w.held; h != nil {
+		w.held = nil
+		w.emit(p, h.e, h.obj, h.old)
+	}
+}
+
+// pipeEnd queues the held event of a pipelined list that did not
+// complete: its object is in the cache.
+func (w *writer[T]) pipeEnd() {
+	if w.held != nil {
+		w.disp.update(w.emitHeld)
+	}
 }
 
 // pipeDone ends a pipelined list at rv: the cache holds items already
@@ -50,6 +77,7 @@ func (w *writer[T]) pipeDone(items map[string]ref[T], rv string) {
 			b.End(rv)
 		}
 		w.setRV(rv)
+		w.emitHeld(p)
 		w.syncedLocked(p, true)
 	})
 	w.recovered()

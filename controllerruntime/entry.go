@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/kinformer/kinformer"
 )
 
 // An entry is one informer of a cache: its kind and form, the informer
@@ -63,6 +65,8 @@ type entry struct {
 	// lastError is the kinformer informer's LastError (nil for
 	// NewInformer's).
 	lastError func() (error, time.Time)
+	// startup is the kinformer informer's Startup (nil for NewInformer's).
+	startup func() kinformer.Startup
 	// gone: the entry was removed, or the cache has stopped (IsStopped).
 	gone atomic.Bool
 }

@@ -73,7 +73,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		if err != nil {
 			return nil, c.started, err
 		}
-		e.sii, e.release, e.wait, e.lastError = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError
+		e.sii, e.release, e.wait, e.lastError, e.startup = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError, inf.Startup
 		e.reader.store = cacheStore[*unstructured.Unstructured]{inf.Cache()}
 		fresh = inf.Cache().Compact()
 	case k.form == metadataForm:
@@ -84,7 +84,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		if err != nil {
 			return nil, c.started, err
 		}
-		e.sii, e.release, e.wait, e.lastError = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError
+		e.sii, e.release, e.wait, e.lastError, e.startup = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError, inf.Startup
 		e.reader.store = cacheStore[*metav1.PartialObjectMetadata]{inf.Cache()}
 		fresh = inf.Cache().Compact()
 	default:
@@ -99,7 +99,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		if err != nil {
 			return nil, c.started, err
 		}
-		e.sii, e.release, e.wait, e.lastError = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError
+		e.sii, e.release, e.wait, e.lastError, e.startup = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError, inf.Startup
 		e.reader.store = cacheStore[kinformer.Object]{inf.Cache()}
 		fresh = inf.Cache().Compact()
 	}
