@@ -178,8 +178,12 @@ func (c *namespaceCache) logUnsynced(entries map[entryKey]*entry) {
 				why = fmt.Sprintf("%v (since %s)", err, since.Format(time.RFC3339))
 			}
 		}
-		c.sh.log.Error("kinformer: WaitForCacheSync gave up before this kind synced", "kind", k.gvk.Kind, "group", k.gvk.Group,
-			"namespace", c.namespace, "reason", why)
+		args := []any{"kind", k.gvk.Kind, "group", k.gvk.Group, "namespace", c.namespace, "reason", why}
+		if e.startup != nil {
+			st := e.startup()
+			args = append(args, "listing", st.ListTook.Round(time.Millisecond), "objects", st.Objects, "expected", st.Expected)
+		}
+		c.sh.log.Error("kinformer: WaitForCacheSync gave up before this kind synced", args...)
 	}
 }
 

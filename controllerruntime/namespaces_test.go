@@ -267,7 +267,7 @@ func TestForbiddenKindFailsAtOnce(t *testing.T) {
 	if c.WaitForCacheSync(short) {
 		t.Fatal("WaitForCacheSync true with a forbidden kind")
 	}
-	if !logs.has("WaitForCacheSync gave up before this kind synced") || !logs.has("kind=Secret") || !logs.has("forbidden") {
+	if !logs.has("WaitForCacheSync gave up before this kind synced") || !logs.has("kind=Secret") || !logs.has("forbidden") || !logs.has("objects=0") {
 		t.Fatalf("the log does not name the kind that did not sync and why:\n%s", strings.Join(*logs.lines, "\n"))
 	}
 }
