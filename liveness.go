@@ -28,6 +28,29 @@ import (
 // method. Other sources rely on the transport's own health checks and the
 // idle deadline (IdleMargin).
 
+// restClientOf returns the REST client of lw's requests and its HTTP
+// client, for requests of kinformer's own beside them (the probes); nil
+// if kinformer cannot reach it.
+func restClientOf(lw any) (*rest.RESTClient, *http.Client) {
+	var client rest.Interface
+	switch c := lw.(type) {
+	case probeClient:
+		client = c.ProbeClient()
+	case restScoped:
+		client = c.GetClient()
+	default:
+		client, _, _, _ = dynamicTarget(lw)
+	}
+	rc, ok := client.(*rest.RESTClient)
+	if !ok || rc == nil || reflect.ValueOf(rc).IsNil() {
+		return nil, nil
+	}
+	if rc.Client == nil {
+		return rc, http.DefaultClient
+	}
+	return rc, rc.Client
+}
+
 // probePath is what the probe asks for (see above).
 const probePath = "/livez"
 
@@ -41,22 +64,9 @@ type probeClient interface {
 // proberFor returns the liveness prober of lw's HTTP client, or nil when
 // kinformer cannot reach it.
 func proberFor(lw any) liveness.Prober {
-	var client rest.Interface
-	switch c := lw.(type) {
-	case probeClient:
-		client = c.ProbeClient()
-	case restScoped:
-		client = c.GetClient()
-	default:
-		client, _, _, _ = dynamicTarget(lw)
-	}
-	rc, ok := client.(*rest.RESTClient)
-	if !ok || rc == nil || reflect.ValueOf(rc).IsNil() {
+	rc, hc := restClientOf(lw)
+	if rc == nil {
 		return nil
-	}
-	hc := rc.Client
-	if hc == nil {
-		hc = http.DefaultClient
 	}
 	url := rc.Get().AbsPath(probePath).Param("exclude", "etcd").URL().String()
 	return func(ctx context.Context) (net.Conn, error) {

@@ -7,13 +7,11 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"reflect"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
-	"k8s.io/client-go/rest"
 )
 
 // Recovery: how long the loop waits after a failure depends on what
@@ -111,22 +109,9 @@ type upProbe func(ctx context.Context) (ready bool)
 // the informers of one server share it under; nil if kinformer cannot
 // reach the client (as for proberFor).
 func upTarget(lw any) (upProbe, string) {
-	var client rest.Interface
-	switch c := lw.(type) {
-	case probeClient:
-		client = c.ProbeClient()
-	case restScoped:
-		client = c.GetClient()
-	default:
-		client, _, _, _ = dynamicTarget(lw)
-	}
-	rc, ok := client.(*rest.RESTClient)
-	if !ok || rc == nil || reflect.ValueOf(rc).IsNil() {
+	rc, hc := restClientOf(lw)
+	if rc == nil {
 		return nil, ""
-	}
-	hc := rc.Client
-	if hc == nil {
-		hc = http.DefaultClient
 	}
 	// /readyz: exempt from the server's queues as /livez is (liveness.go),
 	// and 200 only once the server serves.
