@@ -140,6 +140,9 @@ func (l *loop[T]) directPage(ctx context.Context, opts metav1.ListOptions, items
 		}
 		l.collectItem(items, o, prepare)
 	})
+	if err == nil {
+		l.expect(opts, len(items), lm.RemainingItemCount)
+	}
 	return lm.ResourceVersion, lm.Continue, err
 }
 

@@ -16,6 +16,9 @@ import (
 type ListMeta struct {
 	ResourceVersion string
 	Continue        string
+	// RemainingItemCount is the server's count of the items after this
+	// page, where it gives one.
+	RemainingItemCount *int64
 }
 
 // ItemError is an item of a list that was read to its end but not
@@ -164,8 +167,8 @@ func (d *Decoder) Object(b []byte) (runtime.Object, error) {
 	return obj, nil
 }
 
-// listMeta reads a list's metadata: its resourceVersion and continue
-// token.
+// listMeta reads a list's metadata: its resourceVersion, continue token
+// and count of the items after the page.
 func (d *Decoder) listMeta(lm *ListMeta) error {
 	val, err := d.vals.value(levelOther)
 	if err != nil {
@@ -174,5 +177,8 @@ func (d *Decoder) listMeta(lm *ListMeta) error {
 	m, _ := val.(map[string]any)
 	lm.ResourceVersion, _ = m["resourceVersion"].(string)
 	lm.Continue, _ = m["continue"].(string)
+	if n, ok := m["remainingItemCount"].(int64); ok {
+		lm.RemainingItemCount = &n
+	}
 	return nil
 }

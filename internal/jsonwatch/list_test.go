@@ -28,7 +28,7 @@ func referenceList(body []byte) ([]runtime.Object, ListMeta, error) {
 		}
 		items = append(items, u)
 	}
-	return items, ListMeta{ResourceVersion: ul.GetResourceVersion(), Continue: ul.GetContinue()}, nil
+	return items, ListMeta{ResourceVersion: ul.GetResourceVersion(), Continue: ul.GetContinue(), RemainingItemCount: ul.GetRemainingItemCount()}, nil
 }
 
 func directList(body []byte, f *Format) (items []runtime.Object, itemErrs []error, lm ListMeta, err error) {
@@ -73,7 +73,7 @@ func compareList(t *testing.T, body []byte) {
 	// Items without a kind come after the others, once the list's is known.
 	sortObjects(got)
 	sortObjects(want)
-	if gotMeta != wantMeta || !reflect.DeepEqual(got, want) {
+	if !reflect.DeepEqual(gotMeta, wantMeta) || !reflect.DeepEqual(got, want) {
 		t.Fatalf("%q:\ndirect:    %+v %v\nreference: %+v %v", body, gotMeta, got, wantMeta, want)
 	}
 }
