@@ -23,44 +23,47 @@ func (l *loop[T]) pipes() bool {
 	return l.sh == nil && l.joining() == nil && !l.w.status.synced.Load() && l.w.cache.size() == 0
 }
 
-// pipeOne puts r, listed under key at resourceVersion rv (the object's:
-// the list's is known only at its end), in the cache and queues the
-// Added of the object before it (Modified if the list named it twice).
-// Its own waits for the next object, or for the list's end (pipeDone):
-// the last Added comes with the sync, so a handler that has been given
-// every object knows the list is complete, and the state file has it.
+// pipeOne takes r, listed under key at resourceVersion rv (the object's:
+// the list's is known only at its end): it puts the object before it in
+// the cache and queues its Added (Modified if the list named it twice),
+// and holds r until the next object, or the list's end (pipeDone). So
+// the last object is cached and handed out with the sync: a handler that
+// has been given every object knows the list is complete, and the state
+// file has it. The cache and the events stay in step (a handler added
+// meanwhile gets each object once, by replay or by its event).
 func (w *writer[T]) pipeOne(key string, r ref[T], rv string) {
-	w.disp.update(func(p publisher[T]) {
-		e := Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: CauseList}
-		old, existed := w.put(p, key, r)
-		if existed {
-			e.Type = Modified
-		}
-		w.emitHeld(p)
-		w.held = &heldEvent[T]{e: e, obj: r, old: old}
-	})
+	w.disp.update(w.putHeld)
+	w.held = &heldObject[T]{key: key, r: r, rv: rv}
 }
 
-// heldEvent is the last object's event of a pipelined list, not yet
-// queued (pipeOne).
-type heldEvent[T Object] struct {
-	e        Event[T]
-	obj, old ref[T]
+// heldObject is the last object of a pipelined list, not yet cached
+// (pipeOne).
+type heldObject[T Object] struct {
+	key, rv string
+	r       ref[T]
 }
 
-// emitHeld queues the held event, if any; inside an update.
-func (w *writer[T]) emitHeld(p publisher[T]) {
-	if h := w.held; h != nil {
-		w.held = nil
-		w.emit(p, h.e, h.obj, h.old)
+// putHeld puts the held object in the cache and queues its event, if
+// there is one; inside an update.
+func (w *writer[T]) putHeld(p publisher[T]) {
+	h := w.held
+	if h == nil {
+		return
 	}
+	w.held = nil
+	e := Event[T]{Type: Added, Key: h.key, ResourceVersion: h.rv, Cause: CauseList}
+	old, existed := w.put(p, h.key, h.r)
+	if existed {
+		e.Type = Modified
+	}
+	w.emit(p, e, h.r, old)
 }
 
-// pipeEnd queues the held event of a pipelined list that did not
-// complete: its object is in the cache.
+// pipeEnd caches the held object of a pipelined list that did not
+// complete, as what arrived before it is.
 func (w *writer[T]) pipeEnd() {
 	if w.held != nil {
-		w.disp.update(w.emitHeld)
+		w.disp.update(w.putHeld)
 	}
 }
 
@@ -68,6 +71,9 @@ func (w *writer[T]) pipeEnd() {
 // (pipeOne); the state file gets them all, and the informer is synced.
 func (w *writer[T]) pipeDone(items map[string]ref[T], rv string) {
 	w.cache.refit(items) // the file gets all of them anyway
+	if h := w.held; h != nil {
+		h.r = items[h.key] // as refit left it
+	}
 	w.disp.update(func(p publisher[T]) {
 		if w.state != nil {
 			var b *persist.Batch[T] = w.state.Batch()
@@ -77,7 +83,7 @@ func (w *writer[T]) pipeDone(items map[string]ref[T], rv string) {
 			b.End(rv)
 		}
 		w.setRV(rv)
-		w.emitHeld(p)
+		w.putHeld(p)
 		w.syncedLocked(p, true)
 	})
 	w.recovered()

@@ -46,9 +46,9 @@ type writer[T Object] struct {
 	// pipelined list that did not end are in the cache, which has not
 	// synced: the next list's differences are still the initial list's.
 	piping, piped bool
-	// held is the last event of a pipelined list, queued with the next
-	// object's put or the list's end (pipe.go).
-	held *heldEvent[T]
+	// held is the last object of a pipelined list, cached with the next
+	// one's arrival or the list's end (pipe.go).
+	held *heldObject[T]
 }
 
 // newWriter returns the writer of c and s, which queues its events on d,
