@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/kinformer/kinformer/internal/persist"
 	"github.com/kinformer/kinformer/internal/squash"
 )
 
@@ -59,64 +58,6 @@ func (k *packer[T]) sample(name string, data []byte) {
 	}
 	k.dict.Store(d)
 	k.dictGen++
-}
-
-// The state file keeps the cache's entries as they are, and the
-// dictionaries beside them (persist.Persister.SetDicts): it is told them
-// before the first entry it is given after they change.
-
-// dicts returns the dictionaries the cache's entries may be compressed
-// against: dict, then the retired ones.
-func (k *packer[T]) dicts() []*squash.Dict {
-	var ds []*squash.Dict
-	if d := k.dict.Load(); d != nil {
-		ds = append(ds, d)
-	}
-	if old := k.retired.Load(); old != nil {
-		ds = append(ds, *old...)
-	}
-	return ds
-}
-
-// tell gives set (the state file's SetDicts) the dictionaries, if they
-// changed since it was last given them. The writer's alone.
-func (k *packer[T]) tell(set func([]*squash.Dict)) {
-	if k.toldGen != k.dictGen {
-		set(k.dicts())
-		k.toldGen = k.dictGen
-	}
-}
-
-// adopt takes the state file's dictionary (ds, the current first), for a
-// cache that has none yet: its entries are then held as the file holds
-// them (reusable). The writer's alone.
-func (k *packer[T]) adopt(ds []*squash.Dict) {
-	if !k.squeeze || len(ds) == 0 || k.dict.Load() != nil || len(k.samples) > 0 {
-		return
-	}
-	k.dict.Store(ds[0])
-	k.noDict = false
-	k.dictGen++
-}
-
-// reusable returns the entry of the state file's e to hold as it is: one
-// compressed against the cache's dictionary, or held as it came while
-// the cache has none; nil if e's object must be squeezed again (noting
-// that the file must then have it again: reload).
-func (k *packer[T]) reusable(e persist.Entry) []byte {
-	if !k.squeeze || e.Squashed == nil {
-		return nil
-	}
-	d := k.dict.Load()
-	switch {
-	case e.Dict == nil && d == nil:
-		return e.Squashed
-	case e.Dict != nil && d != nil && e.Dict.ID() == d.ID():
-		return e.Squashed
-	case e.Dict != nil:
-		k.reload = true
-	}
-	return nil
 }
 
 // plain returns the bytes of p as they came: decompressed, or without a

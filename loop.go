@@ -455,43 +455,8 @@ func (l *loop[T]) run(ctx context.Context) {
 		if next.phase == phaseList && (l.st.phase == phaseWatch || l.st.phase == phaseListJoined) {
 			l.obs.relist(relistCause(l.st.phase, o))
 		}
-		if wait {
-			var d time.Duration
-			down := false
-			if o.connLost {
-				// Faults seconds apart, each recovered, do not add up:
-				// the wait does not grow with the faults before.
-				d = bo.resume(time.Now())
-				l.log.Debug("kinformer: the connection of a live watch was lost: resuming without the grown backoff", "wait", d)
-			} else {
-				// recovery.go: capped while refused, at least what a busy
-				// server asks, and cut short when a server that was down
-				// serves again.
-				d = waitFor(o.err, bo.fail(time.Now()), bo.rand())
-				f, _ := failureOf(o.err)
-				down = f == failDown && l.up != nil
-			}
-			l.obs.backoff(d)
-			l.log.Debug("kinformer: backing off", "phase", l.st.phase.String(), "wait", d, "probing", down)
-			if down {
-				// A share to give up or take must not wait out a backoff.
-				if awaitUp(ctx, l.up, l.upKey, d, bo.rand(), l.shareChanged()) {
-					l.log.Debug("kinformer: the server serves again: resuming before the backoff's end")
-				}
-				if ctx.Err() != nil {
-					return
-				}
-			} else {
-				t := time.NewTimer(d)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return
-				case <-t.C:
-				case <-l.shareChanged():
-					t.Stop() // a share to give up or take must not wait out a backoff
-				}
-			}
+		if wait && !l.wait(ctx, bo, o) {
+			return
 		}
 		l.st = next
 	}

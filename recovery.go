@@ -238,3 +238,38 @@ func (w *upWatch) run(ctx context.Context, probe upProbe, key string) {
 		}
 	}
 }
+
+// wait waits out the backoff after o, a failed attempt: from the first
+// wait after a live watch's connection was lost (faults seconds apart,
+// each recovered, do not add up), else the grown one as waitFor adjusts
+// it, cut short when a server that was down serves again (awaitUp). A
+// share to give up or take ends it at once. false if ctx ended.
+func (l *loop[T]) wait(ctx context.Context, bo *backoffState, o outcome) bool {
+	var d time.Duration
+	down := false
+	if o.connLost {
+		d = bo.resume(time.Now())
+		l.log.Debug("kinformer: the connection of a live watch was lost: resuming without the grown backoff", "wait", d)
+	} else {
+		d = waitFor(o.err, bo.fail(time.Now()), bo.rand())
+		f, _ := failureOf(o.err)
+		down = f == failDown && l.up != nil
+	}
+	l.obs.backoff(d)
+	l.log.Debug("kinformer: backing off", "phase", l.st.phase.String(), "wait", d, "probing", down)
+	if down {
+		if awaitUp(ctx, l.up, l.upKey, d, bo.rand(), l.shareChanged()) {
+			l.log.Debug("kinformer: the server serves again: resuming before the backoff's end")
+		}
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-l.shareChanged():
+	}
+	return true
+}
