@@ -249,6 +249,18 @@ func (c *Cache[T]) Len() int {
 	return len(c.items)
 }
 
+// heldBytes is the bytes of the encodings a compact cache holds; 0 for a
+// cache of objects.
+func (c *Cache[T]) heldBytes() int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var n int64
+	for _, r := range c.items {
+		n += int64(c.h.size(r))
+	}
+	return n
+}
+
 // ByIndex returns the objects filed under value in the named index. It
 // returns ErrUnknownIndex if no such index was configured.
 func (c *Cache[T]) ByIndex(name, value string) ([]T, error) {

@@ -294,6 +294,15 @@ func (k *packer[T]) shares() bool { return false }
 // straight: packed objects are decoded after the read lock.
 func (k *packer[T]) straight() bool { return false }
 
+// size is the length of the encoding a packed object keeps (compressed,
+// where it is).
+func (k *packer[T]) size(r ref[T]) int {
+	if r.p == nil {
+		return 0
+	}
+	return len(r.p.data)
+}
+
 // values returns the values kept beside a packed object, or computes an
 // object's.
 func (k *packer[T]) values(c *Cache[T], r ref[T], i int) []string {

@@ -153,6 +153,7 @@ type sharedInformer interface {
 	Run(context.Context) error
 	WaitForSync(context.Context) error
 	dropMetrics()
+	describe() CacheInfo
 }
 
 // NewFactory returns a factory of informers that talk to the server cfg

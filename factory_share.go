@@ -303,3 +303,80 @@ func keyFuncID[T Object](fn KeyFunc[T]) uintptr {
 // (Named in generic code, as in Options' default, it is a wrapper closure
 // instead, with another name and code.)
 var metaNamespaceKeyName = goruntime.FuncForPC(reflect.ValueOf(MetaNamespaceKey[*metav1.PartialObjectMetadata]).Pointer()).Name()
+
+// CacheInfo is what one informer of a Factory caches (Factory.Caches):
+// enough to see, in a running program, what each cache costs and who
+// asked for it.
+type CacheInfo struct {
+	// Resource is the informer's name ("pods", "deployments.apps"), GVR
+	// the resource it lists, Type the Go type of its objects
+	// ("*v1.Pod", "*unstructured.Unstructured", "*v1.PartialObjectMetadata":
+	// metadata only).
+	Resource string
+	GVR      schema.GroupVersionResource
+	Type     string
+	// Namespace is the namespace listed; "" for every namespace, or a
+	// cluster-scoped resource: then ClusterWide, the informer holds every
+	// object of the resource the selectors let through.
+	Namespace     string
+	ClusterWide   bool
+	LabelSelector string
+	FieldSelector string
+	// Fields is the projection the cache keeps (Informer.Fields); nil
+	// for whole objects.
+	Fields []string
+	// Compact says the cache holds objects as bytes (Options.Compact):
+	// Bytes is then what their encodings take; 0 for a cache of objects,
+	// whose size is the Go heap's (see the benchmarks for a ratio).
+	Compact bool
+	Objects int
+	Bytes   int64
+	// Synced is the informer's HasSynced; Consumers how many calls hold
+	// it (Shared, Typed, Metadata, Dynamic, less Release); Handlers how
+	// many handlers it has.
+	Synced    bool
+	Consumers int
+	Handlers  int
+	// Startup is how its start went (Informer.Startup).
+	Startup Startup
+}
+
+// Caches says what each informer of the factory caches, sorted by
+// resource, then namespace and selectors: what a program is paying for,
+// including informers a library started for it.
+func (f *Factory) Caches() []CacheInfo {
+	f.mu.Lock()
+	type one struct {
+		k    factoryKey
+		e    *factoryEntry
+		refs int
+	}
+	all := make([]one, 0, len(f.entries))
+	for k, e := range f.entries {
+		all = append(all, one{k, e, e.refs})
+	}
+	f.mu.Unlock()
+	out := make([]CacheInfo, 0, len(all))
+	for _, o := range all {
+		ci := o.e.inf.describe()
+		ci.Resource, ci.GVR, ci.Type = o.e.resource, o.k.gvr, o.k.typ.String()
+		ci.Namespace, ci.ClusterWide = o.k.namespace, o.k.namespace == ""
+		ci.LabelSelector, ci.FieldSelector, ci.Consumers = o.k.label, o.k.field, o.refs
+		out = append(out, ci)
+	}
+	slices.SortFunc(out, func(a, b CacheInfo) int {
+		return strings.Compare(a.Resource+"\x00"+a.Namespace+"\x00"+a.LabelSelector+"\x00"+a.FieldSelector+"\x00"+a.Type,
+			b.Resource+"\x00"+b.Namespace+"\x00"+b.LabelSelector+"\x00"+b.FieldSelector+"\x00"+b.Type)
+	})
+	return out
+}
+
+// describe is what the informer says of its cache in a CacheInfo; the
+// factory adds what its key says.
+func (inf *Informer[T]) describe() CacheInfo {
+	inf.disp.mu.RLock()
+	handlers := len(inf.disp.listeners)
+	inf.disp.mu.RUnlock()
+	return CacheInfo{Fields: inf.Fields(), Compact: inf.cache.Compact(), Objects: inf.cache.Len(), Bytes: inf.cache.heldBytes(),
+		Synced: inf.HasSynced(), Handlers: handlers, Startup: inf.Startup()}
+}

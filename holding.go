@@ -74,6 +74,9 @@ type holding[T Object] interface {
 	// shares reports whether prepared objects share strings and maps
 	// with earlier ones (intern.Sharer): a holding that keeps objects.
 	shares() bool
+	// size is the bytes r's encoding takes; 0 for a holding of objects,
+	// whose size is the Go heap's to say.
+	size(r ref[T]) int
 }
 
 // ref is a cached object as the holding keeps it. The zero ref is no
@@ -155,7 +158,8 @@ func (plainHolding[T]) isVersion(r ref[T], rv string) bool               { retur
 func (plainHolding[T]) sameVersion(a, b ref[T]) bool {
 	return a.obj.GetResourceVersion() == b.obj.GetResourceVersion()
 }
-func (plainHolding[T]) shares() bool { return true }
+func (plainHolding[T]) shares() bool    { return true }
+func (plainHolding[T]) size(ref[T]) int { return 0 }
 
 func (plainHolding[T]) entry(e Event[T], obj, old ref[T], at int64) queued[T] {
 	e.Object, e.Old = obj.obj, old.obj

@@ -3,6 +3,7 @@ package controllerruntime
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -69,6 +70,27 @@ type entry struct {
 	startup func() kinformer.Startup
 	// gone: the entry was removed, or the cache has stopped (IsStopped).
 	gone atomic.Bool
+	// log is the informer's logger (its kind and namespace); clusterWide
+	// says it lists every namespace, or a cluster-scoped kind.
+	log         *slog.Logger
+	clusterWide bool
+	// told: a read that made it has said so (implicitly).
+	told atomic.Bool
+}
+
+// implicitly says, once, that a read (a Get or List of a kind nothing
+// asked the cache for) started e, keyed k: an informer that lists and
+// watches the kind, and caches it, until the cache stops. (One implicit
+// Node informer can hold gigabytes.)
+func (e *entry) implicitly(k entryKey) {
+	if e.log == nil || !e.told.CompareAndSwap(false, true) {
+		return
+	}
+	forms := [...]string{structured: "typed", unstructuredForm: "unstructured", metadataForm: "metadata"}
+	e.log.Info("kinformer: a read started an informer for this kind: it lists, watches and caches it until the cache stops "+
+		"(shape it with cache.Options.ByObject; keep the kind out of the cache with client.CacheOptions.DisableFor, "+
+		"or make such reads fail with cache.Options.ReaderFailOnMissingInformer)",
+		"clusterWide", e.clusterWide, "form", forms[k.form])
 }
 
 // sharedInformer is a factory's informer as a namespace cache hands it

@@ -56,7 +56,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 	// detected.
 	compact := c.sh.compact && !noCopy && c.config.Transform == nil && !c.sh.detectMutations
 	var fresh bool // the informer's cache decodes every read (Compact)
-	e := &entry{}
+	e := &entry{log: log, clusterWide: ns == metav1.NamespaceAll}
 	switch {
 	case c.sh.newInformer != nil:
 		lw, err := c.listWatch(k, mapping, ns, label, field)

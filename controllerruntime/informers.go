@@ -56,7 +56,8 @@ var _ cache.Cache = (*namespaceCache)(nil)
 
 // get returns the entry of gvk in obj's form, making it unless
 // failOnMissing, and waits for its sync if block and the cache runs.
-func (c *namespaceCache) get(ctx context.Context, gvk schema.GroupVersionKind, obj runtime.Object, failOnMissing, block bool) (bool, *entry, error) {
+// A read (Get, List) that makes it says so once (implicitly).
+func (c *namespaceCache) get(ctx context.Context, gvk schema.GroupVersionKind, obj runtime.Object, failOnMissing, block, read bool) (bool, *entry, error) {
 	k := entryKey{gvk, formOf(obj)}
 	c.mu.Lock()
 	e, ok := c.entries[k]
@@ -69,6 +70,9 @@ func (c *namespaceCache) get(ctx context.Context, gvk schema.GroupVersionKind, o
 		var err error
 		if e, started, err = c.add(k, obj); err != nil {
 			return started, nil, err
+		}
+		if read {
+			e.implicitly(k)
 		}
 	}
 	// An informer made by this call was not synced when asked, even if it
@@ -211,7 +215,7 @@ func getKind(ctx context.Context, c cache.Cache, gvk schema.GroupVersionKind, ke
 }
 
 func (c *namespaceCache) getKind(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey, out client.Object, opts ...client.GetOption) error {
-	started, e, err := c.get(ctx, gvk, out, c.sh.failOnMissing, true)
+	started, e, err := c.get(ctx, gvk, out, c.sh.failOnMissing, true, true)
 	if err != nil {
 		return err
 	}
@@ -226,7 +230,7 @@ func (c *namespaceCache) List(ctx context.Context, out client.ObjectList, opts .
 	if err != nil {
 		return err
 	}
-	started, e, err := c.get(ctx, gvk, obj, c.sh.failOnMissing, true)
+	started, e, err := c.get(ctx, gvk, obj, c.sh.failOnMissing, true, true)
 	if err != nil {
 		return err
 	}
@@ -270,7 +274,7 @@ func (c *namespaceCache) GetInformer(ctx context.Context, obj client.Object, opt
 	if err != nil {
 		return nil, err
 	}
-	_, e, err := c.get(ctx, gvk, obj, false, blockOf(opts))
+	_, e, err := c.get(ctx, gvk, obj, false, blockOf(opts), false)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +286,7 @@ func (c *namespaceCache) GetInformerForKind(ctx context.Context, gvk schema.Grou
 	if err != nil {
 		return nil, err
 	}
-	_, e, err := c.get(ctx, gvk, obj, false, blockOf(opts))
+	_, e, err := c.get(ctx, gvk, obj, false, blockOf(opts), false)
 	if err != nil {
 		return nil, err
 	}

@@ -81,3 +81,15 @@ func (c *factoryCache) kindStartups() []KindStartup {
 	}
 	return nil
 }
+
+// Caches says what c, a cache of NewCache, caches: each informer's kind
+// (as its resource), namespace or cluster-wide, selectors, projection,
+// holding, objects and bytes (kinformer.Factory.Caches), including those
+// a read started. false if c is not NewCache's.
+func Caches(c cache.Cache) ([]kinformer.CacheInfo, bool) {
+	fc, ok := c.(*factoryCache)
+	if !ok {
+		return nil, false
+	}
+	return fc.factory.Caches(), true
+}

@@ -2,6 +2,7 @@ package controllerruntime_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -78,5 +79,67 @@ func TestStartupPerKind(t *testing.T) {
 	}
 	if p := pods(); !p.HandlersDone || p.HandlersTook < p.ListTook {
 		t.Fatalf("released: %+v; want handlers done, after the list", p)
+	}
+}
+
+// A read of a kind nothing asked the cache for starts an informer, and
+// says so once at Info in the manager's log, naming the kind and whether
+// it is cluster-wide; an informer asked for (GetInformer) says nothing.
+// kcr.Caches lists both, with their objects.
+func TestImplicitInformerIsLoggedAndListed(t *testing.T) {
+	cfg, cs, ns := setup(t)
+	ctx := t.Context()
+	for _, n := range []string{"a", "b"} {
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod(ns, n), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := kcr.NewCache(cfg, cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetInformer(ctx, &corev1.Pod{}); err != nil {
+		t.Fatal(err)
+	}
+	runCache(t, c)
+	for range 3 {
+		var nodes corev1.NodeList // cluster-scoped: the cache lists all
+		if err := c.List(ctx, &nodes); err != nil {
+			t.Fatal(err)
+		}
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods); err != nil || len(pods.Items) != 2 {
+			t.Fatalf("List pods: %d, %v", len(pods.Items), err)
+		}
+	}
+	implicit := func(kind string) []logLine {
+		return managerLog.where(func(l logLine) bool {
+			return l.name == "kinformer" && l.kv["kind"] == kind && strings.Contains(l.msg, "a read started an informer")
+		})
+	}
+	lines := implicit("Node")
+	if len(lines) != 1 || lines[0].level != 0 || lines[0].kv["clusterWide"] != "true" || lines[0].kv["form"] != "typed" {
+		t.Errorf("Node: %v; want one V(0) line, clusterWide=true, form=typed", lines)
+	}
+	if pods := managerLog.where(func(l logLine) bool {
+		return inNamespace(ns)(l) && strings.Contains(l.msg, "a read started an informer")
+	}); len(pods) != 0 {
+		t.Errorf("Pod, asked for: %v; want no line", pods)
+	}
+	caches, ok := kcr.Caches(c)
+	if !ok {
+		t.Fatal("Caches: not a kcr cache")
+	}
+	var sawPods, sawNodes bool
+	for _, ci := range caches {
+		switch {
+		case ci.Resource == "pods" && ci.Namespace == ns:
+			sawPods = ci.Objects == 2 && !ci.ClusterWide && ci.Synced
+		case ci.Resource == "nodes":
+			sawNodes = ci.ClusterWide && ci.Synced
+		}
+	}
+	if !sawPods || !sawNodes {
+		t.Errorf("Caches: %+v; want pods in %s (2 objects) and nodes, cluster-wide", caches, ns)
 	}
 }

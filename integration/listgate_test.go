@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/kinformer/kinformer"
@@ -97,4 +99,59 @@ func TestFactoryBoundsInitialLists(t *testing.T) {
 		t.Fatalf("%d initial lists at once, want at most %d (and some)", m, bound)
 	}
 	t.Logf("%d informers, at most %d initial lists at once", informers, lists.most.Load())
+}
+
+// A Factory lists what it caches: each informer's resource, type,
+// namespace or cluster-wide, selectors, projection, holding, objects and
+// bytes, consumers and handlers, as the real server filled them.
+func TestFactoryListsItsCaches(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	ns := testenv.NewNamespace(t, srv.Config())
+	for i := range 30 {
+		mustCreate(t, c, configMap(ns, fmt.Sprintf("cm-%d", i), map[string]string{"app": fmt.Sprint(i % 2)}, strings.Repeat("x", 500)))
+	}
+	f := kinformer.NewFactory(srv.Config(), nil)
+	t.Cleanup(f.Stop)
+	compact, err := kinformer.Shared[*corev1.ConfigMap](f, ns, &kinformer.Options[*corev1.ConfigMap]{Compact: true, LabelSelector: "app=1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kinformer.Shared[*corev1.ConfigMap](f, ns, &kinformer.Options[*corev1.ConfigMap]{Compact: true, LabelSelector: "app=1"}); err != nil {
+		t.Fatal(err) // a second consumer of the same informer
+	}
+	compact.AddHandler(func(kinformer.Event[*corev1.ConfigMap]) {})
+	metas, err := f.Metadata(corev1.SchemeGroupVersion.WithResource("configmaps"), "", &kinformer.Options[*metav1.PartialObjectMetadata]{Fields: []string{"metadata.labels"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Start()
+	if err := f.WaitForSync(bounded(t, callTimeout)); err != nil {
+		t.Fatalf("WaitForSync: %v", err)
+	}
+	caches := f.Caches()
+	if len(caches) != 2 {
+		t.Fatalf("Caches: %d, want 2: %+v", len(caches), caches)
+	}
+	cm, md := caches[0], caches[1]
+	if md.Namespace != "" {
+		cm, md = md, cm
+	}
+	if cm.Resource != "configmaps" || cm.Type != "*v1.ConfigMap" || cm.Namespace != ns || cm.ClusterWide || cm.LabelSelector != "app=1" ||
+		!cm.Compact || cm.Objects != 15 || cm.Bytes <= 0 || cm.Bytes > 15*2000 || cm.Fields != nil || !cm.Synced || cm.Consumers != 2 || cm.Handlers != 1 ||
+		!cm.Startup.Synced || cm.Startup.ListTook <= 0 {
+		t.Errorf("the compact informer: %+v", cm)
+	}
+	if md.Resource != "configmaps" || md.Type != "*v1.PartialObjectMetadata" || !md.ClusterWide || md.Compact || md.Bytes != 0 ||
+		md.Objects != metas.Cache().Len() || md.Objects < 30 || !slices.Contains(md.Fields, "metadata.labels") || md.Consumers != 1 || md.Handlers != 0 {
+		t.Errorf("the metadata informer: %+v", md)
+	}
+	kinformer.Release(f, compact) // the second consumer still holds it
+	if got := f.Caches(); len(got) != 2 || got[0].Consumers+got[1].Consumers != 2 {
+		t.Errorf("after one Release: %+v", got)
+	}
+	kinformer.Release(f, compact)
+	if got := f.Caches(); len(got) != 1 || got[0].Type != "*v1.PartialObjectMetadata" {
+		t.Errorf("after the last Release: %+v", got)
+	}
 }
