@@ -2,12 +2,14 @@ package integration
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 
@@ -83,5 +85,96 @@ func TestFirstListDeliveredWhileItStreams(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Fatalf("%d objects Added, want %d", len(seen), n)
+	}
+}
+
+func blockedHandlerOfTheTest(release chan struct{}) func(kinformer.Event[*corev1.ConfigMap]) {
+	return func(kinformer.Event[*corev1.ConfigMap]) { <-release }
+}
+
+// Bad handlers during the streamed first list, against the real server:
+// one panics on every fifth object, one blocks on its first. The panics
+// are reported (Error log, naming the key) and that handler still gets
+// every object; the blocked one is named, not done, in Startup, the
+// slow-start log line and the startup metric; neither holds up the
+// list, the sync, a good handler or the watch after it.
+func TestBadHandlersDuringTheStreamedList(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	ns := testenv.NewNamespace(t, srv.Config())
+	const n = 100
+	for i := range n {
+		mustCreate(t, c, configMap(ns, fmt.Sprintf("cm-%03d", i), nil, "x"))
+	}
+	logs := newLogCapture()
+	reg := prometheus.NewRegistry()
+	m, err := kinformer.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf := kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{
+		Name: "configmaps", Metrics: m, Logger: slog.New(logs), StartupLogAfter: 2 * time.Second, PageSize: 10, DisableStreamingList: true})
+	var mu sync.Mutex
+	panicked, good := map[string]int{}, map[string]int{}
+	inf.AddHandler(func(e kinformer.Event[*corev1.ConfigMap]) {
+		mu.Lock()
+		panicked[e.Key]++
+		mu.Unlock()
+		var i int
+		if _, err := fmt.Sscanf(e.Object.Name, "cm-%d", &i); err == nil && i%5 == 0 {
+			panic("the handler of the test fails on " + e.Key)
+		}
+	})
+	release := make(chan struct{})
+	blocked := inf.AddHandler(blockedHandlerOfTheTest(release))
+	inf.AddHandler(func(e kinformer.Event[*corev1.ConfigMap]) {
+		mu.Lock()
+		good[e.Key]++
+		mu.Unlock()
+	})
+	inf.Start()
+	t.Cleanup(inf.Stop)
+	t.Cleanup(func() { close(release) }) // before Stop, which waits for the handlers
+	if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
+		t.Fatalf("WaitForSync: %v", err)
+	}
+	mustCreate(t, c, configMap(ns, "after", nil, "x"))
+	eventually(t, 20*time.Second, "every object, and the one created after, at both working handlers", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(good) == n+1 && len(panicked) == n+1
+	})
+	mu.Lock()
+	for key, k := range good {
+		if k != 1 || panicked[key] != 1 {
+			t.Errorf("%s: %d times at the good handler, %d at the panicking one; want once each", key, k, panicked[key])
+		}
+	}
+	mu.Unlock()
+	if got := logs.count("event handler panicked"); got != n/5 {
+		t.Errorf("%d panics logged, want %d", got, n/5)
+	}
+	eventually(t, 20*time.Second, "the slow-start line", func() bool { return logs.has("still on its initial pass") })
+	if !logs.has("blockedHandlerOfTheTest") {
+		t.Errorf("the slow-start line does not name the blocked handler: %v", *logs.lines)
+	}
+	if h := blocked.Startup(); h.Done || h.Handled != 0 || h.Pending < n || !strings.Contains(h.Name, "blockedHandlerOfTheTest") {
+		t.Errorf("the blocked handler's Startup: %+v; want not done, 0 handled, %d or more pending, named", h, n)
+	}
+	if st := inf.Startup(); !st.Synced || st.HandlersDone || st.Objects != n+1 {
+		t.Errorf("Startup: %+v; want synced, handlers not done", st)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := -1.0
+	for _, mf := range mfs {
+		if mf.GetName() == "kinformer_startup_done" {
+			done = mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	if done != 0 {
+		t.Errorf("kinformer_startup_done = %v, want 0 while a handler is on its initial pass", done)
 	}
 }
