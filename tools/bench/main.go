@@ -95,6 +95,9 @@ func scenarios() []scenario {
 		{name: "scale", help: "at scale: 100,000 Secrets and 20,000 Services synced and handled by a controller-runtime manager, its own cache against kcr (about 35 minutes, 15-20 of them creating the objects)",
 			section: [2]string{scaleBegin, scaleEnd}, localapi: true, dataDirHelp: "localapi data dir (default: a new temporary one); reuse one to skip creating the Secrets and Services",
 			flags: scaleFlags, child: "scale-contender", childMain: scaleContenderMain},
+		{name: "spread", help: "many informers started together (issue 45): 100 namespaces of 200 ConfigMaps, one Factory's informers at once against one by one and against client-go (about 5 minutes)",
+			section: [2]string{spreadBegin, spreadEnd}, localapi: true, dataDirHelp: "localapi data dir (default: a new temporary one); reuse one to skip creating the ConfigMaps",
+			flags: spreadFlags},
 	}
 }
 

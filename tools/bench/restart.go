@@ -275,6 +275,9 @@ func runRestartContender(ctx context.Context, cs kubernetes.Interface, kubeconfi
 	args := []string{"restart-contender", "-kind", kind, "-resource", resource, "-kubeconfig", kubeconfig, "-round", fmt.Sprint(round),
 		"-state-dir", stateDir, "-burst-id", burstID, "-updates", fmt.Sprint(updates)}
 	args = append(args, extra...)
+	if restartHandlerCost > 0 {
+		args = append(args, "-handler-cost", restartHandlerCost.String())
+	}
 	args = append(args, "-exec-ns", fmt.Sprint(time.Now().UnixNano()))
 	return runChild[restartResult](ctx, kind, configMapBurst(ctx, cs, burstID, updates, nObjects, writers), args...)
 }
@@ -288,6 +291,7 @@ func restartFlags(fs *flag.FlagSet) func(*bench) error {
 	fs.Float64Var(&c.churn, "churn", 0.02, "fraction of the objects changed between the cold and the warm start: half modified, a quarter deleted, a quarter created")
 	fs.StringVar(&c.profile, "profile", "", "if set, write CPU profiles (New to synced) of the first round's contenders here, as RESOURCE-KIND.cpu.pprof")
 	fs.BoolVar(&c.logInfo, "log", false, "contenders write kinformer's informational logs to stderr")
+	fs.DurationVar(&restartHandlerCost, "handler-cost", 0, "each contender's handler spends this long on every Added and Modified (a mapper that reads the cache: 50us), so that time to handled shows whether the handler's work overlaps the start (issue 45)")
 	fs.StringVar(&c.save, "save", filepath.Join(os.TempDir(), "kinformer-bench-restart.json"), "write the results here ('' for nowhere; with -down, the default is kinformer-bench-restart-down.json beside it)")
 	fs.StringVar(&c.replay, "replay", "", "run nothing: make the report (or, from a -down run's results, its subsection) from results saved by -save")
 	fs.StringVar(&c.down, "down", "", "instead of the usual contenders, warm restarts of the ConfigMaps after this long down, e.g. 1m,10m: the collection changes -churn over the time down, the rest of the cluster writes all along, the API server compacts etcd every 5 minutes; against client-go cold, into their own subsection of the restart section")
@@ -297,6 +301,9 @@ func restartFlags(fs *flag.FlagSet) func(*bench) error {
 		return restart(c)
 	}
 }
+
+// restartHandlerCost is -handler-cost, passed to each contender.
+var restartHandlerCost time.Duration
 
 // restartConfig is the restart benchmark's flags.
 type restartConfig struct {

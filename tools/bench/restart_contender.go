@@ -49,8 +49,10 @@ func kinformerRestart[T kinformer.Object](inf *kinformer.Informer[T], rec *recor
 		causes.add(e)
 		switch e.Type {
 		case kinformer.Added:
+			work()
 			rec.added()
 		case kinformer.Modified:
+			work()
 			rec.updated(e.Object)
 		}
 	})
@@ -183,6 +185,7 @@ func restartContenderMain(args []string) error {
 	updates := fs.Int("updates", 0, "update events to expect after sync (writes come from the parent); 0: restart mode (stop at sync)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile from just before New to synced to this file")
 	logInfo := fs.Bool("log", false, "kinformer's informational logs to stderr")
+	fs.DurationVar(&handlerCost, "handler-cost", 0, "the handler spends this long on every Added and Modified (busy)")
 	fs.Parse(args)
 	// Always a logger: the re-lists it records say whether a warm start
 	// caught up by watch or had to list (410 Gone).
@@ -245,8 +248,8 @@ func restartContenderMain(args []string) error {
 			inf = factory.Core().V1().ConfigMaps().Informer()
 		}
 		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { rec.added() },
-			UpdateFunc: func(_, obj any) { rec.updated(obj.(metav1.Object)) },
+			AddFunc:    func(any) { work(); rec.added() },
+			UpdateFunc: func(_, obj any) { work(); rec.updated(obj.(metav1.Object)) },
 			DeleteFunc: func(any) {},
 		})
 		if err != nil {

@@ -122,7 +122,7 @@ func scaleReport(m machine, c scaleConfig, rs []scaleResult) string {
 	}
 	p("%s\n\n", strings.Repeat(" |", len(c.contenders)-1))
 
-	p("Against the issue's targets (each kcr contender ÷ `%s`, medians; ≤ 0.5x)", base)
+	p("Against the issues' targets (each kcr contender ÷ `%s`, medians; ≤ 0.5x, but time to synced and handled for `%s`, the one line, ≤ 0.6x)", base, kCRKCR)
 	strip := slices.Contains(c.contenders, kCRStrip) && base != kCRStrip
 	if strip {
 		p("; in brackets, ÷ `%s` (controller-runtime's cache without managedFields)", kCRStrip)
@@ -137,8 +137,11 @@ func scaleReport(m machine, c scaleConfig, rs []scaleResult) string {
 				continue
 			}
 			a, bb := med(k, mt.get), med(base, mt.get)
-			verdict := "met"
-			if !(a/bb <= 0.5) {
+			verdict, limit := "met", 0.5
+			if k == kCRKCR && mt.name == scaleMetrics[1].name {
+				limit = 0.6 // issue 45: the one line's start
+			}
+			if !(a/bb <= limit) {
 				verdict = "**not met**"
 			}
 			p("- `%s`, %s: **%.3fx** (%s)", k, mt.name, a/bb, verdict)
