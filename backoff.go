@@ -88,6 +88,10 @@ func (s *backoffState) fail(now time.Time) time.Duration {
 // well since the last failure.
 func (s *backoffState) reset() { s.next = s.policy.Initial }
 
+// grown reports whether the failures in a row have grown the wait past
+// its first steps (two failures: the third waits four times Initial).
+func (s *backoffState) grown() bool { return s.next > 2*s.policy.Initial }
+
 // resume returns the wait before reconnecting after a connection lost
 // under a watch that was live (outcome.connLost): the policy starts again
 // from Initial, which it does not advance, and the wait is anywhere in

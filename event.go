@@ -118,8 +118,10 @@ func (c Cause) String() string {
 //     value); the cache is unchanged.
 //   - [Error]: Err says what went wrong; classify it with errors.Is
 //     ([ErrExpired], [ErrTransform], …) or k8s.io/apimachinery/pkg/api/errors;
-//     the message names the object when the error concerns one. Object is
-//     the zero value.
+//     the message names the object when the error concerns one; Failure
+//     says what kind of failure a list or watch met (the server down,
+//     refusing, busy, or other), as the informer's backoff takes it.
+//     Object is the zero value.
 //
 // Key is the object's cache key (empty for Bookmark and Error), and Cause
 // says whether the server sent the event or the informer inferred it.
@@ -133,5 +135,6 @@ type Event[T Object] struct {
 	Key             string
 	ResourceVersion string
 	Cause           Cause
+	Failure         Failure // Error only
 	Err             error
 }

@@ -286,7 +286,7 @@ func pageAfter(err error) bool { return !unavailable(err) && !IsPersistent(err) 
 // load): the watch-list is tried again after a backoff.
 func unavailable(err error) bool {
 	f, _ := failureOf(err)
-	return f == failDown || f == failBusy
+	return f == FailureDown || f == FailureBusy
 }
 
 // watchListRefusedBy recognises a server that does not take

@@ -429,7 +429,10 @@ func (l *loop[T]) run(ctx context.Context) {
 			bo.reset()
 		}
 		if reported(l.st, o) {
-			l.w.failed(o.err)
+			// Routine while the backoff has not grown: the first
+			// failures in a row (a live watch's lost connection starts
+			// it again).
+			l.w.failed(o.err, !bo.grown())
 		}
 		// A 404 on a list or watch of the collection: the server no longer
 		// serves the resource (a namespace that does not exist answers

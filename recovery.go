@@ -25,38 +25,70 @@ import (
 // says when to come back (Retry-After on 429 or 503) is not asked
 // sooner.
 
-// failure is what kind of failure an error of a list or watch is.
-type failure int
+// Failure is what kind of failure an Error event's list or watch met
+// (Event.Failure, FailureOf): the one classification the informer's
+// backoff, its watch-list fallback and its logs go by.
+type Failure uint8
 
 const (
-	failOther   failure = iota // anything else: the grown backoff
-	failDown                   // the server or the way to it is down: no answer
-	failRefused                // the server answered no: 401, 403
-	failBusy                   // the server is overloaded or in trouble: 429, 503, 504
+	// FailureOther: anything else (a 500, a 404, an object that does not
+	// decode): retried with the grown backoff.
+	FailureOther Failure = iota
+	// FailureDown: the server or the way to it is down, no answer
+	// (connection refused or reset, EOF, a dial or I/O timeout): the
+	// informer probes the server cheaply and resumes within about a
+	// second of its return.
+	FailureDown
+	// FailureRefused: the server answered no (401, 403): retried every
+	// few seconds, so that a restored permission is noticed soon.
+	FailureRefused
+	// FailureBusy: the server is overloaded or in trouble (429, 503,
+	// 504): retried with the grown backoff, never sooner than its
+	// Retry-After.
+	FailureBusy
 )
+
+func (f Failure) String() string {
+	switch f {
+	case FailureDown:
+		return "down"
+	case FailureRefused:
+		return "refused"
+	case FailureBusy:
+		return "busy"
+	}
+	return "other"
+}
+
+// FailureOf classifies err, an error of a list or watch (an Error
+// event's Err) as the informer does.
+func FailureOf(err error) Failure {
+	f, _ := failureOf(err)
+	return f
+}
 
 // failureOf classifies err, and returns the delay the server asked for
 // (Retry-After), if any.
-func failureOf(err error) (f failure, retryAfter time.Duration) {
+func failureOf(err error) (f Failure, retryAfter time.Duration) {
 	var ne net.Error
 	switch {
 	case err == nil:
-		return failOther, 0
+		return FailureOther, 0
 	case apierrors.IsTooManyRequests(err), apierrors.IsServiceUnavailable(err),
 		apierrors.IsServerTimeout(err), apierrors.IsTimeout(err):
 		if s, ok := apierrors.SuggestsClientDelay(err); ok && s > 0 {
 			retryAfter = time.Duration(s) * time.Second
 		}
-		return failBusy, retryAfter
+		return FailureBusy, retryAfter
 	case apierrors.IsUnauthorized(err), apierrors.IsForbidden(err):
-		return failRefused, 0
+		return FailureRefused, 0
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		utilnet.IsProbableEOF(err), utilnet.IsConnectionRefused(err),
 		utilnet.IsConnectionReset(err), utilnet.IsHTTP2ConnectionLost(err),
 		errors.As(err, &ne) && ne.Timeout(), isDialError(err):
-		return failDown, 0
+		return FailureDown, 0
 	}
-	return failOther, 0
+	return FailureOther, 0
 }
 
 // isDialError reports a failure to connect at all (no route, no such
@@ -91,11 +123,11 @@ const (
 // grown backoff's wait, and rnd, a random number in [0, 1).
 func waitFor(err error, d time.Duration, rnd float64) time.Duration {
 	switch f, after := failureOf(err); f {
-	case failRefused:
+	case FailureRefused:
 		if d > refusedCap {
 			d = refusedCap - time.Duration(float64(refusedCap)*0.25*rnd)
 		}
-	case failBusy:
+	case FailureBusy:
 		d = max(d, min(after, maxRetryAfter))
 	}
 	return d
@@ -253,7 +285,7 @@ func (l *loop[T]) wait(ctx context.Context, bo *backoffState, o outcome) bool {
 	} else {
 		d = waitFor(o.err, bo.fail(time.Now()), bo.rand())
 		f, _ := failureOf(o.err)
-		down = f == failDown && l.up != nil
+		down = f == FailureDown && l.up != nil
 	}
 	l.obs.backoff(d)
 	l.log.Debug("kinformer: backing off", "phase", l.st.phase.String(), "wait", d, "probing", down)

@@ -5,12 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -20,25 +25,25 @@ func TestFailureOf(t *testing.T) {
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 	for _, c := range []struct {
 		err   error
-		want  failure
+		want  Failure
 		after time.Duration
 	}{
-		{fmt.Errorf("list: %w", refused), failDown, 0},
-		{&net.OpError{Op: "dial", Net: "tcp", Err: errors.New("no route to host")}, failDown, 0},
-		{io.ErrUnexpectedEOF, failDown, 0},
-		{apierrors.NewForbidden(gr, "", errors.New("no")), failRefused, 0},
-		{apierrors.NewUnauthorized("who"), failRefused, 0},
-		{apierrors.NewTooManyRequests("slow down", 3), failBusy, 3 * time.Second},
-		{apierrors.NewServiceUnavailable("starting"), failBusy, 0},
-		{apierrors.NewTimeoutError("later", 7), failBusy, 7 * time.Second},
-		{apierrors.NewNotFound(gr, "x"), failOther, 0},
-		{errors.New("something else"), failOther, 0},
+		{fmt.Errorf("list: %w", refused), FailureDown, 0},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: errors.New("no route to host")}, FailureDown, 0},
+		{io.ErrUnexpectedEOF, FailureDown, 0},
+		{apierrors.NewForbidden(gr, "", errors.New("no")), FailureRefused, 0},
+		{apierrors.NewUnauthorized("who"), FailureRefused, 0},
+		{apierrors.NewTooManyRequests("slow down", 3), FailureBusy, 3 * time.Second},
+		{apierrors.NewServiceUnavailable("starting"), FailureBusy, 0},
+		{apierrors.NewTimeoutError("later", 7), FailureBusy, 7 * time.Second},
+		{apierrors.NewNotFound(gr, "x"), FailureOther, 0},
+		{errors.New("something else"), FailureOther, 0},
 	} {
 		f, after := failureOf(c.err)
-		if f != c.want || after != c.after {
-			t.Errorf("failureOf(%v) = %d, %v; want %d, %v", c.err, f, after, c.want, c.after)
+		if f != c.want || after != c.after || FailureOf(c.err) != c.want {
+			t.Errorf("failureOf(%v) = %s, %v; want %s, %v", c.err, f, after, c.want, c.after)
 		}
-		if got := unavailable(c.err); got != (c.want == failDown || c.want == failBusy) {
+		if got := unavailable(c.err); got != (c.want == FailureDown || c.want == FailureBusy) {
 			t.Errorf("unavailable(%v) = %v", c.err, got)
 		}
 	}
@@ -148,5 +153,55 @@ func TestAwaitUpStaysDown(t *testing.T) {
 	upWatches.Unlock()
 	if left != 0 {
 		t.Fatalf("%d probes of servers left", left)
+	}
+}
+
+// An Error event says what kind of failure it was (Event.Failure); the
+// first reconnects of a server down are logged at Debug, and at Warn once
+// the backoff has grown; any other failure at Warn from the first.
+func TestRoutineReconnectsLogQuietly(t *testing.T) {
+	refused := fmt.Errorf("dial: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
+	s := newFakeServer()
+	s.put(cm("ns", "a"))
+	s.listErrs = []error{apierrors.NewInternalError(errors.New("etcd is sad")), refused, refused, refused}
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Logger: log, Backoff: fastBackoff})
+	var mu sync.Mutex
+	var failures []Failure
+	inf.AddEventHandler(Error, func(e cmEvent) {
+		mu.Lock()
+		failures = append(failures, e.Failure)
+		mu.Unlock()
+	})
+	inf.Start()
+	t.Cleanup(inf.Stop)
+	contractSync(t, inf)
+	eventually(t, "four Error events", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(failures) == 4
+	})
+	mu.Lock()
+	want := []Failure{FailureOther, FailureDown, FailureDown, FailureDown}
+	if !slices.Equal(failures, want) {
+		t.Errorf("Error events' Failure: %v, want %v", failures, want)
+	}
+	mu.Unlock()
+	var debug, warn, other int
+	for _, line := range strings.Split(buf.String(), "\n") {
+		switch {
+		case strings.Contains(line, "level=DEBUG") && strings.Contains(line, "(reconnecting)") && strings.Contains(line, "failure=down"):
+			debug++
+		case strings.Contains(line, "level=WARN") && strings.Contains(line, "connection refused") && strings.Contains(line, "failure=down"):
+			warn++
+		case strings.Contains(line, "level=WARN") && strings.Contains(line, "etcd is sad") && strings.Contains(line, "failure=other"):
+			other++
+		}
+	}
+	// The 500 at Warn from the first; the first reconnect after it at
+	// Debug; the next two, once the backoff has grown, at Warn.
+	if debug != 1 || warn != 2 || other != 1 {
+		t.Errorf("%d reconnects at Debug, %d at Warn, %d other failures at Warn; want 1, 2, 1:\n%s", debug, warn, other, buf.String())
 	}
 }
