@@ -123,6 +123,10 @@ type outcome struct {
 	// it broke. The loop resumes after a short wait, whatever the backoff
 	// had grown to (backoffState.resume).
 	connLost bool
+	// cutYoung: a watch failed by its connection, or ended (a reset
+	// connection reads as an end), within healthyWatch of opening: what a
+	// flapping way to the server does to every watch (loop.noteCut).
+	cutYoung bool
 }
 
 // step is the transition function of the watch loop.
@@ -264,6 +268,11 @@ type loop[T Object] struct {
 	// (awaitReturn): a resource gone is listed after each backoff.
 	crdRefused bool
 	liveness   liveness.Prober // checks a silent connection; nil if the client's cannot be reached
+	// youngCuts counts the attempts in a row whose watch was cut young,
+	// since cutsSince; flaps says the way to the server flaps (noteCut).
+	youngCuts int
+	cutsSince time.Time
+	flaps     bool
 	// up and upKey: the probe of whether the server serves again, while it
 	// cannot be reached (awaitUp); nil if the client's cannot be reached.
 	up    upProbe
@@ -428,6 +437,7 @@ func (l *loop[T]) run(ctx context.Context) {
 			// re-list at each first wait.
 			bo.reset()
 		}
+		l.noteCut(o, time.Now())
 		if reported(l.st, o) {
 			// Routine while the backoff has not grown: the first
 			// failures in a row (a live watch's lost connection starts
@@ -445,6 +455,11 @@ func (l *loop[T]) run(ctx context.Context) {
 			}
 		}
 		next, wait := step(l.st, o)
+		if !wait && o.cutYoung && l.flaps {
+			// A watch that ended young on a flapping way (a reset reads
+			// as an end): not resumed at once.
+			wait = true
+		}
 		if gone {
 			next.phase = phaseList // whatever returns starts from a list
 			if wait && l.awaitReturn(ctx, bo) {

@@ -279,13 +279,16 @@ func (w *upWatch) run(ctx context.Context, probe upProbe, key string) {
 func (l *loop[T]) wait(ctx context.Context, bo *backoffState, o outcome) bool {
 	var d time.Duration
 	down := false
-	if o.connLost {
+	if o.connLost && !l.flaps {
 		d = bo.resume(time.Now())
 		l.log.Debug("kinformer: the connection of a live watch was lost: resuming without the grown backoff", "wait", d)
 	} else {
 		d = waitFor(o.err, bo.fail(time.Now()), bo.rand())
+		if l.flaps && o.cutYoung {
+			d = max(d, flapWait-time.Duration(float64(flapWait)*0.2*bo.rand()))
+		}
 		f, _ := failureOf(o.err)
-		down = f == FailureDown && l.up != nil
+		down = f == FailureDown && l.up != nil && !l.flaps
 	}
 	l.obs.backoff(d)
 	l.log.Debug("kinformer: backing off", "phase", l.st.phase.String(), "wait", d, "probing", down)
@@ -304,4 +307,44 @@ func (l *loop[T]) wait(ctx context.Context, bo *backoffState, o outcome) bool {
 	case <-l.shareChanged():
 	}
 	return true
+}
+
+// A flapping way to the server: a proxy or a load balancer that resets
+// every connection seconds after it opens. Each cut watch would resume
+// at once (a live watch's lost connection does not grow the backoff, and
+// a reset reads as the watch's end), a watch every few seconds forever.
+// The signal: watches cut (or ended) young, within healthyWatch of
+// opening, flapCuts or more in a row and for flapAfter or more, with
+// nothing else between them. Separate faults, however close (a server
+// killed, connections cut, a compaction, a revoked permission), come
+// with a refused reconnect, a 403, a 410 or a watch that lasts, which
+// start the count again: they recover as before.
+const (
+	flapCuts  = 5
+	flapAfter = 30 * time.Second
+	// flapWait is the least a cut watch waits while the way flaps
+	// (jittered down by a fifth): at most about six watches a minute.
+	flapWait = 10 * time.Second
+)
+
+// noteCut counts the watches cut young in a row (o.cutYoung), at now,
+// and says when the way to the server starts and stops flapping.
+func (l *loop[T]) noteCut(o outcome, now time.Time) {
+	was := l.flaps
+	if o.cutYoung {
+		if l.youngCuts == 0 {
+			l.cutsSince = now
+		}
+		l.youngCuts++
+	} else {
+		l.youngCuts = 0
+	}
+	l.flaps = l.youngCuts >= flapCuts && now.Sub(l.cutsSince) >= flapAfter
+	switch {
+	case l.flaps && !was:
+		l.log.Warn("kinformer: the connection to the server keeps breaking soon after it opens; waiting longer before each watch until one lasts",
+			"watchesCut", l.youngCuts, "for", now.Sub(l.cutsSince).Round(time.Second), "within", healthyWatch)
+	case was && !l.flaps:
+		l.log.Info("kinformer: the connection to the server holds again")
+	}
 }

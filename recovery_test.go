@@ -205,3 +205,41 @@ func TestRoutineReconnectsLogQuietly(t *testing.T) {
 		t.Errorf("%d reconnects at Debug, %d at Warn, %d other failures at Warn; want 1, 2, 1:\n%s", debug, warn, other, buf.String())
 	}
 }
+
+// Watches cut young in a row, five or more and for 30 s or more, make a
+// flapping way; anything else between them (a refused reconnect, a watch
+// that lasts, a catch-up's quiet end) starts the count again. Each change
+// is said once.
+func TestNoteCutFlapping(t *testing.T) {
+	var buf syncBuffer
+	l := &loop[*corev1.ConfigMap]{log: slog.New(slog.NewTextHandler(&buf, nil))}
+	cut := outcome{kind: watchFailed, cutYoung: true, connLost: true}
+	t0 := time.Now()
+	for i, c := range []struct {
+		at   time.Duration
+		want bool
+	}{{0, false}, {2 * time.Second, false}, {4 * time.Second, false}, {6 * time.Second, false}, {8 * time.Second, false}, // five in 8 s: separate faults close together
+		{20 * time.Second, false}, {31 * time.Second, true}, {33 * time.Second, true}} {
+		l.noteCut(cut, t0.Add(c.at))
+		if l.flaps != c.want {
+			t.Fatalf("cut %d at %v: flapping %v, want %v", i+1, c.at, l.flaps, c.want)
+		}
+	}
+	if n := strings.Count(buf.String(), "keeps breaking soon after it opens"); n != 1 {
+		t.Errorf("%d flapping lines, want 1:\n%s", n, buf.String())
+	}
+	l.noteCut(outcome{kind: watchFailed, err: errors.New("refused")}, t0.Add(34*time.Second))
+	if l.flaps || !strings.Contains(buf.String(), "holds again") {
+		t.Errorf("after another failure: flapping %v; log:\n%s", l.flaps, buf.String())
+	}
+	at := t0.Add(40 * time.Second)
+	for range 10 {
+		l.noteCut(cut, at)
+		at = at.Add(4 * time.Second)
+	}
+	l.noteCut(outcome{kind: watchEnded}, at) // a watch that lasted, or a catch-up's quiet end
+	l.noteCut(cut, at.Add(time.Second))
+	if l.flaps {
+		t.Error("cuts after a lasting watch count as flapping")
+	}
+}

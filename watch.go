@@ -134,11 +134,15 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 		return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err), received: l.target != ""}
 	}
 	defer s.stop()
-	broke := false         // the stream failed by its connection, not by an ERROR event
+	broke := false // the stream failed by its connection, not by an ERROR event
+	// ended: the stream ended without an error, not by a catch-up's
+	// quiet: a reset connection reads as an end (utilnet.IsProbableEOF).
+	ended := false
 	lastEvent := s.started // of the last event or bookmark applied
 	defer func() {
 		o.healthy = s.last.Sub(s.started) >= healthyWatch
 		o.connLost = broke && o.kind == watchFailed && liveWatch(s.started, lastEvent, time.Now())
+		o.cutYoung = (broke && o.kind == watchFailed || ended) && time.Since(s.started) < healthyWatch
 	}()
 	l.w.recovered() // the watch is allowed again
 
@@ -183,6 +187,7 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 				l.caughtUp()
 				return outcome{kind: watchEnded}
 			}
+			ended = true
 			if l.target == "" && !received && time.Since(s.started) < minHealthyWatch {
 				return outcome{kind: watchClosedEarly}
 			}

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -39,6 +40,9 @@ type faultProxy struct {
 	// lag delays every chunk from the server by this many nanoseconds
 	// (a slow server, or a long way to it); see pipeLagged.
 	lag atomic.Int64
+	// flap, while set, resets every connection accepted 1-3 s after it
+	// opens (a flapping link: a middlebox that drops its connections).
+	flap atomic.Bool
 }
 
 // proxyConn is one client connection and its upstream.
@@ -145,6 +149,9 @@ func (p *faultProxy) accept() {
 		c.gate = p.gate
 		p.conns[c] = struct{}{}
 		p.mu.Unlock()
+		if p.flap.Load() {
+			time.AfterFunc(time.Second+rand.N(2*time.Second), c.close)
+		}
 		p.wg.Add(1)
 		go p.serve(c)
 	}
