@@ -102,9 +102,8 @@ func (l *loop[T]) foreign() string {
 // an ERROR event (wrapping ErrSnapshot) and a log line say so, the file is
 // emptied at its next commit, and the informer lists.
 func (l *loop[T]) dropHeld(why string) outcome {
-	n := len(l.held.items)
 	l.held, l.target = nil, ""
-	l.w.state.Discard()
-	l.w.report(fmt.Errorf("%w: %s: %s: its %d objects are not restored; listing from scratch", ErrSnapshot, l.w.state.Path(), why, n))
+	l.w.state.DropHeld()
+	l.w.report(fmt.Errorf("%w: %s: %s: its objects are not restored; listing from scratch", ErrSnapshot, l.w.state.Path(), why))
 	return outcome{kind: heldForeign}
 }

@@ -34,17 +34,22 @@ func (k *packer[T]) packEncoded(c *Cache[T], key string, data, entry []byte) (re
 	return k.pack(c, obj, data, entry)
 }
 
-// open loads the state file's objects as the file holds them, decoding
-// only those it must (packEncoded), and takes its dictionary (adopt):
-// an entry compressed against it is held as it is.
-func (k *packer[T]) open(c *Cache[T], s *persist.Persister[T], load bool, _ func(key string, obj T) error) (map[string]ref[T], string, bool) {
-	items := map[string]ref[T]{}
-	rv, ok := s.OpenEncoded(load, k.adopt, func(e persist.Entry) error {
+// open opens the state file (persist's OpenHeld).
+func (k *packer[T]) open(_ *Cache[T], s *persist.Persister[T], load bool) (string, bool) {
+	return s.OpenHeld(load)
+}
+
+// restore loads the state file's objects as the file holds them,
+// decoding only those it must (packEncoded), and takes its dictionary
+// (adopt): an entry compressed against it is held as it is.
+func (k *packer[T]) restore(c *Cache[T], s *persist.Persister[T], _ func(key string, obj T) error, put func(key string, r ref[T])) bool {
+	return s.LoadHeldEncoded(k.adopt, func(e persist.Entry) error {
 		r, err := k.packEncoded(c, e.Key, e.Data, k.reusable(e))
-		items[e.Key] = r
+		if err == nil {
+			put(e.Key, r)
+		}
 		return err
 	})
-	return items, rv, ok
 }
 
 // record notes r in the state file as the cache holds it: its squash

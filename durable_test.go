@@ -475,9 +475,10 @@ func TestDurableRunAfterRefusedRestoreLoadsTheFile(t *testing.T) {
 	t.Cleanup(func() { close(held.release) })
 	next, _, _ := runDurable(t, held, dir)
 	deadline = time.Now().Add(10 * time.Second)
-	for next.Cache().Len() == 0 { // restored at once, after the probe
+	want := len(serverState(srv))
+	for next.Cache().Len() < want { // restored at once, after the probe (object by object)
 		if time.Now().After(deadline) {
-			t.Fatal("the next informer restored nothing")
+			t.Fatalf("the next informer restored %d objects, want %d", next.Cache().Len(), want)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -770,5 +771,76 @@ func TestDurableFileWithoutClusterIsNotRestoredOverTLS(t *testing.T) {
 	sort.Strings(events)
 	if fmt.Sprint(events) != "[ADDED ns/a restore ADDED ns/b restore]" || len(errs) != 0 {
 		t.Fatalf("the next run over TLS: events %v, errors %v; want a and b restored", events, errs)
+	}
+}
+
+// A restore is delivered while the file loads: each object is cached and
+// its Added (CauseRestore) queued as it is read. The load is held on its
+// tenth object (the KeyFunc, which checks every restored object, waits)
+// until the handler has had its first restored object: were the events
+// queued only once the whole file had loaded, the handler would see none
+// before the 10 s hold, and the cache would be whole at its first.
+func TestDurableRestoreDeliveredWhileTheFileLoads(t *testing.T) {
+	const n = 50
+	var objs []*corev1.ConfigMap
+	for i := range n {
+		objs = append(objs, newCM(fmt.Sprintf("cm-%02d", i)))
+	}
+	srv := kinformertest.NewServer(objs...)
+	dir := t.TempDir()
+	var restoring atomic.Bool
+	var keyed atomic.Int32
+	firstEvent := make(chan struct{})
+	key := func(obj *corev1.ConfigMap) string { // one function: the state file's identity names it
+		if restoring.Load() && keyed.Add(1) == 10 {
+			select {
+			case <-firstEvent:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		return obj.Namespace + "/" + obj.Name
+	}
+	opts := func() *kinformer.Options[*corev1.ConfigMap] {
+		o := durableOpts(dir)
+		o.KeyFunc = key
+		return o
+	}
+	first := kinformer.New[*corev1.ConfigMap](srv, opts())
+	first.Start()
+	waitSynced(t, first)
+	first.Stop()
+
+	restoring.Store(true)
+	next := kinformer.New[*corev1.ConfigMap](srv, opts())
+	var once sync.Once
+	var restored atomic.Int32
+	cachedAtFirst := -1
+	next.AddHandler(func(e kinformer.Event[*corev1.ConfigMap]) {
+		if e.Cause != kinformer.CauseRestore {
+			return
+		}
+		restored.Add(1)
+		once.Do(func() {
+			cachedAtFirst = next.Cache().Len()
+			close(firstEvent)
+		})
+	})
+	began := time.Now()
+	next.Start()
+	t.Cleanup(next.Stop)
+	waitSynced(t, next)
+	if took := time.Since(began); took > 5*time.Second {
+		t.Fatalf("synced after %v: the load waited for the handler's first restored object, which came only after it", took)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for restored.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := restored.Load(); got != n {
+		t.Fatalf("%d objects restored, want %d", got, n)
+	}
+	<-firstEvent
+	if cachedAtFirst <= 0 || cachedAtFirst >= n {
+		t.Fatalf("the cache held %d objects when the handler had its first restored one; want some, not all %d", cachedAtFirst, n)
 	}
 }

@@ -65,9 +65,13 @@ type holding[T Object] interface {
 	// it in a batch.
 	record(s *persist.Persister[T], key string, r ref[T], rv string)
 	put(b *persist.Batch[T], key string, r ref[T])
-	// open opens the state file, loading its objects if load; check
-	// accepts an object decoded from it.
-	open(c *Cache[T], s *persist.Persister[T], load bool, check func(key string, obj T) error) (items map[string]ref[T], rv string, ok bool)
+	// open opens the state file; if load, for a restore, leaving its
+	// objects in it: rv is theirs ("" for none). restore then loads them,
+	// giving put each as the holding keeps it (check accepts an object
+	// decoded from it), as the file gives them; false if the file turns
+	// out unusable (set aside, reported).
+	open(c *Cache[T], s *persist.Persister[T], load bool) (rv string, ok bool)
+	restore(c *Cache[T], s *persist.Persister[T], check func(key string, obj T) error, put func(key string, r ref[T])) bool
 	// decoding sets what the decoder hands over (an informer without a
 	// Transform): objects it strips and shares with share, or their bytes.
 	decoding(c *Cache[T], dc *decoding, share *intern.Sharer)
@@ -172,16 +176,12 @@ func (plainHolding[T]) record(s *persist.Persister[T], key string, r ref[T], rv 
 
 func (plainHolding[T]) put(b *persist.Batch[T], key string, r ref[T]) { b.Put(key, r.obj) }
 
-func (plainHolding[T]) open(_ *Cache[T], s *persist.Persister[T], load bool, check func(key string, obj T) error) (map[string]ref[T], string, bool) {
-	objs, rv, ok := s.Open(load, check)
-	var items map[string]ref[T]
-	if len(objs) > 0 {
-		items = make(map[string]ref[T], len(objs))
-		for key, obj := range objs {
-			items[key] = ref[T]{obj: obj}
-		}
-	}
-	return items, rv, ok
+func (plainHolding[T]) open(_ *Cache[T], s *persist.Persister[T], load bool) (string, bool) {
+	return s.OpenHeld(load)
+}
+
+func (plainHolding[T]) restore(_ *Cache[T], s *persist.Persister[T], check func(key string, obj T) error, put func(key string, r ref[T])) bool {
+	return s.LoadHeld(check, func(key string, obj T) { put(key, ref[T]{obj: obj}) })
 }
 
 // decoding: the decoder strips and shares the objects itself, and they

@@ -295,7 +295,7 @@ type loop[T Object] struct {
 	// reaches the cache, the handlers and the metrics only after the
 	// probe's list, authorized as this client, has succeeded (probe).
 	// nil when there is none, or once restored.
-	held *heldState[T]
+	held *heldState
 	// sh is the share of a sharded informer; nil if not sharded.
 	sh *shardLoop
 	// newDirect makes the direct decoder, decoding so; nil with

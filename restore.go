@@ -9,25 +9,26 @@ import (
 )
 
 // The restore flow (Options.StateDir), in the order it runs: the loop
-// opens the state file and holds what it loaded (openState, loadState);
-// the probe, a one-object list authorized as this client, learns the
-// server's resourceVersion (probe); only then is the held cache restored
-// (restoreHeld, writer.restore); the watch catches up from the file's
+// opens the state file, leaving its objects in it (openState); the probe,
+// a one-object list authorized as this client, learns the server's
+// resourceVersion (probe); only then are the file's objects loaded, each
+// cached and handed to the handlers as it comes (restoreHeld,
+// writer.restore); the watch catches up from the file's
 // resourceVersion, and once it reaches the probe's, or goes quiet, the
 // informer is synced (caughtUp). Every later change is recorded
 // (writer.record) as it is applied. The state file's identity and the
 // Persister are made in persist.go.
 
-// heldState is a cache loaded from the state file, not yet restored.
-type heldState[T Object] struct {
-	items map[string]ref[T]
-	rv    string
+// heldState is the state file opened for a restore, its objects not yet
+// loaded (persist's OpenHeld): their resourceVersion.
+type heldState struct {
+	rv string
 }
 
-// openState opens the state file for a run, loading the cache from it on
-// the first (or again, if a run ended before the server authorized its
-// restore): the loaded cache is held until then (loop.held). false if the
-// run goes without the file.
+// openState opens the state file for a run, holding it for a restore on
+// the first run (or again, if a run ended before the server authorized
+// its restore): its objects stay in the file until then (loop.held).
+// false if the run goes without the file.
 //
 // Why not restore at once: the file was written by whoever ran with this
 // state directory and identity, and the server may no longer let this
@@ -42,28 +43,35 @@ func (l *loop[T]) openState() bool {
 	}
 	load := !l.stateOpened || l.held != nil
 	l.stateOpened, l.held = true, nil
-	items, rv, ok := l.loadState(load)
+	rv, ok := l.w.cache.h.open(l.w.cache, p, load)
 	switch {
 	case !ok:
 		return false
 	case load && rv != "":
-		l.held = &heldState[T]{items: items, rv: rv}
-		l.log.Debug("kinformer: loaded the state file; restoring it once the server authorizes a list", "objects", len(items), "resourceVersion", rv, "file", p.Path())
+		l.held = &heldState{rv: rv}
+		l.log.Debug("kinformer: opened the state file; restoring it once the server authorizes a list", "resourceVersion", rv, "file", p.Path())
 	case !load && rv == "":
 		l.w.rewriteState()
 	}
 	return true
 }
 
-// restoreHeld restores the held cache after the probe (o) has succeeded,
-// and says what follows: the catch-up watch, or for a sharded informer a
-// list, diffed against the restored cache.
+// restoreHeld restores the held file after the probe (o) has succeeded,
+// object by object as it loads (each Added, CauseRestore, as it comes:
+// the handlers work while the file loads), and says what follows: the
+// catch-up watch; for a sharded informer a list, diffed against the
+// restored cache; or, if the file turned out unusable (set aside and
+// reported), a list diffed against what it gave.
 func (l *loop[T]) restoreHeld(o outcome) outcome {
 	h := l.held
 	l.held = nil
-	l.w.restore(h.items, h.rv)
-	l.obs.restore(len(h.items))
-	l.log.Info("kinformer: restored from the state file", "objects", len(h.items), "resourceVersion", h.rv, "file", l.w.state.Path())
+	n, ok := l.w.restore(l.checkRestored, h.rv)
+	if !ok {
+		l.target = ""
+		return outcome{kind: heldForeign}
+	}
+	l.obs.restore(n)
+	l.log.Info("kinformer: restored from the state file", "objects", n, "resourceVersion", h.rv, "file", l.w.state.Path())
 	if l.sh != nil {
 		// The probe could not find the empty cache caught up (it had no
 		// resourceVersion), so the informer has not synced: the list will.
@@ -78,13 +86,6 @@ func (l *loop[T]) restoreHeld(o outcome) outcome {
 		l.caughtUp()
 	}
 	return o
-}
-
-// loadState opens the state file (persist.Persister.Open), loading its
-// objects if load, as the cache's holding takes them (a compact cache as
-// the file holds them, decoding only those it must).
-func (l *loop[T]) loadState(load bool) (items map[string]ref[T], rv string, ok bool) {
-	return l.w.cache.h.open(l.w.cache, l.w.state, load, l.checkRestored)
 }
 
 // checkRestored accepts an object of the state file if it has the key it
@@ -130,20 +131,33 @@ func (l *loop[T]) caughtUp() {
 	l.w.caughtUp()
 }
 
-// restore fills the empty cache with the objects of the state file, at rv,
-// and queues Added (CauseRestore) for each. The informer is not synced
-// yet: it catches up with the server first (caughtUp).
-func (w *writer[T]) restore(items map[string]ref[T], rv string) {
-	for key, r := range items {
+// restore fills the empty cache with the objects of the held state file
+// as it loads them (check accepts a decoded one), queueing Added
+// (CauseRestore) for each as it is cached, at rv, the file's; then fits
+// them (a compact cache may compress them anew, and the file follows).
+// The informer is not synced yet: it catches up with the server first
+// (caughtUp). It returns how many it restored, and false if the file
+// turned out unusable (reported, set aside): what it gave stays cached,
+// unsynced, for the list that follows to diff against.
+func (w *writer[T]) restore(check func(key string, obj T) error, rv string) (n int, ok bool) {
+	items := map[string]ref[T]{}
+	ok = w.cache.h.restore(w.cache, w.state, check, func(key string, r ref[T]) {
 		if w.outsideUID(r.uid()) {
-			delete(items, key) // another replica's now
-			if w.state != nil {
-				w.state.Record(key, r.object(), true, rv)
-			}
+			w.state.Record(key, r.object(), true, rv) // another replica's now
+			return
 		}
+		items[key] = r
+		w.disp.update(func(p publisher[T]) {
+			w.put(p, key, r)
+			w.emit(p, Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: CauseRestore}, r, ref[T]{})
+		})
+	})
+	if !ok {
+		return len(items), false
 	}
+	rewrite := w.cache.refit(items)
 	w.disp.update(func(p publisher[T]) {
-		if _, rewrite := w.swap(p, items); rewrite && w.state != nil {
+		if rewrite {
 			// The cache holds them otherwise than the file (compressed
 			// against another dictionary): the file follows.
 			b := w.state.Batch()
@@ -153,10 +167,8 @@ func (w *writer[T]) restore(items map[string]ref[T], rv string) {
 			b.End(rv)
 		}
 		w.setRV(rv)
-		for key, r := range items {
-			w.emit(p, Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: CauseRestore}, r, ref[T]{})
-		}
 	})
+	return len(items), true
 }
 
 // rewriteState makes the state file the cache as it is, for a file that

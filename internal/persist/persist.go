@@ -14,10 +14,8 @@ package persist
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -104,8 +102,11 @@ type Persister[T kruntime.Object] struct {
 	// caller's of Open, Start and Stop otherwise.
 	committed string
 	store     *snapshot.Store
-	quit      chan struct{} // closed to make the flusher commit, close and end
-	done      chan struct{} // closed when it has
+	// held is the file opened for a restore, its objects not loaded yet
+	// (openHeld); the caller's.
+	held *heldFile
+	quit chan struct{} // closed to make the flusher commit, close and end
+	done chan struct{} // closed when it has
 }
 
 // New returns a Persister of cfg.Path; it does nothing before Open.
@@ -137,21 +138,7 @@ func (p *Persister[T]) Committed() string { return p.committed }
 // directory is unsafe (snapshot.ErrUnsafe: reported, and the file is
 // neither read nor changed).
 func (p *Persister[T]) Open(restore bool, check func(key string, obj T) error) (items map[string]T, rv string, ok bool) {
-	rv, ok = p.open(restore, func([]*squash.Dict) { items = map[string]T{} }, func(k, v []byte, dicts []*squash.Dict) error {
-		v, _, _, err := unsquash(dicts, v)
-		if err != nil {
-			return err
-		}
-		obj, err := p.cfg.Codec.Decode(v)
-		if err != nil {
-			return err
-		}
-		if err := check(string(k), obj); err != nil {
-			return err
-		}
-		items[string(k)] = obj
-		return nil
-	})
+	rv, ok = p.open(restore, func([]*squash.Dict) { items = map[string]T{} }, p.decoded(check, func(key string, obj T) { items[key] = obj }))
 	if rv == "" {
 		items = nil
 	}
@@ -163,7 +150,31 @@ func (p *Persister[T]) Open(restore bool, check func(key string, obj T) error) (
 // object of the file as its encoding and as the entry the file holds it
 // as (Entry), and decides whether to decode it.
 func (p *Persister[T]) OpenEncoded(restore bool, dicts func([]*squash.Dict), add func(Entry) error) (rv string, ok bool) {
-	return p.open(restore, dicts, func(k, v []byte, ds []*squash.Dict) error {
+	return p.open(restore, dicts, encoded(add))
+}
+
+// decoded is each object of the file decoded, checked and given to put.
+func (p *Persister[T]) decoded(check func(key string, obj T) error, put func(key string, obj T)) func(k, v []byte, dicts []*squash.Dict) error {
+	return func(k, v []byte, dicts []*squash.Dict) error {
+		v, _, _, err := unsquash(dicts, v)
+		if err != nil {
+			return err
+		}
+		obj, err := p.cfg.Codec.Decode(v)
+		if err != nil {
+			return err
+		}
+		if err := check(string(k), obj); err != nil {
+			return err
+		}
+		put(string(k), obj)
+		return nil
+	}
+}
+
+// encoded is each object of the file given to add as an Entry.
+func encoded(add func(Entry) error) func(k, v []byte, dicts []*squash.Dict) error {
+	return func(k, v []byte, ds []*squash.Dict) error {
 		data, entry, d, err := unsquash(ds, v)
 		if err != nil {
 			return err
@@ -177,137 +188,18 @@ func (p *Persister[T]) OpenEncoded(restore bool, dicts func([]*squash.Dict), add
 		}
 		e.Data = data
 		return add(e)
-	})
+	}
 }
 
 // open is Open and OpenEncoded: begin is given the file's dictionaries
 // before each load, and each is given every object of the file with
 // them.
 func (p *Persister[T]) open(restore bool, begin func([]*squash.Dict), each func(k, v []byte, dicts []*squash.Dict) error) (rv string, ok bool) {
-	if p.keyErr != nil {
-		p.cfg.Report(fmt.Errorf("state keys: %w; running without the state file", p.keyErr))
-		return "", false
+	rv, ok = p.openHeld(restore)
+	if ok && p.held != nil && !p.loadHeld(begin, each) {
+		rv = ""
 	}
-	_, lerr := os.Lstat(filepath.Join(p.cfg.Dir, KeyFile))
-	key, writable, err := prepareDir(p.cfg.Dir)
-	if err != nil {
-		p.cfg.Report(fmt.Errorf("state directory: %w; running without it", err))
-		return "", false
-	}
-	warnWritable(p.cfg.Log, p.cfg.Dir, writable)
-	reportLeftovers(p.cfg.Dir, errors.Is(lerr, fs.ErrNotExist), p.cfg.Report)
-	if sealed := p.cfg.Identity.Sealed(key); sealed != p.sealed {
-		// The first Open, or the directory's key was replaced.
-		p.sealed, p.path, p.committed = sealed, Path(p.cfg.Dir, p.cfg.Name, key, sealed), ""
-		if p.sealer != nil {
-			p.removeClear(key)
-		}
-	}
-	st, err := snapshot.Open(p.path, p.sealed, p.cfg.Snapshot)
-	if errors.Is(err, snapshot.ErrInUse) || errors.Is(err, snapshot.ErrUnsafe) {
-		p.cfg.Report(fmt.Errorf("%s: %w; running without it", p.path, err))
-		return "", false
-	}
-	p.fileCluster = ""
-	if err == nil && restore {
-		if p.fileCluster, err = st.Cluster(); err != nil {
-			err = fmt.Errorf("reading its cluster: %w", err)
-		}
-	}
-	var resealed map[string][]byte // objects under an older key, under the first
-	var dicts []*squash.Dict
-	var oldDicts bool
-	if err == nil && restore {
-		var raw []byte
-		if raw, err = st.Dicts(); err == nil {
-			if dicts, oldDicts, err = p.loadDicts(raw); err != nil {
-				err = fmt.Errorf("reading its %w", err)
-			}
-		}
-	}
-	if err == nil && restore {
-		begin(dicts)
-		rv, err = st.Load(func(k, v []byte) error {
-			if p.sealer != nil {
-				plain, old, err := p.sealer.open(p.sealed, string(k), v)
-				if err != nil {
-					return fmt.Errorf("object %q: %w", k, err)
-				}
-				if old {
-					if resealed == nil {
-						resealed = map[string][]byte{}
-					}
-					if resealed[string(k)], err = p.sealer.seal(p.sealed, string(k), plain); err != nil {
-						return err
-					}
-				}
-				v = plain
-			}
-			if err := each(k, v, dicts); err != nil {
-				return fmt.Errorf("object %q: %w", k, err)
-			}
-			return nil
-		})
-		if err == nil && (len(resealed) > 0 || oldDicts) {
-			// The objects were read: a failure here (a full disk) leaves
-			// the file as it was, good under the keys given, not a file
-			// to set aside.
-			b := &snapshot.Batch{Puts: resealed, RV: rv}
-			if oldDicts {
-				b.Dicts, _ = p.dictsValue(dicts) // an error leaves them as they are
-			}
-			if cerr := commitResealed(st, b); cerr != nil {
-				p.cfg.Report(fmt.Errorf("%s: encrypting %d objects again with the first state key: %w; they stay encrypted with an older key, which must still be given", p.path, len(resealed), cerr))
-			}
-		}
-		if err != nil {
-			st.Close()
-		} else {
-			// The file is at rv: a later run need not rewrite it.
-			p.committed = rv
-			p.mu.Lock()
-			p.dicts = dicts
-			p.mu.Unlock()
-		}
-	}
-	if err != nil {
-		aside := p.path + ".bad"
-		size := ""
-		if fi, serr := os.Stat(p.path); serr == nil {
-			size = fmt.Sprintf(" (%d bytes)", fi.Size())
-		}
-		p.cfg.Report(fmt.Errorf("%s%s: %w; set aside as %s, listing from scratch", p.path, size, err, filepath.Base(aside)))
-		if rerr := os.Rename(p.path, aside); rerr != nil && !os.IsNotExist(rerr) {
-			_ = os.Remove(p.path)
-		}
-		rv, p.committed = "", ""
-		if st, err = snapshot.Open(p.path, p.sealed, p.cfg.Snapshot); err != nil {
-			p.cfg.Report(fmt.Errorf("%s: %w; running without it", p.path, err))
-			return "", false
-		}
-	}
-	p.store = st
-	p.mu.Lock()
-	// Written again with the next commit: the file may be a new one, whose
-	// entries will be the cache's.
-	p.dictsDirty = len(p.dicts) > 0
-	p.mu.Unlock()
-	if !restore {
-		// A later run of the same informer: the file must still be what
-		// the last run left, else it is rewritten from the cache.
-		if frv, err := st.ResourceVersion(); err != nil || frv != p.committed {
-			return "", true
-		}
-		return p.committed, true
-	}
-	if rv == "" {
-		// Whatever the file holds is not a state the cache will be at: the
-		// first list's objects replace it.
-		p.mu.Lock()
-		p.reset, p.dirty = true, true
-		p.mu.Unlock()
-	}
-	return rv, true
+	return rv, ok
 }
 
 // commitResealed commits the objects open encrypted again under the
@@ -368,6 +260,9 @@ func (p *Persister[T]) Start() {
 // Stop commits what is pending, closes the file and waits for the flusher
 // to end. The writer must have stopped recording.
 func (p *Persister[T]) Stop() {
+	if p.quit == nil {
+		return // not started, or stopped already (LoadHeld, on a file set aside)
+	}
 	close(p.quit)
 	<-p.done
 	p.quit, p.done = nil, nil
