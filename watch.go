@@ -281,3 +281,25 @@ const (
 	minQuiet       = 100 * time.Millisecond
 	minFirstQuiet  = 300 * time.Millisecond
 )
+
+// healthyWatch: a watch that still delivers this long after it opened
+// shows the server well, and resets the backoff. Without it, faults a
+// minute apart (less than Backoff.ResetAfter) would each wait longer than
+// the last, up to Backoff.Max, though the server was fine in between.
+const healthyWatch = 10 * time.Second
+
+// minHealthyWatch: a watch the server closes sooner than this without
+// sending anything counts as failed, so a server that accepts and drops
+// watches gets backoff instead of a hot loop.
+const minHealthyWatch = time.Second
+
+// liveWatch tells whether a watch opened at started, which last received
+// something at last, was live when it ended at now: it delivered an event
+// or a bookmark minHealthyWatch or more after it opened, past the
+// changes it is sent back to back at once (its catch-up), or it stayed open
+// healthyWatch, quiet. A server that accepts watches and breaks them at
+// once, or after their catch-up, never makes one live, and keeps the full
+// backoff; a connection lost under a live watch does not add to it.
+func liveWatch(started, last, now time.Time) bool {
+	return last.Sub(started) >= minHealthyWatch || now.Sub(started) >= healthyWatch
+}

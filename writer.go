@@ -158,57 +158,6 @@ func (w *writer[T]) setRV(rv string) {
 	w.status.advance(rv)
 }
 
-// report logs err, queues an Error event, and records it for WaitForSync
-// if it is persistent and the cache has not synced yet.
-//
-// A persistent error (forbidden, not found, …) is logged once: the same
-// error again, attempt after attempt, is logged at Debug, until the
-// informer is allowed again (recovered) or the error changes.
-func (w *writer[T]) report(err error) { w.reportQuietly(err, false) }
-
-// reportQuietly is report, logging err at Debug if routine: a reconnect
-// (the server down or busy) before the backoff has grown, which the
-// informer will most likely get over at its next attempt.
-func (w *writer[T]) reportQuietly(err error, routine bool) {
-	rv := w.status.resourceVersion()
-	f := FailureOf(err)
-	switch prev, _ := w.status.lastError(); {
-	case IsPersistent(err) && prev != nil && prev.Error() == err.Error():
-		w.log.Debug("kinformer: "+err.Error(), "resourceVersion", rv, "repeated", true)
-	case IsPersistent(err):
-		w.log.Warn("kinformer: "+err.Error()+" (retrying with backoff; logged again only if it changes)", "resourceVersion", rv, "failure", f.String())
-	case routine && (f == FailureDown || f == FailureBusy):
-		w.log.Debug("kinformer: "+err.Error()+" (reconnecting)", "resourceVersion", rv, "failure", f.String())
-	default:
-		w.log.Warn("kinformer: "+err.Error(), "resourceVersion", rv, "failure", f.String())
-	}
-	w.disp.emit(Event[T]{Type: Error, Err: err, ResourceVersion: rv, Failure: f})
-	if !w.status.synced.Load() {
-		// Only the latest failure counts: a 403 followed by a connection
-		// error is no longer known to be a 403.
-		var persistent error
-		if IsPersistent(err) {
-			persistent = err
-		}
-		w.status.setSync(false, persistent)
-	}
-}
-
-// reportAsync logs err and queues an Error event; for any goroutine.
-func (w *writer[T]) reportAsync(err error) {
-	w.log.Warn("kinformer: "+err.Error(), "resourceVersion", w.status.resourceVersion())
-	w.disp.emit(Event[T]{Type: Error, Err: err, ResourceVersion: w.status.resourceVersion(), Failure: FailureOf(err)})
-}
-
-// failed records the error that ended a list or watch attempt: reported,
-// and kept for LastError if persistent.
-func (w *writer[T]) failed(err error, routine bool) {
-	w.reportQuietly(err, routine)
-	if IsPersistent(err) {
-		w.status.fail(err)
-	}
-}
-
 // bookmark records a bookmark's resourceVersion and queues it.
 func (w *writer[T]) bookmark(obj T, rv string) {
 	w.disp.update(func(p publisher[T]) {
