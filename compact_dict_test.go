@@ -310,8 +310,11 @@ func TestCompactStateFileKeepsTheDictionary(t *testing.T) {
 	relistOn(t, s, second)
 	k = compactOf(second.Cache())
 	eventually(t, "the dictionary made again", func() bool { return k.remade.Load() == 1 })
-	dict, want = k.dict.Load(), entries(second.Cache())
+	// Read once stopped: the re-list's swap puts the entries compressed
+	// anew in the cache after the dictionary is made (remade), and Stop
+	// waits for the loop, and the last commit, to end.
 	second.Stop()
+	dict, want = k.dict.Load(), entries(second.Cache())
 
 	third, rec := run()
 	restored(third, rec, dict, want, randomBlob(2, 600))
