@@ -4,7 +4,7 @@ GO    ?= go
 # Where internal/testenv looks for the local API server binary.
 LOCALAPI := $(shell $(GO) env GOCACHE)/../kinformer-localapi/localapi
 
-.PHONY: test unit localapi vet fmt demo kinformer fuzz crsuite api apicheck consumer tidy version
+.PHONY: test unit localapi vet fmt demo kinformer fuzz crsuite api apicheck consumer tidy version install-env
 
 # The library's own commands run with GOWORK=off: its tests build against
 # exactly the module graph a user of the library alone gets. The
@@ -57,6 +57,13 @@ consumer: localapi
 version:
 	@[ -n "$(V)" ] || { echo "usage: make version V=vX.Y.Z"; exit 2; }
 	cd tools/release && GOWORK=off $(GO) run . version $(V)
+
+# Until a version is published: writes a module proxy of this tree (under
+# the user's cache directory, or OUT=DIR) and prints the environment that
+# makes the go command use it (README.md, "Install"):
+#   eval "$(make -s -C path/to/kinformer install-env)"
+install-env:
+	@cd tools/release && GOWORK=off GOFLAGS= $(GO) run . env $(if $(OUT),-out "$(OUT)")
 
 # go mod tidy of every module. The sub-modules require the library at the
 # version being released, which no proxy has yet: tidy (which ignores the

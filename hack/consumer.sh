@@ -2,9 +2,13 @@
 # The consumer check: kinformer's modules as a user outside this repository
 # gets them, at the version being released.
 #
-#  1. tools/release writes a file-based module proxy holding the library,
-#     controllerruntime and cmd/kinformer at that version, from the working
-#     tree (as the go command would make them from the tags).
+#  1. `make install-env` (README.md, "Install": the lines a user runs
+#     before the version is published) writes a file-based module proxy
+#     holding the library, controllerruntime and cmd/kinformer at that
+#     version, from the working tree (as the go command would make them
+#     from the tags), and prints the environment that uses it, which this
+#     check then runs under: the proxy first, and no checksum-database
+#     lookup for kinformer's modules (which the database has never seen).
 #  2. In a fresh module in a temporary directory (hack/consumer), with no
 #     workspace and no replace, and only that proxy plus the modules already
 #     downloaded (the local module cache, read as a second file proxy):
@@ -40,23 +44,34 @@ cleanup() {
 trap cleanup EXIT
 
 modcache=$(cd "$root" && GOWORK=off "$GO" env GOMODCACHE)
-upstream=$(cd "$root" && GOWORK=off "$GO" env GOPROXY)
 localapi=${KINFORMER_LOCALAPI:-$(GOWORK=off "$GO" env GOCACHE)/../kinformer-localapi/localapi}
 [ -x "$localapi" ] || { say "no local API server at $localapi: run make localapi"; exit 1; }
 
-# 1. The proxy.
-version=$(cd "$root/tools/release" && GOWORK=off GOFLAGS= "$GO" run . proxy -out "$work/proxy")
-say "modules at $version in a file proxy"
+# 1. The proxy, and the environment a user sets to use it (README.md,
+# "Install"): exactly the lines `make install-env` prints.
+lines=$(cd "$root" && make -s install-env GO="$GO" OUT="$work/proxy")
+version=$(sed -n 's/^# kinformer \(v[^,]*\),.*/\1/p' <<<"$lines")
+[ -n "$version" ] || { say "make install-env printed no version:"; printf '%s\n' "$lines" >&2; exit 1; }
+say "modules at $version in a file proxy; the environment:"
+printf '%s\n' "$lines" >&2
+eval "$lines"
 
-# 2. A user's module. kinformer's modules exist only in the file proxy;
-# every other module comes from the local module cache (read as a proxy),
-# or, for one the repository's builds never needed, from the usual proxy.
+# 2. A user's module, under those lines. kinformer's modules exist only in
+# the file proxy; every other module comes from the local module cache
+# (read as a proxy, added after the file proxy), or, for one the
+# repository's builds never needed, from the usual proxy. Checksums are
+# checked as a user's are: kinformer's modules are not looked up (the
+# lines' GONOSUMDB), every other one must match the repository's go.sum.
 # Its own module cache, so that nothing of a previous
 # run (another tree at the same version) is reused; -trimpath, so that the
 # compiled dependencies stay in the build cache from one run to the next
 # whatever the temporary paths.
-export GOWORK=off GOFLAGS="-mod=mod -trimpath" GOSUMDB=off GOTOOLCHAIN=local
-export GOPROXY="file://$work/proxy,file://$modcache/cache/download,$upstream"
+export GOWORK=off GOFLAGS="-mod=mod -trimpath" GOTOOLCHAIN=local
+case $GOPROXY in
+"file://$work/proxy"*) ;;
+*) say "the lines do not put the file proxy first: GOPROXY=$GOPROXY"; exit 1 ;;
+esac
+export GOPROXY="file://$work/proxy,file://$modcache/cache/download,${GOPROXY#*,}"
 export GOMODCACHE="$work/modcache" GOBIN="$work/bin"
 cp -r "$root/hack/consumer" "$work/consumer"
 cd "$work/consumer"

@@ -4,6 +4,7 @@
 //	go run ./tools/release proxy -out DIR [-version V]
 //	go run ./tools/release api [-w]
 //	go run ./tools/release version V
+//	go run ./tools/release env [-out DIR]
 //
 // proxy writes a file-based Go module proxy (GOPROXY=file://DIR) that
 // holds each of the repository's published modules (the library,
@@ -19,6 +20,11 @@
 // those modules against api/*.txt, one line per feature (see api.go).
 //
 // version makes V the version being released (see version.go).
+//
+// env writes that proxy (by default under the user's cache directory) and
+// prints the shell lines that make the go command use it: what a user
+// needs before the version is published (README.md, "Install"; see
+// env.go).
 package main
 
 import (
@@ -65,6 +71,16 @@ func main() {
 			fatal(err)
 		}
 		fmt.Println(v)
+	case "env":
+		fs := flag.NewFlagSet("env", flag.ExitOnError)
+		out := fs.String("out", "", "directory to write the proxy to (default: kinformer/proxy under the user's cache directory)")
+		_ = fs.Parse(os.Args[2:])
+		if fs.NArg() > 0 {
+			usage()
+		}
+		if err := envCommand(os.Stdout, root, *out); err != nil {
+			fatal(err)
+		}
 	case "api":
 		fs := flag.NewFlagSet("api", flag.ExitOnError)
 		write := fs.Bool("w", false, "write api/*.txt instead of checking them")
@@ -88,7 +104,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: release proxy -out DIR [-version V] | release api [-w] | release version V")
+	fmt.Fprintln(os.Stderr, "usage: release proxy -out DIR [-version V] | release api [-w] | release version V | release env [-out DIR]")
 	os.Exit(2)
 }
 
