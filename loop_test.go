@@ -66,6 +66,11 @@ func TestStep(t *testing.T) {
 		{"joined slots listed → watch on from the same resourceVersion", joining, outcome{kind: listed}, joinable, false},
 		{"share grew again before the joined slots were listed → list them all", joining, outcome{kind: shareGrew}, joining, false},
 		{"share grew again, not listable alone → re-list", state{phase: phaseListJoined, watchList: true, direct: true}, outcome{kind: shareGrew}, list, false},
+		{"watch 404 (resource gone) → list, after the wait for its return", watching, outcome{kind: watchFailed, err: other, gone: true}, list, true},
+		{"probe 404 (resource gone) → list, after the wait", probing, outcome{kind: listFailed, err: other, gone: true}, list, true},
+		{"watch ended young, the way flapping → resume after a wait", watching, outcome{kind: watchEnded, cutYoung: true, flapping: true}, watching, true},
+		{"watch ended young, the way not flapping → resume at once", watching, outcome{kind: watchEnded, cutYoung: true}, watching, false},
+		{"watch ended old while flapping → resume at once", watching, outcome{kind: watchEnded, flapping: true}, watching, false},
 		{"joined slots' list failed → re-list the whole share at once", joining, outcome{kind: listFailed, err: expired}, state{phase: phaseList, watchList: true, direct: true, joinable: true}, false},
 	} {
 		got, backoff := step(tc.from, tc.o)
