@@ -42,9 +42,10 @@ func (v stateDirValue) Type() string { return "string" }
 
 func (v stateDirValue) Set(dir string) error {
 	if dir != "" {
-		// Made (0700) if it does not exist, with its key; the library
-		// checks the same again before using it.
-		if _, err := persist.PrepareDir(dir); err != nil {
+		// Made (0700) if it does not exist, and checked; the library
+		// checks the same again before using it, and makes its key then
+		// (and so sees, and reports, a key that was removed).
+		if err := persist.CheckDir(dir); err != nil {
 			return fmt.Errorf("state directory refused: %w", err)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
+	"io/fs"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -752,5 +754,44 @@ func TestStateKeyFileReadableByOthersIsWarned(t *testing.T) {
 		if got := len(warnings) == 1 && strings.Contains(warnings[0], "may be read by group or others") && strings.Contains(warnings[0], file); got != tc.warn || len(warnings) > 1 {
 			t.Fatalf("mode %#o: warnings %q, want a warning: %v", tc.mode, warnings, tc.warn)
 		}
+	}
+}
+
+// The CLI does not make the directory's key when it reads --state-dir:
+// the library does, at the first informer's open, and so sees a key that
+// was removed and reports the files named under it (which no informer
+// finds again), on stderr.
+func TestStateDirKeyRemovedIsReported(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	ns := testenv.NewNamespace(t, srv.Config())
+	c := kubernetes.NewForConfigOrDie(srv.Config())
+	newConfigMap(t, c, ns, "a", nil)
+	dir := filepath.Join(t.TempDir(), "state")
+	args := []string{"cm", "-n", ns, "--state-dir", dir, kubeconfigArg(srv), "-o", "json"}
+	expectFirst(t, ns+"/a", nil, args...)
+	files := stateFiles(t, dir)
+	if len(files) != 1 {
+		t.Fatalf("state files %q, want one", files)
+	}
+	key := filepath.Join(dir, "kinformer.key")
+	if err := os.Remove(key); err != nil {
+		t.Fatal(err)
+	}
+	// A parse alone (a usage error after the flag) makes no key.
+	if code, _, _ := runCmd(t, nil, "watch", "--state-dir", dir, "-o", "nonsense", "cm"); code != exitUsage {
+		t.Fatalf("exit %d, want %d", code, exitUsage)
+	}
+	if _, err := os.Stat(key); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the key after a parse: %v; want none", err)
+	}
+	p := start(t, nil, "watch", "cm", "-n", ns, "--state-dir", dir, kubeconfigArg(srv))
+	p.next(lineTimeout) // the header
+	if row := strings.Fields(p.next(lineTimeout)); len(row) != 4 || row[0] != "ADDED" || row[1] != "a" {
+		t.Fatalf("row %q, want ADDED a: listed, not restored", row)
+	}
+	waitStderr(t, p, regexp.MustCompile(`warning: .*1 files no informer will use .*`+regexp.QuoteMeta(filepath.Base(files[0]))))
+	if code := p.interrupt(); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, p.stderr)
 	}
 }

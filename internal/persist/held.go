@@ -72,7 +72,7 @@ func (p *Persister[T]) openHeld(restore bool) (rv string, ok bool) {
 		return "", false
 	}
 	warnWritable(p.cfg.Log, p.cfg.Dir, writable)
-	reportLeftovers(p.cfg.Dir, errors.Is(lerr, fs.ErrNotExist), p.cfg.Report)
+	reportLeftovers(p.cfg.Dir, errors.Is(lerr, fs.ErrNotExist), key, p.cfg.Report)
 	if sealed := p.cfg.Identity.Sealed(key); sealed != p.sealed {
 		// The first Open, or the directory's key was replaced.
 		p.sealed, p.path, p.committed = sealed, Path(p.cfg.Dir, p.cfg.Name, key, sealed), ""

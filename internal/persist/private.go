@@ -41,6 +41,23 @@ func PrepareDir(dir string) ([]byte, error) {
 	return key, err
 }
 
+// CheckDir makes dir (0700) if it does not exist and checks it and its
+// key, if it has one, as PrepareDir does, without making a key: the
+// informer that first opens the directory does, and reports then what an
+// earlier key left.
+func CheckDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if _, err := snapshot.CheckDir(dir); err != nil {
+		return err
+	}
+	if _, err := readKey(filepath.Join(dir, KeyFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
 // prepareDir is PrepareDir, and also returns the directories on the way
 // to dir that others may write (snapshot.CheckDir): accepted, for a
 // warning (warnWritable).

@@ -123,10 +123,13 @@ func Prune(dir string) ([]UnusedFile, error) {
 var leftoversReported sync.Map // directory → struct{}: reported once per process
 
 // reportLeftovers reports, the first time a process opens dir, the files
-// set aside in it (and, if its key was just made, the state files named
-// under the one before): what and how big, and how to remove them. Only
-// names and sizes: reading each file is Unused's, on request.
-func reportLeftovers(dir string, freshKey bool, report func(error)) {
+// set aside in it (and, if its key (key) was just made, the state files
+// named under the one before): what and how big, and how to remove them.
+// Set-aside files by name and size; the state files of a fresh key as
+// Unused judges them (unusedStateFile), so that one in use or being made
+// (another informer that started at the same moment on the fresh
+// directory) is never reported.
+func reportLeftovers(dir string, freshKey bool, key []byte, report func(error)) {
 	if _, done := leftoversReported.LoadOrStore(dir, struct{}{}); done {
 		return
 	}
@@ -138,7 +141,13 @@ func reportLeftovers(dir string, freshKey bool, report func(error)) {
 	var size int64
 	for _, e := range entries {
 		n := e.Name()
-		if !e.Type().IsRegular() || !(strings.HasSuffix(n, ".kinformer.bad") || freshKey && strings.HasSuffix(n, ".kinformer")) {
+		switch {
+		case !e.Type().IsRegular():
+			continue
+		case strings.HasSuffix(n, ".kinformer.bad"):
+		case !freshKey || !strings.HasSuffix(n, ".kinformer"):
+			continue
+		case unusedStateFile(dir, n, key) == "":
 			continue
 		}
 		if fi, err := e.Info(); err == nil {

@@ -329,3 +329,49 @@ func TestFailedResealKeepsTheFile(t *testing.T) {
 		t.Error("the file changed, though its commit failed")
 	}
 }
+
+// Two informers that start at once on a fresh directory both find no key
+// before one of them makes it: the second's first report must not list
+// the first's file (in use) nor a file being made (empty), only a state
+// file that really is named under another key.
+func TestLeftoversSpareFilesInUseOnAFreshKey(t *testing.T) {
+	dir := t.TempDir()
+	// A leftover: written under a key since removed.
+	old, _ := sealedPersister(t, dir, newKey(t))
+	old.cfg.Name = "old"
+	openPersister(t, old)
+	commitA(old, "1")
+	if err := os.Remove(filepath.Join(dir, KeyFile)); err != nil {
+		t.Fatal(err)
+	}
+	// The first informer makes the new key and holds its file.
+	first, _ := sealedPersister(t, dir, newKey(t))
+	first.cfg.Name = "first"
+	openPersister(t, first)
+	first.Start()
+	b := first.Batch()
+	b.Put("ns/a", labelled("ns", "a", "1"))
+	b.End("1")
+	defer first.Stop()
+	// A third one's file, made but not yet written.
+	making := filepath.Join(dir, "making-0123456789abcdef.kinformer")
+	if err := os.WriteFile(making, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key, err := readKey(filepath.Join(dir, KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leftoversReported.Delete(dir)
+	var reports []error
+	reportLeftovers(dir, true, key, func(err error) { reports = append(reports, err) })
+	if len(reports) != 1 {
+		t.Fatalf("reports: %v; want one, of the old key's file", reports)
+	}
+	msg := reports[0].Error()
+	if !strings.Contains(msg, "1 files no informer will use") || !strings.Contains(msg, filepath.Base(old.Path())) ||
+		strings.Contains(msg, filepath.Base(first.Path())) || strings.Contains(msg, filepath.Base(making)) {
+		t.Errorf("report %q: want the old key's file %s alone, not %s (in use) nor %s (being made)",
+			msg, filepath.Base(old.Path()), filepath.Base(first.Path()), filepath.Base(making))
+	}
+}
