@@ -247,6 +247,17 @@ func (inf *Informer[T]) LastError() (err error, since time.Time) {
 	return inf.status.lastError()
 }
 
+// Reconnecting reports whether the informer has lost its list or watch
+// (the server down or refusing, the way to it cut) and is waiting to try
+// again, and since when; false once a list or watch works again. Unlike
+// LastError it also covers routine failures (a first reconnect after a
+// cut connection): a synced informer that is reconnecting serves its
+// cache as it was, and falls behind the server until it is back.
+func (inf *Informer[T]) Reconnecting() (reconnecting bool, since time.Time) {
+	since = inf.status.reconnectingSince()
+	return !since.IsZero(), since
+}
+
 // AddEventHandler registers fn for events of type t. It returns
 // ErrUnknownEventType for any t other than Added, Modified, Deleted,
 // Bookmark or Error. A handler for Added registered when the cache already

@@ -230,8 +230,11 @@ func (l *loop[T]) run(ctx context.Context) {
 		if next.phase == phaseList && (l.st.phase == phaseWatch || l.st.phase == phaseListJoined) {
 			l.obs.relist(relistCause(l.st.phase, o))
 		}
-		if wait && !l.wait(ctx, bo, o) {
-			return
+		if wait {
+			l.w.status.waiting(time.Now())
+			if !l.wait(ctx, bo, o) {
+				return
+			}
 		}
 		l.st = next
 	}

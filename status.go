@@ -25,6 +25,10 @@ type status struct {
 	// synced (UnixNano; 0: not yet); expected, the objects the first list
 	// was said to hold (0: unknown). See startup.go.
 	startedAt, syncedAt, expected atomic.Int64
+	// reconnecting: UnixNano since the loop lost its list or watch and
+	// waits to try again (0: it has one, or is getting one without a
+	// wait); cleared when a list or watch works again (ok).
+	reconnecting atomic.Int64
 
 	mu           sync.Mutex    // guards the fields below
 	syncErr      error         // the last persistent error before the first sync
@@ -186,11 +190,27 @@ func (s *status) fail(err error) {
 
 // ok returns the persistent error it cleared (nil: none).
 func (s *status) ok() (was error) {
+	s.reconnecting.Store(0)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	was = s.failing
 	s.failing, s.failingSince = nil, time.Time{}
 	return was
+}
+
+// waiting records that the loop waits before its next list or watch, at
+// now, unless it already did since an earlier time.
+func (s *status) waiting(now time.Time) {
+	s.reconnecting.CompareAndSwap(0, now.UnixNano())
+}
+
+// reconnectingSince is since when the loop has been without a list or
+// watch that works, waiting to try again; zero if it is not.
+func (s *status) reconnectingSince() time.Time {
+	if n := s.reconnecting.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // lastError is the persistent error that goes on, and since when.
