@@ -39,7 +39,9 @@
 // client-go's crash handlers (utilruntime.HandleCrash: PanicHandlers,
 // "Observed a panic"), then crashes the process if utilruntime.ReallyCrash
 // (the default) as client-go's informers do; without it the event is
-// skipped and the next ones delivered.
+// skipped and the next ones delivered, the first of them a second later
+// (client-go's pause, so that a handler that always panics does not spin;
+// other handlers are not held up).
 //
 // A watch-list (a watch with sendInitialEvents) answered with an error is
 // followed at once by a paged LIST, as in client-go's reflector, unless the
