@@ -19,6 +19,13 @@
 //		return kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(ns), nil)
 //	}))
 //
+// Behind client-go's interface, %T does not tell a kinformer informer from
+// client-go's own (a factory's typed accessor wraps either). IsKinformer
+// does, and Mode says how it caches ("plain", "compact", "projected",
+// "compact+projected"); Run says both in one Info line, "Starting kinformer
+// informer", with the resource and type, through the logger of its context
+// (klog.FromContext, as client-go's informers log).
+//
 // Events have client-go's meaning: OnAdd's isInInitialList is true for
 // the objects of the informer's first list (and of its state file, and of
 // the replay to a handler added later); a Deleted that a re-list inferred
