@@ -19,6 +19,13 @@
 //		return kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(ns), nil)
 //	}))
 //
+// Behind client-go's interface, %T does not tell a kinformer informer from
+// client-go's own (a factory's typed accessor wraps either). IsKinformer
+// does, and Mode says how it caches ("plain", "compact", "projected",
+// "compact+projected"); Run says both in one Info line, "Starting kinformer
+// informer", with the resource and type, through the logger of its context
+// (klog.FromContext, as client-go's informers log).
+//
 // Events have client-go's meaning: OnAdd's isInInitialList is true for
 // the objects of the informer's first list (and of its state file, and of
 // the replay to a handler added later); a Deleted that a re-list inferred
@@ -39,7 +46,9 @@
 // client-go's crash handlers (utilruntime.HandleCrash: PanicHandlers,
 // "Observed a panic"), then crashes the process if utilruntime.ReallyCrash
 // (the default) as client-go's informers do; without it the event is
-// skipped and the next ones delivered.
+// skipped and the next ones delivered, the first of them a second later
+// (client-go's pause, so that a handler that always panics does not spin;
+// other handlers are not held up).
 //
 // A watch-list (a watch with sendInitialEvents) answered with an error is
 // followed at once by a paged LIST, as in client-go's reflector, unless the

@@ -192,3 +192,123 @@ func TestHandlerPanicCrashes(t *testing.T) {
 		}
 	}
 }
+
+// crashPause is client-go's pause after a handler's recovered panic.
+const crashPause = time.Second
+
+// alwaysPanics panics in every OnAdd, recording when each call began.
+type alwaysPanics struct {
+	mu    sync.Mutex
+	calls []time.Time
+}
+
+func (a *alwaysPanics) OnAdd(any, bool) {
+	a.mu.Lock()
+	a.calls = append(a.calls, time.Now())
+	a.mu.Unlock()
+	panic("always")
+}
+func (a *alwaysPanics) OnUpdate(_, _ any) {}
+func (a *alwaysPanics) OnDelete(any)      {}
+
+func (a *alwaysPanics) times() []time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]time.Time(nil), a.calls...)
+}
+
+// noCrash turns utilruntime.ReallyCrash off, and client-go's panic logs
+// (PanicHandlers stay), for the test.
+func noCrash(t *testing.T) {
+	saved := utilruntime.ReallyCrash
+	utilruntime.ReallyCrash = false
+	t.Cleanup(func() { utilruntime.ReallyCrash = saved })
+}
+
+// After a recovered panic (utilruntime.ReallyCrash off), a handler's next
+// call comes a second later, as client-go's listener sleeps a second (its
+// TestEventPanics "many"): a handler that always panics does not spin.
+// Another handler of the informer is not held up.
+func TestHandlerPanicPauses(t *testing.T) {
+	_, cs, ns := clients(t)
+	for i := range 3 {
+		create(t, cs, pod(ns, fmt.Sprintf("p%d", i), "n1", nil))
+	}
+	noCrash(t)
+	lw := cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "pods", ns, fields.Everything())
+	sii := clientgo.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil)
+	bad, good := &alwaysPanics{}, &handler{}
+	var goodAtThird int // the good handler's adds when the bad one's third call began
+	if _, err := sii.AddEventHandler(bad); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sii.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { good.OnAdd(obj, true) }}); err != nil {
+		t.Fatal(err)
+	}
+	stop := run(t, sii)
+	eventually(t, "three calls of the panicking handler", func() bool {
+		if len(bad.times()) < 3 {
+			goodAtThird = len(good.all())
+			return false
+		}
+		return true
+	})
+	stop()
+	calls := bad.times()
+	if len(calls) != 3 {
+		t.Fatalf("the panicking handler was called %d times for 3 pods", len(calls))
+	}
+	for i := 1; i < len(calls); i++ {
+		if gap := calls[i].Sub(calls[i-1]); gap < crashPause {
+			t.Fatalf("call %d came %v after a panic, want at least %v", i+1, gap, crashPause)
+		}
+	}
+	if goodAtThird != 3 {
+		t.Fatalf("the other handler had %d of the 3 adds two pauses into the panicking one's", goodAtThird)
+	}
+}
+
+// A removal, or the informer's stop, ends the pause at once:
+// ShutDownEventHandler and Run return without waiting out the second, and
+// the removed handler is not called again.
+func TestHandlerPanicPauseEnds(t *testing.T) {
+	for _, how := range []string{"remove", "stop"} {
+		t.Run(how, func(t *testing.T) {
+			_, cs, ns := clients(t)
+			create(t, cs, pod(ns, "p0", "n1", nil))
+			create(t, cs, pod(ns, "p1", "n1", nil))
+			noCrash(t)
+			lw := cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "pods", ns, fields.Everything())
+			sii := clientgo.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil)
+			bad := &alwaysPanics{}
+			reg, err := sii.AddEventHandler(bad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := run(t, sii)
+			for len(bad.times()) == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			// The second pod's call pauses, until a second after the
+			// panic at the earliest.
+			first := bad.times()[0]
+			if how == "remove" {
+				if err := cache.ShutDownEventHandler(sii, reg); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				stop()
+			}
+			if ended := time.Since(first); ended >= crashPause {
+				t.Fatalf("%s returned %v after the panic: it waited for the pause", how, ended)
+			}
+			if how == "stop" {
+				return
+			}
+			time.Sleep(crashPause + crashPause/5)
+			if n := len(bad.times()); n != 1 {
+				t.Fatalf("the removed handler was called %d times, want once", n)
+			}
+		})
+	}
+}

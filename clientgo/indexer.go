@@ -36,6 +36,9 @@ func (x *indexer[T]) Resync() error               { return nil } // client-go's 
 func (x *indexer[T]) ListKeys() []string          { return x.c.ListKeys() }
 func (x *indexer[T]) Bookmark(string)             {} // the informer keeps its own resourceVersion
 
+// mode is the informer's Mode.
+func (x *indexer[T]) mode() string { return x.s.mode() }
+
 // LastStoreSyncResourceVersion is the resourceVersion the cache reflects.
 func (x *indexer[T]) LastStoreSyncResourceVersion() string { return x.s.inf.ResourceVersion() }
 

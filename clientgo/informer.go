@@ -29,6 +29,12 @@ import (
 // to it.
 const minimumResyncPeriod = time.Second
 
+// crashPause is client-go's pause after a handler's recovered panic (its
+// processorListener sleeps a second before the next notification): a
+// handler that always panics, with utilruntime.ReallyCrash off, does not
+// spin through its queue.
+const crashPause = time.Second
+
 // NewSharedIndexInformer is client-go's cache.NewSharedIndexInformer on a
 // kinformer informer: it lists and watches through lw, caches objects of
 // example's type, resyncs each handler every
@@ -211,11 +217,20 @@ type handle[T kinformer.Object] struct {
 	name   string
 	resync time.Duration // 0: none
 	logger klog.Logger   // where a panic of the handler is reported
+	// stopping returns a channel closed when the informer's run ends
+	// (nil: not running): it cuts a pause after a panic short.
+	stopping func() <-chan struct{}
 
-	mu       sync.Mutex // guards inCall and removed
-	inCall   bool       // the handler is running
-	removed  bool       // RemoveEventHandler was called: no call begins any more
-	once     sync.Once  // of unregister
+	// crashed: the last call panicked and the panic was recovered; the
+	// next call pauses first (crashPause). Only the registration's
+	// goroutine, which makes the calls one at a time, touches it.
+	crashed bool
+
+	mu       sync.Mutex    // guards inCall and removed
+	inCall   bool          // the handler is running
+	removed  bool          // RemoveEventHandler was called: no call begins any more
+	removing chan struct{} // closed when removed is set: ends a pause
+	once     sync.Once     // of unregister
 	shutdown chan struct{}
 }
 
@@ -223,8 +238,14 @@ type handle[T kinformer.Object] struct {
 // A panic goes to client-go's crash handlers (utilruntime.PanicHandlers,
 // which log "Observed a panic"); then, as client-go's informers do, it
 // crashes the process if utilruntime.ReallyCrash (the default), and
-// otherwise skips the event and goes on with the next.
+// otherwise skips the event and goes on with the next, a second later as
+// client-go's listener does (crashPause; the pause ends early if the
+// handler is removed or the informer stops).
 func (h *handle[T]) call(fn func()) {
+	if h.crashed {
+		h.crashed = false
+		h.pause()
+	}
 	h.mu.Lock()
 	if h.removed {
 		h.mu.Unlock()
@@ -232,7 +253,9 @@ func (h *handle[T]) call(fn func()) {
 	}
 	h.inCall = true
 	h.mu.Unlock()
+	panicked := true // until fn returns
 	defer func() {
+		h.crashed = panicked
 		h.mu.Lock()
 		h.inCall = false
 		removed := h.removed
@@ -252,6 +275,21 @@ func (h *handle[T]) call(fn func()) {
 	}()
 	defer utilruntime.HandleCrashWithLogger(h.logger)
 	fn()
+	panicked = false
+}
+
+// pause waits crashPause, or until the handler is removed or the
+// informer's run ends. It runs before the call's inCall is set: a removal
+// meanwhile unregisters at once, and kinformer's removal, which waits for
+// the registration's callback, waits only for the pause to see it.
+func (h *handle[T]) pause() {
+	t := time.NewTimer(crashPause)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-h.removing:
+	case <-h.stopping():
+	}
 }
 
 // remove stops the handler's calls without waiting for one in progress,
@@ -266,6 +304,7 @@ func (h *handle[T]) remove() {
 		return
 	}
 	h.removed = true
+	close(h.removing)
 	running := h.inCall
 	h.mu.Unlock()
 	if !running {
@@ -350,7 +389,8 @@ func (s *informer[T]) AddEventHandlerWithOptions(handler cache.ResourceEventHand
 			s.resyncCheck = resync
 		}
 	}
-	h := &handle[T]{inf: s.inf, name: fmt.Sprintf("%T", handler), resync: resync, logger: logger, shutdown: make(chan struct{})}
+	h := &handle[T]{inf: s.inf, name: fmt.Sprintf("%T", handler), resync: resync, logger: logger,
+		stopping: s.stopping, removing: make(chan struct{}), shutdown: make(chan struct{})}
 	h.reg = s.inf.AddHandlerFuncs(kinformer.HandlerFuncs[T]{
 		Added: func(e kinformer.Event[T]) {
 			h.call(func() {
@@ -413,6 +453,53 @@ func (s *informer[T]) leave(reg cache.ResourceEventHandlerRegistration) (<-chan 
 	return s.inf.Leave(h.reg), nil
 }
 
+// IsKinformer reports whether inf is a kinformer informer behind
+// client-go's interface: one of this package's (NewSharedIndexInformer,
+// Wrap, WrapWithResync, or a factory's through ForFactory, also as the
+// factory's typed accessors return it), rather than client-go's own.
+func IsKinformer(inf cache.SharedInformer) bool { return modeOf(inf) != nil }
+
+// Mode says how the kinformer informer behind inf keeps its cache:
+// "plain" (decoded objects, whole, as client-go's), "compact" (as bytes,
+// kinformer.Options.Compact), "projected" (only some fields,
+// kinformer.Options.Fields) or "compact+projected"; "" if inf is not one
+// of this package's (IsKinformer). Run logs it in its "Starting kinformer
+// informer" line.
+func Mode(inf cache.SharedInformer) string {
+	if m := modeOf(inf); m != nil {
+		return m.mode()
+	}
+	return ""
+}
+
+// moder is the store of an informer of this package, whatever its T.
+type moder interface{ mode() string }
+
+// modeOf finds the informer of this package behind inf by its store:
+// client-go's typed accessors (f.Core().V1().Pods().Informer()) return the
+// factory's informer in a wrapper of their own type, which passes GetStore
+// on.
+func modeOf(inf cache.SharedInformer) moder {
+	if inf == nil {
+		return nil
+	}
+	m, _ := inf.GetStore().(moder)
+	return m
+}
+
+func (s *informer[T]) mode() string {
+	compact, projected := s.inf.Cache().Compact(), len(s.inf.Fields()) > 0
+	switch {
+	case compact && projected:
+		return "compact+projected"
+	case compact:
+		return "compact"
+	case projected:
+		return "projected"
+	}
+	return "plain"
+}
+
 // Leave removes a handler of an informer of this package the way a
 // namespace leaves a multi-namespace cache: after the events already
 // queued for it, the handler gets OnDelete, with a
@@ -455,6 +542,9 @@ func (s *informer[T]) RunWithContext(ctx context.Context) {
 	runCtx, cancel := context.WithCancel(ctx)
 	s.runCtx = runCtx
 	s.mu.Unlock()
+	// client-go's %T cannot tell a kinformer informer from its own behind
+	// the interface: say once that this one is, and how it caches.
+	klog.FromContext(ctx).Info("Starting kinformer informer", "resource", s.inf.Name(), "type", s.typ, "mode", s.mode())
 
 	if err := s.inf.Run(runCtx); errors.Is(err, kinformer.ErrRunning) {
 		<-runCtx.Done()
@@ -465,6 +555,17 @@ func (s *informer[T]) RunWithContext(ctx context.Context) {
 	s.runCtx = nil
 	s.mu.Unlock()
 	cancel()
+}
+
+// stopping returns a channel closed when the current run ends; nil (never
+// closed) when the informer does not run.
+func (s *informer[T]) stopping() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.runCtx == nil {
+		return nil
+	}
+	return s.runCtx.Done()
 }
 
 func (s *informer[T]) HasSynced() bool { return s.inf.HasSynced() }
