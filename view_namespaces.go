@@ -50,6 +50,10 @@ type Namespaces struct {
 	Recheck time.Duration
 }
 
+// manyNamespaces is how many namespaces a view holds before it warns that
+// one informer per namespace is the costly form (a var for tests).
+var manyNamespaces = 100
+
 // ErrNotNamespaced is returned by a view's namespace methods when the view
 // was not made with namespaces ([SharedView], [DynamicView]).
 var ErrNotNamespaced = errors.New("kinformer: the view was not made with namespaces (SharedView, DynamicView)")
@@ -80,6 +84,8 @@ type viewNamespaces[T Object] struct {
 	may     func(ctx context.Context, namespace string) (bool, string, error)
 	allowed map[string]bool
 	resName string // the resource, for the logs
+	// warnedMany: the view reached manyNamespaces, and said so.
+	warnedMany bool
 	// everywhere caches, until everywhereUntil, whether the client may list
 	// and watch the resource in every namespace: then no namespace needs a
 	// review of its own.
@@ -143,7 +149,7 @@ func DynamicView(f *Factory, gvr schema.GroupVersionResource, ns Namespaces, opt
 func newNamespacedView[T Object](f *Factory, ns Namespaces, gvr schema.GroupVersionResource, acquire func(string) (*Informer[T], error)) (*View[T], error) {
 	v := &View[T]{}
 	n := &viewNamespaces[T]{v: v, f: f, acquire: acquire, named: map[string]bool{}, selected: map[string]bool{},
-		infs: map[string]*Informer[T]{}, closing: make(chan struct{})}
+		infs: map[string]*Informer[T]{}, closing: make(chan struct{}), resName: gvr.GroupResource().String()}
 	v.ns = n
 	var sel labels.Selector
 	if ns.Selector != "" {
@@ -156,7 +162,7 @@ func newNamespacedView[T Object](f *Factory, ns Namespaces, gvr schema.GroupVers
 		if err := f.setup(); err != nil {
 			return nil, err
 		}
-		n.allowed, n.resName = map[string]bool{}, gvr.GroupResource().String()
+		n.allowed = map[string]bool{}
 		n.may = func(ctx context.Context, namespace string) (bool, string, error) {
 			return f.api.MayListAndWatch(ctx, gvr, namespace)
 		}
@@ -400,6 +406,11 @@ func (v *View[T]) Namespaces() []string {
 // reads them without n.mu (a handler may call it while a namespace waits
 // to join). n.mu must be held.
 func (n *viewNamespaces[T]) publishLocked() {
+	if len(n.infs) >= manyNamespaces && !n.warnedMany {
+		n.warnedMany = true
+		n.logf(slog.LevelWarn, "kinformer: a view over many namespaces makes an informer, a list and a watch for each (memory, goroutines and start-up grow with them); where they share a label, one cluster-wide informer with a label selector on the objects (the CLI's -A -l) holds the same objects with one list and one watch",
+			"resource", n.resName, "namespaces", len(n.infs))
+	}
 	out := make([]string, 0, len(n.infs))
 	for ns := range n.infs {
 		out = append(out, ns)

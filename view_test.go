@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -397,4 +399,45 @@ func TestViewIfAllowedReviewErrorKeepsTheNamespaceOut(t *testing.T) {
 	eventually(t, "flaky to join once a recheck says yes", func() bool {
 		return slices.Equal(v.Namespaces(), []string{"flaky", "ok"})
 	})
+}
+
+// A view that reaches manyNamespaces warns once, naming the resource and
+// the cheaper form; fewer namespaces, or more after the first warning,
+// say nothing more.
+func TestViewOfManyNamespacesWarnsOnce(t *testing.T) {
+	defer func(n int) { manyNamespaces = n }(manyNamespaces)
+	manyNamespaces = 3
+	log := &syncBuffer{}
+	f := NewFactory(nil, &FactoryOptions{Logger: slog.New(slog.NewTextHandler(log, nil))})
+	defer f.Stop()
+	f.Start()
+	acquire := func(namespace string) (*Informer[*corev1.ConfigMap], error) {
+		k := cmKey
+		k.namespace = namespace
+		return share(f, k, Options[*corev1.ConfigMap]{Name: "configmaps", Backoff: fastBackoff},
+			func(o *Options[*corev1.ConfigMap]) (*Informer[*corev1.ConfigMap], error) {
+				return New[*corev1.ConfigMap](newFakeServer(), o), nil
+			})
+	}
+	v, err := newNamespacedView(f, Namespaces{}, corev1.SchemeGroupVersion.WithResource("configmaps"), acquire)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	const warning = "a view over many namespaces"
+	for i, ns := range []string{"a", "b", "c", "d", "e"} {
+		if err := v.AddNamespace(ns); err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		if i+1 >= manyNamespaces {
+			want = 1
+		}
+		if got := strings.Count(log.String(), warning); got != want {
+			t.Fatalf("after %d namespaces: %d warnings, want %d; log:\n%s", i+1, got, want, log)
+		}
+	}
+	if l := log.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "resource=configmaps") || !strings.Contains(l, "namespaces=3") || !strings.Contains(l, "-A -l") {
+		t.Errorf("the warning does not name the level, resource, count and the cheaper form:\n%s", l)
+	}
 }
