@@ -116,7 +116,9 @@ Endpoints (GET only):
                      persistently; else 503 with a line per resource that
                      is not ready, and why: "configmaps: not synced", or
                      its error (a permission lost after syncing: the cache
-                     is frozen) and for how long
+                     is frozen) and for how long; a ready resource that
+                     lost its watch and waits to reconnect adds a line
+                     under "ok": "configmaps: reconnecting (since 12s)…"
 
 --state-dir DIR keeps each cache in a file in DIR, and a restarted serve
 with the same flags starts from them: it serves the objects as they were
@@ -578,6 +580,27 @@ func (s *server) health() []string {
 		}
 	}
 	return out
+}
+
+// notes are what /readyz adds under "ok": a line for each resource that is
+// ready but reconnecting (lagging).
+func (s *server) notes() []string {
+	var out []string
+	for _, r := range s.resources {
+		if msg := r.lag(s.now()); msg != "" {
+			out = append(out, r.name+": "+msg)
+		}
+	}
+	return out
+}
+
+// lag says, of a ready r, that it is reconnecting and so may be behind
+// the server; "" if it is not.
+func (r *served) lag(now time.Time) string {
+	if rec, since := r.src.reconnecting(); rec {
+		return fmt.Sprintf("reconnecting (since %v): served as it was, may be behind the server", now.Sub(since).Round(time.Second))
+	}
+	return ""
 }
 
 // problem says why r is not ready, "" if it is.

@@ -58,7 +58,7 @@ func (s *server) handler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})
-	mux.Handle("GET /readyz", readyHandler(func() []string { return s.notReady() }))
+	mux.Handle("GET /readyz", readyHandler(func() []string { return s.notReady() }, s.notes))
 	return s.guard(mux)
 }
 
@@ -89,9 +89,11 @@ func pageCSP(page []byte) string {
 		"; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 }
 
-// readyHandler answers 200 "ok" when notReady returns nothing, else 503
-// with its lines: each resource not ready, and why.
-func readyHandler(notReady func() []string) http.Handler {
+// readyHandler answers 200 "ok" when notReady returns nothing, followed
+// by the lines of notes (a resource reconnecting: ready, but maybe
+// behind), else 503 with notReady's lines: each resource not ready, and
+// why.
+func readyHandler(notReady, notes func() []string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if problems := notReady(); len(problems) > 0 {
@@ -100,6 +102,9 @@ func readyHandler(notReady func() []string) http.Handler {
 			return
 		}
 		fmt.Fprintln(w, "ok")
+		for _, n := range notes() {
+			fmt.Fprintln(w, n)
+		}
 	})
 }
 

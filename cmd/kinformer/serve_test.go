@@ -495,7 +495,8 @@ func checkMetricLabels(t *testing.T, metrics string, resources, objectNames []st
 func TestReadyHandler(t *testing.T) {
 	t.Parallel()
 	problems := []string{"pods: not synced", "deployments.apps: forbidden (since 3s)"}
-	h := readyHandler(func() []string { return problems })
+	var notes []string
+	h := readyHandler(func() []string { return problems }, func() []string { return notes })
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
 	if rec.Code != 503 || rec.Body.String() != "pods: not synced\ndeployments.apps: forbidden (since 3s)\n" {
@@ -507,7 +508,37 @@ func TestReadyHandler(t *testing.T) {
 	if rec.Code != 200 || rec.Body.String() != "ok\n" {
 		t.Errorf("after sync: %d %q", rec.Code, rec.Body)
 	}
+	notes = []string{"pods: reconnecting (since 4s): served as it was, may be behind the server"}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	if rec.Code != 200 || rec.Body.String() != "ok\n"+notes[0]+"\n" {
+		t.Errorf("ready, reconnecting: %d %q", rec.Code, rec.Body)
+	}
 }
+
+// A ready resource that is reconnecting is noted under /readyz's "ok",
+// with how long; one that is not, or not ready (a problem instead), is not.
+func TestServedLagNotesReconnecting(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	src := &reconnectingSource{}
+	s := &server{resources: []*served{{name: "configmaps", src: src}}, now: func() time.Time { return now }}
+	if n := s.notes(); len(n) != 0 {
+		t.Fatalf("notes %q while the watch works", n)
+	}
+	src.since = now.Add(-12 * time.Second)
+	if n := s.notes(); len(n) != 1 || !strings.HasPrefix(n[0], "configmaps: reconnecting (since 12s)") {
+		t.Fatalf("notes %q, want configmaps reconnecting since 12s", n)
+	}
+}
+
+// reconnectingSource is a source that only says whether it reconnects.
+type reconnectingSource struct {
+	watchSource
+	since time.Time // zero: not reconnecting
+}
+
+func (s *reconnectingSource) reconnecting() (bool, time.Time) { return !s.since.IsZero(), s.since }
 
 // A client that falls behind is dropped; the others keep their events.
 func TestHubDropsSlowClient(t *testing.T) {

@@ -26,6 +26,10 @@ type watchSource interface {
 	// lastError is the persistent error that goes on (one of the view's
 	// informers': the oldest), and since when.
 	lastError() (error, time.Time)
+	// reconnecting says whether the informer (one of the view's: the one
+	// reconnecting longest) has lost its list or watch and waits to try
+	// again, and since when (kinformer.Informer.Reconnecting).
+	reconnecting() (bool, time.Time)
 	// resourceVersion is the informer's; "" for a view (its namespaces'
 	// informers each have their own).
 	resourceVersion() string
@@ -57,6 +61,7 @@ func (s informerSource) waitForSync(ctx context.Context) error { return s.inf.Wa
 func (s informerSource) hasSynced() bool                       { return s.inf.HasSynced() }
 func (s informerSource) len() int                              { return s.inf.Cache().Len() }
 func (s informerSource) lastError() (error, time.Time)         { return s.inf.LastError() }
+func (s informerSource) reconnecting() (bool, time.Time)       { return s.inf.Reconnecting() }
 func (s informerSource) resourceVersion() string               { return s.inf.ResourceVersion() }
 func (s informerSource) shardStatus() kinformer.ShardStatus    { return s.inf.ShardStatus() }
 func (s informerSource) key(o *unstructured.Unstructured) string {
@@ -141,6 +146,15 @@ func (s *viewSource) lastError() (err error, since time.Time) {
 		}
 	}
 	return err, since
+}
+
+func (s *viewSource) reconnecting() (r bool, since time.Time) {
+	for _, inf := range s.v.Informers() {
+		if ir, t := inf.Reconnecting(); ir && (!r || t.Before(since)) {
+			r, since = true, t
+		}
+	}
+	return r, since
 }
 
 func (s *viewSource) resourceVersion() string                 { return "" }
