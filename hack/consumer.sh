@@ -41,7 +41,9 @@ trap cleanup EXIT
 
 modcache=$(cd "$root" && GOWORK=off "$GO" env GOMODCACHE)
 upstream=$(cd "$root" && GOWORK=off "$GO" env GOPROXY)
-localapi=${KINFORMER_LOCALAPI:-$(GOWORK=off "$GO" env GOCACHE)/../kinformer-localapi/localapi}
+localapi=${KINFORMER_LOCALAPI:-$(GOWORK=off "$GO" env GOCACHE)/../kinformer-localapi}
+# A directory (as for internal/testenv and `make localapi`) holds the binary.
+[ -d "$localapi" ] && localapi=$localapi/localapi
 [ -x "$localapi" ] || { say "no local API server at $localapi: run make localapi"; exit 1; }
 
 # 1. The proxy.
