@@ -6,7 +6,9 @@
 //
 // A cold build compiles some 2,000 packages (k8s.io/kubernetes's apiserver
 // and its dependencies): Build reports what it builds, then a line a minute
-// with the time so far and the packages compiled.
+// with the time so far and the packages compiled. The binary reports the
+// version of k8s.io/kubernetes that tools/localapi/go.mod requires, as a
+// release build of that version would (`kubectl version`, GET /version).
 package localapi
 
 import (
@@ -19,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"time"
@@ -99,12 +102,21 @@ func Build(ctx context.Context, o Options) (string, error) {
 	// tools/localapi is its own module; never let a workspace or the
 	// caller's build flags (e.g. -race from a test run) leak in.
 	env := append(os.Environ(), "GOWORK=off", "GOFLAGS="+cleanGoflags(os.Getenv("GOFLAGS")))
+	version, err := ModuleVersion(ctx, goTool, src, env)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", o.Prefix, err)
+	}
+	ldflags, err := LDFlags(version)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", o.Prefix, err)
+	}
+
 	p := newProgress(o.Log, o.Prefix, time.Now)
 	if _, err := os.Stat(out); err != nil {
-		fmt.Fprintf(o.Log, "%s: building %s: kube-apiserver with etcd, from %s; the first build compiles about 2,000 packages (%s), a line a minute follows\n",
-			o.Prefix, out, src, ColdBuild)
+		fmt.Fprintf(o.Log, "%s: building %s: kube-apiserver %s with etcd, from %s; the first build compiles about 2,000 packages (%s), a line a minute follows\n",
+			o.Prefix, out, version, src, ColdBuild)
 	}
-	cmd := exec.CommandContext(ctx, goTool, "build", "-v", "-o", out, ".")
+	cmd := exec.CommandContext(ctx, goTool, "build", "-v", "-ldflags", ldflags, "-o", out, ".")
 	cmd.Dir = src
 	cmd.Env = env
 	count := func() (int, error) { return countDeps(ctx, goTool, src, env) }
@@ -166,6 +178,53 @@ func countDeps(ctx context.Context, goTool, src string, env []string) (int, erro
 		}
 	}
 	return n, nil
+}
+
+// ModuleVersion is the version of k8s.io/kubernetes that the module in src
+// (tools/localapi) builds with: its requirement, or its replacement's.
+func ModuleVersion(ctx context.Context, goTool, src string, env []string) (string, error) {
+	cmd := exec.CommandContext(ctx, goTool, "list", "-m", "-f", "{{.Version}} {{with .Replace}}{{.Version}}{{end}}", "k8s.io/kubernetes")
+	cmd.Dir = src
+	cmd.Env = env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go list -m k8s.io/kubernetes in %s: %w\n%s", src, err, stderr.String())
+	}
+	f := strings.Fields(string(out))
+	if len(f) == 0 {
+		return "", fmt.Errorf("go list -m k8s.io/kubernetes in %s: no version", src)
+	}
+	return f[len(f)-1], nil
+}
+
+var versionRE = regexp.MustCompile(`^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(.*)$`)
+
+// LDFlags are the linker flags that make the binary report version, as
+// Kubernetes' own build does (hack/lib/version.sh: gitVersion, gitMajor,
+// gitMinor, "+" after the minor of a pre-release, and gitTreeState, in
+// k8s.io/component-base/version, which the server's /version reports, and
+// k8s.io/client-go/pkg/version). gitCommit and buildDate keep their
+// defaults: the module has no commit, and a date would relink every build.
+// Only the link step depends on these flags, so builds with and without
+// them share the compiled packages.
+func LDFlags(version string) (string, error) {
+	m := versionRE.FindStringSubmatch(version)
+	if m == nil {
+		return "", fmt.Errorf("k8s.io/kubernetes version %q is not vMAJOR.MINOR.PATCH", version)
+	}
+	major, minor := m[1], m[2]
+	if m[4] != "" {
+		minor += "+"
+	}
+	var b strings.Builder
+	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
+		for _, kv := range [][2]string{{"gitVersion", version}, {"gitMajor", major}, {"gitMinor", minor}, {"gitTreeState", "clean"}} {
+			fmt.Fprintf(&b, " -X %s.%s=%s", pkg, kv[0], kv[1])
+		}
+	}
+	return strings.TrimSpace(b.String()), nil
 }
 
 // cleanGoflags keeps only GOFLAGS entries that are harmless for building the

@@ -169,3 +169,31 @@ func TestIsPackageLine(t *testing.T) {
 		}
 	}
 }
+
+func TestLDFlags(t *testing.T) {
+	for _, tc := range []struct{ version, major, minor string }{
+		{"v1.37.2", "1", "37"},
+		{"v1.38.0-alpha.1", "1", "38+"},
+	} {
+		got, err := LDFlags(tc.version)
+		if err != nil {
+			t.Fatalf("LDFlags(%q): %v", tc.version, err)
+		}
+		for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
+			for _, want := range []string{
+				"-X " + pkg + ".gitVersion=" + tc.version + " ",
+				"-X " + pkg + ".gitMajor=" + tc.major + " ",
+				"-X " + pkg + ".gitMinor=" + tc.minor + " ",
+			} {
+				if !strings.Contains(got+" ", want) {
+					t.Errorf("LDFlags(%q) = %q: no %q", tc.version, got, want)
+				}
+			}
+		}
+	}
+	for _, bad := range []string{"", "1.37.2", "v1.37", "master"} {
+		if got, err := LDFlags(bad); err == nil {
+			t.Errorf("LDFlags(%q) = %q, want an error", bad, got)
+		}
+	}
+}
