@@ -102,8 +102,8 @@ unit:
 # as internal/testenv builds it: into $(go env GOCACHE)/../kinformer-localapi
 # (or $KINFORMER_LOCALAPI, a directory or an already built binary), with
 # the version of k8s.io/kubernetes it requires. Cold, this compiles about
-# 2,000 packages: 7-12 minutes on 2 idle cores, 20-25 on busy ones, with a
-# line a minute meanwhile; warm, seconds.
+# 2,000 packages: 7-12 minutes on 2 idle cores, 20-25 or more on busy ones,
+# with a line a minute meanwhile; warm, seconds.
 localapi:
 	$(LIB) $(GO) run ./internal/testenv/localapi/build >/dev/null
 

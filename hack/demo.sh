@@ -6,13 +6,14 @@
 #
 # It builds the local kube-apiserver + etcd (tools/localapi; the first build
 # compiles kube-apiserver, about 2,000 packages: 7-12 minutes on 2 idle
-# cores, 20-25 on busy ones, with a line a minute meanwhile; then seconds) and the
-# kinformer command, starts the server on a fresh temporary data dir, runs a
-# traffic generator (`kinformer demo-traffic`: creates, updates and deletes
-# configmaps in namespaces demo-1 and demo-2), and runs
-# `kinformer watch configmaps -A` in the foreground. On Ctrl-C (or SIGTERM,
-# or after DEMO_SECONDS) the watch prints its summary, then the generator and
-# the server are stopped and the data dir removed: nothing is left running.
+# cores, 20-25 or more on busy ones, with a line a minute meanwhile; then
+# seconds) and the kinformer command, starts the server on a fresh
+# temporary data dir, runs a traffic generator (`kinformer demo-traffic`:
+# creates, updates and deletes configmaps in namespaces demo-1 and demo-2),
+# and runs `kinformer watch configmaps -A` in the foreground. On Ctrl-C (or
+# SIGTERM, or after DEMO_SECONDS) the watch prints its summary, then the
+# generator and the server are stopped and the data dir removed: nothing is
+# left running.
 #
 # Environment:
 #   DEMO_SECONDS        stop after this many seconds of watching (default: run until Ctrl-C)

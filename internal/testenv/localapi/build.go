@@ -35,7 +35,7 @@ const EnvBinary = "KINFORMER_LOCALAPI"
 
 // ColdBuild is how long a build with an empty build cache takes, as the
 // first message of a build says.
-const ColdBuild = "7-12 minutes on 2 idle cores, 20-25 on busy ones"
+const ColdBuild = "7-12 minutes on 2 idle cores, 20-25 or more on busy ones"
 
 // Options are Build's.
 type Options struct {
