@@ -1,8 +1,6 @@
 # kinformer — one command each: `make demo`, `make test`.
 SHELL := /bin/bash
 GO    ?= go
-# Where internal/testenv looks for the local API server binary.
-LOCALAPI := $(shell $(GO) env GOCACHE)/../kinformer-localapi/localapi
 
 .PHONY: test unit localapi vet fmt demo kinformer fuzz crsuite api apicheck consumer tidy version install-env
 
@@ -107,10 +105,14 @@ unit:
 	cd cmd/kinformer && KINFORMER_SKIP_APISERVER=1 $(GO) test -race -count=1 ./...
 	cd controllerruntime && KINFORMER_SKIP_APISERVER=1 $(GO) test -race -count=1 ./...
 
-# The real kube-apiserver + etcd of tools/localapi (its own module). Cold,
-# this compiles k8s.io/kubernetes: 7-12 minutes on 2 cores; warm, seconds.
+# The real kube-apiserver + etcd of tools/localapi (its own module), built
+# as internal/testenv builds it: into $(go env GOCACHE)/../kinformer-localapi
+# (or $KINFORMER_LOCALAPI, a directory or an already built binary), with
+# the version of k8s.io/kubernetes it requires. Cold, this compiles about
+# 2,000 packages: 7-12 minutes on 2 idle cores, 20-25 or more on busy ones,
+# with a line a minute meanwhile; warm, seconds.
 localapi:
-	cd tools/localapi && GOWORK=off $(GO) build -o "$(LOCALAPI)" .
+	$(LIB) $(GO) run ./internal/testenv/localapi/build >/dev/null
 
 # controller-runtime's own cache test suite (pkg/cache, on envtest with
 # kube-apiserver and etcd built from tools/localapi). `test` runs it with

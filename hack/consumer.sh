@@ -44,7 +44,9 @@ cleanup() {
 trap cleanup EXIT
 
 modcache=$(cd "$root" && GOWORK=off "$GO" env GOMODCACHE)
-localapi=${KINFORMER_LOCALAPI:-$(GOWORK=off "$GO" env GOCACHE)/../kinformer-localapi/localapi}
+localapi=${KINFORMER_LOCALAPI:-$(GOWORK=off "$GO" env GOCACHE)/../kinformer-localapi}
+# A directory (as for internal/testenv and `make localapi`) holds the binary.
+[ -d "$localapi" ] && localapi=$localapi/localapi
 [ -x "$localapi" ] || { say "no local API server at $localapi: run make localapi"; exit 1; }
 
 # 1. The proxy, and the environment a user sets to use it (README.md,

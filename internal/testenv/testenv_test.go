@@ -351,3 +351,30 @@ func processGone(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X'
 }
+
+// The server reports the version of k8s.io/kubernetes that tools/localapi
+// requires, as a release build of it would (kubectl version reads it), not
+// go build's "v0.0.0-master+$Format:%H$".
+func TestServerReportsTheModulesVersion(t *testing.T) {
+	srv := testenv.Shared(t)
+	gomod, err := os.ReadFile(filepath.Join("..", "..", "tools", "localapi", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes (v(\d+)\.(\d+)\.\d+\S*)$`).FindSubmatch(gomod)
+	if m == nil {
+		t.Fatal("tools/localapi/go.mod requires no k8s.io/kubernetes version")
+	}
+	version, major, minor := string(m[1]), string(m[2]), string(m[3])
+	info, err := clientFor(t, srv).Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.GitVersion != version || info.Major != major || info.Minor != minor {
+		t.Errorf("GET /version: gitVersion %q, major %q, minor %q; want %q, %q, %q (tools/localapi/go.mod)",
+			info.GitVersion, info.Major, info.Minor, version, major, minor)
+	}
+	if info.GitTreeState != "clean" {
+		t.Errorf("GET /version: gitTreeState %q, want clean", info.GitTreeState)
+	}
+}
