@@ -54,6 +54,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -186,6 +187,17 @@ type Options struct {
 	// by an object of the kind, as cache.Options.ByObject. Fields left out
 	// are never decoded, and a kind's cache shrinks to what the
 	// controller reads.
+	//
+	// Whatever Fields say, a projected cache keeps what controller-runtime
+	// itself reads: metadata.labels (label selectors, LabelChangedPredicate),
+	// metadata.ownerReferences (Owns, handler.EnqueueRequestForOwner),
+	// metadata.generation (GenerationChangedPredicate), and the fields the
+	// kind's field selector in cache.Options reads; and, as every kinformer
+	// projection, name, namespace, uid and resourceVersion (which
+	// read-your-writes waits on). An index (IndexField, or AddIndexers on
+	// the informer) that reads a field left out is refused with an error
+	// wrapping kinformer.ErrFields that names
+	// kcr.Options.ByObject[Kind].Fields: list what it reads there.
 	//
 	// An object read from a projected cache is never one to write back:
 	// every copy Get and List return carries the annotation
@@ -387,7 +399,8 @@ func checkFields(s *runtime.Scheme, gvk schema.GroupVersionKind, paths []string)
 		example = obj
 	}
 	if err := kinformer.CheckFields(example, paths); err != nil {
-		return fmt.Errorf("kcr: Options.ByObject[%s]: %w", gvk.Kind, err)
+		why := strings.TrimPrefix(err.Error(), kinformer.ErrFields.Error()+": ")
+		return fieldsError(fmt.Sprintf("kcr.Options.ByObject[%s].Fields: %s", gvk.Kind, why))
 	}
 	return nil
 }

@@ -2,8 +2,12 @@ package controllerruntime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -135,5 +139,35 @@ func (s sharedInformer) AddIndexers(indexers toolscache.Indexers) error {
 	if s.IsStopped() {
 		return s.errStopped("indexers")
 	}
-	return s.SharedIndexInformer.AddIndexers(indexers)
+	err := s.SharedIndexInformer.AddIndexers(indexers)
+	if errors.Is(err, kinformer.ErrFields) {
+		return s.e.readsLeftOut(slices.Sorted(maps.Keys(indexers)))
+	}
+	return err
 }
+
+// readsLeftOut is the error of indexes (by name) found reading fields the
+// kind's projection leaves out (kinformer's AddIndexers checks): in kcr's
+// terms, naming IndexField's field and the option to change, not the
+// index names and values kinformer checked.
+func (e *entry) readsLeftOut(names []string) error {
+	what := make([]string, len(names))
+	for i, name := range names {
+		if field, ok := strings.CutPrefix(name, fieldIndexPrefix); ok {
+			what[i] = fmt.Sprintf("IndexField %q", field)
+		} else {
+			what[i] = fmt.Sprintf("index %q", name)
+		}
+	}
+	kind := e.reader.gvk.Kind
+	return fieldsError(fmt.Sprintf("kcr: %s of %s reads a field that kcr.Options.ByObject[%s].Fields leaves out (the cache keeps %s): add it there",
+		strings.Join(what, " or "), kind, kind, e.reader.projected))
+}
+
+// fieldsError is an error of kcr.Options.ByObject's Fields: it wraps
+// kinformer.ErrFields, whose text (the library's Options.Fields) it does
+// not repeat.
+type fieldsError string
+
+func (e fieldsError) Error() string { return string(e) }
+func (e fieldsError) Unwrap() error { return kinformer.ErrFields }

@@ -2,6 +2,7 @@ package controllerruntime
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -45,7 +46,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 	}
 	resync := syncPeriodOf(c.config, rand.Float64())
 	transform := transformFor(k, c.config.Transform)
-	fields := c.sh.fieldsOf(k)
+	fields := c.projection(k)
 	f := c.sh.factory
 	log := informerLogger(c.sh.log, k.gvk, ns)
 	noCopy := ptr.Deref(c.config.UnsafeDisableDeepCopy, false)
@@ -176,6 +177,60 @@ func restrictNamespace(ns string, sel fields.Selector) string {
 		return v
 	}
 	return ""
+}
+
+// keptAlways are the fields a projected cache keeps whatever
+// Options.ByObject's Fields say: what controller-runtime itself reads of
+// every object it caches. Its owner handler (Owns,
+// handler.EnqueueRequestForOwner) reads the ownerReferences, label
+// selectors and LabelChangedPredicate the labels, GenerationChangedPredicate
+// the generation. Left out, they fail silently: every object seems to have
+// no owner, no labels, no change. (name, namespace, uid and resourceVersion,
+// which keys, deletes and read-your-writes read, the informer keeps
+// anyway.)
+var keptAlways = []string{"metadata.labels", "metadata.ownerReferences", "metadata.generation"}
+
+// projection is the projection of k's informers in this cache: the
+// kind's Options.ByObject Fields (fieldsOf), keptAlways, and the fields
+// the cache's field selector reads (a ByObject or DefaultFieldSelector:
+// the paths of it that are fields of the kind), so that a cached object
+// still shows why it was selected. Nil: whole objects.
+func (c *namespaceCache) projection(k entryKey) []string {
+	fields := c.sh.fieldsOf(k)
+	if len(fields) == 0 {
+		return nil
+	}
+	out := slices.Clone(fields)
+	add := func(p string) {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	for _, p := range keptAlways {
+		add(p)
+	}
+	if c.config.FieldSelector == nil {
+		return out
+	}
+	var example any
+	switch k.form {
+	case metadataForm:
+		example = &metav1.PartialObjectMetadata{}
+	case structured:
+		example, _ = c.sh.scheme.New(k.gvk)
+	}
+	for _, r := range c.config.FieldSelector.Requirements() {
+		switch r.Field {
+		case "metadata.name", "metadata.namespace":
+			continue // kept anyway
+		}
+		// A field selector's field the kind has no such path for (one
+		// the server maps itself) is left to the server.
+		if kinformer.CheckFields(example, []string{r.Field}) == nil {
+			add(r.Field)
+		}
+	}
+	return out
 }
 
 // fieldsOf is the projection of k's informers (Options.ByObject): a

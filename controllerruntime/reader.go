@@ -195,7 +195,9 @@ func (r reader) byFields(reqs fields.Requirements, namespace string, kept bool) 
 // fieldIndexName and namespacedKey are controller-runtime's index names
 // and values for field indexes (IndexField): code that reads the indexer
 // itself finds them as with controller-runtime's cache.
-func fieldIndexName(field string) string { return "field:" + field }
+func fieldIndexName(field string) string { return fieldIndexPrefix + field }
+
+const fieldIndexPrefix = "field:"
 
 func namespacedKey(ns, v string) string {
 	if ns == "" {
