@@ -75,7 +75,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 			return nil, c.started, err
 		}
 		e.sii, e.release, e.wait, e.lastError, e.startup = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError, inf.Startup
-		e.reader.store = cacheStore[*unstructured.Unstructured]{inf.Cache()}
+		e.reader.store = cacheStore[*unstructured.Unstructured]{inf.Cache(), e.sii.GetIndexer()}
 		fresh = inf.Cache().Compact()
 	case k.form == metadataForm:
 		inf, err := f.Metadata(mapping.Resource, ns, &kinformer.Options[*metav1.PartialObjectMetadata]{
@@ -86,7 +86,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 			return nil, c.started, err
 		}
 		e.sii, e.release, e.wait, e.lastError, e.startup = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError, inf.Startup
-		e.reader.store = cacheStore[*metav1.PartialObjectMetadata]{inf.Cache()}
+		e.reader.store = cacheStore[*metav1.PartialObjectMetadata]{inf.Cache(), e.sii.GetIndexer()}
 		fresh = inf.Cache().Compact()
 	default:
 		example, err := c.sh.scheme.New(k.gvk)
@@ -101,7 +101,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 			return nil, c.started, err
 		}
 		e.sii, e.release, e.wait, e.lastError, e.startup = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError, inf.Startup
-		e.reader.store = cacheStore[kinformer.Object]{inf.Cache()}
+		e.reader.store = cacheStore[kinformer.Object]{inf.Cache(), e.sii.GetIndexer()}
 		fresh = inf.Cache().Compact()
 	}
 	h := c.sh.watchErrHandler
