@@ -80,6 +80,42 @@ type entry struct {
 	clusterWide bool
 	// told: a read that made it has said so (implicitly).
 	told atomic.Bool
+	// watchErr is the watch error handler of a kinformer informer (nil
+	// for NewInformer's); heard says it has been called.
+	watchErr toolscache.WatchErrorHandlerWithContext
+	heard    atomic.Bool
+	// resource names the informer's resource ("pods", "deployments.apps").
+	resource string
+}
+
+// hearing wraps h, e's watch error handler, to note that it was called.
+func (e *entry) hearing(h toolscache.WatchErrorHandlerWithContext) toolscache.WatchErrorHandlerWithContext {
+	return func(ctx context.Context, r *toolscache.Reflector, err error) {
+		e.heard.Store(true)
+		h(ctx, r, err)
+	}
+}
+
+// replayMissed gives e's watch error handler the informer's failure that
+// goes on (LastError: forbidden, not found, a bad selector), if it has
+// heard none. The factory may have started the informer, and its first
+// list may have failed, before the handler was set: that Error event went
+// to no handler of this cache, and the next attempt comes only after a
+// backoff (800 ms, growing to 30 s). Called once the entry is made,
+// without the cache's lock: h is the user's.
+func (e *entry) replayMissed(ctx context.Context) {
+	if e.watchErr == nil || e.lastError == nil {
+		return
+	}
+	err, _ := e.lastError()
+	if err == nil || e.heard.Swap(true) {
+		return
+	}
+	// client-go gives a handler the reflector that failed; this one only
+	// names the informer, as kinformer's client-go adapter's does.
+	r := toolscache.NewReflectorWithOptions(&toolscache.ListWatch{}, nil, toolscache.NewStore(toolscache.MetaNamespaceKeyFunc),
+		toolscache.ReflectorOptions{Name: e.resource, TypeDescription: e.resource})
+	e.watchErr(ctx, r, err)
 }
 
 // implicitly says, once, that a read (a Get or List of a kind nothing

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,6 +76,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		if err != nil {
 			return nil, c.started, err
 		}
+		acquired(inf.LastError)
 		e.sii, e.release, e.wait, e.lastError, e.startup = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError, inf.Startup
 		e.reader.store = cacheStore[*unstructured.Unstructured]{inf.Cache(), e.sii.GetIndexer()}
 		fresh = inf.Cache().Compact()
@@ -85,6 +88,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		if err != nil {
 			return nil, c.started, err
 		}
+		acquired(inf.LastError)
 		e.sii, e.release, e.wait, e.lastError, e.startup = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError, inf.Startup
 		e.reader.store = cacheStore[*metav1.PartialObjectMetadata]{inf.Cache(), e.sii.GetIndexer()}
 		fresh = inf.Cache().Compact()
@@ -100,6 +104,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		if err != nil {
 			return nil, c.started, err
 		}
+		acquired(inf.LastError)
 		e.sii, e.release, e.wait, e.lastError, e.startup = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError, inf.Startup
 		e.reader.store = cacheStore[kinformer.Object]{inf.Cache(), e.sii.GetIndexer()}
 		fresh = inf.Cache().Compact()
@@ -109,6 +114,10 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		// kinformer's informers: through the cache's logger, not
 		// client-go's default (klog).
 		h = watchErrorLogger(log)
+	}
+	if h != nil && !e.own {
+		h = e.hearing(h)
+		e.watchErr = h
 	}
 	if h != nil {
 		if err := e.sii.SetWatchErrorHandlerWithContext(h); err != nil {
@@ -130,11 +139,23 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 	if len(fields) > 0 && !e.own {
 		e.reader.projected = strings.Join(fields, ",")
 	}
+	e.resource = mapping.Resource.GroupResource().String()
 	c.entries[k] = e
 	if c.started {
 		c.startLocked(e)
 	}
 	return e, c.started, nil
+}
+
+// acquiredHook, if set, is called with each kinformer informer's
+// LastError once the factory has handed it out, before its watch error
+// handler is set (tests: an informer that fails before that).
+var acquiredHook atomic.Pointer[func(lastError func() (error, time.Time))]
+
+func acquired(lastError func() (error, time.Time)) {
+	if h := acquiredHook.Load(); h != nil {
+		(*h)(lastError)
+	}
 }
 
 // transformOf returns the factory Transform of kind k, made from t once

@@ -71,6 +71,7 @@ func (c *namespaceCache) get(ctx context.Context, gvk schema.GroupVersionKind, o
 		if e, started, err = c.add(k, obj); err != nil {
 			return started, nil, err
 		}
+		e.replayMissed(ctx)
 		if read {
 			e.implicitly(k)
 		}

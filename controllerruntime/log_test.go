@@ -10,7 +10,9 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -224,5 +226,59 @@ func TestForbiddenIsAnErrorInTheManagersLog(t *testing.T) {
 			t.Fatalf("no error line for the forbidden list in the manager's log: %v", managerLog.where(inNamespace(ns)))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// An informer whose first list fails (forbidden) before the cache has set
+// its watch error handler: the handler still gets that error, at once,
+// not only the next attempt's after the backoff (800 ms less at most a
+// quarter).
+func TestWatchErrorBeforeTheHandlerIsSet(t *testing.T) {
+	_, _, ns := setup(t)
+	cfg := testenv.Shared(t).RestrictedConfig() // may list pods in "allowed" only
+	errs := make(chan error, 16)
+	c, err := kcr.NewCache(cfg, cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}},
+		DefaultWatchErrorHandler: func(_ context.Context, _ *toolscache.Reflector, err error) {
+			select {
+			case errs <- err:
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	}()
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("no sync")
+	}
+	// The factory starts the informer as it hands it out: hold the cache
+	// there until its first list has failed.
+	defer kcr.SetAcquiredHook(func(lastError func() (error, time.Time)) {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if err, _ := lastError(); err != nil || time.Now().After(deadline) {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})()
+	if _, err := c.GetInformer(t.Context(), &corev1.Pod{}, cache.BlockUntilSynced(false)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errs:
+		if !apierrors.IsForbidden(err) {
+			t.Fatalf("the watch error handler got %v, want the list's 403", err)
+		}
+	case <-time.After(400 * time.Millisecond):
+		t.Fatal("the first list's 403 did not reach the watch error handler")
 	}
 }
