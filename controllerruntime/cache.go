@@ -30,8 +30,9 @@
 // says more, and holds decoded objects instead). The informers log
 // through controller-runtime's logger, the manager's, named "kinformer",
 // each line naming its informer's kind (Options.Logger says what and at
-// which level); so do their watch errors, unless DefaultWatchErrorHandler
-// is set.
+// which level), one at Info as each starts, with its resource and mode
+// (IsKinformer tells its informers from those of NewInformer); so do
+// their watch errors, unless DefaultWatchErrorHandler is set.
 //
 // With adds kinformer's own options (Options): a state directory (a
 // restarted manager starts warm), sharding between replicas, metrics, a
@@ -110,8 +111,10 @@ type Options struct {
 	// Logger receives the informers' logs, each line with its informer's
 	// kind, resource and namespace: at Warn every list or watch that
 	// failed and is retried (a connection cut or refused, a server
-	// restarting: routine, never at Error); at Info restores from
-	// StateDir, re-lists and the like; at Error a handler's panic and a
+	// restarting: routine, never at Error); at Info each informer's
+	// start ("kinformer: informer started", with its resource, form and
+	// mode: decoded, compact or projected), restores from StateDir,
+	// re-lists and the like; at Error a handler's panic and a
 	// cached object changed in place (DetectMutations). Without
 	// cache.Options.DefaultWatchErrorHandler, a failure that retrying
 	// cannot fix (kinformer.IsPersistent: forbidden, not found, a bad

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/kinformer/kinformer"
 )
@@ -33,6 +34,9 @@ const (
 	unstructuredForm
 	metadataForm
 )
+
+// forms names each form, in logs.
+var forms = [...]string{structured: "typed", unstructuredForm: "unstructured", metadataForm: "metadata"}
 
 func formOf(obj runtime.Object) form {
 	switch obj.(type) {
@@ -86,6 +90,9 @@ type entry struct {
 	heard    atomic.Bool
 	// resource names the informer's resource ("pods", "deployments.apps").
 	resource string
+	// startLine is what the Info line of a kinformer informer's start
+	// says (resource, form, mode); nil for NewInformer's.
+	startLine []any
 }
 
 // hearing wraps h, e's watch error handler, to note that it was called.
@@ -118,6 +125,51 @@ func (e *entry) replayMissed(ctx context.Context) {
 	e.watchErr(ctx, r, err)
 }
 
+// logStart says, at Info, that e's informer (a kinformer one) has
+// started: its kind, resource, form and mode (decoded, compact, or
+// projected with the fields kept), one line per informer a namespace
+// cache starts.
+func (e *entry) logStart() {
+	if e.log == nil || e.startLine == nil {
+		return
+	}
+	e.log.Info("kinformer: informer started", e.startLine...)
+}
+
+// startAttrs is the attributes of e's start line (logStart).
+func startAttrs(resource string, f form, projected []string, compact bool) []any {
+	mode := "decoded"
+	if compact {
+		mode = "compact"
+	}
+	attrs := []any{"resource", resource, "form", forms[f]}
+	if len(projected) > 0 {
+		return append(attrs, "mode", "projected", "fields", strings.Join(projected, ","), "compact", compact)
+	}
+	return append(attrs, "mode", mode)
+}
+
+// IsKinformer reports whether inf, an informer a kcr cache handed out
+// (GetInformer, GetInformerForKind), is kinformer's: true for the
+// informers kcr makes on its kinformer Factory (in every namespace, for
+// a cache of several), false for those of cache.Options.NewInformer and
+// for any other cache's.
+func IsKinformer(inf cache.Informer) bool {
+	switch i := inf.(type) {
+	case sharedInformer:
+		return true
+	case *multiInformer:
+		infs := i.informers()
+		for _, one := range infs {
+			if !IsKinformer(one) {
+				return false
+			}
+		}
+		return len(infs) > 0
+	}
+	return false
+}
+
 // implicitly says, once, that a read (a Get or List of a kind nothing
 // asked the cache for) started e, keyed k: an informer that lists and
 // watches the kind, and caches it, until the cache stops. (One implicit
@@ -126,7 +178,6 @@ func (e *entry) implicitly(k entryKey) {
 	if e.log == nil || !e.told.CompareAndSwap(false, true) {
 		return
 	}
-	forms := [...]string{structured: "typed", unstructuredForm: "unstructured", metadataForm: "metadata"}
 	e.log.Info("kinformer: a read started an informer for this kind: it lists, watches and caches it until the cache stops "+
 		"(shape it with cache.Options.ByObject; keep the kind out of the cache with client.CacheOptions.DisableFor, "+
 		"or make such reads fail with cache.Options.ReaderFailOnMissingInformer)",

@@ -140,6 +140,9 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		e.reader.projected = strings.Join(fields, ",")
 	}
 	e.resource = mapping.Resource.GroupResource().String()
+	if !e.own {
+		e.startLine = startAttrs(e.resource, k.form, fields, fresh)
+	}
 	c.entries[k] = e
 	if c.started {
 		c.startLocked(e)
