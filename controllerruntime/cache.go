@@ -14,7 +14,9 @@
 // DefaultWatchErrorHandler and NewInformer. It serves typed, unstructured
 // and PartialObjectMetadata objects, takes IndexField before or after the
 // start, and Get and List return what controller-runtime's would, errors
-// included.
+// included. A client made with controller-runtime's read-your-writes
+// (client.CacheOptions.EnableReadYourWritesConsistency) reads its own
+// writes from it, projected kinds included.
 //
 // Its informers are a kinformer.Factory's: typed built-in kinds are
 // decoded by kinformer's protobuf decoder, custom resources and
