@@ -14,7 +14,9 @@
 // DefaultWatchErrorHandler and NewInformer. It serves typed, unstructured
 // and PartialObjectMetadata objects, takes IndexField before or after the
 // start, and Get and List return what controller-runtime's would, errors
-// included.
+// included. A client made with controller-runtime's read-your-writes
+// (client.CacheOptions.EnableReadYourWritesConsistency) reads its own
+// writes from it, projected kinds included.
 //
 // Its informers are a kinformer.Factory's: typed built-in kinds are
 // decoded by kinformer's protobuf decoder, custom resources and
@@ -30,8 +32,9 @@
 // says more, and holds decoded objects instead). The informers log
 // through controller-runtime's logger, the manager's, named "kinformer",
 // each line naming its informer's kind (Options.Logger says what and at
-// which level); so do their watch errors, unless DefaultWatchErrorHandler
-// is set.
+// which level), one at Info as each starts, with its resource and mode
+// (IsKinformer tells its informers from those of NewInformer); so do
+// their watch errors, unless DefaultWatchErrorHandler is set.
 //
 // With adds kinformer's own options (Options): a state directory (a
 // restarted manager starts warm), sharding between replicas, metrics, a
@@ -54,6 +57,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -109,8 +113,10 @@ type Options struct {
 	// Logger receives the informers' logs, each line with its informer's
 	// kind, resource and namespace: at Warn every list or watch that
 	// failed and is retried (a connection cut or refused, a server
-	// restarting: routine, never at Error); at Info restores from
-	// StateDir, re-lists and the like; at Error a handler's panic and a
+	// restarting: routine, never at Error); at Info each informer's
+	// start ("kinformer: informer started", with its resource, form and
+	// mode: decoded, compact or projected), restores from StateDir,
+	// re-lists and the like; at Error a handler's panic and a
 	// cached object changed in place (DetectMutations). Without
 	// cache.Options.DefaultWatchErrorHandler, a failure that retrying
 	// cannot fix (kinformer.IsPersistent: forbidden, not found, a bad
@@ -186,6 +192,17 @@ type Options struct {
 	// by an object of the kind, as cache.Options.ByObject. Fields left out
 	// are never decoded, and a kind's cache shrinks to what the
 	// controller reads.
+	//
+	// Whatever Fields say, a projected cache keeps what controller-runtime
+	// itself reads: metadata.labels (label selectors, LabelChangedPredicate),
+	// metadata.ownerReferences (Owns, handler.EnqueueRequestForOwner),
+	// metadata.generation (GenerationChangedPredicate), and the fields the
+	// kind's field selector in cache.Options reads; and, as every kinformer
+	// projection, name, namespace, uid and resourceVersion (which
+	// read-your-writes waits on). An index (IndexField, or AddIndexers on
+	// the informer) that reads a field left out is refused with an error
+	// wrapping kinformer.ErrFields that names
+	// kcr.Options.ByObject[Kind].Fields: list what it reads there.
 	//
 	// An object read from a projected cache is never one to write back:
 	// every copy Get and List return carries the annotation
@@ -387,7 +404,8 @@ func checkFields(s *runtime.Scheme, gvk schema.GroupVersionKind, paths []string)
 		example = obj
 	}
 	if err := kinformer.CheckFields(example, paths); err != nil {
-		return fmt.Errorf("kcr: Options.ByObject[%s]: %w", gvk.Kind, err)
+		why := strings.TrimPrefix(err.Error(), kinformer.ErrFields.Error()+": ")
+		return fieldsError(fmt.Sprintf("kcr.Options.ByObject[%s].Fields: %s", gvk.Kind, why))
 	}
 	return nil
 }

@@ -2,8 +2,12 @@ package controllerruntime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -11,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/kinformer/kinformer"
 )
@@ -29,6 +34,9 @@ const (
 	unstructuredForm
 	metadataForm
 )
+
+// forms names each form, in logs.
+var forms = [...]string{structured: "typed", unstructuredForm: "unstructured", metadataForm: "metadata"}
 
 func formOf(obj runtime.Object) form {
 	switch obj.(type) {
@@ -76,6 +84,90 @@ type entry struct {
 	clusterWide bool
 	// told: a read that made it has said so (implicitly).
 	told atomic.Bool
+	// watchErr is the watch error handler of a kinformer informer (nil
+	// for NewInformer's); heard says it has been called.
+	watchErr toolscache.WatchErrorHandlerWithContext
+	heard    atomic.Bool
+	// resource names the informer's resource ("pods", "deployments.apps").
+	resource string
+	// startLine is what the Info line of a kinformer informer's start
+	// says (resource, form, mode); nil for NewInformer's.
+	startLine []any
+}
+
+// hearing wraps h, e's watch error handler, to note that it was called.
+func (e *entry) hearing(h toolscache.WatchErrorHandlerWithContext) toolscache.WatchErrorHandlerWithContext {
+	return func(ctx context.Context, r *toolscache.Reflector, err error) {
+		e.heard.Store(true)
+		h(ctx, r, err)
+	}
+}
+
+// replayMissed gives e's watch error handler the informer's failure that
+// goes on (LastError: forbidden, not found, a bad selector), if it has
+// heard none. The factory may have started the informer, and its first
+// list may have failed, before the handler was set: that Error event went
+// to no handler of this cache, and the next attempt comes only after a
+// backoff (800 ms, growing to 30 s). Called once the entry is made,
+// without the cache's lock: h is the user's.
+func (e *entry) replayMissed(ctx context.Context) {
+	if e.watchErr == nil || e.lastError == nil {
+		return
+	}
+	err, _ := e.lastError()
+	if err == nil || e.heard.Swap(true) {
+		return
+	}
+	// client-go gives a handler the reflector that failed; this one only
+	// names the informer, as kinformer's client-go adapter's does.
+	r := toolscache.NewReflectorWithOptions(&toolscache.ListWatch{}, nil, toolscache.NewStore(toolscache.MetaNamespaceKeyFunc),
+		toolscache.ReflectorOptions{Name: e.resource, TypeDescription: e.resource})
+	e.watchErr(ctx, r, err)
+}
+
+// logStart says, at Info, that e's informer (a kinformer one) has
+// started: its kind, resource, form and mode (decoded, compact, or
+// projected with the fields kept), one line per informer a namespace
+// cache starts.
+func (e *entry) logStart() {
+	if e.log == nil || e.startLine == nil {
+		return
+	}
+	e.log.Info("kinformer: informer started", e.startLine...)
+}
+
+// startAttrs is the attributes of e's start line (logStart).
+func startAttrs(resource string, f form, projected []string, compact bool) []any {
+	mode := "decoded"
+	if compact {
+		mode = "compact"
+	}
+	attrs := []any{"resource", resource, "form", forms[f]}
+	if len(projected) > 0 {
+		return append(attrs, "mode", "projected", "fields", strings.Join(projected, ","), "compact", compact)
+	}
+	return append(attrs, "mode", mode)
+}
+
+// IsKinformer reports whether inf, an informer a kcr cache handed out
+// (GetInformer, GetInformerForKind), is kinformer's: true for the
+// informers kcr makes on its kinformer Factory (in every namespace, for
+// a cache of several), false for those of cache.Options.NewInformer and
+// for any other cache's.
+func IsKinformer(inf cache.Informer) bool {
+	switch i := inf.(type) {
+	case sharedInformer:
+		return true
+	case *multiInformer:
+		infs := i.informers()
+		for _, one := range infs {
+			if !IsKinformer(one) {
+				return false
+			}
+		}
+		return len(infs) > 0
+	}
+	return false
 }
 
 // implicitly says, once, that a read (a Get or List of a kind nothing
@@ -86,7 +178,6 @@ func (e *entry) implicitly(k entryKey) {
 	if e.log == nil || !e.told.CompareAndSwap(false, true) {
 		return
 	}
-	forms := [...]string{structured: "typed", unstructuredForm: "unstructured", metadataForm: "metadata"}
 	e.log.Info("kinformer: a read started an informer for this kind: it lists, watches and caches it until the cache stops "+
 		"(shape it with cache.Options.ByObject; keep the kind out of the cache with client.CacheOptions.DisableFor, "+
 		"or make such reads fail with cache.Options.ReaderFailOnMissingInformer)",
@@ -135,5 +226,35 @@ func (s sharedInformer) AddIndexers(indexers toolscache.Indexers) error {
 	if s.IsStopped() {
 		return s.errStopped("indexers")
 	}
-	return s.SharedIndexInformer.AddIndexers(indexers)
+	err := s.SharedIndexInformer.AddIndexers(indexers)
+	if errors.Is(err, kinformer.ErrFields) {
+		return s.e.readsLeftOut(slices.Sorted(maps.Keys(indexers)))
+	}
+	return err
 }
+
+// readsLeftOut is the error of indexes (by name) found reading fields the
+// kind's projection leaves out (kinformer's AddIndexers checks): in kcr's
+// terms, naming IndexField's field and the option to change, not the
+// index names and values kinformer checked.
+func (e *entry) readsLeftOut(names []string) error {
+	what := make([]string, len(names))
+	for i, name := range names {
+		if field, ok := strings.CutPrefix(name, fieldIndexPrefix); ok {
+			what[i] = fmt.Sprintf("IndexField %q", field)
+		} else {
+			what[i] = fmt.Sprintf("index %q", name)
+		}
+	}
+	kind := e.reader.gvk.Kind
+	return fieldsError(fmt.Sprintf("kcr: %s of %s reads a field that kcr.Options.ByObject[%s].Fields leaves out (the cache keeps %s): add it there",
+		strings.Join(what, " or "), kind, kind, e.reader.projected))
+}
+
+// fieldsError is an error of kcr.Options.ByObject's Fields: it wraps
+// kinformer.ErrFields, whose text (the library's Options.Fields) it does
+// not repeat.
+type fieldsError string
+
+func (e fieldsError) Error() string { return string(e) }
+func (e fieldsError) Unwrap() error { return kinformer.ErrFields }

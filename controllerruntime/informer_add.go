@@ -2,7 +2,10 @@ package controllerruntime
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,7 +48,7 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 	}
 	resync := syncPeriodOf(c.config, rand.Float64())
 	transform := transformFor(k, c.config.Transform)
-	fields := c.sh.fieldsOf(k)
+	fields := c.projection(k)
 	f := c.sh.factory
 	log := informerLogger(c.sh.log, k.gvk, ns)
 	noCopy := ptr.Deref(c.config.UnsafeDisableDeepCopy, false)
@@ -73,8 +76,9 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		if err != nil {
 			return nil, c.started, err
 		}
+		acquired(inf.LastError)
 		e.sii, e.release, e.wait, e.lastError, e.startup = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError, inf.Startup
-		e.reader.store = cacheStore[*unstructured.Unstructured]{inf.Cache()}
+		e.reader.store = cacheStore[*unstructured.Unstructured]{inf.Cache(), e.sii.GetIndexer()}
 		fresh = inf.Cache().Compact()
 	case k.form == metadataForm:
 		inf, err := f.Metadata(mapping.Resource, ns, &kinformer.Options[*metav1.PartialObjectMetadata]{
@@ -84,8 +88,9 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		if err != nil {
 			return nil, c.started, err
 		}
+		acquired(inf.LastError)
 		e.sii, e.release, e.wait, e.lastError, e.startup = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError, inf.Startup
-		e.reader.store = cacheStore[*metav1.PartialObjectMetadata]{inf.Cache()}
+		e.reader.store = cacheStore[*metav1.PartialObjectMetadata]{inf.Cache(), e.sii.GetIndexer()}
 		fresh = inf.Cache().Compact()
 	default:
 		example, err := c.sh.scheme.New(k.gvk)
@@ -99,8 +104,9 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		if err != nil {
 			return nil, c.started, err
 		}
+		acquired(inf.LastError)
 		e.sii, e.release, e.wait, e.lastError, e.startup = sharedInformer{clientgo.WrapWithResync(inf, resync), e}, func() { kinformer.Release(f, inf) }, inf.WaitForSync, inf.LastError, inf.Startup
-		e.reader.store = cacheStore[kinformer.Object]{inf.Cache()}
+		e.reader.store = cacheStore[kinformer.Object]{inf.Cache(), e.sii.GetIndexer()}
 		fresh = inf.Cache().Compact()
 	}
 	h := c.sh.watchErrHandler
@@ -108,6 +114,10 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 		// kinformer's informers: through the cache's logger, not
 		// client-go's default (klog).
 		h = watchErrorLogger(log)
+	}
+	if h != nil && !e.own {
+		h = e.hearing(h)
+		e.watchErr = h
 	}
 	if h != nil {
 		if err := e.sii.SetWatchErrorHandlerWithContext(h); err != nil {
@@ -129,11 +139,26 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 	if len(fields) > 0 && !e.own {
 		e.reader.projected = strings.Join(fields, ",")
 	}
+	e.resource = mapping.Resource.GroupResource().String()
+	if !e.own {
+		e.startLine = startAttrs(e.resource, k.form, fields, fresh)
+	}
 	c.entries[k] = e
 	if c.started {
 		c.startLocked(e)
 	}
 	return e, c.started, nil
+}
+
+// acquiredHook, if set, is called with each kinformer informer's
+// LastError once the factory has handed it out, before its watch error
+// handler is set (tests: an informer that fails before that).
+var acquiredHook atomic.Pointer[func(lastError func() (error, time.Time))]
+
+func acquired(lastError func() (error, time.Time)) {
+	if h := acquiredHook.Load(); h != nil {
+		(*h)(lastError)
+	}
 }
 
 // transformOf returns the factory Transform of kind k, made from t once
@@ -176,6 +201,60 @@ func restrictNamespace(ns string, sel fields.Selector) string {
 		return v
 	}
 	return ""
+}
+
+// keptAlways are the fields a projected cache keeps whatever
+// Options.ByObject's Fields say: what controller-runtime itself reads of
+// every object it caches. Its owner handler (Owns,
+// handler.EnqueueRequestForOwner) reads the ownerReferences, label
+// selectors and LabelChangedPredicate the labels, GenerationChangedPredicate
+// the generation. Left out, they fail silently: every object seems to have
+// no owner, no labels, no change. (name, namespace, uid and resourceVersion,
+// which keys, deletes and read-your-writes read, the informer keeps
+// anyway.)
+var keptAlways = []string{"metadata.labels", "metadata.ownerReferences", "metadata.generation"}
+
+// projection is the projection of k's informers in this cache: the
+// kind's Options.ByObject Fields (fieldsOf), keptAlways, and the fields
+// the cache's field selector reads (a ByObject or DefaultFieldSelector:
+// the paths of it that are fields of the kind), so that a cached object
+// still shows why it was selected. Nil: whole objects.
+func (c *namespaceCache) projection(k entryKey) []string {
+	fields := c.sh.fieldsOf(k)
+	if len(fields) == 0 {
+		return nil
+	}
+	out := slices.Clone(fields)
+	add := func(p string) {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	for _, p := range keptAlways {
+		add(p)
+	}
+	if c.config.FieldSelector == nil {
+		return out
+	}
+	var example any
+	switch k.form {
+	case metadataForm:
+		example = &metav1.PartialObjectMetadata{}
+	case structured:
+		example, _ = c.sh.scheme.New(k.gvk)
+	}
+	for _, r := range c.config.FieldSelector.Requirements() {
+		switch r.Field {
+		case "metadata.name", "metadata.namespace":
+			continue // kept anyway
+		}
+		// A field selector's field the kind has no such path for (one
+		// the server maps itself) is left to the server.
+		if kinformer.CheckFields(example, []string{r.Field}) == nil {
+			add(r.Field)
+		}
+	}
+	return out
 }
 
 // fieldsOf is the projection of k's informers (Options.ByObject): a

@@ -71,6 +71,7 @@ func (c *namespaceCache) get(ctx context.Context, gvk schema.GroupVersionKind, o
 		if e, started, err = c.add(k, obj); err != nil {
 			return started, nil, err
 		}
+		e.replayMissed(ctx)
 		if read {
 			e.implicitly(k)
 		}
@@ -112,7 +113,11 @@ func (c *namespaceCache) get(ctx context.Context, gvk schema.GroupVersionKind, o
 // context ends or e is removed; the factory runs its own informers. c.mu
 // must be held, and the cache started.
 func (c *namespaceCache) startLocked(e *entry) {
-	if c.stopped || !e.own {
+	if c.stopped {
+		return
+	}
+	if !e.own {
+		e.logStart() // the factory's informer: the factory has started it
 		return
 	}
 	ctx, cancel := context.WithCancel(c.ctx)

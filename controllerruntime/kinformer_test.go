@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -58,6 +59,29 @@ func (l logs) has(sub string) bool {
 		}
 	}
 	return false
+}
+
+// count returns how many lines hold every one of subs.
+func (l logs) count(subs ...string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, s := range *l.lines {
+		all := true
+		for _, sub := range subs {
+			all = all && strings.Contains(s, sub)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}
+
+func (l logs) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(*l.lines)
 }
 
 type attrs struct {

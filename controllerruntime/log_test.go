@@ -3,6 +3,7 @@ package controllerruntime_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -10,7 +11,11 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -224,5 +229,122 @@ func TestForbiddenIsAnErrorInTheManagersLog(t *testing.T) {
 			t.Fatalf("no error line for the forbidden list in the manager's log: %v", managerLog.where(inNamespace(ns)))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Each informer kcr starts says so in one Info line naming its kind,
+// resource, form and mode (compact, decoded or projected), whether made
+// before the start or after; IsKinformer tells kcr's informers from those
+// of cache.Options.NewInformer.
+func TestInformerStartLineAndIsKinformer(t *testing.T) {
+	cfg, _, ns := setup(t)
+	ctx := t.Context()
+	lines := newLogs()
+	c, err := kcr.With(kcr.Options{Logger: slog.New(lines), ByObject: map[client.Object]kcr.ByObject{&corev1.ConfigMap{}: {Fields: []string{"data"}}}})(cfg,
+		cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}},
+			ByObject: map[client.Object]cache.ByObject{&corev1.Secret{}: {UnsafeDisableDeepCopy: ptr.To(true)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var infs []cache.Informer
+	for _, obj := range []client.Object{&corev1.Pod{}, &corev1.ConfigMap{}, &corev1.Secret{}} {
+		inf, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		infs = append(infs, inf)
+	}
+	runCache(t, c)
+	svc := &unstructured.Unstructured{}
+	svc.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Service"))
+	inf, err := c.GetInformer(ctx, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	infs = append(infs, inf)
+	for i, inf := range infs {
+		if !kcr.IsKinformer(inf) {
+			t.Errorf("informer %d: IsKinformer = false", i)
+		}
+	}
+	for _, want := range [][]string{
+		{"kind=Pod", "resource=pods", "form=typed", "mode=compact"},
+		{"kind=ConfigMap", "resource=configmaps", "form=typed", "mode=projected", "fields=data,metadata.labels,metadata.ownerReferences,metadata.generation", "compact=true"},
+		{"kind=Secret", "resource=secrets", "form=typed", "mode=decoded"},
+		{"kind=Service", "resource=services", "form=unstructured", "mode=compact"},
+	} {
+		if n := lines.count(append([]string{"kinformer: informer started", "namespace=" + ns}, want...)...); n != 1 {
+			t.Errorf("%d start lines with %v, want 1; the lines: %v", n, want, lines.all())
+		}
+	}
+	if n := lines.count("kinformer: informer started"); n != 4 {
+		t.Errorf("%d start lines, want 4: %v", n, lines.all())
+	}
+
+	// cache.Options.NewInformer's informers are not kinformer's.
+	own, err := kcr.NewCache(cfg, cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}, NewInformer: toolscache.NewSharedIndexInformer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf, err = own.GetInformer(ctx, &corev1.Pod{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kcr.IsKinformer(inf) {
+		t.Error("IsKinformer of NewInformer's informer = true")
+	}
+}
+
+// An informer whose first list fails (forbidden) before the cache has set
+// its watch error handler: the handler still gets that error, at once,
+// not only the next attempt's after the backoff (800 ms less at most a
+// quarter).
+func TestWatchErrorBeforeTheHandlerIsSet(t *testing.T) {
+	_, _, ns := setup(t)
+	cfg := testenv.Shared(t).RestrictedConfig() // may list pods in "allowed" only
+	errs := make(chan error, 16)
+	c, err := kcr.NewCache(cfg, cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}},
+		DefaultWatchErrorHandler: func(_ context.Context, _ *toolscache.Reflector, err error) {
+			select {
+			case errs <- err:
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	}()
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("no sync")
+	}
+	// The factory starts the informer as it hands it out: hold the cache
+	// there until its first list has failed.
+	defer kcr.SetAcquiredHook(func(lastError func() (error, time.Time)) {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if err, _ := lastError(); err != nil || time.Now().After(deadline) {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})()
+	if _, err := c.GetInformer(t.Context(), &corev1.Pod{}, cache.BlockUntilSynced(false)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errs:
+		if !apierrors.IsForbidden(err) {
+			t.Fatalf("the watch error handler got %v, want the list's 403", err)
+		}
+	case <-time.After(400 * time.Millisecond):
+		t.Fatal("the first list's 403 did not reach the watch error handler")
 	}
 }

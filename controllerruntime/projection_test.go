@@ -1,18 +1,27 @@
 package controllerruntime_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kinformer/kinformer"
 	kcr "github.com/kinformer/kinformer/controllerruntime"
@@ -133,5 +142,83 @@ func TestProjection(t *testing.T) {
 	_, err := kcr.With(kcr.Options{ByObject: map[client.Object]kcr.ByObject{&corev1.Pod{}: {Fields: []string{"spec.node"}}}})(cfg, cache.Options{})
 	if !errors.Is(err, kinformer.ErrFields) {
 		t.Fatalf("NewCache with a bad path: %v, want ErrFields", err)
+	}
+}
+
+// A projection that lists none of what controller-runtime itself reads
+// (the docs' kind of field list: no ownerReferences, no labels) still
+// keeps it: an Owns-style mapping (handler.EnqueueRequestForOwner through
+// source.Kind, as the builder's Owns) finds each Pod's owner, a label
+// selector matches, and an index on the field the cache's field selector
+// reads is taken. An IndexField reading a field left out is an error
+// naming kcr.Options.ByObject[Pod].Fields and IndexField's field, not
+// kinformer's option or index names.
+func TestProjectionKeepsWhatControllerRuntimeReads(t *testing.T) {
+	cfg, cs, ns := setup(t)
+	ctx := t.Context()
+	owner, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pod(ns, "owned")
+	p.Spec.NodeName = "n1"
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, Controller: ptr.To(true)}}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, compact := range []bool{false, true} {
+		t.Run(fmt.Sprint("compact=", compact), func(t *testing.T) {
+			c, err := kcr.With(kcr.Options{Decoded: !compact, ByObject: map[client.Object]kcr.ByObject{&corev1.Pod{}: {Fields: []string{"status.phase"}}}})(cfg,
+				cache.Options{DefaultFieldSelector: fields.AndSelectors(
+					fields.OneTermEqualSelector("metadata.namespace", ns), fields.OneTermEqualSelector("spec.nodeName", "n1"))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// What the cache's field selector reads is kept: an index of it is taken.
+			if err := c.IndexField(ctx, &corev1.Pod{}, "spec.nodeName", byNodeName); err != nil {
+				t.Fatalf("IndexField of the field selector's field: %v", err)
+			}
+			err = c.IndexField(ctx, &corev1.Pod{}, "status.podIP", func(o client.Object) []string { return []string{o.(*corev1.Pod).Status.PodIP} })
+			msg := fmt.Sprint(err)
+			if !errors.Is(err, kinformer.ErrFields) || !strings.Contains(msg, "kcr.Options.ByObject[Pod].Fields") || !strings.Contains(msg, `IndexField "status.podIP"`) ||
+				strings.Contains(msg, "field:") || strings.Contains(msg, "__all_namespaces") || strings.Contains(msg, "AddIndexers") {
+				t.Fatalf("IndexField of a field left out: %q, want ErrFields naming kcr.Options.ByObject[Pod].Fields and the field, without index internals", msg)
+			}
+			mapper := meta.NewDefaultRESTMapper(nil)
+			mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
+			queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			defer queue.ShutDown()
+			src := source.Kind(c, client.Object(&corev1.Pod{}),
+				handler.EnqueueRequestForOwner(scheme.Scheme, mapper, &corev1.ConfigMap{}, handler.OnlyControllerOwner()))
+			srcCtx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			if err := src.Start(srcCtx, queue); err != nil {
+				t.Fatal(err)
+			}
+			runCache(t, c)
+			deadline := time.Now().Add(30 * time.Second)
+			for queue.Len() == 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("the Pod's event mapped to no owner: the projection lost its ownerReferences")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if req, _ := queue.Get(); req.Namespace != ns || req.Name != "owner" {
+				t.Fatalf("the owner's request: %v, want %s/owner", req, ns)
+			}
+			list := &corev1.PodList{}
+			if err := c.List(ctx, list, client.MatchingLabels{"app": "web"}); err != nil || len(list.Items) != 1 {
+				t.Fatalf("List by label: %d, %v", len(list.Items), err)
+			}
+			got := list.Items[0]
+			if metav1.GetControllerOf(&got) == nil || got.Spec.NodeName != "n1" || got.Spec.Containers != nil {
+				t.Fatalf("the projected Pod: %+v", got)
+			}
+			for _, f := range []string{"status.phase", "metadata.labels", "metadata.ownerReferences", "metadata.generation", "spec.nodeName"} {
+				if !strings.Contains(got.Annotations[kcr.ProjectedAnnotation], f) {
+					t.Errorf("%s = %q, without %s", kcr.ProjectedAnnotation, got.Annotations[kcr.ProjectedAnnotation], f)
+				}
+			}
+		})
 	}
 }

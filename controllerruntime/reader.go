@@ -171,12 +171,13 @@ func (r reader) byFields(reqs fields.Requirements, namespace string, kept bool) 
 			}
 			continue
 		}
+		fn, ok := r.store.indexFunc(name)
+		if !ok {
+			return nil, fmt.Errorf("index with name %s does not exist", name)
+		}
 		matched := objs[:0:0]
 		for _, obj := range objs {
-			vals, ok, err := r.store.indexValues(name, obj)
-			if !ok {
-				return nil, fmt.Errorf("index with name %s does not exist", name)
-			}
+			vals, err := fn(obj)
 			if err != nil {
 				return nil, err
 			}
@@ -195,7 +196,9 @@ func (r reader) byFields(reqs fields.Requirements, namespace string, kept bool) 
 // fieldIndexName and namespacedKey are controller-runtime's index names
 // and values for field indexes (IndexField): code that reads the indexer
 // itself finds them as with controller-runtime's cache.
-func fieldIndexName(field string) string { return "field:" + field }
+func fieldIndexName(field string) string { return fieldIndexPrefix + field }
+
+const fieldIndexPrefix = "field:"
 
 func namespacedKey(ns, v string) string {
 	if ns == "" {

@@ -24,14 +24,22 @@ type store interface {
 	// its own anyway.
 	all(kept bool) ([]runtime.Object, error)
 	byIndex(name, value string, kept bool) ([]runtime.Object, error)
-	// indexValues returns obj's values in the named index; false if there
-	// is no such index.
-	indexValues(name string, obj runtime.Object) ([]string, bool, error)
+	// indexFunc returns the named index's function as client-go's
+	// indexer has it (false if there is no such index): for an index
+	// added through the informer (IndexField, AddIndexers), the function
+	// given, whose error a List returns, as controller-runtime's cache
+	// does.
+	indexFunc(name string) (toolscache.IndexFunc, bool)
 }
 
 // cacheStore reads a kinformer informer's cache directly, without the
-// client-go indexer's any-typed values between.
-type cacheStore[T kinformer.Object] struct{ c *kinformer.Cache[T] }
+// client-go indexer's any-typed values between; idx is that indexer
+// (kinformer's client-go adapter's), which has the client-go functions of
+// the indexes added through it.
+type cacheStore[T kinformer.Object] struct {
+	c   *kinformer.Cache[T]
+	idx toolscache.Indexer
+}
 
 func (s cacheStore[T]) get(key string, kept bool) (runtime.Object, bool, error) {
 	if kept {
@@ -69,16 +77,9 @@ type noIndex struct{ name string }
 func (e noIndex) Error() string { return fmt.Sprintf("Index with name %s does not exist", e.name) }
 func (e noIndex) Unwrap() error { return kinformer.ErrUnknownIndex }
 
-func (s cacheStore[T]) indexValues(name string, obj runtime.Object) ([]string, bool, error) {
-	fn, ok := s.c.Indexers()[name]
-	if !ok {
-		return nil, false, nil
-	}
-	t, ok := obj.(T)
-	if !ok {
-		return nil, true, fmt.Errorf("object of type %T is not a %T", obj, *new(T))
-	}
-	return fn(t), true, nil
+func (s cacheStore[T]) indexFunc(name string) (toolscache.IndexFunc, bool) {
+	fn, ok := s.idx.GetIndexers()[name]
+	return fn, ok
 }
 
 func objects[T kinformer.Object](objs []T) []runtime.Object {
@@ -114,13 +115,9 @@ func (s indexerStore) byIndex(name, value string, _ bool) ([]runtime.Object, err
 	return runtimeObjects(objs)
 }
 
-func (s indexerStore) indexValues(name string, obj runtime.Object) ([]string, bool, error) {
+func (s indexerStore) indexFunc(name string) (toolscache.IndexFunc, bool) {
 	fn, ok := s.i.GetIndexers()[name]
-	if !ok {
-		return nil, false, nil
-	}
-	vals, err := fn(obj)
-	return vals, true, err
+	return fn, ok
 }
 
 func runtimeObjects(objs []any) ([]runtime.Object, error) {
