@@ -52,7 +52,11 @@ func TestListReturnsAnIndexFuncsError(t *testing.T) {
 		}
 		stop := runCache(t, c)
 		list := &corev1.PodList{}
-		by := client.MatchingFields{"spec.nodeName": "n1", "app": "web"}
+		// In this order (MatchingFields, a map, has none): the first term
+		// is looked up in its index, the second's function filters what
+		// it found.
+		by := client.MatchingFieldsSelector{Selector: fields.AndSelectors(
+			fields.OneTermEqualSelector("spec.nodeName", "n1"), fields.OneTermEqualSelector("app", "web"))}
 		if err := c.List(ctx, list, by); err != nil || len(list.Items) != 1 {
 			t.Fatalf("Decoded=%v: List by two indexes: %d, %v", decoded, len(list.Items), err)
 		}
