@@ -349,16 +349,7 @@ func TestViewIfAllowedReviewErrorKeepsTheNamespaceOut(t *testing.T) {
 	f := NewFactory(nil, nil)
 	defer f.Stop()
 	f.Start()
-	acquire := func(namespace string) (*Informer[*corev1.ConfigMap], error) {
-		k := cmKey
-		k.namespace = namespace
-		return share(f, k, Options[*corev1.ConfigMap]{Name: "configmaps", Backoff: fastBackoff},
-			func(o *Options[*corev1.ConfigMap]) (*Informer[*corev1.ConfigMap], error) {
-				s := newFakeServer()
-				s.put(cm(namespace, "o"))
-				return New[*corev1.ConfigMap](s, o), nil
-			})
-	}
+	acquire := fakeAcquire(f, "o")
 	gvr := corev1.SchemeGroupVersion.WithResource("configmaps")
 	v, err := newNamespacedView(f, Namespaces{}, gvr, acquire)
 	if err != nil {
@@ -411,14 +402,7 @@ func TestViewOfManyNamespacesWarnsOnce(t *testing.T) {
 	f := NewFactory(nil, &FactoryOptions{Logger: slog.New(slog.NewTextHandler(log, nil))})
 	defer f.Stop()
 	f.Start()
-	acquire := func(namespace string) (*Informer[*corev1.ConfigMap], error) {
-		k := cmKey
-		k.namespace = namespace
-		return share(f, k, Options[*corev1.ConfigMap]{Name: "configmaps", Backoff: fastBackoff},
-			func(o *Options[*corev1.ConfigMap]) (*Informer[*corev1.ConfigMap], error) {
-				return New[*corev1.ConfigMap](newFakeServer(), o), nil
-			})
-	}
+	acquire := fakeAcquire(f)
 	v, err := newNamespacedView(f, Namespaces{}, corev1.SchemeGroupVersion.WithResource("configmaps"), acquire)
 	if err != nil {
 		t.Fatal(err)
@@ -439,5 +423,23 @@ func TestViewOfManyNamespacesWarnsOnce(t *testing.T) {
 	}
 	if l := log.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "resource=configmaps") || !strings.Contains(l, "namespaces=3") || !strings.Contains(l, "-A -l") {
 		t.Errorf("the warning does not name the level, resource, count and the cheaper form:\n%s", l)
+	}
+}
+
+// fakeAcquire is a namespaced view's acquire on f: each namespace's
+// ConfigMap informer the factory's, on an in-memory server holding the
+// ConfigMaps named.
+func fakeAcquire(f *Factory, names ...string) func(string) (*Informer[*corev1.ConfigMap], error) {
+	return func(namespace string) (*Informer[*corev1.ConfigMap], error) {
+		k := cmKey
+		k.namespace = namespace
+		return share(f, k, Options[*corev1.ConfigMap]{Name: "configmaps", Backoff: fastBackoff},
+			func(o *Options[*corev1.ConfigMap]) (*Informer[*corev1.ConfigMap], error) {
+				s := newFakeServer()
+				for _, name := range names {
+					s.put(cm(namespace, name))
+				}
+				return New[*corev1.ConfigMap](s, o), nil
+			})
 	}
 }
