@@ -25,6 +25,7 @@ type status struct {
 	// synced (UnixNano; 0: not yet); expected, the objects the first list
 	// was said to hold (0: unknown). See startup.go.
 	startedAt, syncedAt, expected atomic.Int64
+	restored                      atomic.Pointer[StateRestore] // the last restore from the state file (nil: none)
 
 	mu           sync.Mutex    // guards the fields below
 	syncErr      error         // the last persistent error before the first sync
