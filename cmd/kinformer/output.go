@@ -40,7 +40,8 @@ type output struct {
 	window       [][]string    // the first rows, held until the header is laid out over them
 	progressLine bool          // a progress line is on stderr, not yet ended by a newline
 	counts       map[kinformer.EventType]int
-	restored     int // Added events of objects restored from the state file (counted in counts too)
+	restored     int  // Added events of objects restored from the state file (counted in counts too)
+	restoreSaid  bool // the restore line is printed (note): the progress line ends without its own
 }
 
 func newOutput(e *env, format string, showNS bool) *output {
@@ -247,6 +248,16 @@ func (o *output) writeRow(cols []string) {
 	o.stdout.WriteString(b.String())
 }
 
+// restoreNote prints line (restoreLine) on stderr, in place of the
+// progress line's own last word.
+func (o *output) restoreNote(line string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.endProgress()
+	fmt.Fprintln(o.stderr, line)
+	o.restoreSaid = true
+}
+
 // endProgress ends the progress line on stderr so that other output starts
 // on a clean line. o.mu must be held.
 func (o *output) endProgress() {
@@ -274,11 +285,13 @@ func (o *output) showProgress(ctx context.Context, p *progress, cached func() in
 			n, d := p.listed.Load(), at.Sub(start)
 			o.mu.Lock()
 			o.endProgress()
-			if o.restored > 0 {
+			switch {
+			case o.restoreSaid:
+			case o.restored > 0:
 				// Restored: the lists were at most a probe; say what the
 				// cache holds now.
 				fmt.Fprintf(o.stderr, "%s: synced %d %s in %v (restored from the state file, then caught up)\n", o.prog, cached(), what, d.Round(time.Millisecond))
-			} else {
+			default:
 				fmt.Fprintf(o.stderr, "%s: synced %d %s in %v (%.0f/s)\n", o.prog, n, what, d.Round(time.Millisecond), float64(n)/d.Seconds())
 			}
 			o.mu.Unlock()
