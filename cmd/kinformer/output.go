@@ -42,6 +42,7 @@ type output struct {
 	counts       map[kinformer.EventType]int
 	restored     int  // Added events of objects restored from the state file (counted in counts too)
 	restoreSaid  bool // the restore line is printed (note): the progress line ends without its own
+	gone         goneNotice
 }
 
 func newOutput(e *env, format string, showNS bool) *output {
@@ -137,6 +138,10 @@ func (o *output) event(ev kinformer.Event[*unstructured.Unstructured], flush boo
 		default:
 			o.row(ev)
 		}
+	}
+	if line := o.gone.see(ev); line != "" {
+		o.flushStdout()
+		fmt.Fprintf(o.stderr, "%s: %s\n", o.prog, escapeTerminal(line))
 	}
 	if flush {
 		o.flushStdout()

@@ -328,7 +328,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return stoppedOr(ctx, err)
 			}
-			s.addSource(arg, res, "", &viewSource{f: viewFactory, v: v, shared: true, packed: f.compact})
+			r := s.addSource(arg, res, "", &viewSource{f: viewFactory, v: v, shared: true, packed: f.compact})
+			sayGone(e, res, r.src)
 			continue
 		}
 		var lw lister = dyn.Resource(res.gvr)
@@ -351,7 +352,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			Compact:       f.compact,
 			Fields:        f.cluster.fields,
 		})
-		s.add(arg, res, scope, inf)
+		sayGone(e, res, s.add(arg, res, scope, inf).src)
 		if f.stateDir != "" {
 			inf.AddHandlerFuncs(kinformer.HandlerFuncs[*unstructured.Unstructured]{Error: func(ev kinformer.Event[*unstructured.Unstructured]) {
 				if isStateError(ev.Err) {

@@ -54,11 +54,12 @@ joins (its objects read JOINED in the EVENT column; with -o json, ADDED
 lines with "cause":"join"), one unlabelled or deleted leaves (LEFT; DELETED
 with "cause":"leave"). It needs permission to list and watch namespaces.
 
-A custom resource whose CustomResourceDefinition is deleted: the objects
-the watch still holds end as DELETED lines with "cause":"gone" (table:
-GONE), each failed attempt is an ERROR line with the 404, and the watch
-goes on, listing again with backoff: if the CRD is created again, its
-objects come as ADDED.
+A custom resource whose CustomResourceDefinition is deleted: one line on
+stderr says so ("the definition of widgets.example.com was deleted"),
+the objects the watch still holds end as DELETED lines with
+"cause":"gone" (table: GONE), each failed attempt is an ERROR line with
+the 404, and the watch goes on, listing again with backoff: if the CRD
+is created again, its objects come as ADDED.
 `
 
 type watchFlags struct {
@@ -172,6 +173,7 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 	}
 
 	out := newOutput(e, f.output, res.namespaced && (f.cluster.allNamespaces || f.nsSelector != ""))
+	out.gone.res = res
 	var lastErr atomic.Pointer[error]
 	var pending func() int
 	pending = src.addHandler(func(ev kinformer.Event[*unstructured.Unstructured]) {
