@@ -178,6 +178,12 @@ func TestDurableRestoreThenCatchUp(t *testing.T) {
 	if second.ResourceVersion() != srv.ResourceVersion() {
 		t.Fatalf("resourceVersion %s, server %s", second.ResourceVersion(), srv.ResourceVersion())
 	}
+	// Startup says what was restored, from where, at which version: the
+	// file's, before the changes made while down.
+	files, _ := filepath.Glob(filepath.Join(dir, "*.kinformer"))
+	if r := second.Startup().Restored; len(files) != 1 || r.Objects != 3 || r.File != files[0] || r.ResourceVersion == "" || r.ResourceVersion == srv.ResourceVersion() {
+		t.Fatalf("Startup().Restored = %+v; want 3 objects from %q, at the version before the changes (now %s)", r, files, srv.ResourceVersion())
+	}
 }
 
 func TestDurableRestoreAfterCompaction(t *testing.T) {

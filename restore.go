@@ -71,6 +71,7 @@ func (l *loop[T]) restoreHeld(o outcome) outcome {
 		return outcome{kind: heldForeign}
 	}
 	l.obs.restore(n)
+	l.w.status.restored.Store(&StateRestore{Objects: n, File: l.w.state.Path(), ResourceVersion: h.rv})
 	l.log.Info("kinformer: restored from the state file", "objects", n, "resourceVersion", h.rv, "file", l.w.state.Path())
 	if l.sh != nil {
 		// The probe could not find the empty cache caught up (it had no

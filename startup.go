@@ -29,6 +29,19 @@ type Startup struct {
 	// informer's start (so far, while not done).
 	HandlersDone bool
 	HandlersTook time.Duration
+	// Restored is what the informer restored from its state file
+	// (Options.StateDir) as it started; the zero value if it restored
+	// nothing (no file, or one set aside). Set before it synced.
+	Restored StateRestore
+}
+
+// StateRestore is a restore from the state file: how many objects, from
+// which file, at which resourceVersion (the informer caught up from
+// there).
+type StateRestore struct {
+	Objects         int
+	File            string
+	ResourceVersion string
 }
 
 // Startup says how the informer's start went: its first list, and its
@@ -36,6 +49,9 @@ type Startup struct {
 func (inf *Informer[T]) Startup() Startup {
 	st := inf.status
 	s := Startup{Objects: inf.cache.Len(), Expected: int(st.expected.Load()), HandlersDone: true}
+	if r := st.restored.Load(); r != nil {
+		s.Restored = *r
+	}
 	began := st.startedAt.Load()
 	if began == 0 {
 		return s

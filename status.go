@@ -29,6 +29,7 @@ type status struct {
 	// waits to try again (0: it has one, or is getting one without a
 	// wait); cleared when a list or watch works again (ok).
 	reconnecting atomic.Int64
+	restored     atomic.Pointer[StateRestore] // the last restore from the state file (nil: none)
 
 	mu           sync.Mutex    // guards the fields below
 	syncErr      error         // the last persistent error before the first sync

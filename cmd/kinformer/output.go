@@ -35,11 +35,14 @@ type output struct {
 	stderr       io.Writer
 	enc          *json.Encoder // -o json: encodes into line
 	line         bytes.Buffer  // one encoded event, before it is escaped onto stdout
-	widths       []int         // table column widths, grown as needed
+	widths       []int         // table column widths, set once from the first rows (layout)
 	header       bool          // table header printed
+	window       [][]string    // the first rows, held until the header is laid out over them
 	progressLine bool          // a progress line is on stderr, not yet ended by a newline
 	counts       map[kinformer.EventType]int
-	restored     int // Added events of objects restored from the state file (counted in counts too)
+	restored     int  // Added events of objects restored from the state file (counted in counts too)
+	restoreSaid  bool // the restore line is printed (note): the progress line ends without its own
+	gone         goneNotice
 }
 
 func newOutput(e *env, format string, showNS bool) *output {
@@ -113,7 +116,7 @@ func (o *output) event(ev kinformer.Event[*unstructured.Unstructured], flush boo
 	if ev.Type == kinformer.Error && isStateError(ev.Err) {
 		// Not a failure: the informer goes on without the file. Say so on
 		// stderr in either format (-o json also has its ERROR line).
-		o.stdout.Flush()
+		o.flushStdout()
 		fmt.Fprintf(o.stderr, "%s: warning: %s\n", o.prog, escapeTerminal(ev.Err.Error()))
 		if !o.json {
 			return
@@ -130,14 +133,18 @@ func (o *output) event(ev kinformer.Event[*unstructured.Unstructured], flush boo
 		switch ev.Type {
 		case kinformer.Bookmark:
 		case kinformer.Error:
-			o.stdout.Flush()
+			o.flushStdout()
 			fmt.Fprintf(o.stderr, "%s: %s (retrying)\n", o.prog, escapeTerminal(ev.Err.Error()))
 		default:
 			o.row(ev)
 		}
 	}
+	if line := o.gone.see(ev); line != "" {
+		o.flushStdout()
+		fmt.Fprintf(o.stderr, "%s: %s\n", o.prog, escapeTerminal(line))
+	}
 	if flush {
-		o.stdout.Flush()
+		o.flushStdout()
 	}
 }
 
@@ -167,29 +174,70 @@ func (o *output) row(ev kinformer.Event[*unstructured.Unstructured]) {
 		// The server's text, on a terminal: cut if long, escaped.
 		cols[i] = escapeTerminal(cutText(cols[i], maxNameBytes))
 	}
-	if !o.header {
-		o.header = true
-		h := []string{"EVENT"}
-		if o.showNS {
-			h = append(h, "NAMESPACE")
-		}
-		h = append(h, "NAME", "AGE", "RESOURCEVERSION")
-		// Rows come one at a time, so widths cannot be measured over all of
-		// them as kubectl get does; start generous and grow if needed.
-		o.widths = []int{8}
-		if o.showNS {
-			o.widths = append(o.widths, 20)
-		}
-		o.widths = append(o.widths, 40, 7, 0)
-		o.writeRow(h)
+	if o.header {
+		o.writeRow(cols)
+		return
 	}
-	o.writeRow(cols)
+	o.window = append(o.window, cols)
+	if len(o.window) >= tableWindow {
+		o.layout()
+	}
 }
 
-// maxColumnWidth is the widest a table column grows: a longer cell
+// The table's columns are laid out once, so that they do not move under
+// the rows already printed: each as wide as the widest of its cells in
+// the first rows (those that came before the first flush, the initial
+// list's burst, tableWindow at most) and the header, at least its
+// minimum (minColumnWidths), at most maxColumnWidth. A later, longer cell
+// shifts the rest of its own row only.
+const tableWindow = 500
+
+// minColumnWidths are the columns' least widths, by header: room for
+// every EVENT word (RESTORED, MODIFIED), most namespaces and names, and
+// every AGE ("<unknown>", "<invalid>"). The last column is not padded.
+var minColumnWidths = map[string]int{"EVENT": 8, "NAMESPACE": 20, "NAME": 40, "AGE": 9}
+
+// maxColumnWidth is the widest a column is laid out: a longer cell
 // shifts the rest of its own row only. Grown to the widest cell, one name
 // of 400,000 characters padded every later row to as many.
 const maxColumnWidth = 64
+
+// layout sets the column widths from the header and the rows held in the
+// window, and prints them. o.mu must be held.
+func (o *output) layout() {
+	h := []string{"EVENT"}
+	if o.showNS {
+		h = append(h, "NAMESPACE")
+	}
+	h = append(h, "NAME", "AGE", "RESOURCEVERSION")
+	o.widths = make([]int, len(h))
+	for i, name := range h {
+		w := max(minColumnWidths[name], cellWidth(name))
+		for _, row := range o.window {
+			w = max(w, min(cellWidth(row[i]), maxColumnWidth))
+		}
+		o.widths[i] = w
+	}
+	o.header = true
+	o.writeRow(h)
+	for _, row := range o.window {
+		o.writeRow(row)
+	}
+	o.window = nil
+}
+
+// flushStdout writes what waits for stdout: the rows held for the
+// layout, if any, then the buffer. o.mu must be held.
+func (o *output) flushStdout() {
+	if len(o.window) > 0 {
+		o.layout()
+	}
+	o.stdout.Flush()
+}
+
+// cellWidth is how many columns c takes on a terminal: one a character
+// (escapeTerminal has made it printable).
+func cellWidth(c string) int { return utf8.RuneCountInString(c) }
 
 func (o *output) writeRow(cols []string) {
 	var b strings.Builder
@@ -198,14 +246,21 @@ func (o *output) writeRow(cols []string) {
 			b.WriteString(c)
 			break
 		}
-		if len(c) > o.widths[i] {
-			o.widths[i] = min(len(c), maxColumnWidth)
-		}
 		b.WriteString(c)
-		b.WriteString(strings.Repeat(" ", max(o.widths[i]-len(c), 0)+3))
+		b.WriteString(strings.Repeat(" ", max(o.widths[i]-cellWidth(c), 0)+3))
 	}
 	b.WriteByte('\n')
 	o.stdout.WriteString(b.String())
+}
+
+// restoreNote prints line (restoreLine) on stderr, in place of the
+// progress line's own last word.
+func (o *output) restoreNote(line string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.endProgress()
+	fmt.Fprintln(o.stderr, line)
+	o.restoreSaid = true
 }
 
 // endProgress ends the progress line on stderr so that other output starts
@@ -235,11 +290,13 @@ func (o *output) showProgress(ctx context.Context, p *progress, cached func() in
 			n, d := p.listed.Load(), at.Sub(start)
 			o.mu.Lock()
 			o.endProgress()
-			if o.restored > 0 {
+			switch {
+			case o.restoreSaid:
+			case o.restored > 0:
 				// Restored: the lists were at most a probe; say what the
 				// cache holds now.
 				fmt.Fprintf(o.stderr, "%s: synced %d %s in %v (restored from the state file, then caught up)\n", o.prog, cached(), what, d.Round(time.Millisecond))
-			} else {
+			default:
 				fmt.Fprintf(o.stderr, "%s: synced %d %s in %v (%.0f/s)\n", o.prog, n, what, d.Round(time.Millisecond), float64(n)/d.Seconds())
 			}
 			o.mu.Unlock()
@@ -264,7 +321,7 @@ func (o *output) finish(d time.Duration, summary bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.endProgress()
-	o.stdout.Flush()
+	o.flushStdout()
 	if !summary {
 		return
 	}

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kinformer/kinformer"
@@ -164,5 +167,84 @@ func TestCausesShown(t *testing.T) {
 	}
 	if want := []string{"", "join", "leave", "gone", ""}; !reflect.DeepEqual(causes, want) {
 		t.Errorf("-o json causes %q, want %q", causes, want)
+	}
+}
+
+// fieldStarts returns where each space-separated field of a table line
+// starts.
+func fieldStarts(l string) []int {
+	var out []int
+	for i, r := range l {
+		if r != ' ' && (i == 0 || l[i-1] == ' ') {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// The table's columns do not move once printed: laid out over the first
+// rows (the burst before the first flush) with minimums that fit every
+// AGE and EVENT word, then kept; a longer cell later shifts only the rest
+// of its own row.
+func TestTableColumnsStable(t *testing.T) {
+	t.Parallel()
+	obj := func(name string, aged bool) *unstructured.Unstructured {
+		o := &unstructured.Unstructured{}
+		o.SetNamespace("ns")
+		o.SetName(name)
+		o.SetResourceVersion("12345")
+		if aged {
+			o.SetCreationTimestamp(metav1.NewTime(time.Now().Add(-90 * time.Minute)))
+		}
+		return o
+	}
+	long := strings.Repeat("l", 50)
+	for _, tt := range []struct {
+		name   string
+		burst  int // events written before the first flush
+		events []kinformer.Event[*unstructured.Unstructured]
+		moved  map[int]bool // rows (1: the first after the header) allowed to shift
+	}{
+		{
+			// One at a time: no AGE (<unknown>) after one with an age,
+			// RESTORED after ADDED, a longer name: only its row shifts.
+			name: "streamed", burst: 1,
+			events: []kinformer.Event[*unstructured.Unstructured]{
+				{Type: kinformer.Added, Object: obj("a", true)},
+				{Type: kinformer.Added, Object: obj("b", false), Cause: kinformer.CauseRestore},
+				{Type: kinformer.Modified, Object: obj(long, true)},
+				{Type: kinformer.Deleted, Object: obj("c", false)},
+			},
+			moved: map[int]bool{3: true},
+		},
+		{
+			// A burst: laid out over all of it, the long name included.
+			name: "burst", burst: 3,
+			events: []kinformer.Event[*unstructured.Unstructured]{
+				{Type: kinformer.Added, Object: obj("a", true)},
+				{Type: kinformer.Added, Object: obj(long, false)},
+				{Type: kinformer.Added, Object: obj("b", true)},
+				{Type: kinformer.Modified, Object: obj("c", false)},
+			},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			o := newOutput(&env{prog: "kinformer", stdout: &stdout, stderr: &stderr}, "table", false)
+			for i, ev := range tt.events {
+				o.event(ev, i+1 >= tt.burst)
+			}
+			o.finish(0, false)
+			lines := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
+			if len(lines) != len(tt.events)+1 {
+				t.Fatalf("want a header and %d rows:\n%s", len(tt.events), stdout.String())
+			}
+			header := fieldStarts(lines[0])
+			for i, l := range lines[1:] {
+				if got := fieldStarts(l); !tt.moved[i+1] && !slices.Equal(got, header) {
+					t.Errorf("row %d: columns at %v, the header's at %v:\n%s", i+1, got, header, stdout.String())
+				}
+			}
+		})
 	}
 }

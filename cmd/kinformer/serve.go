@@ -124,8 +124,10 @@ Endpoints (GET only):
 with the same flags starts from them: it serves the objects as they were
 at once, /readyz says "not synced: restored, catching up" until the
 informers have applied what changed meanwhile, and the feed shows the
-restored objects as ADDED with cause "restore". A file that cannot be
-used is reported on stderr and set aside; that resource lists as usual.
+restored objects as ADDED with cause "restore". Once a resource has
+caught up, one line on stderr says so: "restored 1,234 configmaps from
+FILE (rv 5678), caught up in 412ms". A file that cannot be used is
+reported on stderr and set aside; that resource lists as usual.
 --state-key-file FILE (or $KINFORMER_STATE_KEY) encrypts the objects in
 the files; without it Secrets are not kept.
 
@@ -328,7 +330,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return stoppedOr(ctx, err)
 			}
-			s.addSource(arg, res, "", &viewSource{f: viewFactory, v: v, shared: true, packed: f.compact})
+			r := s.addSource(arg, res, "", &viewSource{f: viewFactory, v: v, shared: true, packed: f.compact})
+			sayGone(e, res, r.src)
 			continue
 		}
 		var lw lister = dyn.Resource(res.gvr)
@@ -351,7 +354,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			Compact:       f.compact,
 			Fields:        f.cluster.fields,
 		})
-		s.add(arg, res, scope, inf)
+		sayGone(e, res, s.add(arg, res, scope, inf).src)
 		if f.stateDir != "" {
 			inf.AddHandlerFuncs(kinformer.HandlerFuncs[*unstructured.Unstructured]{Error: func(ev kinformer.Event[*unstructured.Unstructured]) {
 				if isStateError(ev.Err) {
@@ -418,7 +421,13 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		g.Go(func() error {
 			// The informer retries forever; an error WaitForSync returns
 			// (403, 404, bad selector) will not go away by itself.
-			if err := r.src.waitForSync(gctx); err != nil && gctx.Err() == nil {
+			err := r.src.waitForSync(gctx)
+			switch {
+			case err == nil:
+				if line := restoreLine(e.prog, r.name, r.src.restores(), r.src.startup().ListTook); line != "" {
+					fmt.Fprintln(e.stderr, line)
+				}
+			case gctx.Err() == nil:
 				return err
 			}
 			return nil

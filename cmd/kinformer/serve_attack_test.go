@@ -998,35 +998,42 @@ func TestServeFeedBacklogInChunks(t *testing.T) {
 }
 
 // watch -o table grew a column to its widest cell: after one name of
-// 400,000 characters, every row was padded to as many. A column grows to
-// 64 characters at most, and a cell beyond 253 bytes is cut, visibly.
+// 400,000 characters, every row was padded to as many. A column is laid
+// out over the first rows 64 characters wide at most, a longer cell later
+// shifts only its own row, and a cell beyond 253 bytes is cut, visibly.
 func TestTableLongName(t *testing.T) {
 	t.Parallel()
-	var stdout, stderr bytes.Buffer
-	o := newOutput(&env{prog: "kinformer", stdout: &stdout, stderr: &stderr}, "table", false)
-	row := func(name string) {
-		obj := &unstructured.Unstructured{}
-		obj.SetName(name)
-		obj.SetResourceVersion("7")
-		o.event(kinformer.Event[*unstructured.Unstructured]{Type: kinformer.Modified, Object: obj}, true)
-	}
-	row("short")
-	row(strings.Repeat("n", 400000))
-	row(strings.Repeat("m", 100)) // a valid name, longer than the column
-	row("short")
-	lines := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
-	if len(lines) != 5 {
-		t.Fatalf("%d lines, want a header and 4 rows:\n%.2000s", len(lines), stdout.String())
-	}
-	if !strings.Contains(lines[2], "…[400000 bytes, sha256:") || len(lines[2]) > 400 {
-		t.Errorf("the row of a 400,000-character name: %d bytes, %.300q; want it cut, visibly", len(lines[2]), lines[2])
-	}
-	if !strings.Contains(lines[3], strings.Repeat("m", 100)+"   <unknown>") {
-		t.Errorf("a 100-character name: %q; want it whole", lines[3])
-	}
-	// The NAME column grew to 64 characters, no more.
-	if want := "MODIFIED   short" + strings.Repeat(" ", maxColumnWidth-len("short")+3) + "<unknown>   7"; lines[4] != want {
-		t.Errorf("a row after long names:\n%q\nwant\n%q", lines[4], want)
+	for _, burst := range []bool{false, true} {
+		var stdout, stderr bytes.Buffer
+		o := newOutput(&env{prog: "kinformer", stdout: &stdout, stderr: &stderr}, "table", false)
+		names := []string{"short", strings.Repeat("n", 400000), strings.Repeat("m", 100), "short"}
+		for i, name := range names {
+			obj := &unstructured.Unstructured{}
+			obj.SetName(name)
+			obj.SetResourceVersion("7")
+			// burst: all four before the first flush, laid out together.
+			o.event(kinformer.Event[*unstructured.Unstructured]{Type: kinformer.Modified, Object: obj}, !burst || i == len(names)-1)
+		}
+		lines := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
+		if len(lines) != 5 {
+			t.Fatalf("burst %v: %d lines, want a header and 4 rows:\n%.2000s", burst, len(lines), stdout.String())
+		}
+		if !strings.Contains(lines[2], "…[400000 bytes, sha256:") || len(lines[2]) > 400 {
+			t.Errorf("burst %v: the row of a 400,000-character name: %d bytes, %.300q; want it cut, visibly", burst, len(lines[2]), lines[2])
+		}
+		if !strings.Contains(lines[3], strings.Repeat("m", 100)+"   <unknown>") {
+			t.Errorf("burst %v: a 100-character name: %q; want it whole", burst, lines[3])
+		}
+		// The NAME column: laid out over the first row (40, its least),
+		// or over the burst (64 characters, no more); a row after the
+		// long names as the first.
+		width := minColumnWidths["NAME"]
+		if burst {
+			width = maxColumnWidth
+		}
+		if want := "MODIFIED   short" + strings.Repeat(" ", width-len("short")+3) + "<unknown>   7"; lines[4] != want || lines[1] != want {
+			t.Errorf("burst %v: the rows of a short name:\n%q\n%q\nwant\n%q", burst, lines[1], lines[4], want)
+		}
 	}
 }
 

@@ -89,11 +89,12 @@ func TestWatchStateDir(t *testing.T) {
 	if code := p.interrupt(); code != 0 {
 		t.Fatalf("first run: exit %d; stderr:\n%s", code, p.stderr)
 	}
-	if strings.Contains(p.stderr.String(), "warning") {
-		t.Errorf("first run: stderr %s", p.stderr)
+	if s := p.stderr.String(); strings.Contains(s, "warning") || strings.Contains(s, "restored") {
+		t.Errorf("first run: stderr %s", s)
 	}
-	if f := stateFiles(t, dir); len(f) != 1 || !strings.HasPrefix(filepath.Base(f[0]), "configmaps-") {
-		t.Fatalf("state files %q, want one configmaps-….kinformer", f)
+	files := stateFiles(t, dir)
+	if len(files) != 1 || !strings.HasPrefix(filepath.Base(files[0]), "configmaps-") {
+		t.Fatalf("state files %q, want one configmaps-….kinformer", files)
 	}
 
 	// While it is not running: a delete, a create, an update.
@@ -138,6 +139,10 @@ func TestWatchStateDir(t *testing.T) {
 			last = n
 		}
 	}
+	// The restore says so on stderr, once caught up: how many, from where
+	// (the file, at the restored version), caught up in how long.
+	said := regexp.MustCompile(`(?m)^kinformer: restored 2 configmaps from ` + regexp.QuoteMeta(files[0]) + ` \(rv ` + restoredRV + `\), caught up in [0-9.]+m?s$`)
+	waitStderr(t, p, said)
 	if code := p.interrupt(); code != 0 {
 		t.Fatalf("second run: exit %d; stderr:\n%s", code, p.stderr)
 	}
@@ -148,6 +153,9 @@ func TestWatchStateDir(t *testing.T) {
 	}
 	if s := p.stderr.String(); !regexp.MustCompile(`ADDED 3 \(2 restored\), MODIFIED 1, DELETED 1, BOOKMARK \d+, ERROR 0\n$`).MatchString(s) {
 		t.Errorf("second run: stderr %q, want a summary with ADDED 3 (2 restored)", s)
+	}
+	if s := p.stderr.String(); len(said.FindAllString(s, -1)) != 1 || strings.Count(s, "restored 2") != 1 {
+		t.Errorf("second run: stderr %q, want one line matching %s", s, said)
 	}
 
 	// The table: RESTORED rows, then nothing (nothing changed).
@@ -278,12 +286,16 @@ func TestServeStateDir(t *testing.T) {
 	if strings.Contains(p.stderr.String(), "warning") {
 		t.Errorf("stderr %s", p.stderr)
 	}
-
-	// Garbage in the file: a warning, and serve lists instead.
 	files := stateFiles(t, dir)
 	if len(files) != 1 {
 		t.Fatalf("state files %q, want one", files)
 	}
+	said := regexp.MustCompile(`(?m)^kinformer: restored 2 configmaps from ` + regexp.QuoteMeta(files[0]) + ` \(rv \d+\), caught up in [0-9.]+m?s$`)
+	if s := p.stderr.String(); len(said.FindAllString(s, -1)) != 1 {
+		t.Errorf("stderr %q, want one line matching %s", s, said)
+	}
+
+	// Garbage in the file: a warning, and serve lists instead.
 	if err := os.WriteFile(files[0], []byte("garbage"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -294,8 +306,8 @@ func TestServeStateDir(t *testing.T) {
 		t.Errorf("/objects after a bad file: %q, want [a c]", got)
 	}
 	stderr := waitStderr(t, p, regexp.MustCompile(`warning: state snapshot unusable: .*`+regexp.QuoteMeta(filepath.Base(files[0]))))
-	if !strings.Contains(stderr, "set aside") {
-		t.Errorf("stderr %q", stderr)
+	if !strings.Contains(stderr, "set aside") || strings.Contains(stderr, "restored") {
+		t.Errorf("stderr %q: want the file set aside, nothing restored", stderr)
 	}
 	if code := p.interrupt(); code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, p.stderr)
@@ -793,5 +805,27 @@ func TestStateDirKeyRemovedIsReported(t *testing.T) {
 	waitStderr(t, p, regexp.MustCompile(`warning: .*1 files no informer will use .*`+regexp.QuoteMeta(filepath.Base(files[0]))))
 	if code := p.interrupt(); code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, p.stderr)
+	}
+}
+
+// The restore line: the objects summed, one file named with its version,
+// several by their directory.
+func TestRestoreLine(t *testing.T) {
+	t.Parallel()
+	if got := restoreLine("kinformer", "configmaps", nil, time.Second); got != "" {
+		t.Errorf("nothing restored: %q, want no line", got)
+	}
+	one := []kinformer.StateRestore{{Objects: 1234, File: "/d/configmaps-x.kinformer", ResourceVersion: "5678"}}
+	if got, want := restoreLine("kinformer", "configmaps", one, 412345*time.Microsecond), "kinformer: restored 1,234 configmaps from /d/configmaps-x.kinformer (rv 5678), caught up in 412ms"; got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	three := append(one, kinformer.StateRestore{Objects: 1000000, File: "/d/b"}, kinformer.StateRestore{File: "/d/c"})
+	if got, want := restoreLine("kinformer", "widgets.example.com", three, 2*time.Second), "kinformer: restored 1,001,234 widgets.example.com from 3 state files in /d, caught up in 2s"; got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 123456: "123,456", -1234: "-1,234"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
+		}
 	}
 }

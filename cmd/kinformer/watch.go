@@ -39,9 +39,11 @@ the same flags starts from it: first the objects as they were when the
 last one stopped, then what changed meanwhile, as events (DELETED for the
 objects deleted, MODIFIED, ADDED), then every change as it happens.
 Restored objects read RESTORED in the table's EVENT column; with -o json
-they are ADDED lines with "cause":"restore" after the resourceVersion. A
-file that cannot be used is reported on stderr and set aside, and the
-watch lists everything as without the flag. --state-key-file FILE (or
+they are ADDED lines with "cause":"restore" after the resourceVersion.
+Once caught up, one line on stderr says so: "restored 1,234 configmaps
+from FILE (rv 5678), caught up in 412ms". A file that cannot be used is
+reported on stderr and set aside, and the watch lists everything as
+without the flag. --state-key-file FILE (or
 $KINFORMER_STATE_KEY) encrypts the objects in the file; without it
 Secrets are not kept.
 
@@ -52,11 +54,12 @@ joins (its objects read JOINED in the EVENT column; with -o json, ADDED
 lines with "cause":"join"), one unlabelled or deleted leaves (LEFT; DELETED
 with "cause":"leave"). It needs permission to list and watch namespaces.
 
-A custom resource whose CustomResourceDefinition is deleted: the objects
-the watch still holds end as DELETED lines with "cause":"gone" (table:
-GONE), each failed attempt is an ERROR line with the 404, and the watch
-goes on, listing again with backoff: if the CRD is created again, its
-objects come as ADDED.
+A custom resource whose CustomResourceDefinition is deleted: one line on
+stderr says so ("the definition of widgets.example.com was deleted"),
+the objects the watch still holds end as DELETED lines with
+"cause":"gone" (table: GONE), each failed attempt is an ERROR line with
+the 404, and the watch goes on, listing again with backoff: if the CRD
+is created again, its objects come as ADDED.
 `
 
 type watchFlags struct {
@@ -170,6 +173,7 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 	}
 
 	out := newOutput(e, f.output, res.namespaced && (f.cluster.allNamespaces || f.nsSelector != ""))
+	out.gone.res = res
 	var lastErr atomic.Pointer[error]
 	var pending func() int
 	pending = src.addHandler(func(ev kinformer.Event[*unstructured.Unstructured]) {
@@ -205,6 +209,9 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 	}
 	err = src.waitForSync(waitCtx)
 	if err == nil {
+		if line := restoreLine(e.prog, res.String(), src.restores(), src.startup().ListTook); line != "" {
+			out.restoreNote(line)
+		}
 		syncedAt <- time.Now()
 		<-runCtx.Done() // watch until SIGINT or SIGTERM
 	}

@@ -45,6 +45,9 @@ type watchSource interface {
 	// startup is how the start went (kinformer.Informer.Startup); for a
 	// view, its slowest informer's, objects summed.
 	startup() kinformer.Startup
+	// restores are what its informers restored from their state files
+	// as they started (none without --state-dir, or without a file).
+	restores() []kinformer.StateRestore
 }
 
 type informerSource struct {
@@ -70,6 +73,13 @@ func (s informerSource) key(o *unstructured.Unstructured) string {
 func (s informerSource) compact() bool { return s.inf.Cache().Compact() }
 
 func (s informerSource) startup() kinformer.Startup { return s.inf.Startup() }
+
+func (s informerSource) restores() []kinformer.StateRestore {
+	if r := s.inf.Startup().Restored; r.File != "" {
+		return []kinformer.StateRestore{r}
+	}
+	return nil
+}
 
 func (s informerSource) list(namespace string) []*unstructured.Unstructured {
 	if namespace == "" {
@@ -171,6 +181,16 @@ func (s *viewSource) startup() kinformer.Startup {
 		out.HandlersDone = out.HandlersDone && st.HandlersDone
 		out.ListTook, out.HandlersTook = max(out.ListTook, st.ListTook), max(out.HandlersTook, st.HandlersTook)
 		out.Objects, out.Expected = out.Objects+st.Objects, out.Expected+st.Expected
+	}
+	return out
+}
+
+func (s *viewSource) restores() []kinformer.StateRestore {
+	var out []kinformer.StateRestore
+	for _, inf := range s.v.Informers() {
+		if r := inf.Startup().Restored; r.File != "" {
+			out = append(out, r)
+		}
 	}
 	return out
 }

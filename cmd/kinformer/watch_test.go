@@ -473,3 +473,99 @@ func expectFirstKeyIn(t *testing.T, key string, args ...string) {
 		t.Errorf("watch %q: exit code %d; stderr:\n%s", args, code, p.stderr)
 	}
 }
+
+// deleteCRD deletes c's CRD and waits until it is gone.
+func (c crd) delete(t *testing.T, srv *testenv.Server) {
+	t.Helper()
+	crds := dynamic.NewForConfigOrDie(srv.Config()).Resource(crdGVR)
+	name := c.plural + "." + c.group
+	if err := crds.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := crds.Get(context.Background(), name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CRD %s not deleted after 60s", name)
+		}
+	}
+}
+
+// createCR creates the object name of c in ns, waiting until c serves.
+func (c crd) createCR(t *testing.T, srv *testenv.Server, ns, name string) {
+	t.Helper()
+	res := dynamic.NewForConfigOrDie(srv.Config()).Resource(c.gvr()).Namespace(ns)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		o := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": c.group + "/" + c.version, "kind": c.kind, "metadata": map[string]any{"name": name},
+		}}
+		_, err := res.Create(context.Background(), o, metav1.CreateOptions{})
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not served after 60s: %v", c.gvr(), err)
+		}
+	}
+}
+
+// A CRD deleted under watch says so on stderr, once, naming the resource
+// and its definition gone, not only as DELETED lines (the CRD's deletion
+// deletes its objects first; "cause":"gone" for those the watch missed)
+// and an ERROR line for every attempt; deleted again after it came back,
+// once more.
+func TestWatchCRDDeletedSaysSo(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	ns := testenv.NewNamespace(t, srv.Config())
+	gizmos := crd{group: "gone.kinformer.example.com", version: "v1", plural: "gizmos", singular: "gizmo", kind: "Gizmo", namespaced: true}
+	gizmos.create(t, srv)
+	gizmos.createCR(t, srv, ns, "g1")
+
+	p := start(t, nil, "watch", "gizmos.gone.kinformer.example.com", "-n", ns, "-o", "json", kubeconfigArg(srv))
+	if l := nextEvent(t, p); l.Type != "ADDED" || l.Key != ns+"/g1" {
+		t.Fatalf("first event %s %s, want ADDED %s/g1", l.Type, l.Key, ns)
+	}
+	said := regexp.MustCompile(`(?m)^kinformer: the definition of gizmos\.gone\.kinformer\.example\.com was deleted; its objects are gone \(waiting for it to come back\)$`)
+	// goneTwice deletes the CRD, and reads until its object's DELETED
+	// and two ERROR lines of 404 have come: the line is said once for all
+	// of them.
+	goneTwice := func(key string, times int) {
+		t.Helper()
+		gizmos.delete(t, srv)
+		deleted, errs := false, 0
+		var read []string
+		for deadline := time.Now().Add(90 * time.Second); !deleted || errs < 2; {
+			if time.Now().After(deadline) {
+				t.Fatalf("after the deletion, no DELETED %s and two ERROR lines (404) within 90s:\n%s\nstderr:\n%s", key, strings.Join(read, "\n"), p.stderr)
+			}
+			raw := p.next(90 * time.Second)
+			read = append(read, raw)
+			l := decode(t, raw)
+			switch {
+			case l.Type == "DELETED" && l.Key == key: // by the CRD's deletion ("cause":"gone" if the watch missed it)
+				deleted = true
+			case l.Type == "ERROR" && (strings.Contains(l.Error, "could not find") || strings.Contains(l.Error, "not found")):
+				errs++
+			}
+		}
+		if n := len(said.FindAllString(p.stderr.String(), -1)); n != times {
+			t.Fatalf("after %d deletions, %d ERROR lines: the line said %d times, want %d; stderr:\n%s", times, errs, n, times, p.stderr)
+		}
+	}
+	goneTwice(ns+"/g1", 1)
+
+	// Back, then deleted again: said again.
+	gizmos.create(t, srv)
+	gizmos.createCR(t, srv, ns, "g2")
+	for {
+		if l := decode(t, p.next(90*time.Second)); l.Type == "ADDED" && l.Key == ns+"/g2" {
+			break
+		}
+	}
+	goneTwice(ns+"/g2", 2)
+	if code := p.interrupt(); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, p.stderr)
+	}
+}
