@@ -46,10 +46,7 @@ func PrepareDir(dir string) ([]byte, error) {
 // informer that first opens the directory does, and reports then what an
 // earlier key left.
 func CheckDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	if _, err := snapshot.CheckDir(dir); err != nil {
+	if _, err := checkDir(dir); err != nil {
 		return err
 	}
 	if _, err := readKey(filepath.Join(dir, KeyFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -58,14 +55,20 @@ func CheckDir(dir string) error {
 	return nil
 }
 
+// checkDir makes dir (0700) if it does not exist and checks it
+// (snapshot.CheckDir): the directories on the way that others may write.
+func checkDir(dir string) ([]snapshot.WritableDir, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	return snapshot.CheckDir(dir)
+}
+
 // prepareDir is PrepareDir, and also returns the directories on the way
 // to dir that others may write (snapshot.CheckDir): accepted, for a
 // warning (warnWritable).
 func prepareDir(dir string) ([]byte, []snapshot.WritableDir, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, nil, err
-	}
-	writable, err := snapshot.CheckDir(dir)
+	writable, err := checkDir(dir)
 	if err != nil {
 		return nil, nil, err
 	}
