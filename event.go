@@ -120,8 +120,12 @@ func (c Cause) String() string {
 //     ([ErrExpired], [ErrTransform], …) or k8s.io/apimachinery/pkg/api/errors;
 //     the message names the object when the error concerns one; Failure
 //     says what kind of failure a list or watch met (the server down,
-//     refusing, busy, or other), as the informer's backoff takes it.
-//     Object is the zero value.
+//     refusing, busy, or other), as the informer's backoff takes it;
+//     Routine says the informer expects to get over it by itself at its
+//     next attempt (a reconnect to a server down or busy, before its
+//     backoff has grown), and logged it at Debug: programs that log Error
+//     events do the same to stay quiet on routine reconnects. Object is
+//     the zero value.
 //
 // Key is the object's cache key (empty for Bookmark and Error), and Cause
 // says whether the server sent the event or the informer inferred it.
@@ -136,5 +140,6 @@ type Event[T Object] struct {
 	ResourceVersion string
 	Cause           Cause
 	Failure         Failure // Error only
+	Routine         bool    // Error only
 	Err             error
 }

@@ -366,17 +366,18 @@ func (w *writer[T]) report(err error) { w.reportQuietly(err, false) }
 func (w *writer[T]) reportQuietly(err error, routine bool) {
 	rv := w.status.resourceVersion()
 	f := FailureOf(err)
+	routine = routine && (f == FailureDown || f == FailureBusy)
 	switch prev, _ := w.status.lastError(); {
 	case IsPersistent(err) && prev != nil && prev.Error() == err.Error():
 		w.log.Debug("kinformer: "+err.Error(), "resourceVersion", rv, "repeated", true)
 	case IsPersistent(err):
 		w.log.Warn("kinformer: "+err.Error()+" (retrying with backoff; logged again only if it changes)", "resourceVersion", rv, "failure", f.String())
-	case routine && (f == FailureDown || f == FailureBusy):
+	case routine:
 		w.log.Debug("kinformer: "+err.Error()+" (reconnecting)", "resourceVersion", rv, "failure", f.String())
 	default:
 		w.log.Warn("kinformer: "+err.Error(), "resourceVersion", rv, "failure", f.String())
 	}
-	w.disp.emit(Event[T]{Type: Error, Err: err, ResourceVersion: rv, Failure: f})
+	w.disp.emit(Event[T]{Type: Error, Err: err, ResourceVersion: rv, Failure: f, Routine: routine})
 	if !w.status.synced.Load() {
 		// Only the latest failure counts: a 403 followed by a connection
 		// error is no longer known to be a 403.

@@ -158,7 +158,8 @@ func TestAwaitUpStaysDown(t *testing.T) {
 
 // An Error event says what kind of failure it was (Event.Failure); the
 // first reconnects of a server down are logged at Debug, and at Warn once
-// the backoff has grown; any other failure at Warn from the first.
+// the backoff has grown; any other failure at Warn from the first. The
+// event says which were routine (Event.Routine), as the log does.
 func TestRoutineReconnectsLogQuietly(t *testing.T) {
 	refused := fmt.Errorf("dial: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
 	s := newFakeServer()
@@ -169,9 +170,11 @@ func TestRoutineReconnectsLogQuietly(t *testing.T) {
 	inf := New[*corev1.ConfigMap](s, &Options[*corev1.ConfigMap]{Logger: log, Backoff: fastBackoff})
 	var mu sync.Mutex
 	var failures []Failure
+	var routine []bool
 	inf.AddEventHandler(Error, func(e cmEvent) {
 		mu.Lock()
 		failures = append(failures, e.Failure)
+		routine = append(routine, e.Routine)
 		mu.Unlock()
 	})
 	inf.Start()
@@ -186,6 +189,9 @@ func TestRoutineReconnectsLogQuietly(t *testing.T) {
 	want := []Failure{FailureOther, FailureDown, FailureDown, FailureDown}
 	if !slices.Equal(failures, want) {
 		t.Errorf("Error events' Failure: %v, want %v", failures, want)
+	}
+	if want := []bool{false, true, false, false}; !slices.Equal(routine, want) {
+		t.Errorf("Error events' Routine: %v, want %v", routine, want)
 	}
 	mu.Unlock()
 	var debug, warn, other int

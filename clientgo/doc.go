@@ -35,10 +35,12 @@
 // handler alone ([kinformer.Informer.Resend]). kinformer's Bookmark events
 // are not delivered, and its Error events go to the watch error handler,
 // with the context given to RunWithContext (client-go's default handler
-// logs through its klog.FromContext logger), except a connection closed,
-// cut, refused or reset, or a 429, which the informer gets over by
-// reconnecting: as client-go's reflector, it does not call the handler
-// for those, and logs them at V(4).
+// logs through its klog.FromContext logger), except routine reconnects
+// ([kinformer.Event.Routine]: the server or the way to it down, or the
+// server busy, before the backoff has grown), which the informer gets
+// over by reconnecting: as client-go's reflector, it does not call the
+// handler for those, and logs them at V(4). An outage that outlasts the
+// first attempts reaches the handler.
 //
 // RemoveEventHandler returns at once, as client-go's: a call in progress
 // may still run; cache.ShutDownEventHandler waits for it (kinformer's own

@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"strings"
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -176,9 +173,11 @@ func newInformer[T kinformer.Object](inf *kinformer.Informer[T], typ string, res
 // watchError passes an error of the informer's lists and watches to the
 // watch error handler (client-go's default one until one is set), with the
 // context of RunWithContext: its logger is the one klog.FromContext gives
-// there. What the informer gets over by reconnecting (see reconnecting),
-// which client-go's reflector never gives its handler either, is logged at
-// V(4) through that logger instead.
+// there. A routine reconnect (kinformer.Event.Routine: the server down or
+// busy, before the backoff has grown), which client-go's reflector
+// retries without calling its handler either, is logged at V(4) through
+// that logger instead: the one classification kinformer's own log, its
+// backoff and kcr's go by.
 func (s *informer[T]) watchError(e kinformer.Event[T]) {
 	s.mu.Lock()
 	h, ctx := s.watchErr, s.runCtx
@@ -186,26 +185,14 @@ func (s *informer[T]) watchError(e kinformer.Event[T]) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if reconnecting(e.Err) {
-		klog.FromContext(ctx).V(4).Info("Watch failed, reconnecting", "reflector", s.typ, "type", s.typ, "err", e.Err)
+	if e.Routine {
+		klog.FromContext(ctx).V(4).Info("Watch failed, reconnecting", "reflector", s.typ, "type", s.typ, "failure", e.Failure.String(), "err", e.Err)
 		return
 	}
 	if h == nil {
 		h = cache.DefaultWatchErrorHandler
 	}
 	h(ctx, s.reflector, e.Err)
-}
-
-// reconnecting tells the errors of a connection closed, cut, refused or
-// reset, or of a request throttled (429): the informer reconnects after a
-// backoff and goes on from where it was, as client-go's reflector does
-// without calling its watch error handler (a watch that ends is no error
-// there; a refused connection or a 429 is retried).
-func reconnecting(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		utilnet.IsProbableEOF(err) || utilnet.IsConnectionRefused(err) ||
-		utilnet.IsConnectionReset(err) || utilnet.IsHTTP2ConnectionLost(err) ||
-		apierrors.IsTooManyRequests(err)
 }
 
 func (s *informer[T]) GetStore() cache.Store     { return s.indexer }

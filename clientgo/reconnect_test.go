@@ -104,3 +104,57 @@ func TestReconnectLogsBelowError(t *testing.T) {
 		t.Error("the program's logger did not hear of the reconnects, with the type named")
 	}
 }
+
+// An outage that outlasts the first attempts (the backoff has grown: no
+// longer routine, kinformer.Event.Routine) reaches the watch error
+// handler, as a refused list does in client-go's reflector; the first
+// reconnects do not.
+func TestLongOutageReachesTheWatchErrorHandler(t *testing.T) {
+	cfg, _, ns := clients(t)
+	px, pcfg := testenv.NewCutProxy(t, cfg)
+	pcs, err := kubernetes.NewForConfig(pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pcs.CoreV1().RESTClient().(*rest.RESTClient).Client.CloseIdleConnections() })
+	backoff := kinformer.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond, Factor: 2}
+	sii := clientgo.Wrap(kinformer.New[*corev1.Pod](pcs.CoreV1().Pods(ns), &kinformer.Options[*corev1.Pod]{Backoff: backoff}))
+	var mu sync.Mutex
+	var heard []error
+	if err := sii.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		mu.Lock()
+		heard = append(heard, err)
+		mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.New(sink{r: rec})))
+	done := make(chan struct{})
+	go func() { defer close(done); sii.RunWithContext(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if !cache.WaitForCacheSync(bounded(t).Done(), sii.HasSynced) {
+		t.Fatal("not synced")
+	}
+	px.Down()
+	defer px.Up()
+	eventually(t, "the outage reaching the watch error handler", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, err := range heard {
+			if kinformer.FailureOf(err) == kinformer.FailureDown {
+				return true
+			}
+		}
+		return false
+	})
+	reconnects := 0
+	for _, l := range rec.all() {
+		if strings.Contains(l, "reconnecting") {
+			reconnects++
+		}
+	}
+	if reconnects == 0 {
+		t.Error("no reconnect was routine: the first ones should be logged at V(4), not handed to the handler")
+	}
+}
