@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,7 +19,8 @@ import (
 
 // This file restates pkg/cache/multi_namespace_cache.go of
 // controller-runtime v0.25.2: a cache per namespace, and one for
-// cluster-scoped objects.
+// cluster-scoped objects. What upstream has not, namespaces that change
+// while the cache runs, is kinformer's own, in multi_change.go.
 
 // clusterScope names the informer of a cluster-scoped kind in a
 // multiInformer.
@@ -95,157 +95,6 @@ func (m *multiNamespaceCache) cacheOf(namespace string) (*namespaceCache, bool) 
 		c, ok = m.byNS[metav1.NamespaceAll]
 	}
 	return c, ok
-}
-
-// errAllNamespaces: the namespaces of a cache that also holds every other
-// namespace cannot change (that cache's field selector names them).
-var errAllNamespaces = errors.New(`the cache also holds every other namespace (DefaultNamespaces[""]): its namespaces cannot change`)
-
-// addNamespace adds a namespace cache for namespace: no-op if there is one.
-func (m *multiNamespaceCache) addNamespace(ctx context.Context, namespace string) error {
-	m.mu.RLock()
-	left := m.leaving[namespace]
-	m.mu.RUnlock()
-	if left != nil {
-		// A namespace back before its leave was handled: after it, so
-		// that no handler gets an object's OnAdd before its OnDelete.
-		select {
-		case <-left:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.byNS[metav1.NamespaceAll]; ok {
-		return errAllNamespaces
-	}
-	if _, ok := m.byNS[namespace]; ok {
-		return nil
-	}
-	c := newNamespaceCache(m.sh, m.template, namespace)
-	for _, ix := range m.indexes {
-		if err := c.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
-			c.releaseAll()
-			return err
-		}
-	}
-	joined := map[*multiInformer]cache.Informer{}
-	for _, mi := range m.informers {
-		inf, err := c.GetInformer(ctx, mi.example, cache.BlockUntilSynced(false))
-		if err != nil {
-			c.releaseAll()
-			return err
-		}
-		joined[mi] = inf
-	}
-	var done []*multiInformer
-	for mi, inf := range joined {
-		if err := mi.join(namespace, inf); err != nil {
-			for _, d := range done {
-				d.leave(namespace, m.sh.log) // undone; its informers are released below
-			}
-			c.releaseAll()
-			return err
-		}
-		done = append(done, mi)
-	}
-	m.byNS[namespace] = c
-	if m.ctx != nil {
-		m.startLocked(namespace, c)
-	}
-	return nil
-}
-
-// removeNamespace takes namespace's cache out: the handlers of the
-// informers handed out get OnDelete for each of its objects, after which
-// its informers are released. No-op if there is none.
-func (m *multiNamespaceCache) removeNamespace(namespace string) error {
-	m.mu.Lock()
-	c, ok := m.byNS[namespace]
-	if !ok {
-		m.mu.Unlock()
-		return nil
-	}
-	if namespace == metav1.NamespaceAll {
-		m.mu.Unlock()
-		return errAllNamespaces
-	}
-	delete(m.byNS, namespace)
-	stop := m.stops[namespace]
-	delete(m.stops, namespace)
-	if m.ctx == nil || m.stopped {
-		// Not running: no handler runs to be told; let go at once.
-		for _, mi := range m.informers {
-			mi.drop(namespace)
-		}
-		m.mu.Unlock()
-		if stop != nil {
-			stop()
-		}
-		c.releaseAll()
-		return nil
-	}
-	var left []<-chan struct{}
-	for _, mi := range m.informers {
-		left = append(left, mi.leave(namespace, m.sh.log)...)
-	}
-	done := m.ctx.Done()
-	released := make(chan struct{})
-	if m.leaving == nil {
-		m.leaving = map[string]chan struct{}{}
-	}
-	m.leaving[namespace] = released
-	m.running.Go(func() {
-		defer close(released)
-		for _, ch := range left {
-			select {
-			case <-ch:
-			case <-done: // stopping: no one waits for the handlers
-			}
-		}
-		if stop != nil {
-			stop()
-		}
-		c.releaseAll()
-		m.mu.Lock()
-		if m.leaving[namespace] == released {
-			delete(m.leaving, namespace)
-		}
-		m.mu.Unlock()
-	})
-	m.mu.Unlock()
-	return nil
-}
-
-// setNamespace adds (in) or removes namespace, and says which it did.
-func (m *multiNamespaceCache) setNamespace(ctx context.Context, namespace string, in bool) (added, removed bool, err error) {
-	m.mu.RLock()
-	_, had := m.byNS[namespace]
-	m.mu.RUnlock()
-	if in {
-		return !had, false, m.addNamespace(ctx, namespace)
-	}
-	return false, had, m.removeNamespace(namespace)
-}
-
-// namespaces returns the namespaces of the cache, sorted.
-func (m *multiNamespaceCache) namespaces() []string {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return slices.Sorted(maps.Keys(m.byNS))
-}
-
-// startLocked runs c until the cache's context ends or c is removed.
-// m.mu must be held.
-func (m *multiNamespaceCache) startLocked(namespace string, c *namespaceCache) {
-	ctx, cancel := context.WithCancel(m.ctx)
-	m.stops[namespace] = cancel
-	m.running.Go(func() {
-		if err := c.Start(ctx); err != nil {
-			m.sh.log.Error("kinformer: the cache of a namespace failed", "namespace", namespace, "error", err.Error())
-		}
-	})
 }
 
 var _ cache.Cache = (*multiNamespaceCache)(nil)
