@@ -7,9 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"reflect"
-	"strconv"
-	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,121 +86,6 @@ func (r *Raw) DeepCopyObject() runtime.Object {
 	c := *r
 	c.Data = bytes.Clone(r.Data)
 	return &c
-}
-
-// Meta is what an encoded object's metadata says of it.
-type Meta struct {
-	Name, Namespace, UID, ResourceVersion string
-}
-
-// ReadMeta reads the name, namespace, UID and resourceVersion of an
-// encoded object whose ObjectMeta is field meta, without decoding it.
-// false if the bytes do not parse, or hold the metadata (or one of these
-// fields) twice, which Unmarshal would merge: decode those.
-func ReadMeta(b []byte, meta protowire.Number) (Meta, bool) {
-	var m Meta
-	var mb []byte
-	found := false
-	ok := eachBytes(b, func(num protowire.Number, v []byte) bool {
-		if num != meta {
-			return true
-		}
-		if found {
-			return false
-		}
-		found, mb = true, v
-		return true
-	})
-	if !ok || !found {
-		return m, false
-	}
-	var seen [7]bool
-	ok = eachBytes(mb, func(num protowire.Number, v []byte) bool {
-		var f *string
-		switch num {
-		case 1:
-			f = &m.Name
-		case 3:
-			f = &m.Namespace
-		case 5:
-			f = &m.UID
-		case 6:
-			f = &m.ResourceVersion
-		default:
-			return true
-		}
-		if seen[num] {
-			return false
-		}
-		seen[num], *f = true, string(v)
-		return true
-	})
-	return m, ok
-}
-
-// eachBytes calls fn with each length-delimited field of msg until it
-// returns false; false if it did, or msg does not parse.
-func eachBytes(msg []byte, fn func(protowire.Number, []byte) bool) bool {
-	for off := 0; off < len(msg); {
-		num, typ, n := protowire.ConsumeTag(msg[off:])
-		if n < 0 {
-			return false
-		}
-		if typ == protowire.BytesType {
-			v, m := protowire.ConsumeBytes(msg[off+n:])
-			if m < 0 || !fn(num, v) {
-				return false
-			}
-			off += n + m
-			continue
-		}
-		m := protowire.ConsumeFieldValue(num, typ, msg[off+n:])
-		if m < 0 {
-			return false
-		}
-		off += n + m
-	}
-	return true
-}
-
-// Layout holds the protobuf field numbers of a type's embedded ObjectMeta
-// and of ObjectMeta's managedFields, labels and annotations.
-type Layout struct {
-	Meta, ManagedFields, Labels, Annotations protowire.Number
-}
-
-// LayoutOf reads the Layout of a struct type from its protobuf struct tags;
-// the zero Layout if any field is missing or not as expected.
-func LayoutOf(t reflect.Type) Layout {
-	if t.Kind() != reflect.Struct {
-		return Layout{}
-	}
-	f, ok := t.FieldByName("ObjectMeta")
-	if !ok || f.Type != reflect.TypeFor[metav1.ObjectMeta]() || len(f.Index) != 1 {
-		return Layout{}
-	}
-	num := func(name string) protowire.Number {
-		sf, _ := f.Type.FieldByName(name)
-		return fieldNumber(sf.Tag)
-	}
-	l := Layout{Meta: fieldNumber(f.Tag), ManagedFields: num("ManagedFields"), Labels: num("Labels"), Annotations: num("Annotations")}
-	if l.Meta == 0 || l.ManagedFields == 0 || l.Labels == 0 || l.Annotations == 0 {
-		return Layout{}
-	}
-	return l
-}
-
-// fieldNumber reads the number of a `protobuf:"bytes,17,rep,..."` tag.
-func fieldNumber(tag reflect.StructTag) protowire.Number {
-	parts := strings.Split(tag.Get("protobuf"), ",")
-	if len(parts) < 2 || parts[0] != "bytes" {
-		return 0
-	}
-	n, err := strconv.Atoi(parts[1])
-	if err != nil || n <= 0 {
-		return 0
-	}
-	return protowire.Number(n)
 }
 
 // EventError is an event whose frame was intact but whose content was not
