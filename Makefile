@@ -50,7 +50,7 @@ api:
 consumer: localapi
 	GO=$(GO) bash hack/consumer.sh
 
-# The version being released (README.md, "Releasing"): the sub-modules'
+# The version being released (docs/development.md, "Releasing"): the sub-modules'
 # requirements of the library and the adapter, and go.work's replacements.
 version:
 	@[ -n "$(V)" ] || { echo "usage: make version V=vX.Y.Z"; exit 2; }

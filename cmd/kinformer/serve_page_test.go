@@ -233,7 +233,7 @@ func TestServePageEscapes(t *testing.T) {
 }
 
 // With KINFORMER_SCREENSHOT=FILE, a screenshot of the page with some
-// traffic, for the README (docs/serve.png):
+// traffic, for docs/cli.md (docs/serve.png):
 //
 //	KINFORMER_SCREENSHOT=$PWD/docs/serve.png go -C cmd/kinformer test -run TestServeScreenshot .
 //

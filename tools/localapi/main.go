@@ -5,7 +5,7 @@
 //
 //	{"ready":true,"kubeconfig":"...","server":"https://127.0.0.1:PORT","admin":"http://127.0.0.1:PORT2","pid":N}
 //
-// Everything else goes to stderr. See README.md for the flags.
+// Everything else goes to stderr. Run it with -h for the flags.
 package main
 
 import (

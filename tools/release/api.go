@@ -33,7 +33,7 @@ import (
 const apiHeader = "# The exported API of module %s\n" +
 	"# (its public packages), one line per feature. Written by `make api`;\n" +
 	"# `make test` fails when the code differs.\n" +
-	"# An incompatible change needs a CHANGELOG.md entry (see README.md, \"Versions\").\n"
+	"# An incompatible change needs a CHANGELOG.md entry (see docs/development.md, \"Versions\").\n"
 
 func apiCommand(root string, write bool) error {
 	var failed []string

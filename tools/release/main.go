@@ -13,7 +13,7 @@
 // would make them from a tag: hack/consumer.sh builds programs against it
 // as a user outside the repository would, with no replace and no
 // workspace. V defaults to the version the sub-modules require of the
-// library, which is the version being prepared (see README.md,
+// library, which is the version being prepared (see docs/development.md,
 // "Releasing").
 //
 // api writes (-w) or checks the exported API of every public package of

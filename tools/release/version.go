@@ -13,7 +13,7 @@ import (
 // requires the library or the controller-runtime module requires it at
 // version (cmd/kinformer, controllerruntime, tools/bench), and go.work
 // points that version at this tree. The tags are then cut on the commit
-// that holds the change (README.md, "Releasing").
+// that holds the change (docs/development.md, "Releasing").
 func setVersion(root, version string) error {
 	if !semver.IsValid(version) || semver.Canonical(version) != version {
 		return fmt.Errorf("version %q is not a canonical semantic version (vMAJOR.MINOR.PATCH)", version)
