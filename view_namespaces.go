@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,7 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kinformer/kinformer/internal/nsmember"
 )
 
 // Namespaces chooses the namespaces of a view made by [SharedView]: those
@@ -58,41 +60,24 @@ var manyNamespaces = 100
 // was not made with namespaces ([SharedView], [DynamicView]).
 var ErrNotNamespaced = errors.New("kinformer: the view was not made with namespaces (SharedView, DynamicView)")
 
-// viewNamespaces is a namespaced view's namespaces, each an informer of a
-// Factory acquired while it is in the view.
+// viewNamespaces is a namespaced view's namespaces (their membership is
+// an nsmember.Set's), each an informer of a Factory acquired while it is
+// in the view.
 type viewNamespaces[T Object] struct {
 	v       *View[T]
 	f       *Factory
 	acquire func(namespace string) (*Informer[T], error)
+	set     *nsmember.Set
+	resName string // the resource, for the logs
 
-	// mu guards everything below, and is held while the view changes, so
-	// that changes happen one at a time (in the order of the Namespace
-	// events, for the selector's).
-	mu       sync.Mutex
-	named    map[string]bool
-	selected map[string]bool
-	infs     map[string]*Informer[T]
-	closed   bool
-	names    atomic.Pointer[[]string] // the namespaces in the view (publishLocked)
+	// infs and warnedMany are guarded by the set's lock: only its Apply
+	// (join) and its Close's last step touch them.
+	infs       map[string]*Informer[T]
+	warnedMany bool                     // the view reached manyNamespaces, and said so
+	names      atomic.Pointer[[]string] // the namespaces in the view (publishLocked)
 
 	nsInf *Informer[*metav1.PartialObjectMetadata] // the selector's; nil without one
 	nsReg *Registration
-
-	// With IfAllowed: may reviews whether the client may list and watch
-	// the resource in a namespace; allowed holds the answers for the
-	// candidates (named or selected) reviewed so far.
-	may     func(ctx context.Context, namespace string) (bool, string, error)
-	allowed map[string]bool
-	resName string // the resource, for the logs
-	// warnedMany: the view reached manyNamespaces, and said so.
-	warnedMany bool
-	// everywhere caches, until everywhereUntil, whether the client may list
-	// and watch the resource in every namespace: then no namespace needs a
-	// review of its own.
-	revMu           sync.Mutex // guards everywhere and everywhereUntil
-	everywhere      bool
-	everywhereUntil time.Time
-	recheckEvery    time.Duration
 
 	closing  chan struct{}  // closed by Close: releases wait no more
 	releases sync.WaitGroup // informers released once their leave is handled
@@ -148,8 +133,8 @@ func DynamicView(f *Factory, gvr schema.GroupVersionResource, ns Namespaces, opt
 
 func newNamespacedView[T Object](f *Factory, ns Namespaces, gvr schema.GroupVersionResource, acquire func(string) (*Informer[T], error)) (*View[T], error) {
 	v := &View[T]{}
-	n := &viewNamespaces[T]{v: v, f: f, acquire: acquire, named: map[string]bool{}, selected: map[string]bool{},
-		infs: map[string]*Informer[T]{}, closing: make(chan struct{}), resName: gvr.GroupResource().String()}
+	n := &viewNamespaces[T]{v: v, f: f, acquire: acquire, infs: map[string]*Informer[T]{}, closing: make(chan struct{}),
+		resName: gvr.GroupResource().String()}
 	v.ns = n
 	var sel labels.Selector
 	if ns.Selector != "" {
@@ -158,24 +143,19 @@ func newNamespacedView[T Object](f *Factory, ns Namespaces, gvr schema.GroupVers
 			return nil, fmt.Errorf("kinformer: namespace selector %q: %w", ns.Selector, err)
 		}
 	}
+	c := nsmember.Config{Apply: n.join, Recheck: ns.Recheck, Log: f.log, Resource: n.resName, Holder: "the view"}
 	if ns.IfAllowed {
 		if err := f.setup(); err != nil {
 			return nil, err
 		}
-		n.allowed = map[string]bool{}
-		n.may = func(ctx context.Context, namespace string) (bool, string, error) {
+		c.Review = func(ctx context.Context, namespace string) (bool, string, error) {
 			return f.api.MayListAndWatch(ctx, gvr, namespace)
 		}
 		if sel == nil && len(ns.Names) == 0 {
 			sel = labels.Everything() // every namespace the client may read
 		}
-		recheck := ns.Recheck
-		if recheck <= 0 {
-			recheck = time.Minute
-		}
-		n.recheckEvery = recheck
-		n.releases.Go(func() { n.recheck(recheck) })
 	}
+	n.set = nsmember.New(c)
 	for _, name := range ns.Names {
 		if err := v.AddNamespace(name); err != nil {
 			v.Close()
@@ -192,54 +172,24 @@ func newNamespacedView[T Object](f *Factory, ns Namespaces, gvr schema.GroupVers
 			v.Close()
 			return nil, fmt.Errorf("kinformer: namespace selector %q: %w", ns.Selector, err)
 		}
-		n.mu.Lock()
-		n.nsInf = nsInf
-		n.nsReg = nsInf.AddHandlerFuncs(HandlerFuncs[*metav1.PartialObjectMetadata]{
-			Added:   func(e Event[*metav1.PartialObjectMetadata]) { n.select_(e.Object.Name, true) },
-			Deleted: func(e Event[*metav1.PartialObjectMetadata]) { n.select_(e.Object.Name, false) },
+		n.set.Locked(func() {
+			n.nsInf = nsInf
+			n.nsReg = nsInf.AddHandlerFuncs(HandlerFuncs[*metav1.PartialObjectMetadata]{
+				Added:   func(e Event[*metav1.PartialObjectMetadata]) { n.set.Select(e.Object.Name, true) },
+				Deleted: func(e Event[*metav1.PartialObjectMetadata]) { n.set.Select(e.Object.Name, false) },
+			})
 		})
-		n.mu.Unlock()
 	}
 	return v, nil
 }
 
-// select_ records that the selector matches namespace, or no longer does,
-// and changes the view to follow.
-func (n *viewNamespaces[T]) select_(namespace string, in bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed || n.selected[namespace] == in {
-		return
-	}
-	if in {
-		n.selected[namespace] = true
-	} else {
-		delete(n.selected, namespace)
-	}
-	if err := n.applyLocked(namespace); err != nil && n.f.log != nil {
-		n.f.log.Error("kinformer: a namespace selected for a view could not join it", "namespace", namespace, "error", err.Error())
-	}
-}
-
-// applyLocked makes namespace's membership what named and selected (and,
-// with IfAllowed, allowed) say; it reviews a new candidate's permission.
-func (n *viewNamespaces[T]) applyLocked(namespace string) error {
-	want := n.named[namespace] || n.selected[namespace]
-	if n.may != nil {
-		if !want {
-			delete(n.allowed, namespace)
-		} else if _, known := n.allowed[namespace]; !known {
-			ok, why, err := n.review(namespace)
-			if err == nil && !ok {
-				n.logf(slog.LevelInfo, "kinformer: may not list and watch "+n.resName+" in a namespace: left out of the view until a recheck finds otherwise", "namespace", namespace, "reason", why)
-			}
-			n.allowed[namespace] = ok // an error: no, until a recheck answers
-		}
-		want = want && n.allowed[namespace]
-	}
+// join makes namespace's informer join the view (in: acquired from the
+// factory) or leave it (released once the view's handlers have handled
+// its leave): the set's Apply, with its lock held.
+func (n *viewNamespaces[T]) join(_ context.Context, namespace string, in bool) error {
 	inf, have := n.infs[namespace]
 	switch {
-	case want && !have:
+	case in && !have:
 		inf, err := n.acquire(namespace)
 		if err != nil {
 			return err
@@ -250,7 +200,7 @@ func (n *viewNamespaces[T]) applyLocked(namespace string) error {
 		// start, not joins.
 		n.v.add(inf, n.followed())
 		n.logf(slog.LevelInfo, "kinformer: a namespace joined the view", "resource", inf.Name(), "namespace", namespace)
-	case !want && have:
+	case !in && have:
 		delete(n.infs, namespace)
 		n.publishLocked()
 		left := n.v.Remove(inf)
@@ -298,43 +248,20 @@ func (n *viewNamespaces[T]) waitFollowed(ctx context.Context) error {
 	}
 }
 
-func checkNamespace(namespace string) error {
-	if namespace == "" {
-		return errors.New(`kinformer: namespace "": a view of namespaces holds named namespaces (for all of them use one informer)`)
-	}
-	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
-		return fmt.Errorf("kinformer: namespace %q: %s", namespace, errs[0])
-	}
-	return nil
-}
-
 // AddNamespace adds namespace to a view made with namespaces: its informer
 // is acquired from the factory, and the view's handlers get its objects as
 // Added with [CauseJoin]. A namespace already named is a no-op; one the
 // selector holds becomes named too (it stays when the selector lets it go).
 // It must not be called from one of the view's handlers.
 func (v *View[T]) AddNamespace(namespace string) error {
-	n := v.ns
-	if n == nil {
+	if v.ns == nil {
 		return ErrNotNamespaced
 	}
-	if err := checkNamespace(namespace); err != nil {
-		return err
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed {
+	err := v.ns.set.Add(context.Background(), namespace)
+	if errors.Is(err, nsmember.ErrClosed) {
 		return errors.New("kinformer: AddNamespace: the view is closed")
 	}
-	if n.named[namespace] {
-		return nil
-	}
-	n.named[namespace] = true
-	if err := n.applyLocked(namespace); err != nil {
-		delete(n.named, namespace)
-		return err
-	}
-	return nil
+	return kinformerError(err)
 }
 
 // RemoveNamespace takes a named namespace out of the view (unless its
@@ -342,51 +269,28 @@ func (v *View[T]) AddNamespace(namespace string) error {
 // [CauseLeave] for each of its objects, after which its informer is
 // released. Unknown: a no-op.
 func (v *View[T]) RemoveNamespace(namespace string) error {
-	n := v.ns
-	if n == nil {
+	if v.ns == nil {
 		return ErrNotNamespaced
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed || !n.named[namespace] {
-		return nil
-	}
-	delete(n.named, namespace)
-	return n.applyLocked(namespace)
+	return kinformerError(v.ns.set.Remove(context.Background(), namespace))
 }
 
 // SetNamespaces makes namespaces the view's named namespaces: those
 // missing are added, the others removed, as AddNamespace and
 // RemoveNamespace do. On an error the namespaces before it are set.
 func (v *View[T]) SetNamespaces(namespaces ...string) error {
-	n := v.ns
-	if n == nil {
+	if v.ns == nil {
 		return ErrNotNamespaced
 	}
-	for _, ns := range namespaces {
-		if err := checkNamespace(ns); err != nil {
-			return err
-		}
+	return kinformerError(v.ns.set.SetNamed(context.Background(), namespaces))
+}
+
+// kinformerError prefixes an error of the namespace set with "kinformer: ".
+func kinformerError(err error) error {
+	if err == nil || strings.HasPrefix(err.Error(), "kinformer: ") {
+		return err
 	}
-	n.mu.Lock()
-	var gone []string
-	for ns := range n.named {
-		if !slices.Contains(namespaces, ns) {
-			gone = append(gone, ns)
-		}
-	}
-	n.mu.Unlock()
-	for _, ns := range gone {
-		if err := v.RemoveNamespace(ns); err != nil {
-			return err
-		}
-	}
-	for _, ns := range namespaces {
-		if err := v.AddNamespace(ns); err != nil {
-			return err
-		}
-	}
-	return nil
+	return fmt.Errorf("kinformer: %w", err)
 }
 
 // Namespaces returns the namespaces in the view now, named or selected,
@@ -403,8 +307,8 @@ func (v *View[T]) Namespaces() []string {
 }
 
 // publishLocked records the namespaces in the view for Namespaces, which
-// reads them without n.mu (a handler may call it while a namespace waits
-// to join). n.mu must be held.
+// reads them without the set's lock (a handler may call it while a
+// namespace waits to join). The set's lock must be held.
 func (n *viewNamespaces[T]) publishLocked() {
 	if len(n.infs) >= manyNamespaces && !n.warnedMany {
 		n.warnedMany = true
@@ -429,18 +333,18 @@ func (v *View[T]) Close() {
 	if n == nil {
 		return
 	}
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
+	var nsInf *Informer[*metav1.PartialObjectMetadata]
+	var nsReg *Registration
+	var infs map[string]*Informer[T]
+	if !n.set.Close(func() {
+		close(n.closing)
+		nsInf, nsReg = n.nsInf, n.nsReg
+		infs = n.infs
+		n.infs = map[string]*Informer[T]{}
+		n.publishLocked()
+	}) {
 		return
 	}
-	n.closed = true
-	close(n.closing)
-	nsInf, nsReg := n.nsInf, n.nsReg
-	infs := n.infs
-	n.infs = map[string]*Informer[T]{}
-	n.publishLocked()
-	n.mu.Unlock()
 	if nsInf != nil {
 		if nsReg != nil {
 			nsInf.RemoveEventHandler(nsReg)

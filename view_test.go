@@ -1,8 +1,6 @@
 package kinformer
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -10,13 +8,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 	"weak"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -339,57 +335,6 @@ func TestViewForgetsInformersThatLeft(t *testing.T) {
 	if len(v.Informers()) != 0 { // and the view itself is still alive
 		t.Fatal("the view still holds an informer")
 	}
-}
-
-// With IfAllowed, a namespace whose access review fails (a 500 from the
-// server, a timeout) stays out of the view: an error is not a yes. It
-// joins once a recheck's review says yes. The reviews are stubbed (may);
-// the namespaces' informers are the factory's, on in-memory servers.
-func TestViewIfAllowedReviewErrorKeepsTheNamespaceOut(t *testing.T) {
-	f := NewFactory(nil, nil)
-	defer f.Stop()
-	f.Start()
-	acquire := fakeAcquire(f, "o")
-	gvr := corev1.SchemeGroupVersion.WithResource("configmaps")
-	v, err := newNamespacedView(f, Namespaces{}, gvr, acquire)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	var flakyAllowed atomic.Bool // else its review errs
-	n := v.ns
-	n.mu.Lock()
-	n.allowed, n.resName, n.recheckEvery = map[string]bool{}, "configmaps", 10*time.Millisecond
-	n.may = func(_ context.Context, namespace string) (bool, string, error) {
-		switch {
-		case namespace == "ok":
-			return true, "", nil
-		case namespace == "flaky" && !flakyAllowed.Load():
-			return false, "", apierrors.NewInternalError(errors.New("the review failed"))
-		case namespace == "flaky":
-			return true, "", nil
-		}
-		return false, "no Role", nil // every namespace (""), and the others
-	}
-	n.mu.Unlock()
-	n.releases.Go(func() { n.recheck(n.recheckEvery) })
-
-	for _, ns := range []string{"ok", "flaky"} {
-		if err := v.AddNamespace(ns); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := v.Namespaces(); !slices.Equal(got, []string{"ok"}) {
-		t.Fatalf("namespaces %v while flaky's review errs; want ok alone", got)
-	}
-	time.Sleep(50 * time.Millisecond) // a few rechecks, erring too
-	if got := v.Namespaces(); !slices.Equal(got, []string{"ok"}) {
-		t.Fatalf("namespaces %v after rechecks that erred; want ok alone", got)
-	}
-	flakyAllowed.Store(true)
-	eventually(t, "flaky to join once a recheck says yes", func() bool {
-		return slices.Equal(v.Namespaces(), []string{"flaky", "ok"})
-	})
 }
 
 // A view that reaches manyNamespaces warns once, naming the resource and

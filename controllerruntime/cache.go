@@ -55,6 +55,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -306,11 +307,11 @@ func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, er
 		sh.fields[gvk] = slices.Clone(bo.Fields)
 	}
 	var defaultCache cache.Cache
-	set := &namespaceSet{sh: sh, named: map[string]bool{}, selected: map[string]bool{}}
+	var following []*multiNamespaceCache // those that follow the cache's namespaces
 	if len(opts.DefaultNamespaces) > 0 || nsSel != nil {
 		global := defaultsToConfig(&opts)
 		m := newMultiNamespaceCache(sh, opts.DefaultNamespaces, &global, defaultConfig(cache.Config{}, global))
-		set.caches = append(set.caches, m)
+		following = append(following, m)
 		defaultCache = m
 	} else {
 		defaultCache = newNamespaceCache(sh, defaultsToConfig(&opts), metav1.NamespaceAll)
@@ -332,7 +333,7 @@ func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, er
 			if len(bo.Namespaces) > 0 || follows {
 				m := newMultiNamespaceCache(sh, bo.Namespaces, nil, defaultConfig(byObjectToConfig(bo), defaultsToConfig(&opts)))
 				if inherit[obj] && (follows || nsSel == nil) {
-					set.caches = append(set.caches, m)
+					following = append(following, m)
 				}
 				d.caches[gvk] = m
 			} else {
@@ -341,9 +342,7 @@ func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, er
 		}
 		top = d
 	}
-	for ns := range opts.DefaultNamespaces {
-		set.named[ns] = true
-	}
+	set := newNamespaceSet(sh, following, slices.Collect(maps.Keys(opts.DefaultNamespaces)))
 	fc := &factoryCache{Cache: top, factory: sh.factory, namespaces: set}
 	if nsSel != nil {
 		if err := set.follow(nsSel); err != nil {

@@ -4,33 +4,39 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/kinformer/kinformer"
+	"github.com/kinformer/kinformer/internal/nsmember"
 )
 
 // namespaceSet is the namespaces of a cache that may change while it runs:
 // those named (DefaultNamespaces, AddNamespace) and those its
-// NamespaceSelector matches, applied to every multi-namespace cache that
+// NamespaceSelector matches (their membership is an nsmember.Set's, as a
+// kinformer view's is), applied to every multi-namespace cache that
 // follows them (the default one, and those of ByObject kinds without
 // namespaces of their own).
 type namespaceSet struct {
 	sh     *shared
 	caches []*multiNamespaceCache
-
-	mu       sync.Mutex // guards named and selected; held while the caches change
-	named    map[string]bool
-	selected map[string]bool
+	set    *nsmember.Set // nil for a cache whose namespaces cannot change
 
 	nsInf *kinformer.Informer[*metav1.PartialObjectMetadata] // the selector's; nil without one
 	nsReg *kinformer.Registration
+}
+
+// newNamespaceSet returns the set of caches, named holding the namespaces
+// they were made with.
+func newNamespaceSet(sh *shared, caches []*multiNamespaceCache, named []string) *namespaceSet {
+	s := &namespaceSet{sh: sh, caches: caches}
+	if len(caches) > 0 {
+		s.set = nsmember.New(nsmember.Config{Apply: s.apply, Members: named, Log: sh.log, Resource: "the cache's kinds", Holder: "the cache"})
+	}
+	return s
 }
 
 // ErrNamespacesFixed is returned by AddNamespace, RemoveNamespace and
@@ -46,36 +52,19 @@ func (s *namespaceSet) follow(sel labels.Selector) error {
 	if err != nil {
 		return fmt.Errorf("kcr: Options.NamespaceSelector: %w", err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.nsInf = inf
-	s.nsReg = inf.AddHandlerFuncs(kinformer.HandlerFuncs[*metav1.PartialObjectMetadata]{
-		Added:   func(e kinformer.Event[*metav1.PartialObjectMetadata]) { s.select_(e.Object.Name, true) },
-		Deleted: func(e kinformer.Event[*metav1.PartialObjectMetadata]) { s.select_(e.Object.Name, false) },
+	s.set.Locked(func() {
+		s.nsInf = inf
+		s.nsReg = inf.AddHandlerFuncs(kinformer.HandlerFuncs[*metav1.PartialObjectMetadata]{
+			Added:   func(e kinformer.Event[*metav1.PartialObjectMetadata]) { s.set.Select(e.Object.Name, true) },
+			Deleted: func(e kinformer.Event[*metav1.PartialObjectMetadata]) { s.set.Select(e.Object.Name, false) },
+		})
 	})
 	return nil
 }
 
-func (s *namespaceSet) select_(namespace string, in bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.selected[namespace] == in {
-		return
-	}
-	if in {
-		s.selected[namespace] = true
-	} else {
-		delete(s.selected, namespace)
-	}
-	if err := s.applyLocked(context.Background(), namespace); err != nil {
-		s.sh.log.Error("kinformer: a namespace the selector matches could not join the cache", "namespace", namespace, "error", err.Error())
-	}
-}
-
-// applyLocked makes namespace's membership of every cache what named and
-// selected say.
-func (s *namespaceSet) applyLocked(ctx context.Context, namespace string) error {
-	in := s.named[namespace] || s.selected[namespace]
+// apply makes namespace's membership of every cache in or not: the set's
+// Apply. On an error, the caches changed are changed back.
+func (s *namespaceSet) apply(ctx context.Context, namespace string, in bool) error {
 	changed := false
 	var done []*multiNamespaceCache // changed, to undo on an error
 	for _, m := range s.caches {
@@ -104,9 +93,11 @@ func (s *namespaceSet) applyLocked(ctx context.Context, namespace string) error 
 // waitFollowed waits until the selector's Namespace objects have been
 // applied (at once without a selector); false if ctx ends first.
 func (s *namespaceSet) waitFollowed(ctx context.Context) bool {
-	s.mu.Lock()
-	reg := s.nsReg
-	s.mu.Unlock()
+	if s.set == nil {
+		return true
+	}
+	var reg *kinformer.Registration
+	s.set.Locked(func() { reg = s.nsReg })
 	if reg == nil {
 		return true
 	}
@@ -126,17 +117,10 @@ func (c *factoryCache) WaitForCacheSync(ctx context.Context) bool {
 
 func setOf(c cache.Cache) (*namespaceSet, error) {
 	fc, ok := c.(*factoryCache)
-	if !ok || len(fc.namespaces.caches) == 0 {
+	if !ok || fc.namespaces.set == nil {
 		return nil, ErrNamespacesFixed
 	}
 	return fc.namespaces, nil
-}
-
-func checkNamespace(namespace string) error {
-	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
-		return fmt.Errorf("kcr: namespace %q: %s", namespace, errs[0])
-	}
-	return nil
 }
 
 // AddNamespace adds namespace to a cache made by NewCache or With with
@@ -151,17 +135,10 @@ func AddNamespace(ctx context.Context, c cache.Cache, namespace string) error {
 	if err != nil {
 		return err
 	}
-	if err := checkNamespace(namespace); err != nil {
-		return err
+	if err := nsmember.CheckName(namespace); err != nil {
+		return fmt.Errorf("kcr: %w", err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.named[namespace] {
-		return nil
-	}
-	s.named[namespace] = true
-	if err := s.applyLocked(ctx, namespace); err != nil {
-		delete(s.named, namespace)
+	if err := s.set.Add(ctx, namespace); err != nil {
 		return fmt.Errorf("kcr: AddNamespace(%s): %w", namespace, err)
 	}
 	return nil
@@ -177,14 +154,7 @@ func RemoveNamespace(c cache.Cache, namespace string) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.named[namespace] {
-		return nil
-	}
-	delete(s.named, namespace)
-	if err := s.applyLocked(context.Background(), namespace); err != nil {
-		s.named[namespace] = true
+	if err := s.set.Remove(context.Background(), namespace); err != nil {
 		return fmt.Errorf("kcr: RemoveNamespace(%s): %w", namespace, err)
 	}
 	return nil
@@ -197,28 +167,8 @@ func SetNamespaces(ctx context.Context, c cache.Cache, namespaces ...string) err
 	if err != nil {
 		return err
 	}
-	for _, ns := range namespaces {
-		if err := checkNamespace(ns); err != nil {
-			return err
-		}
-	}
-	s.mu.Lock()
-	var gone []string
-	for ns := range s.named {
-		if !slices.Contains(namespaces, ns) {
-			gone = append(gone, ns)
-		}
-	}
-	s.mu.Unlock()
-	for _, ns := range gone {
-		if err := RemoveNamespace(c, ns); err != nil {
-			return err
-		}
-	}
-	for _, ns := range namespaces {
-		if err := AddNamespace(ctx, c, ns); err != nil {
-			return err
-		}
+	if err := s.set.SetNamed(ctx, namespaces); err != nil {
+		return fmt.Errorf("kcr: %w", err)
 	}
 	return nil
 }
