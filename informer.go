@@ -347,9 +347,14 @@ func (inf *Informer[T]) Leave(reg *Registration) <-chan struct{} {
 		close(done)
 		return done
 	}
-	inf.resends.set(reg, 0)
-	inf.disp.leave(reg, inf.cache, inf.status.resourceVersion, func() { close(done) })
+	inf.leave(reg, func() { close(done) })
 	return done
+}
+
+// leave is Leave, calling left once reg has left.
+func (inf *Informer[T]) leave(reg *Registration, left func()) {
+	inf.resends.set(reg, 0)
+	inf.disp.leave(reg, inf.cache, inf.status.resourceVersion, left)
 }
 
 // SetTransform sets Options.Transform of an informer that has never run

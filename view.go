@@ -310,7 +310,7 @@ func joining[T Object](h HandlerFuncs[T]) (HandlerFuncs[T], func(*Registration))
 }
 
 // Remove takes inf out of the view: the view no longer reads its cache,
-// and each handler of the view gets, after the events inf has already
+// and each handler of the view leaves inf ([Informer.Leave]): it gets, after the events inf has already
 // queued for it, Deleted with [CauseLeave] for every object inf had then,
 // and nothing more from inf. The returned channel is closed once every
 // handler has handled them (inf must run for that). inf itself keeps
@@ -353,8 +353,7 @@ func (v *View[T]) Remove(inf *Informer[T]) <-chan struct{} {
 			vh.leaving[reg] = inf
 			left.Add(1)
 			leaves = append(leaves, func() {
-				inf.resends.set(reg, 0)
-				inf.disp.leave(reg, inf.cache, inf.status.resourceVersion, func() {
+				inf.leave(reg, func() {
 					v.mu.Lock()
 					delete(vh.leaving, reg)
 					v.mu.Unlock()
