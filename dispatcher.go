@@ -56,14 +56,11 @@ func (d *dispatcher[T]) add(l *listener[T], c *Cache[T], rv func() string, isSyn
 	if l.wants(Added) {
 		at := rv()
 		now := time.Now().UnixNano()
-		c.each(func(key string, r ref[T]) {
-			l.queue = append(l.queue, c.entry(Event[T]{Type: Added, Key: key, ResourceVersion: at, Cause: CauseReplay}, r, ref[T]{}, now))
+		l.appendLocked(now, func(put func(queued[T])) {
+			c.each(func(key string, r ref[T]) {
+				put(c.entry(Event[T]{Type: Added, Key: key, ResourceVersion: at, Cause: CauseReplay}, r, ref[T]{}, now))
+			})
 		})
-		if len(l.queue) > 0 {
-			l.head.Store(now)
-		}
-		l.pushed = int64(len(l.queue))
-		l.backlog.Add(l.pushed)
 	}
 	if synced {
 		l.syncMark.Store(l.pushed)
@@ -98,16 +95,11 @@ func (d *dispatcher[T]) resend(reg *Registration, c *Cache[T], rv func() string)
 		l.mu.Unlock()
 		return 0
 	}
-	n := 0
-	c.each(func(key string, r ref[T]) {
-		l.queue = append(l.queue, c.entry(Event[T]{Type: Modified, Key: key, ResourceVersion: at, Cause: CauseResend}, r, r, now))
-		n++
+	n := l.appendLocked(now, func(put func(queued[T])) {
+		c.each(func(key string, r ref[T]) {
+			put(c.entry(Event[T]{Type: Modified, Key: key, ResourceVersion: at, Cause: CauseResend}, r, r, now))
+		})
 	})
-	if n > 0 {
-		l.head.CompareAndSwap(0, now)
-		l.pushed += int64(n)
-		l.backlog.Add(int64(n))
-	}
 	l.mu.Unlock()
 	if n > 0 {
 		l.signal()
@@ -145,16 +137,11 @@ func (d *dispatcher[T]) leave(reg *Registration, c *Cache[T], rv func() string, 
 	now := time.Now().UnixNano()
 	l.mu.Lock()
 	if !l.removed.Load() && l.wants(Deleted) {
-		n := 0
-		c.each(func(key string, r ref[T]) {
-			l.queue = append(l.queue, c.entry(Event[T]{Type: Deleted, Key: key, ResourceVersion: at, Cause: CauseLeave}, r, ref[T]{}, now))
-			n++
+		l.appendLocked(now, func(put func(queued[T])) {
+			c.each(func(key string, r ref[T]) {
+				put(c.entry(Event[T]{Type: Deleted, Key: key, ResourceVersion: at, Cause: CauseLeave}, r, ref[T]{}, now))
+			})
 		})
-		if n > 0 {
-			l.head.CompareAndSwap(0, now)
-			l.pushed += int64(n)
-			l.backlog.Add(int64(n))
-		}
 	}
 	l.leaveMark = l.pushed
 	l.onLeft = func() { d.remove(reg) }

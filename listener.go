@@ -161,6 +161,23 @@ func (l *listener[T]) push(q queued[T]) {
 	l.signal()
 }
 
+// appendLocked appends the events fill puts to the queue, all queued at
+// now, and returns how many; l.mu must be held (or l be registered with
+// no one yet). The caller signals.
+func (l *listener[T]) appendLocked(now int64, fill func(put func(queued[T]))) int {
+	n := 0
+	fill(func(q queued[T]) {
+		l.queue = append(l.queue, q)
+		n++
+	})
+	if n > 0 {
+		l.head.CompareAndSwap(0, now)
+		l.pushed += int64(n)
+		l.backlog.Add(int64(n))
+	}
+	return n
+}
+
 func (l *listener[T]) signal() {
 	select {
 	case l.wake <- struct{}{}:
