@@ -153,7 +153,7 @@ func (l *loop[T]) run(ctx context.Context) {
 		// handlers have returned (closeShard): until then the Sharder
 		// must not give the share away.
 		l.sh.sub = l.opts.Sharding.Subscribe()
-		l.sh.ver = 0
+		l.sh.ver, l.sh.synced = 0, 0
 		if _, ok := l.applyShare(ctx); !ok {
 			return
 		}
@@ -183,6 +183,9 @@ func (l *loop[T]) run(ctx context.Context) {
 			}
 			if l.sh.probe {
 				l.probeShardMode(ctx)
+			}
+			if !grew {
+				l.reportSynced()
 			}
 			if grew {
 				// Objects may have joined: step says how to get them.

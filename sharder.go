@@ -35,6 +35,16 @@ type ShareSubscription interface {
 	Close()
 }
 
+// ShareSyncer is implemented by a ShareSubscription that wants to know
+// when the informer holds every object of the share it applied (package
+// sharding says so in its Lease, so that the group can tell a member that
+// claims slots but caches nothing). An informer calls Synced(v) once it
+// has applied share version v and listed every slot that joined it; it
+// does not call it for a version it has not synced.
+type ShareSyncer interface {
+	Synced(v uint64)
+}
+
 // Share is the part of the hash space of metadata.uid (64-bit FNV-1a, the
 // hash of Kubernetes' sharded list and watch, KEP-5866) a replica serves:
 // the slots Slots of Total equal parts. Slot i of Total holds the hashes

@@ -38,6 +38,22 @@ type shardLoop struct {
 	// joined slots) is adding: their objects are Added with
 	// CauseReshard. Kept between runs, until a list has added them.
 	gained *slots.Set
+	synced uint64 // the last version told synced (ShareSyncer) in this run
+}
+
+// reportSynced tells the Sharder, if it wants to know (ShareSyncer), that
+// the share applied is synced: the informer has synced, is not catching
+// up, and no slot that joined the share is still to be listed.
+func (l *loop[T]) reportSynced() {
+	sh := l.sh
+	if sh == nil || sh.ver == 0 || sh.synced == sh.ver || l.target != "" || !l.w.status.synced.Load() ||
+		(sh.gained != nil && !sh.gained.Empty()) {
+		return
+	}
+	if s, ok := sh.sub.(ShareSyncer); ok {
+		s.Synced(sh.ver)
+	}
+	sh.synced = sh.ver
 }
 
 // joining returns the slots whose objects a list is adding to the share

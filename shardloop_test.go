@@ -27,6 +27,9 @@ type fixedSharder struct {
 	share   Share
 	changed chan struct{}
 	acks    []uint64
+	// onSynced, if set, is called (without mu) as the informer says a
+	// version is synced (ShareSyncer).
+	onSynced func(v uint64)
 }
 
 // fixedSharding returns a fixedSharder of total slots that serves set.
@@ -66,6 +69,15 @@ func (s fixedSub) Ack(v uint64) {
 	s.sh.mu.Lock()
 	defer s.sh.mu.Unlock()
 	s.sh.acks = append(s.sh.acks, v)
+}
+
+func (s fixedSub) Synced(v uint64) {
+	s.sh.mu.Lock()
+	f := s.sh.onSynced
+	s.sh.mu.Unlock()
+	if f != nil {
+		f(v)
+	}
 }
 
 func (fixedSub) Valid() bool { return true }
@@ -393,5 +405,46 @@ func TestShardCompactProtobufStreamKeepsOwnShare(t *testing.T) {
 	}
 	if watches, _ := srv.seen(); len(watches) < 2 || watches[0].URL.Query().Get("sendInitialEvents") != "true" {
 		t.Fatalf("%d watches, the first %v; want a streaming list, then a watch", len(watches), watches)
+	}
+}
+
+// An informer tells a ShareSyncer a share is synced once it holds every
+// object of it: the first after the first list, a grown one only after
+// the slots that joined are listed, a shrunk one at once.
+func TestShardSyncedAfterListing(t *testing.T) {
+	s := newFakeServer()
+	s.shardFilter = true
+	bySlot := shardedObjects(t, s, 40, 2)
+	sh := fixedSharding(t, 2, 0)
+	var mu sync.Mutex
+	var inf *Informer[*corev1.ConfigMap]
+	synced := map[uint64]int{} // version -> objects cached when said synced
+	sh.onSynced = func(v uint64) {
+		mu.Lock()
+		defer mu.Unlock()
+		synced[v] = inf.Cache().Len()
+	}
+	mu.Lock()
+	inf, _ = startInformer(t, s, &Options[*corev1.ConfigMap]{Sharding: sh, PageSize: 7})
+	mu.Unlock()
+	said := func(v uint64) (int, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		n, ok := synced[v]
+		return n, ok
+	}
+	eventually(t, "version 1 said synced", func() bool { _, ok := said(1); return ok })
+	if n, _ := said(1); n != len(bySlot[0]) {
+		t.Errorf("version 1 said synced with %d objects cached, want %d", n, len(bySlot[0]))
+	}
+	publish(sh, 0, 1)
+	eventually(t, "version 2 said synced", func() bool { _, ok := said(2); return ok })
+	if n, _ := said(2); n != 40 {
+		t.Errorf("version 2 (grown) said synced with %d objects cached, want all 40", n)
+	}
+	publish(sh, 1)
+	eventually(t, "version 3 said synced", func() bool { _, ok := said(3); return ok })
+	if n, _ := said(3); n != len(bySlot[1]) {
+		t.Errorf("version 3 (shrunk) said synced with %d objects cached, want %d", n, len(bySlot[1]))
 	}
 }

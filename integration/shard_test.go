@@ -115,19 +115,25 @@ type replica struct {
 
 func startReplica(t *testing.T, cfg *rest.Config, ns, group, id string, own *ownership) *replica {
 	t.Helper()
-	return startReplicaWith(t, cfg, ns, group, id, own, "", nil)
+	return startReplicaWith(t, cfg, ns, group, id, own, "", nil, nil)
 }
 
 // startReplicaWith is startReplica with a state directory (Options.StateDir;
-// "" for none) and a second handler (nil for none).
-func startReplicaWith(t *testing.T, cfg *rest.Config, ns, group, id string, own *ownership, stateDir string, extra func(kinformer.Event[*corev1.ConfigMap])) *replica {
+// "" for none), a second handler (nil for none) and a change to the
+// Sharding's options (nil for none).
+func startReplicaWith(t *testing.T, cfg *rest.Config, ns, group, id string, own *ownership, stateDir string,
+	extra func(kinformer.Event[*corev1.ConfigMap]), shOpts func(*sharding.Options)) *replica {
 	t.Helper()
 	r := &replica{id: id, bytes: &bytesRead{}, done: make(chan struct{})}
-	r.sh = sharding.New(cfg, sharding.Options{
+	opts := sharding.Options{
 		Group: group, Namespace: ns, Identity: id,
 		LeaseDuration: 4 * time.Second, RenewPeriod: 500 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t, id}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	}
+	if shOpts != nil {
+		shOpts(&opts)
+	}
+	r.sh = sharding.New(cfg, opts)
 	c, err := kubernetes.NewForConfig(r.bytes.wrap(cfg))
 	if err != nil {
 		t.Fatal(err)
@@ -407,7 +413,7 @@ func testShardingDurableRestart(t *testing.T) {
 	own := newOwnership()
 	dir := t.TempDir()
 	start := func(rec *recorder[*corev1.ConfigMap]) *replica {
-		return startReplicaWith(t, cfg, ns, "g", "replica-b", own, dir, rec.handle)
+		return startReplicaWith(t, cfg, ns, "g", "replica-b", own, dir, rec.handle, nil)
 	}
 	a := startReplica(t, cfg, ns, "g", "replica-a", own)
 	first := &recorder[*corev1.ConfigMap]{}

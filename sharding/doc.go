@@ -26,6 +26,9 @@
 // protocol and its failure cases.
 //
 // A Sharding needs to get, list, create, update and delete Leases
-// (coordination.k8s.io/v1) in [Options.Namespace]. [NewMetrics] exports its
+// (coordination.k8s.io/v1) in [Options.Namespace]; whoever else may write
+// Leases there decides what the group serves, so keep that to the
+// replicas ([Options.Members] narrows it; members that serve nothing are
+// reported in [Status.NotServing]). [NewMetrics] exports its
 // Prometheus metrics; [Sharding.Status] tells its members and share.
 package sharding

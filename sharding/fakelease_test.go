@@ -188,6 +188,7 @@ func startMember(t *testing.T, st *leaseStore, opts Options) *member {
 		for {
 			share, changed := m.sub.Share()
 			m.sub.Ack(share.Version)
+			m.sub.(kinformer.ShareSyncer).Synced(share.Version) // synced at once
 			select {
 			case <-ctx.Done():
 				return

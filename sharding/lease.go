@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,8 +54,9 @@ func (s *Sharding) tick(ctx context.Context) {
 			s.draining.Store(false)
 		}
 		claims := s.claimed.Clone()
+		served := s.servedLocked()
 		s.mu.Unlock()
-		if err := s.renew(ctx, claims); err != nil {
+		if err := s.renew(ctx, claims, served); err != nil {
 			s.setErr(fmt.Errorf("renewing the Lease %s: %w", s.name, err))
 			if ctx.Err() == nil {
 				s.log.Warn("kinformer: sharding: renewing the Lease failed", "lease", s.name, "error", err)
@@ -85,20 +87,34 @@ func (s *Sharding) setErr(err error) {
 	s.mu.Unlock()
 }
 
-// peer is another live member and what it claims.
+// peer is another live member, what it claims and what it has synced.
 type peer struct {
 	identity string
+	lease    string // its Lease's name
 	claims   *slots.Set
+	served   *slots.Set
 }
 
-// renew writes this replica's Lease: renewed now, with claims. A Lease
-// changed behind its back (a conflict: a response lost, a restart) is read
-// again and written once more at once.
-func (s *Sharding) renew(ctx context.Context, claims *slots.Set) error {
+// servedLocked returns what the Lease says this replica has synced
+// (ServedAnnotation): the share, once every informer has synced its
+// version; until then the last such share, less what left it since.
+func (s *Sharding) servedLocked() *slots.Set {
+	if s.syncedLocked(s.ver) {
+		s.served = s.serving.Clone()
+	} else {
+		s.served = s.served.Minus(s.served.Minus(s.serving))
+	}
+	return s.served.Clone()
+}
+
+// renew writes this replica's Lease: renewed now, with claims and what it
+// has synced. A Lease changed behind its back (a conflict: a response
+// lost, a restart) is read again and written once more at once.
+func (s *Sharding) renew(ctx context.Context, claims, served *slots.Set) error {
 	sent := time.Now()
-	err := s.renewOnce(ctx, claims, sent)
+	err := s.renewOnce(ctx, claims, served, sent)
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-		err = s.renewOnce(ctx, claims, sent)
+		err = s.renewOnce(ctx, claims, served, sent)
 	}
 	s.obs.renewed(err)
 	if err != nil {
@@ -120,7 +136,7 @@ func (s *Sharding) renew(ctx context.Context, claims *slots.Set) error {
 	return nil
 }
 
-func (s *Sharding) renewOnce(ctx context.Context, claims *slots.Set, sent time.Time) error {
+func (s *Sharding) renewOnce(ctx context.Context, claims, served *slots.Set, sent time.Time) error {
 	now := metav1.NewMicroTime(sent)
 	secs := int32(max(s.opts.LeaseDuration/time.Second, 1))
 	s.mu.Lock()
@@ -150,6 +166,7 @@ func (s *Sharding) renewOnce(ctx context.Context, claims *slots.Set, sent time.T
 	}
 	l.Labels[GroupLabel] = s.opts.Group
 	l.Annotations[ClaimsAnnotation] = claims.Encode()
+	l.Annotations[ServedAnnotation] = served.Encode()
 	id := s.opts.Identity
 	l.Spec.HolderIdentity = &id
 	l.Spec.LeaseDurationSeconds = &secs
@@ -178,7 +195,9 @@ func (s *Sharding) renewOnce(ctx context.Context, claims *slots.Set, sent time.T
 }
 
 // readGroup lists the group's Leases (a consistent read) and returns the
-// live members other than this replica, with their claims.
+// live members other than this replica, with their claims. Leases that
+// Options.Members refuses are left out; live members that claim slots
+// they have not synced for longer than NotServingGrace are noted.
 func (s *Sharding) readGroup(ctx context.Context) ([]peer, error) {
 	list, err := s.leases.List(ctx, metav1.ListOptions{LabelSelector: GroupLabel + "=" + s.opts.Group})
 	if err != nil {
@@ -190,6 +209,7 @@ func (s *Sharding) readGroup(ctx context.Context) ([]peer, error) {
 	seen := map[string]bool{}
 	var out []peer
 	var stale []*coordinationv1.Lease
+	var ignored, notServing []string
 	defer func() {
 		for _, l := range stale {
 			go s.deleteStale(l)
@@ -207,7 +227,7 @@ func (s *Sharding) readGroup(ctx context.Context) ([]peer, error) {
 		}
 		o, ok := s.observed[l.Name]
 		if !ok || o.rv != l.ResourceVersion {
-			o = observation{rv: l.ResourceVersion, at: now}
+			o.rv, o.at = l.ResourceVersion, now
 		}
 		o.duration = d
 		s.observed[l.Name] = o
@@ -217,9 +237,21 @@ func (s *Sharding) readGroup(ctx context.Context) ([]peer, error) {
 			stale = append(stale, l.DeepCopy())
 		}
 		if now.Sub(o.at) >= d || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+			o.unserved = time.Time{}
+			s.observed[l.Name] = o
 			continue // expired by this replica's clock, or released
 		}
-		p := peer{identity: *l.Spec.HolderIdentity, claims: slots.New(s.opts.Slots)}
+		id := *l.Spec.HolderIdentity
+		if s.opts.Members != nil && (!s.opts.Members(id) || l.Name != leaseName(s.opts.Group, id)) {
+			ignored = append(ignored, l.Name)
+			if !s.warned[l.Name] {
+				s.warned[l.Name] = true
+				s.log.Warn("kinformer: sharding: ignoring a Lease of the group whose holder is not an allowed member (Options.Members), or not named as its holder's",
+					"lease", l.Name, "holder", id)
+			}
+			continue
+		}
+		p := peer{identity: id, claims: slots.New(s.opts.Slots)}
 		if v, ok := l.Annotations[ClaimsAnnotation]; ok {
 			c, err := slots.Decode(v, s.opts.Slots)
 			if err != nil {
@@ -234,6 +266,13 @@ func (s *Sharding) readGroup(ctx context.Context) ([]peer, error) {
 			}
 			p.claims = c
 		}
+		// What it has synced (an unreadable ServedAnnotation: nothing).
+		if served, err := slots.Decode(l.Annotations[ServedAnnotation], s.opts.Slots); err == nil {
+			p.served = served
+		} else {
+			p.served = slots.New(s.opts.Slots)
+		}
+		p.lease = l.Name
 		out = append(out, p)
 	}
 	for name := range s.observed {
@@ -241,6 +280,41 @@ func (s *Sharding) readGroup(ctx context.Context) ([]peer, error) {
 			delete(s.observed, name)
 		}
 	}
+	// A live member whose share (as assigned, and as it claims) is not
+	// all synced, for longer than the grace: those slots are cached by no
+	// one. A Lease written by someone who is not a replica is assigned a
+	// share like any member, and never says it has synced it.
+	members := []string{s.opts.Identity}
+	for _, p := range out {
+		members = append(members, p.identity)
+	}
+	assigned := assignSlots(members, s.opts.Slots)
+	for _, p := range out {
+		o := s.observed[p.lease]
+		if assigned[p.identity].Union(p.claims).Minus(p.served).Empty() {
+			o.unserved = time.Time{}
+		} else if o.unserved.IsZero() {
+			o.unserved = now
+		}
+		s.observed[p.lease] = o
+		if !o.unserved.IsZero() && now.Sub(o.unserved) >= s.opts.NotServingGrace {
+			notServing = append(notServing, p.identity)
+		}
+	}
+	for name := range s.warned {
+		if !seen[name] {
+			delete(s.warned, name) // said again if it comes back
+		}
+	}
+	slices.Sort(ignored)
+	slices.Sort(notServing)
+	notServing = slices.Compact(notServing)
+	if !slices.Equal(notServing, s.notServing) && len(notServing) > 0 {
+		s.log.Warn("kinformer: sharding: members claim slots they have not synced: no replica caches their objects",
+			"members", notServing, "grace", s.opts.NotServingGrace)
+	}
+	s.ignored, s.notServing = ignored, notServing
+	s.obs.leasesRead(len(notServing), len(ignored))
 	return out, nil
 }
 

@@ -29,6 +29,12 @@ const (
 	// ClaimsAnnotation holds the slots the Lease's holder claims: it
 	// serves them, or is about to (see docs/sharding.md).
 	ClaimsAnnotation = "kinformer.io/shard-claims"
+	// ServedAnnotation holds the slots the Lease's holder has synced:
+	// every informer of its process has applied its share and holds every
+	// object of those slots. A member whose claims it does not cover for
+	// Options.NotServingGrace is reported as not serving them
+	// (Status.NotServing).
+	ServedAnnotation = "kinformer.io/shard-served"
 )
 
 // DefaultSlots is Options.Slots when it is zero: enough to share evenly
@@ -44,7 +50,11 @@ type Options struct {
 	// Group names the set of replicas that share the work; its Leases
 	// carry it as the label GroupLabel. Required; a valid label value.
 	Group string
-	// Namespace holds the group's Leases. Required.
+	// Namespace holds the group's Leases. Required. Whoever may write
+	// Leases there decides what the group serves (a Lease labelled with
+	// the group is a member, and takes a share): use a namespace where
+	// only the replicas' service account may create and update Leases
+	// (docs/sharding.md, "Who may write the Leases").
 	Namespace string
 	// Identity names this replica, unique in the group (a pod name).
 	// Required. A replica restarted with the same identity takes its own
@@ -66,6 +76,22 @@ type Options struct {
 	// of two up to 4096, the same for every replica of the group. Default
 	// DefaultSlots (64).
 	Slots int
+	// Members, if set, says which identities may be members: the Lease
+	// of an identity it refuses, or a Lease not named as its holder's
+	// (a Lease claiming another member's identity), is ignored by the
+	// assignment, logged once at Warn, listed in Status.Ignored and
+	// counted in kinformer_sharding_leases_ignored. Nil: any Lease
+	// labelled with the group is a member. It is no substitute for
+	// keeping others from writing Leases in Namespace: a writer who knows
+	// the rule can name a Lease to match.
+	Members func(identity string) bool
+	// NotServingGrace is how long a live member may claim slots that its
+	// Lease does not say it has synced (ServedAnnotation) before this
+	// replica reports it in Status.NotServing and
+	// kinformer_sharding_members_not_serving: such slots are cached by no
+	// one. Long enough for a replica to list its share. Default
+	// 4×LeaseDuration (1 minute by default).
+	NotServingGrace time.Duration
 	// Logger receives membership and ownership changes; nil discards.
 	Logger *slog.Logger
 	// Metrics, if set, receives the kinformer_sharding_* metrics,
@@ -126,6 +152,13 @@ type Sharding struct {
 	started  time.Time             // when Run began: no claims for a RenewPeriod after
 	obs      *observer             // nil without Options.Metrics
 	observed map[string]observation
+	// served is what this replica's Lease says it has synced
+	// (ServedAnnotation): the share as of the last time every informer
+	// had synced it, less what it has stopped serving since.
+	served     *slots.Set
+	notServing []string        // live members claiming slots they have not synced past the grace, sorted
+	ignored    []string        // names of the group's Leases Options.Members refused, sorted
+	warned     map[string]bool // Leases whose refusal was logged (while they exist)
 }
 
 // observation is when a Lease of another replica last changed, by this
@@ -135,6 +168,9 @@ type observation struct {
 	rv       string
 	at       time.Time
 	duration time.Duration
+	// unserved is when this replica first saw the Lease claim slots its
+	// ServedAnnotation does not hold, in a row; zero while it holds them.
+	unserved time.Time
 }
 
 // New returns the membership of this replica in opts.Group, using cfg to
@@ -168,8 +204,12 @@ func newSharding(leases coordclient.LeaseInterface, opts Options) *Sharding {
 	if opts.Slots == 0 {
 		opts.Slots = DefaultSlots
 	}
+	if opts.NotServingGrace == 0 {
+		opts.NotServingGrace = 4 * opts.LeaseDuration
+	}
 	s := &Sharding{opts: opts, leases: leases, log: opts.Logger, base: time.Now(), wake: make(chan struct{}, 1),
-		changed: make(chan struct{}), subs: map[*subscription]struct{}{}, observed: map[string]observation{}}
+		changed: make(chan struct{}), subs: map[*subscription]struct{}{}, observed: map[string]observation{},
+		warned: map[string]bool{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -180,6 +220,7 @@ func newSharding(leases coordclient.LeaseInterface, opts Options) *Sharding {
 		s.serving = slots.New(opts.Slots)
 		s.share = kinformer.Share{Total: opts.Slots}
 		s.claimed = slots.New(opts.Slots)
+		s.served = slots.New(opts.Slots)
 		s.name = leaseName(opts.Group, opts.Identity)
 	}
 	return s
@@ -203,6 +244,9 @@ func (o *Options) validate() error {
 	}
 	if o.RenewPeriod <= 0 || o.RenewPeriod > o.LeaseDuration/3 {
 		errs = append(errs, fmt.Sprintf("RenewPeriod %s must be positive and at most LeaseDuration/3", o.RenewPeriod))
+	}
+	if o.NotServingGrace < 0 {
+		errs = append(errs, fmt.Sprintf("NotServingGrace %s is negative", o.NotServingGrace))
 	}
 	if err := slots.Valid(o.Slots); err != nil {
 		errs = append(errs, strings.TrimPrefix(err.Error(), "kinformer: "))
@@ -229,6 +273,15 @@ type Status struct {
 	// LastError is why the last renewal or read of the group failed; nil
 	// once one succeeds again.
 	LastError error
+	// NotServing are the live members (identities, sorted) whose Leases
+	// have claimed slots they do not say they have synced for longer than
+	// Options.NotServingGrace: no replica caches those slots' objects. A
+	// replica that cannot list its share, or a Lease written by someone
+	// who is not a replica.
+	NotServing []string
+	// Ignored are the group's Leases (names, sorted) that Options.Members
+	// refused, as last read.
+	Ignored []string
 }
 
 // Status returns the replica's membership as last known.
@@ -236,7 +289,8 @@ func (s *Sharding) Status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Status{Group: s.opts.Group, Namespace: s.opts.Namespace, Identity: s.opts.Identity,
-		Members: slices.Clone(s.members), Total: s.opts.Slots, Fenced: s.fenced, LastError: s.lastErr}
+		Members: slices.Clone(s.members), Total: s.opts.Slots, Fenced: s.fenced, LastError: s.lastErr,
+		NotServing: slices.Clone(s.notServing), Ignored: slices.Clone(s.ignored)}
 	if d := s.deadline.Load(); d != 0 {
 		st.RenewedAt = s.base.Add(time.Duration(d) - s.opts.LeaseDuration)
 	}

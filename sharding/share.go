@@ -123,8 +123,9 @@ func (s *Sharding) Subscribe() kinformer.ShareSubscription {
 
 // subscription is one informer's view of a Sharding.
 type subscription struct {
-	sh    *Sharding
-	acked atomic.Uint64 // the last version the informer has applied
+	sh     *Sharding
+	acked  atomic.Uint64 // the last version the informer has applied
+	synced atomic.Uint64 // the last version whose every object it holds
 }
 
 func (sub *subscription) Share() (kinformer.Share, <-chan struct{}) {
@@ -142,6 +143,28 @@ func (sub *subscription) Ack(v uint64) {
 		}
 	}
 	sub.sh.signal()
+}
+
+// Synced records that the informer holds every object of share version v
+// (kinformer.ShareSyncer); the Lease says so at its next renewal
+// (ServedAnnotation).
+func (sub *subscription) Synced(v uint64) {
+	for {
+		old := sub.synced.Load()
+		if old >= v || sub.synced.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// syncedLocked reports whether every informer has synced version ver.
+func (s *Sharding) syncedLocked(ver uint64) bool {
+	for sub := range s.subs {
+		if sub.synced.Load() < ver {
+			return false
+		}
+	}
+	return true
 }
 
 func (sub *subscription) Valid() bool { return sub.sh.valid() }

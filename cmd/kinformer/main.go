@@ -8,7 +8,8 @@
 //	kinformer serve RESOURCE... [--listen 127.0.0.1:8080] [-n NAMESPACE | -A] [-l SELECTOR]
 //	          [--field-selector SELECTOR] [--fields PATH,...] [--resync DURATION] [--state-dir DIR] [--compact]
 //	          [--accept-hosts REGEXP] [--sse-buffer N] [--max-sse-clients N] [--max-connections N]
-//	          [--shard-group NAME [--shard-namespace NAMESPACE] [--shard-identity ID] [--lease-duration 15s]]
+//	          [--shard-group NAME [--shard-namespace NAMESPACE] [--shard-members PATTERN,...]
+//	           [--shard-identity ID] [--lease-duration 15s]]
 //
 // It follows kubectl's conventions, with kubectl's own connection flags
 // (k8s.io/cli-runtime): --kubeconfig (or $KUBECONFIG), --context, --cluster,
@@ -74,7 +75,9 @@
 //
 // With --shard-group NAME, several serve processes split every RESOURCE
 // between them (package sharding: a Lease per process, labelled
-// kinformer.io/shard-group=NAME): each caches and serves only the objects
+// kinformer.io/shard-group=NAME, in --shard-namespace, by default the
+// pod's: one where only the group writes Leases, as whoever writes Leases
+// there decides what the group serves): each caches and serves only the objects
 // whose metadata.uid hashes into its share; a process killed is taken over
 // within --lease-duration and a few seconds, one stopped gives its share up
 // at once. /stats and the live page show the members, this process's
@@ -300,7 +303,7 @@ Examples:
   %[1]s watch deployments.apps -l app=web --resync 10m
   %[1]s watch cm -A --state-dir ~/.kinformer
   %[1]s serve pods deployments.apps -A --listen 127.0.0.1:8080
-  %[1]s serve configmaps -A --shard-group cm-cache --listen 127.0.0.1:0   # 3 of these: a third each
+  %[1]s serve configmaps -A --shard-group cm-cache --shard-namespace cm-cache --listen 127.0.0.1:0   # 3 of these: a third each
 
 Run '%[1]s watch --help' or '%[1]s serve --help' for the flags.
 

@@ -279,7 +279,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	s.sseClients.max = int64(f.sseClients)
 	s.feedClients.max = int64(f.sseClients)
-	sh, shard, err := f.shard.newSharding(cfg, ns, e.stderr, f.verbose, s.registry)
+	sh, shard, err := f.shard.newSharding(cfg, e.stderr, f.verbose, s.registry)
 	if err != nil {
 		return err
 	}
@@ -595,6 +595,9 @@ func (s *server) health() []string {
 // ready but reconnecting (lagging).
 func (s *server) notes() []string {
 	var out []string
+	if s.shard != nil {
+		out = append(out, s.shard.notes()...)
+	}
 	for _, r := range s.resources {
 		if msg := r.lag(s.now()); msg != "" {
 			out = append(out, r.name+": "+msg)

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,9 +34,18 @@ the group NAME (the same NAME, RESOURCEs and scope in each): each caches
 and serves only its share, objects whose metadata.uid hashes into the
 ranges it holds. Membership is a coordination.k8s.io/v1 Lease per process,
 labelled kinformer.io/shard-group=NAME, in --shard-namespace (default: the
-namespace of -n, else the context's, else "default"); the process needs to
-get, list, create, update and delete Leases there (checked at the start:
-exit code 6 if it may not). --shard-identity names the process in the
+namespace of the pod serve runs in; outside a pod it must be given); the
+process needs to get, list, create, update and delete Leases there (checked
+at the start: exit code 6 if it may not). Whoever else may write Leases in
+that namespace decides what the group serves: a Lease labelled with the
+group is a member and is given a share, so use a namespace where only the
+group's service account may create and update Leases. --shard-members
+PATTERN,... names the identities that may be members (shell patterns, as
+"widget-*"): other Leases of the group are ignored and logged. A member
+that holds a share it has not synced for 4 times --lease-duration (a Lease
+written by someone who is not a member, or one that cannot list) is named
+in /readyz, /stats and kinformer_sharding_members_not_serving: no process
+caches its objects. --shard-identity names the process in the
 group, unique in it (default: HOSTNAME-PID; in a pod, whose host name is
 the pod's, serve as the container's first process is POD-1 across the
 container's restarts, and takes its own Lease back on restarting). A
@@ -55,6 +66,7 @@ type shardFlags struct {
 	group         string
 	namespace     string
 	identity      string
+	members       []string // shell patterns of the identities that may be members; none: any
 	leaseDuration time.Duration
 }
 
@@ -62,7 +74,8 @@ const defaultLeaseDuration = 15 * time.Second
 
 func (f *shardFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.group, "shard-group", "", "split every RESOURCE with the other serve processes of the group `NAME`; each serves only its share (see above)")
-	fs.StringVar(&f.namespace, "shard-namespace", "", "the `NAMESPACE` of the shard group's Leases (default: -n's, else the context's namespace, else \"default\")")
+	fs.StringVar(&f.namespace, "shard-namespace", "", "the `NAMESPACE` of the shard group's Leases, one where only the group may write Leases (default: the namespace of serve's pod; required outside a pod)")
+	fs.StringSliceVar(&f.members, "shard-members", nil, "the identities that may be members of the shard group, as shell `PATTERN`s (\"widget-*\"); Leases of others are ignored (default: any)")
 	fs.StringVar(&f.identity, "shard-identity", "", "this process's `ID` in the shard group, unique in it (default: HOSTNAME-PID)")
 	fs.DurationVar(&f.leaseDuration, "lease-duration", defaultLeaseDuration, "with --shard-group: a process whose Lease is not renewed for this long is dead, and its share is taken over; at least 2s")
 }
@@ -74,7 +87,7 @@ func (f *shardFlags) check(fs *pflag.FlagSet) error {
 		if fs.Changed("shard-group") {
 			return usageErrorf("serve: --shard-group must not be empty")
 		}
-		for _, name := range []string{"shard-namespace", "shard-identity", "lease-duration"} {
+		for _, name := range []string{"shard-namespace", "shard-identity", "shard-members", "lease-duration"} {
 			if fs.Changed(name) {
 				return usageErrorf("serve: --%s needs --shard-group", name)
 			}
@@ -89,11 +102,19 @@ func (f *shardFlags) check(fs *pflag.FlagSet) error {
 			return usageErrorf("serve: --shard-namespace %q: not a valid namespace: %s", f.namespace, strings.Join(msgs, "; "))
 		}
 	}
+	for _, p := range f.members {
+		if _, err := path.Match(p, ""); err != nil || p == "" {
+			return usageErrorf("serve: --shard-members %q: not a shell pattern", p)
+		}
+	}
 	if fs.Changed("shard-identity") && strings.TrimSpace(f.identity) == "" {
 		return usageErrorf("serve: --shard-identity must not be empty")
 	}
 	if f.leaseDuration < 2*time.Second {
 		return usageErrorf("serve: --lease-duration %s: must be at least 2s", f.leaseDuration)
+	}
+	if f.namespace == "" && podNamespace() == "" {
+		return usageErrorf("serve: --shard-group needs --shard-namespace outside a pod: a namespace where only the group's processes may write Leases")
 	}
 	return nil
 }
@@ -111,11 +132,44 @@ func defaultIdentity() string {
 	return host + "-" + strconv.Itoa(os.Getpid())
 }
 
+// podNamespaceFile is where a pod's service account token is mounted with
+// the pod's namespace; a variable for the tests.
+var podNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// podNamespace returns the namespace of the pod serve runs in: the
+// POD_NAMESPACE environment variable (the downward API), else the service
+// account's namespace file; "" outside a pod.
+func podNamespace() string {
+	if ns := strings.TrimSpace(os.Getenv("POD_NAMESPACE")); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile(podNamespaceFile); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	return ""
+}
+
+// memberFunc is sharding.Options.Members for --shard-members: nil (any)
+// without patterns.
+func (f *shardFlags) memberFunc() func(string) bool {
+	if len(f.members) == 0 {
+		return nil
+	}
+	patterns := slices.Clone(f.members)
+	return func(id string) bool {
+		for _, p := range patterns {
+			if ok, _ := path.Match(p, id); ok {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // newSharding returns the process's membership in the shard group, and
-// what the server shows of it; nil, nil without --shard-group. ns is the
-// namespace serve works in (-n, else the context's); the group's metrics
-// go to reg.
-func (f *shardFlags) newSharding(cfg *rest.Config, ns string, stderr io.Writer, verbose bool, reg prometheus.Registerer) (*sharding.Sharding, *shardInfo, error) {
+// what the server shows of it; nil, nil without --shard-group. The
+// group's metrics go to reg.
+func (f *shardFlags) newSharding(cfg *rest.Config, stderr io.Writer, verbose bool, reg prometheus.Registerer) (*sharding.Sharding, *shardInfo, error) {
 	if f.group == "" {
 		return nil, nil, nil
 	}
@@ -123,9 +177,13 @@ func (f *shardFlags) newSharding(cfg *rest.Config, ns string, stderr io.Writer, 
 	if err != nil {
 		return nil, nil, err
 	}
+	// Not -n's namespace, nor the context's, nor "default" (those of the
+	// objects served, or anyone's): whoever may write Leases in the
+	// group's namespace decides what the group serves, and the pod's own
+	// namespace is the one its Deployment or StatefulSet already owns.
 	leaseNS := f.namespace
 	if leaseNS == "" {
-		leaseNS = ns
+		leaseNS = podNamespace() // check made sure there is one
 	}
 	id := f.identity
 	if id == "" {
@@ -138,7 +196,7 @@ func (f *shardFlags) newSharding(cfg *rest.Config, ns string, stderr io.Writer, 
 		level = slog.LevelDebug
 	}
 	sh := sharding.New(cfg, sharding.Options{
-		Group: f.group, Namespace: leaseNS, Identity: id, LeaseDuration: f.leaseDuration,
+		Group: f.group, Namespace: leaseNS, Identity: id, LeaseDuration: f.leaseDuration, Members: f.memberFunc(),
 		Logger:  slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 		Metrics: metrics,
 	})
@@ -215,6 +273,10 @@ type shardingStats struct {
 	Fenced    bool     `json:"fenced"`              // its Lease could not be renewed in time: serving nothing
 	RenewedAt string   `json:"renewedAt,omitempty"` // RFC 3339, when its Lease was last renewed
 	LastError string   `json:"lastError,omitempty"` // why the last renewal or read of the group failed
+	// NotServing are members holding a share they have not synced past
+	// the grace: no process caches its objects.
+	NotServing []string `json:"notServing,omitempty"`
+	Ignored    []string `json:"ignored,omitempty"` // Leases of the group refused by --shard-members
 }
 
 func (si *shardInfo) stats() *shardingStats {
@@ -226,6 +288,7 @@ func (si *shardInfo) stats() *shardingStats {
 	out := &shardingStats{
 		Group: si.group, Namespace: si.namespace, Identity: st.Identity, Members: members,
 		Slots: st.Slots, Total: st.Total, Ranges: st.Ranges, Fenced: st.Fenced,
+		NotServing: st.NotServing, Ignored: st.Ignored,
 	}
 	if !st.RenewedAt.IsZero() {
 		out.RenewedAt = st.RenewedAt.UTC().Format(time.RFC3339Nano)
@@ -247,6 +310,25 @@ func (si *shardInfo) problem() string {
 		return msg
 	}
 	return ""
+}
+
+// notes are what /readyz says of the group under "ok": members that hold
+// a share no one caches, and Leases ignored. This process is ready (what
+// it serves is synced); failing its readiness would not serve the
+// missing share either, and would let one foreign Lease take every
+// member out of its Service.
+func (si *shardInfo) notes() []string {
+	st := si.status()
+	var out []string
+	if len(st.NotServing) > 0 {
+		out = append(out, fmt.Sprintf("shard group %s: members not serving their share (no process caches its objects): %s",
+			si.group, strings.Join(st.NotServing, ", ")))
+	}
+	if len(st.Ignored) > 0 {
+		out = append(out, fmt.Sprintf("shard group %s: Leases ignored (their holders are not allowed members): %s",
+			si.group, strings.Join(st.Ignored, ", ")))
+	}
+	return out
 }
 
 // resourceShard is /stats' "shard" of a resource: its informer's share

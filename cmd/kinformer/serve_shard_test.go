@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -40,6 +41,8 @@ func TestServeShardUsage(t *testing.T) {
 		{[]string{"--shard-namespace", "ops"}, "serve: --shard-namespace needs --shard-group"},
 		{[]string{"--shard-identity", "a"}, "serve: --shard-identity needs --shard-group"},
 		{[]string{"--lease-duration", "5s"}, "serve: --lease-duration needs --shard-group"},
+		{[]string{"--shard-members", "a-*"}, "serve: --shard-members needs --shard-group"},
+		{[]string{"--shard-group", "g", "--shard-namespace", "ops", "--shard-members", "a-["}, `serve: --shard-members "a-[": not a shell pattern`},
 		{[]string{"--shard-group", ""}, "serve: --shard-group must not be empty"},
 		{[]string{"--shard-group", "no spaces"}, `serve: --shard-group "no spaces": not a valid label value`},
 		{[]string{"--shard-group", "g", "--shard-namespace", "Ops"}, `serve: --shard-namespace "Ops": not a valid namespace`},
@@ -47,6 +50,9 @@ func TestServeShardUsage(t *testing.T) {
 		{[]string{"--shard-group", "g", "--lease-duration", "1s"}, "serve: --lease-duration 1s: must be at least 2s"},
 		{[]string{"--shard-group", "g", "--lease-duration", "soon"}, `invalid argument "soon" for "--lease-duration"`},
 	} {
+		if slices.Contains(tt.args, "--shard-group") && !slices.Contains(tt.args, "--shard-namespace") {
+			tt.args = append(tt.args, "--shard-namespace", "ops")
+		}
 		args := append([]string{"serve", "configmaps"}, tt.args...)
 		code, stdout, stderr := runCmd(t, nil, args...)
 		first, _, _ := strings.Cut(stderr, "\n")
@@ -54,8 +60,18 @@ func TestServeShardUsage(t *testing.T) {
 			t.Errorf("kinformer %q: exit %d, stdout %q, stderr %q; want %d and %q first", args, code, stdout, stderr, exitUsage, tt.msg)
 		}
 	}
+	// Outside a pod the Leases' namespace must be named: not -n's, nor
+	// the context's, nor "default", where others may write Leases.
+	if podNamespace() == "" {
+		args := []string{"serve", "configmaps", "-n", "ops", "--shard-group", "g"}
+		code, stdout, stderr := runCmd(t, nil, args...)
+		want := "serve: --shard-group needs --shard-namespace outside a pod: a namespace where only the group's processes may write Leases"
+		if first, _, _ := strings.Cut(stderr, "\n"); code != exitUsage || !strings.Contains(first, want) || stdout != "" {
+			t.Errorf("kinformer %q: exit %d, stdout %q, stderr %q; want %d and %q first", args, code, stdout, stderr, exitUsage, want)
+		}
+	}
 	code, stdout, _ := runCmd(t, nil, "serve", "--help")
-	for _, want := range []string{"--shard-group NAME", "--shard-namespace NAMESPACE", "--shard-identity", "HOSTNAME-PID", "--lease-duration duration", "(default 15s)", `cause "reshard"`, "kinformer.io/shard-group=NAME"} {
+	for _, want := range []string{"--shard-group NAME", "--shard-namespace NAMESPACE", "--shard-members PATTERN", "Whoever else may write Leases in", "--shard-identity", "HOSTNAME-PID", "--lease-duration duration", "(default 15s)", `cause "reshard"`, "kinformer.io/shard-group=NAME"} {
 		if code != 0 || !strings.Contains(stdout, want) {
 			t.Errorf("serve --help (exit %d) lacks %q", code, want)
 		}
@@ -67,7 +83,9 @@ func TestServeShardUsage(t *testing.T) {
 func TestServeShardForbidden(t *testing.T) {
 	t.Parallel()
 	srv := testenv.Shared(t)
-	code, stdout, stderr := runCmd(t, nil, "serve", "configmaps", "-n", testenv.AllowedNamespace, "--as", testenv.RestrictedUser,
+	// The Leases' namespace is the pod's (POD_NAMESPACE, as the downward
+	// API sets it) when --shard-namespace is not given.
+	code, stdout, stderr := runCmd(t, []string{"POD_NAMESPACE=" + testenv.AllowedNamespace}, "serve", "configmaps", "-n", testenv.AllowedNamespace, "--as", testenv.RestrictedUser,
 		"--shard-group", "g", "--listen", "127.0.0.1:0", kubeconfigArg(srv))
 	want := "serve: --shard-group: may not get, list, create, update or delete leases.coordination.k8s.io in namespace " + testenv.AllowedNamespace +
 		", as a member of a shard group must (--shard-namespace chooses the namespace)"
@@ -307,8 +325,7 @@ func TestServeSharded(t *testing.T) {
 
 	const group, leaseDuration = "serve-test", 5 * time.Second
 	startReplica := func(id string) *shardReplica {
-		// The Leases go to -n's namespace by default.
-		p, base := startServe(t, "configmaps", "-n", ns, "--shard-group", group, "--shard-identity", id,
+		p, base := startServe(t, "configmaps", "-n", ns, "--shard-group", group, "--shard-namespace", ns, "--shard-identity", id,
 			"--lease-duration", leaseDuration.String(), "--recent-events", "5000", kubeconfigArg(srv))
 		if !strings.Contains(p.stderr.String(), fmt.Sprintf("shard group %s as %s (Leases in namespace %s)", group, id, ns)) {
 			t.Errorf("%s: stderr does not name the group:\n%s", id, p.stderr)
@@ -661,5 +678,87 @@ func TestServeShardReadiness(t *testing.T) {
 	}
 	if got := s.health(); !slices.Equal(got, want) {
 		t.Errorf("health: %q, want %q", got, want)
+	}
+}
+
+// /readyz of a sharded serve whose group has a member serving nothing,
+// or Leases it ignores: still ready (what it serves is synced), and its
+// details say so; /stats lists both.
+func TestServeShardNotServingNotes(t *testing.T) {
+	t.Parallel()
+	s := mustNewServer(t, 8, 16)
+	s.shard = &shardInfo{group: "g", namespace: "ops", identity: "a", status: func() sharding.Status {
+		return sharding.Status{Identity: "a", Members: []string{"a", "intruder"}, Slots: 32, Total: 64, Ranges: "r",
+			NotServing: []string{"intruder"}, Ignored: []string{"g-other"}}
+	}}
+	if got := s.health(); len(got) != 0 {
+		t.Errorf("health: %q, want ready", got)
+	}
+	want := []string{
+		"shard group g: members not serving their share (no process caches its objects): intruder",
+		"shard group g: Leases ignored (their holders are not allowed members): g-other",
+	}
+	if got := s.notes(); !slices.Equal(got, want) {
+		t.Errorf("notes: %q, want %q", got, want)
+	}
+	st := s.shard.stats()
+	if !slices.Equal(st.NotServing, []string{"intruder"}) || !slices.Equal(st.Ignored, []string{"g-other"}) {
+		t.Errorf("/stats sharding: not serving %q, ignored %q", st.NotServing, st.Ignored)
+	}
+}
+
+// serve --shard-members: a Lease labelled with the group whose holder
+// does not match is ignored (issue 44): the one process serves every
+// slot, and /stats names the Lease it ignored.
+func TestServeShardMembers(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	ns := testenv.NewNamespace(t, srv.Config())
+	c := kubernetes.NewForConfigOrDie(srv.Config())
+	const group = "members-test"
+	// A plain Lease of the group, renewed by the test: anyone who may
+	// write Leases in the namespace can do this.
+	id, secs := "intruder", int32(2)
+	now := metav1.NewMicroTime(time.Now())
+	l, err := c.CoordinationV1().Leases(ns).Create(context.Background(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: group + "-" + id, Labels: map[string]string{sharding.GroupLabel: group}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &id, LeaseDurationSeconds: &secs, RenewTime: &now},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	renewed := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-renewed })
+	go func() {
+		defer close(renewed)
+		for ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+			now := metav1.NewMicroTime(time.Now())
+			l.Spec.RenewTime = &now
+			if out, err := c.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{}); err == nil {
+				l = out
+			}
+		}
+	}()
+	_, base := startServe(t, "configmaps", "-n", ns, "--shard-group", group, "--shard-namespace", ns, "--shard-identity", "replica-a",
+		"--shard-members", "replica-*,other-?", "--lease-duration", "2s", kubeconfigArg(srv))
+	var st statsResponse
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		getJSON(t, base+"stats", 200, &st)
+		sh := st.Sharding
+		if sh != nil && slices.Equal(sh.Ignored, []string{group + "-intruder"}) && slices.Equal(sh.Members, []string{"replica-a"}) &&
+			sh.Slots == sh.Total && len(sh.NotServing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sign of the ignored Lease, or not every slot served: %+v", sh)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
