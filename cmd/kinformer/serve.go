@@ -340,6 +340,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			}
 			r := s.addSource(arg, res, "", &viewSource{f: viewFactory, v: v, shared: true, packed: f.compact})
 			sayGone(e, res, r.src)
+			if f.stateDir != "" {
+				v.AddHandlerFuncs(kinformer.HandlerFuncs[*unstructured.Unstructured]{Error: stateWarning(e)})
+			}
 			continue
 		}
 		var lw lister = dyn.Resource(res.gvr)
@@ -364,11 +367,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		})
 		sayGone(e, res, s.add(arg, res, scope, inf).src)
 		if f.stateDir != "" {
-			inf.AddHandlerFuncs(kinformer.HandlerFuncs[*unstructured.Unstructured]{Error: func(ev kinformer.Event[*unstructured.Unstructured]) {
-				if isStateError(ev.Err) {
-					e.warn(ev.Err.Error()) // not a failure: the informer lists instead
-				}
-			}})
+			inf.AddHandlerFuncs(kinformer.HandlerFuncs[*unstructured.Unstructured]{Error: stateWarning(e)})
 		}
 	}
 
@@ -703,4 +702,14 @@ func checkListen(addr string) error {
 		return fmt.Errorf("port %q: want a number from 0 to 65535", port)
 	}
 	return nil
+}
+
+// stateWarning is a handler of ERROR events that says on stderr those
+// about the state file: not a failure, the informer lists instead.
+func stateWarning(e *env) func(kinformer.Event[*unstructured.Unstructured]) {
+	return func(ev kinformer.Event[*unstructured.Unstructured]) {
+		if isStateError(ev.Err) {
+			e.warn(ev.Err.Error())
+		}
+	}
 }
