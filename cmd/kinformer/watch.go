@@ -56,7 +56,9 @@ with "cause":"leave"). It needs permission to list and watch namespaces.
 A namespace where RESOURCE may not be listed and watched stops the watch
 at start (forbidden, naming it); with --skip-forbidden-namespaces it is
 left out instead, said on stderr, and the permissions are checked again
-every minute: a namespace granted later joins, one revoked leaves.
+every minute: a namespace granted later joins, one revoked leaves. With
+--state-dir each namespace has its own state file; a namespace that
+leaves takes its file with it (one that joins again lists).
 
 A custom resource whose CustomResourceDefinition is deleted: one line on
 stderr says so ("the definition of widgets.example.com was deleted"),
