@@ -133,6 +133,13 @@ func (f *Factory) pruneRetired() {
 // factory's. Releasing more often than acquiring is a no-op once inf is
 // forgotten.
 func Release[T Object](f *Factory, inf *Informer[T]) bool {
+	found, _ := release(f, inf)
+	return found
+}
+
+// release is Release that also reports whether it stopped inf (no one
+// else held it), whose goroutine has then ended.
+func release[T Object](f *Factory, inf *Informer[T]) (bool, bool) {
 	f.mu.Lock()
 	var found, retired *factoryEntry
 	for k, e := range f.entries {
@@ -151,7 +158,7 @@ func Release[T Object](f *Factory, inf *Informer[T]) bool {
 		wait([]*factoryEntry{retired})
 		f.pruneRetired()
 	}
-	return found != nil
+	return found != nil, retired != nil
 }
 
 // retireLocked stops e and keeps it until its goroutine has ended, for

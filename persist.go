@@ -173,6 +173,15 @@ func newPersister[T Object](lw any, o *Options[T], report func(error), log *slog
 	})
 }
 
+// stateFile is the informer's state file: "" without one, or before a
+// run has opened it. Not while it runs.
+func (inf *Informer[T]) stateFile() string {
+	if inf.loop == nil || inf.loop.w.state == nil {
+		return ""
+	}
+	return inf.loop.w.state.Path()
+}
+
 // fieldsOf is a projection's identity; "" for whole objects.
 func fieldsOf(f *projection.Fields) string {
 	if f == nil {

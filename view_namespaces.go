@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kinformer/kinformer/internal/nsmember"
+	"github.com/kinformer/kinformer/internal/persist"
 )
 
 // Namespaces chooses the namespaces of a view made by [SharedView]: those
@@ -95,6 +96,12 @@ type viewNamespaces[T Object] struct {
 // one SharedView per kind; the view's handlers see a namespace that joins
 // as Added for each of its objects ([CauseJoin]) and one that leaves as
 // Deleted for each ([CauseLeave]).
+//
+// With a StateDir, each namespace's informer keeps its own state file; a
+// namespace that leaves the view takes its file with it once its informer
+// has stopped (unless another holder of the informer, or process, still
+// uses it), so that files of departed namespaces do not pile up: one that
+// joins again lists. Close keeps the files, for the next start.
 //
 // The view changes one namespace at a time: a namespace that joins again
 // waits until the handlers have handled its leave, and the selector's
@@ -210,10 +217,40 @@ func (n *viewNamespaces[T]) join(_ context.Context, namespace string, in bool) e
 			case <-left:
 			case <-n.closing:
 			}
-			Release(n.f, inf)
+			if _, retired := release(n.f, inf); retired {
+				n.forget(namespace, inf)
+			}
 		})
 	}
 	return nil
+}
+
+// forget removes the state file of inf, a namespace's informer that left
+// the view and has stopped: a namespace that leaves does not leave its
+// file behind for good (one that joins again lists). Not if the view
+// closed (it stops, the namespace did not leave), nor if the namespace
+// joined again meanwhile (its new informer has the file), nor a file in
+// use (by another process).
+func (n *viewNamespaces[T]) forget(namespace string, inf *Informer[T]) {
+	path := inf.stateFile()
+	if path == "" {
+		return
+	}
+	n.set.Locked(func() {
+		select {
+		case <-n.closing: // closed under the set's lock
+			return
+		default:
+		}
+		if n.infs[namespace] != nil {
+			return
+		}
+		if err := persist.Forget(path); err != nil {
+			n.logf(slog.LevelError, "kinformer: could not remove the state file of a namespace that left the view", "namespace", namespace, "file", path, "error", err.Error())
+			return
+		}
+		n.logf(slog.LevelInfo, "kinformer: removed the state file of a namespace that left the view", "namespace", namespace, "file", path)
+	})
 }
 
 func (n *viewNamespaces[T]) logf(level slog.Level, msg string, args ...any) {

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -260,5 +261,57 @@ func TestSharedViewFlippedNamespaceIsFreed(t *testing.T) {
 	}
 	if len(v.Informers()) != 0 || len(v.Namespaces()) != 0 {
 		t.Fatal("the view still holds the namespace")
+	}
+}
+
+// With a StateDir, a namespace that leaves a view takes its state file
+// with it once its informer has stopped (it would otherwise stay for
+// good: no informer uses it, and prune keeps it); one that joins again
+// lists, and has a file again. Closing the view keeps the files, for the
+// next start.
+func TestSharedViewLeaveRemovesStateFile(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	nsA, nsB := testenv.NewNamespace(t, srv.Config()), testenv.NewNamespace(t, srv.Config())
+	mustCreate(t, c, configMap(nsA, "a1", nil, "1"))
+	mustCreate(t, c, configMap(nsB, "b1", nil, "1"))
+	dir := t.TempDir()
+	f := kinformer.NewFactory(srv.Config(), &kinformer.FactoryOptions{StateDir: dir})
+	t.Cleanup(f.Stop)
+	v, err := kinformer.SharedView[*corev1.ConfigMap](f, kinformer.Namespaces{Names: []string{nsA, nsB}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	f.Start()
+	if err := v.WaitForSync(bounded(t, callTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	files := func() []string {
+		m, _ := filepath.Glob(filepath.Join(dir, "*.kinformer"))
+		return m
+	}
+	eventually(t, callTimeout, "a state file per namespace", func() bool { return len(files()) == 2 })
+	both := files()
+
+	if err := v.RemoveNamespace(nsB); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, callTimeout, nsB+"'s state file removed as it left", func() bool { return len(files()) == 1 })
+
+	if err := v.AddNamespace(nsB); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.WaitForSync(bounded(t, callTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := v.GetNamespaced(nsB, "b1"); !ok {
+		t.Fatalf("b1 not listed after %s joined again", nsB)
+	}
+	eventually(t, callTimeout, nsB+"'s state file made again as it joined", func() bool { return slices.Equal(files(), both) })
+
+	v.Close()
+	if got := files(); !slices.Equal(got, both) {
+		t.Errorf("after Close: state files %v, want %v kept", got, both)
 	}
 }

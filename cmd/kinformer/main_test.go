@@ -109,7 +109,13 @@ func (s *syncBuffer) String() string {
 // environment. It is killed at the end of the test if still running.
 func start(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(binary(t), args...)
+	return startCmd(t, exec.Command(binary(t), args...), env)
+}
+
+// startCmd is start for cmd, which runs the binary (through a shell that
+// execs it, say).
+func startCmd(t testing.TB, cmd *exec.Cmd, env []string) *proc {
+	t.Helper()
 	cmd.Env = append(cleanEnv(), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

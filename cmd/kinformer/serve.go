@@ -37,7 +37,10 @@ follows the Namespace objects as watch does: a namespace labelled later
 joins (its objects' events have cause "join"), one unlabelled or deleted
 leaves (DELETED, cause "leave"). Cluster-scoped RESOURCEs are served whole.
 On /metrics the informers of a RESOURCE add up under its name (and the
-watch of the Namespace objects counts under "namespaces"). Not with
+watch of the Namespace objects counts under "namespaces"). A namespace
+where a RESOURCE may not be listed and watched stops serve at start
+(forbidden, naming it); with --skip-forbidden-namespaces it is left out
+instead, said on stderr, and checked again every minute. Not with
 --shard-group.
 
 It listens on 127.0.0.1:8080 unless told otherwise, and warns on stderr
@@ -167,6 +170,7 @@ type serveFlags struct {
 	openSecrets bool
 	compact     bool
 	nsSelector  string
+	skipDenied  bool
 	shard       shardFlags
 	verbose     bool
 	watchTime   time.Duration // hidden: for tests
@@ -187,6 +191,7 @@ func (f *serveFlags) flagSet() *pflag.FlagSet {
 	fs.BoolVar(&f.openSecrets, "serve-secrets-without-token", false, "serve Secrets without --token-file, to anyone who can reach --listen (on loopback: every process and user of this machine)")
 	fs.BoolVar(&f.compact, "compact", false, "keep each cached object as bytes, decoded on every read: a fraction of the memory, a decode per object served")
 	fs.StringVar(&f.nsSelector, "namespace-selector", "", "serve the namespaced RESOURCEs in the namespaces whose labels match this selector, following them as they change (e.g. tenant=acme)")
+	bindSkipForbidden(fs, &f.skipDenied)
 	f.shard.bind(fs)
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log the informers' retries and re-lists on stderr")
 	fs.DurationVar(&f.watchTime, "watch-timeout", 0, "the shortest server-side timeout of a watch (0: the library's default)")
@@ -228,6 +233,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			return usageErrorf("serve: --namespace-selector %q: %v", f.nsSelector, err)
 		}
 	}
+	if f.skipDenied && f.nsSelector == "" {
+		return usageErrorf("serve: --skip-forbidden-namespaces goes with --namespace-selector")
+	}
 	if err := f.stateKeys.load(e.warn); err != nil {
 		return err
 	}
@@ -264,7 +272,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.DiscardHandler)
+	logger := newNoteLogger(e.warn)
 	if f.verbose {
 		logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -324,7 +332,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			if viewFactory == nil {
 				viewFactory = kinformer.NewFactory(cfg, &kinformer.FactoryOptions{Logger: logger, StateDir: f.stateDir, StateKeys: f.stateKeys.keys, Compact: f.compact, Metrics: s.metrics})
 			}
-			v, err := kinformer.DynamicView(viewFactory, res.gvr, kinformer.Namespaces{Selector: f.nsSelector},
+			v, err := kinformer.DynamicView(viewFactory, res.gvr, kinformer.Namespaces{Selector: f.nsSelector, IfAllowed: f.skipDenied},
 				&kinformer.Options[*unstructured.Unstructured]{LabelSelector: f.cluster.selector, FieldSelector: f.cluster.fieldSelector,
 					ResyncPeriod: f.resync, WatchTimeout: f.watchTime, Fields: f.cluster.fields})
 			if err != nil {
@@ -332,6 +340,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			}
 			r := s.addSource(arg, res, "", &viewSource{f: viewFactory, v: v, shared: true, packed: f.compact})
 			sayGone(e, res, r.src)
+			if f.stateDir != "" {
+				v.AddHandlerFuncs(kinformer.HandlerFuncs[*unstructured.Unstructured]{Error: stateWarning(e)})
+			}
 			continue
 		}
 		var lw lister = dyn.Resource(res.gvr)
@@ -356,11 +367,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		})
 		sayGone(e, res, s.add(arg, res, scope, inf).src)
 		if f.stateDir != "" {
-			inf.AddHandlerFuncs(kinformer.HandlerFuncs[*unstructured.Unstructured]{Error: func(ev kinformer.Event[*unstructured.Unstructured]) {
-				if isStateError(ev.Err) {
-					e.warn(ev.Err.Error()) // not a failure: the informer lists instead
-				}
-			}})
+			inf.AddHandlerFuncs(kinformer.HandlerFuncs[*unstructured.Unstructured]{Error: stateWarning(e)})
 		}
 	}
 
@@ -428,6 +435,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 					fmt.Fprintln(e.stderr, line)
 				}
 			case gctx.Err() == nil:
+				if _, view := r.src.(*viewSource); view && !f.skipDenied {
+					return forbiddenNamespace(err)
+				}
 				return err
 			}
 			return nil
@@ -695,4 +705,14 @@ func checkListen(addr string) error {
 		return fmt.Errorf("port %q: want a number from 0 to 65535", port)
 	}
 	return nil
+}
+
+// stateWarning is a handler of ERROR events that says on stderr those
+// about the state file: not a failure, the informer lists instead.
+func stateWarning(e *env) func(kinformer.Event[*unstructured.Unstructured]) {
+	return func(ev kinformer.Event[*unstructured.Unstructured]) {
+		if isStateError(ev.Err) {
+			e.warn(ev.Err.Error())
+		}
+	}
 }

@@ -23,6 +23,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"watch", "pods", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"watch", "pods", "--resync", "soon"}, `invalid argument "soon"`},
 		{[]string{"watch", "pods", "-A", "-n", "x"}, "mutually exclusive"},
+		{[]string{"watch", "pods", "--skip-forbidden-namespaces"}, "--skip-forbidden-namespaces goes with --namespace-selector"},
+		{[]string{"serve", "pods", "--skip-forbidden-namespaces"}, "--skip-forbidden-namespaces goes with --namespace-selector"},
 		{[]string{"bogus"}, `unknown command "bogus"`},
 		{[]string{"-A"}, "missing command"},
 	}
@@ -48,9 +50,15 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	_, stdout, _ := runCmd(t, nil, "watch", "--help")
-	for _, flag := range []string{"--kubeconfig", "--context", "-n, --namespace", "-A, --all-namespaces", "-l, --selector", "--field-selector", "-o, --output", "--resync", "--state-dir DIR"} {
+	for _, flag := range []string{"--kubeconfig", "--context", "-n, --namespace", "-A, --all-namespaces", "-l, --selector", "--field-selector", "-o, --output", "--resync", "--state-dir DIR", "--namespace-selector", "--skip-forbidden-namespaces"} {
 		if !strings.Contains(stdout, flag) {
 			t.Errorf("watch --help lacks %s", flag)
+		}
+	}
+	_, serveHelp, _ := runCmd(t, nil, "serve", "--help")
+	for _, flag := range []string{"--namespace-selector", "--skip-forbidden-namespaces", "--state-dir DIR"} {
+		if !strings.Contains(serveHelp, flag) {
+			t.Errorf("serve --help lacks %s", flag)
 		}
 	}
 	for _, want := range []string{"RESTORED", `"cause":"restore"`, "set aside"} {

@@ -53,6 +53,12 @@ namespace, and follows the Namespace objects: a namespace labelled later
 joins (its objects read JOINED in the EVENT column; with -o json, ADDED
 lines with "cause":"join"), one unlabelled or deleted leaves (LEFT; DELETED
 with "cause":"leave"). It needs permission to list and watch namespaces.
+A namespace where RESOURCE may not be listed and watched stops the watch
+at start (forbidden, naming it); with --skip-forbidden-namespaces it is
+left out instead, said on stderr, and the permissions are checked again
+every minute: a namespace granted later joins, one revoked leaves. With
+--state-dir each namespace has its own state file; a namespace that
+leaves takes its file with it (one that joins again lists).
 
 A custom resource whose CustomResourceDefinition is deleted: one line on
 stderr says so ("the definition of widgets.example.com was deleted"),
@@ -65,6 +71,7 @@ is created again, its objects come as ADDED.
 type watchFlags struct {
 	cluster     clusterFlags
 	nsSelector  string
+	skipDenied  bool
 	output      string
 	resync      time.Duration
 	syncTimeout time.Duration
@@ -81,6 +88,7 @@ func (f *watchFlags) flagSet() *pflag.FlagSet {
 	bindStateDir(fs, &f.stateDir)
 	bindStateKeyFile(fs, &f.stateKeys)
 	fs.StringVar(&f.nsSelector, "namespace-selector", "", "watch the namespaces whose labels match this selector, following them as they change (e.g. tenant=acme)")
+	bindSkipForbidden(fs, &f.skipDenied)
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log the informer's retries and re-lists on stderr")
 	f.cluster.bind(fs, true)
 	return fs
@@ -110,6 +118,9 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 		if _, err := labels.Parse(f.nsSelector); err != nil {
 			return usageErrorf("watch: --namespace-selector %q: %v", f.nsSelector, err)
 		}
+	}
+	if f.skipDenied && f.nsSelector == "" {
+		return usageErrorf("watch: --skip-forbidden-namespaces goes with --namespace-selector")
 	}
 	if err := f.stateKeys.load(e.warn); err != nil {
 		return err
@@ -146,7 +157,7 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 	}
 	prog := &progress{lister: lw}
 
-	logger := slog.New(slog.DiscardHandler)
+	logger := newNoteLogger(e.warn)
 	if f.verbose {
 		logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -164,7 +175,8 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 	var src watchSource
 	if f.nsSelector != "" {
 		opts.Name, opts.StateDir, opts.StateKey, opts.StateKeys = "", "", "", nil // the factory's
-		src, err = newViewSource(cfg, res, f.nsSelector, kinformer.FactoryOptions{Logger: logger, StateDir: f.stateDir, StateKeys: f.stateKeys.keys}, opts)
+		ns := kinformer.Namespaces{Selector: f.nsSelector, IfAllowed: f.skipDenied}
+		src, err = newViewSource(cfg, res, ns, kinformer.FactoryOptions{Logger: logger, StateDir: f.stateDir, StateKeys: f.stateKeys.keys}, opts)
 		if err != nil {
 			return stoppedOr(ctx, err)
 		}
@@ -223,6 +235,8 @@ func runWatch(ctx context.Context, e *env, args []string) error {
 	switch {
 	case stopped:
 		return nil // a clean exit
+	case f.nsSelector != "" && !f.skipDenied:
+		return forbiddenNamespace(err)
 	case errors.Is(err, context.DeadlineExceeded):
 		msg := fmt.Sprintf("the initial list of %s did not complete within %v", res, f.syncTimeout)
 		if p := lastErr.Load(); p != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -170,5 +171,52 @@ func serveNamespaceSelector(t *testing.T, extra ...string) {
 	}
 	if code := p.interrupt(); code != 0 {
 		t.Fatalf("exit code %d after SIGINT; stderr:\n%s", code, p.stderr)
+	}
+}
+
+// watch --namespace-selector --state-dir keeps a state file per namespace;
+// the file of a namespace that leaves (unlabelled) goes with it, and the
+// others stay for the next start.
+func TestWatchNamespaceSelectorStateFiles(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	c := kubernetes.NewForConfigOrDie(srv.Config())
+	nsA, nsB := testenv.NewNamespace(t, srv.Config()), testenv.NewNamespace(t, srv.Config())
+	key := "kinformer.test/cli-state"
+	testenv.LabelNamespace(t, srv.Config(), nsA, key, nsA)
+	testenv.LabelNamespace(t, srv.Config(), nsB, key, nsA)
+	newConfigMap(t, c, nsA, "a1", nil)
+	newConfigMap(t, c, nsB, "b1", nil)
+	dir := t.TempDir()
+	files := func() int {
+		m, _ := filepath.Glob(filepath.Join(dir, "*.kinformer"))
+		return len(m)
+	}
+	waitFiles := func(n int, what string) {
+		t.Helper()
+		for deadline := time.Now().Add(lineTimeout); files() != n; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d state files in %s, want %d: %s", files(), dir, n, what)
+			}
+		}
+	}
+
+	p := start(t, nil, "watch", "configmaps", "--namespace-selector", key+"="+nsA, "--state-dir", dir, "-o", "json", kubeconfigArg(srv))
+	got := map[string]bool{}
+	for len(got) < 2 {
+		got[nextEvent(t, p).Key] = true
+	}
+	// One per namespace, and the Namespace objects' (the selector's).
+	waitFiles(3, "one per namespace, and the selector's")
+	testenv.LabelNamespace(t, srv.Config(), nsB, key, "")
+	if l := nextEvent(t, p); l.Type != "DELETED" || l.Key != nsB+"/b1" || l.Cause != "leave" {
+		t.Fatalf("after unlabelling %s: %+v, want DELETED %s/b1 cause leave", nsB, l, nsB)
+	}
+	waitFiles(2, nsB+"'s removed as it left")
+	if code := p.interrupt(); code != 0 {
+		t.Fatalf("exit code %d after SIGINT; stderr:\n%s", code, p.stderr)
+	}
+	if files() != 2 {
+		t.Errorf("after the watch stopped: %d state files, want %s's and the selector's kept", files(), nsA)
 	}
 }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 
@@ -113,9 +116,9 @@ type viewSource struct {
 	packed bool
 }
 
-func newViewSource(cfg *rest.Config, res resource, selector string, fo kinformer.FactoryOptions, opts *kinformer.Options[*unstructured.Unstructured]) (*viewSource, error) {
+func newViewSource(cfg *rest.Config, res resource, ns kinformer.Namespaces, fo kinformer.FactoryOptions, opts *kinformer.Options[*unstructured.Unstructured]) (*viewSource, error) {
 	f := kinformer.NewFactory(cfg, &fo)
-	v, err := kinformer.DynamicView(f, res.gvr, kinformer.Namespaces{Selector: selector}, opts)
+	v, err := kinformer.DynamicView(f, res.gvr, ns, opts)
 	if err != nil {
 		f.Stop()
 		return nil, err
@@ -240,4 +243,26 @@ func (s *viewSource) len() int {
 		n += inf.Cache().Len()
 	}
 	return n
+}
+
+// --skip-forbidden-namespaces: a view's namespaces where the resource may
+// not be listed and watched are left out (kinformer.Namespaces.IfAllowed)
+// rather than stopping watch or serve at start.
+
+const skipForbiddenUsage = "with --namespace-selector: leave out the namespaces where RESOURCE may not be listed and watched (checked again every minute), instead of stopping"
+
+func bindSkipForbidden(fs *pflag.FlagSet, skip *bool) {
+	fs.BoolVar(skip, "skip-forbidden-namespaces", false, skipForbiddenUsage)
+}
+
+// forbiddenNamespace is err, a view's failure to sync; if forbidden (one
+// of its namespaces), it also names the flag that would leave such
+// namespaces out.
+func forbiddenNamespace(err error) error {
+	var st apierrors.APIStatus
+	if !apierrors.IsForbidden(err) || !errors.As(err, &st) || st.Status().Details != nil && st.Status().Details.Kind == "namespaces" {
+		return err // not the resource's (the selector's list of namespaces)
+	}
+	code, msg := classify(err)
+	return &codedError{code: code, msg: msg + " (--skip-forbidden-namespaces leaves out the namespaces where it may not list and watch)", err: err}
 }

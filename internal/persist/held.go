@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/kinformer/kinformer/internal/snapshot"
 	"github.com/kinformer/kinformer/internal/squash"
@@ -68,7 +69,7 @@ func (p *Persister[T]) openHeld(restore bool) (rv string, ok bool) {
 	_, lerr := os.Lstat(filepath.Join(p.cfg.Dir, KeyFile))
 	key, writable, err := prepareDir(p.cfg.Dir)
 	if err != nil {
-		p.cfg.Report(fmt.Errorf("state directory: %w; running without it", err))
+		p.cfg.Report(fmt.Errorf("state directory: %w; running without it%s", err, filesHint(err)))
 		return "", false
 	}
 	warnWritable(p.cfg.Log, p.cfg.Dir, writable)
@@ -81,8 +82,10 @@ func (p *Persister[T]) openHeld(restore bool) (rv string, ok bool) {
 		}
 	}
 	st, err := snapshot.Open(p.path, p.sealed, p.cfg.Snapshot)
-	if errors.Is(err, snapshot.ErrInUse) || errors.Is(err, snapshot.ErrUnsafe) {
-		p.cfg.Report(fmt.Errorf("%s: %w; running without it", p.path, err))
+	if errors.Is(err, snapshot.ErrInUse) || errors.Is(err, snapshot.ErrUnsafe) || outOfFiles(err) {
+		// Out of descriptors says nothing of the file: it is left as it
+		// is, for a later run (or process) to open.
+		p.cfg.Report(fmt.Errorf("%s: %w; running without it%s", p.path, err, filesHint(err)))
 		return "", false
 	}
 	p.fileCluster = ""
@@ -160,7 +163,7 @@ func (p *Persister[T]) setAside(err error) (*snapshot.Store, bool) {
 	p.committed = ""
 	st, err := snapshot.Open(p.path, p.sealed, p.cfg.Snapshot)
 	if err != nil {
-		p.cfg.Report(fmt.Errorf("%s: %w; running without it", p.path, err))
+		p.cfg.Report(fmt.Errorf("%s: %w; running without it%s", p.path, err, filesHint(err)))
 		return nil, false
 	}
 	return st, true
@@ -236,4 +239,19 @@ func (p *Persister[T]) loadHeld(begin func([]*squash.Dict), each func(k, v []byt
 	p.dictsDirty = len(p.dicts) > 0
 	p.mu.Unlock()
 	return true
+}
+
+// outOfFiles reports whether err is the process (EMFILE) or the system
+// (ENFILE) out of file descriptors: one state file per informer, and a
+// view has an informer per namespace.
+func outOfFiles(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
+// filesHint is what to do when err is outOfFiles; "" otherwise.
+func filesHint(err error) string {
+	if !outOfFiles(err) {
+		return ""
+	}
+	return " (too many open files, a state file held open per informer: raise the limit, ulimit -n, or use fewer informers: over many namespaces, one for all of them with a label selector, the CLI's -A -l)"
 }

@@ -165,3 +165,16 @@ func reportLeftovers(dir string, freshKey bool, key []byte, report func(error)) 
 	report(fmt.Errorf("%s holds %d files no informer will use (%.1f MiB: %s): set aside as unreadable, or named under a directory key since replaced; `kinformer state prune --state-dir %s` (or kinformer.PruneStateDir) removes them",
 		dir, len(names), float64(size)/(1<<20), strings.Join(shown, ", "), dir))
 }
+
+// Forget removes the state file at path, of an informer that will not
+// run again (a namespace that left a view): unless another process uses
+// it. A file already gone is no error.
+func Forget(path string) error {
+	if _, err := snapshot.Identity(path, 100*time.Millisecond); errors.Is(err, snapshot.ErrInUse) {
+		return nil
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
