@@ -254,17 +254,23 @@ func (l *loop[T]) foreign() string {
 			return fmt.Sprintf("it is at resourceVersion %s, beyond the server's %s: another cluster's history, or etcd restored from a backup", h.rv, l.target)
 		}
 	}
-	now, file := clusterID{uid: l.uid}, parseCluster(l.w.state.FileCluster())
+	now := clusterID{uid: l.uid}
 	if c := l.cluster.Load(); c != nil {
 		now.ca = *c
 	}
+	return otherCluster(parseCluster(l.w.state.FileCluster()), now)
+}
+
+// otherCluster says why a state file written from the cluster file is not
+// the server's (now), or "" if it may be. A file without the uid (written
+// before it was recorded, or where kube-system could not be read), or a
+// server that will not say it, is judged by the certificate authority
+// alone.
+func otherCluster(file, now clusterID) string {
 	switch {
 	case file.uid != "" && now.uid != "" && file.uid != now.uid:
 		return fmt.Sprintf("written from another cluster: kube-system uid %s, the server's is %s", file.uid, now.uid)
 	case now.ca == "" || file.ca == now.ca:
-		// A file without the uid (written before it was recorded, or
-		// where kube-system could not be read) is judged by the
-		// certificate authority alone.
 		return ""
 	case file.ca == "":
 		return "it does not say which cluster it was written from"
