@@ -7,16 +7,21 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 // testCA is a certificate authority that issues serving certificates for
@@ -191,5 +196,57 @@ func TestTraceClusterNoticesAnotherAuthority(t *testing.T) {
 	}
 	if why := get(other); why != "" {
 		t.Errorf("the same authority again: %q, want it said once", why)
+	}
+}
+
+// A re-list that comes back below the cache's resourceVersion is another
+// history (another cluster behind the name, etcd restored from a backup):
+// said once, as ErrAnotherHistory, and the diff goes by uid as well as by
+// resourceVersion, since another cluster's object may share both key and
+// resourceVersion with the cached one.
+func TestRelistBelowTheCacheIsAnotherHistory(t *testing.T) {
+	s := newFakeServer()
+	withUID := func(name, uid string) *corev1.ConfigMap {
+		c := cm("ns", name)
+		c.UID = types.UID(uid)
+		return c
+	}
+	s.put(withUID("shared", "uid-a")) // resourceVersion 1
+	s.put(withUID("gone", "uid-gone"))
+	s.put(withUID("more", "uid-more")) // 3
+	inf, rec := startInformer(t, s, nil)
+	eventually(t, "watch open", func() bool { return s.openWatches() == 1 })
+	rec.reset()
+
+	// Another history: at 2, "shared" another object at A's version.
+	s.mu.Lock()
+	shared, onlyB := withUID("shared", "uid-b"), withUID("only-b", "uid-only-b")
+	shared.ResourceVersion, onlyB.ResourceVersion = "1", "2"
+	s.rv, s.compacted, s.history = 2, 2, nil
+	s.objs = map[string]*corev1.ConfigMap{"ns/shared": shared, "ns/only-b": onlyB}
+	s.mu.Unlock()
+	s.sendRaw(watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired("too old resource version").ErrStatus})
+
+	eventually(t, "the cache to be the other history's", func() bool {
+		o, ok := inf.Cache().GetByKey("ns/shared")
+		return ok && o.UID == "uid-b" && inf.Cache().Len() == 2
+	})
+	eventually(t, "the ERROR event", func() bool {
+		return slices.ContainsFunc(rec.all(), func(e cmEvent) bool { return errors.Is(e.Err, ErrAnotherHistory) })
+	})
+	if got, want := rec.lines(true, Added, Modified, Deleted), []string{"ADDED ns/only-b", "DELETED ns/gone", "DELETED ns/more", "MODIFIED ns/shared"}; !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	n := 0
+	for _, e := range rec.all() {
+		if errors.Is(e.Err, ErrAnotherHistory) {
+			n++
+			if !strings.Contains(e.Err.Error(), "resourceVersion 2 is below the cache's 3") {
+				t.Errorf("error %q does not say which versions", e.Err)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d ErrAnotherHistory events, want 1", n)
 	}
 }
