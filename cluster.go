@@ -230,17 +230,25 @@ func (l *loop[T]) listedFrom(rv string) {
 	noted := l.historyNoted
 	l.historyNoted = false
 	l.newConn.Store(false) // the list's connection is the binding's now
-	why := ""
+	why := below(l.w.status.resourceVersion(), rv)
 	if p := l.moved.Swap(nil); p != nil {
 		why = *p
-	} else if now := l.w.status.resourceVersion(); rv != "" {
-		if c, err := resourceversion.CompareResourceVersion(now, rv); err == nil && c < 0 {
-			why = fmt.Sprintf("the server's resourceVersion %s is below the cache's %s", now, rv)
-		}
 	}
 	if why != "" && !noted {
 		l.anotherHistory(why)
 	}
+}
+
+// below says how the server's resourceVersion now is below the cache's
+// (another history), or "" if it is not, or either is unknown.
+func below(now, cache string) string {
+	if now == "" || cache == "" {
+		return ""
+	}
+	if c, err := resourceversion.CompareResourceVersion(now, cache); err == nil && c < 0 {
+		return fmt.Sprintf("the server's resourceVersion %s is below the cache's %s", now, cache)
+	}
+	return ""
 }
 
 // foreign says why the held state file must not be restored after the
