@@ -8,10 +8,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/http/httptrace"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
@@ -97,26 +101,44 @@ func parseCluster(s string) clusterID {
 const kubeSystemPath = "/api/v1/namespaces/kube-system"
 
 // kubeSystemUID returns a function that asks lw's server for the uid of
-// its kube-system namespace, through lw's REST client (its credentials,
-// its rate limiter); nil if kinformer cannot reach that client (a fake, a
+// its kube-system namespace, with lw's HTTP client (its credentials and
+// connections) but not through its REST client's rate limiter: a
+// Factory's informers start together, and their lists must not wait
+// behind these GETs. nil if kinformer cannot reach that client (a fake, a
 // ListerWatcher of one's own): the binding is then the certificate
 // authority alone.
 func kubeSystemUID(lw any) func(context.Context) (string, error) {
-	rc, _ := restClientOf(lw)
+	rc, hc := restClientOf(lw)
 	if rc == nil {
 		return nil
 	}
+	url := rc.Get().AbsPath(kubeSystemPath).URL().String()
 	return func(ctx context.Context) (string, error) {
-		raw, err := rc.Get().AbsPath(kubeSystemPath).SetHeader("Accept", "application/json").Do(ctx).Raw()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return "", err
+		}
+		req.Header.Set("Accept", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if err != nil {
+			return "", err
+		}
+		if resp.StatusCode != http.StatusOK {
+			// A StatusError, which IsPersistent and the apierrors
+			// predicates read.
+			return "", apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodGet, schema.GroupResource{Resource: "namespaces"}, "kube-system", string(body), 0, true)
 		}
 		var ns struct {
 			Metadata struct {
 				UID string `json:"uid"`
 			} `json:"metadata"`
 		}
-		if err := json.Unmarshal(raw, &ns); err != nil || ns.Metadata.UID == "" {
+		if err := json.Unmarshal(body, &ns); err != nil || ns.Metadata.UID == "" {
 			return "", fmt.Errorf("GET %s: %w: no uid", kubeSystemPath, ErrUnexpectedObject)
 		}
 		return ns.Metadata.UID, nil
