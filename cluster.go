@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
@@ -130,8 +131,12 @@ func kubeSystemUID(lw any) func(context.Context) (string, error) {
 		}
 		if resp.StatusCode != http.StatusOK {
 			// A StatusError, which IsPersistent and the apierrors
-			// predicates read.
-			return "", apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodGet, schema.GroupResource{Resource: "namespaces"}, "kube-system", string(body), 0, true)
+			// predicates read: the server's, or one for its code.
+			var st metav1.Status
+			if json.Unmarshal(body, &st) == nil && st.Kind == "Status" && st.Code == int32(resp.StatusCode) {
+				return "", &apierrors.StatusError{ErrStatus: st}
+			}
+			return "", apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodGet, schema.GroupResource{Resource: "namespaces"}, "kube-system", "", 0, true)
 		}
 		var ns struct {
 			Metadata struct {

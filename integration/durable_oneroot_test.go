@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -168,4 +171,60 @@ func createNamespace(t *testing.T, srv *testenv.Server, ns string) {
 	if _, err := clientset(t, srv.Config()).CoreV1().Namespaces().Create(bounded(t, callTimeout), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A client that may not read the kube-system namespace (the restricted
+// user: 403) binds its state file by the certificate authority alone,
+// says so at Debug, and restores the file on the next run as before.
+func TestDurableWithoutKubeSystemIsBoundByTheCA(t *testing.T) {
+	srv := testenv.Shared(t)
+	admin := clientset(t, srv.Config())
+	name := fmt.Sprintf("ca-bound-%d", time.Now().UnixNano())
+	mustCreate(t, admin, configMap(testenv.AllowedNamespace, name, nil, "x"))
+	t.Cleanup(func() {
+		_ = admin.CoreV1().ConfigMaps(testenv.AllowedNamespace).Delete(bounded(t, callTimeout), name, metav1.DeleteOptions{})
+	})
+	dir := t.TempDir()
+	run := func() (*recorder[*corev1.ConfigMap], string) {
+		var logs lockedBuffer
+		log := &recorder[*corev1.ConfigMap]{}
+		inf := kinformer.New[*corev1.ConfigMap](clientset(t, srv.RestrictedConfig()).CoreV1().ConfigMaps(testenv.AllowedNamespace), &kinformer.Options[*corev1.ConfigMap]{
+			StateDir: dir,
+			Logger:   slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		})
+		reg := inf.AddHandler(log.handle)
+		inf.Start()
+		defer inf.Stop()
+		if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, callTimeout, "the handler has the events up to the sync", reg.HasSynced)
+		return log, logs.String()
+	}
+	_, logs := run()
+	if !strings.Contains(logs, "cannot read the kube-system namespace") {
+		t.Fatalf("no Debug line saying the binding is the CA alone; logs:\n%s", logs)
+	}
+	log, _ := run()
+	if events, errs := log.causes(), log.errs(); !slices.Contains(events, "ADDED "+testenv.AllowedNamespace+"/"+name+" restore") || len(errs) != 0 {
+		t.Fatalf("the next run: events %v, errors %v; want the file restored", events, errs)
+	}
+}
+
+// lockedBuffer is a log destination the informer's goroutines share.
+type lockedBuffer struct {
+	mu  sync.Mutex // guards buf
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
