@@ -5,10 +5,18 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/http/httptrace"
+	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
@@ -19,10 +27,18 @@ import (
 // would find the file, and the probe's list, authorized there, would let
 // its objects be restored: another cluster's Secrets, served as this one's.
 // So each list and probe notes the certificate authority the server
-// presents (clusterOf), each commit records it in the file, and a file
-// written from another one, or from a resourceVersion beyond the server's
-// (another history: another cluster, or etcd restored from a backup), is
-// not restored (loop.foreign) but discarded, and the informer lists.
+// presents (clusterOf) and the uid of its kube-system namespace
+// (clusterID: two clusters under one root CA share a fingerprint), each
+// commit records them in the file, and a file written from another
+// cluster, or from a resourceVersion beyond the server's (another
+// history: another cluster, or etcd restored from a backup), is not
+// restored (loop.foreign) but discarded, and the informer lists.
+//
+// A running informer checks the same as it goes: each new connection of
+// a list or watch is fingerprinted again, a watch opened on a new one asks
+// for the kube-system uid again (where the binding has one), and a list
+// below the cache's resourceVersion is another history. Any of them: a
+// list from scratch, diffed against the cache (anotherHistory).
 
 // clusterOf fingerprints the cluster a connection leads to by its
 // certificate authority: the key of the root that verified the server's
@@ -55,23 +71,211 @@ func clusterOf(conn net.Conn) string {
 	return "ca-sha256:" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// traceCluster returns ctx with a trace that notes the cluster a list or
-// probe made with it reaches (loop.cluster), and tells the state file,
-// whose next commits record it, before the list's objects reach it (the
-// probe's choice between a held file and this cluster is made against the
-// cluster the file recorded, FileCluster). ctx itself without a state file.
-func (l *loop[T]) traceCluster(ctx context.Context) context.Context {
-	if l.w.state == nil {
-		return ctx
+// clusterID is what binds a cache to a cluster: the certificate authority
+// its server presents (clusterOf) and, where this client may read it, the
+// uid of the cluster's kube-system namespace, made when the cluster was
+// and never changed, so that two clusters under one root (a company's CA,
+// a cloud's) are told apart. A state file records it as one string
+// (String), the uid after the CA's fingerprint; a file written before the
+// uid was recorded holds the fingerprint alone, and is judged by it.
+type clusterID struct {
+	ca  string // clusterOf; "" if not TLS
+	uid string // the kube-system namespace's uid; "" if not known
+}
+
+const uidMark = " kube-system-uid:"
+
+func (c clusterID) String() string {
+	if c.uid == "" {
+		return c.ca
 	}
+	return c.ca + uidMark + c.uid
+}
+
+// parseCluster reads a state file's record of its cluster (String).
+func parseCluster(s string) clusterID {
+	ca, uid, _ := strings.Cut(s, uidMark)
+	return clusterID{ca: ca, uid: uid}
+}
+
+// kubeSystemPath is the namespace whose uid names a cluster.
+const kubeSystemPath = "/api/v1/namespaces/kube-system"
+
+// kubeSystemUID returns a function that asks lw's server for the uid of
+// its kube-system namespace, with lw's HTTP client (its credentials and
+// connections) but not through its REST client's rate limiter: a
+// Factory's informers start together, and their lists must not wait
+// behind these GETs. nil if kinformer cannot reach that client (a fake, a
+// ListerWatcher of one's own): the binding is then the certificate
+// authority alone.
+func kubeSystemUID(lw any) func(context.Context) (string, error) {
+	rc, hc := restClientOf(lw)
+	if rc == nil {
+		return nil
+	}
+	url := rc.Get().AbsPath(kubeSystemPath).URL().String()
+	return func(ctx context.Context) (string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return "", err
+		}
+		req.Header.Set("Accept", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if err != nil {
+			return "", err
+		}
+		if resp.StatusCode != http.StatusOK {
+			// A StatusError, which IsPersistent and the apierrors
+			// predicates read: the server's, or one for its code.
+			var st metav1.Status
+			if json.Unmarshal(body, &st) == nil && st.Kind == "Status" && st.Code == int32(resp.StatusCode) {
+				return "", &apierrors.StatusError{ErrStatus: st}
+			}
+			return "", apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodGet, schema.GroupResource{Resource: "namespaces"}, "kube-system", "", 0, true)
+		}
+		var ns struct {
+			Metadata struct {
+				UID string `json:"uid"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(body, &ns); err != nil || ns.Metadata.UID == "" {
+			return "", fmt.Errorf("GET %s: %w: no uid", kubeSystemPath, ErrUnexpectedObject)
+		}
+		return ns.Metadata.UID, nil
+	}
+}
+
+// askUID asks the server for its kube-system uid (informers with a state
+// file, whose binding it is: before each list or probe, and after a watch
+// opened on a new connection), notes a change from the one the cache
+// came from (loop.moved), and keeps it for the binding. A server that
+// does not let this client read it (403, 404) leaves the binding to the
+// certificate authority, said at Debug; any other failure is returned,
+// and the uid is left as it was.
+func (l *loop[T]) askUID(ctx context.Context) error {
+	if l.uidOf == nil {
+		return nil
+	}
+	uid, err := l.uidOf(ctx)
+	switch {
+	case err == nil:
+	case IsPersistent(err) || errors.Is(err, ErrUnexpectedObject):
+		if l.uid != "" || !l.uidRefused {
+			l.log.Debug("kinformer: cannot read the kube-system namespace: the state file is bound to the cluster by its certificate authority alone", "error", err)
+		}
+		l.uid, l.uidRefused = "", true
+		return nil
+	default:
+		return fmt.Errorf("GET %s (which cluster the server is): %w", kubeSystemPath, err)
+	}
+	if l.uid != "" && uid != l.uid {
+		why := fmt.Sprintf("the server is another cluster: kube-system uid %s, the cache's was %s", uid, l.uid)
+		l.moved.Store(&why)
+	}
+	l.uid, l.uidRefused = uid, false
+	return nil
+}
+
+// traceCluster returns ctx with a trace that notes the cluster a list,
+// watch or probe made with it reaches (loop.cluster), whether it went out
+// on another connection than the last (loop.newConn), and a change of
+// certificate authority from the last connection's (loop.moved); and
+// tells the state file, whose next commits record it, before the list's
+// objects reach it (the probe's choice between a held file and this
+// cluster is made against the cluster the file recorded, FileCluster).
+func (l *loop[T]) traceCluster(ctx context.Context) context.Context {
+	uid := l.uid // the loop's; the trace may run on the transport's goroutines
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(i httptrace.GotConnInfo) {
-			if c := clusterOf(i.Conn); c != "" {
-				l.cluster.Store(&c)
-				l.w.state.SetCluster(c)
+			if i.Conn == nil {
+				return
+			}
+			conn := i.Conn
+			if prev := l.conn.Swap(&conn); prev == nil || *prev != conn {
+				l.newConn.Store(true)
+			}
+			c := clusterOf(conn)
+			if c == "" {
+				return
+			}
+			if prev := l.cluster.Swap(&c); prev != nil && *prev != "" && *prev != c {
+				why := "the server is another cluster: it presents another certificate authority than before"
+				l.moved.Store(&why)
+				// The file keeps the cluster its objects came from until
+				// the list that follows replaces them (its connection
+				// finds the fingerprint unchanged).
+				return
+			}
+			if l.w.state != nil {
+				l.w.state.SetCluster(clusterID{ca: c, uid: uid}.String())
 			}
 		},
 	})
+}
+
+// rebound says why the cluster behind the connections is no longer the
+// one the cache came from, "" if it is (or cannot be told): after a watch
+// opened on a new connection, the kube-system uid is asked again (where
+// the binding has one), and the certificate authority was compared as
+// the connection came.
+func (l *loop[T]) rebound(ctx context.Context) string {
+	if l.newConn.Swap(false) && l.uid != "" {
+		if err := l.askUID(ctx); err != nil && ctx.Err() == nil {
+			// The watch is open: the next new connection asks again.
+			l.log.Debug("kinformer: could not tell which cluster the new connection leads to", "error", err)
+		}
+	}
+	if why := l.moved.Swap(nil); why != nil {
+		return *why
+	}
+	return ""
+}
+
+// anotherHistory says, in a log line (Warn) and an ERROR event wrapping
+// ErrAnotherHistory, that the server's history is not the cache's, and
+// returns that error; a list from scratch follows (or came: a list that
+// found it), diffed against the cache, whose objects the server lacks are
+// Deleted.
+func (l *loop[T]) anotherHistory(why string) error {
+	err := fmt.Errorf("%w: %s: listing from scratch, diffed against the cache", ErrAnotherHistory, why)
+	l.w.report(err)
+	l.historyNoted = true
+	return err
+}
+
+// listedFrom checks, after a list, that the server's history is the
+// cache's as it was at rv: the connection led to the same cluster, and
+// the list is not at a resourceVersion below rv (another cluster's
+// history, or etcd restored from a backup). The list has already
+// replaced the cache, diffed against it; what is left is to say so, once.
+func (l *loop[T]) listedFrom(rv string) {
+	noted := l.historyNoted
+	l.historyNoted = false
+	l.newConn.Store(false) // the list's connection is the binding's now
+	why := below(l.w.status.resourceVersion(), rv)
+	if p := l.moved.Swap(nil); p != nil {
+		why = *p
+	}
+	if why != "" && !noted {
+		l.anotherHistory(why)
+	}
+}
+
+// below says how the server's resourceVersion now is below the cache's
+// (another history), or "" if it is not, or either is unknown.
+func below(now, cache string) string {
+	if now == "" || cache == "" {
+		return ""
+	}
+	if c, err := resourceversion.CompareResourceVersion(now, cache); err == nil && c < 0 {
+		return fmt.Sprintf("the server's resourceVersion %s is below the cache's %s", now, cache)
+	}
+	return ""
 }
 
 // foreign says why the held state file must not be restored after the
@@ -85,14 +289,25 @@ func (l *loop[T]) foreign() string {
 			return fmt.Sprintf("it is at resourceVersion %s, beyond the server's %s: another cluster's history, or etcd restored from a backup", h.rv, l.target)
 		}
 	}
-	now, file := "", l.w.state.FileCluster()
+	now := clusterID{uid: l.uid}
 	if c := l.cluster.Load(); c != nil {
-		now = *c
+		now.ca = *c
 	}
+	return otherCluster(parseCluster(l.w.state.FileCluster()), now)
+}
+
+// otherCluster says why a state file written from the cluster file is not
+// the server's (now), or "" if it may be. A file without the uid (written
+// before it was recorded, or where kube-system could not be read), or a
+// server that will not say it, is judged by the certificate authority
+// alone.
+func otherCluster(file, now clusterID) string {
 	switch {
-	case now == "" || file == now:
+	case file.uid != "" && now.uid != "" && file.uid != now.uid:
+		return fmt.Sprintf("written from another cluster: kube-system uid %s, the server's is %s", file.uid, now.uid)
+	case now.ca == "" || file.ca == now.ca:
 		return ""
-	case file == "":
+	case file.ca == "":
 		return "it does not say which cluster it was written from"
 	}
 	return "it was written from another cluster (the server presents another certificate authority)"

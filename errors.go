@@ -25,6 +25,16 @@ var (
 	// The informer re-lists, like for ErrExpired.
 	ErrTooLargeResourceVersion = errors.New("too large resource version")
 
+	// ErrAnotherHistory means the server's history is not the one the
+	// cache came from: a new connection led to another cluster (another
+	// certificate authority, or another kube-system namespace uid), or a
+	// list came back at a resourceVersion below the cache's (another
+	// cluster, or etcd restored from a backup). The informer lists from
+	// scratch and diffs against its cache: what the server lacks is
+	// Deleted, what differs Modified. An ERROR event and a log line say
+	// so.
+	ErrAnotherHistory = errors.New("another history")
+
 	// ErrIdle means a watch received nothing, not even a bookmark, for longer
 	// than its server-side timeout plus a margin: the connection is taken as
 	// dead, dropped, and the watch resumed.

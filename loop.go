@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"reflect"
 	"sync/atomic"
 	"time"
@@ -26,9 +27,26 @@ type loop[T Object] struct {
 	opts    *Options[T]
 	w       writer[T]
 	direct  *directWatcher // nil: watches go through watchFn only
-	// cluster is the fingerprint of the cluster the last list or probe
-	// reached (clusterOf); nil if none was seen.
+	// cluster is the fingerprint of the cluster the last list, watch or
+	// probe reached (clusterOf); nil if none was seen. conn is the
+	// connection it went out on; newConn: a request went out on another
+	// one since the loop last checked (rebound, listedFrom). moved says
+	// why the cluster is no longer the one the cache came from (another
+	// certificate authority, another kube-system uid); nil if it is.
+	// Written by traceCluster's trace, on the transport's goroutines.
 	cluster atomic.Pointer[string]
+	conn    atomic.Pointer[net.Conn]
+	newConn atomic.Bool
+	moved   atomic.Pointer[string]
+	// uidOf asks the server for its kube-system uid (kubeSystemUID); nil
+	// without a state file, or for a client kinformer cannot reach. uid is
+	// the one the cache's objects come from, "" if unknown; uidRefused:
+	// the server would not say (403, 404), already logged.
+	uidOf      func(context.Context) (string, error)
+	uid        string
+	uidRefused bool
+	// historyNoted: anotherHistory was said for the list that follows.
+	historyNoted bool
 	// crdRefused: the client may not watch CustomResourceDefinitions
 	// (awaitReturn): a resource gone is listed after each backoff.
 	crdRefused bool
@@ -133,6 +151,9 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *
 	default:
 		l.newState = func() *persist.Persister[T] { return newPersister(lw, o, l.w.reportAsync, log, obs) }
 		l.w.state = l.newState()
+		if l.w.state != nil {
+			l.uidOf = kubeSystemUID(lw)
+		}
 	}
 	return l
 }
@@ -279,8 +300,13 @@ func (l *loop[T]) awaitReturn(ctx context.Context, bo *backoffState) bool {
 func (l *loop[T]) attempt(ctx context.Context, resyncAt *time.Time) (o outcome) {
 	switch began := time.Now(); l.st.phase {
 	case phaseList, phaseListUnpaged:
+		if err := l.askUID(ctx); err != nil {
+			return outcome{kind: listFailed, err: err}
+		}
+		rv := l.w.status.resourceVersion()
 		o = l.list(l.traceCluster(ctx))
 		if o.kind == listed {
+			l.listedFrom(rv)
 			l.target = "" // a list is as caught up as it gets
 			if l.sh != nil {
 				l.sh.gained = nil
@@ -301,13 +327,27 @@ func (l *loop[T]) attempt(ctx context.Context, resyncAt *time.Time) (o outcome) 
 	case phaseWatch:
 		o = l.watch(ctx, *resyncAt)
 	case phaseProbe:
+		if err := l.askUID(ctx); err != nil {
+			return outcome{kind: listFailed, err: err}
+		}
 		o = l.probe(l.traceCluster(ctx))
-		if o.kind == probed && l.held != nil {
+		if o.kind != probed {
+			break
+		}
+		l.newConn.Store(false)
+		moved := l.moved.Swap(nil)
+		switch {
+		case l.held != nil:
+			// The file says where it came from: foreign judges.
 			if why := l.foreign(); why != "" {
 				o = l.dropHeld(why)
 			} else {
 				o = l.restoreHeld(o)
 			}
+		case moved != nil:
+			// Catching up a cache an earlier run restored.
+			l.target = ""
+			o = outcome{kind: otherHistory, err: l.anotherHistory(*moved)}
 		}
 	}
 	return o
@@ -325,6 +365,8 @@ func relistCause(from phase, o outcome) string {
 		return "expired"
 	case errors.Is(o.err, ErrTooLargeResourceVersion):
 		return "too_large"
+	case o.kind == otherHistory:
+		return "another_history"
 	}
 	return "error"
 }

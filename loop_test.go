@@ -56,6 +56,8 @@ func TestStep(t *testing.T) {
 		{"watch error after progress → resume after backoff", watching, outcome{kind: watchFailed, err: other, received: true}, watching, true},
 		{"idle → resume after backoff", watching, outcome{kind: watchFailed, err: ErrIdle}, watching, true},
 		{"resync → re-list at once", watching, outcome{kind: resyncDue}, list, false},
+		{"another cluster behind the watch's new connection → re-list at once", watching, outcome{kind: otherHistory, err: ErrAnotherHistory}, list, false},
+		{"another cluster behind a restored cache's probe → re-list at once", probing, outcome{kind: otherHistory, err: ErrAnotherHistory}, list, false},
 		{"resync on a pager → paged re-list at once", state{phase: phaseWatch}, outcome{kind: resyncDue}, state{phase: phaseList}, false},
 		{"share changed during a watch → applied, then the same phase", watching, outcome{kind: resharded}, watching, false},
 		{"share grew while watching, server filters → list the joined slots at once", joinable, outcome{kind: shareGrew}, joining, false},

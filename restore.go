@@ -119,6 +119,12 @@ func (l *loop[T]) probe(ctx context.Context) outcome {
 		return outcome{kind: listFailed, err: fmt.Errorf("list: %w: %v", ErrUnexpectedObject, err)}
 	}
 	l.target = lm.GetResourceVersion()
+	if why := below(l.target, l.w.status.resourceVersion()); why != "" && l.held == nil {
+		// A cache an earlier run restored, and the server behind it
+		// (a held file's resourceVersion is judged by foreign).
+		l.target = ""
+		return outcome{kind: otherHistory, err: l.anotherHistory(why)}
+	}
 	if l.target == "" || l.w.status.reached(l.target) {
 		l.caughtUp()
 	}

@@ -30,6 +30,9 @@ package kinformer
 //   - a watch that ended young while the way to the server flaps → resume
 //     after a wait, not at once;
 //   - resync due → re-list at once;
+//   - the server turned out to be another cluster (another certificate
+//     authority or kube-system uid on a new connection) → re-list at once,
+//     diffed against the cache;
 //   - the share of a sharded informer grew → list the slots that joined
 //     alone, at the watch's resourceVersion, where the server filters and
 //     the informer is synced and caught up; else re-list; a list of the
@@ -96,6 +99,7 @@ const (
 	probed                              // the probe learnt the resourceVersion to catch up to
 	probedSharded                       // the probe authorized a sharded informer's restore: a list follows
 	heldForeign                         // the state file was another cluster's (foreign): a list follows
+	otherHistory                        // the server is another cluster than the cache's (loop.rebound); err says why
 	resharded                           // the share of a sharded informer changed during a watch
 	shareGrew                           // the share grew: objects may have joined
 )
@@ -151,7 +155,7 @@ func transition(s state, o outcome) (next state, backoff bool) {
 	case listed, watchEnded, probed:
 		s.phase = phaseWatch
 		return s, false
-	case resyncDue, probedSharded, heldForeign:
+	case resyncDue, probedSharded, heldForeign, otherHistory:
 		s.phase = phaseList
 		return s, false
 	case continueExpired:

@@ -125,7 +125,7 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 			}
 		}()
 	}
-	s, err := l.openWatch(ctx, "watch", func(o *metav1.ListOptions) { o.ResourceVersion = rv })
+	s, err := l.openWatch(l.traceCluster(ctx), "watch", func(o *metav1.ListOptions) { o.ResourceVersion = rv })
 	if err != nil {
 		if isNoDirect(err) {
 			return outcome{kind: directRefused, err: err}
@@ -134,6 +134,13 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 		return outcome{kind: watchFailed, err: fmt.Errorf("watch: %w", err), received: l.target != ""}
 	}
 	defer s.stop()
+	if why := l.rebound(ctx); why != "" {
+		// A server of another history would accept the watch from a
+		// resourceVersion it has not reached, and say nothing until it
+		// does: nothing of the cache would ever be corrected.
+		l.target = ""
+		return outcome{kind: otherHistory, err: l.anotherHistory(why)}
+	}
 	broke := false // the stream failed by its connection, not by an ERROR event
 	// ended: the stream ended without an error, not by a catch-up's
 	// quiet: a reset connection reads as an end (utilnet.IsProbableEOF).

@@ -198,15 +198,17 @@ func (w *writer[T]) apply(typ EventType, a arrival[T], prepare prepareFunc[T]) {
 }
 
 // collect adds a listed object to items. If the cache holds the same
-// object at the same resourceVersion, that instance is kept and the new copy
-// is dropped at once, unprepared: a re-list of a mostly unchanged
-// collection then holds one copy of each object, not two.
+// object at the same resourceVersion (and uid, where the cache keeps it:
+// another cluster's object may share both key and resourceVersion), that
+// instance is kept and the new copy is dropped at once, unprepared: a
+// re-list of a mostly unchanged collection then holds one copy of each
+// object, not two.
 func (w *writer[T]) collect(items map[string]ref[T], a arrival[T], prepare prepareFunc[T]) {
 	key, rv, uid := a.identity(w.cache.keyFunc)
 	if w.outsideUID(uid) {
 		return
 	}
-	if old, ok := w.cache.peek(key); ok && w.cache.h.isVersion(old, rv) {
+	if old, ok := w.cache.peek(key); ok && w.cache.h.isVersion(old, rv) && (old.uid() == "" || old.uid() == uid) {
 		items[key] = old
 		return
 	}
@@ -280,8 +282,8 @@ func (w *writer[T]) applyLocked(p publisher[T], typ EventType, eObj, r ref[T], o
 // of unchanged objects) in as the cache's whole content at rv, marks the
 // informer synced, and queues an event for every difference: Deleted for
 // keys that vanished, Added for new keys, Modified for objects whose
-// resourceVersion changed. New objects of the slots in gained (a sharded
-// informer's share grew) are Added with CauseReshard. Readers are held up
+// resourceVersion or uid changed. New objects of the slots in gained (a
+// sharded informer's share grew) are Added with CauseReshard. Readers are held up
 // only by the swap itself, not by the diff or the queueing.
 func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Set) {
 	if w.piping {
@@ -320,7 +322,9 @@ func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Se
 					c = CauseReshard
 				}
 				w.emit(p, Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: c}, r, ref[T]{})
-			case !w.cache.h.sameVersion(o, r):
+			case !w.cache.h.sameVersion(o, r) || o.uid() != r.uid():
+				// Another uid at one resourceVersion: another cluster's
+				// object (ErrAnotherHistory).
 				w.emit(p, Event[T]{Type: Modified, Key: key, ResourceVersion: rv, Cause: cause}, r, o)
 			case !rewrite:
 				continue

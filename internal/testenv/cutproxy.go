@@ -16,9 +16,9 @@ import (
 // faultProxy has more faults: black holes, slow and half-open links.)
 type CutProxy struct {
 	ln    net.Listener
-	to    string
 	wg    sync.WaitGroup
-	mu    sync.Mutex // guards down and conns
+	mu    sync.Mutex // guards to, down and conns
+	to    string
 	down  bool
 	conns map[net.Conn]struct{}
 }
@@ -61,6 +61,25 @@ func (p *CutProxy) Down() {
 	}
 }
 
+// SwitchTo makes new connections lead to the server of cfg, and resets
+// every open one: the name a client knows now names another server (a
+// DNS name, a load balancer moved to another cluster). With the same
+// certificate authority and credentials (testenv.WithPKIOf) the client
+// goes on without an error.
+func (p *CutProxy) SwitchTo(cfg *rest.Config) error {
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.to = u.Host
+	for c := range p.conns {
+		resetConn(c)
+	}
+	p.mu.Unlock()
+	return nil
+}
+
 // Up lets new connections through again.
 func (p *CutProxy) Up() {
 	p.mu.Lock()
@@ -83,7 +102,10 @@ func (p *CutProxy) serve(c net.Conn) {
 		resetConn(c)
 		return
 	}
-	s, err := net.Dial("tcp", p.to)
+	p.mu.Lock()
+	to := p.to
+	p.mu.Unlock()
+	s, err := net.Dial("tcp", to)
 	if err != nil || !p.track(s) {
 		if s != nil {
 			resetConn(s)

@@ -77,6 +77,7 @@ type options struct {
 	verbose      bool
 	startTimeout time.Duration
 	extraArgs    []string
+	pkiOf        *Server
 }
 
 func defaultOptions() options {
@@ -99,6 +100,12 @@ func WithStartTimeout(d time.Duration) Option { return func(o *options) { o.star
 func WithAPIServerArgs(args ...string) Option {
 	return func(o *options) { o.extraArgs = append(o.extraArgs, args...) }
 }
+
+// WithPKIOf makes the server use the certificates and keys of another:
+// the same certificate authority, serving certificate and client
+// credentials (Config and RestrictedConfig reach either), as two clusters
+// under one root. Its own etcd, and so its own history and objects.
+func WithPKIOf(s *Server) Option { return func(o *options) { o.pkiOf = s } }
 
 // Server is a running (or killed) local API server.
 type Server struct {
@@ -160,6 +167,12 @@ func Start(ctx context.Context, opts ...Option) (*Server, error) {
 		return nil, fmt.Errorf("testenv: %w", err)
 	}
 	s := &Server{bin: bin, opts: o, root: root, data: filepath.Join(root, "data")}
+	if o.pkiOf != nil {
+		if err := copyPKI(filepath.Join(o.pkiOf.data, "pki"), filepath.Join(s.data, "pki")); err != nil {
+			os.RemoveAll(root)
+			return nil, err
+		}
+	}
 	if err := s.start(ctx); err != nil {
 		os.RemoveAll(root)
 		return nil, err
@@ -190,6 +203,31 @@ func New(t testing.TB, opts ...Option) *Server {
 		}
 	})
 	return s
+}
+
+// copyPKI copies the files of a server's pki directory (not what the API
+// server generates under it) into a new one.
+func copyPKI(from, to string) error {
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		return fmt.Errorf("testenv: %w", err)
+	}
+	if err := os.MkdirAll(to, 0o700); err != nil {
+		return fmt.Errorf("testenv: %w", err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err != nil {
+			return fmt.Errorf("testenv: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(to, e.Name()), data, 0o600); err != nil {
+			return fmt.Errorf("testenv: %w", err)
+		}
+	}
+	return nil
 }
 
 func (s *Server) start(ctx context.Context) error {
