@@ -108,8 +108,8 @@ const kubeSystemPath = "/api/v1/namespaces/kube-system"
 // behind these GETs. nil if kinformer cannot reach that client (a fake, a
 // ListerWatcher of one's own): the binding is then the certificate
 // authority alone.
-func kubeSystemUID(lw any) func(context.Context) (string, error) {
-	rc, hc := restClientOf(lw)
+func kubeSystemUID(src described) func(context.Context) (string, error) {
+	rc, hc := src.rest, src.http
 	if rc == nil {
 		return nil
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/kinformer/kinformer/internal/intern"
@@ -38,13 +36,6 @@ import (
 // errNoDirect says the server or the resource does not allow direct
 // decoding; the informer goes back to the client's Watch for good.
 var errNoDirect = errors.New("direct decoding not possible")
-
-// restScoped is what client-go's typed resource clients (gentype.Client)
-// offer besides List and Watch.
-type restScoped interface {
-	GetClient() rest.Interface
-	GetNamespace() string
-}
 
 // eventReader is one stream being decoded: a protowatch or jsonwatch
 // Reader.
@@ -87,16 +78,16 @@ type decoding struct {
 // its watches itself; else nil, and the informer uses lw's own Watch.
 // t is the type of the objects to make: T, or for an interface T the
 // concrete type (Factory.Typed).
-func newDirectWatcher[T Object](lw any, t reflect.Type, dc decoding) *directWatcher {
+func newDirectWatcher[T Object](src described, t reflect.Type, dc decoding) *directWatcher {
 	keepManagedFields, share, maxJSONEvent := dc.keepManagedFields, dc.share, dc.maxJSONEvent
-	if !mayStream(lw) {
+	if !src.streams {
 		return nil
 	}
 	if t == reflect.TypeFor[*unstructured.Unstructured]() {
-		return newDynamicWatcher(lw, dc)
+		return newDynamicWatcher(src, dc)
 	}
-	rs, ok := lw.(restScoped)
-	if !ok {
+	rs := src.scoped
+	if rs == nil {
 		return nil
 	}
 	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct || !t.AssignableTo(reflect.TypeFor[T]()) {
@@ -110,10 +101,10 @@ func newDirectWatcher[T Object](lw any, t reflect.Type, dc decoding) *directWatc
 	d := &directWatcher{
 		client:    client,
 		namespace: rs.GetNamespace(),
-		resource:  resourceOf(lw),
-		kind:      kindOf(lw, elem.Name()),
+		resource:  src.resource(),
+		kind:      src.kind(elem.Name()),
 	}
-	if t.Implements(reflect.TypeFor[protowatch.Object]()) && !jsonOnly(lw) {
+	if t.Implements(reflect.TypeFor[protowatch.Object]()) && !src.jsonOnly() {
 		layout := protowatch.LayoutOf(elem)
 		d.proto = &protowatch.Format{
 			Kind:               d.kind,
@@ -148,9 +139,9 @@ func newDirectWatcher[T Object](lw any, t reflect.Type, dc decoding) *directWatc
 
 // newDynamicWatcher returns a JSON directWatcher for a dynamic client's
 // resource, or nil.
-func newDynamicWatcher(lw any, dc decoding) *directWatcher {
-	client, namespace, gvr, ok := dynamicTarget(lw)
-	if !ok {
+func newDynamicWatcher(src described, dc decoding) *directWatcher {
+	client, namespace, gvr := src.dyn.client, src.dyn.namespace, src.dyn.gvr
+	if client == nil {
 		return nil
 	}
 	path := []string{"/api"}
@@ -175,86 +166,6 @@ func newDynamicWatcher(lw any, dc decoding) *directWatcher {
 			MaxEvent: dc.maxJSONEvent, Fields: dc.fields, Lazy: dc.lazy && dc.share == nil}),
 		shares: dc.share != nil,
 	}
-}
-
-// dynamicResource is what a source of unstructured objects may offer for
-// direct decoding: a REST client without a group version, and the
-// resource.
-type dynamicResource interface {
-	dynamicTarget() (client rest.Interface, namespace string, gvr schema.GroupVersionResource)
-}
-
-// dynamicTarget finds the REST client, namespace and resource of a dynamic
-// source: a Factory's, or client-go's dynamic client
-// (dynamic.NewForConfig(cfg).Resource(gvr).Namespace(ns)), which keeps
-// them unexported. They are read by reflection, checked field by field
-// (TestDynamicClientRecognised fails if client-go changes them); anything
-// else is not recognised, and its own Watch decodes.
-func dynamicTarget(lw any) (client rest.Interface, namespace string, gvr schema.GroupVersionResource, ok bool) {
-	if d, isDyn := lw.(dynamicResource); isDyn {
-		client, namespace, gvr = d.dynamicTarget()
-		return client, namespace, gvr, client != nil
-	}
-	v := reflect.ValueOf(lw)
-	if v.Kind() != reflect.Pointer || v.IsNil() {
-		return nil, "", gvr, false
-	}
-	e := v.Elem()
-	if t := e.Type(); t.PkgPath() != "k8s.io/client-go/dynamic" || t.Name() != "dynamicResourceClient" || t.Kind() != reflect.Struct {
-		return nil, "", gvr, false
-	}
-	c, ns, res := e.FieldByName("client"), e.FieldByName("namespace"), e.FieldByName("resource")
-	if !c.IsValid() || c.Type() != reflect.TypeFor[*dynamic.DynamicClient]() || c.IsNil() ||
-		!ns.IsValid() || ns.Kind() != reflect.String ||
-		!res.IsValid() || res.Type() != reflect.TypeFor[schema.GroupVersionResource]() {
-		return nil, "", gvr, false
-	}
-	rc := c.Elem().FieldByName("client")
-	if !rc.IsValid() || rc.Type() != reflect.TypeFor[rest.Interface]() || rc.IsNil() {
-		return nil, "", gvr, false
-	}
-	client = reflect.NewAt(rc.Type(), unsafe.Pointer(rc.UnsafeAddr())).Elem().Interface().(rest.Interface)
-	gvr = schema.GroupVersionResource{
-		Group: res.Field(0).String(), Version: res.Field(1).String(), Resource: res.Field(2).String(),
-	}
-	if gvr.Version == "" || gvr.Resource == "" {
-		return nil, "", gvr, false
-	}
-	return client, ns.String(), gvr, true
-}
-
-// kindOf returns the kind a source knows its objects have (a Factory's,
-// from its scheme), else def.
-func kindOf(lw any, def string) string {
-	if h, ok := lw.(wireHints); ok && h.Kind() != "" {
-		return h.Kind()
-	}
-	return def
-}
-
-// wireHints is what a source may know of its resource that the direct
-// decoder would otherwise learn by discovery or from the Go type: a
-// Factory's lister-watchers know it all (internal/apiclient).
-type wireHints interface {
-	Kind() string     // the kind; "" if unknown
-	Resource() string // the resource's plural name; "" if unknown
-	Protobuf() bool   // whether the server sends the type in protobuf
-}
-
-// jsonOnly tells whether a source speaks JSON only, whatever its type
-// could decode (a Factory's, for types its scheme has no protobuf for).
-func jsonOnly(lw any) bool {
-	h, ok := lw.(wireHints)
-	return ok && !h.Protobuf()
-}
-
-// resourceOf returns the resource name a source already knows (a
-// Factory's, from discovery), or "" for discovery to find.
-func resourceOf(lw any) string {
-	if h, ok := lw.(wireHints); ok {
-		return h.Resource()
-	}
-	return ""
 }
 
 // sharesObjects says whether the decoder strips and shares its objects.

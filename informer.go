@@ -125,7 +125,8 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 		}
 		o.Metrics.add(inf.obs.source)
 	}
-	inf.loop = newLoop(lw, &o, inf.cache, inf.status, &inf.disp, log, inf.obs)
+	src := describeSource(lw)
+	inf.loop = newLoop(lw, src, &o, inf.cache, inf.status, &inf.disp, log, inf.obs)
 	if err := o.fieldsErr; err != nil {
 		// An informer that cannot keep what was asked does not start.
 		hlog.Error("kinformer: " + err.Error())
@@ -136,7 +137,7 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 	inf.resends.synced = inf.Synced
 	envOn, panics := mutationEnv()
 	inf.mutationPanics = panics
-	if lwd, ok := any(lw).(mutationDetecting); !o.Compact && (envOn || o.DetectMutations || ok && lwd.DetectMutations()) {
+	if !o.Compact && (envOn || o.DetectMutations || src.detectMutations) {
 		inf.detectMutations()
 	}
 	if sh := inf.loop.sh; sh != nil {

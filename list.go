@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/util/watchlist"
 )
 
 // list fills the cache afresh: by a watch-list where the server offers
@@ -253,22 +251,6 @@ func (l *loop[T]) watchList(ctx context.Context) outcome {
 			return outcome{kind: watchListRefused, err: fmt.Errorf("%s event before the initial events ended", c.typ)}
 		}
 	}
-}
-
-// mayStream tells whether a client can do watch-lists: not client-go's
-// fake clients, which would take the request for a plain watch and never
-// end the initial events. They say so through client-go's marker method,
-// where they have it; the per-resource fakes do not, so they are recognised
-// by their package.
-func mayStream(lw any) bool {
-	if watchlist.DoesClientNotSupportWatchListSemantics(lw) {
-		return false
-	}
-	t := reflect.TypeOf(lw)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	return !strings.HasSuffix(t.PkgPath(), "/fake")
 }
 
 // pageAfter tells a failed watch-list that a paged list at once may get

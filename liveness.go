@@ -5,10 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"reflect"
 	"sync/atomic"
-
-	"k8s.io/client-go/rest"
 
 	"github.com/kinformer/kinformer/internal/liveness"
 )
@@ -28,43 +25,13 @@ import (
 // method. Other sources rely on the transport's own health checks and the
 // idle deadline (IdleMargin).
 
-// restClientOf returns the REST client of lw's requests and its HTTP
-// client, for requests of kinformer's own beside them (the probes); nil
-// if kinformer cannot reach it.
-func restClientOf(lw any) (*rest.RESTClient, *http.Client) {
-	var client rest.Interface
-	switch c := lw.(type) {
-	case probeClient:
-		client = c.ProbeClient()
-	case restScoped:
-		client = c.GetClient()
-	default:
-		client, _, _, _ = dynamicTarget(lw)
-	}
-	rc, ok := client.(*rest.RESTClient)
-	if !ok || rc == nil || reflect.ValueOf(rc).IsNil() {
-		return nil, nil
-	}
-	if rc.Client == nil {
-		return rc, http.DefaultClient
-	}
-	return rc, rc.Client
-}
-
 // probePath is what the probe asks for (see above).
 const probePath = "/livez"
 
-// probeClient is what a ListerWatcher may offer for the probe when it is
-// neither a typed nor a dynamic client: the REST client its requests go
-// through.
-type probeClient interface {
-	ProbeClient() rest.Interface
-}
-
 // proberFor returns the liveness prober of lw's HTTP client, or nil when
 // kinformer cannot reach it.
-func proberFor(lw any) liveness.Prober {
-	rc, hc := restClientOf(lw)
+func proberFor(src described) liveness.Prober {
+	rc, hc := src.rest, src.http
 	if rc == nil {
 		return nil
 	}

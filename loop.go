@@ -122,7 +122,7 @@ func (l *loop[T]) makeDirect() {
 	l.st.direct = l.direct != nil
 }
 
-func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *Cache[T], s *status, d *dispatcher[T], log *slog.Logger, obs *observer) *loop[T] {
+func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src described, o *Options[T], c *Cache[T], s *status, d *dispatcher[T], log *slog.Logger, obs *observer) *loop[T] {
 	l := &loop[T]{
 		listFn:  func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) { return lw.List(ctx, lo) },
 		watchFn: lw.Watch,
@@ -131,13 +131,13 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *
 		log:     log,
 		obs:     obs,
 	}
-	l.st.watchList = !o.DisableStreamingList && mayStream(lw)
+	l.st.watchList = !o.DisableStreamingList && src.streams
 	if o.ProbeAfter > 0 {
-		l.liveness = proberFor(lw)
+		l.liveness = proberFor(src)
 	}
-	l.up, l.upKey = upTarget(lw)
+	l.up, l.upKey = upTarget(src)
 	if !o.DisableDirectDecoding {
-		l.newDirect = func(dc decoding) *directWatcher { return newDirectWatcher[T](lw, o.objectType(), dc) }
+		l.newDirect = func(dc decoding) *directWatcher { return newDirectWatcher[T](src, o.objectType(), dc) }
 	}
 	l.w.fields = o.fields
 	l.setTransform(o.Transform)
@@ -146,13 +146,13 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], o *Options[T], c *
 	}
 	switch {
 	case o.StateDir == "":
-	case len(o.StateKeys) == 0 && secretsOf(lw, o):
+	case len(o.StateKeys) == 0 && secretsOf(src, o):
 		log.Info("kinformer: Secrets are not written to the state directory without StateKeys: this informer lists at every start", "dir", o.StateDir)
 	default:
-		l.newState = func() *persist.Persister[T] { return newPersister(lw, o, l.w.reportAsync, log, obs) }
+		l.newState = func() *persist.Persister[T] { return newPersister(src, o, l.w.reportAsync, log, obs) }
 		l.w.state = l.newState()
 		if l.w.state != nil {
-			l.uidOf = kubeSystemUID(lw)
+			l.uidOf = kubeSystemUID(src)
 		}
 	}
 	return l

@@ -7,7 +7,6 @@ import (
 	"runtime"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kinformer/kinformer/internal/persist"
 	"github.com/kinformer/kinformer/internal/projection"
@@ -25,11 +24,11 @@ import (
 // the source does not say what it watches and Options.StateKey is empty.
 // The Factory's StateKey, and the CLI's, also say whom the client acts as
 // (persist.User); a typed client cannot say it.
-func stateIdentity[T Object](lw any, o *Options[T]) (persist.Identity, bool) {
+func stateIdentity[T Object](d described, o *Options[T]) (persist.Identity, bool) {
 	src := o.StateKey
 	if src == "" {
-		rs, ok := lw.(restScoped)
-		if !ok {
+		rs := d.scoped
+		if rs == nil {
 			return persist.Identity{}, false
 		}
 		client := rs.GetClient()
@@ -38,7 +37,7 @@ func stateIdentity[T Object](lw any, o *Options[T]) (persist.Identity, bool) {
 		}
 		// The server, API group and version, and namespace; the resource
 		// is T's (or the factory's) below.
-		src = client.Get().URL().String() + " namespace=" + rs.GetNamespace() + " resource=" + resourceOf(lw)
+		src = client.Get().URL().String() + " namespace=" + rs.GetNamespace() + " resource=" + d.resource()
 	}
 	key := funcName(o.KeyFunc)
 	if o.defaultKey || key == metaNamespaceKeyName {
@@ -65,14 +64,14 @@ func stateIdentity[T Object](lw any, o *Options[T]) (persist.Identity, bool) {
 // name or its type), whose state file is written only with StateKeys.
 // Even metadata alone may hold a Secret's data (the last-applied
 // annotation).
-func secretsOf[T Object](lw any, o *Options[T]) bool {
-	if resourceOf(lw) == "secrets" || o.Name == "secrets" {
+func secretsOf[T Object](src described, o *Options[T]) bool {
+	if src.resource() == "secrets" || o.Name == "secrets" {
 		return true
 	}
-	if _, _, gvr, ok := dynamicTarget(lw); ok && gvr.Group == "" && gvr.Resource == "secrets" {
+	if gvr := src.dyn.gvr; src.dyn.client != nil && gvr.Group == "" && gvr.Resource == "secrets" {
 		return true
 	}
-	if gvr, ok := metadataTarget(lw); ok && gvr.Group == "" && gvr.Resource == "secrets" {
+	if gvr := src.meta; src.metaOK && gvr.Group == "" && gvr.Resource == "secrets" {
 		return true
 	}
 	t := o.objectType()
@@ -80,35 +79,6 @@ func secretsOf[T Object](lw any, o *Options[T]) bool {
 		t = t.Elem()
 	}
 	return t == reflect.TypeFor[corev1.Secret]()
-}
-
-// metadataTarget returns the resource of a client-go metadata client
-// (metadata.NewForConfig(cfg).Resource(gvr).Namespace(ns)), also as the
-// Factory wraps it; false for any other ListerWatcher.
-func metadataTarget(lw any) (gvr schema.GroupVersionResource, ok bool) {
-	v := reflect.ValueOf(lw)
-	if v.Kind() == reflect.Struct { // a wrapper embedding the client (internal/apiclient)
-		// FieldByIndexErr: the name may be reached through a nil
-		// embedded pointer of someone's own type (FieldByName panics).
-		if sf, ok := v.Type().FieldByName("ResourceInterface"); ok {
-			if f, err := v.FieldByIndexErr(sf.Index); err == nil && f.Kind() == reflect.Interface && !f.IsNil() {
-				v = f.Elem()
-			}
-		}
-	}
-	if v.Kind() != reflect.Pointer || v.IsNil() {
-		return gvr, false
-	}
-	e := v.Elem()
-	if t := e.Type(); t.PkgPath() != "k8s.io/client-go/metadata" || t.Name() != "client" || t.Kind() != reflect.Struct {
-		return gvr, false
-	}
-	res := e.FieldByName("resource")
-	if !res.IsValid() || res.Type() != reflect.TypeFor[schema.GroupVersionResource]() {
-		return gvr, false
-	}
-	gvr = schema.GroupVersionResource{Group: res.Field(0).String(), Version: res.Field(1).String(), Resource: res.Field(2).String()}
-	return gvr, gvr.Resource != ""
 }
 
 // ReadStateKeys reads Options.StateKeys from a file: one key per line, 32
@@ -154,8 +124,8 @@ var errNoIdentity = fmt.Errorf("%w: StateDir is ignored: the client does not say
 // report (which must take any goroutine) wrapped in ErrSnapshot, and
 // warning through log; nil if the informer cannot say what it watches
 // (errNoIdentity).
-func newPersister[T Object](lw any, o *Options[T], report func(error), log *slog.Logger, obs *observer) *persist.Persister[T] {
-	identity, ok := stateIdentity(lw, o)
+func newPersister[T Object](src described, o *Options[T], report func(error), log *slog.Logger, obs *observer) *persist.Persister[T] {
+	identity, ok := stateIdentity(src, o)
 	if !ok {
 		return nil
 	}

@@ -35,7 +35,7 @@ func TestStateIdentity(t *testing.T) {
 			change(o)
 		}
 		d := o.withDefaults()
-		id, ok := stateIdentity(lw, &d)
+		id, ok := stateIdentity(describeSource(lw), &d)
 		if !ok {
 			return ""
 		}

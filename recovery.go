@@ -140,8 +140,8 @@ type upProbe func(ctx context.Context) (ready bool)
 // upTarget returns the readiness probe of lw's server, and the key that
 // the informers of one server share it under; nil if kinformer cannot
 // reach the client (as for proberFor).
-func upTarget(lw any) (upProbe, string) {
-	rc, hc := restClientOf(lw)
+func upTarget(src described) (upProbe, string) {
+	rc, hc := src.rest, src.http
 	if rc == nil {
 		return nil, ""
 	}
