@@ -25,14 +25,19 @@ import (
 // wrapping ErrSnapshot that says why, and the cache is B's. The next run on
 // B restores B's own objects.
 func TestDurableFileOfAnotherClusterIsNotRestored(t *testing.T) {
-	a := testenv.Shared(t)
-	b := testenv.New(t)
-	const ns, key = "cluster-bound", "pinned identity"
+	testFileOfAnotherCluster(t, testenv.Shared(t), testenv.New(t), "cluster-bound", "another cluster")
+}
+
+// testFileOfAnotherCluster writes a state file on a, then runs an
+// informer of the same identity on b, whose resourceVersion is beyond
+// the file's: nothing of a's reaches b's handlers or cache, one ERROR
+// wrapping ErrSnapshot says why (naming why), and the next run on b
+// restores b's own objects.
+func testFileOfAnotherCluster(t *testing.T, a, b *testenv.Server, ns, why string) {
+	const key = "pinned identity"
 	dir := t.TempDir()
 	for _, srv := range []*testenv.Server{a, b} {
-		if _, err := clientset(t, srv.Config()).CoreV1().Namespaces().Create(bounded(t, callTimeout), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createNamespace(t, srv, ns)
 	}
 	mustCreate(t, clientset(t, a.Config()), configMap(ns, "from-a", nil, "a's secret"))
 	run := func(srv *testenv.Server) (*kinformer.Informer[*corev1.ConfigMap], *recorder[*corev1.ConfigMap]) {
@@ -66,8 +71,8 @@ func TestDurableFileOfAnotherClusterIsNotRestored(t *testing.T) {
 	if _, ok := inf.Cache().GetByKey(ns + "/from-a"); ok || inf.Cache().Len() != 2 {
 		t.Fatalf("cache on cluster B: %v, want from-b and the bump object only", inf.Cache().ListKeys())
 	}
-	if len(errs) != 1 || !errors.Is(errs[0], kinformer.ErrSnapshot) || !strings.Contains(errs[0].Error(), "another cluster") {
-		t.Fatalf("errors %v, want one ErrSnapshot saying the file is another cluster's", errs)
+	if len(errs) != 1 || !errors.Is(errs[0], kinformer.ErrSnapshot) || !strings.Contains(errs[0].Error(), why) {
+		t.Fatalf("errors %v, want one ErrSnapshot saying %q", errs, why)
 	}
 	t.Logf("on cluster B: %s", errs[0])
 	inf.Stop()

@@ -48,50 +48,7 @@ func caOf(t *testing.T, cfg *rest.Config) []byte {
 // resourceVersion is beyond the file's (so neither the history nor the
 // certificate authority can tell): not restored, not for a moment.
 func testOneRootStateFile(t *testing.T, a, b *testenv.Server) {
-	const ns, key = "one-root-file", "pinned identity"
-	dir := t.TempDir()
-	for _, srv := range []*testenv.Server{a, b} {
-		createNamespace(t, srv, ns)
-	}
-	mustCreate(t, clientset(t, a.Config()), configMap(ns, "from-a", nil, "a's secret"))
-	run := func(srv *testenv.Server) (*kinformer.Informer[*corev1.ConfigMap], *recorder[*corev1.ConfigMap]) {
-		log := &recorder[*corev1.ConfigMap]{}
-		inf := kinformer.New[*corev1.ConfigMap](clientset(t, srv.Config()).CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{StateDir: dir, StateKey: key})
-		reg := inf.AddHandler(log.handle)
-		inf.Start()
-		t.Cleanup(inf.Stop)
-		if err := inf.WaitForSync(bounded(t, callTimeout)); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, callTimeout, "the handler has the events up to the sync", reg.HasSynced)
-		return inf, log
-	}
-	inf, _ := run(a)
-	fileRV := inf.ResourceVersion()
-	inf.Stop()
-
-	bc := clientset(t, b.Config())
-	mustCreate(t, bc, configMap(ns, "from-b", nil, "b"))
-	bumpPast(t, bc, ns, fileRV)
-
-	inf, log := run(b)
-	if events := log.causes(); strings.Contains(fmt.Sprint(events), "from-a") {
-		t.Fatalf("cluster A's object reached the handlers on cluster B: %v", events)
-	}
-	if _, ok := inf.Cache().GetByKey(ns + "/from-a"); ok || inf.Cache().Len() != 2 {
-		t.Fatalf("cache on cluster B: %v, want from-b and the bump object only", inf.Cache().ListKeys())
-	}
-	errs := log.errs()
-	if len(errs) != 1 || !errors.Is(errs[0], kinformer.ErrSnapshot) || !strings.Contains(errs[0].Error(), "written from another cluster: kube-system uid") {
-		t.Fatalf("errors %v, want one ErrSnapshot naming the kube-system uids", errs)
-	}
-	t.Logf("on cluster B: %s", errs[0])
-	inf.Stop()
-
-	_, log = run(b)
-	if events, errs := log.causes(), log.errs(); !strings.Contains(fmt.Sprint(events), "ADDED "+ns+"/from-b restore") || len(errs) != 0 {
-		t.Fatalf("the next run on B: events %v, errors %v; want B's objects restored", events, errs)
-	}
+	testFileOfAnotherCluster(t, a, b, "one-root-file", "written from another cluster: kube-system uid")
 }
 
 // An informer (with a state file, so bound by the kube-system uid) serves
