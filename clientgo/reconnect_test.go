@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -61,26 +62,14 @@ func (r *recorder) all() []string {
 // it below error level, naming the informer's type; nothing is logged at
 // error level, as with client-go's own informers.
 func TestReconnectLogsBelowError(t *testing.T) {
-	cfg, cs, ns := clients(t)
-	px, pcfg := testenv.NewCutProxy(t, cfg)
-	pcs, err := kubernetes.NewForConfig(pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pcs.CoreV1().RESTClient().(*rest.RESTClient).Client.CloseIdleConnections() })
-	sii := clientgo.Wrap(kinformer.New[*corev1.Pod](pcs.CoreV1().Pods(ns), nil))
+	_, cs, ns := clients(t)
+	px, pods := proxiedPods(t)
+	sii := clientgo.Wrap(kinformer.New[*corev1.Pod](pods, nil))
 	h := &handler{}
 	if _, err := sii.AddEventHandler(h); err != nil {
 		t.Fatal(err)
 	}
-	rec := &recorder{}
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.New(sink{r: rec})))
-	done := make(chan struct{})
-	go func() { defer close(done); sii.RunWithContext(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	if !cache.WaitForCacheSync(bounded(t).Done(), sii.HasSynced) {
-		t.Fatal("not synced")
-	}
+	rec := runLogged(t, sii)
 	px.Down()
 	time.Sleep(2 * time.Second)
 	px.Up()
@@ -110,15 +99,9 @@ func TestReconnectLogsBelowError(t *testing.T) {
 // handler, as a refused list does in client-go's reflector; the first
 // reconnects do not.
 func TestLongOutageReachesTheWatchErrorHandler(t *testing.T) {
-	cfg, _, ns := clients(t)
-	px, pcfg := testenv.NewCutProxy(t, cfg)
-	pcs, err := kubernetes.NewForConfig(pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pcs.CoreV1().RESTClient().(*rest.RESTClient).Client.CloseIdleConnections() })
+	px, pods := proxiedPods(t)
 	backoff := kinformer.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond, Factor: 2}
-	sii := clientgo.Wrap(kinformer.New[*corev1.Pod](pcs.CoreV1().Pods(ns), &kinformer.Options[*corev1.Pod]{Backoff: backoff}))
+	sii := clientgo.Wrap(kinformer.New[*corev1.Pod](pods, &kinformer.Options[*corev1.Pod]{Backoff: backoff}))
 	var mu sync.Mutex
 	var heard []error
 	if err := sii.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
@@ -128,14 +111,7 @@ func TestLongOutageReachesTheWatchErrorHandler(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	rec := &recorder{}
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.New(sink{r: rec})))
-	done := make(chan struct{})
-	go func() { defer close(done); sii.RunWithContext(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	if !cache.WaitForCacheSync(bounded(t).Done(), sii.HasSynced) {
-		t.Fatal("not synced")
-	}
+	rec := runLogged(t, sii)
 	px.Down()
 	defer px.Up()
 	eventually(t, "the outage reaching the watch error handler", func() bool {
@@ -157,4 +133,31 @@ func TestLongOutageReachesTheWatchErrorHandler(t *testing.T) {
 	if reconnects == 0 {
 		t.Error("no reconnect was routine: the first ones should be logged at V(4), not handed to the handler")
 	}
+}
+
+// proxiedPods returns a cut proxy to the test server, and the Pods of the
+// test namespace through it.
+func proxiedPods(t *testing.T) (*testenv.CutProxy, typedcorev1.PodInterface) {
+	cfg, _, ns := clients(t)
+	px, pcfg := testenv.NewCutProxy(t, cfg)
+	pcs, err := kubernetes.NewForConfig(pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pcs.CoreV1().RESTClient().(*rest.RESTClient).Client.CloseIdleConnections() })
+	return px, pcs.CoreV1().Pods(ns)
+}
+
+// runLogged runs sii until the test ends, with a context whose logger
+// records every line, and waits until it has synced.
+func runLogged(t *testing.T, sii cache.SharedIndexInformer) *recorder {
+	rec := &recorder{}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.New(sink{r: rec})))
+	done := make(chan struct{})
+	go func() { defer close(done); sii.RunWithContext(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if !cache.WaitForCacheSync(bounded(t).Done(), sii.HasSynced) {
+		t.Fatal("not synced")
+	}
+	return rec
 }
