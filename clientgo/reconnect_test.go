@@ -62,8 +62,8 @@ func (r *recorder) all() []string {
 // it below error level, naming the informer's type; nothing is logged at
 // error level, as with client-go's own informers.
 func TestReconnectLogsBelowError(t *testing.T) {
-	_, cs, ns := clients(t)
-	px, pods := proxiedPods(t)
+	cfg, cs, ns := clients(t)
+	px, pods := proxiedPods(t, cfg, ns)
 	sii := clientgo.Wrap(kinformer.New[*corev1.Pod](pods, nil))
 	h := &handler{}
 	if _, err := sii.AddEventHandler(h); err != nil {
@@ -99,7 +99,8 @@ func TestReconnectLogsBelowError(t *testing.T) {
 // handler, as a refused list does in client-go's reflector; the first
 // reconnects do not.
 func TestLongOutageReachesTheWatchErrorHandler(t *testing.T) {
-	px, pods := proxiedPods(t)
+	cfg, _, ns := clients(t)
+	px, pods := proxiedPods(t, cfg, ns)
 	backoff := kinformer.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond, Factor: 2}
 	sii := clientgo.Wrap(kinformer.New[*corev1.Pod](pods, &kinformer.Options[*corev1.Pod]{Backoff: backoff}))
 	var mu sync.Mutex
@@ -135,10 +136,9 @@ func TestLongOutageReachesTheWatchErrorHandler(t *testing.T) {
 	}
 }
 
-// proxiedPods returns a cut proxy to the test server, and the Pods of the
-// test namespace through it.
-func proxiedPods(t *testing.T) (*testenv.CutProxy, typedcorev1.PodInterface) {
-	cfg, _, ns := clients(t)
+// proxiedPods returns a cut proxy to cfg's server, and the Pods of ns
+// through it.
+func proxiedPods(t *testing.T, cfg *rest.Config, ns string) (*testenv.CutProxy, typedcorev1.PodInterface) {
 	px, pcfg := testenv.NewCutProxy(t, cfg)
 	pcs, err := kubernetes.NewForConfig(pcfg)
 	if err != nil {
