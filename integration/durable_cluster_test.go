@@ -35,6 +35,7 @@ func TestDurableFileOfAnotherClusterIsNotRestored(t *testing.T) {
 // restores b's own objects.
 func testFileOfAnotherCluster(t *testing.T, a, b *testenv.Server, ns, why string) {
 	const key = "pinned identity"
+	ns = uniqueName(ns)
 	dir := t.TempDir()
 	for _, srv := range []*testenv.Server{a, b} {
 		createNamespace(t, srv, ns)

@@ -58,7 +58,7 @@ func testOneRootStateFile(t *testing.T, a, b *testenv.Server) {
 // connection, re-lists and diffs: A's objects Deleted, B's Added, an
 // ERROR wrapping ErrAnotherHistory; the state file is B's after.
 func testOneRootSwitch(t *testing.T, a, b *testenv.Server) {
-	const ns = "one-root-switch"
+	ns := uniqueName("one-root-switch")
 	for _, srv := range []*testenv.Server{a, b} {
 		createNamespace(t, srv, ns)
 	}
@@ -127,6 +127,12 @@ func testOneRootSwitch(t *testing.T, a, b *testenv.Server) {
 	if events, errs := log.causes(), log.errs(); !slices.Contains(events, "ADDED "+ns+"/from-b restore") || len(errs) != 0 {
 		t.Fatalf("the next run: events %v, errors %v; want B's objects restored", events, errs)
 	}
+}
+
+// uniqueName is prefix with a suffix of its own, for a namespace of the
+// shared server that a test run again (-count) does not find there.
+func uniqueName(prefix string) string {
+	return fmt.Sprintf("%s-%x", prefix, time.Now().UnixNano()&0xffffff)
 }
 
 func createNamespace(t *testing.T, srv *testenv.Server, ns string) {
