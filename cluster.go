@@ -245,6 +245,7 @@ func (l *loop[T]) anotherHistory(why string) error {
 	err := fmt.Errorf("%w: %s: listing from scratch, diffed against the cache", ErrAnotherHistory, why)
 	l.w.report(err)
 	l.historyNoted = true
+	l.w.fresh = true
 	return err
 }
 
@@ -253,7 +254,11 @@ func (l *loop[T]) anotherHistory(why string) error {
 // the list is not at a resourceVersion below rv (another cluster's
 // history, or etcd restored from a backup). The list has already
 // replaced the cache, diffed against it; what is left is to say so, once.
-func (l *loop[T]) listedFrom(rv string) {
+// Unless the list kept cached objects it could not tell by uid (a
+// compact cache's, at their cached version): one of those may be
+// another cluster's object at the same key and version, so again says
+// to list once more, fresh (writer.fresh).
+func (l *loop[T]) listedFrom(rv string) (again bool) {
 	noted := l.historyNoted
 	l.historyNoted = false
 	l.newConn.Store(false) // the list's connection is the binding's now
@@ -261,9 +266,12 @@ func (l *loop[T]) listedFrom(rv string) {
 	if p := l.moved.Swap(nil); p != nil {
 		why = *p
 	}
-	if why != "" && !noted {
-		l.anotherHistory(why)
+	if why == "" || noted {
+		return false
 	}
+	l.anotherHistory(why)
+	l.w.fresh = l.w.blind > 0
+	return l.w.fresh
 }
 
 // below says how the server's resourceVersion now is below the cache's

@@ -221,14 +221,10 @@ func TestRelistBelowTheCacheIsAnotherHistory(t *testing.T) {
 	// Another history: at 2, "shared" another object at A's version.
 	s.mu.Lock()
 	shared, onlyB := withUID("shared", "uid-b"), withUID("only-b", "uid-only-b")
-	sharedRV := "1" // A's version: only the uid tells the two apart
-	if compactAll {
-		// A compact cache keeps no uids (unsharded): at one key and
-		// resourceVersion it cannot tell another cluster's object from
-		// its own (docs/reliability.md). The rest holds.
-		sharedRV = "2"
-	}
-	shared.ResourceVersion, onlyB.ResourceVersion = sharedRV, "2"
+	// At A's version: only the uid tells the two apart, or, in a compact
+	// cache (which keeps no uids unsharded), the bytes (data differ).
+	shared.ResourceVersion, onlyB.ResourceVersion = "1", "2"
+	shared.Data = map[string]string{"from": "b"}
 	s.rv, s.compacted, s.history = 2, 2, nil
 	s.objs = map[string]*corev1.ConfigMap{"ns/shared": shared, "ns/only-b": onlyB}
 	s.mu.Unlock()

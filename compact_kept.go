@@ -1,6 +1,7 @@
 package kinformer
 
 import (
+	"bytes"
 	"runtime"
 	"strconv"
 	"weak"
@@ -55,6 +56,25 @@ func (k *packer[T]) sameVersion(a, b ref[T]) bool {
 		return a.p.rvn == b.p.rvn
 	}
 	return k.resourceVersion(a.p) == k.resourceVersion(b.p)
+}
+
+// same reports whether a and b, at one resourceVersion, hold one object:
+// by uid if the cache keeps them, else by their bytes, decompressed (a
+// fresh list's diff, after another history: rare, and each costs two
+// decompressions). Bytes that do not decompress are not the same.
+func (k *packer[T]) same(a, b ref[T]) bool {
+	if a.p == nil || b.p == nil {
+		return a.p == nil && b.p == nil && plainHolding[T]{}.same(a, b)
+	}
+	if k.uids {
+		return a.uid() == b.uid()
+	}
+	pa, err := k.plain(a.p)
+	if err != nil {
+		return false
+	}
+	pb, err := k.plain(b.p)
+	return err == nil && bytes.Equal(pa, pb)
 }
 
 // copyPacked returns a copy of p to change before it is published: its

@@ -55,6 +55,11 @@ type holding[T Object] interface {
 	// whether a and b are at one. Without decoding.
 	isVersion(r ref[T], rv string) bool
 	sameVersion(a, b ref[T]) bool
+	// same reports whether a and b, at one resourceVersion, hold one
+	// object: by their uids where they keep them, else by their bytes. A
+	// fresh list's diff asks (writer.fresh): another cluster's object may
+	// share key and resourceVersion with the cached one.
+	same(a, b ref[T]) bool
 	// straight reports whether a read takes every ref's object as it is:
 	// it appends them in a loop without a call per object.
 	straight() bool
@@ -162,8 +167,9 @@ func (plainHolding[T]) isVersion(r ref[T], rv string) bool               { retur
 func (plainHolding[T]) sameVersion(a, b ref[T]) bool {
 	return a.obj.GetResourceVersion() == b.obj.GetResourceVersion()
 }
-func (plainHolding[T]) shares() bool    { return true }
-func (plainHolding[T]) size(ref[T]) int { return 0 }
+func (plainHolding[T]) same(a, b ref[T]) bool { return a.uid() == b.uid() }
+func (plainHolding[T]) shares() bool          { return true }
+func (plainHolding[T]) size(ref[T]) int       { return 0 }
 
 func (plainHolding[T]) entry(e Event[T], obj, old ref[T], at int64) queued[T] {
 	e.Object, e.Old = obj.obj, old.obj

@@ -304,9 +304,12 @@ func (l *loop[T]) attempt(ctx context.Context, resyncAt *time.Time) (o outcome) 
 			return outcome{kind: listFailed, err: err}
 		}
 		rv := l.w.status.resourceVersion()
+		l.w.blind = 0
 		o = l.list(l.traceCluster(ctx))
 		if o.kind == listed {
-			l.listedFrom(rv)
+			if l.listedFrom(rv) {
+				o = outcome{kind: otherHistory} // said; listed again, fresh
+			}
 			l.target = "" // a list is as caught up as it gets
 			if l.sh != nil {
 				l.sh.gained = nil

@@ -49,6 +49,16 @@ type writer[T Object] struct {
 	// held is the last object of a pipelined list, cached with the next
 	// one's arrival or the list's end (pipe.go).
 	held *heldObject[T]
+	// fresh: the next list keeps no cached instance (collect) and its
+	// diff compares what the holding has of each object at the cached
+	// version (holding.same): the server's history is another one
+	// (anotherHistory), where an object at a cached key and version may
+	// be another cluster's. Set by the loop; the list's replace clears it.
+	// blind counts the objects the list under way kept from the cache
+	// with no uid to tell them by (a compact cache's): if that list finds
+	// another history, it is listed again, fresh (loop.listedFrom).
+	fresh bool
+	blind int
 }
 
 // newWriter returns the writer of c and s, which queues its events on d,
@@ -202,14 +212,17 @@ func (w *writer[T]) apply(typ EventType, a arrival[T], prepare prepareFunc[T]) {
 // another cluster's object may share both key and resourceVersion), that
 // instance is kept and the new copy is dropped at once, unprepared: a
 // re-list of a mostly unchanged collection then holds one copy of each
-// object, not two.
+// object, not two. Not on a fresh list (another history).
 func (w *writer[T]) collect(items map[string]ref[T], a arrival[T], prepare prepareFunc[T]) {
 	key, rv, uid := a.identity(w.cache.keyFunc)
 	if w.outsideUID(uid) {
 		return
 	}
-	if old, ok := w.cache.peek(key); ok && w.cache.h.isVersion(old, rv) && (old.uid() == "" || old.uid() == uid) {
+	if old, ok := w.cache.peek(key); ok && !w.fresh && w.cache.h.isVersion(old, rv) && (old.uid() == "" || old.uid() == uid) {
 		items[key] = old
+		if old.uid() == "" {
+			w.blind++
+		}
 		return
 	}
 	if a.undecoded == nil {
@@ -286,6 +299,8 @@ func (w *writer[T]) applyLocked(p publisher[T], typ EventType, eObj, r ref[T], o
 // sharded informer's share grew) are Added with CauseReshard. Readers are held up
 // only by the swap itself, not by the diff or the queueing.
 func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Set) {
+	fresh := w.fresh
+	w.fresh = false
 	if w.piping {
 		w.pipeDone(items, rv)
 		w.piped = false
@@ -322,9 +337,10 @@ func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Se
 					c = CauseReshard
 				}
 				w.emit(p, Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: c}, r, ref[T]{})
-			case !w.cache.h.sameVersion(o, r) || o.uid() != r.uid():
-				// Another uid at one resourceVersion: another cluster's
-				// object (ErrAnotherHistory).
+			case !w.cache.h.sameVersion(o, r) || o.uid() != r.uid() || fresh && !w.cache.h.same(o, r):
+				// Another uid at one resourceVersion, or other bytes where
+				// the holding keeps no uid: another cluster's object
+				// (ErrAnotherHistory).
 				w.emit(p, Event[T]{Type: Modified, Key: key, ResourceVersion: rv, Cause: cause}, r, o)
 			case !rewrite:
 				continue
