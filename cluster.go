@@ -5,19 +5,15 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"net/http/httptrace"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
+
+	"github.com/kinformer/kinformer/internal/clusterid"
 )
 
 // A state file is bound to the cluster it was written from. Its identity
@@ -34,9 +30,10 @@ import (
 // history: another cluster, or etcd restored from a backup), is not
 // restored (loop.foreign) but discarded, and the informer lists.
 //
-// A running informer checks the same as it goes: each new connection of
-// a list or watch is fingerprinted again, a watch opened on a new one asks
-// for the kube-system uid again (where the binding has one), and a list
+// A running informer, with a state file or not, checks the same as it
+// goes: each new connection of a list or watch is fingerprinted again, a
+// watch opened on a new one asks for the kube-system uid again (where the
+// server told it), and a list
 // below the cache's resourceVersion is another history. Any of them: a
 // list from scratch, diffed against the cache (anotherHistory).
 
@@ -98,80 +95,54 @@ func parseCluster(s string) clusterID {
 	return clusterID{ca: ca, uid: uid}
 }
 
-// kubeSystemPath is the namespace whose uid names a cluster.
-const kubeSystemPath = "/api/v1/namespaces/kube-system"
-
 // kubeSystemUID returns a function that asks lw's server for the uid of
-// its kube-system namespace, with lw's HTTP client (its credentials and
-// connections) but not through its REST client's rate limiter: a
-// Factory's informers start together, and their lists must not wait
-// behind these GETs. nil if kinformer cannot reach that client (a fake, a
-// ListerWatcher of one's own): the binding is then the certificate
-// authority alone.
-func kubeSystemUID(src described) func(context.Context) (string, error) {
+// its kube-system namespace, given the connection the informer's
+// requests last went out on (nil if none yet): one question per HTTP
+// client and server, shared by the informers that use them
+// (internal/clusterid), with lw's HTTP client (its credentials and
+// connections) but not through its REST client's rate limiter. nil if
+// kinformer cannot reach that client (a fake, a ListerWatcher of one's
+// own): the binding is then the certificate authority alone.
+func kubeSystemUID(src described) func(context.Context, net.Conn) (string, error) {
 	rc, hc := src.rest, src.http
 	if rc == nil {
 		return nil
 	}
-	url := rc.Get().AbsPath(kubeSystemPath).URL().String()
-	return func(ctx context.Context) (string, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return "", err
+	a := clusterid.For(hc, rc.Get().AbsPath(clusterid.Path).URL().String())
+	return func(ctx context.Context, conn net.Conn) (string, error) {
+		uid, err := a.UID(ctx, conn)
+		if errors.Is(err, clusterid.ErrNoUID) {
+			err = fmt.Errorf("%w: %w", ErrUnexpectedObject, err)
 		}
-		req.Header.Set("Accept", "application/json")
-		resp, err := hc.Do(req)
-		if err != nil {
-			return "", err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		if err != nil {
-			return "", err
-		}
-		if resp.StatusCode != http.StatusOK {
-			// A StatusError, which IsPersistent and the apierrors
-			// predicates read: the server's, or one for its code.
-			var st metav1.Status
-			if json.Unmarshal(body, &st) == nil && st.Kind == "Status" && st.Code == int32(resp.StatusCode) {
-				return "", &apierrors.StatusError{ErrStatus: st}
-			}
-			return "", apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodGet, schema.GroupResource{Resource: "namespaces"}, "kube-system", "", 0, true)
-		}
-		var ns struct {
-			Metadata struct {
-				UID string `json:"uid"`
-			} `json:"metadata"`
-		}
-		if err := json.Unmarshal(body, &ns); err != nil || ns.Metadata.UID == "" {
-			return "", fmt.Errorf("GET %s: %w: no uid", kubeSystemPath, ErrUnexpectedObject)
-		}
-		return ns.Metadata.UID, nil
+		return uid, err
 	}
 }
 
-// askUID asks the server for its kube-system uid (informers with a state
-// file, whose binding it is: before each list or probe, and after a watch
-// opened on a new connection), notes a change from the one the cache
-// came from (loop.moved), and keeps it for the binding. A server that
-// does not let this client read it (403, 404) leaves the binding to the
-// certificate authority, said at Debug; any other failure is returned,
-// and the uid is left as it was.
-func (l *loop[T]) askUID(ctx context.Context) error {
+// askUID asks the server for its kube-system uid, notes a change from
+// the one the cache came from (loop.moved), and keeps it for the binding
+// (a state file's, and the running informer's): before each list or
+// probe, where conn is nil (the request may go out on any connection: a
+// GET, unless one answered within the last moments), and after a watch
+// opened on a new connection, conn (answered without a request if any
+// informer of the client asked over it). A server that does not let this
+// client read it (403, 404) leaves the binding to the certificate
+// authority, said at Debug; any other failure is returned, and the uid is
+// left as it was.
+func (l *loop[T]) askUID(ctx context.Context, conn net.Conn) error {
 	if l.uidOf == nil {
 		return nil
 	}
-	uid, err := l.uidOf(ctx)
+	uid, err := l.uidOf(ctx, conn)
 	switch {
 	case err == nil:
 	case IsPersistent(err) || errors.Is(err, ErrUnexpectedObject):
 		if l.uid != "" || !l.uidRefused {
-			l.log.Debug("kinformer: cannot read the kube-system namespace: the state file is bound to the cluster by its certificate authority alone", "error", err)
+			l.log.Debug("kinformer: cannot read the kube-system namespace: the cache is bound to the cluster by its certificate authority alone", "error", err)
 		}
 		l.uid, l.uidRefused = "", true
 		return nil
 	default:
-		return fmt.Errorf("GET %s (which cluster the server is): %w", kubeSystemPath, err)
+		return fmt.Errorf("GET %s (which cluster the server is): %w", clusterid.Path, err)
 	}
 	if l.uid != "" && uid != l.uid {
 		why := fmt.Sprintf("the server is another cluster: kube-system uid %s, the cache's was %s", uid, l.uid)
@@ -225,7 +196,11 @@ func (l *loop[T]) traceCluster(ctx context.Context) context.Context {
 // the connection came.
 func (l *loop[T]) rebound(ctx context.Context) string {
 	if l.newConn.Swap(false) && l.uid != "" {
-		if err := l.askUID(ctx); err != nil && ctx.Err() == nil {
+		var conn net.Conn
+		if c := l.conn.Load(); c != nil {
+			conn = *c
+		}
+		if err := l.askUID(ctx, conn); err != nil && ctx.Err() == nil {
 			// The watch is open: the next new connection asks again.
 			l.log.Debug("kinformer: could not tell which cluster the new connection leads to", "error", err)
 		}

@@ -414,6 +414,10 @@ func (s *contractProtoServer) ServeHTTP(w http.ResponseWriter, r *http.Request) 
 		w.Write(script)
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
+	case r.URL.Path == "/api/v1/namespaces/kube-system":
+		// Which cluster this is (the informer's binding).
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"kube-system","uid":"contract-cluster"}}`))
 	default:
 		s.mu.Lock()
 		s.unexpected = append(s.unexpected, r.Method+" "+r.URL.String())

@@ -39,10 +39,10 @@ type loop[T Object] struct {
 	newConn atomic.Bool
 	moved   atomic.Pointer[string]
 	// uidOf asks the server for its kube-system uid (kubeSystemUID); nil
-	// without a state file, or for a client kinformer cannot reach. uid is
+	// for a client kinformer cannot reach. uid is
 	// the one the cache's objects come from, "" if unknown; uidRefused:
 	// the server would not say (403, 404), already logged.
-	uidOf      func(context.Context) (string, error)
+	uidOf      func(context.Context, net.Conn) (string, error)
 	uid        string
 	uidRefused bool
 	// historyNoted: anotherHistory was said for the list that follows.
@@ -151,10 +151,8 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src described, o *
 	default:
 		l.newState = func() *persist.Persister[T] { return newPersister(src, o, l.w.reportAsync, log, obs) }
 		l.w.state = l.newState()
-		if l.w.state != nil {
-			l.uidOf = kubeSystemUID(src)
-		}
 	}
+	l.uidOf = kubeSystemUID(src)
 	return l
 }
 
@@ -300,8 +298,14 @@ func (l *loop[T]) awaitReturn(ctx context.Context, bo *backoffState) bool {
 func (l *loop[T]) attempt(ctx context.Context, resyncAt *time.Time) (o outcome) {
 	switch began := time.Now(); l.st.phase {
 	case phaseList, phaseListUnpaged:
-		if err := l.askUID(ctx); err != nil {
-			return outcome{kind: listFailed, err: err}
+		if err := l.askUID(ctx, nil); err != nil {
+			if l.w.state != nil {
+				return outcome{kind: listFailed, err: err}
+			}
+			// Without a state file nothing is restored by the binding:
+			// the list goes on, checked by the certificate authority
+			// and its resourceVersion.
+			l.log.Debug("kinformer: could not tell which cluster the server is", "error", err)
 		}
 		rv := l.w.status.resourceVersion()
 		l.w.blind = 0
@@ -330,7 +334,7 @@ func (l *loop[T]) attempt(ctx context.Context, resyncAt *time.Time) (o outcome) 
 	case phaseWatch:
 		o = l.watch(ctx, *resyncAt)
 	case phaseProbe:
-		if err := l.askUID(ctx); err != nil {
+		if err := l.askUID(ctx, nil); err != nil {
 			return outcome{kind: listFailed, err: err}
 		}
 		o = l.probe(l.traceCluster(ctx))

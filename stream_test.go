@@ -43,6 +43,9 @@ func (rt *ctxDeafRT) RoundTrip(r *http.Request) (*http.Response, error) {
 		h.Set("Content-Type", "application/json")
 		return &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(bytes.NewReader(b)), Request: r}, nil
 	}
+	if r.URL.Path == "/api/v1/namespaces/kube-system" {
+		return &http.Response{StatusCode: http.StatusNotFound, Header: h, Body: http.NoBody, Request: r}, nil
+	}
 	rt.mu.Lock()
 	script := rt.scripts[0]
 	if len(rt.scripts) > 1 {

@@ -32,7 +32,8 @@ func TestClustersUnderOneRoot(t *testing.T) {
 		t.Fatal("the two servers do not share a certificate authority")
 	}
 	t.Run("StateFileIsNotRestored", func(t *testing.T) { testOneRootStateFile(t, a, b) })
-	t.Run("RunningInformerNoticesTheSwitch", func(t *testing.T) { testOneRootSwitch(t, a, b) })
+	t.Run("RunningInformerNoticesTheSwitch", func(t *testing.T) { testOneRootSwitch(t, a, b, true) })
+	t.Run("RunningInformerWithoutStateFileNoticesTheSwitch", func(t *testing.T) { testOneRootSwitch(t, a, b, false) })
 }
 
 func caOf(t *testing.T, cfg *rest.Config) []byte {
@@ -51,13 +52,14 @@ func testOneRootStateFile(t *testing.T, a, b *testenv.Server) {
 	testFileOfAnotherCluster(t, a, b, "one-root-file", "written from another cluster: kube-system uid")
 }
 
-// An informer (with a state file, so bound by the kube-system uid) serves
-// A through a name that is then switched to B, whose history is behind
-// A's: its watch from A's resourceVersion would be accepted by B and stay
-// silent, A's objects served as B's for good. It notices on the new
-// connection, re-lists and diffs: A's objects Deleted, B's Added, an
-// ERROR wrapping ErrAnotherHistory; the state file is B's after.
-func testOneRootSwitch(t *testing.T, a, b *testenv.Server) {
+// An informer (with a state file, or without) serves A through a name
+// that is then switched to B, whose history is behind A's: its watch
+// from A's resourceVersion would be accepted by B and stay silent, A's
+// objects served as B's for good. It notices on the new connection (the
+// kube-system uid), re-lists and diffs: A's objects Deleted, B's Added,
+// an ERROR wrapping ErrAnotherHistory; the state file, if any, is B's
+// after.
+func testOneRootSwitch(t *testing.T, a, b *testenv.Server, withState bool) {
 	ns := uniqueName("one-root-switch")
 	for _, srv := range []*testenv.Server{a, b} {
 		createNamespace(t, srv, ns)
@@ -74,7 +76,10 @@ func testOneRootSwitch(t *testing.T, a, b *testenv.Server) {
 	bumpPast(t, ac, ns, strconv.FormatUint(rvB+100, 10))
 
 	proxy, cfg := testenv.NewCutProxy(t, a.Config())
-	dir := t.TempDir()
+	dir := ""
+	if withState {
+		dir = t.TempDir()
+	}
 	log := &recorder[*corev1.ConfigMap]{}
 	inf := kinformer.New[*corev1.ConfigMap](clientset(t, cfg).CoreV1().ConfigMaps(ns), &kinformer.Options[*corev1.ConfigMap]{StateDir: dir})
 	reg := inf.AddHandler(log.handle)
@@ -113,6 +118,9 @@ func testOneRootSwitch(t *testing.T, a, b *testenv.Server) {
 	}
 	t.Logf("after the switch: %s", histories[0])
 	inf.Stop()
+	if !withState {
+		return
+	}
 
 	// The state file is B's now: restored on B without a word.
 	log = &recorder[*corev1.ConfigMap]{}
