@@ -110,7 +110,7 @@ func newBenchStores() map[string]func() benchStore {
 		},
 		"kinformer-compact": func() benchStore {
 			c := newCache[*corev1.ConfigMap](nil, nil)
-			c.setCompact(&Options[*corev1.ConfigMap]{}, false)
+			c.setCompact(compile[*corev1.ConfigMap](nil, nil), false)
 			s := kinformerStore{c}
 			for _, o := range benchCMs {
 				s.update(o)

@@ -175,7 +175,7 @@ func (k *packer[T]) newPacked(data []byte, rv, ns string) *packed {
 // type (persist.NewReadCodec), keeping UIDs if uids. false if the type is
 // an interface (objects from a ListerWatcher of kinformer.Object, say):
 // there is no type to decode into.
-func (c *Cache[T]) setCompact(o *Options[T], uids bool) bool {
+func (c *Cache[T]) setCompact(o *config[T], uids bool) bool {
 	if o.objectType().Kind() == reflect.Interface {
 		return false
 	}

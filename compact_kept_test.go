@@ -14,7 +14,7 @@ import (
 // reads back as it was, and compares equal only to itself.
 func TestPackedResourceVersions(t *testing.T) {
 	c := newCache[*corev1.ConfigMap](nil, nil)
-	c.setCompact(&Options[*corev1.ConfigMap]{}, false)
+	c.setCompact(compile[*corev1.ConfigMap](nil, nil), false)
 	k := compactOf(c)
 	for _, rv := range []string{"1", "42", "18446744073709551615", "9999999999999999999", "0", "007", "", "12a", "abc", "99999999999999999999", "-3", "+3", " 5"} {
 		p := k.newPacked([]byte{0}, rv, "ns")

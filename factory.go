@@ -134,7 +134,6 @@ type Factory struct {
 type factoryEntry struct {
 	resource string         // "pods", "deployments.apps": its Name, and named in errors
 	inf      sharedInformer // an *Informer[T] of the key's type
-	opts     any            // the *Options[T] it was made with, defaulted
 	keyFunc  uintptr        // funcID of its KeyFunc as given (0: the default)
 	indexes  map[string]uintptr
 	// onHandler reports whether the caller runs one of its handlers.
@@ -249,7 +248,7 @@ func Shared[T Object](f *Factory, namespace string, opts *Options[T]) (*Informer
 		return nil, fmt.Errorf("kinformer: Shared[%s]: %w", t, err)
 	}
 	k, o := keyOf(f, t, typed.Mapping, namespace, opts)
-	return share(f, k, o, func(o *Options[T]) (*Informer[T], error) {
+	return share(f, k, o, nil, func(o *Options[T]) (*Informer[T], error) {
 		lw, err := f.api.ListerWatcher(typed, k.namespace)
 		if err != nil {
 			return nil, fmt.Errorf("kinformer: %w", err)
@@ -278,13 +277,12 @@ func (f *Factory) Typed(example runtime.Object, namespace string, opts *Options[
 	}
 	k, o := keyOf(f, t, typed.Mapping, namespace, opts)
 	k.boxed = true
-	o.objType = t
-	return share(f, k, o, func(o *Options[Object]) (*Informer[Object], error) {
+	return share(f, k, o, t, func(o *Options[Object]) (*Informer[Object], error) {
 		lw, err := f.api.ListerWatcher(typed, k.namespace)
 		if err != nil {
 			return nil, fmt.Errorf("kinformer: %w", err)
 		}
-		return New[Object](lw, o), nil
+		return newInformer[Object](lw, o, t), nil
 	})
 }
 
@@ -301,7 +299,7 @@ func (f *Factory) Metadata(gvr schema.GroupVersionResource, namespace string, op
 		return nil, fmt.Errorf("kinformer: Metadata(%s): %w", gvr, err)
 	}
 	k, o := keyOf(f, reflect.TypeFor[*metav1.PartialObjectMetadata](), mapping, namespace, opts)
-	return share(f, k, o, func(o *Options[*metav1.PartialObjectMetadata]) (*Informer[*metav1.PartialObjectMetadata], error) {
+	return share(f, k, o, nil, func(o *Options[*metav1.PartialObjectMetadata]) (*Informer[*metav1.PartialObjectMetadata], error) {
 		return New[*metav1.PartialObjectMetadata](f.api.Metadata(k.gvr, k.namespace), o), nil
 	})
 }
@@ -319,7 +317,7 @@ func (f *Factory) Dynamic(gvr schema.GroupVersionResource, namespace string, opt
 		return nil, fmt.Errorf("kinformer: Dynamic(%s): %w", gvr, err)
 	}
 	k, o := keyOf(f, reflect.TypeFor[*unstructured.Unstructured](), mapping, namespace, opts)
-	return share(f, k, o, func(o *Options[*unstructured.Unstructured]) (*Informer[*unstructured.Unstructured], error) {
+	return share(f, k, o, nil, func(o *Options[*unstructured.Unstructured]) (*Informer[*unstructured.Unstructured], error) {
 		return New[*unstructured.Unstructured](f.api.Dynamic(k.gvr, k.namespace), o), nil
 	})
 }

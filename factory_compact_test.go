@@ -22,7 +22,7 @@ var cmMapping = &meta.RESTMapping{Resource: corev1.SchemeGroupVersion.WithResour
 func (s *cmShare) sharedCM(opts *Options[*corev1.ConfigMap]) (*Informer[*corev1.ConfigMap], error) {
 	k, o := keyOf(s.f, reflect.TypeFor[*corev1.ConfigMap](), cmMapping, "ns", opts)
 	o.Backoff = fastBackoff
-	return share(s.f, k, o, func(o *Options[*corev1.ConfigMap]) (*Informer[*corev1.ConfigMap], error) {
+	return share(s.f, k, o, nil, func(o *Options[*corev1.ConfigMap]) (*Informer[*corev1.ConfigMap], error) {
 		s.made++
 		return New[*corev1.ConfigMap](s.srv, o), nil
 	})

@@ -84,14 +84,18 @@ func keyOf[T Object](f *Factory, t reflect.Type, mapping *meta.RESTMapping, name
 }
 
 // share returns the informer of k, merging o into it, or makes it with
-// mk (called with f.mu held) and starts it if the factory has started.
-func share[T Object](f *Factory, k factoryKey, o Options[T], mk func(*Options[T]) (*Informer[T], error)) (*Informer[T], error) {
+// mk (called with f.mu held) and starts it if the factory has started;
+// objType is the objects' type where T is an interface (Typed), else nil.
+func share[T Object](f *Factory, k factoryKey, o Options[T], objType reflect.Type, mk func(*Options[T]) (*Informer[T], error)) (*Informer[T], error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.stopped {
 		return nil, ErrFactoryStopped
 	}
-	fields, err := o.compileFields()
+	if objType == nil {
+		objType = reflect.TypeFor[T]()
+	}
+	fields, err := compileFields(o.Fields, objType)
 	if err != nil {
 		return nil, fmt.Errorf("kinformer: %s: %w", o.Name, err)
 	}
@@ -107,9 +111,7 @@ func share[T Object](f *Factory, k factoryKey, o Options[T], mk func(*Options[T]
 	if err != nil {
 		return nil, err
 	}
-	d := o.withDefaults()
-	d.fields = fields
-	e := &factoryEntry{resource: o.Name, inf: inf, opts: &d, keyFunc: keyFuncID(o.KeyFunc), indexes: map[string]uintptr{},
+	e := &factoryEntry{resource: o.Name, inf: inf, keyFunc: keyFuncID(o.KeyFunc), indexes: map[string]uintptr{},
 		onHandler: inf.disp.onHandlerGoroutine, refs: 1}
 	for name, fn := range o.Indexers {
 		e.indexes[name] = funcID(fn)
@@ -140,7 +142,7 @@ func describe(k factoryKey, resource string) string {
 // indexes, resync period, fields (compiled: fields) and mutation
 // detector. Nothing changes if it returns an error.
 func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T], fields *projection.Fields) error {
-	have, want := e.opts.(*Options[T]), o.withDefaults()
+	have, want := inf.configuration(), o.withDefaults()
 	var diff []string
 	for _, c := range []struct {
 		name string
@@ -234,10 +236,9 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T], fields *pr
 	}
 	// From here on nothing fails but for a Start racing this merge.
 	if widen { // first: the indexes added are checked against the union
-		if err := inf.setFields(union); err != nil {
+		if err := inf.reconfigure("the fields it keeps", func(c *config[T]) { c.fields = union }); err != nil {
 			return err
 		}
-		have.fields = union
 	}
 	if len(added) > 0 {
 		if err := inf.AddIndexers(added); err != nil {
@@ -248,16 +249,14 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T], fields *pr
 		}
 	}
 	if resync != have.ResyncPeriod {
-		if err := inf.setResync(resync); err != nil {
+		if err := inf.reconfigure("the resync period", func(c *config[T]) { c.ResyncPeriod = resync }); err != nil {
 			return err
 		}
-		have.ResyncPeriod = resync
 	}
-	if detect {
-		if err := inf.setDetectMutations(); err != nil {
+	if detect && !inf.detectingMutations() {
+		if err := inf.reconfigure("the mutation detector", func(c *config[T]) { c.DetectMutations = true }); err != nil {
 			return err
 		}
-		have.DetectMutations = true
 	}
 	return nil
 }

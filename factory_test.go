@@ -37,7 +37,7 @@ func (s *cmShare) get(k factoryKey, o Options[*corev1.ConfigMap]) (*Informer[*co
 		o.Backoff = fastBackoff
 	}
 	o.Name = "configmaps"
-	return share(s.f, k, o, func(o *Options[*corev1.ConfigMap]) (*Informer[*corev1.ConfigMap], error) {
+	return share(s.f, k, o, nil, func(o *Options[*corev1.ConfigMap]) (*Informer[*corev1.ConfigMap], error) {
 		s.made++
 		return New[*corev1.ConfigMap](s.srv, o), nil
 	})

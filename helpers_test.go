@@ -179,7 +179,7 @@ func startInformer(t *testing.T, s ListerWatcher[*corev1.ConfigMapList], opts *O
 // newTestWriter returns a writer of c, as the loop has, whose events are
 // recorded instead of delivered: events returns (and forgets) them.
 func newTestWriter[T Object](c *Cache[T]) (w *writer[T], events func() []Event[T]) {
-	w = newWriter(c, newStatus(), &dispatcher[T]{}, slog.New(slog.DiscardHandler), &Options[T]{})
+	w = newWriter(c, newStatus(), &dispatcher[T]{}, slog.New(slog.DiscardHandler), compile[T](nil, nil))
 	l := newListener(1<<len(eventTypes)-1, func(Event[T]) {}, w.log)
 	w.disp.add(l, c, w.status.resourceVersion, func() bool { return false })
 	l.queue = nil // not the replay of what c holds

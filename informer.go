@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
-
-	"github.com/kinformer/kinformer/internal/projection"
 )
 
 // Informer lists and watches one resource, keeps a Cache of it in sync with
@@ -78,36 +75,31 @@ type Informer[T Object] struct {
 // T must be the item type of L's list: New panics, naming both, if L is a
 // list whose items are not T (New[*corev1.Pod] over a ConfigMaps client).
 func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Informer[T] {
+	return newInformer(lw, opts, nil)
+}
+
+// newInformer is New of objType's objects (nil: T's; Factory.Typed's
+// interface T).
+func newInformer[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T], objType reflect.Type) *Informer[T] {
 	checkItemType[T, L]()
-	o := opts.withDefaults()
-	o.fields, o.fieldsErr = o.compileFields()
-	if o.fieldsErr == nil {
-		key := o.KeyFunc
-		if o.defaultKey {
-			key = nil // reads what is always kept
-		}
-		o.fieldsErr = checkReads(o.fields, key, o.Indexers)
-	}
+	o := compile(opts, objType)
 	log := o.Logger
 	hlog := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 		hlog = slog.Default()
 	}
-	if o.Name == "" {
-		t := o.objectType().String()
-		o.Name = strings.ToLower(t[strings.LastIndex(t, ".")+1:])
-	} else {
+	if opts != nil && opts.Name != "" {
 		log, hlog = log.With("resource", o.Name), hlog.With("resource", o.Name)
 	}
 	inf := &Informer[T]{
-		cache:  newCache(cacheKeyFunc(&o), o.Indexers),
+		cache:  newCache(cacheKeyFunc(o), o.Indexers),
 		status: newStatus(),
 		log:    log,
 		hlog:   hlog,
 		name:   o.Name,
 	}
-	if o.Compact && !inf.cache.setCompact(&o, o.Sharding != nil) {
+	if o.Compact && !inf.cache.setCompact(o, o.Sharding != nil) {
 		o.Compact = false
 		hlog.Warn("kinformer: Options.Compact ignored: the objects' type is an interface, there is no type to decode the cache's bytes into", "type", o.objectType().String())
 	}
@@ -126,7 +118,7 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 		o.Metrics.add(inf.obs.source)
 	}
 	src := describeSource(lw)
-	inf.loop = newLoop(lw, src, &o, inf.cache, inf.status, &inf.disp, log, inf.obs)
+	inf.loop = newLoop(lw, src, o, inf.cache, inf.status, &inf.disp, log, inf.obs)
 	if err := o.fieldsErr; err != nil {
 		// An informer that cannot keep what was asked does not start.
 		hlog.Error("kinformer: " + err.Error())
@@ -149,7 +141,7 @@ func New[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[T]) *Inf
 
 // cacheKeyFunc is o's KeyFunc for newCache: nil for the default, which the
 // cache then knows it has (Cache.defaultKey: a key is namespace/name).
-func cacheKeyFunc[T Object](o *Options[T]) KeyFunc[T] {
+func cacheKeyFunc[T Object](o *config[T]) KeyFunc[T] {
 	if o.defaultKey {
 		return nil
 	}
@@ -363,13 +355,36 @@ func (inf *Informer[T]) leave(reg *Registration, left func()) {
 // the informer has started. A Factory's informer is shared: its Transform
 // is every consumer's.
 func (inf *Informer[T]) SetTransform(fn func(T) (T, error)) error {
+	return inf.reconfigure("the transform", func(c *config[T]) { c.Transform = fn })
+}
+
+// reconfigure gives an informer that has never run a new configuration:
+// change edits a copy of the current one, which takes its place, and the
+// loop derives its parts anew (loop.configure); the mutation detector
+// is turned on if the new one asks for it. A configuration is never
+// changed in place. Once the informer has started it returns ErrStarted,
+// naming what could not change.
+func (inf *Informer[T]) reconfigure(what string, change func(*config[T])) error {
 	inf.runMu.Lock()
 	defer inf.runMu.Unlock()
 	if inf.started {
-		return fmt.Errorf("%w: the transform can only be set before the informer starts", ErrStarted)
+		return fmt.Errorf("%w: %s can only change before the informer starts", ErrStarted, what)
 	}
-	inf.loop.setTransform(fn)
+	c := *inf.loop.opts
+	change(&c)
+	inf.loop.configure(&c)
+	if c.DetectMutations && inf.detector == nil && !inf.cache.Compact() {
+		inf.detectMutations()
+	}
 	return nil
+}
+
+// configuration returns the informer's configuration, which is never
+// changed (reconfigure replaces it).
+func (inf *Informer[T]) configuration() *config[T] {
+	inf.runMu.Lock()
+	defer inf.runMu.Unlock()
+	return inf.loop.opts
 }
 
 // detectMutations turns the mutation detector on, before the informer
@@ -383,50 +398,11 @@ func (inf *Informer[T]) detectMutations() {
 	inf.loop.detectMutations(d)
 }
 
-// setDetectMutations turns the mutation detector on for an informer that
-// has never run (a Factory's consumer asking for it); a no-op if it is on.
-func (inf *Informer[T]) setDetectMutations() error {
-	inf.runMu.Lock()
-	defer inf.runMu.Unlock()
-	if inf.detector != nil || inf.cache.Compact() {
-		return nil // on, or nothing to check: a compact cache's objects are bytes no one can change
-	}
-	if inf.started {
-		return fmt.Errorf("%w: the mutation detector can only be turned on before the informer starts", ErrStarted)
-	}
-	inf.detectMutations()
-	return nil
-}
-
 // detectingMutations reports whether the mutation detector is on.
 func (inf *Informer[T]) detectingMutations() bool {
 	inf.runMu.Lock()
 	defer inf.runMu.Unlock()
 	return inf.detector != nil
-}
-
-// setResync changes the resync period of an informer that has never run:
-// its loop reads the period only once running.
-func (inf *Informer[T]) setResync(d time.Duration) error {
-	inf.runMu.Lock()
-	defer inf.runMu.Unlock()
-	if inf.started {
-		return fmt.Errorf("%w: the resync period can only change before the informer starts", ErrStarted)
-	}
-	inf.loop.opts.ResyncPeriod = d
-	return nil
-}
-
-// setFields widens the projection of an informer that has never run (a
-// Factory's consumers keep the union of their fields).
-func (inf *Informer[T]) setFields(f *projection.Fields) error {
-	inf.runMu.Lock()
-	defer inf.runMu.Unlock()
-	if inf.started {
-		return fmt.Errorf("%w: the fields it keeps can only change before the informer starts", ErrStarted)
-	}
-	inf.loop.setFields(f)
-	return nil
 }
 
 // Fields returns the paths of the fields the informer's cache keeps

@@ -24,7 +24,7 @@ import (
 type loop[T Object] struct {
 	listFn  func(context.Context, metav1.ListOptions) (runtime.Object, error)
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)
-	opts    *Options[T]
+	opts    *config[T]
 	w       writer[T]
 	direct  *directWatcher // nil: watches go through watchFn only
 	// cluster is the fingerprint of the cluster the last list, watch or
@@ -88,20 +88,17 @@ type loop[T Object] struct {
 	newState func() *persist.Persister[T]
 }
 
-// setTransform sets the Transform, before the loop first runs, and makes
-// the decoder to go with it: it shares objects only without a Transform,
-// which may modify maps in place (sharing must come after it).
-func (l *loop[T]) setTransform(fn func(T) (T, error)) {
-	l.opts.Transform, l.w.transform = fn, fn
-	l.makeDirect()
-}
-
-// setFields sets the projection, before the loop first runs: the
-// decoder's, the writer's, and the state file's identity.
-func (l *loop[T]) setFields(f *projection.Fields) {
-	l.opts.fields, l.w.fields = f, f
-	if l.w.state != nil {
-		l.w.state = l.newState() // named for the projection
+// configure makes c the loop's configuration, before the loop first
+// runs, and derives its parts anew: the writer's preparation (Transform,
+// projection), the decoder (which shares objects only without a
+// Transform, which may modify maps in place: sharing must come after
+// it), and the state file, named for the projection.
+func (l *loop[T]) configure(c *config[T]) {
+	old := l.opts
+	l.opts = c
+	l.w.transform, l.w.fields = c.Transform, c.fields
+	if l.newState != nil && (old == nil || !projection.Equal(old.fields, c.fields)) {
+		l.w.state = l.newState()
 	}
 	l.makeDirect()
 }
@@ -122,11 +119,10 @@ func (l *loop[T]) makeDirect() {
 	l.st.direct = l.direct != nil
 }
 
-func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src described, o *Options[T], c *Cache[T], s *status, d *dispatcher[T], log *slog.Logger, obs *observer) *loop[T] {
+func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src described, o *config[T], c *Cache[T], s *status, d *dispatcher[T], log *slog.Logger, obs *observer) *loop[T] {
 	l := &loop[T]{
 		listFn:  func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) { return lw.List(ctx, lo) },
 		watchFn: lw.Watch,
-		opts:    o,
 		w:       *newWriter(c, s, d, log, o),
 		log:     log,
 		obs:     obs,
@@ -137,10 +133,8 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src described, o *
 	}
 	l.up, l.upKey = upTarget(src)
 	if !o.DisableDirectDecoding {
-		l.newDirect = func(dc decoding) *directWatcher { return newDirectWatcher[T](src, o.objectType(), dc) }
+		l.newDirect = func(dc decoding) *directWatcher { return newDirectWatcher[T](src, l.opts.objectType(), dc) }
 	}
-	l.w.fields = o.fields
-	l.setTransform(o.Transform)
 	if o.Sharding != nil {
 		l.sh = &shardLoop{pub: &sharePublished{}}
 	}
@@ -149,10 +143,10 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src described, o *
 	case len(o.StateKeys) == 0 && secretsOf(src, o):
 		log.Info("kinformer: Secrets are not written to the state directory without StateKeys: this informer lists at every start", "dir", o.StateDir)
 	default:
-		l.newState = func() *persist.Persister[T] { return newPersister(src, o, l.w.reportAsync, log, obs) }
-		l.w.state = l.newState()
+		l.newState = func() *persist.Persister[T] { return newPersister(src, l.opts, l.w.reportAsync, log, obs) }
 	}
 	l.uidOf = kubeSystemUID(src)
+	l.configure(o)
 	return l
 }
 

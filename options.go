@@ -6,6 +6,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -309,19 +310,51 @@ type Options[T Object] struct {
 	// discarded, and a handler's panic and a cached object's mutation
 	// (errors) go to slog.Default().
 	Logger *slog.Logger
+}
 
+// config is an informer's configuration: its Options with the defaults
+// filled in, and what New compiles from them. It is made once (compile)
+// and never changed: a change an informer takes before it starts (a
+// Factory's consumer widening the projection or the resync, SetTransform)
+// makes a new one in its place (Informer.reconfigure), and the loop
+// derives its parts anew from it.
+type config[T Object] struct {
+	Options[T]
 	defaultKey bool // KeyFunc was not given: MetaNamespaceKey
 	// objType is the concrete type of the objects when T is an interface
 	// (Factory.Typed): what the direct decoder and the state file make.
 	// nil: T itself.
 	objType reflect.Type
 	// fields is Fields compiled (nil: whole objects), and fieldsErr why
-	// they do not compile; set by New.
+	// they do not compile, or why the KeyFunc or an index reads fields
+	// they leave out.
 	fields    *projection.Fields
 	fieldsErr error
 	// maxJSONEvent bounds a JSON event's bytes; 0 is jsonwatch.MaxEvent.
 	// Tests lower it to test the bound quickly.
 	maxJSONEvent int64
+}
+
+// compile makes the configuration of an informer of objType's objects
+// (nil: T's) with opts (nil: the defaults).
+func compile[T Object](opts *Options[T], objType reflect.Type) *config[T] {
+	c := &config[T]{Options: opts.withDefaults(), objType: objType}
+	if opts == nil || opts.KeyFunc == nil {
+		c.defaultKey = true
+	}
+	c.fields, c.fieldsErr = compileFields(c.Fields, c.objectType())
+	if c.fieldsErr == nil {
+		key := c.KeyFunc
+		if c.defaultKey {
+			key = nil // reads what is always kept
+		}
+		c.fieldsErr = checkReads(c.fields, key, c.Indexers)
+	}
+	if c.Name == "" {
+		t := c.objectType().String()
+		c.Name = strings.ToLower(t[strings.LastIndex(t, ".")+1:])
+	}
+	return c
 }
 
 // compactAll makes every informer compact: set by the package's tests
@@ -339,9 +372,9 @@ const (
 
 // objectType is the type of the objects the informer makes: T, or
 // objType for an interface T.
-func (o *Options[T]) objectType() reflect.Type {
-	if o.objType != nil {
-		return o.objType
+func (c *config[T]) objectType() reflect.Type {
+	if c.objType != nil {
+		return c.objType
 	}
 	return reflect.TypeFor[T]()
 }
@@ -353,7 +386,7 @@ func (o *Options[T]) withDefaults() Options[T] {
 		out = *o
 	}
 	if out.KeyFunc == nil {
-		out.KeyFunc, out.defaultKey = MetaNamespaceKey[T], true
+		out.KeyFunc = MetaNamespaceKey[T]
 	}
 	if compactAll {
 		out.Compact = true
@@ -383,20 +416,19 @@ func (o *Options[T]) withDefaults() Options[T] {
 	return out
 }
 
-// compileFields compiles Fields against the objects' type (unstructured
-// objects: as they are); nil for none.
-func (o *Options[T]) compileFields() (*projection.Fields, error) {
-	if len(o.Fields) == 0 {
+// compileFields compiles fields (as Options.Fields) against t, the
+// objects' type (unstructured objects: as they are); nil for none.
+func compileFields(fields []string, t reflect.Type) (*projection.Fields, error) {
+	if len(fields) == 0 {
 		return nil, nil
 	}
-	t := o.objectType()
 	switch {
 	case t == reflect.TypeFor[*unstructured.Unstructured]():
 		t = nil
 	case t.Kind() == reflect.Interface:
 		return nil, fmt.Errorf("%w: the objects' type is the interface %s, with no fields to keep", ErrFields, t)
 	}
-	f, err := projection.Compile(t, o.Fields)
+	f, err := projection.Compile(t, fields)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrFields, err)
 	}

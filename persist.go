@@ -24,7 +24,7 @@ import (
 // the source does not say what it watches and Options.StateKey is empty.
 // The Factory's StateKey, and the CLI's, also say whom the client acts as
 // (persist.User); a typed client cannot say it.
-func stateIdentity[T Object](d described, o *Options[T]) (persist.Identity, bool) {
+func stateIdentity[T Object](d described, o *config[T]) (persist.Identity, bool) {
 	src := o.StateKey
 	if src == "" {
 		rs := d.scoped
@@ -64,7 +64,7 @@ func stateIdentity[T Object](d described, o *Options[T]) (persist.Identity, bool
 // name or its type), whose state file is written only with StateKeys.
 // Even metadata alone may hold a Secret's data (the last-applied
 // annotation).
-func secretsOf[T Object](src described, o *Options[T]) bool {
+func secretsOf[T Object](src described, o *config[T]) bool {
 	if src.resource() == "secrets" || o.Name == "secrets" {
 		return true
 	}
@@ -124,7 +124,7 @@ var errNoIdentity = fmt.Errorf("%w: StateDir is ignored: the client does not say
 // report (which must take any goroutine) wrapped in ErrSnapshot, and
 // warning through log; nil if the informer cannot say what it watches
 // (errNoIdentity).
-func newPersister[T Object](src described, o *Options[T], report func(error), log *slog.Logger, obs *observer) *persist.Persister[T] {
+func newPersister[T Object](src described, o *config[T], report func(error), log *slog.Logger, obs *observer) *persist.Persister[T] {
 	identity, ok := stateIdentity(src, o)
 	if !ok {
 		return nil

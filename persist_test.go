@@ -34,8 +34,7 @@ func TestStateIdentity(t *testing.T) {
 		if change != nil {
 			change(o)
 		}
-		d := o.withDefaults()
-		id, ok := stateIdentity(describeSource(lw), &d)
+		id, ok := stateIdentity(describeSource(lw), compile(o, nil))
 		if !ok {
 			return ""
 		}

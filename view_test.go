@@ -378,7 +378,7 @@ func fakeAcquire(f *Factory, names ...string) func(string) (*Informer[*corev1.Co
 	return func(namespace string) (*Informer[*corev1.ConfigMap], error) {
 		k := cmKey
 		k.namespace = namespace
-		return share(f, k, Options[*corev1.ConfigMap]{Name: "configmaps", Backoff: fastBackoff},
+		return share(f, k, Options[*corev1.ConfigMap]{Name: "configmaps", Backoff: fastBackoff}, nil,
 			func(o *Options[*corev1.ConfigMap]) (*Informer[*corev1.ConfigMap], error) {
 				s := newFakeServer()
 				for _, name := range names {
