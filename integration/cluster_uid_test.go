@@ -24,7 +24,7 @@ func TestFactoryAsksWhichClusterOnce(t *testing.T) {
 	cfg = rest.CopyConfig(cfg)
 	var gets atomic.Int64
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			if r.Method == http.MethodGet && r.URL.Path == "/api/v1/namespaces/kube-system" {
 				gets.Add(1)
 			}
@@ -73,7 +73,3 @@ func TestFactoryAsksWhichClusterOnce(t *testing.T) {
 		t.Fatalf("after every connection was cut, %d more GETs of kube-system, want 1-3", again)
 	}
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
