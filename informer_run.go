@@ -14,7 +14,7 @@ import (
 // is already running, and when a handler calls it while its own informer
 // is stopping (the stop waits for that handler).
 func (inf *Informer[T]) Start() {
-	if inf.loop.opts.fieldsErr != nil {
+	if inf.configuration().fieldsErr != nil {
 		return // WaitForSync and LastError say why
 	}
 	ctx, done, ok := inf.begin(context.Background())
@@ -65,7 +65,7 @@ func (inf *Informer[T]) RequestStop() <-chan struct{} {
 // if the informer is already running, and an error wrapping ErrFields if
 // Options.Fields do not compile.
 func (inf *Informer[T]) Run(ctx context.Context) error {
-	if err := inf.loop.opts.fieldsErr; err != nil {
+	if err := inf.configuration().fieldsErr; err != nil {
 		return err
 	}
 	ctx, done, ok := inf.begin(ctx)
