@@ -253,3 +253,40 @@ func TestRelistBelowTheCacheIsAnotherHistory(t *testing.T) {
 		t.Errorf("%d ErrAnotherHistory events, want 1", n)
 	}
 }
+
+// A watch that finds another cluster behind a new connection (rebound:
+// here the reason is planted, as a new certificate authority or
+// kube-system uid would give it) re-lists fresh: an object of the other
+// cluster at a cached key and resourceVersion is Modified, its content
+// the new one's, not kept from the cache (a compact cache, which keeps no
+// uids unsharded, tells it by its bytes).
+func TestAnotherClusterBehindTheWatchIsListedFresh(t *testing.T) {
+	s := newFakeServer()
+	a := cm("ns", "shared")
+	a.UID, a.Data = "uid-a", map[string]string{"from": "a"}
+	s.put(a) // resourceVersion 1
+	s.put(cm("ns", "other"))
+	inf, rec := startInformer(t, s, nil)
+	eventually(t, "watch open", func() bool { return s.openWatches() == 1 })
+	rec.reset()
+
+	s.mu.Lock()
+	b := cm("ns", "shared")
+	b.UID, b.Data, b.ResourceVersion = "uid-b", map[string]string{"from": "b"}, "1"
+	s.objs["ns/shared"] = b
+	s.mu.Unlock()
+	why := "the server is another cluster: planted"
+	inf.loop.moved.Store(&why)
+	s.closeWatches()
+
+	eventually(t, "the cache to hold the other cluster's object", func() bool {
+		o, ok := inf.Cache().GetByKey("ns/shared")
+		return ok && o.Data["from"] == "b"
+	})
+	eventually(t, "the ERROR event", func() bool {
+		return slices.ContainsFunc(rec.all(), func(e cmEvent) bool { return errors.Is(e.Err, ErrAnotherHistory) })
+	})
+	if got, want := rec.lines(true, Added, Modified, Deleted), []string{"MODIFIED ns/shared"}; !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+}
