@@ -216,15 +216,21 @@ func (f *Factory) setup() error {
 // consumer gets a compact informer, so none differs; without it, a
 // consumer asking for Compact and one not asking cannot share, since one
 // may change the objects it reads and the other's are the cache's own).
-// Two exceptions merge instead:
-//   - Indexers are added to the informer's, before it has started (an
-//     error after, wrapping ErrStarted); an index already there under the
-//     same name must be the same function.
-//   - ResyncPeriod: the informer resyncs at the shortest period asked for
-//     before it started. A resync only fires events for differences, so
-//     resyncing more often than a consumer asked changes nothing it sees.
-//     After the start, asking for a shorter period than the informer's is
-//     an error.
+// Some merge instead:
+//   - Indexers are added to the informer's, before it has started or
+//     while it runs (built from its cache); an index already there under
+//     the same name must be the same function.
+//   - ResyncPeriod: the informer resyncs at the shortest period asked for;
+//     asked for after the start, from then on. A resync only fires events
+//     for differences, so resyncing more often than a consumer asked
+//     changes nothing it sees.
+//   - Fields: the informer keeps the union of its consumers' (whole
+//     objects if one asks for them). A consumer asking a running informer
+//     for more makes it re-list under the union: Modified (CauseRelist)
+//     for each object it held, with the new fields; WaitForSync waits for
+//     that list.
+//   - DetectMutations: any consumer's turns it on, before the start (an
+//     error after, wrapping ErrStarted).
 //
 // The factory sets Name (the resource, "pods" or "deployments.apps") and
 // Metrics; Logger defaults to FactoryOptions.Logger. The first consumer's

@@ -181,36 +181,20 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T], fields *pr
 			return fmt.Errorf("index %q already exists with another function", name)
 		}
 	}
+	// The shortest resync period of its consumers, and the union of their
+	// fields (one without Fields: whole objects). Before the start the
+	// informer simply starts so; after it, it takes them while it runs
+	// (reconfigure, live): a wider projection by a re-list, after which
+	// its objects have the new fields; WaitForSync waits for it.
 	resync := have.ResyncPeriod
 	if p := want.ResyncPeriod; p > 0 && (resync <= 0 || p < resync) {
 		resync = p
 	}
-	if resync != have.ResyncPeriod && inf.isStarted() {
-		now := "does not resync"
-		if have.ResyncPeriod > 0 {
-			now = "resyncs every " + have.ResyncPeriod.String()
-		}
-		return fmt.Errorf("%w: it %s, and cannot resync every %s now", ErrStarted, now, want.ResyncPeriod)
-	}
-	// The informer keeps the union of its consumers' fields (one without
-	// Fields: whole objects). Widened before the start; after it, a
-	// consumer wanting more than the cache holds is refused: its objects
-	// would lack fields it reads until a re-list.
 	union, err := projection.Union(have.fields, fields)
 	if err != nil {
 		return err
 	}
 	widen := !projection.Equal(union, have.fields)
-	if widen && inf.isStarted() {
-		now, want := "whole objects", "whole objects"
-		if have.fields != nil {
-			now = "only " + have.fields.String()
-		}
-		if fields != nil {
-			want = fields.String()
-		}
-		return fmt.Errorf("%w: it keeps %s, and cannot keep %s now (ask for the fields before the factory starts)", ErrStarted, now, want)
-	}
 	// Any consumer asking for the mutation detector turns it on, before
 	// the informer starts (it copies every object as it is cached). A
 	// compact cache has nothing for it to check (its reads are the
@@ -234,9 +218,10 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T], fields *pr
 			return fmt.Errorf("index %q already exists", name)
 		}
 	}
-	// From here on nothing fails but for a Start racing this merge.
-	if widen { // first: the indexes added are checked against the union
-		if err := inf.reconfigure("the fields it keeps", func(c *config[T]) { c.fields = union }); err != nil {
+	// From here on nothing fails but for a Start racing this merge, which
+	// only the mutation detector minds.
+	if widen || resync != have.ResyncPeriod { // first: the indexes added are checked against the union
+		if err := inf.reconfigure("the fields it keeps", true, func(c *config[T]) { c.fields, c.ResyncPeriod = union, resync }); err != nil {
 			return err
 		}
 	}
@@ -248,13 +233,8 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T], fields *pr
 			e.indexes[name] = funcID(fn)
 		}
 	}
-	if resync != have.ResyncPeriod {
-		if err := inf.reconfigure("the resync period", func(c *config[T]) { c.ResyncPeriod = resync }); err != nil {
-			return err
-		}
-	}
 	if detect && !inf.detectingMutations() {
-		if err := inf.reconfigure("the mutation detector", func(c *config[T]) { c.DetectMutations = true }); err != nil {
+		if err := inf.reconfigure("the mutation detector", false, func(c *config[T]) { c.DetectMutations = true }); err != nil {
 			return err
 		}
 	}

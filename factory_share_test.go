@@ -108,7 +108,7 @@ func TestShareResyncTakesTheShortestBeforeStart(t *testing.T) {
 			t.Fatalf("resync %s: %v", p, err)
 		}
 	}
-	if got := inf.loop.opts.ResyncPeriod; got != 10*time.Minute {
+	if got := inf.configuration().ResyncPeriod; got != 10*time.Minute {
 		t.Fatalf("resync period %s, want the shortest asked for, 10m", got)
 	}
 
@@ -117,15 +117,28 @@ func TestShareResyncTakesTheShortestBeforeStart(t *testing.T) {
 	if err := s.f.WaitForSync(bounded(t)); err != nil {
 		t.Fatal(err)
 	}
-	// Once running: longer or none is served by the running period,
-	// shorter is an error; a new index is added to the running informer.
+	// Once running: longer or none is served by the running period;
+	// shorter is taken by the running informer, which resyncs (re-lists)
+	// at the new period from then on; a new index is added to the running
+	// informer.
 	for _, p := range []time.Duration{0, 10 * time.Minute, time.Hour} {
 		if _, err := s.get(cmKey, Options[*corev1.ConfigMap]{ResyncPeriod: p}); err != nil {
 			t.Fatalf("resync %s after start: %v", p, err)
 		}
 	}
-	if _, err := s.get(cmKey, Options[*corev1.ConfigMap]{ResyncPeriod: time.Minute}); !errors.Is(err, ErrStarted) {
-		t.Fatalf("shorter resync after start: %v, want ErrStarted", err)
+	lists, watches := s.srv.counts()
+	if _, err := s.get(cmKey, Options[*corev1.ConfigMap]{ResyncPeriod: 300 * time.Millisecond}); err != nil {
+		t.Fatalf("shorter resync after start: %v", err)
+	}
+	if got := inf.configuration().ResyncPeriod; got != 300*time.Millisecond {
+		t.Fatalf("resync period %s after a shorter one was asked for, want 300ms", got)
+	}
+	if err := inf.WaitForSync(bounded(t)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "re-lists at the new period", func() bool { l, _ := s.srv.counts(); return l >= lists+2 })
+	if _, w := s.srv.counts(); w <= watches {
+		t.Fatalf("the watch under way did not end for the new period: %d watches, %d before", w, watches)
 	}
 	got, err := s.get(cmKey, Options[*corev1.ConfigMap]{Indexers: map[string]IndexFunc[*corev1.ConfigMap]{"name": byName}})
 	if err != nil || got != inf {

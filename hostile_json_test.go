@@ -148,7 +148,7 @@ func runHostileJSON(t *testing.T, base uint64, tc hostileJSONCase) {
 	}
 	opts := Options[*unstructured.Unstructured]{Backoff: hostileBackoff, WatchTimeout: time.Second, IdleMargin: 200 * time.Millisecond}
 	inf := New[*unstructured.Unstructured](dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns"), &opts)
-	if err := inf.reconfigure("the bound of a JSON event", func(c *config[*unstructured.Unstructured]) { c.maxJSONEvent = tc.maxEvent }); err != nil {
+	if err := inf.reconfigure("the bound of a JSON event", false, func(c *config[*unstructured.Unstructured]) { c.maxJSONEvent = tc.maxEvent }); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex

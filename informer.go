@@ -53,14 +53,16 @@ type Informer[T Object] struct {
 	// loop is the watch loop and its state (the writer of cache and
 	// status among them). Runs never overlap, so it passes from one run's
 	// goroutine to the next. Other goroutines touch it only before the
-	// first run, under runMu (SetTransform, the mutation detector), or
-	// through what it publishes: status, the cache and, if sharded, shard.
+	// first run, under runMu (SetTransform, the mutation detector), to
+	// offer it a configuration while it runs (reconfigure), or through
+	// what it publishes: status, the cache and, if sharded, shard.
 	loop *loop[T]
 
 	shard   *sharePublished // the loop's share, if sharded (Options.Sharding)
 	sharder Sharder         // Options.Sharding
 
-	runMu   sync.Mutex         // guards started, ctx, cancel and done
+	runMu   sync.Mutex         // guards cfg, started, ctx, cancel and done
+	cfg     *config[T]         // the configuration: the loop's, or offered to it (reconfigure)
 	started bool               // has ever run
 	ctx     context.Context    // the current run's context; nil when stopped
 	cancel  context.CancelFunc // cancels the current run; nil when stopped
@@ -119,6 +121,7 @@ func newInformer[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[
 	}
 	src := describeSource(lw)
 	inf.loop = newLoop(lw, src, o, inf.cache, inf.status, &inf.disp, log, inf.obs)
+	inf.cfg = o
 	if err := o.fieldsErr; err != nil {
 		// An informer that cannot keep what was asked does not start.
 		hlog.Error("kinformer: " + err.Error())
@@ -182,9 +185,7 @@ func checkItemType[T Object, L runtime.Object]() {
 // index if one of that name exists, or wrapping ErrFields if one reads
 // fields Options.Fields leave out, and adds none of them then.
 func (inf *Informer[T]) AddIndexers(indexers map[string]IndexFunc[T]) error {
-	inf.runMu.Lock()
-	fields := inf.loop.opts.fields
-	inf.runMu.Unlock()
+	fields := inf.configuration().fields
 	if err := checkReads(fields, nil, indexers); err != nil {
 		return fmt.Errorf("kinformer: AddIndexers: %w", err)
 	}
@@ -210,7 +211,10 @@ func (inf *Informer[T]) Synced() <-chan struct{} { return inf.status.syncedCh }
 // WaitForSync blocks until the cache is synced (nil), until ctx ends
 // (ctx.Err()), or until listing fails in a way retrying cannot fix — 403,
 // 401, 404, a bad selector ([IsPersistent]) — and returns that error. The
-// informer itself keeps retrying with backoff in every case.
+// informer itself keeps retrying with backoff in every case. After a
+// Factory's consumer asked a running informer for more fields, it also
+// waits until the re-list that gives its objects those fields has ended
+// (HasSynced stays true meanwhile).
 func (inf *Informer[T]) WaitForSync(ctx context.Context) error {
 	return inf.status.waitSync(ctx)
 }
@@ -355,23 +359,35 @@ func (inf *Informer[T]) leave(reg *Registration, left func()) {
 // the informer has started. A Factory's informer is shared: its Transform
 // is every consumer's.
 func (inf *Informer[T]) SetTransform(fn func(T) (T, error)) error {
-	return inf.reconfigure("the transform", func(c *config[T]) { c.Transform = fn })
+	return inf.reconfigure("the transform", false, func(c *config[T]) { c.Transform = fn })
 }
 
-// reconfigure gives an informer that has never run a new configuration:
-// change edits a copy of the current one, which takes its place, and the
-// loop derives its parts anew (loop.configure); the mutation detector
-// is turned on if the new one asks for it. A configuration is never
-// changed in place. Once the informer has started it returns ErrStarted,
-// naming what could not change.
-func (inf *Informer[T]) reconfigure(what string, change func(*config[T])) error {
+// reconfigure gives the informer a new configuration: change edits a
+// copy of the current one, which takes its place; a configuration is
+// never changed in place. Before the informer first starts, the loop
+// derives its parts anew at once (loop.configure), and the mutation
+// detector is turned on if the new one asks for it. After the start it
+// returns ErrStarted, naming what could not change, unless live: then the
+// loop takes the new one between two of its attempts (loop.offer,
+// loop.adopt; a wider projection by a re-list, which WaitForSync waits
+// for), also if the informer is stopped, at its next run. Live changes
+// are a Factory's (merge), of the projection and the resync period only.
+func (inf *Informer[T]) reconfigure(what string, live bool, change func(*config[T])) error {
 	inf.runMu.Lock()
 	defer inf.runMu.Unlock()
-	if inf.started {
-		return fmt.Errorf("%w: %s can only change before the informer starts", ErrStarted, what)
-	}
-	c := *inf.loop.opts
+	c := *inf.cfg
 	change(&c)
+	if inf.started {
+		if !live {
+			return fmt.Errorf("%w: %s can only change before the informer starts", ErrStarted, what)
+		}
+		c.gen++
+		inf.cfg = &c
+		inf.status.asked.Store(c.gen) // before the loop can take it
+		inf.loop.offer(&c)
+		return nil
+	}
+	inf.cfg = &c
 	inf.loop.configure(&c)
 	if c.DetectMutations && inf.detector == nil && !inf.cache.Compact() {
 		inf.detectMutations()
@@ -380,11 +396,12 @@ func (inf *Informer[T]) reconfigure(what string, change func(*config[T])) error 
 }
 
 // configuration returns the informer's configuration, which is never
-// changed (reconfigure replaces it).
+// changed (reconfigure replaces it). After the start, the loop may not
+// have taken it yet.
 func (inf *Informer[T]) configuration() *config[T] {
 	inf.runMu.Lock()
 	defer inf.runMu.Unlock()
-	return inf.loop.opts
+	return inf.cfg
 }
 
 // detectMutations turns the mutation detector on, before the informer
@@ -407,11 +424,11 @@ func (inf *Informer[T]) detectingMutations() bool {
 
 // Fields returns the paths of the fields the informer's cache keeps
 // (Options.Fields, with what is always kept, or a Factory's consumers'
-// union), sorted; nil if it keeps whole objects.
+// union), sorted; nil if it keeps whole objects. After a Factory widened
+// them while the informer ran, they are the new ones, which cached objects
+// have once WaitForSync returns.
 func (inf *Informer[T]) Fields() []string {
-	inf.runMu.Lock()
-	defer inf.runMu.Unlock()
-	if f := inf.loop.opts.fields; f != nil {
+	if f := inf.configuration().fields; f != nil {
 		return f.Paths()
 	}
 	return nil

@@ -20,7 +20,8 @@ import (
 )
 
 // loop is an informer's watch loop and its state: only the goroutine of
-// the current run touches it, but before the first run (Informer).
+// the current run touches it, but before the first run (Informer), and
+// to offer it a new configuration (offer: an atomic and a channel).
 type loop[T Object] struct {
 	listFn  func(context.Context, metav1.ListOptions) (runtime.Object, error)
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)
@@ -86,10 +87,16 @@ type loop[T Object] struct {
 	newDirect func(decoding) *directWatcher
 	// newState makes the state file's persister (Options.StateDir).
 	newState func() *persist.Persister[T]
+	// stateOn: the state file is open and written in this run.
+	stateOn bool
+	// offered is a configuration given while the informer has started
+	// (offer), not yet taken (adopt); wake tells a watch to end for it.
+	offered atomic.Pointer[config[T]]
+	wake    chan struct{}
 }
 
 // configure makes c the loop's configuration, before the loop first
-// runs, and derives its parts anew: the writer's preparation (Transform,
+// runs or between two attempts (adopt), and derives its parts anew: the writer's preparation (Transform,
 // projection), the decoder (which shares objects only without a
 // Transform, which may modify maps in place: sharing must come after
 // it), and the state file, named for the projection.
@@ -126,6 +133,7 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src described, o *
 		w:       *newWriter(c, s, d, log, o),
 		log:     log,
 		obs:     obs,
+		wake:    make(chan struct{}, 1),
 	}
 	l.st.watchList = !o.DisableStreamingList && src.streams
 	if o.ProbeAfter > 0 {
@@ -148,6 +156,73 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src described, o *
 	l.uidOf = kubeSystemUID(src)
 	l.configure(o)
 	return l
+}
+
+// offer gives the loop of a started informer a new configuration
+// (Informer.reconfigure): the loop takes it before its next attempt
+// (adopt), and a watch under way ends for it.
+func (l *loop[T]) offer(c *config[T]) {
+	l.offered.Store(c)
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// adopt takes the configuration offered, if any, between two attempts. A
+// wider projection is taken by a list: the decoder and the writer's
+// preparation keep the new fields from then on, the state file is the one
+// named for them, and the list takes every object as it comes, with
+// Modified for each one cached before (writer.widened); until it ends,
+// cached objects lack the new fields, and WaitForSync waits. A new resync
+// period is taken at once, and counts from now.
+func (l *loop[T]) adopt(resyncAt *time.Time) {
+	c := l.offered.Swap(nil)
+	if c == nil {
+		return
+	}
+	select {
+	case <-l.wake: // no watch must end for it any more
+	default:
+	}
+	widened := !projection.Equal(l.opts.fields, c.fields)
+	if widened && l.stateOn {
+		l.w.state.Stop() // the narrower projection's file, as it stands
+		l.stateOn = false
+	}
+	resync := c.ResyncPeriod != l.opts.ResyncPeriod
+	l.configure(c)
+	if resync {
+		*resyncAt = time.Time{}
+		if c.ResyncPeriod > 0 {
+			*resyncAt = time.Now().Add(jittered(c.ResyncPeriod))
+		}
+	}
+	if !widened {
+		if l.w.takes != 0 {
+			l.w.takes = c.gen // a list for a wider projection is under way
+		} else {
+			l.w.status.take(c.gen)
+		}
+		return
+	}
+	keeps := "whole objects"
+	if c.fields != nil {
+		keeps = c.fields.String()
+	}
+	l.log.Info("kinformer: re-listing to keep the fields a new consumer asked for", "fields", keeps)
+	if l.st.phase == phaseWatch || l.st.phase == phaseListJoined {
+		l.obs.relist("reconfigure")
+	}
+	l.w.widened, l.w.fresh, l.w.takes = true, true, c.gen
+	// Whatever the run was restoring or catching up came from the
+	// narrower projection: the list replaces it.
+	l.held, l.target = nil, ""
+	l.st.phase = phaseList
+	if l.stateOpened && l.newState != nil && l.openState() {
+		l.w.state.Start()
+		l.stateOn = true
+	}
 }
 
 // detectMutations makes d the writer's mutation hook, before the loop
@@ -177,9 +252,18 @@ func (l *loop[T]) run(ctx context.Context) {
 	grewBefore := l.joining() != nil && !l.joining().Empty()
 	if l.newState != nil && l.openState() {
 		l.w.state.Start()
-		defer l.w.state.Stop() // after the last write: the loop has returned
+		l.stateOn = true
 	}
+	defer func() {
+		if l.stateOn { // after the last write: the loop has returned
+			l.w.state.Stop()
+			l.stateOn = false
+		}
+	}()
 	l.st.phase = firstPhase(l.held != nil, l.w.status.resourceVersion() != "", l.w.status.synced.Load(), grewBefore, l.sh != nil)
+	if l.w.widened {
+		l.st.phase = phaseList // the list for a wider projection (adopt) did not end in the last run
+	}
 	bo := newBackoffState(l.opts.Backoff)
 	var resyncAt time.Time // zero: no resync scheduled
 	if l.opts.ResyncPeriod > 0 {
@@ -187,6 +271,7 @@ func (l *loop[T]) run(ctx context.Context) {
 		resyncAt = time.Now().Add(jittered(l.opts.ResyncPeriod))
 	}
 	for ctx.Err() == nil {
+		l.adopt(&resyncAt)
 		var o outcome
 		attempt := true
 		if l.sh != nil {

@@ -60,6 +60,7 @@ func TestStep(t *testing.T) {
 		{"another cluster behind a restored cache's probe → re-list at once", probing, outcome{kind: otherHistory, err: ErrAnotherHistory}, list, false},
 		{"resync on a pager → paged re-list at once", state{phase: phaseWatch}, outcome{kind: resyncDue}, state{phase: phaseList}, false},
 		{"share changed during a watch → applied, then the same phase", watching, outcome{kind: resharded}, watching, false},
+		{"a watch ended for a new configuration → the same phase (loop.adopt takes it)", watching, outcome{kind: reconfigured}, watching, false},
 		{"share grew while watching, server filters → list the joined slots at once", joinable, outcome{kind: shareGrew}, joining, false},
 		{"share grew while watching, joined slots not listable alone → re-list at once", watching, outcome{kind: shareGrew}, list, false},
 		{"share grew while listing → list", list, outcome{kind: shareGrew}, list, false},

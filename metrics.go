@@ -22,7 +22,7 @@ import (
 //
 //	kinformer_events_total{resource,type}               events queued for handlers
 //	kinformer_requests_total{resource,verb,result}      list, watchlist and watch requests
-//	kinformer_relists_total{resource,cause}             re-lists: expired, too_large, another_history, resync, error
+//	kinformer_relists_total{resource,cause}             re-lists: expired, too_large, another_history, resync, reconfigure, error
 //	kinformer_backoff_waits_total{resource}             waits before a retry
 //	kinformer_backoff_seconds_total{resource}           time spent in them
 //	kinformer_objects{resource}                         objects cached

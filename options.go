@@ -314,10 +314,11 @@ type Options[T Object] struct {
 
 // config is an informer's configuration: its Options with the defaults
 // filled in, and what New compiles from them. It is made once (compile)
-// and never changed: a change an informer takes before it starts (a
-// Factory's consumer widening the projection or the resync, SetTransform)
-// makes a new one in its place (Informer.reconfigure), and the loop
-// derives its parts anew from it.
+// and never changed: a change an informer takes (a Factory's consumer
+// widening the projection or shortening the resync, SetTransform before
+// the start) makes a new one in its place (Informer.reconfigure), and the
+// loop derives its parts anew from it: before the start at once, after
+// it between two of its attempts (loop.adopt).
 type config[T Object] struct {
 	Options[T]
 	defaultKey bool // KeyFunc was not given: MetaNamespaceKey
@@ -333,6 +334,11 @@ type config[T Object] struct {
 	// maxJSONEvent bounds a JSON event's bytes; 0 is jsonwatch.MaxEvent.
 	// Tests lower it to test the bound quickly.
 	maxJSONEvent int64
+	// gen counts the configurations the informer was given while it had
+	// started (Informer.reconfigure, live): 0 for the one New made and
+	// those given before the start. WaitForSync waits until the informer
+	// has taken the last one (status.taken).
+	gen uint64
 }
 
 // compile makes the configuration of an informer of objType's objects

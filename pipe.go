@@ -68,8 +68,9 @@ func (w *writer[T]) pipeEnd() {
 }
 
 // pipeDone ends a pipelined list at rv: the cache holds items already
-// (pipeOne); the state file gets them all, and the informer is synced.
-func (w *writer[T]) pipeDone(items map[string]ref[T], rv string) {
+// (pipeOne); the state file gets them all (and only them, widened: it held
+// a narrower projection's), and the informer is synced.
+func (w *writer[T]) pipeDone(items map[string]ref[T], rv string, widened bool) {
 	w.cache.refit(items) // the file gets all of them anyway
 	if h := w.held; h != nil {
 		h.r = items[h.key] // as refit left it
@@ -77,6 +78,9 @@ func (w *writer[T]) pipeDone(items map[string]ref[T], rv string) {
 	w.disp.update(func(p publisher[T]) {
 		if w.state != nil {
 			var b *persist.Batch[T] = w.state.Batch()
+			if widened {
+				b.Reset() // the file held the narrower objects, or none
+			}
 			for key, r := range items {
 				w.cache.h.put(b, key, r)
 			}
@@ -84,6 +88,7 @@ func (w *writer[T]) pipeDone(items map[string]ref[T], rv string) {
 		}
 		w.setRV(rv)
 		w.putHeld(p)
+		w.takeConfig()
 		w.syncedLocked(p, true)
 	})
 	w.recovered()

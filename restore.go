@@ -50,7 +50,9 @@ func (l *loop[T]) openState() bool {
 	case load && rv != "":
 		l.held = &heldState{rv: rv}
 		l.log.Debug("kinformer: opened the state file; restoring it once the server authorizes a list", "resourceVersion", rv, "file", p.Path())
-	case !load && rv == "":
+	case !load && rv == "" && !l.w.widened:
+		// (Widened: the cache holds a narrower projection than the
+		// file's; the list under way writes it whole.)
 		l.w.rewriteState()
 	}
 	return true

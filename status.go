@@ -30,6 +30,11 @@ type status struct {
 	// wait); cleared when a list or watch works again (ok).
 	reconnecting atomic.Int64
 	restored     atomic.Pointer[StateRestore] // the last restore from the state file (nil: none)
+	// asked is the config.gen of the last configuration the informer was
+	// given while started, taken the last one its loop has taken (a list
+	// under it replaced the cache, for a wider projection): WaitForSync
+	// waits until taken reaches asked.
+	asked, taken atomic.Uint64
 
 	mu           sync.Mutex    // guards the fields below
 	syncErr      error         // the last persistent error before the first sync
@@ -155,17 +160,35 @@ func (s *status) setSync(synced bool, persistent error) {
 	}
 }
 
-// waitSync waits until the informer has synced (nil), a persistent error
-// stops the first sync (that error), or ctx ends.
+// current reports whether the informer has synced and taken the last
+// configuration it was given.
+func (s *status) current() bool {
+	return s.synced.Load() && s.taken.Load() >= s.asked.Load()
+}
+
+// take records that the loop has taken the configuration gen (for a wider
+// projection: a list under it has replaced the cache), waking the
+// WaitForSync calls that wait for it.
+func (s *status) take(gen uint64) {
+	s.taken.Store(gen)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.syncCh)
+	s.syncCh = make(chan struct{})
+}
+
+// waitSync waits until the informer has synced and taken the last
+// configuration it was given (nil), a persistent error stops the first
+// sync (that error), or ctx ends.
 func (s *status) waitSync(ctx context.Context) error {
 	for {
-		if s.synced.Load() {
+		if s.current() {
 			return nil
 		}
 		s.mu.Lock()
 		err, ch := s.syncErr, s.syncCh
 		s.mu.Unlock()
-		if s.synced.Load() {
+		if s.current() {
 			return nil
 		}
 		if err != nil {

@@ -102,6 +102,7 @@ const (
 	otherHistory                        // the server is another cluster than the cache's (loop.rebound); err says why
 	resharded                           // the share of a sharded informer changed during a watch
 	shareGrew                           // the share grew: objects may have joined
+	reconfigured                        // a watch ended for a new configuration (loop.adopt)
 )
 
 type outcome struct {
@@ -150,7 +151,7 @@ func transition(s state, o outcome) (next state, backoff bool) {
 	once := s.pageOnce
 	s.pageOnce = false
 	switch o.kind {
-	case stopped, resharded:
+	case stopped, resharded, reconfigured:
 		return s, false
 	case listed, watchEnded, probed:
 		s.phase = phaseWatch

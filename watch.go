@@ -101,6 +101,32 @@ func clientStreamError(err error) bool {
 	return false
 }
 
+// cancelOnOffer returns ctx, cancelled once the loop is offered a new
+// configuration (at once if it has one), and a release to call when done
+// with it.
+func (l *loop[T]) cancelOnOffer(ctx context.Context) (context.Context, func()) {
+	c, cancel := context.WithCancel(ctx)
+	if l.offered.Load() != nil {
+		cancel()
+		return c, cancel
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-l.wake:
+				if l.offered.Load() != nil { // else: one adopt has taken
+					cancel()
+					return
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return c, func() { close(done); cancel() }
+}
+
 func isNilWatch(w watch.Interface) bool {
 	v := reflect.ValueOf(w)
 	return v.Kind() == reflect.Pointer && v.IsNil()
@@ -120,11 +146,20 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 		ctx, release = l.cancelOnReshard(ctx)
 		defer release()
 		defer func() {
-			if outer.Err() == nil && ctx.Err() != nil {
+			if outer.Err() == nil && ctx.Err() != nil && o.kind != reconfigured {
 				o = outcome{kind: resharded}
 			}
 		}()
 	}
+	// So does a new configuration (loop.offer).
+	mid := ctx
+	ctx, release := l.cancelOnOffer(ctx)
+	defer release()
+	defer func() {
+		if mid.Err() == nil && ctx.Err() != nil {
+			o = outcome{kind: reconfigured}
+		}
+	}()
 	s, err := l.openWatch(l.traceCluster(ctx), "watch", func(o *metav1.ListOptions) { o.ResourceVersion = rv })
 	if err != nil {
 		if isNoDirect(err) {

@@ -59,6 +59,15 @@ type writer[T Object] struct {
 	// another history, it is listed again, fresh (loop.listedFrom).
 	fresh bool
 	blind int
+	// widened: the projection is wider than the cached objects' (a
+	// Factory's consumer asked for more fields while the informer ran,
+	// loop.adopt): the next list takes every object as it comes (fresh),
+	// queues Modified for each one cached before, and rewrites the state
+	// file whole. takes is the config.gen that list makes the informer's
+	// (status.take; 0: none). Set by the loop; the list's replace clears
+	// them.
+	widened bool
+	takes   uint64
 }
 
 // newWriter returns the writer of c and s, which queues its events on d,
@@ -299,10 +308,10 @@ func (w *writer[T]) applyLocked(p publisher[T], typ EventType, eObj, r ref[T], o
 // sharded informer's share grew) are Added with CauseReshard. Readers are held up
 // only by the swap itself, not by the diff or the queueing.
 func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Set) {
-	fresh := w.fresh
-	w.fresh = false
+	fresh, widened := w.fresh, w.widened
+	w.fresh, w.widened = false, false
 	if w.piping {
-		w.pipeDone(items, rv)
+		w.pipeDone(items, rv, widened)
 		w.piped = false
 		return
 	}
@@ -317,6 +326,9 @@ func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Se
 		if w.state != nil {
 			batch = w.state.Batch() // the file's next state is the whole change, or none of it
 			defer batch.End(rv)
+			if widened {
+				batch.Reset() // the file held the narrower objects, or none
+			}
 		}
 		old, rewrite := w.swap(p, items)
 		w.setRV(rv)
@@ -337,10 +349,11 @@ func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Se
 					c = CauseReshard
 				}
 				w.emit(p, Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: c}, r, ref[T]{})
-			case !w.cache.h.sameVersion(o, r) || o.uid() != r.uid() || fresh && !w.cache.h.same(o, r):
+			case widened || !w.cache.h.sameVersion(o, r) || o.uid() != r.uid() || fresh && !w.cache.h.same(o, r):
 				// Another uid at one resourceVersion, or other bytes where
 				// the holding keeps no uid: another cluster's object
-				// (ErrAnotherHistory).
+				// (ErrAnotherHistory). Widened: the object now has the
+				// fields a new consumer reads.
 				w.emit(p, Event[T]{Type: Modified, Key: key, ResourceVersion: rv, Cause: cause}, r, o)
 			case !rewrite:
 				continue
@@ -349,9 +362,21 @@ func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Se
 				w.cache.h.put(batch, key, r)
 			}
 		}
+		w.takeConfig()
 		w.syncedLocked(p, first)
 	})
 	w.recovered()
+}
+
+// takeConfig marks the configuration the list just ended was made under
+// as taken (status.take), if the loop gave it one to take: WaitForSync
+// returns again. Called before syncedLocked, in the dispatcher's update,
+// once the cache holds the list.
+func (w *writer[T]) takeConfig() {
+	if w.takes != 0 {
+		w.status.take(w.takes)
+		w.takes = 0
+	}
 }
 
 // gone empties the cache of a resource the server no longer serves (its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -219,7 +220,8 @@ func TestProjectionUnknownPath(t *testing.T) {
 
 // A Factory's consumers with different fields share one watch holding the
 // union; one without Fields makes it whole; after the start a consumer
-// wanting more than the cache holds is refused.
+// wanting more than the cache holds makes the running informer re-list to
+// keep it, and WaitForSync waits for that list.
 func TestProjectionFactoryUnion(t *testing.T) {
 	srv, _, ns := withPods(t, 1, 1)
 	f, _ := newFactory(t, srv.Config())
@@ -241,13 +243,58 @@ func TestProjectionFactoryUnion(t *testing.T) {
 	if again, err := kinformer.Shared[*corev1.Pod](f, ns, &kinformer.Options[*corev1.Pod]{Fields: []string{"status.phase"}}); err != nil || again != a {
 		t.Fatalf("narrower consumer: %v", err)
 	}
-	// Wider: refused, saying what it keeps.
-	_, err = kinformer.Shared[*corev1.Pod](f, ns, &kinformer.Options[*corev1.Pod]{Fields: []string{"metadata.labels"}})
-	if !errors.Is(err, kinformer.ErrStarted) || !strings.Contains(err.Error(), "spec.nodeName") {
-		t.Fatalf("wider consumer after the start: %v, want ErrStarted naming what is kept", err)
+	// Wider: the running informer keeps the union from a re-list on, and
+	// tells its handlers with Modified for every object it held.
+	widened := make(chan *corev1.Pod, 10)
+	a.AddHandlerFuncs(kinformer.HandlerFuncs[*corev1.Pod]{Modified: func(e kinformer.Event[*corev1.Pod]) {
+		if e.Cause == kinformer.CauseRelist && e.Object.Labels != nil && e.Old.Labels == nil {
+			widened <- e.Object
+		}
+	}})
+	wider, err := kinformer.Shared[*corev1.Pod](f, ns, &kinformer.Options[*corev1.Pod]{Fields: []string{"metadata.labels"}})
+	if err != nil || wider != a {
+		t.Fatalf("wider consumer after the start: %p, %v; want the running informer", wider, err)
 	}
-	if _, err := kinformer.Shared[*corev1.Pod](f, ns, nil); !errors.Is(err, kinformer.ErrStarted) {
+	if got := a.Fields(); !slices.Contains(got, "metadata.labels") || !slices.Contains(got, "spec.nodeName") {
+		t.Fatalf("fields after the wider consumer: %v", got)
+	}
+	if err := a.WaitForSync(bounded(t, callTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := a.Cache().GetNamespaced(ns, "p-001"); p == nil || p.Labels["app"] != "web" || p.Spec.NodeName != "node-1" || p.Annotations != nil {
+		t.Fatalf("after WaitForSync, the cache does not hold the union with metadata.labels: %+v", p)
+	}
+	select {
+	case p := <-widened:
+		if p.Name != "p-001" || p.Labels["app"] != "web" {
+			t.Fatalf("Modified for the widening: %+v", p)
+		}
+	case <-time.After(callTimeout):
+		t.Fatal("no Modified with the new fields for the object held before")
+	}
+	// It goes on watching with the new fields.
+	c := clientset(t, srv.Config())
+	live, err := c.CoreV1().Pods(ns).Get(bounded(t, callTimeout), "p-001", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live.Labels["app"] = "db"
+	if _, err := c.CoreV1().Pods(ns).Update(bounded(t, callTimeout), live, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, callTimeout, "the watch after the widening keeps the new labels", func() bool {
+		p, _ := a.Cache().GetNamespaced(ns, "p-001")
+		return p != nil && p.Labels["app"] == "db"
+	})
+	// And whole objects, for a consumer without Fields.
+	if whole, err := kinformer.Shared[*corev1.Pod](f, ns, nil); err != nil || whole != a {
 		t.Fatalf("whole-object consumer after the start: %v", err)
+	}
+	if err := a.WaitForSync(bounded(t, callTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := a.Cache().GetNamespaced(ns, "p-001"); p == nil || p.Annotations["note"] == "" || a.Fields() != nil {
+		t.Fatalf("a consumer without Fields after the start did not make the cache whole: %+v, fields %v", p, a.Fields())
 	}
 
 	// Before the start, a consumer without Fields makes it whole.
@@ -298,6 +345,67 @@ func TestProjectionStateDir(t *testing.T) {
 	}
 	if n, p := run([]string{"metadata.labels"}); n != 0 || p.Spec.NodeName != "" || p.Labels["app"] != "web" {
 		t.Fatalf("other fields: %d restored (want 0, a list), %+v", n, p)
+	}
+}
+
+// A projection widened while the informer runs, with StateDir: the re-list
+// writes the file named for the new fields whole, and the next process
+// asking for those fields starts warm from it, with the fields; the file
+// of the narrower fields stays as it was.
+func TestProjectionWidenedWithStateDir(t *testing.T) {
+	for _, compact := range []bool{false, true} {
+		t.Run(fmt.Sprint("compact=", compact), func(t *testing.T) { testProjectionWidenedWithStateDir(t, compact) })
+	}
+}
+
+func testProjectionWidenedWithStateDir(t *testing.T, compact bool) {
+	srv, _, ns := withPods(t, 0, 3)
+	dir := t.TempDir()
+	narrow, wide := []string{"spec.nodeName"}, []string{"spec.nodeName", "metadata.labels"}
+	f := kinformer.NewFactory(srv.Config(), &kinformer.FactoryOptions{StateDir: dir, Compact: compact})
+	a, err := kinformer.Shared[*corev1.Pod](f, ns, &kinformer.Options[*corev1.Pod]{Fields: narrow, StateInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Start()
+	waitForSync(t, f)
+	if _, err := kinformer.Shared[*corev1.Pod](f, ns, &kinformer.Options[*corev1.Pod]{Fields: []string{"metadata.labels"}, StateInterval: 10 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	waitForSync(t, f) // the re-list under the union
+	if p, _ := a.Cache().GetNamespaced(ns, "p-001"); p == nil || p.Labels["app"] != "web" {
+		t.Fatalf("after the widening: %+v", p)
+	}
+	time.Sleep(200 * time.Millisecond) // a commit of the state file
+	f.Stop()
+
+	run := func(fields []string) (restored int, p *corev1.Pod) {
+		g := kinformer.NewFactory(srv.Config(), &kinformer.FactoryOptions{StateDir: dir, Compact: compact})
+		defer g.Stop()
+		inf, err := kinformer.Shared[*corev1.Pod](g, ns, &kinformer.Options[*corev1.Pod]{Fields: fields, StateInterval: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n atomic.Int32
+		var first atomic.Pointer[corev1.Pod]
+		inf.AddHandlerFuncs(kinformer.HandlerFuncs[*corev1.Pod]{Added: func(e kinformer.Event[*corev1.Pod]) {
+			if e.Cause == kinformer.CauseRestore {
+				n.Add(1)
+				if e.Key == ns+"/p-001" {
+					first.Store(e.Object)
+				}
+			}
+		}})
+		g.Start()
+		waitForSync(t, g)
+		time.Sleep(100 * time.Millisecond) // the handler's events
+		return int(n.Load()), first.Load()
+	}
+	if n, p := run(wide); n != 3 || p == nil || p.Labels["app"] != "web" || p.Spec.NodeName != "node-1" {
+		t.Fatalf("the widened fields: %d restored (want 3), p-001 restored as %+v", n, p)
+	}
+	if n, p := run(narrow); n != 3 || p == nil || p.Labels != nil || p.Spec.NodeName != "node-1" {
+		t.Fatalf("the narrower fields: %d restored (want 3), p-001 restored as %+v", n, p)
 	}
 }
 
