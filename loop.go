@@ -96,10 +96,11 @@ type loop[T Object] struct {
 }
 
 // configure makes c the loop's configuration, before the loop first
-// runs or between two attempts (adopt), and derives its parts anew: the writer's preparation (Transform,
-// projection), the decoder (which shares objects only without a
-// Transform, which may modify maps in place: sharing must come after
-// it), and the state file, named for the projection.
+// runs or between two attempts (adopt), and derives its parts anew: the
+// writer's preparation (Transform, projection), the decoder (which shares
+// objects only without a Transform, which may modify maps in place:
+// sharing must come after it), and the state file, named for the
+// projection.
 func (l *loop[T]) configure(c *config[T]) {
 	old := l.opts
 	l.opts = c
