@@ -36,6 +36,11 @@ func (k *packer[T]) packEncoded(c *Cache[T], key string, data, entry []byte) (re
 
 // open opens the state file (persist's OpenHeld).
 func (k *packer[T]) open(_ *Cache[T], s *persist.Persister[T], load bool) (string, bool) {
+	if k.dictGen != 0 {
+		// s may be another file than the one told last (a wider
+		// projection's, loop.adopt): it is told them again.
+		k.toldGen = 0
+	}
 	return s.OpenHeld(load)
 }
 

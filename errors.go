@@ -82,8 +82,8 @@ var (
 	ErrRunning = errors.New("informer already running")
 
 	// ErrStarted is returned for what can be done only before an informer
-	// first starts (SetTransform; a factory's consumer asking for another
-	// resync period).
+	// first starts (SetTransform; a factory's consumer asking a started
+	// informer for the mutation detector).
 	ErrStarted = errors.New("informer already started")
 
 	// ErrFactoryStopped is returned by Shared and Dynamic after

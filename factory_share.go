@@ -219,7 +219,13 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T], fields *pr
 		}
 	}
 	// From here on nothing fails but for a Start racing this merge, which
-	// only the mutation detector minds.
+	// only the mutation detector minds: it goes first, so that nothing has
+	// changed if it fails.
+	if detect && !inf.detectingMutations() {
+		if err := inf.reconfigure("the mutation detector", false, func(c *config[T]) { c.DetectMutations = true }); err != nil {
+			return err
+		}
+	}
 	if widen || resync != have.ResyncPeriod { // first: the indexes added are checked against the union
 		if err := inf.reconfigure("the fields it keeps", true, func(c *config[T]) { c.fields, c.ResyncPeriod = union, resync }); err != nil {
 			return err
@@ -231,11 +237,6 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T], fields *pr
 		}
 		for name, fn := range added {
 			e.indexes[name] = funcID(fn)
-		}
-	}
-	if detect && !inf.detectingMutations() {
-		if err := inf.reconfigure("the mutation detector", false, func(c *config[T]) { c.DetectMutations = true }); err != nil {
-			return err
 		}
 	}
 	return nil

@@ -10,6 +10,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
+
+	"github.com/kinformer/kinformer/internal/projection"
 )
 
 // Informer lists and watches one resource, keeps a Cache of it in sync with
@@ -370,7 +372,7 @@ func (inf *Informer[T]) SetTransform(fn func(T) (T, error)) error {
 // returns ErrStarted, naming what could not change, unless live: then the
 // loop takes the new one between two of its attempts (loop.offer,
 // loop.adopt; a wider projection by a re-list, which WaitForSync waits
-// for), also if the informer is stopped, at its next run. Live changes
+// for: config.gen), also if the informer is stopped, at its next run. Live changes
 // are a Factory's (merge), of the projection and the resync period only.
 func (inf *Informer[T]) reconfigure(what string, live bool, change func(*config[T])) error {
 	inf.runMu.Lock()
@@ -381,9 +383,12 @@ func (inf *Informer[T]) reconfigure(what string, live bool, change func(*config[
 		if !live {
 			return fmt.Errorf("%w: %s can only change before the informer starts", ErrStarted, what)
 		}
-		c.gen++
+		if !projection.Equal(c.fields, inf.cfg.fields) {
+			// WaitForSync waits for the list that gives the cache them.
+			c.gen++
+			inf.status.asked.Store(c.gen) // before the loop can take it
+		}
 		inf.cfg = &c
-		inf.status.asked.Store(c.gen) // before the loop can take it
 		inf.loop.offer(&c)
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"reflect"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -90,9 +91,11 @@ type loop[T Object] struct {
 	// stateOn: the state file is open and written in this run.
 	stateOn bool
 	// offered is a configuration given while the informer has started
-	// (offer), not yet taken (adopt); wake tells a watch to end for it.
+	// (offer), not yet taken (adopt). offers is closed, and replaced,
+	// at each offer: a watch ends for it, an idle sharded loop wakes.
 	offered atomic.Pointer[config[T]]
-	wake    chan struct{}
+	offerMu sync.Mutex // guards offers
+	offers  chan struct{}
 }
 
 // configure makes c the loop's configuration, before the loop first
@@ -134,7 +137,7 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src described, o *
 		w:       *newWriter(c, s, d, log, o),
 		log:     log,
 		obs:     obs,
-		wake:    make(chan struct{}, 1),
+		offers:  make(chan struct{}),
 	}
 	l.st.watchList = !o.DisableStreamingList && src.streams
 	if o.ProbeAfter > 0 {
@@ -163,11 +166,21 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src described, o *
 // (Informer.reconfigure): the loop takes it before its next attempt
 // (adopt), and a watch under way ends for it.
 func (l *loop[T]) offer(c *config[T]) {
+	l.offerMu.Lock()
+	defer l.offerMu.Unlock()
 	l.offered.Store(c)
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
+	close(l.offers)
+	l.offers = make(chan struct{})
+}
+
+// offerPending returns a channel closed at the next offer, and whether a
+// configuration offered is waiting already (in that order: none is
+// missed between the two).
+func (l *loop[T]) offerPending() (next <-chan struct{}, pending bool) {
+	l.offerMu.Lock()
+	next = l.offers
+	l.offerMu.Unlock()
+	return next, l.offered.Load() != nil
 }
 
 // adopt takes the configuration offered, if any, between two attempts. A
@@ -175,16 +188,14 @@ func (l *loop[T]) offer(c *config[T]) {
 // preparation keep the new fields from then on, the state file is the one
 // named for them, and the list takes every object as it comes, with
 // Modified for each one cached before (writer.widened); until it ends,
-// cached objects lack the new fields, and WaitForSync waits. A new resync
-// period is taken at once, and counts from now.
+// cached objects lack the new fields, and WaitForSync waits (not with an
+// empty cache). A new resync period is taken at once, and counts from now
+// (resyncAt; nil when the loop waits for a share, and lists once it has
+// one).
 func (l *loop[T]) adopt(resyncAt *time.Time) {
 	c := l.offered.Swap(nil)
 	if c == nil {
 		return
-	}
-	select {
-	case <-l.wake: // no watch must end for it any more
-	default:
 	}
 	widened := !projection.Equal(l.opts.fields, c.fields)
 	if widened && l.stateOn {
@@ -192,8 +203,10 @@ func (l *loop[T]) adopt(resyncAt *time.Time) {
 		l.stateOn = false
 	}
 	resync := c.ResyncPeriod != l.opts.ResyncPeriod
+	direct := l.st.direct
 	l.configure(c)
-	if resync {
+	l.st.direct = direct && l.direct != nil // what the server refused stays refused
+	if resync && resyncAt != nil {
 		*resyncAt = time.Time{}
 		if c.ResyncPeriod > 0 {
 			*resyncAt = time.Now().Add(jittered(c.ResyncPeriod))
@@ -221,8 +234,16 @@ func (l *loop[T]) adopt(resyncAt *time.Time) {
 	l.held, l.target = nil, ""
 	l.st.phase = phaseList
 	if l.stateOpened && l.newState != nil && l.openState() {
+		// Emptied until the list writes it whole: whatever an earlier
+		// process left in the file named for these fields must not be
+		// trusted at a later resourceVersion (a commit before the list
+		// ends: a 404's deletions, say).
+		l.w.state.Discard()
 		l.w.state.Start()
 		l.stateOn = true
+	}
+	if l.w.cache.size() == 0 {
+		l.w.takeConfig() // nothing cached lacks the new fields
 	}
 }
 

@@ -22,7 +22,7 @@ import (
 //
 //	kinformer_events_total{resource,type}               events queued for handlers
 //	kinformer_requests_total{resource,verb,result}      list, watchlist and watch requests
-//	kinformer_relists_total{resource,cause}             re-lists: expired, too_large, another_history, resync, reconfigure, error
+//	kinformer_relists_total{resource,cause}             re-lists: expired, too_large, another_history, resync, reconfigure, reshard, error
 //	kinformer_backoff_waits_total{resource}             waits before a retry
 //	kinformer_backoff_seconds_total{resource}           time spent in them
 //	kinformer_objects{resource}                         objects cached
@@ -81,7 +81,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kinformer_requests_total",
 			Help: "List, watch-list and watch requests, by result."}, []string{"resource", "verb", "result"}),
 		relists: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kinformer_relists_total",
-			Help: "Re-lists after the first list, by cause: expired (410), too_large (504), another_history (another cluster behind the connection), resync, error."}, []string{"resource", "cause"}),
+			Help: "Re-lists after the first list, by cause: expired (410), too_large (504), another_history (another cluster behind the connection), resync, reconfigure (a consumer asked for more fields), reshard, error."}, []string{"resource", "cause"}),
 		waits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kinformer_backoff_waits_total",
 			Help: "Waits before retrying a failed list or watch."}, []string{"resource"}),
 		waited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kinformer_backoff_seconds_total",

@@ -150,10 +150,18 @@ func (l *loop[T]) applyShare(ctx context.Context) (grew, ok bool) {
 			}
 			return grew, true
 		}
+		offers, pending := l.offerPending()
+		if pending {
+			// No share to list yet: the new configuration is taken
+			// now, and the list once there is one applies it.
+			l.adopt(nil)
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return false, false
 		case <-changed:
+		case <-offers:
 		}
 	}
 }

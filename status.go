@@ -12,7 +12,8 @@ import (
 // status is what the loop publishes to other goroutines: the informer's
 // resourceVersion, whether it has synced, when it last heard from the
 // server, why it cannot sync or goes on failing, and who waits for which.
-// Only the loop's writer changes it; anyone reads it.
+// Only the loop's writer changes it, but for asked (Informer.reconfigure);
+// anyone reads it.
 //
 // What is read on every event or by every caller is an atomic; the rest,
 // and every wait, is under the one mutex.

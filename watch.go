@@ -106,22 +106,17 @@ func clientStreamError(err error) bool {
 // with it.
 func (l *loop[T]) cancelOnOffer(ctx context.Context) (context.Context, func()) {
 	c, cancel := context.WithCancel(ctx)
-	if l.offered.Load() != nil {
+	next, pending := l.offerPending()
+	if pending {
 		cancel()
 		return c, cancel
 	}
 	done := make(chan struct{})
 	go func() {
-		for {
-			select {
-			case <-l.wake:
-				if l.offered.Load() != nil { // else: one adopt has taken
-					cancel()
-					return
-				}
-			case <-done:
-				return
-			}
+		select {
+		case <-next:
+			cancel()
+		case <-done:
 		}
 	}()
 	return c, func() { close(done); cancel() }
@@ -140,24 +135,24 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 	}
 	rv := l.w.status.resourceVersion()
 	outer := ctx
+	// A new configuration ends the watch (loop.offer), and so does, for a
+	// sharded informer, a change of share: it was opened for the old one.
+	// (Each outcome is set before the contexts are released.)
+	offerCtx, releaseOffer := l.cancelOnOffer(outer)
+	defer releaseOffer()
+	ctx = offerCtx
 	if l.sh != nil {
-		// A change of share ends the watch: it was opened for the old one.
-		var release func()
-		ctx, release = l.cancelOnReshard(ctx)
-		defer release()
-		defer func() {
-			if outer.Err() == nil && ctx.Err() != nil && o.kind != reconfigured {
-				o = outcome{kind: resharded}
-			}
-		}()
+		shareCtx, releaseShare := l.cancelOnReshard(offerCtx)
+		defer releaseShare()
+		ctx = shareCtx
 	}
-	// So does a new configuration (loop.offer).
-	mid := ctx
-	ctx, release := l.cancelOnOffer(ctx)
-	defer release()
 	defer func() {
-		if mid.Err() == nil && ctx.Err() != nil {
-			o = outcome{kind: reconfigured}
+		switch {
+		case outer.Err() != nil || ctx.Err() == nil:
+		case offerCtx.Err() != nil:
+			o = outcome{kind: reconfigured, healthy: o.healthy}
+		default:
+			o = outcome{kind: resharded}
 		}
 	}()
 	s, err := l.openWatch(l.traceCluster(ctx), "watch", func(o *metav1.ListOptions) { o.ResourceVersion = rv })

@@ -72,7 +72,8 @@ type writer[T Object] struct {
 
 // newWriter returns the writer of c and s, which queues its events on d,
 // with the options that say how objects are prepared; the loop adds the
-// rest before the first run (the state file, the mutation detector).
+// rest before the first run (the state file, the mutation detector), and
+// changes them as it takes a new configuration (loop.configure).
 func newWriter[T Object](c *Cache[T], s *status, d *dispatcher[T], log *slog.Logger, o *config[T]) *writer[T] {
 	return &writer[T]{cache: c, status: s, disp: d, log: log, transform: o.Transform,
 		keepManaged: o.KeepManagedFields, share: &intern.Sharer{}, detect: noMutationHook[T]{}}

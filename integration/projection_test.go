@@ -359,7 +359,8 @@ func TestProjectionWidenedWithStateDir(t *testing.T) {
 }
 
 func testProjectionWidenedWithStateDir(t *testing.T, compact bool) {
-	srv, _, ns := withPods(t, 0, 3)
+	const pods = 30 // compact: more than it takes to make a dictionary (DictSamples)
+	srv, _, ns := withPods(t, 0, pods)
 	dir := t.TempDir()
 	narrow, wide := []string{"spec.nodeName"}, []string{"spec.nodeName", "metadata.labels"}
 	f := kinformer.NewFactory(srv.Config(), &kinformer.FactoryOptions{StateDir: dir, Compact: compact})
@@ -401,11 +402,11 @@ func testProjectionWidenedWithStateDir(t *testing.T, compact bool) {
 		time.Sleep(100 * time.Millisecond) // the handler's events
 		return int(n.Load()), first.Load()
 	}
-	if n, p := run(wide); n != 3 || p == nil || p.Labels["app"] != "web" || p.Spec.NodeName != "node-1" {
-		t.Fatalf("the widened fields: %d restored (want 3), p-001 restored as %+v", n, p)
+	if n, p := run(wide); n != pods || p == nil || p.Labels["app"] != "web" || p.Spec.NodeName != "node-1" {
+		t.Fatalf("the widened fields: %d restored (want %d), p-001 restored as %+v", n, pods, p)
 	}
-	if n, p := run(narrow); n != 3 || p == nil || p.Labels != nil || p.Spec.NodeName != "node-1" {
-		t.Fatalf("the narrower fields: %d restored (want 3), p-001 restored as %+v", n, p)
+	if n, p := run(narrow); n != pods || p == nil || p.Labels != nil || p.Spec.NodeName != "node-1" {
+		t.Fatalf("the narrower fields: %d restored (want %d), p-001 restored as %+v", n, pods, p)
 	}
 }
 
