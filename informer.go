@@ -10,8 +10,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
-
-	"github.com/kinformer/kinformer/internal/projection"
 )
 
 // Informer lists and watches one resource, keeps a Cache of it in sync with
@@ -362,51 +360,6 @@ func (inf *Informer[T]) leave(reg *Registration, left func()) {
 // is every consumer's.
 func (inf *Informer[T]) SetTransform(fn func(T) (T, error)) error {
 	return inf.reconfigure("the transform", false, func(c *config[T]) { c.Transform = fn })
-}
-
-// reconfigure gives the informer a new configuration: change edits a
-// copy of the current one, which takes its place; a configuration is
-// never changed in place. Before the informer first starts, the loop
-// derives its parts anew at once (loop.configure), and the mutation
-// detector is turned on if the new one asks for it. After the start it
-// returns ErrStarted, naming what could not change, unless live: then the
-// loop takes the new one between two of its attempts (loop.offer,
-// loop.adopt; a wider projection by a re-list, which WaitForSync waits
-// for: config.gen), also if the informer is stopped, at its next run. Live changes
-// are a Factory's (merge), of the projection and the resync period only.
-func (inf *Informer[T]) reconfigure(what string, live bool, change func(*config[T])) error {
-	inf.runMu.Lock()
-	defer inf.runMu.Unlock()
-	c := *inf.cfg
-	change(&c)
-	if inf.started {
-		if !live {
-			return fmt.Errorf("%w: %s can only change before the informer starts", ErrStarted, what)
-		}
-		if !projection.Equal(c.fields, inf.cfg.fields) {
-			// WaitForSync waits for the list that gives the cache them.
-			c.gen++
-			inf.status.asked.Store(c.gen) // before the loop can take it
-		}
-		inf.cfg = &c
-		inf.loop.offer(&c)
-		return nil
-	}
-	inf.cfg = &c
-	inf.loop.configure(&c)
-	if c.DetectMutations && inf.detector == nil && !inf.cache.Compact() {
-		inf.detectMutations()
-	}
-	return nil
-}
-
-// configuration returns the informer's configuration, which is never
-// changed (reconfigure replaces it). After the start, the loop may not
-// have taken it yet.
-func (inf *Informer[T]) configuration() *config[T] {
-	inf.runMu.Lock()
-	defer inf.runMu.Unlock()
-	return inf.cfg
 }
 
 // detectMutations turns the mutation detector on, before the informer

@@ -17,7 +17,6 @@ import (
 
 	"github.com/kinformer/kinformer/internal/liveness"
 	"github.com/kinformer/kinformer/internal/persist"
-	"github.com/kinformer/kinformer/internal/projection"
 )
 
 // loop is an informer's watch loop and its state: only the goroutine of
@@ -98,38 +97,6 @@ type loop[T Object] struct {
 	offers  chan struct{}
 }
 
-// configure makes c the loop's configuration, before the loop first
-// runs or between two attempts (adopt), and derives its parts anew: the
-// writer's preparation (Transform, projection), the decoder (which shares
-// objects only without a Transform, which may modify maps in place:
-// sharing must come after it), and the state file, named for the
-// projection.
-func (l *loop[T]) configure(c *config[T]) {
-	old := l.opts
-	l.opts = c
-	l.w.transform, l.w.fields = c.Transform, c.fields
-	if l.newState != nil && (old == nil || !projection.Equal(old.fields, c.fields)) {
-		l.w.state = l.newState()
-	}
-	l.makeDirect()
-}
-
-// makeDirect makes the direct decoder for the loop's options.
-func (l *loop[T]) makeDirect() {
-	fn := l.opts.Transform
-	l.direct = nil
-	if l.newDirect != nil {
-		dc := decoding{keepManagedFields: l.opts.KeepManagedFields, maxJSONEvent: l.opts.maxJSONEvent, fields: l.opts.fields}
-		if fn == nil {
-			// Without a Transform, what the decoder makes is what the
-			// cache holds: the holding says in what form to hand it over.
-			l.w.cache.h.decoding(l.w.cache, &dc, l.w.share)
-		}
-		l.direct = l.newDirect(dc)
-	}
-	l.st.direct = l.direct != nil
-}
-
 func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src described, o *config[T], c *Cache[T], s *status, d *dispatcher[T], log *slog.Logger, obs *observer) *loop[T] {
 	l := &loop[T]{
 		listFn:  func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) { return lw.List(ctx, lo) },
@@ -160,91 +127,6 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src described, o *
 	l.uidOf = kubeSystemUID(src)
 	l.configure(o)
 	return l
-}
-
-// offer gives the loop of a started informer a new configuration
-// (Informer.reconfigure): the loop takes it before its next attempt
-// (adopt), and a watch under way ends for it.
-func (l *loop[T]) offer(c *config[T]) {
-	l.offerMu.Lock()
-	defer l.offerMu.Unlock()
-	l.offered.Store(c)
-	close(l.offers)
-	l.offers = make(chan struct{})
-}
-
-// offerPending returns a channel closed at the next offer, and whether a
-// configuration offered is waiting already (in that order: none is
-// missed between the two).
-func (l *loop[T]) offerPending() (next <-chan struct{}, pending bool) {
-	l.offerMu.Lock()
-	next = l.offers
-	l.offerMu.Unlock()
-	return next, l.offered.Load() != nil
-}
-
-// adopt takes the configuration offered, if any, between two attempts. A
-// wider projection is taken by a list: the decoder and the writer's
-// preparation keep the new fields from then on, the state file is the one
-// named for them, and the list takes every object as it comes, with
-// Modified for each one cached before (writer.widened); until it ends,
-// cached objects lack the new fields, and WaitForSync waits (not with an
-// empty cache). A new resync period is taken at once, and counts from now
-// (resyncAt; nil when the loop waits for a share, and lists once it has
-// one).
-func (l *loop[T]) adopt(resyncAt *time.Time) {
-	c := l.offered.Swap(nil)
-	if c == nil {
-		return
-	}
-	widened := !projection.Equal(l.opts.fields, c.fields)
-	if widened && l.stateOn {
-		l.w.state.Stop() // the narrower projection's file, as it stands
-		l.stateOn = false
-	}
-	resync := c.ResyncPeriod != l.opts.ResyncPeriod
-	direct := l.st.direct
-	l.configure(c)
-	l.st.direct = direct && l.direct != nil // what the server refused stays refused
-	if resync && resyncAt != nil {
-		*resyncAt = time.Time{}
-		if c.ResyncPeriod > 0 {
-			*resyncAt = time.Now().Add(jittered(c.ResyncPeriod))
-		}
-	}
-	if !widened {
-		if l.w.takes != 0 {
-			l.w.takes = c.gen // a list for a wider projection is under way
-		} else {
-			l.w.status.take(c.gen)
-		}
-		return
-	}
-	keeps := "whole objects"
-	if c.fields != nil {
-		keeps = c.fields.String()
-	}
-	l.log.Info("kinformer: re-listing to keep the fields a new consumer asked for", "fields", keeps)
-	if l.st.phase == phaseWatch || l.st.phase == phaseListJoined {
-		l.obs.relist("reconfigure")
-	}
-	l.w.widened, l.w.fresh, l.w.takes = true, true, c.gen
-	// Whatever the run was restoring or catching up came from the
-	// narrower projection: the list replaces it.
-	l.held, l.target = nil, ""
-	l.st.phase = phaseList
-	if l.stateOpened && l.newState != nil && l.openState() {
-		// Emptied until the list writes it whole: whatever an earlier
-		// process left in the file named for these fields must not be
-		// trusted at a later resourceVersion (a commit before the list
-		// ends: a 404's deletions, say).
-		l.w.state.Discard()
-		l.w.state.Start()
-		l.stateOn = true
-	}
-	if l.w.cache.size() == 0 {
-		l.w.takeConfig() // nothing cached lacks the new fields
-	}
 }
 
 // detectMutations makes d the writer's mutation hook, before the loop

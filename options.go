@@ -6,7 +6,6 @@ import (
 	"maps"
 	"reflect"
 	"slices"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -312,57 +311,6 @@ type Options[T Object] struct {
 	Logger *slog.Logger
 }
 
-// config is an informer's configuration: its Options with the defaults
-// filled in, and what New compiles from them. It is made once (compile)
-// and never changed: a change an informer takes (a Factory's consumer
-// widening the projection or shortening the resync, SetTransform before
-// the start) makes a new one in its place (Informer.reconfigure), and the
-// loop derives its parts anew from it: before the start at once, after
-// it between two of its attempts (loop.adopt).
-type config[T Object] struct {
-	Options[T]
-	defaultKey bool // KeyFunc was not given: MetaNamespaceKey
-	// objType is the concrete type of the objects when T is an interface
-	// (Factory.Typed): what the direct decoder and the state file make.
-	// nil: T itself.
-	objType reflect.Type
-	// fields is Fields compiled (nil: whole objects), and fieldsErr why
-	// they do not compile, or why the KeyFunc or an index reads fields
-	// they leave out.
-	fields    *projection.Fields
-	fieldsErr error
-	// maxJSONEvent bounds a JSON event's bytes; 0 is jsonwatch.MaxEvent.
-	// Tests lower it to test the bound quickly.
-	maxJSONEvent int64
-	// gen counts the configurations the informer was given while it had
-	// started (Informer.reconfigure, live): 0 for the one New made and
-	// those given before the start. WaitForSync waits until the informer
-	// has taken the last one (status.taken).
-	gen uint64
-}
-
-// compile makes the configuration of an informer of objType's objects
-// (nil: T's) with opts (nil: the defaults).
-func compile[T Object](opts *Options[T], objType reflect.Type) *config[T] {
-	c := &config[T]{Options: opts.withDefaults(), objType: objType}
-	if opts == nil || opts.KeyFunc == nil {
-		c.defaultKey = true
-	}
-	c.fields, c.fieldsErr = compileFields(c.Fields, c.objectType())
-	if c.fieldsErr == nil {
-		key := c.KeyFunc
-		if c.defaultKey {
-			key = nil // reads what is always kept
-		}
-		c.fieldsErr = checkReads(c.fields, key, c.Indexers)
-	}
-	if c.Name == "" {
-		t := c.objectType().String()
-		c.Name = strings.ToLower(t[strings.LastIndex(t, ".")+1:])
-	}
-	return c
-}
-
 // compactAll makes every informer compact: set by the package's tests
 // (KINFORMER_TEST_COMPACT) to run them all both ways.
 var compactAll bool
@@ -375,15 +323,6 @@ const (
 	defaultProbeTimeout = 5 * time.Second
 	defaultStartupLog   = 30 * time.Second
 )
-
-// objectType is the type of the objects the informer makes: T, or
-// objType for an interface T.
-func (c *config[T]) objectType() reflect.Type {
-	if c.objType != nil {
-		return c.objType
-	}
-	return reflect.TypeFor[T]()
-}
 
 // withDefaults returns a copy of o with every zero field set to its default.
 func (o *Options[T]) withDefaults() Options[T] {
@@ -420,25 +359,6 @@ func (o *Options[T]) withDefaults() Options[T] {
 		out.Sharding = nil
 	}
 	return out
-}
-
-// compileFields compiles fields (as Options.Fields) against t, the
-// objects' type (unstructured objects: as they are); nil for none.
-func compileFields(fields []string, t reflect.Type) (*projection.Fields, error) {
-	if len(fields) == 0 {
-		return nil, nil
-	}
-	switch {
-	case t == reflect.TypeFor[*unstructured.Unstructured]():
-		t = nil
-	case t.Kind() == reflect.Interface:
-		return nil, fmt.Errorf("%w: the objects' type is the interface %s, with no fields to keep", ErrFields, t)
-	}
-	f, err := projection.Compile(t, fields)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrFields, err)
-	}
-	return f, nil
 }
 
 // CheckFields returns an error wrapping ErrFields if fields (as

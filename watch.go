@@ -101,27 +101,6 @@ func clientStreamError(err error) bool {
 	return false
 }
 
-// cancelOnOffer returns ctx, cancelled once the loop is offered a new
-// configuration (at once if it has one), and a release to call when done
-// with it.
-func (l *loop[T]) cancelOnOffer(ctx context.Context) (context.Context, func()) {
-	c, cancel := context.WithCancel(ctx)
-	next, pending := l.offerPending()
-	if pending {
-		cancel()
-		return c, cancel
-	}
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-next:
-			cancel()
-		case <-done:
-		}
-	}()
-	return c, func() { close(done); cancel() }
-}
-
 func isNilWatch(w watch.Interface) bool {
 	v := reflect.ValueOf(w)
 	return v.Kind() == reflect.Pointer && v.IsNil()
