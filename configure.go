@@ -204,8 +204,8 @@ func (l *loop[T]) offerPending() (next <-chan struct{}, pending bool) {
 // Modified for each one cached before (writer.widened); until it ends,
 // cached objects lack the new fields, and WaitForSync waits (not with an
 // empty cache). A new resync period is taken at once, and counts from now
-// (resyncAt; nil when the loop waits for a share, and lists once it has
-// one).
+// (resyncAt; nil when the loop waits for a share: then from the next
+// whole list).
 func (l *loop[T]) adopt(resyncAt *time.Time) {
 	c := l.offered.Swap(nil)
 	if c == nil {

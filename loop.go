@@ -154,7 +154,7 @@ func (l *loop[T]) run(ctx context.Context) {
 	// that the last run did not finish) needs a list, not a watch from the
 	// kept resourceVersion.
 	grewBefore := l.joining() != nil && !l.joining().Empty()
-	if l.newState != nil && l.openState() {
+	if l.newState != nil && !l.stateOn && l.openState() { // (adopt may have, waiting for a share)
 		l.w.state.Start()
 		l.stateOn = true
 	}

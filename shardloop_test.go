@@ -10,12 +10,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kinformer/kinformer/internal/projection"
 	"github.com/kinformer/kinformer/internal/slots"
 	"github.com/kinformer/kinformer/internal/wiretest"
 )
@@ -446,5 +448,58 @@ func TestShardSyncedAfterListing(t *testing.T) {
 	eventually(t, "version 3 said synced", func() bool { _, ok := said(3); return ok })
 	if n, _ := said(3); n != len(bySlot[1]) {
 		t.Errorf("version 3 (shrunk) said synced with %d objects cached, want %d", n, len(bySlot[1]))
+	}
+}
+
+// A sharded informer's watch that fails is a failure like any other
+// informer's (here: 504 too large resourceVersion, a re-list), not a
+// change of share: only a change of share ends a watch as one.
+func TestShardWatchErrorRelists(t *testing.T) {
+	s := newFakeServer()
+	shardedObjects(t, s, 20, 2)
+	inf, _ := startInformer(t, s, &Options[*corev1.ConfigMap]{Sharding: fixedSharding(t, 2, 0, 1)})
+	if err := inf.WaitForSync(bounded(t)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "watch open", func() bool { return s.openWatches() == 1 })
+	lists, _ := s.counts()
+	tooLarge := apierrors.NewTimeoutError("Too large resource version: 100, current: 5", 1)
+	tooLarge.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
+	s.sendRaw(watch.Event{Type: watch.Error, Object: &tooLarge.ErrStatus})
+	eventually(t, "re-list after the watch's 504", func() bool { l, _ := s.counts(); return l == lists+1 })
+}
+
+// A sharded informer takes a wider projection while it runs, by a list
+// of its share.
+func TestShardWidenedWhileRunning(t *testing.T) {
+	s := newFakeServer()
+	s.shardFilter = true
+	bySlot := shardedObjects(t, s, 20, 2)
+	c := cm("ns", "o0")
+	c.UID = "0-uid"
+	c.Data["k"] = "v"
+	s.apply(watch.Modified, c)
+	inf, _ := startInformer(t, s, &Options[*corev1.ConfigMap]{Sharding: fixedSharding(t, 2, 0, 1), Fields: []string{"metadata.labels"}})
+	if err := inf.WaitForSync(bounded(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := inf.Cache().GetNamespaced("ns", "o0"); got == nil || got.Data != nil {
+		t.Fatalf("narrow: %+v", got)
+	}
+	wide, err := projection.Union(inf.configuration().fields, mustFields(t, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inf.reconfigure("the fields it keeps", true, func(c *config[*corev1.ConfigMap]) { c.fields = wide }); err != nil {
+		t.Fatal(err)
+	}
+	if err := inf.WaitForSync(bounded(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := inf.Cache().GetNamespaced("ns", "o0"); got == nil || got.Data["k"] != "v" {
+		t.Fatalf("after the wider fields were taken: %+v", got)
+	}
+	if n := inf.Cache().Len(); n != len(bySlot[0])+len(bySlot[1]) {
+		t.Fatalf("%d objects cached after the re-list, want the share's %d", n, len(bySlot[0])+len(bySlot[1]))
 	}
 }
