@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -33,8 +34,9 @@ const childEnv = "KINFORMER_DURABLE_CHILD" // kubeconfig|namespace|state dir|int
 // TestDurableChild is the child process, not a test: it runs an informer
 // with a StateDir (Compact in the parent's compact variant) and prints,
 // one per line, "EV type name rv cause" for every object event, "ERR
-// snapshot|other message" for Error events and "SYNCED" once synced. It
-// stops cleanly when its stdin closes.
+// snapshot|other message" for Error events, "SYNCED" once synced and
+// "COMMITTED" once its state file holds a commit. It stops cleanly when
+// its stdin closes.
 func TestDurableChild(t *testing.T) {
 	spec := os.Getenv(childEnv)
 	if spec == "" {
@@ -62,11 +64,16 @@ func TestDurableChild(t *testing.T) {
 		out.Flush()
 	}
 	compactCache = parts[4] == "compact" // the parent's variant
+	reg := prometheus.NewRegistry()
+	metrics, err := kinformer.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	inf := kinformer.New[*corev1.ConfigMap](c.CoreV1().ConfigMaps(parts[1]), variant(&kinformer.Options[*corev1.ConfigMap]{
-		StateDir: parts[2], StateInterval: interval,
+		StateDir: parts[2], StateInterval: interval, Metrics: metrics,
 	}))
 	inVariant(t, inf.Cache()) // fails the child: its parent sees it end
-	reg := inf.AddHandler(func(e kinformer.Event[*corev1.ConfigMap]) {
+	handler := inf.AddHandler(func(e kinformer.Event[*corev1.ConfigMap]) {
 		switch e.Type {
 		case kinformer.Error:
 			kind := "other"
@@ -84,13 +91,39 @@ func TestDurableChild(t *testing.T) {
 	if err := inf.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for !reg.HasSynced() { // the handler has printed every event up to the sync
+	for !handler.HasSynced() { // the handler has printed every event up to the sync
 		time.Sleep(time.Millisecond)
 	}
 	say("SYNCED")
+	go func() {
+		for okCommits(reg) == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		say("COMMITTED")
+	}()
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	inf.Stop()
 	say("STOPPED")
+}
+
+// okCommits returns how many commits of the state file reg has counted
+// as ok.
+func okCommits(reg *prometheus.Registry) float64 {
+	mfs, _ := reg.Gather()
+	n := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "kinformer_state_commits_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == "ok" {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
 }
 
 // child is a running child process and what it has printed.
@@ -247,7 +280,9 @@ func testDurableAcrossProcesses(t *testing.T) {
 			if how == "stop" {
 				first.stop(t)
 			} else {
-				time.Sleep(500 * time.Millisecond) // a commit or more after sync
+				// A commit, then more after it.
+				eventually(t, time.Minute, "a commit of the state file", func() bool { return first.has("COMMITTED") })
+				time.Sleep(200 * time.Millisecond)
 				first.kill()
 			}
 			before := serverState(t, c, ns, metav1.ListOptions{})
@@ -375,6 +410,10 @@ func testDurableKilledDuringWrites(t *testing.T) {
 			ch.stop(t)
 			return
 		}
+		// The next child must find something to restore: a commit first
+		// (under load the first one, of the whole list, may take longer
+		// than the shortest wait below).
+		eventually(t, time.Minute, "a commit of the state file", func() bool { return ch.has("COMMITTED") })
 		time.Sleep(time.Duration(50+rand.IntN(700)) * time.Millisecond)
 		ch.kill()
 	}
