@@ -301,15 +301,17 @@ func (c crd) create(t *testing.T, srv *testenv.Server) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		// Wait until it is gone, so that the next test (-count) can make it again.
+		// Wait until it is gone, so that the next test (-count) can make it
+		// again. Its finalizer is the server's CRD controller's, which took
+		// more than a minute once with three test suites on two cores.
 		crds := dyn.Resource(crdGVR)
 		_ = crds.Delete(context.Background(), obj.GetName(), metav1.DeleteOptions{})
-		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 			if _, err := crds.Get(context.Background(), obj.GetName(), metav1.GetOptions{}); apierrors.IsNotFound(err) {
 				return
 			}
 		}
-		t.Errorf("CRD %s not deleted after 60s", obj.GetName())
+		t.Errorf("CRD %s not deleted after 3 minutes", obj.GetName())
 	})
 	dc := discovery.NewDiscoveryClientForConfigOrDie(srv.Config())
 	deadline := time.Now().Add(60 * time.Second)
