@@ -265,19 +265,6 @@ func (l *loop[T]) adopt(resyncAt *time.Time) {
 // configuration (at once if it has one), and a release to call when done
 // with it.
 func (l *loop[T]) cancelOnOffer(ctx context.Context) (context.Context, func()) {
-	c, cancel := context.WithCancel(ctx)
 	next, pending := l.offerPending()
-	if pending {
-		cancel()
-		return c, cancel
-	}
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-next:
-			cancel()
-		case <-done:
-		}
-	}()
-	return c, func() { close(done); cancel() }
+	return cancelWhen(ctx, pending, next)
 }

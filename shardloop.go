@@ -267,21 +267,8 @@ func (l *loop[T]) handlersDone(ctx context.Context) bool {
 // cancelOnReshard returns a context that ends when ctx does or when the
 // share changes, and its release.
 func (l *loop[T]) cancelOnReshard(ctx context.Context) (context.Context, func()) {
-	c, cancel := context.WithCancel(ctx)
 	share, changed := l.sh.sub.Share()
-	if share.Version != l.sh.ver {
-		cancel()
-		return c, cancel
-	}
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-changed:
-			cancel()
-		case <-done:
-		}
-	}()
-	return c, func() { close(done); cancel() }
+	return cancelWhen(ctx, share.Version != l.sh.ver, changed)
 }
 
 // probeShardMode asks for one object with the share's selector: a server

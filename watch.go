@@ -101,6 +101,25 @@ func clientStreamError(err error) bool {
 	return false
 }
 
+// cancelWhen returns a context that ends when ctx does, when signal is
+// closed, or at once if now; and its release, to call when done with it.
+func cancelWhen(ctx context.Context, now bool, signal <-chan struct{}) (context.Context, func()) {
+	c, cancel := context.WithCancel(ctx)
+	if now {
+		cancel()
+		return c, cancel
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-signal:
+			cancel()
+		case <-done:
+		}
+	}()
+	return c, func() { close(done); cancel() }
+}
+
 func isNilWatch(w watch.Interface) bool {
 	v := reflect.ValueOf(w)
 	return v.Kind() == reflect.Pointer && v.IsNil()
