@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
+	"github.com/kinformer/kinformer/internal/crdwait"
 	"github.com/kinformer/kinformer/internal/intern"
 	"github.com/kinformer/kinformer/internal/jsonwatch"
 	"github.com/kinformer/kinformer/internal/projection"
@@ -177,6 +178,17 @@ func (d *directWatcher) encoding() string {
 		return "json"
 	}
 	return "protobuf"
+}
+
+// crdTarget is the CustomResourceDefinition that can serve the resource
+// d reads, and the version d reads (crdwait.Target); false for a resource
+// no CRD can serve or one not yet known.
+func (d *directWatcher) crdTarget() (name, version string, ok bool) {
+	gvr := d.gvr
+	if d.path == nil {
+		gvr = d.client.APIVersion().WithResource(d.resource)
+	}
+	return crdwait.Target(gvr)
 }
 
 // resolve finds the resource's name by discovery. An error wrapping

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kinformer/kinformer/internal/crdwait"
 	"github.com/kinformer/kinformer/internal/liveness"
 	"github.com/kinformer/kinformer/internal/persist"
 )
@@ -246,7 +247,7 @@ func (l *loop[T]) run(ctx context.Context) {
 }
 
 // awaitReturn waits, after a 404 on the collection, for the resource's
-// CustomResourceDefinition to serve it again (crdwait.go); false if it
+// CustomResourceDefinition to serve it again (internal/crdwait); false if it
 // could not tell, and the loop waits out a backoff instead.
 func (l *loop[T]) awaitReturn(ctx context.Context, bo *backoffState) bool {
 	if l.direct == nil || l.crdRefused {
@@ -257,15 +258,15 @@ func (l *loop[T]) awaitReturn(ctx context.Context, bo *backoffState) bool {
 		return false
 	}
 	l.log.Debug("kinformer: waiting for the CustomResourceDefinition to serve the resource again", "crd", name, "version", version)
-	r, err := awaitCRD(ctx, l.direct.client, name, version, l.shareChanged())
+	r, err := crdwait.Await(ctx, l.direct.client, name, version, l.shareChanged(), IsPersistent)
 	switch r {
-	case crdBack:
+	case crdwait.Back:
 		bo.reset()
 		l.log.Info("kinformer: the CustomResourceDefinition serves the resource again: listing", "crd", name, "version", version)
 		return true
-	case crdQuiet:
+	case crdwait.Quiet:
 		return true
-	case crdRefused:
+	case crdwait.Refused:
 		l.crdRefused = true
 		l.log.Debug("kinformer: cannot watch the CustomResourceDefinition: listing again after each backoff", "crd", name, "error", err)
 	default:

@@ -11,7 +11,7 @@ package kinformer
 // (loop.noteCut), and waits out the backoffs step asks for. How long a
 // wait lasts (the backoff, a lost connection's short resume, the probe of
 // a server that is down, Retry-After, a CRD's return) is recovery.go's and
-// crdwait.go's. The rules:
+// internal/crdwait's. The rules:
 //
 //   - a list that worked → watch from its resourceVersion;
 //   - a watch the server ended normally → watch again from the last

@@ -1,4 +1,4 @@
-package kinformer
+package crdwait
 
 import (
 	"encoding/json"
@@ -39,7 +39,7 @@ func crd(conds ...string) map[string]any {
 }
 
 func (s *crdServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != crdPath || r.URL.Query().Get("fieldSelector") != "metadata.name="+crdName {
+	if r.URL.Path != listPath || r.URL.Query().Get("fieldSelector") != "metadata.name="+crdName {
 		s.t.Errorf("request %s", r.URL)
 		http.NotFound(w, r)
 		return
@@ -68,7 +68,7 @@ func (s *crdServer) watchCount() int {
 	return s.watches
 }
 
-func (s *crdServer) await(t *testing.T) (crdWait, error) {
+func (s *crdServer) await(t *testing.T) (Result, error) {
 	t.Helper()
 	hs := httptest.NewServer(s)
 	t.Cleanup(hs.Close)
@@ -77,7 +77,7 @@ func (s *crdServer) await(t *testing.T) (crdWait, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return awaitCRD(t.Context(), c, crdName, "v1", nil)
+	return Await(t.Context(), c, crdName, "v1", nil, func(error) bool { return false })
 }
 
 // The CRD wait: one already established and serving the version when
@@ -91,16 +91,16 @@ func TestAwaitCRD(t *testing.T) {
 	t.Run("established when listed", func(t *testing.T) {
 		s := &crdServer{t: t, list: []map[string]any{crd("NamesAccepted", "True", "Established", "True")}}
 		got, err := s.await(t)
-		if got != crdUnknown || err != nil || s.watchCount() != 0 {
-			t.Fatalf("a CRD established when listed: %v, %v, %d watches; want crdUnknown (a backoff, then list), no error, no watch", got, err, s.watchCount())
+		if got != Unknown || err != nil || s.watchCount() != 0 {
+			t.Fatalf("a CRD established when listed: %v, %v, %d watches; want Unknown (a backoff, then list), no error, no watch", got, err, s.watchCount())
 		}
 	})
 	t.Run("not established when listed", func(t *testing.T) {
 		s := &crdServer{t: t, list: []map[string]any{crd("NamesAccepted", "True", "Established", "False")},
 			events: []map[string]any{modified(crd("NamesAccepted", "True", "Established", "True"))}}
 		got, err := s.await(t)
-		if got != crdBack || err != nil || s.watchCount() != 1 {
-			t.Fatalf("a CRD not established when listed, then established: %v, %v, %d watches; want crdBack from the watch", got, err, s.watchCount())
+		if got != Back || err != nil || s.watchCount() != 1 {
+			t.Fatalf("a CRD not established when listed, then established: %v, %v, %d watches; want Back from the watch", got, err, s.watchCount())
 		}
 	})
 	t.Run("conditions in turn", func(t *testing.T) {
@@ -111,8 +111,8 @@ func TestAwaitCRD(t *testing.T) {
 			modified(crd("NamesAccepted", "True", "Established", "True")),
 		}}
 		got, err := s.await(t)
-		if got != crdBack || err != nil {
-			t.Fatalf("conditions in turn, Established last: %v, %v; want crdBack", got, err)
+		if got != Back || err != nil {
+			t.Fatalf("conditions in turn, Established last: %v, %v; want Back", got, err)
 		}
 	})
 	t.Run("never established", func(t *testing.T) {
@@ -121,8 +121,8 @@ func TestAwaitCRD(t *testing.T) {
 			modified(crd("NamesAccepted", "True", "Established", "False")),
 		}}
 		got, err := s.await(t)
-		if got != crdUnknown || err == nil || !strings.Contains(err.Error(), "ended early") {
-			t.Fatalf("a watch that ended with the CRD not established: %v, %v; want crdUnknown, ended early", got, err)
+		if got != Unknown || err == nil || !strings.Contains(err.Error(), "ended early") {
+			t.Fatalf("a watch that ended with the CRD not established: %v, %v; want Unknown, ended early", got, err)
 		}
 	})
 }

@@ -1,4 +1,5 @@
-package kinformer
+// Package crdwait waits for a custom resource to come back.
+package crdwait
 
 import (
 	"context"
@@ -10,12 +11,13 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 )
 
-// Waiting for a custom resource to come back. When the server stops serving
+// When the server stops serving
 // a resource (a 404 on its collection: its CustomResourceDefinition was
-// deleted), listing it every backoff only draws 404s. Instead the loop
+// deleted), listing it every backoff only draws 404s. Instead an informer's loop
 // watches the CustomResourceDefinition by name and lists again as soon as
 // it is established and serves the informer's version: no request for the
 // resource meanwhile, and no wait once it is back. Where the CRD cannot be
@@ -25,40 +27,35 @@ import (
 // aggregated API, which has no CRD, is found back by the list that follows
 // each wait.
 
-// crdWatchTimeout bounds one wait: a resource served by something other
+// watchTimeout bounds one wait: a resource served by something other
 // than a CRD (an aggregated API) returns unseen by the CRD's watch, and is
 // found by the list that follows each wait.
-const crdWatchTimeout = time.Minute
+const watchTimeout = time.Minute
 
-// crdPath is the collection of CustomResourceDefinitions.
-const crdPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+// listPath is the collection of CustomResourceDefinitions.
+const listPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
-// crdWait is what one wait for a CRD found.
-type crdWait int
+// Result is what one wait for a CRD found.
+type Result int
 
 const (
-	// crdUnknown: the wait told nothing (the CRD was already established,
+	// Unknown: the wait told nothing (the CRD was already established,
 	// the request failed, a share changed): wait out a backoff, then list.
-	crdUnknown crdWait = iota
-	// crdRefused: the CRD cannot be watched with this client (403, 401,
+	Unknown Result = iota
+	// Refused: the CRD cannot be watched with this client (403, 401,
 	// or no such API): wait out backoffs from now on.
-	crdRefused
-	// crdBack: the CRD became established during the wait: list at once.
-	crdBack
-	// crdQuiet: the watch ran its course without news: list now (it has
+	Refused
+	// Back: the CRD became established during the wait: list at once.
+	Back
+	// Quiet: the watch ran its course without news: list now (it has
 	// waited long enough).
-	crdQuiet
+	Quiet
 )
 
-// crdTarget is the CustomResourceDefinition of the resource a directWatcher
-// reads: its name (plural.group) and the version the informer reads; false
-// for a resource no CRD can serve (the core group) or one not yet known.
-func (d *directWatcher) crdTarget() (name, version string, ok bool) {
-	gvr := d.gvr
-	if d.path == nil {
-		gv := d.client.APIVersion()
-		gvr = gv.WithResource(d.resource)
-	}
+// Target is the CustomResourceDefinition that can serve gvr: its name
+// (plural.group) and the version read; false for a resource no CRD can
+// serve (the core group, a built-in group) or one not yet known.
+func Target(gvr schema.GroupVersionResource) (name, version string, ok bool) {
 	// A CRD's group has a dot; the built-in groups without one (apps,
 	// batch, policy, …) never come from a CRD.
 	if !strings.Contains(gvr.Group, ".") || gvr.Resource == "" {
@@ -105,11 +102,12 @@ func (c *crdObject) serves(version string) bool {
 	return false
 }
 
-// awaitCRD waits until the CustomResourceDefinition name serves version,
-// until the watch ends (crdWatchTimeout), or until stop or ctx. It lists
-// the CRD first: one already established is crdUnknown (the 404 came from
-// a server not yet serving it; the backoff paces the lists).
-func awaitCRD(ctx context.Context, client rest.Interface, name, version string, stop <-chan struct{}) (crdWait, error) {
+// Await waits until the CustomResourceDefinition name serves version,
+// until the watch ends (watchTimeout), or until stop or ctx. It lists
+// the CRD first: one already established is Unknown (the 404 came from
+// a server not yet serving it; the backoff paces the lists). persistent
+// says which failed requests will fail again (Refused).
+func Await(ctx context.Context, client rest.Interface, name, version string, stop <-chan struct{}, persistent func(error) bool) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -120,10 +118,10 @@ func awaitCRD(ctx context.Context, client rest.Interface, name, version string, 
 		}
 	}()
 	selector := "metadata.name=" + name
-	raw, err := client.Get().AbsPath(crdPath).Param("fieldSelector", selector).
+	raw, err := client.Get().AbsPath(listPath).Param("fieldSelector", selector).
 		SetHeader("Accept", "application/json").Do(ctx).Raw()
 	if err != nil {
-		return crdFailed(err)
+		return failed(err, persistent)
 	}
 	var list struct {
 		Metadata struct {
@@ -132,19 +130,19 @@ func awaitCRD(ctx context.Context, client rest.Interface, name, version string, 
 		Items []crdObject `json:"items"`
 	}
 	if err := json.Unmarshal(raw, &list); err != nil {
-		return crdUnknown, fmt.Errorf("list of customresourcedefinitions: %w", err)
+		return Unknown, fmt.Errorf("list of customresourcedefinitions: %w", err)
 	}
 	for i := range list.Items {
 		if list.Items[i].serves(version) {
-			return crdUnknown, nil
+			return Unknown, nil
 		}
 	}
-	body, err := client.Get().AbsPath(crdPath).Param("fieldSelector", selector).Param("watch", "true").
+	body, err := client.Get().AbsPath(listPath).Param("fieldSelector", selector).Param("watch", "true").
 		Param("resourceVersion", list.Metadata.ResourceVersion).
-		Param("timeoutSeconds", strconv.Itoa(int(crdWatchTimeout/time.Second))).
+		Param("timeoutSeconds", strconv.Itoa(int(watchTimeout/time.Second))).
 		SetHeader("Accept", "application/json").Throttle(nil).Stream(ctx)
 	if err != nil {
-		return crdFailed(err)
+		return failed(err, persistent)
 	}
 	defer body.Close()
 	opened := time.Now()
@@ -156,37 +154,37 @@ func awaitCRD(ctx context.Context, client rest.Interface, name, version string, 
 		}
 		switch err := dec.Decode(&ev); {
 		case ctx.Err() != nil:
-			return crdUnknown, ctx.Err()
-		case errors.Is(err, io.EOF) && time.Since(opened) >= crdWatchTimeout/2:
-			return crdQuiet, nil
+			return Unknown, ctx.Err()
+		case errors.Is(err, io.EOF) && time.Since(opened) >= watchTimeout/2:
+			return Quiet, nil
 		case errors.Is(err, io.EOF):
 			// Ended early (a proxy that does not stream): a backoff
 			// paces the next attempt.
-			return crdUnknown, errors.New("watch of customresourcedefinitions ended early")
+			return Unknown, errors.New("watch of customresourcedefinitions ended early")
 		case err != nil:
-			return crdUnknown, fmt.Errorf("watch of customresourcedefinitions: %w", err)
+			return Unknown, fmt.Errorf("watch of customresourcedefinitions: %w", err)
 		}
 		switch ev.Type {
 		case "ADDED", "MODIFIED":
 			var crd crdObject
 			if err := json.Unmarshal(ev.Object, &crd); err != nil {
-				return crdUnknown, fmt.Errorf("watch of customresourcedefinitions: %w", err)
+				return Unknown, fmt.Errorf("watch of customresourcedefinitions: %w", err)
 			}
 			if crd.serves(version) {
-				return crdBack, nil
+				return Back, nil
 			}
 		case "ERROR":
 			// 410 Gone and the like: the next wait lists again.
-			return crdUnknown, errors.New("watch of customresourcedefinitions: an ERROR event")
+			return Unknown, errors.New("watch of customresourcedefinitions: an ERROR event")
 		}
 	}
 }
 
-// crdFailed sorts a failed request for CRDs: one this client will never be
-// allowed, or a server without the API, is crdRefused.
-func crdFailed(err error) (crdWait, error) {
-	if IsPersistent(err) {
-		return crdRefused, err
+// failed sorts a failed request for CRDs: one this client will never be
+// allowed, or a server without the API (persistent), is Refused.
+func failed(err error, persistent func(error) bool) (Result, error) {
+	if persistent(err) {
+		return Refused, err
 	}
-	return crdUnknown, err
+	return Unknown, err
 }
