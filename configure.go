@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kinformer/kinformer/internal/backoff"
 	"github.com/kinformer/kinformer/internal/projection"
 )
 
@@ -223,7 +224,7 @@ func (l *loop[T]) adopt(resyncAt *time.Time) {
 	if resync && resyncAt != nil {
 		*resyncAt = time.Time{}
 		if c.ResyncPeriod > 0 {
-			*resyncAt = time.Now().Add(jittered(c.ResyncPeriod))
+			*resyncAt = time.Now().Add(backoff.Jittered(c.ResyncPeriod))
 		}
 	}
 	if !widened {

@@ -2,8 +2,6 @@ package kinformer
 
 import (
 	"context"
-	"math/rand/v2"
-	"time"
 )
 
 // ListGate bounds how many informers sharing it make their initial list at
@@ -40,10 +38,3 @@ func (g *ListGate) enter(ctx context.Context) bool {
 
 // leave gives a place back.
 func (g *ListGate) leave() { <-g.places }
-
-// jittered returns period shortened by up to a tenth at random: the
-// informers of a process (or a fleet) started together, with one resync
-// period, do not re-list in step.
-func jittered(period time.Duration) time.Duration {
-	return period - time.Duration(float64(period)*0.1*rand.Float64())
-}

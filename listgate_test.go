@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kinformer/kinformer/internal/backoff"
 )
 
 // timedLister takes 30 ms for each List, counting those in flight.
@@ -63,9 +65,9 @@ func TestListGateBoundsInitialLists(t *testing.T) {
 func TestJittered(t *testing.T) {
 	seen := map[time.Duration]bool{}
 	for range 100 {
-		d := jittered(time.Minute)
+		d := backoff.Jittered(time.Minute)
 		if d > time.Minute || d < 54*time.Second {
-			t.Fatalf("jittered(1m) = %v, want within the last tenth", d)
+			t.Fatalf("backoff.Jittered(1m) = %v, want within the last tenth", d)
 		}
 		seen[d] = true
 	}

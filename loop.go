@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kinformer/kinformer/internal/backoff"
 	"github.com/kinformer/kinformer/internal/crdwait"
 	"github.com/kinformer/kinformer/internal/liveness"
 	"github.com/kinformer/kinformer/internal/persist"
@@ -169,11 +170,11 @@ func (l *loop[T]) run(ctx context.Context) {
 	if l.w.widened {
 		l.st.phase = phaseList // the list for a wider projection (adopt) did not end in the last run
 	}
-	bo := newBackoffState(l.opts.Backoff)
+	bo := backoff.New(backoff.Policy(l.opts.Backoff))
 	var resyncAt time.Time // zero: no resync scheduled
 	if l.opts.ResyncPeriod > 0 {
 		// Also when resuming a kept cache: the period runs from the start.
-		resyncAt = time.Now().Add(jittered(l.opts.ResyncPeriod))
+		resyncAt = time.Now().Add(backoff.Jittered(l.opts.ResyncPeriod))
 	}
 	for ctx.Err() == nil {
 		l.adopt(&resyncAt)
@@ -206,7 +207,7 @@ func (l *loop[T]) run(ctx context.Context) {
 			// Not after a list alone: a server whose every watch fails
 			// at once (504 from a lagging watch cache) would draw a
 			// re-list at each first wait.
-			bo.reset()
+			bo.Reset()
 		}
 		l.noteCut(o, time.Now())
 		o.flapping = l.flaps
@@ -214,7 +215,7 @@ func (l *loop[T]) run(ctx context.Context) {
 			// Routine while the backoff has not grown: the first
 			// failures in a row (a live watch's lost connection starts
 			// it again).
-			l.w.failed(o.err, !bo.grown())
+			l.w.failed(o.err, !bo.Grown())
 		}
 		o.gone = (o.kind == listFailed || o.kind == watchFailed) && apierrors.IsNotFound(o.err)
 		if o.gone {
@@ -249,7 +250,7 @@ func (l *loop[T]) run(ctx context.Context) {
 // awaitReturn waits, after a 404 on the collection, for the resource's
 // CustomResourceDefinition to serve it again (internal/crdwait); false if it
 // could not tell, and the loop waits out a backoff instead.
-func (l *loop[T]) awaitReturn(ctx context.Context, bo *backoffState) bool {
+func (l *loop[T]) awaitReturn(ctx context.Context, bo *backoff.State) bool {
 	if l.direct == nil || l.crdRefused {
 		return false
 	}
@@ -261,7 +262,7 @@ func (l *loop[T]) awaitReturn(ctx context.Context, bo *backoffState) bool {
 	r, err := crdwait.Await(ctx, l.direct.client, name, version, l.shareChanged(), IsPersistent)
 	switch r {
 	case crdwait.Back:
-		bo.reset()
+		bo.Reset()
 		l.log.Info("kinformer: the CustomResourceDefinition serves the resource again: listing", "crd", name, "version", version)
 		return true
 	case crdwait.Quiet:
@@ -311,7 +312,7 @@ func (l *loop[T]) attempt(ctx context.Context, resyncAt *time.Time) (o outcome) 
 			// From the end of the list, and never shorter than twice the
 			// list took: a period shorter than a list must not leave the
 			// informer listing all the time and never watching.
-			*resyncAt = time.Now().Add(max(jittered(l.opts.ResyncPeriod), 2*time.Since(began)))
+			*resyncAt = time.Now().Add(max(backoff.Jittered(l.opts.ResyncPeriod), 2*time.Since(began)))
 		}
 	case phaseListJoined:
 		o = l.listJoined(ctx)

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kinformer/kinformer/internal/backoff"
 	"github.com/kinformer/kinformer/internal/projection"
 )
 
@@ -418,3 +419,28 @@ func checkReads[T Object](f *projection.Fields, key KeyFunc[T], indexers map[str
 	}
 	return nil
 }
+
+// Backoff is the retry policy after a failed list or watch: the first wait is
+// Initial, each next one Factor times longer up to Max, and each is shortened
+// by a random fraction of up to Jitter so that informers restarted together
+// spread out. After ResetAfter without a failure the wait starts again from
+// Initial.
+//
+// The defaults (DefaultBackoff) follow the Kubernetes clients' experience:
+// 800 ms is short enough not to be noticed after a blip, 30 s long enough
+// that thousands of clients do not flatten a recovering API server, and two
+// minutes of health means the last trouble is over.
+type Backoff struct {
+	Initial    time.Duration
+	Max        time.Duration
+	Factor     float64
+	Jitter     float64 // in [0, 1]
+	ResetAfter time.Duration
+}
+
+// DefaultBackoff returns the policy used for any zero field of
+// Options.Backoff: 800 ms doubling to 30 s, up to 25 % shorter at random,
+// reset after 2 minutes without a failure.
+func DefaultBackoff() Backoff { return Backoff(backoff.Default()) }
+
+func (b Backoff) withDefaults() Backoff { return Backoff(backoff.Policy(b).WithDefaults()) }

@@ -12,10 +12,12 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+
+	"github.com/kinformer/kinformer/internal/backoff"
 )
 
 // Recovery: how long the loop waits after a failure depends on what
-// failed (failureOf). The grown backoff (backoffState) is kept for what
+// failed (failureOf). The grown backoff (backoff.State) is kept for what
 // loads the server; but while the server or the way to it is down, a
 // connection refused costs it nothing, and the informer finds out that
 // it is back by a probe that the server's priority and fairness does not
@@ -276,16 +278,16 @@ func (w *upWatch) run(ctx context.Context, probe upProbe, key string) {
 // each recovered, do not add up), else the grown one as waitFor adjusts
 // it, cut short when a server that was down serves again (awaitUp). A
 // share to give up or take ends it at once. false if ctx ended.
-func (l *loop[T]) wait(ctx context.Context, bo *backoffState, o outcome) bool {
+func (l *loop[T]) wait(ctx context.Context, bo *backoff.State, o outcome) bool {
 	var d time.Duration
 	down := false
 	if o.connLost && !l.flaps {
-		d = bo.resume(time.Now())
+		d = bo.Resume(time.Now())
 		l.log.Debug("kinformer: the connection of a live watch was lost: resuming without the grown backoff", "wait", d)
 	} else {
-		d = waitFor(o.err, bo.fail(time.Now()), bo.rand())
+		d = waitFor(o.err, bo.Fail(time.Now()), bo.Rand())
 		if l.flaps && o.cutYoung {
-			d = max(d, flapWait-time.Duration(float64(flapWait)*0.2*bo.rand()))
+			d = max(d, flapWait-time.Duration(float64(flapWait)*0.2*bo.Rand()))
 		}
 		f, _ := failureOf(o.err)
 		down = f == FailureDown && l.up != nil && !l.flaps
@@ -293,7 +295,7 @@ func (l *loop[T]) wait(ctx context.Context, bo *backoffState, o outcome) bool {
 	l.obs.backoff(d)
 	l.log.Debug("kinformer: backing off", "phase", l.st.phase.String(), "wait", d, "probing", down)
 	if down {
-		if awaitUp(ctx, l.up, l.upKey, d, bo.rand(), l.shareChanged()) {
+		if awaitUp(ctx, l.up, l.upKey, d, bo.Rand(), l.shareChanged()) {
 			l.log.Debug("kinformer: the server serves again: resuming before the backoff's end")
 		}
 		return ctx.Err() == nil

@@ -116,7 +116,7 @@ type outcome struct {
 	// the probe or the idle deadline), not by the server's answer, after
 	// the watch was live (liveWatch): the server was serving, the way to
 	// it broke. The loop resumes after a short wait, whatever the backoff
-	// had grown to (backoffState.resume).
+	// had grown to (backoff.State.Resume).
 	connLost bool
 	// cutYoung: a watch failed by its connection, or ended (a reset
 	// connection reads as an end), within healthyWatch of opening: what a
