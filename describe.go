@@ -10,6 +10,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/watchlist"
+
+	"github.com/kinformer/kinformer/internal/liveness"
 )
 
 // What kinformer finds behind a ListerWatcher, asked once, in New
@@ -228,4 +230,22 @@ func metadataTarget(lw any) (gvr schema.GroupVersionResource, ok bool) {
 	}
 	gvr = schema.GroupVersionResource{Group: res.Field(0).String(), Version: res.Field(1).String(), Resource: res.Field(2).String()}
 	return gvr, gvr.Resource != ""
+}
+
+// prober is the liveness prober of the source's HTTP client
+// (internal/liveness), or nil when kinformer cannot reach it. Dead
+// connections: a watch whose HTTP/2 connection has carried nothing for
+// Options.ProbeAfter gets its connection checked by a GET /livez sent on
+// it through the same HTTP client; no answer within ProbeTimeout closes
+// the connection, and every watch on it resumes on a new one. The probe
+// needs the client's HTTP client: a clientset's typed client, client-go's
+// dynamic client, a Factory's informers (metadata ones included), or a
+// ListerWatcher with a ProbeClient() rest.Interface method. Other sources
+// rely on the transport's own health checks and the idle deadline
+// (IdleMargin).
+func (d described) prober() liveness.Prober {
+	if d.rest == nil {
+		return nil
+	}
+	return liveness.HTTPProber(d.rest.Get().AbsPath(liveness.ProbePath).Param("exclude", "etcd").URL().String(), d.http)
 }

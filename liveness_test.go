@@ -57,7 +57,7 @@ func TestProberFor(t *testing.T) {
 		{"ProbeClient nil", withProbeClient{plain, nil}, false},
 		{"cache.ListWatch", plain, false},
 	} {
-		if got := proberFor(describeSource(c.lw)) != nil; got != c.want {
+		if got := describeSource(c.lw).prober() != nil; got != c.want {
 			t.Errorf("%s: a prober %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -136,7 +136,7 @@ func TestProberReportsItsConnection(t *testing.T) {
 		{"ProbeClient", withProbeClient{plain, cs.CoreV1().RESTClient()}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			probe := proberFor(describeSource(c.lw))
+			probe := describeSource(c.lw).prober()
 			if probe == nil {
 				t.Fatal("no prober")
 			}

@@ -110,7 +110,7 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src described, o *
 	}
 	l.st.watchList = !o.DisableStreamingList && src.streams
 	if o.ProbeAfter > 0 {
-		l.liveness = proberFor(src)
+		l.liveness = src.prober()
 	}
 	l.up, l.upKey = upTarget(src)
 	if !o.DisableDirectDecoding {

@@ -141,13 +141,13 @@ type upProbe func(ctx context.Context) (ready bool)
 
 // upTarget returns the readiness probe of lw's server, and the key that
 // the informers of one server share it under; nil if kinformer cannot
-// reach the client (as for proberFor).
+// reach the client (as for described.prober).
 func upTarget(src described) (upProbe, string) {
 	rc, hc := src.rest, src.http
 	if rc == nil {
 		return nil, ""
 	}
-	// /readyz: exempt from the server's queues as /livez is (liveness.go),
+	// /readyz: exempt from the server's queues as /livez is (liveness.ProbePath),
 	// and 200 only once the server serves.
 	url := rc.Get().AbsPath("/readyz").URL().String()
 	return func(ctx context.Context) bool {

@@ -184,7 +184,7 @@ func (s *stream[T]) stop() {
 }
 
 // watchConn puts the stream's connection under its watchdog (see
-// liveness.go), once the watch is open.
+// internal/liveness), once the watch is open.
 func (s *stream[T]) watchConn(probe liveness.Prober, after, timeout time.Duration) {
 	if c := s.conn.Load(); c != nil {
 		s.live = liveness.Register(*c, probe, after, timeout)
