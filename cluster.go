@@ -17,7 +17,7 @@ import (
 )
 
 // A state file is bound to the cluster it was written from. Its identity
-// (persist.go) is the server's URL, the resource and, through a Factory or
+// (durable.go) is the server's URL, the resource and, through a Factory or
 // the CLI, the credentials: another cluster reached at the same URL with
 // the same credentials (a cluster re-created, a name moved to another one)
 // would find the file, and the probe's list, authorized there, would let

@@ -253,7 +253,7 @@ func merge[T Object](inf *Informer[T], e *factoryEntry, o Options[T], fields *pr
 // error, never a wrong sharing.
 //
 // The state file compares functions by another rule, their symbol's name
-// (funcName, persist.go), and both are needed. Within one process the
+// (funcName, durable.go), and both are needed. Within one process the
 // closure pointer tells apart closures of one literal that captured
 // different values (two Transforms dropping different fields must not share
 // a cache), which their one name cannot. A state file must be recognised

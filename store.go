@@ -339,7 +339,7 @@ func (c *Cache[T]) swap(items map[string]ref[T]) (old map[string]ref[T], rewrite
 }
 
 // refit runs the holding's fit (swap's) over items, the content a
-// pipelined list put in the cache object by object (pipe.go), and puts
+// pipelined list put in the cache object by object (list.go), and puts
 // the entries it changed in their place: the same objects, held anew
 // (compressed against a dictionary made after they came). It says
 // whether the state file must have every object again. Writer only.

@@ -42,12 +42,12 @@ type writer[T Object] struct {
 	// or noMutationHook, which does nothing.
 	detect mutationHook[T]
 	// piping: the list under way delivers each object as it arrives
-	// (pipe.go); set by the loop for the list. piped: objects of a
+	// (list.go); set by the loop for the list. piped: objects of a
 	// pipelined list that did not end are in the cache, which has not
 	// synced: the next list's differences are still the initial list's.
 	piping, piped bool
 	// held is the last object of a pipelined list, cached with the next
-	// one's arrival or the list's end (pipe.go).
+	// one's arrival or the list's end (list.go).
 	held *heldObject[T]
 	// fresh: the next list keeps no cached instance (collect) and its
 	// diff compares what the holding has of each object at the cached
