@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kinformer/kinformer/internal/intern"
+	"github.com/kinformer/kinformer/internal/packedvalues"
 	"github.com/kinformer/kinformer/internal/persist"
 	"github.com/kinformer/kinformer/internal/squash"
 )
@@ -64,8 +65,8 @@ func (p *packed) namespace() string { return p.ns.Value() }
 
 // packedExtra is what a packed object may have besides its bytes.
 type packedExtra struct {
-	uid  string      // metadata.uid, if the cache keeps UIDs (Cache.uids)
-	vals indexValues // the values of the eager indexes, in Cache.order
+	uid  string              // metadata.uid, if the cache keeps UIDs (Cache.uids)
+	vals packedvalues.Values // the values of the eager indexes, in Cache.order
 	// gvk is the object's apiVersion and kind, if it had any and its
 	// encoding does not hold them (protobuf): set again on decoding.
 	gvk unique.Handle[schema.GroupVersionKind]
@@ -251,7 +252,7 @@ func (k *packer[T]) pack(c *Cache[T], obj T, raw, entry []byte) (ref[T], error) 
 		for i, name := range c.order {
 			vals[i] = c.indexers[name](obj)
 		}
-		p.ext().vals = packValues(vals)
+		p.ext().vals = packedvalues.Pack(vals)
 	}
 	return ref[T]{p: p}, nil
 }
@@ -307,7 +308,7 @@ func (k *packer[T]) size(r ref[T]) int {
 // object's.
 func (k *packer[T]) values(c *Cache[T], r ref[T], i int) []string {
 	if r.p != nil {
-		return r.p.extra().vals.at(i)
+		return r.p.extra().vals.At(i)
 	}
 	return plainHolding[T]{}.values(c, r, i)
 }
@@ -318,7 +319,7 @@ func (k *packer[T]) withValues(r ref[T], vals [][]string) (ref[T], bool) {
 		return r, false
 	}
 	p, x := k.copyPacked(r.p), *r.p.extra()
-	x.vals = packValues(append(x.vals.all(), vals...))
+	x.vals = packedvalues.Pack(append(x.vals.All(), vals...))
 	p.x = &x
 	return ref[T]{p: p}, true
 }
@@ -334,17 +335,17 @@ func (k *packer[T]) load(r ref[T]) (T, bool) {
 // complete gives a packed object made before addIndexers the values of the
 // indexes added since. Under wmu.
 func (k *packer[T]) complete(c *Cache[T], r ref[T]) (ref[T], bool) {
-	if r.p == nil || r.p.extra().vals.n() == len(c.order) {
+	if r.p == nil || r.p.extra().vals.N() == len(c.order) {
 		return r, false
 	}
 	obj, ok := k.loadPacked(r.p)
 	p, x := k.copyPacked(r.p), *r.p.extra()
 	vals := make([][]string, len(c.order)) // every index has a place, even for bytes that do not decode
-	copy(vals, r.p.extra().vals.all())
-	for i := r.p.extra().vals.n(); ok && i < len(c.order); i++ {
+	copy(vals, r.p.extra().vals.All())
+	for i := r.p.extra().vals.N(); ok && i < len(c.order); i++ {
 		vals[i] = c.indexers[c.order[i]](obj)
 	}
-	x.vals = packValues(vals)
+	x.vals = packedvalues.Pack(vals)
 	p.x = &x
 	return ref[T]{p: p}, true
 }

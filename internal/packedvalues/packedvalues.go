@@ -1,25 +1,27 @@
-package kinformer
+// Package packedvalues keeps a compact cache's index values of one object
+// in one slice (Values).
+package packedvalues
 
 import (
 	"encoding/binary"
 	"unsafe"
 )
 
-// indexValues are a packed object's values in the eager indexes (in
-// Cache.order), in one slice: what most objects have, one value in each
+// Values are a packed object's values in the eager indexes (in
+// the cache's order of indexes), in one slice: what most objects have, one value in each
 // index, is the values themselves, one string an index; otherwise the
 // slice starts with multiValues (by its address, which no value has),
 // then the number of values of each index (uvarints in one string), then
 // all the values in order. A packed object with one index then keeps one
 // 16-byte allocation for it, not two.
-type indexValues []string
+type Values []string
 
-// multiValues marks the general form of indexValues. Only its address
+// multiValues marks the general form of Values. Only its address
 // counts: a value with the same bytes is another string.
 var multiValues = string([]byte("\x00kinformer: counts follow"))
 
-// packValues returns vals, the values of each index, as indexValues.
-func packValues(vals [][]string) indexValues {
+// Pack returns vals, the values of each index, as Values.
+func Pack(vals [][]string) Values {
 	single := true
 	for _, v := range vals {
 		if len(v) != 1 {
@@ -28,7 +30,7 @@ func packValues(vals [][]string) indexValues {
 		}
 	}
 	if single {
-		out := make(indexValues, len(vals))
+		out := make(Values, len(vals))
 		for i, v := range vals {
 			out[i] = v[0]
 		}
@@ -40,7 +42,7 @@ func packValues(vals [][]string) indexValues {
 		counts = binary.AppendUvarint(counts, uint64(len(v)))
 		n += len(v)
 	}
-	out := make(indexValues, 2, 2+n)
+	out := make(Values, 2, 2+n)
 	out[0], out[1] = multiValues, string(counts)
 	for _, v := range vals {
 		out = append(out, v...)
@@ -48,14 +50,14 @@ func packValues(vals [][]string) indexValues {
 	return out
 }
 
-// multi reports whether v has the general form.
-func (v indexValues) multi() bool {
+// Multi reports whether v has the general form.
+func (v Values) Multi() bool {
 	return len(v) >= 2 && unsafe.StringData(v[0]) == unsafe.StringData(multiValues)
 }
 
-// n returns how many indexes v holds the values of.
-func (v indexValues) n() int {
-	if !v.multi() {
+// N returns how many indexes v holds the values of.
+func (v Values) N() int {
+	if !v.Multi() {
 		return len(v)
 	}
 	n := 0
@@ -66,9 +68,9 @@ func (v indexValues) n() int {
 	return n
 }
 
-// at returns the values of the i-th index, as a slice of v.
-func (v indexValues) at(i int) []string {
-	if !v.multi() {
+// At returns the values of the i-th index, as a slice of v.
+func (v Values) At(i int) []string {
+	if !v.Multi() {
 		return v[i : i+1 : i+1]
 	}
 	c, off := v[1], 2
@@ -82,16 +84,16 @@ func (v indexValues) at(i int) []string {
 	}
 }
 
-// all returns the values of each index.
-func (v indexValues) all() [][]string {
-	out := make([][]string, v.n())
+// All returns the values of each index.
+func (v Values) All() [][]string {
+	out := make([][]string, v.N())
 	for i := range out {
-		out[i] = v.at(i)
+		out[i] = v.At(i)
 	}
 	return out
 }
 
-// uvarint reads a uvarint that packValues wrote at the start of s: its
+// uvarint reads a uvarint that Pack wrote at the start of s: its
 // value and length.
 func uvarint(s string) (uint64, int) {
 	var x uint64
