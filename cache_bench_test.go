@@ -329,12 +329,9 @@ func BenchmarkMutationDetector(b *testing.B) {
 		c := newCache[*corev1.ConfigMap](nil, nil)
 		w, events := newTestWriter(c)
 		if detect {
-			det := newDetector[*corev1.ConfigMap](w.log, nil, false)
-			w.detect = det
-			det.rv = w.status.resourceVersion
-			det.emit = w.disp.emit
-			det.fence = w.disp.fence
-			w.share.Stale = &det.found
+			det, hook := newDetector[*corev1.ConfigMap](w.log, nil, false, w.status.resourceVersion, w.disp.emit, w.disp.fence)
+			w.detect = hook
+			w.share.Stale = &det.Found
 		}
 		for _, o := range benchCMs {
 			w.apply(Added, arrivalOf(o.DeepCopy()), w.prepare)
@@ -372,10 +369,10 @@ func BenchmarkMutationDetector(b *testing.B) {
 	}
 	b.Run("op=Check/detector=on", func(b *testing.B) {
 		w, _ := fill(true)
-		det := w.detect.(*detector[*corev1.ConfigMap])
+		det := w.detect.(detectorHook[*corev1.ConfigMap]).d
 		b.ReportAllocs()
 		for b.Loop() {
-			det.check(b.Context())
+			det.Check(b.Context())
 		}
 	})
 }

@@ -3,6 +3,7 @@ package kinformer
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kinformer/kinformer/internal/backoff"
+	"github.com/kinformer/kinformer/internal/mutation"
 	"github.com/kinformer/kinformer/internal/projection"
 )
 
@@ -268,4 +270,57 @@ func (l *loop[T]) adopt(resyncAt *time.Time) {
 func (l *loop[T]) cancelOnOffer(ctx context.Context) (context.Context, func()) {
 	next, pending := l.offerPending()
 	return cancelWhen(ctx, pending, next)
+}
+
+// The cache mutation detector (Options.DetectMutations, internal/mutation)
+// is chosen once: the writer tells a mutationHook of the objects it caches
+// (put), replaces and removes (retire), or swaps in and out with a
+// re-list; the detector's, or noMutationHook.
+type mutationHook[T Object] interface {
+	put(emit func(Event[T]), key string, old T, existed bool, obj T)
+	retire(emit func(Event[T]), key string, old T)
+	swap(emit func(Event[T]), old, items map[string]ref[T])
+}
+
+// noMutationHook is the hook of an informer without the detector: nothing
+// is copied or compared.
+type noMutationHook[T Object] struct{}
+
+func (noMutationHook[T]) put(func(Event[T]), string, T, bool, T)                    {}
+func (noMutationHook[T]) retire(func(Event[T]), string, T)                          {}
+func (noMutationHook[T]) swap(func(Event[T]), map[string]ref[T], map[string]ref[T]) {}
+
+// detectorHook is the hook of an informer with the detector: its reports
+// are Error events at the informer's resourceVersion.
+type detectorHook[T Object] struct {
+	d  *mutation.Detector[T]
+	rv func() string
+}
+
+// newDetector returns the detector of an informer (its handler logger, its
+// metrics, "panic" mode or not) and its hook; rv is the informer's
+// resourceVersion, emit and fence its dispatcher's, for the periodic check.
+func newDetector[T Object](log *slog.Logger, obs *observer, panics bool, rv func() string, emit func(Event[T]), fence func()) (*mutation.Detector[T], detectorHook[T]) {
+	d := mutation.New[T](mutation.Config{Log: log, Panics: panics, Mutated: ErrMutated, Counted: obs.mutation})
+	obs.detecting()
+	h := detectorHook[T]{d: d, rv: rv}
+	d.Emit, d.Fence = h.reporter(emit), fence
+	return d, h
+}
+
+// reporter turns a report into an Error event given to emit.
+func (h detectorHook[T]) reporter(emit func(Event[T])) func(error) {
+	return func(err error) { emit(Event[T]{Type: Error, Err: err, ResourceVersion: h.rv()}) }
+}
+
+func (h detectorHook[T]) put(emit func(Event[T]), key string, old T, existed bool, obj T) {
+	h.d.Put(h.reporter(emit), key, old, existed, obj)
+}
+
+func (h detectorHook[T]) retire(emit func(Event[T]), key string, old T) {
+	h.d.Retire(h.reporter(emit), key, old)
+}
+
+func (h detectorHook[T]) swap(emit func(Event[T]), old, items map[string]ref[T]) {
+	mutation.Swap(h.d, h.reporter(emit), old, items, ref[T].object)
 }

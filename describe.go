@@ -249,3 +249,7 @@ func (d described) prober() liveness.Prober {
 	}
 	return liveness.HTTPProber(d.rest.Get().AbsPath(liveness.ProbePath).Param("exclude", "etcd").URL().String(), d.http)
 }
+
+// mutationDetecting is what a ListerWatcher implements to turn the
+// mutation detector on for informers over it (kinformertest.Server does).
+type mutationDetecting interface{ DetectMutations() bool }

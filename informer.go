@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kinformer/kinformer/internal/mutation"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
@@ -80,7 +82,7 @@ type Informer[T Object] struct {
 	mutationPanics bool
 	// detector is the mutation detector (Options.DetectMutations), which
 	// each run runs; nil: off. Set before the first run, under runMu.
-	detector *detector[T]
+	detector *mutation.Detector[T]
 
 	// loop is the watch loop and its state (the writer of cache and
 	// status among them). Runs never overlap, so it passes from one run's
@@ -397,12 +399,9 @@ func (inf *Informer[T]) SetTransform(fn func(T) (T, error)) error {
 // detectMutations turns the mutation detector on, before the informer
 // first runs.
 func (inf *Informer[T]) detectMutations() {
-	d := newDetector[T](inf.hlog, inf.obs, inf.mutationPanics)
-	d.rv = inf.status.resourceVersion
-	d.emit = inf.disp.emit
-	d.fence = inf.disp.fence
+	d, hook := newDetector[T](inf.hlog, inf.obs, inf.mutationPanics, inf.status.resourceVersion, inf.disp.emit, inf.disp.fence)
 	inf.detector = d
-	inf.loop.detectMutations(d)
+	inf.loop.detectMutations(hook, &d.Found)
 }
 
 // detectingMutations reports whether the mutation detector is on.

@@ -111,7 +111,7 @@ func (inf *Informer[T]) run(ctx context.Context, done chan struct{}) {
 	inf.resends.start(ctx)
 	var detector sync.WaitGroup
 	if d := inf.detector; d != nil {
-		detector.Go(func() { d.run(ctx) })
+		detector.Go(func() { d.Run(ctx) })
 	}
 	if after := inf.loop.opts.StartupLogAfter; after > 0 && !inf.status.synced.Load() {
 		detector.Go(func() { inf.logSlowStart(ctx, after) })

@@ -131,12 +131,12 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src described, o *
 	return l
 }
 
-// detectMutations makes d the writer's mutation hook, before the loop
-// first runs; the Sharer forgets the maps it shares once d has found a
-// mutation (one may be the map changed).
-func (l *loop[T]) detectMutations(d *detector[T]) {
-	l.w.detect = d
-	l.w.share.Stale = &d.found
+// detectMutations makes hook the writer's mutation hook, before the loop
+// first runs; the Sharer forgets the maps it shares once found is raised,
+// when the detector has found a mutation (one may be the map changed).
+func (l *loop[T]) detectMutations(hook mutationHook[T], found *atomic.Bool) {
+	l.w.detect = hook
+	l.w.share.Stale = found
 }
 
 // run runs the state machine until ctx is done.

@@ -47,8 +47,8 @@ func startDetecting(t *testing.T, s *fakeServer, opts *Options[*corev1.ConfigMap
 	opts.Logger = slog.New(slog.NewTextHandler(d.log, nil))
 	d.inf = New[*corev1.ConfigMap](s, opts)
 	det := d.inf.detector
-	det.tick = make(chan time.Time) // never: the test calls check
-	det.fail = func(msg string) {
+	det.Tick = make(chan time.Time) // never: the test calls check
+	det.Fail = func(msg string) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		d.fails = append(d.fails, msg)
@@ -67,7 +67,7 @@ func startDetecting(t *testing.T, s *fakeServer, opts *Options[*corev1.ConfigMap
 // check runs the periodic check; one that fails ends the test.
 func (d *detecting) check() {
 	d.t.Helper()
-	if !d.inf.detector.check(context.Background()) {
+	if !d.inf.detector.Check(context.Background()) {
 		var said []string
 		for line := range strings.Lines(d.log.String()) {
 			if strings.Contains(line, "check panicked") {
@@ -257,7 +257,7 @@ func TestMutationDetectedByPeriodicCheck(t *testing.T) {
 	b := cached(t, d.inf, "ns/b")
 	b.Labels["new"] = "x"
 	det := d.inf.detector
-	det.tick, det.period = nil, 5*time.Millisecond
+	det.Tick, det.Period = nil, 5*time.Millisecond
 	d.inf.Start()
 	eventually(t, "the goroutine's report", func() bool { return len(d.mutations(t)) == 3 })
 	time.Sleep(50 * time.Millisecond) // ten checks more
@@ -362,9 +362,8 @@ func TestMutationDetectorOff(t *testing.T) {
 		c := newCache[*countedCM](nil, nil)
 		w, _ := newTestWriter(c)
 		if detect {
-			det := newDetector[*countedCM](w.log, nil, false)
-			w.detect = det
-			det.rv = func() string { return "" }
+			_, hook := newDetector[*countedCM](w.log, nil, false, func() string { return "" }, w.disp.emit, w.disp.fence)
+			w.detect = hook
 		}
 		before := cmCopies.Load()
 		for i := range 10 {
@@ -392,7 +391,7 @@ func TestMutationDetectorOff(t *testing.T) {
 
 	running := func() bool {
 		buf := make([]byte, 1<<20)
-		return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "(*detector[...]).run")
+		return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "(*Detector[...]).Run")
 	}
 	s := newFakeServer()
 	s.put(cm("ns", "a"))
@@ -440,8 +439,8 @@ func TestMutationDetectorSwitches(t *testing.T) {
 		}
 		inf := New[*corev1.ConfigMap](lw, &Options[*corev1.ConfigMap]{DetectMutations: tc.opt})
 		d := inf.detector
-		if on := d != nil; on != tc.on || on && (d.fail != nil) != tc.panics {
-			t.Errorf("env %q, option %v, lister %v: on %v, panics %v; want %v, %v", tc.env, tc.opt, tc.lw, on, on && d.fail != nil, tc.on, tc.panics)
+		if on := d != nil; on != tc.on || on && (d.Fail != nil) != tc.panics {
+			t.Errorf("env %q, option %v, lister %v: on %v, panics %v; want %v, %v", tc.env, tc.opt, tc.lw, on, on && d.Fail != nil, tc.on, tc.panics)
 		}
 	}
 }
@@ -496,12 +495,10 @@ func TestMutationDetectorInexactCopy(t *testing.T) {
 	c := newCache[*lossyCM](nil, nil)
 	w, events := newTestWriter(c)
 	var log syncBuffer
-	det := newDetector[*lossyCM](slog.New(slog.NewTextHandler(&log, nil)), nil, false)
-	w.detect = det
-	det.rv = w.status.resourceVersion
-	det.emit, det.fence = w.disp.emit, w.disp.fence
+	det, hook := newDetector[*lossyCM](slog.New(slog.NewTextHandler(&log, nil)), nil, false, w.status.resourceVersion, w.disp.emit, w.disp.fence)
+	w.detect = hook
 	var fails []string
-	det.fail = func(msg string) { fails = append(fails, msg) }
+	det.Fail = func(msg string) { fails = append(fails, msg) }
 	for i := range 3 {
 		o := &lossyCM{*cm("ns", fmt.Sprint(i))}
 		o.Data["k"] = "v"
@@ -510,7 +507,7 @@ func TestMutationDetectorInexactCopy(t *testing.T) {
 	o := &lossyCM{*cm("ns", "0")}
 	o.Data["k"] = "v2"
 	w.apply(Modified, arrivalOf(o), w.prepare)
-	det.check(context.Background())
+	det.Check(context.Background())
 	for _, e := range events() {
 		if e.Type == Error {
 			t.Fatalf("reported: %v", e.Err)
@@ -523,7 +520,7 @@ func TestMutationDetectorInexactCopy(t *testing.T) {
 	if n := strings.Count(log.String(), "level=ERROR"); n != 1 || !strings.Contains(log.String(), "not exact") {
 		t.Fatalf("log: %s", log.String())
 	}
-	if n := len(det.entries); n != 0 {
+	if n := det.Watched(); n != 0 {
 		t.Fatalf("%d objects checked", n)
 	}
 }
@@ -540,7 +537,7 @@ func TestMutationByHandlerIsNotARace(t *testing.T) {
 	d := startDetecting(t, s, nil)
 	tick := make(chan time.Time)
 	d.inf.Stop()
-	d.inf.detector.tick = tick
+	d.inf.detector.Tick = tick
 	d.inf.Start()
 	go func() {
 		time.Sleep(time.Second) // the handler has long returned
@@ -554,8 +551,9 @@ func TestMutationByHandlerIsNotARace(t *testing.T) {
 	}
 }
 
-// A periodic check that panics (here: the detector's index of its entries
-// is broken; as well a DeepCopyObject of the objects' type that panics)
+// A periodic check that panics (here: the dispatcher's fence it calls,
+// with a runtime error; as well a DeepCopyObject of the objects' type that
+// panics, or a bug of the detector)
 // neither kills the process nor stops the informer: the failure is
 // reported, in an Error event and an error log line with the stack, not
 // through "panic" mode's hook, and the detector is off from then on.
@@ -566,17 +564,17 @@ func TestMutationDetectorCheckPanicIsReported(t *testing.T) {
 	s.put(cm("ns", "b"))
 	d := startDetecting(t, s, nil)
 	det := d.inf.detector
-	cached(t, d.inf, "ns/a").Labels["app"] = "evil" // the check finds it, and looks its entry up
-	det.mu.Lock()
-	det.index["ns/a"] = len(det.entries) + 10
-	det.mu.Unlock()
+	det.Fence = func() {
+		var entries []int
+		_ = entries[len(d.rec.all())+10] // index out of range
+	}
 	ok := func() (ok bool) {
 		defer func() {
 			if r := recover(); r != nil {
 				t.Fatalf("the check panicked: %v", r)
 			}
 		}()
-		return det.check(context.Background())
+		return det.Check(context.Background())
 	}()
 	if ok {
 		t.Fatal("the check did not fail")
@@ -602,14 +600,14 @@ func TestMutationDetectorCheckPanicIsReported(t *testing.T) {
 	eventually(t, "the events after the failure", func() bool {
 		return len(d.rec.lines(false, Modified)) == 1 && len(d.rec.lines(false, Added)) == 3
 	})
-	copies := det.copies.Load()
+	copies := det.Copies()
 	cached(t, d.inf, "ns/c").Labels["app"] = "evil"
 	s.put(cm("ns", "c", "v", "2"))
 	eventually(t, "the update of ns/c", func() bool { return len(d.rec.lines(false, Modified)) == 2 })
-	if !det.check(context.Background()) {
+	if !det.Check(context.Background()) {
 		t.Fatal("a check after the failure failed")
 	}
-	if n := det.copies.Load() - copies; n != 0 || len(d.mutations(t)) != 0 {
+	if n := det.Copies() - copies; n != 0 || len(d.mutations(t)) != 0 {
 		t.Fatalf("the detector is on: %d copies made, reports %q", n, d.mutations(t))
 	}
 }
@@ -620,20 +618,18 @@ func TestMutationPanicModeThroughCheck(t *testing.T) {
 	plainOnly(t)
 	c := newCache[*corev1.ConfigMap](nil, nil)
 	w, _ := newTestWriter(c)
-	det := newDetector[*corev1.ConfigMap](slog.New(slog.DiscardHandler), nil, true)
-	w.detect = det
-	det.rv = w.status.resourceVersion
-	det.emit, det.fence = w.disp.emit, w.disp.fence
+	det, hook := newDetector[*corev1.ConfigMap](slog.New(slog.DiscardHandler), nil, true, w.status.resourceVersion, w.disp.emit, w.disp.fence)
+	w.detect = hook
 	w.apply(Added, arrivalOf(cm("ns", "a", "app", "web")), w.prepare)
 	o, _ := c.GetByKey("ns/a")
 	o.Labels["app"] = "evil"
 	r := func() (r any) {
 		defer func() { r = recover() }()
-		det.check(context.Background())
+		det.Check(context.Background())
 		return nil
 	}()
 	want := `kinformer: cached object modified in place: ns/a: metadata.labels["app"]: "evil", was "web"`
-	if err, ok := r.(error); !ok || err.Error() != want || det.off.Load() {
-		t.Fatalf("the check panicked with %#v, detector off %v; want the panic %q", r, det.off.Load(), want)
+	if err, ok := r.(error); !ok || err.Error() != want || det.Off() {
+		t.Fatalf("the check panicked with %#v, detector off %v; want the panic %q", r, det.Off(), want)
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -444,3 +446,21 @@ type Backoff struct {
 func DefaultBackoff() Backoff { return Backoff(backoff.Default()) }
 
 func (b Backoff) withDefaults() Backoff { return Backoff(backoff.Policy(b).WithDefaults()) }
+
+// EnvMutationDetector names the environment variable read by New for every
+// informer: "true" or "1" turns the mutation detector on
+// (Options.DetectMutations) whatever the options say; "panic" turns it on
+// and makes each detection panic after it is reported, to fail a test
+// binary loudly. Any other value, or none, leaves it to the options.
+const EnvMutationDetector = "KINFORMER_CACHE_MUTATION_DETECTOR"
+
+// mutationEnv reads EnvMutationDetector.
+func mutationEnv() (on, panics bool) {
+	switch strings.ToLower(strings.TrimSpace(os.Getenv(EnvMutationDetector))) {
+	case "true", "1":
+		return true, false
+	case "panic":
+		return true, true
+	}
+	return false, false
+}
