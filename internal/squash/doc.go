@@ -5,8 +5,8 @@
 // of each other: the Pods of a Deployment differ in their names, UIDs,
 // IPs and timestamps. Compressed one by one without a dictionary they
 // shrink little (s2: 0.68 of a Pod's protobuf); against a dictionary of
-// 24 Pods to 0.29. It is the codec of a future "compressed holding" of
-// the cache, and stands alone: nothing in the cache uses it yet.
+// 24 Pods to 0.29. It is the codec of the compact cache (the root's
+// packer, compact_dict.go), and stands alone: it knows nothing of caches.
 //
 // # Use
 //
