@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -218,6 +219,9 @@ func (l *loop[T]) adopt(resyncAt *time.Time) {
 	if widened && l.stateOn {
 		l.w.state.Stop() // the narrower projection's file, as it stands
 		l.stateOn = false
+	}
+	if widened && l.stateOpened && l.w.state != nil && !slices.Contains(l.left, l.w.state.Path()) {
+		l.left = append(l.left, l.w.state.Path())
 	}
 	resync := c.ResyncPeriod != l.opts.ResyncPeriod
 	direct := l.st.direct

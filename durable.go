@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"reflect"
 	"runtime"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -147,13 +148,17 @@ func newPersister[T Object](src described, o *config[T], report func(error), log
 	})
 }
 
-// stateFile is the informer's state file: "" without one, or before a
-// run has opened it. Not while it runs.
-func (inf *Informer[T]) stateFile() string {
+// stateFiles are the paths of the state files the informer has written:
+// its current one last, after those of narrower projections it left for a
+// wider one (loop.adopt); nil without one, or before a run has opened it.
+// Not while it runs.
+func (inf *Informer[T]) stateFiles() []string {
 	if inf.loop == nil || inf.loop.w.state == nil {
-		return ""
+		return nil
 	}
-	return inf.loop.w.state.Path()
+	cur := inf.loop.w.state.Path()
+	files := slices.DeleteFunc(slices.Clone(inf.loop.left), func(p string) bool { return p == cur })
+	return append(files, cur)
 }
 
 // fieldsOf is a projection's identity; "" for whole objects.

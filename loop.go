@@ -77,6 +77,10 @@ type loop[T Object] struct {
 	quiet time.Duration
 	// stateOpened: the state file has been opened (and loaded) once.
 	stateOpened bool
+	// left are the state files of narrower projections this loop wrote
+	// and left for a wider one (adopt): an informer that is done with its
+	// files (a namespace that left a view) removes them too.
+	left []string
 	// held is the cache loaded from the state file, not yet restored: it
 	// reaches the cache, the handlers and the metrics only after the
 	// probe's list, authorized as this client, has succeeded (probe).

@@ -225,15 +225,17 @@ func (n *viewNamespaces[T]) join(_ context.Context, namespace string, in bool) e
 	return nil
 }
 
-// forget removes the state file of inf, a namespace's informer that left
-// the view and has stopped: a namespace that leaves does not leave its
-// file behind for good (one that joins again lists). Not if the view
+// forget removes the state files of inf, a namespace's informer that left
+// the view and has stopped (its current one, and those of narrower
+// projections a consumer's wider Fields made it leave): a namespace that
+// leaves does not leave its files behind for good (one that joins again
+// lists). Not if the view
 // closed (it stops, the namespace did not leave), nor if the namespace
 // joined again meanwhile (its new informer has the file), nor a file in
 // use (by another process).
 func (n *viewNamespaces[T]) forget(namespace string, inf *Informer[T]) {
-	path := inf.stateFile()
-	if path == "" {
+	paths := inf.stateFiles()
+	if len(paths) == 0 {
 		return
 	}
 	n.set.Locked(func() {
@@ -245,11 +247,13 @@ func (n *viewNamespaces[T]) forget(namespace string, inf *Informer[T]) {
 		if n.infs[namespace] != nil {
 			return
 		}
-		if err := persist.Forget(path); err != nil {
-			n.logf(slog.LevelError, "kinformer: could not remove the state file of a namespace that left the view", "namespace", namespace, "file", path, "error", err.Error())
-			return
+		for _, path := range paths {
+			if err := persist.Forget(path); err != nil {
+				n.logf(slog.LevelError, "kinformer: could not remove the state file of a namespace that left the view", "namespace", namespace, "file", path, "error", err.Error())
+				continue
+			}
+			n.logf(slog.LevelInfo, "kinformer: removed the state file of a namespace that left the view", "namespace", namespace, "file", path)
 		}
-		n.logf(slog.LevelInfo, "kinformer: removed the state file of a namespace that left the view", "namespace", namespace, "file", path)
 	})
 }
 

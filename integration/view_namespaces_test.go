@@ -315,3 +315,54 @@ func TestSharedViewLeaveRemovesStateFile(t *testing.T) {
 		t.Errorf("after Close: state files %v, want %v kept", got, both)
 	}
 }
+
+// A namespace's informer that a consumer's wider Fields made leave its
+// state file for one named for the union (a re-list) has written two
+// files; when the namespace leaves the view, both go with it, not only the
+// one in use at the end.
+func TestSharedViewLeaveRemovesWidenedStateFiles(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	nsA, nsB := testenv.NewNamespace(t, srv.Config()), testenv.NewNamespace(t, srv.Config())
+	mustCreate(t, c, configMap(nsA, "a1", nil, "1"))
+	mustCreate(t, c, configMap(nsB, "b1", nil, "1"))
+	dir := t.TempDir()
+	f := kinformer.NewFactory(srv.Config(), &kinformer.FactoryOptions{StateDir: dir})
+	t.Cleanup(f.Stop)
+	narrow := &kinformer.Options[*corev1.ConfigMap]{Fields: []string{"data"}, StateInterval: 10 * time.Millisecond}
+	v, err := kinformer.SharedView[*corev1.ConfigMap](f, kinformer.Namespaces{Names: []string{nsA, nsB}}, narrow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	f.Start()
+	if err := v.WaitForSync(bounded(t, callTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	files := func() []string {
+		m, _ := filepath.Glob(filepath.Join(dir, "*.kinformer"))
+		return m
+	}
+	eventually(t, callTimeout, "a state file per namespace", func() bool { return len(files()) == 2 })
+	before := files()
+
+	// A consumer of nsB's informer asks for the labels too: the informer
+	// re-lists under the union, into a file named for it.
+	wide, err := kinformer.Shared[*corev1.ConfigMap](f, nsB, &kinformer.Options[*corev1.ConfigMap]{Fields: []string{"metadata.labels"}, StateInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.WaitForSync(bounded(t, callTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, callTimeout, nsB+"'s file for the wider fields", func() bool { return len(files()) == 3 })
+	kinformer.Release(f, wide)
+
+	if err := v.RemoveNamespace(nsB); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, callTimeout, nsB+"'s two state files removed as it left", func() bool { return len(files()) == 1 })
+	if got := files(); !slices.Contains(before, got[0]) {
+		t.Fatalf("left %v; want %s's file of %v", got, nsA, before)
+	}
+}
