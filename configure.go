@@ -220,8 +220,8 @@ func (l *loop[T]) adopt(resyncAt *time.Time) {
 		l.w.state.Stop() // the narrower projection's file, as it stands
 		l.stateOn = false
 	}
-	if widened && l.stateOpened && l.w.state != nil && !slices.Contains(l.left, l.w.state.Path()) {
-		l.left = append(l.left, l.w.state.Path())
+	if path := l.statePath(); widened && path != "" && !slices.Contains(l.left, path) {
+		l.left = append(l.left, path)
 	}
 	resync := c.ResyncPeriod != l.opts.ResyncPeriod
 	direct := l.st.direct
@@ -266,6 +266,15 @@ func (l *loop[T]) adopt(resyncAt *time.Time) {
 	if l.w.cache.size() == 0 {
 		l.w.takeConfig() // nothing cached lacks the new fields
 	}
+}
+
+// statePath is the path of the state file the loop has opened; "" if
+// none (no StateDir, or not opened yet, or its directory was refused).
+func (l *loop[T]) statePath() string {
+	if !l.stateOpened || l.w.state == nil {
+		return ""
+	}
+	return l.w.state.Path()
 }
 
 // cancelOnOffer returns ctx, cancelled once the loop is offered a new

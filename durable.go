@@ -158,7 +158,10 @@ func (inf *Informer[T]) stateFiles() []string {
 	}
 	cur := inf.loop.w.state.Path()
 	files := slices.DeleteFunc(slices.Clone(inf.loop.left), func(p string) bool { return p == cur })
-	return append(files, cur)
+	if cur != "" {
+		files = append(files, cur)
+	}
+	return files
 }
 
 // fieldsOf is a projection's identity; "" for whole objects.

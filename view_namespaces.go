@@ -98,7 +98,8 @@ type viewNamespaces[T Object] struct {
 // Deleted for each ([CauseLeave]).
 //
 // With a StateDir, each namespace's informer keeps its own state file; a
-// namespace that leaves the view takes its file with it once its informer
+// namespace that leaves the view takes its files with it (also one a wider
+// projection made it leave, see Options.Fields) once its informer
 // has stopped (unless another holder of the informer, or process, still
 // uses it), so that files of departed namespaces do not pile up: one that
 // joins again lists. Close keeps the files, for the next start.

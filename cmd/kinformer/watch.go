@@ -58,7 +58,7 @@ at start (forbidden, naming it); with --skip-forbidden-namespaces it is
 left out instead, said on stderr, and the permissions are checked again
 every minute: a namespace granted later joins, one revoked leaves. With
 --state-dir each namespace has its own state file; a namespace that
-leaves takes its file with it (one that joins again lists).
+leaves takes its files with it (one that joins again lists).
 
 A custom resource whose CustomResourceDefinition is deleted: one line on
 stderr says so ("the definition of widgets.example.com was deleted"),

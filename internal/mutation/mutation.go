@@ -328,8 +328,8 @@ func (d *Detector[T]) refresh(w watched[T]) bool {
 }
 
 // report tells of a mutation of the object under key: an error log line,
-// the metric, an Error event wrapping ErrMutated, and in "panic" mode a
-// panic.
+// the metric (Counted), an error wrapping Config.Mutated given to emit (the
+// informer's Error event), and in "panic" mode a panic.
 func (d *Detector[T]) report(emit func(error), key, diff string) {
 	err := fmt.Errorf("%w: %s: %s", d.cfg.Mutated, key, diff)
 	d.Found.Store(true)
