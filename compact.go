@@ -9,7 +9,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kinformer/kinformer/internal/intern"
 	"github.com/kinformer/kinformer/internal/packedvalues"
 	"github.com/kinformer/kinformer/internal/persist"
 	"github.com/kinformer/kinformer/internal/squash"
@@ -281,12 +280,12 @@ func (k *packer[T]) packMeta(c *Cache[T], data []byte, m persist.Meta, entry []b
 	return ref[T]{p: p}, nil
 }
 
-// decoding: the cache keeps the bytes as they came, so the decoder hands
+// wants: the cache keeps the bytes as they came, so the decoder hands
 // them over with each object; with the default key nothing needs the
 // object before a handler or a reader does (index values excepted:
 // packMeta decodes for them), and it is left undecoded.
-func (k *packer[T]) decoding(c *Cache[T], dc *decoding, _ *intern.Sharer) {
-	dc.keepRaw, dc.lazy = true, c.defaultKey
+func (k *packer[T]) wants(c *Cache[T]) decoderWants {
+	return decoderWants{keepRaw: true, lazy: c.defaultKey}
 }
 
 // shares: a compact cache keeps no object to share with.

@@ -173,7 +173,11 @@ func (l *loop[T]) makeDirect() {
 		if fn == nil {
 			// Without a Transform, what the decoder makes is what the
 			// cache holds: the holding says in what form to hand it over.
-			l.w.cache.h.decoding(l.w.cache, &dc, l.w.share)
+			w := l.w.cache.h.wants(l.w.cache)
+			if w.share {
+				dc.share = l.w.share
+			}
+			dc.keepRaw, dc.lazy = w.keepRaw, w.lazy
 		}
 		l.direct = l.newDirect(dc)
 	}

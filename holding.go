@@ -1,7 +1,6 @@
 package kinformer
 
 import (
-	"github.com/kinformer/kinformer/internal/intern"
 	"github.com/kinformer/kinformer/internal/persist"
 	"github.com/kinformer/kinformer/internal/protowatch"
 )
@@ -77,9 +76,9 @@ type holding[T Object] interface {
 	// out unusable (set aside, reported).
 	open(c *Cache[T], s *persist.Persister[T], load bool) (rv string, ok bool)
 	restore(c *Cache[T], s *persist.Persister[T], check func(key string, obj T) error, put func(key string, r ref[T])) bool
-	// decoding sets what the decoder hands over (an informer without a
-	// Transform): objects it strips and shares with share, or their bytes.
-	decoding(c *Cache[T], dc *decoding, share *intern.Sharer)
+	// wants says what the decoder is to hand over (an informer without a
+	// Transform): objects it strips and shares, or their bytes.
+	wants(c *Cache[T]) decoderWants
 	// shares reports whether prepared objects share strings and maps
 	// with earlier ones (intern.Sharer): a holding that keeps objects.
 	shares() bool
@@ -146,6 +145,13 @@ func (a arrival[T]) decoded(obj T) arrival[T] {
 	return a
 }
 
+// decoderWants is what a holding asks of the direct decoder (the loop
+// sets its decoding from it): share, objects stripped and sharing strings
+// and maps with earlier ones (the writer's intern.Sharer); keepRaw, each
+// object's bytes with it; lazy, objects left undecoded where the decoder
+// can.
+type decoderWants struct{ share, keepRaw, lazy bool }
+
 // plainHolding holds the objects themselves: a ref is the object, read at
 // no cost; the state file holds their encoding, made by the persister.
 type plainHolding[T Object] struct{}
@@ -190,6 +196,6 @@ func (plainHolding[T]) restore(_ *Cache[T], s *persist.Persister[T], check func(
 	return s.LoadHeld(check, func(key string, obj T) { put(key, ref[T]{obj: obj}) })
 }
 
-// decoding: the decoder strips and shares the objects itself, and they
+// wants: the decoder strips and shares the objects itself, and they
 // need no preparing after (see writer.prepare).
-func (plainHolding[T]) decoding(_ *Cache[T], dc *decoding, share *intern.Sharer) { dc.share = share }
+func (plainHolding[T]) wants(*Cache[T]) decoderWants { return decoderWants{share: true} }
