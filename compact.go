@@ -24,7 +24,7 @@ import (
 // a sharded informer, UID. Readers decompress and decode, outside the
 // cache's lock, each its own copy. Events carry their objects packed until
 // a handler's goroutine takes the event: it decodes them, once for all
-// the handlers (lazyEvent). The state file holds the objects' encodings
+// the handlers (lazyObjects). The state file holds the objects' encodings
 // as they came (decompressed as they are written): a restore compresses
 // them again, against a dictionary of the restored objects.
 
@@ -394,22 +394,20 @@ func (k *packer[T]) unpack(p *packed) (T, error) {
 	return obj, err
 }
 
-// entry makes e an entry of a listener's queue: ready, or, if either of
-// its objects is packed, to be decoded on the first handler's goroutine
-// that takes it (lazyEvent).
-func (k *packer[T]) entry(e Event[T], obj, old ref[T], at int64) queued[T] {
-	e.Object, e.Old = obj.obj, old.obj
+// objects: each object, or, if either is packed, a lazy that decodes
+// them on the first handler's goroutine that delivers the event.
+func (k *packer[T]) objects(obj, old ref[T]) (T, T, *lazyObjects[T]) {
 	if obj.p == nil && old.p == nil {
-		return queued[T]{e: e, at: at}
+		return obj.obj, old.obj, nil
 	}
-	return queued[T]{e: e, at: at, lz: &lazyEvent[T]{pk: k, obj: obj.p, old: old.p}}
+	return obj.obj, old.obj, &lazyObjects[T]{pk: k, obj: obj.p, old: old.p}
 }
 
-// lazyEvent is an event whose objects are still packed. The listeners
-// given the same event share one: the first to deliver it decodes, the
-// others wait for that decode and get the same objects (as without
-// Compact, an event's handlers share its objects).
-type lazyEvent[T Object] struct {
+// lazyObjects are an event's objects still packed. The listeners given
+// the same event share one: the first to deliver it decodes, the others
+// wait for that decode and get the same objects (as without Compact, an
+// event's handlers share its objects).
+type lazyObjects[T Object] struct {
 	pk       *packer[T] // how to decode them
 	obj, old *packed    // nil: the event's own (or none)
 	once     sync.Once
@@ -418,15 +416,16 @@ type lazyEvent[T Object] struct {
 	err      error
 }
 
-// resolve returns e with its packed objects decoded: an Error event
-// naming the object if one does not decode.
-func (z *lazyEvent[T]) resolve(e Event[T]) Event[T] {
+// fill sets *obj and *old, where packed, to their decoded objects; an
+// error if one does not decode (counted once, however many handlers get
+// the event).
+func (z *lazyObjects[T]) fill(obj, old *T) error {
 	z.once.Do(func() {
 		var err error
 		if z.obj != nil {
 			if z.dObj, err = z.pk.unpack(z.obj); err != nil {
 				z.err = err
-				z.pk.failed.Add(1) // once, however many handlers get the event
+				z.pk.failed.Add(1)
 				return
 			}
 		}
@@ -437,21 +436,18 @@ func (z *lazyEvent[T]) resolve(e Event[T]) Event[T] {
 		default:
 			if z.dOld, err = z.pk.unpack(z.old); err != nil {
 				z.err = err
+				z.pk.failed.Add(1)
 			}
-		}
-		if z.err != nil {
-			z.pk.failed.Add(1) // once, however many handlers get the event
 		}
 	})
 	if z.err != nil {
-		return Event[T]{Type: Error, Key: e.Key, ResourceVersion: e.ResourceVersion,
-			Err: fmt.Errorf("%w: %s event of %s: the compact cache's bytes do not decode: %w", ErrUnexpectedObject, e.Type, e.Key, z.err)}
+		return z.err
 	}
 	if z.obj != nil {
-		e.Object = z.dObj
+		*obj = z.dObj
 	}
 	if z.old != nil {
-		e.Old = z.dOld
+		*old = z.dOld
 	}
-	return e
+	return nil
 }

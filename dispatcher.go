@@ -58,7 +58,7 @@ func (d *dispatcher[T]) add(l *listener[T], c *Cache[T], rv func() string, isSyn
 		now := time.Now().UnixNano()
 		l.appendLocked(now, func(put func(queued[T])) {
 			c.each(func(key string, r ref[T]) {
-				put(c.entry(Event[T]{Type: Added, Key: key, ResourceVersion: at, Cause: CauseReplay}, r, ref[T]{}, now))
+				put(entryOf(c, Event[T]{Type: Added, Key: key, ResourceVersion: at, Cause: CauseReplay}, r, ref[T]{}, now))
 			})
 		})
 	}
@@ -97,7 +97,7 @@ func (d *dispatcher[T]) resend(reg *Registration, c *Cache[T], rv func() string)
 	}
 	n := l.appendLocked(now, func(put func(queued[T])) {
 		c.each(func(key string, r ref[T]) {
-			put(c.entry(Event[T]{Type: Modified, Key: key, ResourceVersion: at, Cause: CauseResend}, r, r, now))
+			put(entryOf(c, Event[T]{Type: Modified, Key: key, ResourceVersion: at, Cause: CauseResend}, r, r, now))
 		})
 	})
 	l.mu.Unlock()
@@ -139,7 +139,7 @@ func (d *dispatcher[T]) leave(reg *Registration, c *Cache[T], rv func() string, 
 	if !l.removed.Load() && l.wants(Deleted) {
 		l.appendLocked(now, func(put func(queued[T])) {
 			c.each(func(key string, r ref[T]) {
-				put(c.entry(Event[T]{Type: Deleted, Key: key, ResourceVersion: at, Cause: CauseLeave}, r, ref[T]{}, now))
+				put(entryOf(c, Event[T]{Type: Deleted, Key: key, ResourceVersion: at, Cause: CauseLeave}, r, ref[T]{}, now))
 			})
 		})
 	}

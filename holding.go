@@ -62,9 +62,11 @@ type holding[T Object] interface {
 	// straight reports whether a read takes every ref's object as it is:
 	// it appends them in a loop without a call per object.
 	straight() bool
-	// entry makes e, whose Object is obj's and Old old's (zero refs:
-	// none), an entry of a listener's queue, queued at at.
-	entry(e Event[T], obj, old ref[T], at int64) queued[T]
+	// objects returns what an event carries for obj and old (zero refs:
+	// none): each object, or, where one is still held as bytes, a lazy
+	// that decodes it on the first handler's goroutine that delivers the
+	// event (nil if both are objects).
+	objects(obj, old ref[T]) (o, od T, lz *lazyObjects[T])
 	// record notes r's new state under key in the state file; put notes
 	// it in a batch.
 	record(s *persist.Persister[T], key string, r ref[T], rv string)
@@ -177,9 +179,8 @@ func (plainHolding[T]) same(a, b ref[T]) bool { return a.uid() == b.uid() }
 func (plainHolding[T]) shares() bool          { return true }
 func (plainHolding[T]) size(ref[T]) int       { return 0 }
 
-func (plainHolding[T]) entry(e Event[T], obj, old ref[T], at int64) queued[T] {
-	e.Object, e.Old = obj.obj, old.obj
-	return queued[T]{e: e, at: at}
+func (plainHolding[T]) objects(obj, old ref[T]) (T, T, *lazyObjects[T]) {
+	return obj.obj, old.obj, nil
 }
 
 func (plainHolding[T]) record(s *persist.Persister[T], key string, r ref[T], rv string) {

@@ -19,7 +19,26 @@ type queued[T Object] struct {
 	at int64 // time.Now().UnixNano() when queued
 	// lz, if set, holds e's objects still to decode (a compact cache's,
 	// compact.go): the listener resolves it before delivering e.
-	lz *lazyEvent[T]
+	lz *lazyObjects[T]
+}
+
+// entryOf makes e, whose Object is obj's and Old old's in c (zero refs:
+// none), an entry of a listener's queue, queued at at: its objects as the
+// cache's holding gives them.
+func entryOf[T Object](c *Cache[T], e Event[T], obj, old ref[T], at int64) queued[T] {
+	var lz *lazyObjects[T]
+	e.Object, e.Old, lz = c.h.objects(obj, old)
+	return queued[T]{e: e, at: at, lz: lz}
+}
+
+// resolved returns e with the objects lz still held decoded; an Error
+// event naming the object if one does not decode.
+func resolved[T Object](e Event[T], lz *lazyObjects[T]) Event[T] {
+	if err := lz.fill(&e.Object, &e.Old); err != nil {
+		return Event[T]{Type: Error, Key: e.Key, ResourceVersion: e.ResourceVersion,
+			Err: fmt.Errorf("%w: %s event of %s: the compact cache's bytes do not decode: %w", ErrUnexpectedObject, e.Type, e.Key, err)}
+	}
+	return e
 }
 
 // listener is one registration: its handler, the event types it wants, and
@@ -237,7 +256,7 @@ outer:
 			// handled: a stuck handler shows its lag.
 			l.head.Store(batch[i].at)
 			if z := batch[i].lz; z != nil {
-				batch[i].e, batch[i].lz = z.resolve(batch[i].e), nil
+				batch[i].e, batch[i].lz = resolved(batch[i].e, z), nil
 			}
 			if l.admit != nil {
 				switch l.admit(batch[i].e) {

@@ -24,11 +24,6 @@ func (c *Cache[T]) load(r ref[T]) (T, bool) {
 	return c.h.load(r)
 }
 
-// entry makes an entry of a listener's queue, as the holding makes it.
-func (c *Cache[T]) entry(e Event[T], obj, old ref[T], at int64) queued[T] {
-	return c.h.entry(e, obj, old, at)
-}
-
 // keySet is the set of cache keys filed under one index value.
 type keySet map[string]struct{}
 

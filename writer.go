@@ -111,7 +111,7 @@ func (w *writer[T]) swap(p publisher[T], items map[string]ref[T]) (old map[strin
 // none), as the cache's holding makes the entry (decoded by the handlers'
 // side if need be).
 func (w *writer[T]) emit(p publisher[T], e Event[T], obj, old ref[T]) {
-	p.emitQueued(w.cache.entry(e, obj, old, 0))
+	p.emitQueued(entryOf(w.cache, e, obj, old, 0))
 }
 
 // hold readies what arrived (prepared, unless undecoded) under key for
