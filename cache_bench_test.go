@@ -12,6 +12,7 @@ package kinformer
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"runtime"
 	"strconv"
 	"sync"
@@ -110,7 +111,7 @@ func newBenchStores() map[string]func() benchStore {
 		},
 		"kinformer-compact": func() benchStore {
 			c := newCache[*corev1.ConfigMap](nil, nil)
-			c.setCompact(compile[*corev1.ConfigMap](nil, nil), false)
+			c.setCompact(reflect.TypeFor[*corev1.ConfigMap](), true, false)
 			s := kinformerStore{c}
 			for _, o := range benchCMs {
 				s.update(o)

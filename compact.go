@@ -171,16 +171,17 @@ func (k *packer[T]) newPacked(data []byte, rv, ns string) *packed {
 	return p
 }
 
-// setCompact makes an empty cache compact, for objects of the informer's
-// type (persist.NewReadCodec), keeping UIDs if uids. false if the type is
+// setCompact makes an empty cache compact, for objects of type t, the
+// informer's (persist.NewReadCodec), compressed if squeeze (not
+// CompactUncompressed), keeping UIDs if uids. false if the type is
 // an interface (objects from a ListerWatcher of kinformer.Object, say):
 // there is no type to decode into.
-func (c *Cache[T]) setCompact(o *config[T], uids bool) bool {
-	if o.objectType().Kind() == reflect.Interface {
+func (c *Cache[T]) setCompact(t reflect.Type, squeeze, uids bool) bool {
+	if t.Kind() == reflect.Interface {
 		return false
 	}
-	pc := persist.NewReadCodec[T](o.objectType())
-	k := &packer[T]{encode: pc.Encode, decode: pc.Decode, meta: pc.Meta, uids: uids, squeeze: !o.CompactUncompressed}
+	pc := persist.NewReadCodec[T](t)
+	k := &packer[T]{encode: pc.Encode, decode: pc.Decode, meta: pc.Meta, uids: uids, squeeze: squeeze}
 	if pc.Copies && k.squeeze {
 		k.bufs = &sync.Pool{New: func() any { return new([]byte) }}
 	}

@@ -2,6 +2,7 @@ package kinformer
 
 import (
 	"errors"
+	"reflect"
 	"runtime"
 	"testing"
 	"weak"
@@ -14,7 +15,7 @@ import (
 // reads back as it was, and compares equal only to itself.
 func TestPackedResourceVersions(t *testing.T) {
 	c := newCache[*corev1.ConfigMap](nil, nil)
-	c.setCompact(compile[*corev1.ConfigMap](nil, nil), false)
+	c.setCompact(reflect.TypeFor[*corev1.ConfigMap](), true, false)
 	k := compactOf(c)
 	for _, rv := range []string{"1", "42", "18446744073709551615", "9999999999999999999", "0", "007", "", "12a", "abc", "99999999999999999999", "-3", "+3", " 5"} {
 		p := k.newPacked([]byte{0}, rv, "ns")

@@ -3,6 +3,7 @@ package kinformer
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -165,7 +166,7 @@ func TestCompactIndexValuesComputedOnce(t *testing.T) {
 // refuses an object stored under another key.
 func TestCompactPackEncoded(t *testing.T) {
 	c := newCache[*corev1.ConfigMap](nil, nil)
-	c.setCompact(compile[*corev1.ConfigMap](nil, nil), true)
+	c.setCompact(reflect.TypeFor[*corev1.ConfigMap](), true, true)
 	o := cm("ns", "a", "app", "web")
 	o.UID, o.ResourceVersion = "uid-a", "42"
 	data, err := o.Marshal()
@@ -351,7 +352,7 @@ func TestPackedSize(t *testing.T) {
 // object must not find its index values short.
 func TestCompactAddIndexersOverBytesThatDoNotDecode(t *testing.T) {
 	c := newCache[*corev1.ConfigMap](nil, nil)
-	c.setCompact(compile[*corev1.ConfigMap](nil, nil), false)
+	c.setCompact(reflect.TypeFor[*corev1.ConfigMap](), true, false)
 	c.put("ns/bad", ref[*corev1.ConfigMap]{p: compactOf(c).newPacked([]byte{0xff, 0xff}, "1", "ns")})
 	good, err := c.hold(arrivalOf(cm("ns", "good", "app", "web")))
 	if err != nil {

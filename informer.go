@@ -135,7 +135,7 @@ func newInformer[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[
 		hlog:   hlog,
 		name:   o.Name,
 	}
-	if o.Compact && !inf.cache.setCompact(o, o.Sharding != nil) {
+	if o.Compact && !inf.cache.setCompact(o.objectType(), !o.CompactUncompressed, o.Sharding != nil) {
 		o.Compact = false
 		hlog.Warn("kinformer: Options.Compact ignored: the objects' type is an interface, there is no type to decode the cache's bytes into", "type", o.objectType().String())
 	}
