@@ -264,34 +264,53 @@ func TestSharedViewFlippedNamespaceIsFreed(t *testing.T) {
 	}
 }
 
+// statefulView is a view over two namespaces, nsA and nsB, with a
+// ConfigMap each, made by a Factory that keeps state files in a
+// directory; files lists them. It has synced, and each namespace's
+// informer has written its file.
+type statefulView struct {
+	f        *kinformer.Factory
+	v        *kinformer.View[*corev1.ConfigMap]
+	nsA, nsB string
+	files    func() []string
+}
+
+func newStatefulView(t *testing.T, opts *kinformer.Options[*corev1.ConfigMap]) statefulView {
+	t.Helper()
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	s := statefulView{nsA: testenv.NewNamespace(t, srv.Config()), nsB: testenv.NewNamespace(t, srv.Config())}
+	mustCreate(t, c, configMap(s.nsA, "a1", nil, "1"))
+	mustCreate(t, c, configMap(s.nsB, "b1", nil, "1"))
+	dir := t.TempDir()
+	s.f = kinformer.NewFactory(srv.Config(), &kinformer.FactoryOptions{StateDir: dir})
+	t.Cleanup(s.f.Stop)
+	v, err := kinformer.SharedView[*corev1.ConfigMap](s.f, kinformer.Namespaces{Names: []string{s.nsA, s.nsB}}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(v.Close)
+	s.v = v
+	s.f.Start()
+	if err := v.WaitForSync(bounded(t, callTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	s.files = func() []string {
+		m, _ := filepath.Glob(filepath.Join(dir, "*.kinformer"))
+		return m
+	}
+	eventually(t, callTimeout, "a state file per namespace", func() bool { return len(s.files()) == 2 })
+	return s
+}
+
 // With a StateDir, a namespace that leaves a view takes its state file
 // with it once its informer has stopped (it would otherwise stay for
 // good: no informer uses it, and prune keeps it); one that joins again
 // lists, and has a file again. Closing the view keeps the files, for the
 // next start.
 func TestSharedViewLeaveRemovesStateFile(t *testing.T) {
-	srv := testenv.Shared(t)
-	c := clientset(t, srv.Config())
-	nsA, nsB := testenv.NewNamespace(t, srv.Config()), testenv.NewNamespace(t, srv.Config())
-	mustCreate(t, c, configMap(nsA, "a1", nil, "1"))
-	mustCreate(t, c, configMap(nsB, "b1", nil, "1"))
-	dir := t.TempDir()
-	f := kinformer.NewFactory(srv.Config(), &kinformer.FactoryOptions{StateDir: dir})
-	t.Cleanup(f.Stop)
-	v, err := kinformer.SharedView[*corev1.ConfigMap](f, kinformer.Namespaces{Names: []string{nsA, nsB}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	f.Start()
-	if err := v.WaitForSync(bounded(t, callTimeout)); err != nil {
-		t.Fatal(err)
-	}
-	files := func() []string {
-		m, _ := filepath.Glob(filepath.Join(dir, "*.kinformer"))
-		return m
-	}
-	eventually(t, callTimeout, "a state file per namespace", func() bool { return len(files()) == 2 })
+	s := newStatefulView(t, nil)
+	v, nsB, files := s.v, s.nsB, s.files
 	both := files()
 
 	if err := v.RemoveNamespace(nsB); err != nil {
@@ -321,29 +340,8 @@ func TestSharedViewLeaveRemovesStateFile(t *testing.T) {
 // files; when the namespace leaves the view, both go with it, not only the
 // one in use at the end.
 func TestSharedViewLeaveRemovesWidenedStateFiles(t *testing.T) {
-	srv := testenv.Shared(t)
-	c := clientset(t, srv.Config())
-	nsA, nsB := testenv.NewNamespace(t, srv.Config()), testenv.NewNamespace(t, srv.Config())
-	mustCreate(t, c, configMap(nsA, "a1", nil, "1"))
-	mustCreate(t, c, configMap(nsB, "b1", nil, "1"))
-	dir := t.TempDir()
-	f := kinformer.NewFactory(srv.Config(), &kinformer.FactoryOptions{StateDir: dir})
-	t.Cleanup(f.Stop)
-	narrow := &kinformer.Options[*corev1.ConfigMap]{Fields: []string{"data"}, StateInterval: 10 * time.Millisecond}
-	v, err := kinformer.SharedView[*corev1.ConfigMap](f, kinformer.Namespaces{Names: []string{nsA, nsB}}, narrow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	f.Start()
-	if err := v.WaitForSync(bounded(t, callTimeout)); err != nil {
-		t.Fatal(err)
-	}
-	files := func() []string {
-		m, _ := filepath.Glob(filepath.Join(dir, "*.kinformer"))
-		return m
-	}
-	eventually(t, callTimeout, "a state file per namespace", func() bool { return len(files()) == 2 })
+	s := newStatefulView(t, &kinformer.Options[*corev1.ConfigMap]{Fields: []string{"data"}, StateInterval: 10 * time.Millisecond})
+	f, v, nsA, nsB, files := s.f, s.v, s.nsA, s.nsB, s.files
 	before := files()
 
 	// A consumer of nsB's informer asks for the labels too: the informer
