@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/kinformer/kinformer/internal/clusterid"
+	"github.com/kinformer/kinformer/internal/describe"
 )
 
 // A state file is bound to the cluster it was written from. Its identity
@@ -103,8 +104,8 @@ func parseCluster(s string) clusterID {
 // connections) but not through its REST client's rate limiter. nil if
 // kinformer cannot reach that client (a fake, a ListerWatcher of one's
 // own): the binding is then the certificate authority alone.
-func kubeSystemUID(src described) func(context.Context, net.Conn) (string, error) {
-	rc, hc := src.rest, src.http
+func kubeSystemUID(src describe.Source) func(context.Context, net.Conn) (string, error) {
+	rc, hc := src.REST, src.HTTP
 	if rc == nil {
 		return nil
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kinformer/kinformer/internal/crdwait"
+	"github.com/kinformer/kinformer/internal/describe"
 	"github.com/kinformer/kinformer/internal/intern"
 	"github.com/kinformer/kinformer/internal/jsonwatch"
 	"github.com/kinformer/kinformer/internal/projection"
@@ -79,15 +80,15 @@ type decoding struct {
 // its watches itself; else nil, and the informer uses lw's own Watch.
 // t is the type of the objects to make: T, or for an interface T the
 // concrete type (Factory.Typed).
-func newDirectWatcher[T Object](src described, t reflect.Type, dc decoding) *directWatcher {
+func newDirectWatcher[T Object](src describe.Source, t reflect.Type, dc decoding) *directWatcher {
 	keepManagedFields, share, maxJSONEvent := dc.keepManagedFields, dc.share, dc.maxJSONEvent
-	if !src.streams {
+	if !src.Streams {
 		return nil
 	}
 	if t == reflect.TypeFor[*unstructured.Unstructured]() {
 		return newDynamicWatcher(src, dc)
 	}
-	rs := src.scoped
+	rs := src.Scoped
 	if rs == nil {
 		return nil
 	}
@@ -102,10 +103,10 @@ func newDirectWatcher[T Object](src described, t reflect.Type, dc decoding) *dir
 	d := &directWatcher{
 		client:    client,
 		namespace: rs.GetNamespace(),
-		resource:  src.resource(),
-		kind:      src.kind(elem.Name()),
+		resource:  src.Resource(),
+		kind:      src.Kind(elem.Name()),
 	}
-	if t.Implements(reflect.TypeFor[protowatch.Object]()) && !src.jsonOnly() {
+	if t.Implements(reflect.TypeFor[protowatch.Object]()) && !src.JSONOnly() {
 		layout := protowatch.LayoutOf(elem)
 		d.proto = &protowatch.Format{
 			Kind:               d.kind,
@@ -140,8 +141,8 @@ func newDirectWatcher[T Object](src described, t reflect.Type, dc decoding) *dir
 
 // newDynamicWatcher returns a JSON directWatcher for a dynamic client's
 // resource, or nil.
-func newDynamicWatcher(src described, dc decoding) *directWatcher {
-	client, namespace, gvr := src.dyn.client, src.dyn.namespace, src.dyn.gvr
+func newDynamicWatcher(src describe.Source, dc decoding) *directWatcher {
+	client, namespace, gvr := src.Dynamic.Client, src.Dynamic.Namespace, src.Dynamic.GVR
 	if client == nil {
 		return nil
 	}

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kinformer/kinformer/internal/describe"
 	"github.com/kinformer/kinformer/internal/intern"
 	"github.com/kinformer/kinformer/internal/protowatch"
 	"github.com/kinformer/kinformer/internal/wiretest"
@@ -189,14 +190,14 @@ func TestDirectDecodingFallsBackWithoutDiscovery(t *testing.T) {
 }
 
 func TestDirectDecodingOnlyForTypedClients(t *testing.T) {
-	if d := newDirectWatcher[*corev1.ConfigMap](describeSource(&fakeServer{}), reflect.TypeFor[*corev1.ConfigMap](), decoding{share: &intern.Sharer{}}); d != nil {
+	if d := newDirectWatcher[*corev1.ConfigMap](describe.Of(&fakeServer{}), reflect.TypeFor[*corev1.ConfigMap](), decoding{share: &intern.Sharer{}}); d != nil {
 		t.Fatal("direct decoding for a client without a REST client")
 	}
 	cs := clientFor(t, http.NotFoundHandler())
-	if d := newDirectWatcher[*corev1.ConfigMap](describeSource(cs.CoreV1().ConfigMaps("ns")), reflect.TypeFor[*corev1.ConfigMap](), decoding{keepManagedFields: true}); d == nil || d.proto.StripManagedFields || d.sharesObjects() {
+	if d := newDirectWatcher[*corev1.ConfigMap](describe.Of(cs.CoreV1().ConfigMaps("ns")), reflect.TypeFor[*corev1.ConfigMap](), decoding{keepManagedFields: true}); d == nil || d.proto.StripManagedFields || d.sharesObjects() {
 		t.Fatalf("typed client: %+v", d)
 	}
-	if d := newDirectWatcher[*corev1.ConfigMap](describeSource(cs.CoreV1().ConfigMaps("ns")), reflect.TypeFor[*corev1.ConfigMap](), decoding{share: &intern.Sharer{}}); d == nil || !d.proto.StripManagedFields || !d.sharesObjects() || d.proto.Kind != "ConfigMap" {
+	if d := newDirectWatcher[*corev1.ConfigMap](describe.Of(cs.CoreV1().ConfigMaps("ns")), reflect.TypeFor[*corev1.ConfigMap](), decoding{share: &intern.Sharer{}}); d == nil || !d.proto.StripManagedFields || !d.sharesObjects() || d.proto.Kind != "ConfigMap" {
 		t.Fatalf("typed client: %+v", d)
 	}
 }
@@ -305,7 +306,7 @@ func TestDynamicClientRecognised(t *testing.T) {
 		{dyn.Resource(gvr), "", "/apis/example.com/v1/widgets"},
 		{dyn.Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace("a"), "a", "/api/v1/namespaces/a/configmaps"},
 	} {
-		d := newDirectWatcher[*unstructured.Unstructured](describeSource(c.lw), reflect.TypeFor[*unstructured.Unstructured](), decoding{share: &intern.Sharer{}})
+		d := newDirectWatcher[*unstructured.Unstructured](describe.Of(c.lw), reflect.TypeFor[*unstructured.Unstructured](), decoding{share: &intern.Sharer{}})
 		if d == nil || d.json == nil || d.namespace != c.namespace || strings.Join(d.path, "/") != c.path {
 			t.Fatalf("%T: got %+v, want a JSON watcher of %s", c.lw, d, c.path)
 		}
@@ -313,7 +314,7 @@ func TestDynamicClientRecognised(t *testing.T) {
 			t.Fatalf("no REST client or not sharing: %+v", d)
 		}
 	}
-	if d := newDirectWatcher[*unstructured.Unstructured](describeSource(&fakeServer{}), reflect.TypeFor[*unstructured.Unstructured](), decoding{}); d != nil {
+	if d := newDirectWatcher[*unstructured.Unstructured](describe.Of(&fakeServer{}), reflect.TypeFor[*unstructured.Unstructured](), decoding{}); d != nil {
 		t.Fatalf("a fake source got a direct watcher: %+v", d)
 	}
 }
@@ -372,7 +373,7 @@ func TestDirectWatchIsNotRateLimited(t *testing.T) {
 	}
 	w.Stop()
 	viaClient := lim.waits.Load()
-	d := newDirectWatcher[*corev1.ConfigMap](describeSource(cs.CoreV1().ConfigMaps("ns")), reflect.TypeFor[*corev1.ConfigMap](), decoding{share: &intern.Sharer{}})
+	d := newDirectWatcher[*corev1.ConfigMap](describe.Of(cs.CoreV1().ConfigMaps("ns")), reflect.TypeFor[*corev1.ConfigMap](), decoding{share: &intern.Sharer{}})
 	if _, err := d.open(ctx, metav1.ListOptions{}); err != nil { // discovery, then a first watch
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 
+	"github.com/kinformer/kinformer/internal/describe"
 	"github.com/kinformer/kinformer/internal/persist"
 	"github.com/kinformer/kinformer/internal/projection"
 	"github.com/kinformer/kinformer/internal/snapshot"
@@ -29,10 +30,10 @@ import (
 // the source does not say what it watches and Options.StateKey is empty.
 // The Factory's StateKey, and the CLI's, also say whom the client acts as
 // (persist.User); a typed client cannot say it.
-func stateIdentity[T Object](d described, o *config[T]) (persist.Identity, bool) {
+func stateIdentity[T Object](d describe.Source, o *config[T]) (persist.Identity, bool) {
 	src := o.StateKey
 	if src == "" {
-		rs := d.scoped
+		rs := d.Scoped
 		if rs == nil {
 			return persist.Identity{}, false
 		}
@@ -42,7 +43,7 @@ func stateIdentity[T Object](d described, o *config[T]) (persist.Identity, bool)
 		}
 		// The server, API group and version, and namespace; the resource
 		// is T's (or the factory's) below.
-		src = client.Get().URL().String() + " namespace=" + rs.GetNamespace() + " resource=" + d.resource()
+		src = client.Get().URL().String() + " namespace=" + rs.GetNamespace() + " resource=" + d.Resource()
 	}
 	key := funcName(o.KeyFunc)
 	if o.defaultKey || key == metaNamespaceKeyName {
@@ -69,14 +70,14 @@ func stateIdentity[T Object](d described, o *config[T]) (persist.Identity, bool)
 // name or its type), whose state file is written only with StateKeys.
 // Even metadata alone may hold a Secret's data (the last-applied
 // annotation).
-func secretsOf[T Object](src described, o *config[T]) bool {
-	if src.resource() == "secrets" || o.Name == "secrets" {
+func secretsOf[T Object](src describe.Source, o *config[T]) bool {
+	if src.Resource() == "secrets" || o.Name == "secrets" {
 		return true
 	}
-	if gvr := src.dyn.gvr; src.dyn.client != nil && gvr.Group == "" && gvr.Resource == "secrets" {
+	if gvr := src.Dynamic.GVR; src.Dynamic.Client != nil && gvr.Group == "" && gvr.Resource == "secrets" {
 		return true
 	}
-	if gvr := src.meta; src.metaOK && gvr.Group == "" && gvr.Resource == "secrets" {
+	if gvr := src.Meta; src.MetaOK && gvr.Group == "" && gvr.Resource == "secrets" {
 		return true
 	}
 	t := o.objectType()
@@ -129,7 +130,7 @@ var errNoIdentity = fmt.Errorf("%w: StateDir is ignored: the client does not say
 // report (which must take any goroutine) wrapped in ErrSnapshot, and
 // warning through log; nil if the informer cannot say what it watches
 // (errNoIdentity).
-func newPersister[T Object](src described, o *config[T], report func(error), log *slog.Logger, obs *observer) *persist.Persister[T] {
+func newPersister[T Object](src describe.Source, o *config[T], report func(error), log *slog.Logger, obs *observer) *persist.Persister[T] {
 	identity, ok := stateIdentity(src, o)
 	if !ok {
 		return nil

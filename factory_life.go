@@ -62,7 +62,7 @@ func (f *Factory) WaitForSync(ctx context.Context) error {
 			if err == nil || gctx.Err() != nil && errors.Is(err, gctx.Err()) {
 				return err
 			}
-			return fmt.Errorf("%s: %w", describe(k, e.resource), err)
+			return fmt.Errorf("%s: %w", sharedName(k, e.resource), err)
 		})
 	}
 	err := g.Wait()

@@ -102,7 +102,7 @@ func share[T Object](f *Factory, k factoryKey, o Options[T], objType reflect.Typ
 	if e := f.entries[k]; e != nil {
 		inf := e.inf.(*Informer[T])
 		if err := merge(inf, e, o, fields); err != nil {
-			return nil, fmt.Errorf("kinformer: shared informer of %s: %w", describe(k, e.resource), err)
+			return nil, fmt.Errorf("kinformer: shared informer of %s: %w", sharedName(k, e.resource), err)
 		}
 		e.refs++
 		return inf, nil
@@ -123,8 +123,8 @@ func share[T Object](f *Factory, k factoryKey, o Options[T], objType reflect.Typ
 	return inf, nil
 }
 
-// describe names a shared informer in errors.
-func describe(k factoryKey, resource string) string {
+// sharedName names a shared informer in errors.
+func sharedName(k factoryKey, resource string) string {
 	s := resource
 	if k.namespace != "" {
 		s += " in namespace " + k.namespace

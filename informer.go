@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kinformer/kinformer/internal/describe"
 	"github.com/kinformer/kinformer/internal/mutation"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -153,7 +154,7 @@ func newInformer[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[
 		}
 		o.Metrics.add(inf.obs.source)
 	}
-	src := describeSource(lw)
+	src := describe.Of(lw)
 	inf.loop = newLoop(lw, src, o, inf.cache, inf.status, &inf.disp, log, inf.obs)
 	inf.cfg = o
 	if err := o.fieldsErr; err != nil {
@@ -166,7 +167,7 @@ func newInformer[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[
 	inf.resends.synced = inf.Synced
 	envOn, panics := mutationEnv()
 	inf.mutationPanics = panics
-	if !o.Compact && (envOn || o.DetectMutations || src.detectMutations) {
+	if !o.Compact && (envOn || o.DetectMutations || src.DetectMutations) {
 		inf.detectMutations()
 	}
 	if sh := inf.loop.sh; sh != nil {

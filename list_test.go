@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kinformer/kinformer/internal/describe"
 )
 
 func streamCounts(s *fakeServer) int {
@@ -164,8 +166,8 @@ func TestMayStream(t *testing.T) {
 		{"typed fake clientset", fake.NewClientset().CoreV1().ConfigMaps("ns"), false},
 		{"dynamic fake", dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}), false},
 	} {
-		if got := mayStream(tc.lw); got != tc.want {
-			t.Errorf("%s (%T): mayStream = %v, want %v", tc.name, tc.lw, got, tc.want)
+		if got := describe.Of(tc.lw).Streams; got != tc.want {
+			t.Errorf("%s (%T): streams = %v, want %v", tc.name, tc.lw, got, tc.want)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kinformer/kinformer/internal/apiclient"
+	"github.com/kinformer/kinformer/internal/describe"
 	"github.com/kinformer/kinformer/internal/liveness"
 )
 
@@ -57,7 +58,7 @@ func TestProberFor(t *testing.T) {
 		{"ProbeClient nil", withProbeClient{plain, nil}, false},
 		{"cache.ListWatch", plain, false},
 	} {
-		if got := describeSource(c.lw).prober() != nil; got != c.want {
+		if got := describe.Of(c.lw).Prober() != nil; got != c.want {
 			t.Errorf("%s: a prober %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -136,7 +137,7 @@ func TestProberReportsItsConnection(t *testing.T) {
 		{"ProbeClient", withProbeClient{plain, cs.CoreV1().RESTClient()}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			probe := describeSource(c.lw).prober()
+			probe := describe.Of(c.lw).Prober()
 			if probe == nil {
 				t.Fatal("no prober")
 			}

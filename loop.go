@@ -17,6 +17,7 @@ import (
 
 	"github.com/kinformer/kinformer/internal/backoff"
 	"github.com/kinformer/kinformer/internal/crdwait"
+	"github.com/kinformer/kinformer/internal/describe"
 	"github.com/kinformer/kinformer/internal/liveness"
 	"github.com/kinformer/kinformer/internal/persist"
 )
@@ -103,7 +104,7 @@ type loop[T Object] struct {
 	offers  chan struct{}
 }
 
-func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src described, o *config[T], c *Cache[T], s *status, d *dispatcher[T], log *slog.Logger, obs *observer) *loop[T] {
+func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src describe.Source, o *config[T], c *Cache[T], s *status, d *dispatcher[T], log *slog.Logger, obs *observer) *loop[T] {
 	l := &loop[T]{
 		listFn:  func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) { return lw.List(ctx, lo) },
 		watchFn: lw.Watch,
@@ -112,9 +113,9 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src described, o *
 		obs:     obs,
 		offers:  make(chan struct{}),
 	}
-	l.st.watchList = !o.DisableStreamingList && src.streams
+	l.st.watchList = !o.DisableStreamingList && src.Streams
 	if o.ProbeAfter > 0 {
-		l.liveness = src.prober()
+		l.liveness = src.Prober()
 	}
 	l.up, l.upKey = upTarget(src)
 	if !o.DisableDirectDecoding {

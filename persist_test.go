@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/kinformer/kinformer/internal/describe"
 )
 
 // typedClient returns a clientset's ConfigMaps client for ns on host; no
@@ -34,7 +36,7 @@ func TestStateIdentity(t *testing.T) {
 		if change != nil {
 			change(o)
 		}
-		id, ok := stateIdentity(describeSource(lw), compile(o, nil))
+		id, ok := stateIdentity(describe.Of(lw), compile(o, nil))
 		if !ok {
 			return ""
 		}

@@ -14,6 +14,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/kinformer/kinformer/internal/backoff"
+	"github.com/kinformer/kinformer/internal/describe"
 )
 
 // Recovery: how long the loop waits after a failure depends on what
@@ -141,9 +142,9 @@ type upProbe func(ctx context.Context) (ready bool)
 
 // upTarget returns the readiness probe of lw's server, and the key that
 // the informers of one server share it under; nil if kinformer cannot
-// reach the client (as for described.prober).
-func upTarget(src described) (upProbe, string) {
-	rc, hc := src.rest, src.http
+// reach the client (as for describe.Source.prober).
+func upTarget(src describe.Source) (upProbe, string) {
+	rc, hc := src.REST, src.HTTP
 	if rc == nil {
 		return nil, ""
 	}

@@ -1,4 +1,9 @@
-package kinformer
+// Package describe finds out, once, what is behind a ListerWatcher: whether
+// it may stream lists, the typed, dynamic or metadata client it is, what
+// a Factory's source knows of its resource, and the REST and HTTP clients
+// of its requests. It asks by type assertion and reflection, in New
+// (kinformer's informer.go); everything else reads the description.
+package describe
 
 import (
 	"net/http"
@@ -14,96 +19,92 @@ import (
 	"github.com/kinformer/kinformer/internal/liveness"
 )
 
-// What kinformer finds behind a ListerWatcher, asked once, in New
-// (describeSource), by type assertion and reflection: whether it may stream
-// lists, the typed, dynamic or metadata client it is, what a Factory's
-// source knows of its resource, and the REST and HTTP clients of its
-// requests. Everything else reads the description.
-
-// described is what describeSource found behind a ListerWatcher.
-type described struct {
-	// streams: it may do watch-lists (mayStream: not client-go's fakes).
-	streams bool
-	// scoped is a typed client's (client-go's gentype.Client, a
+// Source is what Of found behind a ListerWatcher.
+type Source struct {
+	// Streams: it may do watch-lists (not client-go's fakes, which would
+	// take one for a plain watch and never end the initial events).
+	Streams bool
+	// Scoped is a typed client's (client-go's gentype.Client, a
 	// Factory's): nil for other sources.
-	scoped restScoped
-	// dyn is a dynamic client's REST client, namespace and resource (a
-	// Factory's, or client-go's): dyn.client nil for other sources.
-	dyn dynamicDesc
-	// meta is a metadata client's resource; metaOK false for other
+	Scoped RESTScoped
+	// Dynamic is a dynamic client's REST client, namespace and resource
+	// (a Factory's, or client-go's): Dynamic.Client nil for other
 	// sources.
-	meta   schema.GroupVersionResource
-	metaOK bool
-	// hints is what a Factory's source knows of its resource; nil for
+	Dynamic Dynamic
+	// Meta is a metadata client's resource; MetaOK false for other
+	// sources.
+	Meta   schema.GroupVersionResource
+	MetaOK bool
+	// Hints is what a Factory's source knows of its resource; nil for
 	// other sources.
-	hints wireHints
-	// rest is the REST client of its requests, and http that client's
+	Hints WireHints
+	// REST is the REST client of its requests, and HTTP that client's
 	// HTTP client, for kinformer's own requests beside them (the probes,
 	// the kube-system uid); nil if kinformer cannot reach them.
-	rest *rest.RESTClient
-	http *http.Client
-	// detectMutations: the source asks for the mutation detector (a
-	// kinformertest.Server's, mutationDetecting).
-	detectMutations bool
+	REST *rest.RESTClient
+	HTTP *http.Client
+	// DetectMutations: the source asks for the mutation detector (a
+	// kinformertest.Server's, MutationDetecting).
+	DetectMutations bool
 }
 
-// dynamicDesc is a dynamic client's target.
-type dynamicDesc struct {
-	client    rest.Interface
-	namespace string
-	gvr       schema.GroupVersionResource
+// Dynamic is a dynamic client's target.
+type Dynamic struct {
+	Client    rest.Interface
+	Namespace string
+	GVR       schema.GroupVersionResource
 }
 
-// describeSource finds out what lw is; see described.
-func describeSource(lw any) described {
-	d := described{streams: mayStream(lw)}
-	d.scoped, _ = lw.(restScoped)
+// Of finds out what lw is; see Source.
+func Of(lw any) Source {
+	d := Source{Streams: mayStream(lw)}
+	d.Scoped, _ = lw.(RESTScoped)
 	if client, namespace, gvr, ok := dynamicTarget(lw); ok {
-		d.dyn = dynamicDesc{client: client, namespace: namespace, gvr: gvr}
+		d.Dynamic = Dynamic{Client: client, Namespace: namespace, GVR: gvr}
 	}
-	d.meta, d.metaOK = metadataTarget(lw)
-	d.hints, _ = lw.(wireHints)
-	d.rest, d.http = restClientOf(lw)
-	if m, ok := lw.(mutationDetecting); ok {
-		d.detectMutations = m.DetectMutations()
+	d.Meta, d.MetaOK = metadataTarget(lw)
+	d.Hints, _ = lw.(WireHints)
+	d.REST, d.HTTP = restClientOf(lw)
+	if m, ok := lw.(MutationDetecting); ok {
+		d.DetectMutations = m.DetectMutations()
 	}
 	return d
 }
 
-// kind returns the kind a source knows its objects have (a Factory's,
+// Kind returns the kind a source knows its objects have (a Factory's,
 // from its scheme), else def.
-func (d described) kind(def string) string {
-	if d.hints != nil && d.hints.Kind() != "" {
-		return d.hints.Kind()
+func (d Source) Kind(def string) string {
+	if d.Hints != nil && d.Hints.Kind() != "" {
+		return d.Hints.Kind()
 	}
 	return def
 }
 
-// jsonOnly tells whether a source speaks JSON only, whatever its type
+// JSONOnly tells whether a source speaks JSON only, whatever its type
 // could decode (a Factory's, for types its scheme has no protobuf for).
-func (d described) jsonOnly() bool { return d.hints != nil && !d.hints.Protobuf() }
+func (d Source) JSONOnly() bool { return d.Hints != nil && !d.Hints.Protobuf() }
 
-// resource returns the resource name a source already knows (a
+// Resource returns the resource name a source already knows (a
 // Factory's, from discovery), or "" for discovery to find.
-func (d described) resource() string {
-	if d.hints != nil {
-		return d.hints.Resource()
+func (d Source) Resource() string {
+	if d.Hints != nil {
+		return d.Hints.Resource()
 	}
 	return ""
 }
 
-// wireHints is what a source may know of its resource that the direct
+// WireHints is what a source may know of its resource that the direct
 // decoder would otherwise learn by discovery or from the Go type: a
 // Factory's lister-watchers know it all (internal/apiclient).
-type wireHints interface {
+type WireHints interface {
 	Kind() string     // the kind; "" if unknown
 	Resource() string // the resource's plural name; "" if unknown
 	Protobuf() bool   // whether the server sends the type in protobuf
 }
 
-// restScoped is what client-go's typed resource clients (gentype.Client)
+// RESTScoped is what client-go's typed resource clients (gentype.Client)
 // offer besides List and Watch.
-type restScoped interface {
+type RESTScoped interface {
 	GetClient() rest.Interface
 	GetNamespace() string
 }
@@ -142,7 +143,7 @@ func restClientOf(lw any) (*rest.RESTClient, *http.Client) {
 	switch c := lw.(type) {
 	case probeClient:
 		client = c.ProbeClient()
-	case restScoped:
+	case RESTScoped:
 		client = c.GetClient()
 	default:
 		client, _, _, _ = dynamicTarget(lw)
@@ -157,24 +158,13 @@ func restClientOf(lw any) (*rest.RESTClient, *http.Client) {
 	return rc, rc.Client
 }
 
-// dynamicResource is what a source of unstructured objects may offer for
-// direct decoding: a REST client without a group version, and the
-// resource.
-type dynamicResource interface {
-	dynamicTarget() (client rest.Interface, namespace string, gvr schema.GroupVersionResource)
-}
-
-// dynamicTarget finds the REST client, namespace and resource of a dynamic
-// source: a Factory's, or client-go's dynamic client
-// (dynamic.NewForConfig(cfg).Resource(gvr).Namespace(ns)), which keeps
+// dynamicTarget finds the REST client, namespace and resource of
+// client-go's dynamic client (dynamic.NewForConfig(cfg).Resource(gvr).
+// Namespace(ns), which a Factory's dynamic informers use too), which keeps
 // them unexported. They are read by reflection, checked field by field
 // (TestDynamicClientRecognised fails if client-go changes them); anything
 // else is not recognised, and its own Watch decodes.
 func dynamicTarget(lw any) (client rest.Interface, namespace string, gvr schema.GroupVersionResource, ok bool) {
-	if d, isDyn := lw.(dynamicResource); isDyn {
-		client, namespace, gvr = d.dynamicTarget()
-		return client, namespace, gvr, client != nil
-	}
 	v := reflect.ValueOf(lw)
 	if v.Kind() != reflect.Pointer || v.IsNil() {
 		return nil, "", gvr, false
@@ -232,7 +222,7 @@ func metadataTarget(lw any) (gvr schema.GroupVersionResource, ok bool) {
 	return gvr, gvr.Resource != ""
 }
 
-// prober is the liveness prober of the source's HTTP client
+// Prober is the liveness prober of the source's HTTP client
 // (internal/liveness), or nil when kinformer cannot reach it. Dead
 // connections: a watch whose HTTP/2 connection has carried nothing for
 // Options.ProbeAfter gets its connection checked by a GET /livez sent on
@@ -243,13 +233,13 @@ func metadataTarget(lw any) (gvr schema.GroupVersionResource, ok bool) {
 // ListerWatcher with a ProbeClient() rest.Interface method. Other sources
 // rely on the transport's own health checks and the idle deadline
 // (IdleMargin).
-func (d described) prober() liveness.Prober {
-	if d.rest == nil {
+func (d Source) Prober() liveness.Prober {
+	if d.REST == nil {
 		return nil
 	}
-	return liveness.HTTPProber(d.rest.Get().AbsPath(liveness.ProbePath).Param("exclude", "etcd").URL().String(), d.http)
+	return liveness.HTTPProber(d.REST.Get().AbsPath(liveness.ProbePath).Param("exclude", "etcd").URL().String(), d.HTTP)
 }
 
-// mutationDetecting is what a ListerWatcher implements to turn the
+// MutationDetecting is what a ListerWatcher implements to turn the
 // mutation detector on for informers over it (kinformertest.Server does).
-type mutationDetecting interface{ DetectMutations() bool }
+type MutationDetecting interface{ DetectMutations() bool }
