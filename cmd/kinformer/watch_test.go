@@ -476,7 +476,7 @@ func expectFirstKeyIn(t *testing.T, key string, args ...string) {
 	}
 }
 
-// deleteCRD deletes c's CRD and waits until it is gone.
+// delete deletes c's CRD and waits until it is gone.
 func (c crd) delete(t *testing.T, srv *testenv.Server) {
 	t.Helper()
 	crds := dynamic.NewForConfigOrDie(srv.Config()).Resource(crdGVR)

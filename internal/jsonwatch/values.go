@@ -96,7 +96,7 @@ func (v *values) value(at level) (any, error) {
 
 // val is value, also saying whether x is stable: an interned atom, a
 // constant, or a shared container, whose identity stands for its content
-// (see shareKey).
+// (see appendName and appendValue).
 // sel is what of the value is kept (projection.Node; nil: all of it).
 func (v *values) val(at level, sel *projection.Node) (x any, stable bool, err error) {
 	switch v.dec.PeekKind() {
@@ -172,8 +172,9 @@ const (
 	maxShared = 8 // members or elements of a shared container
 )
 
-// shareKey appends the identity of a name (data address and length) or a
-// value (its interface words) to the key.
+// appendName appends the identity of a name (its data address and
+// length) to a sharing key; appendValue that of a value (its interface
+// words).
 func appendName(key []byte, name string) []byte {
 	key = binary.LittleEndian.AppendUint64(key, uint64(uintptr(unsafe.Pointer(unsafe.StringData(name)))))
 	return binary.LittleEndian.AppendUint64(key, uint64(len(name)))
