@@ -1,16 +1,14 @@
 package kinformer
 
 import (
-	"fmt"
-	"sync"
-	"sync/atomic"
-
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/kinformer/kinformer/internal/store"
 )
 
 // IndexNamespace is the index every cache has: objects by namespace (""
 // for cluster-scoped objects).
-const IndexNamespace = "namespace"
+const IndexNamespace = store.IndexNamespace
 
 // IndexFunc returns the values under which an object is indexed. An object
 // may have none, one or several. The values must depend only on the object:
@@ -18,8 +16,6 @@ const IndexNamespace = "namespace"
 // index. It runs outside the cache's lock, so it may read the cache (to log,
 // or to count), but what it returns must not depend on what it reads.
 type IndexFunc[T Object] func(obj T) []string
-
-func namespaceIndex[T Object](obj T) []string { return []string{obj.GetNamespace()} }
 
 // Cache is a thread-safe, indexed store of objects, kept in sync with the
 // API server by an Informer. All reads are snapshots taken under a read
@@ -29,62 +25,39 @@ func namespaceIndex[T Object](obj T) []string { return []string{obj.GetNamespace
 // The objects returned are shared with the informer, its handlers and other
 // readers: treat them as read-only. Copy (DeepCopy) before modifying.
 //
-// Only the informer's loop writes (through its writer, writer.go), so it
-// reads items without the lock and computes index values, calling
-// KeyFunc and IndexFuncs, before taking it: an IndexFunc may itself read the
-// cache, and readers wait only for the map updates themselves.
+// The built-in namespace index is built only when a query needs it: until
+// then a namespace query reads the objects of the one namespace they are
+// all in, and the first that needs the index builds it.
 //
-// The built-in namespace index is built only when a query needs it: an
-// entry per object is about 40 bytes, a tenth of what kinformer adds to a
-// ConfigMap, and many informers never ask for a namespace, or watch only
-// one. Until then the cache counts the objects of each namespace; while
-// they are all in one, a namespace query reads items. The first query that
-// needs the index builds it, under the write lock, and from then on it is
-// kept up to date as any other.
-//
-// How it holds an object is its holding's business (holding.go): the
-// objects themselves, or in a compact cache (Options.Compact, compact.go)
-// each object's encoding, with its resourceVersion, namespace and index
-// values beside it, decoded on every read outside the lock, so that what
-// a reader gets is its own.
+// A Cache shows the reads of the informer's storage engine
+// (internal/store), which its writer alone changes; in a compact cache
+// (Options.Compact) each object is held as its encoding and decoded on
+// every read, so that what a reader gets is its own.
 type Cache[T Object] struct {
-	keyFunc    KeyFunc[T]
-	defaultKey bool                    // keyFunc is MetaNamespaceKey: an object's key is its namespace and name
-	indexers   map[string]IndexFunc[T] // replaced (never changed in place) under wmu and mu; the writer reads it under wmu alone
-	lazyNS     bool                    // IndexNamespace is the built-in one, built on demand; set once by newCache
-	// order names the eager indexes in the order a holding that keeps
-	// index values keeps them (holding.values); it only grows, with
-	// indexers.
-	order []string
-	// h is how the cache holds its objects (holding.go): the only code
-	// that knows what a ref holds. Set once, before the informer starts
-	// (setHolding), with straight, h.straight(): read on every read, it
-	// costs no call.
-	h        holding[T]
-	straight bool
+	s *store.Cache[T]
+}
 
-	// wmu serialises the writer's changes with addIndexers: each write
-	// holds it from reading the old object to the map update, so that an
-	// index added meanwhile is built from the items as they are between
-	// two writes, never from one whose index values were computed for the
-	// old set of indexes. The writer is the only other user, so it is not
-	// contended in the steady state.
-	wmu sync.Mutex
+// newCache returns an empty cache. A nil keyFunc means MetaNamespaceKey.
+// The namespace index (IndexNamespace) is always added.
+func newCache[T Object](keyFunc KeyFunc[T], indexers map[string]IndexFunc[T]) *Cache[T] {
+	return &Cache[T]{s: store.New(keyFunc, indexFuncs(indexers))}
+}
 
-	mu      sync.RWMutex                 // guards items, indices and nsCount; held for writing by the writer, and by a reader building the namespace index
-	items   map[string]ref[T]            // key -> object
-	indices map[string]map[string]keySet // index name -> value -> keys; IndexNamespace only once built if lazyNS
-	nsCount map[string]int               // namespace -> objects, if lazyNS
-	nsBuilt atomic.Bool                  // the lazy namespace index is in indices (set under mu; read by the writer without it)
+// indexFuncs is indexers as the store takes them.
+func indexFuncs[T Object](indexers map[string]IndexFunc[T]) map[string]func(T) []string {
+	out := make(map[string]func(T) []string, len(indexers))
+	for name, f := range indexers {
+		out[name] = f
+	}
+	return out
 }
 
 // Indexers returns the cache's index functions by name, IndexNamespace
 // included. The map is the caller's.
 func (c *Cache[T]) Indexers() map[string]IndexFunc[T] {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	out := make(map[string]IndexFunc[T], len(c.indexers))
-	for name, f := range c.indexers {
+	fs := c.s.Indexers()
+	out := make(map[string]IndexFunc[T], len(fs))
+	for name, f := range fs {
 		out[name] = f
 	}
 	return out
@@ -93,51 +66,16 @@ func (c *Cache[T]) Indexers() map[string]IndexFunc[T] {
 // IndexValues returns the values the named index files objects under
 // (client-go's ListIndexFuncValues), in no particular order. It returns
 // ErrUnknownIndex if no such index exists.
-func (c *Cache[T]) IndexValues(name string) ([]string, error) {
-	if !c.eager(name) {
-		c.mu.RLock()
-		defer c.mu.RUnlock()
-		out := make([]string, 0, len(c.nsCount))
-		for ns := range c.nsCount {
-			out = append(out, ns)
-		}
-		return out, nil
-	}
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if _, ok := c.indexers[name]; !ok {
-		return nil, fmt.Errorf("%w %q", ErrUnknownIndex, name)
-	}
-	out := make([]string, 0, len(c.indices[name]))
-	for v := range c.indices[name] {
-		out = append(out, v)
-	}
-	return out, nil
-}
+func (c *Cache[T]) IndexValues(name string) ([]string, error) { return c.s.IndexValues(name) }
 
 // Key returns the key the cache files obj under.
-func (c *Cache[T]) Key(obj T) string { return c.keyFunc(obj) }
+func (c *Cache[T]) Key(obj T) string { return c.s.Key(obj) }
 
 // Get returns the cached object with the same key as obj.
-func (c *Cache[T]) Get(obj T) (T, bool) { return c.GetByKey(c.keyFunc(obj)) }
+func (c *Cache[T]) Get(obj T) (T, bool) { return c.s.Get(obj) }
 
 // GetByKey returns the cached object under key.
-func (c *Cache[T]) GetByKey(key string) (T, bool) {
-	r, ok := c.item(key)
-	if !ok {
-		var zero T
-		return zero, false
-	}
-	return c.load(r)
-}
-
-// item returns the ref under key, read under the read lock.
-func (c *Cache[T]) item(key string) (ref[T], bool) {
-	c.mu.RLock()
-	r, ok := c.items[key]
-	c.mu.RUnlock()
-	return r, ok
-}
+func (c *Cache[T]) GetByKey(key string) (T, bool) { return c.s.GetByKey(key) }
 
 // GetKept returns the cached object under key as the cache's own: in a
 // compact cache (Options.Compact), decoded by the first kept read of this
@@ -149,302 +87,47 @@ func (c *Cache[T]) item(key string) (ref[T], bool) {
 // so a compact cache read this way holds both. In a cache of objects
 // GetKept is GetByKey. For adapters that promise their callers the
 // cache's object (controller-runtime's UnsafeDisableDeepCopy).
-func (c *Cache[T]) GetKept(key string) (T, bool) {
-	r, ok := c.item(key)
-	if !ok {
-		var zero T
-		return zero, false
-	}
-	if obj, ok := r.ready(); ok {
-		return obj, true
-	}
-	return c.h.keep(r)
-}
+func (c *Cache[T]) GetKept(key string) (T, bool) { return c.s.GetKept(key) }
 
 // ListKept is List with every object the cache's own, as GetKept
 // returns it.
-func (c *Cache[T]) ListKept() []T {
-	c.mu.RLock()
-	res := c.results(len(c.items), nil)
-	res.kept = true
-	res.addAll()
-	c.mu.RUnlock()
-	return res.done()
-}
+func (c *Cache[T]) ListKept() []T { return c.s.ListKept() }
 
 // ByIndexKept is ByIndex with every object the cache's own, as GetKept
 // returns it.
-func (c *Cache[T]) ByIndexKept(name, value string) ([]T, error) {
-	return c.byIndex(name, value, true)
-}
+func (c *Cache[T]) ByIndexKept(name, value string) ([]T, error) { return c.s.ByIndexKept(name, value) }
 
 // Select returns the cached objects in namespace ("" for every namespace)
 // whose labels match sel (nil matches everything): client-go's
 // lister.List(selector) and lister.Pods(ns).List(selector) in one.
 func (c *Cache[T]) Select(namespace string, sel labels.Selector) []T {
-	var keep func(T) bool
-	if sel != nil && !sel.Empty() {
-		keep = func(obj T) bool { return sel.Matches(labels.Set(obj.GetLabels())) }
-	}
-	if namespace == "" {
-		c.mu.RLock()
-		res := c.results(len(c.items), keep)
-		res.addAll()
-		c.mu.RUnlock()
-		return res.done()
-	}
-	c.rlockNamespace()
-	res := c.results(0, keep)
-	res.addNamespace(namespace)
-	c.mu.RUnlock()
-	return res.done()
+	return c.s.Select(namespace, sel)
 }
 
 // GetNamespaced returns the cached object with this namespace and name
 // ("" namespace for a cluster-scoped object), whatever the KeyFunc.
 func (c *Cache[T]) GetNamespaced(namespace, name string) (T, bool) {
-	var zero T
-	is := func(obj T) bool { return obj.GetName() == name && obj.GetNamespace() == namespace }
-	if obj, ok := c.GetByKey(metaKey(namespace, name)); ok && is(obj) {
-		return obj, true
-	}
-	if c.defaultKey {
-		return zero, false // that key or none
-	}
-	// Another KeyFunc: the namespace's objects with that name.
-	c.rlockNamespace()
-	res := c.results(0, is)
-	res.addNamespace(namespace)
-	c.mu.RUnlock()
-	if found := res.done(); len(found) > 0 {
-		return found[0], true
-	}
-	return zero, false
+	return c.s.GetNamespaced(namespace, name)
 }
 
 // List returns a snapshot of all cached objects, in no particular order.
-func (c *Cache[T]) List() []T {
-	c.mu.RLock()
-	res := c.results(len(c.items), nil)
-	res.addAll()
-	c.mu.RUnlock()
-	return res.done()
-}
+func (c *Cache[T]) List() []T { return c.s.List() }
 
 // ListKeys returns a snapshot of all cache keys, in no particular order.
-func (c *Cache[T]) ListKeys() []string {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	out := make([]string, 0, len(c.items))
-	for k := range c.items {
-		out = append(out, k)
-	}
-	return out
-}
+func (c *Cache[T]) ListKeys() []string { return c.s.ListKeys() }
 
 // Len returns the number of cached objects.
-func (c *Cache[T]) Len() int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return len(c.items)
-}
-
-// heldBytes is the bytes of the encodings a compact cache holds; 0 for a
-// cache of objects.
-func (c *Cache[T]) heldBytes() int64 {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	var n int64
-	for _, r := range c.items {
-		n += int64(c.h.size(r))
-	}
-	return n
-}
+func (c *Cache[T]) Len() int { return c.s.Len() }
 
 // ByIndex returns the objects filed under value in the named index. It
 // returns ErrUnknownIndex if no such index was configured.
-func (c *Cache[T]) ByIndex(name, value string) ([]T, error) {
-	return c.byIndex(name, value, false)
-}
-
-// byIndex is ByIndex, and ByIndexKept if kept.
-func (c *Cache[T]) byIndex(name, value string, kept bool) ([]T, error) {
-	if !c.eager(name) {
-		c.rlockNamespace()
-		res := c.results(c.nsCount[value], nil)
-		res.kept = kept
-		res.addNamespace(value)
-		c.mu.RUnlock()
-		return res.done(), nil
-	}
-	c.mu.RLock()
-	if _, ok := c.indexers[name]; !ok {
-		c.mu.RUnlock()
-		return nil, fmt.Errorf("%w %q", ErrUnknownIndex, name)
-	}
-	keys := c.indices[name][value]
-	res := c.results(len(keys), nil)
-	res.kept = kept
-	res.addKeys(keys)
-	c.mu.RUnlock()
-	return res.done(), nil
-}
+func (c *Cache[T]) ByIndex(name, value string) ([]T, error) { return c.s.ByIndex(name, value) }
 
 // IndexKeys returns the keys filed under value in the named index.
 func (c *Cache[T]) IndexKeys(name, value string) ([]string, error) {
-	if !c.eager(name) {
-		c.rlockNamespace()
-		defer c.mu.RUnlock()
-		out := make([]string, 0, c.nsCount[value])
-		keys, all := c.namespaceKeys(value)
-		for k := range keys {
-			if _, ok := c.items[k]; ok {
-				out = append(out, k)
-			}
-		}
-		if all {
-			for k := range c.items {
-				out = append(out, k)
-			}
-		}
-		return out, nil
-	}
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if _, ok := c.indexers[name]; !ok {
-		return nil, fmt.Errorf("%w %q", ErrUnknownIndex, name)
-	}
-	keys := c.indices[name][value]
-	out := make([]string, 0, len(keys))
-	for k := range keys {
-		out = append(out, k)
-	}
-	return out, nil
+	return c.s.IndexKeys(name, value)
 }
 
-// results collects the objects of one read. Under the cache's read lock,
-// add takes each candidate; after the lock, done returns them. An object
-// held ready goes straight into the result; one that must be decoded
-// (compact.go) is kept as it is and decoded by done, outside the lock, so
-// that readers never hold up the writer to decode. keep, if set, filters
-// the objects.
-//
-// Every read that returns objects goes through one: written once, for
-// however the cache holds them.
-type results[T Object] struct {
-	c    *Cache[T]
-	keep func(T) bool
-	out  []T
-	// later are the candidates done decodes; straight: the holding holds
-	// objects ready and nothing filters them.
-	later    []ref[T]
-	straight bool
-	// kept: done returns the objects as the cache's own (holding.keep).
-	kept bool
-}
-
-// setHolding makes h how the cache holds its objects: before any is put.
-func (c *Cache[T]) setHolding(h holding[T]) {
-	c.h, c.straight = h, h.straight()
-}
-
-// results starts a read of about n objects (a capacity; 0 if unknown).
-func (c *Cache[T]) results(n int, keep func(T) bool) *results[T] {
-	g := &results[T]{c: c, keep: keep}
-	switch {
-	case !c.straight:
-		g.later = make([]ref[T], 0, n)
-	case keep == nil:
-		g.out = make([]T, 0, n)
-		g.straight = true
-	}
-	return g
-}
-
-// add takes one candidate (under the read lock).
-func (g *results[T]) add(r ref[T]) {
-	obj, ok := r.ready()
-	switch {
-	case !ok:
-		g.later = append(g.later, r)
-	case g.keep == nil || g.keep(obj):
-		g.out = append(g.out, obj)
-	}
-}
-
-// addAll takes every cached object (under the read lock).
-func (g *results[T]) addAll() {
-	// Every candidate goes straight into the answer: the loop appends
-	// without a call per object, which is most of a plain read's time.
-	if g.straight {
-		out := g.out // a local the loop keeps in registers
-		for _, r := range g.c.items {
-			out = append(out, r.object())
-		}
-		g.out = out
-		return
-	}
-	for _, r := range g.c.items {
-		g.add(r)
-	}
-}
-
-// addKeys takes the objects under keys (under the read lock). An
-// IndexFunc that is not a pure function of its object can leave a key
-// behind: it is skipped.
-func (g *results[T]) addKeys(keys keySet) {
-	if g.straight {
-		out := g.out // a local the loop keeps in registers
-		for k := range keys {
-			if r, ok := g.c.items[k]; ok {
-				out = append(out, r.object())
-			}
-		}
-		g.out = out
-		return
-	}
-	for k := range keys {
-		if r, ok := g.c.items[k]; ok {
-			g.add(r)
-		}
-	}
-}
-
-// addNamespace takes the objects of namespace ns (under rlockNamespace).
-func (g *results[T]) addNamespace(ns string) {
-	if keys, all := g.c.namespaceKeys(ns); all {
-		g.addAll()
-	} else {
-		g.addKeys(keys)
-	}
-}
-
-// done returns the objects, decoding those that must be (after the
-// lock). Without keep the result is never nil, however the cache holds
-// objects.
-func (g *results[T]) done() []T {
-	if g.out == nil && g.keep == nil {
-		g.out = make([]T, 0, len(g.later))
-	}
-	for _, r := range g.later {
-		var obj T
-		var ok bool
-		if g.kept {
-			obj, ok = g.c.h.keep(r)
-		} else {
-			obj, ok = g.c.h.load(r)
-		}
-		if ok && (g.keep == nil || g.keep(obj)) {
-			g.out = append(g.out, obj)
-		}
-	}
-	return g.out
-}
-
-// metaKey is MetaNamespaceKey of a namespace and name.
-func metaKey(namespace, name string) string {
-	if namespace == "" {
-		return name
-	}
-	return namespace + "/" + name
-}
+// Compact reports whether the cache holds objects as bytes
+// (Options.Compact).
+func (c *Cache[T]) Compact() bool { return c.s.Compact() }

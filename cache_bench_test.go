@@ -22,6 +22,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kinformer/kinformer/internal/store"
 )
 
 const (
@@ -62,12 +64,12 @@ func (s kinformerStore) byNamespace(ns string) int {
 	l, _ := s.c.ByIndex(IndexNamespace, ns)
 	return len(l)
 }
-func (s kinformerStore) update(obj *corev1.ConfigMap) { s.c.put(s.c.Key(obj), s.pack(obj)) }
+func (s kinformerStore) update(obj *corev1.ConfigMap) { s.c.s.Put(s.c.Key(obj), s.pack(obj)) }
 func (s kinformerStore) replace(objs []*corev1.ConfigMap) func() {
 	// The informer builds this map while decoding the list (a compact
 	// one packs each object then); build it here untimed, as client-go's
 	// list below.
-	m := make(map[string]ref[*corev1.ConfigMap], len(objs))
+	m := make(map[string]store.Ref[*corev1.ConfigMap], len(objs))
 	for _, o := range objs {
 		m[s.c.Key(o)] = s.pack(o)
 	}
@@ -75,8 +77,8 @@ func (s kinformerStore) replace(objs []*corev1.ConfigMap) func() {
 	return func() { w.replace(m, "1", nil) }
 }
 
-func (s kinformerStore) pack(obj *corev1.ConfigMap) ref[*corev1.ConfigMap] {
-	r, err := s.c.hold(arrivalOf(obj))
+func (s kinformerStore) pack(obj *corev1.ConfigMap) store.Ref[*corev1.ConfigMap] {
+	r, err := s.c.s.Hold(arrivalOf(obj))
 	if err != nil {
 		panic(err)
 	}
@@ -105,13 +107,13 @@ func newBenchStores() map[string]func() benchStore {
 		"kinformer": func() benchStore {
 			c := newCache[*corev1.ConfigMap](nil, nil)
 			for _, o := range benchCMs {
-				c.put(c.Key(o), plain(o))
+				c.s.Put(c.Key(o), plain(o))
 			}
 			return kinformerStore{c}
 		},
 		"kinformer-compact": func() benchStore {
 			c := newCache[*corev1.ConfigMap](nil, nil)
-			c.setCompact(reflect.TypeFor[*corev1.ConfigMap](), true, false)
+			c.s.SetCompact(reflect.TypeFor[*corev1.ConfigMap](), true, false)
 			s := kinformerStore{c}
 			for _, o := range benchCMs {
 				s.update(o)
@@ -300,7 +302,7 @@ func BenchmarkWriter(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
-			items := make(map[string]ref[*corev1.ConfigMap], benchObjects)
+			items := make(map[string]store.Ref[*corev1.ConfigMap], benchObjects)
 			for _, o := range gens[i%2] {
 				w.collect(items, arrivalOf(o), prepared)
 			}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kinformer/kinformer/internal/squash"
+	"github.com/kinformer/kinformer/internal/store"
 )
 
 // A compact cache holds its objects compressed against a dictionary of
@@ -32,24 +33,24 @@ func TestCompactCompresses(t *testing.T) {
 		opts := compactOpts(nil)
 		opts.CompactUncompressed = tc.uncompressed
 		inf, _ := contractStart(t, s, opts)
-		k := compactOf(inf.Cache())
+		c := inf.Cache().s
 		var held, plain, compressed int
-		inf.Cache().each(func(key string, r ref[*corev1.ConfigMap]) {
-			b, err := k.plain(r.p)
+		c.Each(func(key string, r store.Ref[*corev1.ConfigMap]) {
+			b, err := c.Plain(r)
 			if err != nil {
 				t.Fatalf("%s: %s: %v", tc.name, key, err)
 			}
-			held, plain = held+len(r.p.data), plain+len(b)
-			if _, ok := squash.Raw(r.p.data); !ok && !tc.uncompressed {
+			held, plain = held+len(r.Entry()), plain+len(b)
+			if _, ok := squash.Raw(r.Entry()); !ok && !tc.uncompressed {
 				compressed++
 			}
 		})
 		t.Logf("%s: %d objects, %d bytes as they came, %d held (%d compressed)", tc.name, inf.Cache().Len(), plain, held, compressed)
 		if tc.uncompressed {
-			if held != plain || k.dict.Load() != nil {
-				t.Fatalf("%s: %d bytes held for %d (dictionary %v)", tc.name, held, plain, k.dict.Load())
+			if held != plain || c.Dict() != nil {
+				t.Fatalf("%s: %d bytes held for %d (dictionary %v)", tc.name, held, plain, c.Dict())
 			}
-		} else if k.dict.Load() == nil || compressed < 250 || held > plain/3 {
+		} else if c.Dict() == nil || compressed < 250 || held > plain/3 {
 			t.Fatalf("%s: %d bytes held for %d, %d of %d compressed", tc.name, held, plain, compressed, inf.Cache().Len())
 		}
 		if want := s.state(); !equalMaps(valuesOf(inf.Cache()), want) {
@@ -74,7 +75,7 @@ func TestCompactCompresses(t *testing.T) {
 		nearCopies(few, squash.DictSamples-1)
 	}
 	eventually(t, "the updates", func() bool { return len(rec.lines(false, Modified)) == 3*(squash.DictSamples-1) })
-	if d := compactOf(inf.Cache()).dict.Load(); d != nil {
+	if d := inf.Cache().s.Dict(); d != nil {
 		t.Fatalf("an informer of %d objects made a dictionary", inf.Cache().Len())
 	}
 }
@@ -86,12 +87,13 @@ func TestCompactDamagedEntry(t *testing.T) {
 	s := newFakeServer()
 	nearCopies(s, 60)
 	inf, _ := contractStart(t, s, compactOpts(nil))
-	k := compactOf(inf.Cache())
 	var victim string
-	inf.Cache().each(func(key string, r ref[*corev1.ConfigMap]) {
-		if _, ok := squash.Raw(r.p.data); !ok && victim == "" {
-			victim = key
-			r.p.data[len(r.p.data)/2] ^= 0x5a
+	inf.Cache().s.Each(func(key string, r store.Ref[*corev1.ConfigMap]) {
+		if e := r.Entry(); victim == "" {
+			if _, ok := squash.Raw(e); !ok {
+				victim = key
+				e[len(e)/2] ^= 0x5a // the cache's own bytes, damaged in place
+			}
 		}
 	})
 	if victim == "" {
@@ -116,7 +118,7 @@ func TestCompactDamagedEntry(t *testing.T) {
 	if len(errs) != 1 || !errors.Is(errs[0], ErrUnexpectedObject) || !strings.Contains(errs[0].Error(), victim) {
 		t.Fatalf("errors %v, want one naming %s", errs, victim)
 	}
-	if n := k.failed.Load(); n < 3 {
+	if n := inf.Cache().s.DecodeFailures(); n < 3 {
 		t.Fatalf("%d failures counted", n)
 	}
 }
@@ -156,29 +158,25 @@ func TestCompactDictionaryRemade(t *testing.T) {
 	}
 	inf, _ := contractStart(t, s, compactOpts(nil))
 	c := inf.Cache()
-	k := compactOf(c)
-	ratio := func() float64 {
-		c.mu.RLock()
-		defer c.mu.RUnlock()
-		in, out := k.measure(c.items)
-		return float64(out) / float64(in)
-	}
-	first := k.dict.Load()
-	c.mu.RLock()
-	before := c.items["ns/cm-007"]
+	k := c.s
+	ratio := func() float64 { return ratioOf(t, k) }
+	first := k.Dict()
+	var before store.Ref[*corev1.ConfigMap]
 	raw := 0
-	for _, r := range c.items {
-		if _, ok := squash.Raw(r.p.data); ok {
+	k.Each(func(key string, r store.Ref[*corev1.ConfigMap]) {
+		if key == "ns/cm-007" {
+			before = r
+		}
+		if _, ok := squash.Raw(r.Entry()); ok {
 			raw++
 		}
-	}
-	c.mu.RUnlock()
+	})
 	if first == nil || raw != 0 || ratio() > 0.3 {
 		t.Fatalf("after the first list: dictionary %v, %d objects held as they came, ratio %.2f; want a dictionary, none, at most 0.3", first, raw, ratio())
 	}
 	relist := func() { relistOn(t, s, inf) }
 	relist()
-	if k.dict.Load() != first || k.remade.Load() != 0 {
+	if k.Dict() != first || k.DictsRemade() != 0 {
 		t.Fatal("a re-list of the same objects made the dictionary again")
 	}
 
@@ -196,10 +194,10 @@ func TestCompactDictionaryRemade(t *testing.T) {
 	// The re-list's objects are swapped in just after fit made the
 	// dictionary: wait for both.
 	eventually(t, "the dictionary made again, and the objects compressed against it", func() bool {
-		return k.remade.Load() == 1 && ratio() <= 0.3
+		return k.DictsRemade() == 1 && ratio() <= 0.3
 	})
-	if k.dict.Load() == first || k.remade.Load() != 1 {
-		t.Fatalf("after the re-list: dictionary the first: %v, made again %d times", k.dict.Load() == first, k.remade.Load())
+	if k.Dict() == first || k.DictsRemade() != 1 {
+		t.Fatalf("after the re-list: dictionary the first: %v, made again %d times", k.Dict() == first, k.DictsRemade())
 	}
 	want := randomBlob(2, 600)
 	for i, o := range c.List() {
@@ -207,9 +205,24 @@ func TestCompactDictionaryRemade(t *testing.T) {
 			t.Fatalf("object %d (%s) read wrong after the dictionary was made again", i, o.Name)
 		}
 	}
-	if o, ok := k.load(before); !ok || o.Data["blob"] != randomBlob(1, 600)+"7" {
+	if o, ok := k.Load(before); !ok || o.Data["blob"] != randomBlob(1, 600)+"7" {
 		t.Fatal("an entry of the first dictionary does not decode after it was made again")
 	}
+}
+
+// ratioOf returns the ratio of the bytes c's entries take to the bytes
+// of their objects.
+func ratioOf(t *testing.T, c *store.Cache[*corev1.ConfigMap]) float64 {
+	t.Helper()
+	var in, out int
+	c.Each(func(key string, r store.Ref[*corev1.ConfigMap]) {
+		n, err := squash.Len(r.Entry())
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		in, out = in+n, out+len(r.Entry())
+	})
+	return float64(out) / float64(in)
 }
 
 // relistOn makes inf list again: a 410 on its watch (sent until the list
@@ -249,18 +262,13 @@ func TestCompactStateFileKeepsTheDictionary(t *testing.T) {
 		return inf, rec
 	}
 	entries := func(c *Cache[*corev1.ConfigMap]) map[string][]byte {
-		c.mu.RLock()
-		defer c.mu.RUnlock()
 		out := map[string][]byte{}
-		for key, r := range c.items {
-			out[key] = r.p.data
-		}
+		c.s.Each(func(key string, r store.Ref[*corev1.ConfigMap]) { out[key] = r.Entry() })
 		return out
 	}
 	restored := func(inf *Informer[*corev1.ConfigMap], rec *recorder, dict *squash.Dict, want map[string][]byte, blob string) {
 		t.Helper()
-		k := compactOf(inf.Cache())
-		if d := k.dict.Load(); d == nil || d.ID() != dict.ID() {
+		if d := inf.Cache().s.Dict(); d == nil || d.ID() != dict.ID() {
 			t.Fatalf("restored with dictionary %v, want the file's %v", d, dict)
 		}
 		got := entries(inf.Cache())
@@ -285,8 +293,8 @@ func TestCompactStateFileKeepsTheDictionary(t *testing.T) {
 	}
 
 	first, _ := run()
-	k := compactOf(first.Cache())
-	dict, want := k.dict.Load(), entries(first.Cache())
+	k := first.Cache().s
+	dict, want := k.Dict(), entries(first.Cache())
 	if dict == nil {
 		t.Fatal("no dictionary after the first list")
 	}
@@ -308,13 +316,13 @@ func TestCompactStateFileKeepsTheDictionary(t *testing.T) {
 		return o != nil && o.Data["blob"] == randomBlob(2, 600)+"199"
 	})
 	relistOn(t, s, second)
-	k = compactOf(second.Cache())
-	eventually(t, "the dictionary made again", func() bool { return k.remade.Load() == 1 })
+	k = second.Cache().s
+	eventually(t, "the dictionary made again", func() bool { return k.DictsRemade() == 1 })
 	// Read once stopped: the re-list's swap puts the entries compressed
 	// anew in the cache after the dictionary is made (remade), and Stop
 	// waits for the loop, and the last commit, to end.
 	second.Stop()
-	dict, want = k.dict.Load(), entries(second.Cache())
+	dict, want = k.Dict(), entries(second.Cache())
 
 	third, rec := run()
 	restored(third, rec, dict, want, randomBlob(2, 600))
@@ -331,7 +339,7 @@ func TestCompactReadsShareNoBuffer(t *testing.T) {
 	}
 	inf, _ := contractStart(t, s, compactOpts(nil))
 	c := inf.Cache()
-	if compactOf(c).bufs == nil {
+	if !c.s.PoolsBuffers() {
 		t.Fatal("a compact cache of ConfigMaps reads without pooled buffers")
 	}
 	var wg sync.WaitGroup

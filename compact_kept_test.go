@@ -2,45 +2,12 @@ package kinformer
 
 import (
 	"errors"
-	"reflect"
 	"runtime"
 	"testing"
 	"weak"
 
 	corev1 "k8s.io/api/core/v1"
 )
-
-// A resourceVersion is kept as a number when it is one in canonical form
-// (what etcd-backed servers give), and as it came otherwise: any string
-// reads back as it was, and compares equal only to itself.
-func TestPackedResourceVersions(t *testing.T) {
-	c := newCache[*corev1.ConfigMap](nil, nil)
-	c.setCompact(reflect.TypeFor[*corev1.ConfigMap](), true, false)
-	k := compactOf(c)
-	for _, rv := range []string{"1", "42", "18446744073709551615", "9999999999999999999", "0", "007", "", "12a", "abc", "99999999999999999999", "-3", "+3", " 5"} {
-		p := k.newPacked([]byte{0}, rv, "ns")
-		if got := k.resourceVersion(p); got != rv {
-			t.Errorf("resourceVersion %q read back as %q", rv, got)
-		}
-		r := ref[*corev1.ConfigMap]{p: p}
-		if !k.isVersion(r, rv) {
-			t.Errorf("%q: isVersion of itself is false", rv)
-		}
-		for _, other := range []string{"1", "42", "007", "7", "0", "", "abc"} {
-			if other != rv && (k.isVersion(r, other) || k.sameVersion(r, ref[*corev1.ConfigMap]{p: k.newPacked(nil, other, "ns")})) {
-				t.Errorf("%q taken for %q", rv, other)
-			}
-		}
-		if !k.sameVersion(r, ref[*corev1.ConfigMap]{p: k.newPacked(nil, rv, "ns")}) {
-			t.Errorf("%q: two packed objects at it are not at one version", rv)
-		}
-		plain := cm("ns", "a")
-		plain.ResourceVersion = rv
-		if !k.sameVersion(r, ref[*corev1.ConfigMap]{obj: plain}) || !k.sameVersion(ref[*corev1.ConfigMap]{obj: plain}, r) {
-			t.Errorf("%q: a packed and a plain object at it are not at one version", rv)
-		}
-	}
-}
 
 // The kept reads (GetKept, ListKept, ByIndexKept) of a compact cache
 // return the cache's own object: decoded by the first, the same object
@@ -116,12 +83,9 @@ func TestCompactKeptReads(t *testing.T) {
 		t.Fatalf("GetKept after an update: labels %v", o.Labels)
 	}
 	eventuallyCollected(t, "the old version's kept object", []weak.Pointer[corev1.ConfigMap]{old})
-	p := compactOf(c)
 	eventually(t, "two kept objects (b's, from ListKept, and a's new version)", func() bool {
 		runtime.GC()
-		n := 0
-		p.kept.Range(func(any, any) bool { n++; return true })
-		return n == 2
+		return c.s.KeptObjects() == 2
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/kinformer/kinformer/internal/backoff"
 	"github.com/kinformer/kinformer/internal/mutation"
 	"github.com/kinformer/kinformer/internal/projection"
+	"github.com/kinformer/kinformer/internal/store"
 )
 
 // An informer's configuration: its Options compiled once into a config,
@@ -173,11 +174,11 @@ func (l *loop[T]) makeDirect() {
 		if fn == nil {
 			// Without a Transform, what the decoder makes is what the
 			// cache holds: the holding says in what form to hand it over.
-			w := l.w.cache.h.wants(l.w.cache)
-			if w.share {
+			w := l.w.cache.s.DecoderWants()
+			if w.Share {
 				dc.share = l.w.share
 			}
-			dc.keepRaw, dc.lazy = w.keepRaw, w.lazy
+			dc.keepRaw, dc.lazy = w.KeepRaw, w.Lazy
 		}
 		l.direct = l.newDirect(dc)
 	}
@@ -267,7 +268,7 @@ func (l *loop[T]) adopt(resyncAt *time.Time) {
 		l.w.state.Start()
 		l.stateOn = true
 	}
-	if l.w.cache.size() == 0 {
+	if l.w.cache.s.Size() == 0 {
 		l.w.takeConfig() // nothing cached lacks the new fields
 	}
 }
@@ -296,16 +297,16 @@ func (l *loop[T]) cancelOnOffer(ctx context.Context) (context.Context, func()) {
 type mutationHook[T Object] interface {
 	put(emit func(Event[T]), key string, old T, existed bool, obj T)
 	retire(emit func(Event[T]), key string, old T)
-	swap(emit func(Event[T]), old, items map[string]ref[T])
+	swap(emit func(Event[T]), old, items map[string]store.Ref[T])
 }
 
 // noMutationHook is the hook of an informer without the detector: nothing
 // is copied or compared.
 type noMutationHook[T Object] struct{}
 
-func (noMutationHook[T]) put(func(Event[T]), string, T, bool, T)                    {}
-func (noMutationHook[T]) retire(func(Event[T]), string, T)                          {}
-func (noMutationHook[T]) swap(func(Event[T]), map[string]ref[T], map[string]ref[T]) {}
+func (noMutationHook[T]) put(func(Event[T]), string, T, bool, T)                                {}
+func (noMutationHook[T]) retire(func(Event[T]), string, T)                                      {}
+func (noMutationHook[T]) swap(func(Event[T]), map[string]store.Ref[T], map[string]store.Ref[T]) {}
 
 // detectorHook is the hook of an informer with the detector: its reports
 // are Error events at the informer's resourceVersion.
@@ -338,6 +339,6 @@ func (h detectorHook[T]) retire(emit func(Event[T]), key string, old T) {
 	h.d.Retire(h.reporter(emit), key, old)
 }
 
-func (h detectorHook[T]) swap(emit func(Event[T]), old, items map[string]ref[T]) {
-	mutation.Swap(h.d, h.reporter(emit), old, items, ref[T].object)
+func (h detectorHook[T]) swap(emit func(Event[T]), old, items map[string]store.Ref[T]) {
+	mutation.Swap(h.d, h.reporter(emit), old, items, store.Ref[T].Object)
 }

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kinformer/kinformer/internal/store"
 )
 
 // dispatcher holds an informer's registrations and runs their goroutines
@@ -57,8 +59,8 @@ func (d *dispatcher[T]) add(l *listener[T], c *Cache[T], rv func() string, isSyn
 		at := rv()
 		now := time.Now().UnixNano()
 		l.appendLocked(now, func(put func(queued[T])) {
-			c.each(func(key string, r ref[T]) {
-				put(entryOf(c, Event[T]{Type: Added, Key: key, ResourceVersion: at, Cause: CauseReplay}, r, ref[T]{}, now))
+			c.s.Each(func(key string, r store.Ref[T]) {
+				put(entryOf(c, Event[T]{Type: Added, Key: key, ResourceVersion: at, Cause: CauseReplay}, r, store.Ref[T]{}, now))
 			})
 		})
 	}
@@ -96,7 +98,7 @@ func (d *dispatcher[T]) resend(reg *Registration, c *Cache[T], rv func() string)
 		return 0
 	}
 	n := l.appendLocked(now, func(put func(queued[T])) {
-		c.each(func(key string, r ref[T]) {
+		c.s.Each(func(key string, r store.Ref[T]) {
 			put(entryOf(c, Event[T]{Type: Modified, Key: key, ResourceVersion: at, Cause: CauseResend}, r, r, now))
 		})
 	})
@@ -138,8 +140,8 @@ func (d *dispatcher[T]) leave(reg *Registration, c *Cache[T], rv func() string, 
 	l.mu.Lock()
 	if !l.removed.Load() && l.wants(Deleted) {
 		l.appendLocked(now, func(put func(queued[T])) {
-			c.each(func(key string, r ref[T]) {
-				put(entryOf(c, Event[T]{Type: Deleted, Key: key, ResourceVersion: at, Cause: CauseLeave}, r, ref[T]{}, now))
+			c.s.Each(func(key string, r store.Ref[T]) {
+				put(entryOf(c, Event[T]{Type: Deleted, Key: key, ResourceVersion: at, Cause: CauseLeave}, r, store.Ref[T]{}, now))
 			})
 		})
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/kinformer/kinformer/internal/persist"
 	"github.com/kinformer/kinformer/internal/projection"
 	"github.com/kinformer/kinformer/internal/snapshot"
+	"github.com/kinformer/kinformer/internal/store"
 )
 
 // The durable cache (Options.StateDir): the writer records every change it
@@ -236,7 +237,7 @@ func (l *loop[T]) openState() bool {
 	}
 	load := !l.stateOpened || l.held != nil
 	l.stateOpened, l.held = true, nil
-	rv, ok := l.w.cache.h.open(l.w.cache, p, load)
+	rv, ok := l.w.cache.s.OpenState(p, load)
 	switch {
 	case !ok:
 		return false
@@ -287,7 +288,7 @@ func (l *loop[T]) restoreHeld(o outcome) outcome {
 // checkRestored accepts an object of the state file if it has the key it
 // is stored under, and shares its strings and maps with the others.
 func (l *loop[T]) checkRestored(key string, obj T) error {
-	if got := l.w.cache.keyFunc(obj); got != key {
+	if got := l.w.cache.s.Key(obj); got != key {
 		return fmt.Errorf("it has key %q", got)
 	}
 	l.w.share.Object(obj)
@@ -342,29 +343,29 @@ func (l *loop[T]) caughtUp() {
 // turned out unusable (reported, set aside): what it gave stays cached,
 // unsynced, for the list that follows to diff against.
 func (w *writer[T]) restore(check func(key string, obj T) error, rv string) (n int, ok bool) {
-	items := map[string]ref[T]{}
-	ok = w.cache.h.restore(w.cache, w.state, check, func(key string, r ref[T]) {
-		if w.outsideUID(r.uid()) {
-			w.state.Record(key, r.object(), true, rv) // another replica's now
+	items := map[string]store.Ref[T]{}
+	ok = w.cache.s.RestoreState(w.state, check, func(key string, r store.Ref[T]) {
+		if w.outsideUID(r.UID()) {
+			w.state.Record(key, r.Object(), true, rv) // another replica's now
 			return
 		}
 		items[key] = r
 		w.disp.update(func(p publisher[T]) {
 			w.put(p, key, r)
-			w.emit(p, Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: CauseRestore}, r, ref[T]{})
+			w.emit(p, Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: CauseRestore}, r, store.Ref[T]{})
 		})
 	})
 	if !ok {
 		return len(items), false
 	}
-	rewrite := w.cache.refit(items)
+	rewrite := w.cache.s.Refit(items)
 	w.disp.update(func(p publisher[T]) {
 		if rewrite {
 			// The cache holds them otherwise than the file (compressed
 			// against another dictionary): the file follows.
 			b := w.state.Batch()
 			for key, r := range items {
-				w.cache.h.put(b, key, r)
+				w.cache.s.PutState(b, key, r)
 			}
 			b.End(rv)
 		}
@@ -378,7 +379,7 @@ func (w *writer[T]) restore(check func(key string, obj T) error, rv string) (n i
 func (w *writer[T]) rewriteState() {
 	b := w.state.Batch()
 	b.Reset()
-	w.cache.peekAll(func(key string, r ref[T]) { w.cache.h.put(b, key, r) })
+	w.cache.s.PeekAll(func(key string, r store.Ref[T]) { w.cache.s.PutState(b, key, r) })
 	b.End(w.status.resourceVersion())
 }
 
@@ -391,6 +392,6 @@ func (w *writer[T]) caughtUp() {
 
 // record notes r, cached under key, in the state file: a compact cache's
 // bytes as they are.
-func (w *writer[T]) record(key string, r ref[T], rv string) {
-	w.cache.h.record(w.state, key, r, rv)
+func (w *writer[T]) record(key string, r store.Ref[T], rv string) {
+	w.cache.s.RecordState(w.state, key, r, rv)
 }

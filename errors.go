@@ -7,6 +7,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kinformer/kinformer/internal/store"
 )
 
 // The sentinels say what went wrong without the package's name: they are
@@ -60,7 +62,7 @@ var (
 
 	// ErrUnknownIndex is returned by Cache.ByIndex for an index that was not
 	// configured.
-	ErrUnknownIndex = errors.New("unknown index")
+	ErrUnknownIndex = store.ErrUnknownIndex
 
 	// ErrSnapshot means the informer's state file (Options.StateDir)
 	// could not be used: damaged, truncated, empty, of another watch or

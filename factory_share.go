@@ -357,6 +357,6 @@ func (inf *Informer[T]) describe() CacheInfo {
 	inf.disp.mu.RLock()
 	handlers := len(inf.disp.listeners)
 	inf.disp.mu.RUnlock()
-	return CacheInfo{Fields: inf.Fields(), Compact: inf.cache.Compact(), Objects: inf.cache.Len(), Bytes: inf.cache.heldBytes(),
+	return CacheInfo{Fields: inf.Fields(), Compact: inf.cache.Compact(), Objects: inf.cache.Len(), Bytes: inf.cache.s.HeldBytes(),
 		Synced: inf.HasSynced(), Handlers: handlers, Startup: inf.Startup()}
 }

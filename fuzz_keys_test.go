@@ -34,11 +34,11 @@ func FuzzKeys(f *testing.F) {
 				t.Fatalf("key %q of %q/%q splits into %q, %q, %v", key, ns, name, gotNS, gotName, err)
 			}
 		}
-		if idx := namespaceIndex(obj); len(idx) != 1 || idx[0] != ns {
+		c := newCache[*corev1.ConfigMap](nil, nil)
+		if idx := c.Indexers()[IndexNamespace](obj); len(idx) != 1 || idx[0] != ns {
 			t.Fatalf("namespace index of %q: %q", ns, idx)
 		}
 
-		c := newCache[*corev1.ConfigMap](nil, nil)
 		w, _ := newTestWriter(c)
 		w.apply(Added, arrivalOf(obj), w.prepare)
 		if got, ok := c.GetByKey(key); !ok || got.Name != name || got.Namespace != ns {

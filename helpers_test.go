@@ -15,6 +15,8 @@ import (
 
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kinformer/kinformer/internal/store"
 )
 
 // TestMain turns the cache mutation detector on, in "panic" mode, for
@@ -198,11 +200,11 @@ func newTestWriter[T Object](c *Cache[T]) (w *writer[T], events func() []Event[T
 }
 
 // plain is obj as a plain (not compact) cache holds it.
-func plain[T Object](obj T) ref[T] { return ref[T]{obj: obj} }
+func plain[T Object](obj T) store.Ref[T] { return store.ObjectRef(obj) }
 
 // plainAll is items as a plain cache holds them.
-func plainAll[T Object](items map[string]T) map[string]ref[T] {
-	out := make(map[string]ref[T], len(items))
+func plainAll[T Object](items map[string]T) map[string]store.Ref[T] {
+	out := make(map[string]store.Ref[T], len(items))
 	for k, obj := range items {
 		out[k] = plain(obj)
 	}
@@ -220,10 +222,7 @@ func plainOnly(t testing.TB) {
 }
 
 // arrivalOf is obj as the decoder hands it to the writer, decoded.
-func arrivalOf[T Object](obj T) arrival[T] { return arrival[T]{obj: obj} }
-
-// compactOf is the holding of a compact cache.
-func compactOf[T Object](c *Cache[T]) *packer[T] { return c.h.(*packer[T]) }
+func arrivalOf[T Object](obj T) store.Arrival[T] { return store.Arrival[T]{Obj: obj} }
 
 // eventuallyCollected waits until the garbage collector has freed what
 // each of ptrs points to: nothing keeps it alive.

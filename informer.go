@@ -13,6 +13,7 @@ import (
 
 	"github.com/kinformer/kinformer/internal/describe"
 	"github.com/kinformer/kinformer/internal/mutation"
+	"github.com/kinformer/kinformer/internal/store"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -40,12 +41,7 @@ type KeyFunc[T Object] func(obj T) string
 
 // MetaNamespaceKey is the default key: "namespace/name", or just "name" for
 // cluster-scoped objects.
-func MetaNamespaceKey[T Object](obj T) string {
-	if ns := obj.GetNamespace(); ns != "" {
-		return ns + "/" + obj.GetName()
-	}
-	return obj.GetName()
-}
+func MetaNamespaceKey[T Object](obj T) string { return store.MetaNamespaceKey(obj) }
 
 // Informer lists and watches one resource, keeps a Cache of it in sync with
 // the API server, and delivers every change to the registered handlers.
@@ -136,7 +132,7 @@ func newInformer[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[
 		hlog:   hlog,
 		name:   o.Name,
 	}
-	if o.Compact && !inf.cache.setCompact(o.objectType(), !o.CompactUncompressed, o.Sharding != nil) {
+	if o.Compact && !inf.cache.s.SetCompact(o.objectType(), !o.CompactUncompressed, o.Sharding != nil) {
 		o.Compact = false
 		hlog.Warn("kinformer: Options.Compact ignored: the objects' type is an interface, there is no type to decode the cache's bytes into", "type", o.objectType().String())
 	}
@@ -178,7 +174,8 @@ func newInformer[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[
 }
 
 // cacheKeyFunc is o's KeyFunc for newCache: nil for the default, which the
-// cache then knows it has (Cache.defaultKey: a key is namespace/name).
+// cache then knows it has (a key is namespace/name: a compact cache can
+// take objects undecoded).
 func cacheKeyFunc[T Object](o *config[T]) KeyFunc[T] {
 	if o.defaultKey {
 		return nil
@@ -224,7 +221,7 @@ func (inf *Informer[T]) AddIndexers(indexers map[string]IndexFunc[T]) error {
 	if err := checkReads(fields, nil, indexers); err != nil {
 		return fmt.Errorf("kinformer: AddIndexers: %w", err)
 	}
-	return inf.cache.addIndexers(indexers)
+	return inf.cache.s.AddIndexers(indexFuncs(indexers))
 }
 
 // Cache returns the informer's cache.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kinformer/kinformer/internal/persist"
+	"github.com/kinformer/kinformer/internal/store"
 )
 
 // list fills the cache afresh: by a watch-list where the server offers
@@ -44,7 +45,7 @@ func (l *loop[T]) list(ctx context.Context) outcome {
 // request) into a new map, then swaps it into the cache and queues the
 // differences.
 func (l *loop[T]) pagedList(ctx context.Context, limit int64) outcome {
-	items := map[string]ref[T]{}
+	items := map[string]store.Ref[T]{}
 	opts := l.listOptions()
 	opts.Limit = limit
 	rv, continued, err := l.listPages(ctx, opts, items)
@@ -67,7 +68,7 @@ func (l *loop[T]) pagedList(ctx context.Context, limit int64) outcome {
 // on a page after the first. The pages after the first carry only the
 // continue token, which holds the resourceVersion (the server refuses
 // both). This is the one paging loop.
-func (l *loop[T]) listPages(ctx context.Context, opts metav1.ListOptions, items map[string]ref[T]) (rv string, continued bool, err error) {
+func (l *loop[T]) listPages(ctx context.Context, opts metav1.ListOptions, items map[string]store.Ref[T]) (rv string, continued bool, err error) {
 	page, decoding := l.clientPage, "client"
 	if l.st.direct && l.direct.json != nil {
 		page, decoding = l.directPage, "direct"
@@ -92,7 +93,7 @@ func (l *loop[T]) listPages(ctx context.Context, opts metav1.ListOptions, items 
 }
 
 // clientPage reads one page through the client's List into items.
-func (l *loop[T]) clientPage(ctx context.Context, opts metav1.ListOptions, items map[string]ref[T]) (rv, cont string, err error) {
+func (l *loop[T]) clientPage(ctx context.Context, opts metav1.ListOptions, items map[string]store.Ref[T]) (rv, cont string, err error) {
 	list, err := l.listFn(ctx, opts)
 	if err == nil && isNil(list) {
 		err = fmt.Errorf("%w: the client returned no list and no error", ErrUnexpectedObject)
@@ -128,7 +129,7 @@ func (l *loop[T]) expect(opts metav1.ListOptions, got int, rest *int64) {
 
 // directPage reads one page in JSON, decoded as it arrives
 // (internal/jsonwatch), into items.
-func (l *loop[T]) directPage(ctx context.Context, opts metav1.ListOptions, items map[string]ref[T]) (rv, cont string, err error) {
+func (l *loop[T]) directPage(ctx context.Context, opts metav1.ListOptions, items map[string]store.Ref[T]) (rv, cont string, err error) {
 	prepare := l.w.prepareDecoded
 	if l.direct.sharesObjects() {
 		prepare = prepared[T]
@@ -147,7 +148,7 @@ func (l *loop[T]) directPage(ctx context.Context, opts metav1.ListOptions, items
 }
 
 // collectItem checks a listed object and prepares it into items.
-func (l *loop[T]) collectItem(items map[string]ref[T], o runtime.Object, prepare prepareFunc[T]) {
+func (l *loop[T]) collectItem(items map[string]store.Ref[T], o runtime.Object, prepare prepareFunc[T]) {
 	obj, ok := o.(T)
 	if !ok {
 		l.w.report(fmt.Errorf("list: %w: item of type %T, want %T", ErrUnexpectedObject, o, *new(T)))
@@ -157,7 +158,7 @@ func (l *loop[T]) collectItem(items map[string]ref[T], o runtime.Object, prepare
 		l.w.report(fmt.Errorf("list: %w: item %w", ErrUnexpectedObject, err))
 		return
 	}
-	l.w.collect(items, arrival[T]{obj: obj}, prepare)
+	l.w.collect(items, store.Arrival[T]{Obj: obj}, prepare)
 }
 
 // watchListStartTimeout: a server that does watch-lists sends the first
@@ -206,7 +207,7 @@ func (l *loop[T]) watchList(ctx context.Context) outcome {
 	}
 	defer s.stop()
 
-	items := map[string]ref[T]{}
+	items := map[string]store.Ref[T]{}
 	first := time.Now().Add(watchListStartTimeout)
 	received := false
 	for {
@@ -300,7 +301,7 @@ func watchListRefusedBy(err error) bool {
 // the cache is empty and has never synced, and no share or join says
 // which objects are new.
 func (l *loop[T]) pipes() bool {
-	return l.sh == nil && l.joining() == nil && !l.w.status.synced.Load() && l.w.cache.size() == 0
+	return l.sh == nil && l.joining() == nil && !l.w.status.synced.Load() && l.w.cache.s.Size() == 0
 }
 
 // pipeOne takes r, listed under key at resourceVersion rv (the object's:
@@ -311,7 +312,7 @@ func (l *loop[T]) pipes() bool {
 // has been given every object knows the list is complete, and the state
 // file has it. The cache and the events stay in step (a handler added
 // meanwhile gets each object once, by replay or by its event).
-func (w *writer[T]) pipeOne(key string, r ref[T], rv string) {
+func (w *writer[T]) pipeOne(key string, r store.Ref[T], rv string) {
 	w.disp.update(w.putHeld)
 	w.held = &heldObject[T]{key: key, r: r, rv: rv}
 }
@@ -320,7 +321,7 @@ func (w *writer[T]) pipeOne(key string, r ref[T], rv string) {
 // (pipeOne).
 type heldObject[T Object] struct {
 	key, rv string
-	r       ref[T]
+	r       store.Ref[T]
 }
 
 // putHeld puts the held object in the cache and queues its event, if
@@ -350,8 +351,8 @@ func (w *writer[T]) pipeEnd() {
 // pipeDone ends a pipelined list at rv: the cache holds items already
 // (pipeOne); the state file gets them all (and only them, widened: it held
 // a narrower projection's), and the informer is synced.
-func (w *writer[T]) pipeDone(items map[string]ref[T], rv string, widened bool) {
-	w.cache.refit(items) // the file gets all of them anyway
+func (w *writer[T]) pipeDone(items map[string]store.Ref[T], rv string, widened bool) {
+	w.cache.s.Refit(items) // the file gets all of them anyway
 	if h := w.held; h != nil {
 		h.r = items[h.key] // as refit left it
 	}
@@ -362,7 +363,7 @@ func (w *writer[T]) pipeDone(items map[string]ref[T], rv string, widened bool) {
 				b.Reset() // the file held the narrower objects, or none
 			}
 			for key, r := range items {
-				w.cache.h.put(b, key, r)
+				w.cache.s.PutState(b, key, r)
 			}
 			b.End(rv)
 		}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kinformer/kinformer/internal/store"
 )
 
 // queued is an event in a listener's queue, with when it was queued.
@@ -18,23 +20,24 @@ type queued[T Object] struct {
 	e  Event[T]
 	at int64 // time.Now().UnixNano() when queued
 	// lz, if set, holds e's objects still to decode (a compact cache's,
-	// compact.go): the listener resolves it before delivering e.
-	lz *lazyObjects[T]
+	// internal/store/compact.go): the listener resolves it before
+	// delivering e.
+	lz *store.LazyObjects[T]
 }
 
 // entryOf makes e, whose Object is obj's and Old old's in c (zero refs:
 // none), an entry of a listener's queue, queued at at: its objects as the
 // cache's holding gives them.
-func entryOf[T Object](c *Cache[T], e Event[T], obj, old ref[T], at int64) queued[T] {
-	var lz *lazyObjects[T]
-	e.Object, e.Old, lz = c.h.objects(obj, old)
+func entryOf[T Object](c *Cache[T], e Event[T], obj, old store.Ref[T], at int64) queued[T] {
+	var lz *store.LazyObjects[T]
+	e.Object, e.Old, lz = c.s.Objects(obj, old)
 	return queued[T]{e: e, at: at, lz: lz}
 }
 
 // resolved returns e with the objects lz still held decoded; an Error
 // event naming the object if one does not decode.
-func resolved[T Object](e Event[T], lz *lazyObjects[T]) Event[T] {
-	if err := lz.fill(&e.Object, &e.Old); err != nil {
+func resolved[T Object](e Event[T], lz *store.LazyObjects[T]) Event[T] {
+	if err := lz.Fill(&e.Object, &e.Old); err != nil {
 		return Event[T]{Type: Error, Key: e.Key, ResourceVersion: e.ResourceVersion,
 			Err: fmt.Errorf("%w: %s event of %s: the compact cache's bytes do not decode: %w", ErrUnexpectedObject, e.Type, e.Key, err)}
 	}

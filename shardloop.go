@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kinformer/kinformer/internal/slots"
+	"github.com/kinformer/kinformer/internal/store"
 )
 
 // Sharder is a replica's membership in a shard group as an informer sees
@@ -319,7 +320,7 @@ func (l *loop[T]) listJoined(ctx context.Context) outcome {
 		return outcome{kind: listed} // they left again before being listed
 	}
 	rv := l.w.status.resourceVersion()
-	items := map[string]ref[T]{}
+	items := map[string]store.Ref[T]{}
 	opts := l.listOptions()
 	opts.ShardSelector = gained.Selector()
 	opts.ResourceVersion = rv

@@ -18,6 +18,7 @@ import (
 	"github.com/kinformer/kinformer/internal/jsonwatch"
 	"github.com/kinformer/kinformer/internal/liveness"
 	"github.com/kinformer/kinformer/internal/protowatch"
+	"github.com/kinformer/kinformer/internal/store"
 )
 
 // source is one open watch: where the loop reads events from. There are two:
@@ -343,8 +344,8 @@ type checked[T Object] struct {
 }
 
 // arrival is c's object as the writer takes it (Added, Modified, Deleted).
-func (c checked[T]) arrival() arrival[T] {
-	return arrival[T]{obj: c.obj, raw: c.raw, undecoded: c.undecoded}
+func (c checked[T]) arrival() store.Arrival[T] {
+	return store.Arrival[T]{Obj: c.obj, Raw: c.raw, Undecoded: c.undecoded}
 }
 
 // check turns a watch event into something the loop can use, or an error:

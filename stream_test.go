@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/kinformer/kinformer/internal/protowatch"
 	"io"
 	"net/http"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/kinformer/kinformer/internal/protowatch"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -11,6 +11,7 @@ import (
 	"github.com/kinformer/kinformer/internal/persist"
 	"github.com/kinformer/kinformer/internal/projection"
 	"github.com/kinformer/kinformer/internal/slots"
+	"github.com/kinformer/kinformer/internal/store"
 )
 
 // writer is the only writer of an informer's cache and status, and the
@@ -51,7 +52,7 @@ type writer[T Object] struct {
 	held *heldObject[T]
 	// fresh: the next list keeps no cached instance (collect) and its
 	// diff compares what the holding has of each object at the cached
-	// version (holding.same): the server's history is another one
+	// version (store.Cache.Same): the server's history is another one
 	// (anotherHistory), where an object at a cached key and version may
 	// be another cluster's. Set by the loop; the list's replace clears it.
 	// blind counts the objects the list under way kept from the cache
@@ -82,18 +83,18 @@ func newWriter[T Object](c *Cache[T], s *status, d *dispatcher[T], log *slog.Log
 // put stores r (cache.pack's) under key in the cache, inside an update;
 // the detector compares the object it replaces with its copy, and copies
 // the new one. The detector is never on in a compact cache.
-func (w *writer[T]) put(p publisher[T], key string, r ref[T]) (old ref[T], existed bool) {
-	old, existed = w.cache.put(key, r)
-	w.detect.put(p.emit, key, old.object(), existed, r.object())
+func (w *writer[T]) put(p publisher[T], key string, r store.Ref[T]) (old store.Ref[T], existed bool) {
+	old, existed = w.cache.s.Put(key, r)
+	w.detect.put(p.emit, key, old.Object(), existed, r.Object())
 	return old, existed
 }
 
 // remove removes key from the cache, inside an update; the detector
 // compares the object removed with its copy.
-func (w *writer[T]) remove(p publisher[T], key string) (old ref[T], existed bool) {
-	old, existed = w.cache.remove(key)
+func (w *writer[T]) remove(p publisher[T], key string) (old store.Ref[T], existed bool) {
+	old, existed = w.cache.s.Remove(key)
 	if existed {
-		w.detect.retire(p.emit, key, old.object())
+		w.detect.retire(p.emit, key, old.Object())
 	}
 	return old, existed
 }
@@ -101,8 +102,8 @@ func (w *writer[T]) remove(p publisher[T], key string) (old ref[T], existed bool
 // swap makes items the cache's content, inside an update; the detector
 // compares the objects replaced or dropped with their copies, and copies
 // the new ones.
-func (w *writer[T]) swap(p publisher[T], items map[string]ref[T]) (old map[string]ref[T], rewrite bool) {
-	old, rewrite = w.cache.swap(items)
+func (w *writer[T]) swap(p publisher[T], items map[string]store.Ref[T]) (old map[string]store.Ref[T], rewrite bool) {
+	old, rewrite = w.cache.s.Swap(items)
 	w.detect.swap(p.emit, old, items)
 	return old, rewrite
 }
@@ -110,15 +111,15 @@ func (w *writer[T]) swap(p publisher[T], items map[string]ref[T]) (old map[strin
 // emit queues e with obj as its Object and old as its Old (zero refs:
 // none), as the cache's holding makes the entry (decoded by the handlers'
 // side if need be).
-func (w *writer[T]) emit(p publisher[T], e Event[T], obj, old ref[T]) {
+func (w *writer[T]) emit(p publisher[T], e Event[T], obj, old store.Ref[T]) {
 	p.emitQueued(entryOf(w.cache, e, obj, old, 0))
 }
 
 // hold readies what arrived (prepared, unless undecoded) under key for
-// the cache (Cache.hold); false if the cache cannot hold it (reported:
+// the cache (store.Cache.Hold); false if the cache cannot hold it (reported:
 // the object is skipped, as one that fails its Transform).
-func (w *writer[T]) hold(key string, a arrival[T]) (ref[T], bool) {
-	r, err := w.cache.hold(a)
+func (w *writer[T]) hold(key string, a store.Arrival[T]) (store.Ref[T], bool) {
+	r, err := w.cache.s.Hold(a)
 	if err != nil {
 		w.report(fmt.Errorf("%w: %s: %w", ErrUnexpectedObject, key, err))
 		return r, false
@@ -157,12 +158,12 @@ func (w *writer[T]) prepareDecoded(obj T) (T, bool) {
 			err = errors.New("it returned nil")
 		}
 		if err != nil {
-			w.report(fmt.Errorf("%w for %s: %w", ErrTransform, w.cache.keyFunc(obj), err))
+			w.report(fmt.Errorf("%w for %s: %w", ErrTransform, w.cache.s.Key(obj), err))
 			return out, false
 		}
 		obj = out
 	}
-	if w.cache.h.shares() {
+	if w.cache.s.Shares() {
 		w.share.Object(obj)
 	}
 	return obj, true
@@ -195,25 +196,23 @@ func (w *writer[T]) bookmark(obj T, rv string) {
 // MetaNamespaceKey and no Transform, which need the object) is neither
 // decoded nor prepared: the cache keeps its bytes, and the handlers' side
 // decodes them for the event.
-func (w *writer[T]) apply(typ EventType, a arrival[T], prepare prepareFunc[T]) {
-	key, rv, uid := a.identity(w.cache.keyFunc)
+func (w *writer[T]) apply(typ EventType, a store.Arrival[T], prepare prepareFunc[T]) {
+	key, rv, uid := w.cache.s.Identity(a)
 	ok := true
-	var r ref[T]
+	var r store.Ref[T]
 	switch {
 	case w.outsideUID(uid):
 		// Not this replica's: a server without sharded watches sent it, or
 		// a watch opened for the share before it shrank. Never cached (the
 		// shrink dropped it if it was): treated as a deletion of nothing.
 		typ = Deleted
-	case a.undecoded == nil:
-		var obj T
-		obj, ok = prepare(a.obj)
-		a = a.decoded(obj)
+	case a.Undecoded == nil:
+		a.Obj, ok = prepare(a.Obj)
 	}
 	if ok && typ != Deleted {
 		r, ok = w.hold(key, a)
 	}
-	eObj := w.cache.h.final(a, r)
+	eObj := w.cache.s.Final(a, r)
 	w.disp.update(func(p publisher[T]) { w.applyLocked(p, typ, eObj, r, ok, key, rv) })
 }
 
@@ -223,24 +222,24 @@ func (w *writer[T]) apply(typ EventType, a arrival[T], prepare prepareFunc[T]) {
 // instance is kept and the new copy is dropped at once, unprepared: a
 // re-list of a mostly unchanged collection then holds one copy of each
 // object, not two. Not on a fresh list (another history).
-func (w *writer[T]) collect(items map[string]ref[T], a arrival[T], prepare prepareFunc[T]) {
-	key, rv, uid := a.identity(w.cache.keyFunc)
+func (w *writer[T]) collect(items map[string]store.Ref[T], a store.Arrival[T], prepare prepareFunc[T]) {
+	key, rv, uid := w.cache.s.Identity(a)
 	if w.outsideUID(uid) {
 		return
 	}
-	if old, ok := w.cache.peek(key); ok && !w.fresh && w.cache.h.isVersion(old, rv) && (old.uid() == "" || old.uid() == uid) {
+	if old, ok := w.cache.s.Peek(key); ok && !w.fresh && w.cache.s.IsVersion(old, rv) && (old.UID() == "" || old.UID() == uid) {
 		items[key] = old
-		if old.uid() == "" {
+		if old.UID() == "" {
 			w.blind++
 		}
 		return
 	}
-	if a.undecoded == nil {
-		obj, ok := prepare(a.obj)
+	if a.Undecoded == nil {
+		obj, ok := prepare(a.Obj)
 		if !ok {
 			return
 		}
-		a, key = a.decoded(obj), w.cache.keyFunc(obj)
+		a.Obj, key = obj, w.cache.s.Key(obj)
 	}
 	if r, ok := w.hold(key, a); ok {
 		items[key] = r
@@ -254,8 +253,8 @@ func (w *writer[T]) collect(items map[string]ref[T], a arrival[T], prepare prepa
 // applyLocked is apply's change of the cache, inside the dispatcher's
 // update; ok is false if the new state did not prepare. r is it held for
 // the cache (unless Deleted), eObj the event's Object, as the holding
-// gives it (holding.final).
-func (w *writer[T]) applyLocked(p publisher[T], typ EventType, eObj, r ref[T], ok bool, key, rv string) {
+// gives it (store.Cache.Final).
+func (w *writer[T]) applyLocked(p publisher[T], typ EventType, eObj, r store.Ref[T], ok bool, key, rv string) {
 	// The resourceVersion is recorded once the cache holds the change:
 	// WaitForResourceVersion then finds the cache at that version.
 	defer w.setRV(rv)
@@ -263,7 +262,7 @@ func (w *writer[T]) applyLocked(p publisher[T], typ EventType, eObj, r ref[T], o
 	if rv == "" {
 		e.ResourceVersion = w.status.resourceVersion()
 	}
-	eOld := ref[T]{} // Modified: the state the cache held
+	eOld := store.Ref[T]{} // Modified: the state the cache held
 	switch {
 	case typ == Deleted || !ok:
 		// A deletion always removes, whether or not its final state
@@ -273,7 +272,7 @@ func (w *writer[T]) applyLocked(p publisher[T], typ EventType, eObj, r ref[T], o
 		old, existed := w.remove(p, key)
 		if w.state != nil {
 			if existed {
-				w.state.Record(key, old.object(), true, e.ResourceVersion)
+				w.state.Record(key, old.Object(), true, e.ResourceVersion)
 			} else {
 				w.state.Advance(e.ResourceVersion)
 			}
@@ -308,7 +307,7 @@ func (w *writer[T]) applyLocked(p publisher[T], typ EventType, eObj, r ref[T], o
 // resourceVersion or uid changed. New objects of the slots in gained (a
 // sharded informer's share grew) are Added with CauseReshard. Readers are held up
 // only by the swap itself, not by the diff or the queueing.
-func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Set) {
+func (w *writer[T]) replace(items map[string]store.Ref[T], rv string, gained *slots.Set) {
 	fresh, widened := w.fresh, w.widened
 	w.fresh, w.widened = false, false
 	if w.piping {
@@ -318,7 +317,7 @@ func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Se
 	}
 	first := !w.status.synced.Load()
 	cause := CauseRelist
-	if first && (w.cache.size() == 0 || w.piped) {
+	if first && (w.cache.s.Size() == 0 || w.piped) {
 		cause = CauseList
 	}
 	w.piped = false
@@ -335,9 +334,9 @@ func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Se
 		w.setRV(rv)
 		for key, o := range old {
 			if _, ok := items[key]; !ok {
-				w.emit(p, Event[T]{Type: Deleted, Key: key, ResourceVersion: rv, Cause: cause}, o, ref[T]{})
+				w.emit(p, Event[T]{Type: Deleted, Key: key, ResourceVersion: rv, Cause: cause}, o, store.Ref[T]{})
 				if batch != nil {
-					batch.Delete(key, o.object())
+					batch.Delete(key, o.Object())
 				}
 			}
 		}
@@ -346,11 +345,11 @@ func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Se
 			switch {
 			case !existed:
 				c := cause
-				if gained != nil && gained.Has(r.uid()) {
+				if gained != nil && gained.Has(r.UID()) {
 					c = CauseReshard
 				}
-				w.emit(p, Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: c}, r, ref[T]{})
-			case widened || !w.cache.h.sameVersion(o, r) || o.uid() != r.uid() || fresh && !w.cache.h.same(o, r):
+				w.emit(p, Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: c}, r, store.Ref[T]{})
+			case widened || !w.cache.s.SameVersion(o, r) || o.UID() != r.UID() || fresh && !w.cache.s.Same(o, r):
 				// Another uid at one resourceVersion, or other bytes where
 				// the holding keeps no uid: another cluster's object
 				// (ErrAnotherHistory). Widened: the object now has the
@@ -360,7 +359,7 @@ func (w *writer[T]) replace(items map[string]ref[T], rv string, gained *slots.Se
 				continue
 			}
 			if batch != nil {
-				w.cache.h.put(batch, key, r)
+				w.cache.s.PutState(batch, key, r)
 			}
 		}
 		w.takeConfig()
@@ -385,7 +384,7 @@ func (w *writer[T]) takeConfig() {
 // deleted): Deleted, with CauseGone, for each object, and the state file
 // follows. It returns how many there were.
 func (w *writer[T]) gone() (n int) {
-	if w.cache.size() == 0 {
+	if w.cache.s.Size() == 0 {
 		return 0
 	}
 	rv := w.status.resourceVersion()
@@ -395,12 +394,12 @@ func (w *writer[T]) gone() (n int) {
 			batch = w.state.Batch()
 			defer batch.End(rv)
 		}
-		old, _ := w.swap(p, map[string]ref[T]{})
+		old, _ := w.swap(p, map[string]store.Ref[T]{})
 		n = len(old)
 		for key, o := range old {
-			w.emit(p, Event[T]{Type: Deleted, Key: key, ResourceVersion: rv, Cause: CauseGone}, o, ref[T]{})
+			w.emit(p, Event[T]{Type: Deleted, Key: key, ResourceVersion: rv, Cause: CauseGone}, o, store.Ref[T]{})
 			if batch != nil {
-				batch.Delete(key, o.object())
+				batch.Delete(key, o.Object())
 			}
 		}
 	})
@@ -440,8 +439,8 @@ func (w *writer[T]) outsideUID(uid string) bool {
 func (w *writer[T]) reshard(set *slots.Set) (dropped int) {
 	w.shard = set
 	var gone []string
-	w.cache.peekAll(func(key string, r ref[T]) {
-		if w.outsideUID(r.uid()) {
+	w.cache.s.PeekAll(func(key string, r store.Ref[T]) {
+		if w.outsideUID(r.UID()) {
 			gone = append(gone, key)
 		}
 	})
@@ -452,7 +451,7 @@ func (w *writer[T]) reshard(set *slots.Set) (dropped int) {
 		rv := w.status.resourceVersion()
 		for _, key := range gone {
 			if old, existed := w.remove(p, key); existed {
-				w.emit(p, Event[T]{Type: Deleted, Key: key, ResourceVersion: rv, Cause: CauseReshard}, old, ref[T]{})
+				w.emit(p, Event[T]{Type: Deleted, Key: key, ResourceVersion: rv, Cause: CauseReshard}, old, store.Ref[T]{})
 			}
 		}
 	})
@@ -464,24 +463,24 @@ func (w *writer[T]) reshard(set *slots.Set) (dropped int) {
 // queues Added (CauseReshard) for each new one, Modified for one cached at
 // another resourceVersion. The resourceVersion stays: the watch resumes
 // from it.
-func (w *writer[T]) merge(items map[string]ref[T], gained *slots.Set) (added int) {
+func (w *writer[T]) merge(items map[string]store.Ref[T], gained *slots.Set) (added int) {
 	w.disp.update(func(p publisher[T]) { added = w.mergeLocked(p, items, gained) })
 	return added
 }
 
-func (w *writer[T]) mergeLocked(p publisher[T], items map[string]ref[T], gained *slots.Set) (added int) {
+func (w *writer[T]) mergeLocked(p publisher[T], items map[string]store.Ref[T], gained *slots.Set) (added int) {
 	rv := w.status.resourceVersion()
 	for key, r := range items {
-		if !gained.Has(r.uid()) {
+		if !gained.Has(r.UID()) {
 			continue // a server that does not filter sent the whole collection
 		}
-		old, existed := w.cache.peek(key)
-		if existed && w.cache.h.sameVersion(old, r) {
+		old, existed := w.cache.s.Peek(key)
+		if existed && w.cache.s.SameVersion(old, r) {
 			continue
 		}
 		w.put(p, key, r)
 		e := Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: CauseReshard}
-		eOld := ref[T]{}
+		eOld := store.Ref[T]{}
 		if existed {
 			e.Type, eOld = Modified, old
 		} else {

@@ -6,7 +6,7 @@
 // IPs and timestamps. Compressed one by one without a dictionary they
 // shrink little (s2: 0.68 of a Pod's protobuf); against a dictionary of
 // 24 Pods to 0.29. It is the codec of the compact cache (the root's
-// packer, compact_dict.go), and stands alone: it knows nothing of caches.
+// packer, internal/store/compact_dict.go), and stands alone: it knows nothing of caches.
 //
 // # Use
 //

@@ -1,4 +1,4 @@
-package kinformer
+package store
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ import (
 // a sharded informer, UID. Readers decompress and decode, outside the
 // cache's lock, each its own copy. Events carry their objects packed until
 // a handler's goroutine takes the event: it decodes them, once for all
-// the handlers (lazyObjects). The state file holds the objects' encodings
+// the handlers (LazyObjects). The state file holds the objects' encodings
 // as they came (decompressed as they are written): a restore compresses
 // them again, against a dictionary of the restored objects.
 
@@ -171,12 +171,12 @@ func (k *packer[T]) newPacked(data []byte, rv, ns string) *packed {
 	return p
 }
 
-// setCompact makes an empty cache compact, for objects of type t, the
+// SetCompact makes an empty cache compact, for objects of type t, the
 // informer's (persist.NewReadCodec), compressed if squeeze (not
 // CompactUncompressed), keeping UIDs if uids. false if the type is
 // an interface (objects from a ListerWatcher of kinformer.Object, say):
 // there is no type to decode into.
-func (c *Cache[T]) setCompact(t reflect.Type, squeeze, uids bool) bool {
+func (c *Cache[T]) SetCompact(t reflect.Type, squeeze, uids bool) bool {
 	if t.Kind() == reflect.Interface {
 		return false
 	}
@@ -190,7 +190,7 @@ func (c *Cache[T]) setCompact(t reflect.Type, squeeze, uids bool) bool {
 }
 
 // Compact reports whether the cache holds objects as bytes
-// (Options.Compact).
+// (SetCompact).
 func (c *Cache[T]) Compact() bool {
 	_, ok := c.h.(*packer[T])
 	return ok
@@ -198,41 +198,41 @@ func (c *Cache[T]) Compact() bool {
 
 // hold packs what arrived: an undecoded object's bytes (packMeta), or a
 // prepared object (pack).
-func (k *packer[T]) hold(c *Cache[T], a arrival[T]) (ref[T], error) {
-	if a.undecoded != nil {
-		return k.packMeta(c, a.undecoded.Data, a.undecoded.Meta, nil)
+func (k *packer[T]) hold(c *Cache[T], a Arrival[T]) (Ref[T], error) {
+	if a.Undecoded != nil {
+		return k.packMeta(c, a.Undecoded.Data, a.Undecoded.Meta, nil)
 	}
-	return k.pack(c, a.obj, a.raw, nil)
+	return k.pack(c, a.Obj, a.Raw, nil)
 }
 
 // final is an arrival as the event gives it: an undecoded object's bytes
 // (the cache's, or for a deletion's final state its own), decoded by the
 // handlers' side, or the object itself, which they need not decode.
-func (k *packer[T]) final(a arrival[T], held ref[T]) ref[T] {
+func (k *packer[T]) final(a Arrival[T], held Ref[T]) Ref[T] {
 	switch {
-	case a.undecoded == nil:
-		return ref[T]{obj: a.obj}
+	case a.Undecoded == nil:
+		return Ref[T]{obj: a.Obj}
 	case held.p != nil:
 		return held
 	}
-	data := a.undecoded.Data
+	data := a.Undecoded.Data
 	if k.squeeze {
 		data = squash.Wrap(make([]byte, 0, len(data)+1), data) // for the event only: not worth compressing
 	}
-	return ref[T]{p: k.newPacked(data, a.undecoded.Meta.ResourceVersion, a.undecoded.Meta.Namespace)}
+	return Ref[T]{p: k.newPacked(data, a.Undecoded.Meta.ResourceVersion, a.Undecoded.Meta.Namespace)}
 }
 
 // pack packs obj for a compact cache's put or swap, with its index
 // values: raw if set (the bytes obj was decoded from, as it is), else its
 // encoding; entry, if set, is what the cache holds of them (squeezed).
 // The writer's alone (hold); it holds wmu to read the indexes, which
-// addIndexers may change.
-func (k *packer[T]) pack(c *Cache[T], obj T, raw, entry []byte) (ref[T], error) {
+// AddIndexers may change.
+func (k *packer[T]) pack(c *Cache[T], obj T, raw, entry []byte) (Ref[T], error) {
 	data := raw
 	if data == nil {
 		var err error
 		if data, err = k.encode(obj); err != nil {
-			return ref[T]{}, fmt.Errorf("cannot be encoded for the compact cache: %w", err)
+			return Ref[T]{}, fmt.Errorf("cannot be encoded for the compact cache: %w", err)
 		}
 	}
 	if entry == nil {
@@ -254,20 +254,20 @@ func (k *packer[T]) pack(c *Cache[T], obj T, raw, entry []byte) (ref[T], error) 
 		}
 		p.ext().vals = packedvalues.Pack(vals)
 	}
-	return ref[T]{p: p}, nil
+	return Ref[T]{p: p}, nil
 }
 
 // packMeta packs data, an object's encoding whose metadata says m,
 // without decoding it, unless the cache has indexes to compute; entry as
 // for pack.
-func (k *packer[T]) packMeta(c *Cache[T], data []byte, m persist.Meta, entry []byte) (ref[T], error) {
+func (k *packer[T]) packMeta(c *Cache[T], data []byte, m persist.Meta, entry []byte) (Ref[T], error) {
 	c.wmu.Lock()
 	indexed := len(c.order) > 0 // if an index comes before put, put computes its values (complete)
 	c.wmu.Unlock()
 	if indexed {
 		obj, err := k.decode(data)
 		if err != nil {
-			return ref[T]{}, err
+			return Ref[T]{}, err
 		}
 		return k.pack(c, obj, data, entry)
 	}
@@ -278,15 +278,15 @@ func (k *packer[T]) packMeta(c *Cache[T], data []byte, m persist.Meta, entry []b
 	if k.uids {
 		p.ext().uid = m.UID
 	}
-	return ref[T]{p: p}, nil
+	return Ref[T]{p: p}, nil
 }
 
 // wants: the cache keeps the bytes as they came, so the decoder hands
 // them over with each object; with the default key nothing needs the
 // object before a handler or a reader does (index values excepted:
 // packMeta decodes for them), and it is left undecoded.
-func (k *packer[T]) wants(c *Cache[T]) decoderWants {
-	return decoderWants{keepRaw: true, lazy: c.defaultKey}
+func (k *packer[T]) wants(c *Cache[T]) DecoderWants {
+	return DecoderWants{KeepRaw: true, Lazy: c.defaultKey}
 }
 
 // shares: a compact cache keeps no object to share with.
@@ -297,7 +297,7 @@ func (k *packer[T]) straight() bool { return false }
 
 // size is the length of the encoding a packed object keeps (compressed,
 // where it is).
-func (k *packer[T]) size(r ref[T]) int {
+func (k *packer[T]) size(r Ref[T]) int {
 	if r.p == nil {
 		return 0
 	}
@@ -306,7 +306,7 @@ func (k *packer[T]) size(r ref[T]) int {
 
 // values returns the values kept beside a packed object, or computes an
 // object's.
-func (k *packer[T]) values(c *Cache[T], r ref[T], i int) []string {
+func (k *packer[T]) values(c *Cache[T], r Ref[T], i int) []string {
 	if r.p != nil {
 		return r.p.extra().vals.At(i)
 	}
@@ -314,18 +314,18 @@ func (k *packer[T]) values(c *Cache[T], r ref[T], i int) []string {
 }
 
 // withValues keeps vals beside a packed object's values.
-func (k *packer[T]) withValues(r ref[T], vals [][]string) (ref[T], bool) {
+func (k *packer[T]) withValues(r Ref[T], vals [][]string) (Ref[T], bool) {
 	if r.p == nil {
 		return r, false
 	}
 	p, x := k.copyPacked(r.p), *r.p.extra()
 	x.vals = packedvalues.Pack(append(x.vals.All(), vals...))
 	p.x = &x
-	return ref[T]{p: p}, true
+	return Ref[T]{p: p}, true
 }
 
 // load returns the object r holds, decoding a packed one.
-func (k *packer[T]) load(r ref[T]) (T, bool) {
+func (k *packer[T]) load(r Ref[T]) (T, bool) {
 	if r.p == nil {
 		return plainHolding[T]{}.load(r)
 	}
@@ -334,7 +334,7 @@ func (k *packer[T]) load(r ref[T]) (T, bool) {
 
 // complete gives a packed object made before addIndexers the values of the
 // indexes added since. Under wmu.
-func (k *packer[T]) complete(c *Cache[T], r ref[T]) (ref[T], bool) {
+func (k *packer[T]) complete(c *Cache[T], r Ref[T]) (Ref[T], bool) {
 	if r.p == nil || r.p.extra().vals.N() == len(c.order) {
 		return r, false
 	}
@@ -347,7 +347,7 @@ func (k *packer[T]) complete(c *Cache[T], r ref[T]) (ref[T], bool) {
 	}
 	x.vals = packedvalues.Pack(vals)
 	p.x = &x
-	return ref[T]{p: p}, true
+	return Ref[T]{p: p}, true
 }
 
 // loadPacked decodes p (its apiVersion and kind included); false if it
@@ -397,18 +397,18 @@ func (k *packer[T]) unpack(p *packed) (T, error) {
 
 // objects: each object, or, if either is packed, a lazy that decodes
 // them on the first handler's goroutine that delivers the event.
-func (k *packer[T]) objects(obj, old ref[T]) (T, T, *lazyObjects[T]) {
+func (k *packer[T]) objects(obj, old Ref[T]) (T, T, *LazyObjects[T]) {
 	if obj.p == nil && old.p == nil {
 		return obj.obj, old.obj, nil
 	}
-	return obj.obj, old.obj, &lazyObjects[T]{pk: k, obj: obj.p, old: old.p}
+	return obj.obj, old.obj, &LazyObjects[T]{pk: k, obj: obj.p, old: old.p}
 }
 
-// lazyObjects are an event's objects still packed. The listeners given
+// LazyObjects are an event's objects still packed. The listeners given
 // the same event share one: the first to deliver it decodes, the others
 // wait for that decode and get the same objects (as without Compact, an
 // event's handlers share its objects).
-type lazyObjects[T Object] struct {
+type LazyObjects[T Object] struct {
 	pk       *packer[T] // how to decode them
 	obj, old *packed    // nil: the event's own (or none)
 	once     sync.Once
@@ -417,10 +417,10 @@ type lazyObjects[T Object] struct {
 	err      error
 }
 
-// fill sets *obj and *old, where packed, to their decoded objects; an
+// Fill sets *obj and *old, where packed, to their decoded objects; an
 // error if one does not decode (counted once, however many handlers get
 // the event).
-func (z *lazyObjects[T]) fill(obj, old *T) error {
+func (z *LazyObjects[T]) Fill(obj, old *T) error {
 	z.once.Do(func() {
 		var err error
 		if z.obj != nil {

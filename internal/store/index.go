@@ -1,4 +1,4 @@
-package kinformer
+package store
 
 import (
 	"fmt"
@@ -11,55 +11,25 @@ import (
 // it reads of one, which it asks the holding for (holding.go): its
 // namespace, its index values and, for addIndexers, the object itself.
 
-// hold readies what arrived (prepared, unless undecoded) for put or swap,
+// Hold readies what arrived (prepared, unless undecoded) for put or swap,
 // as the holding keeps it. The writer's alone.
-func (c *Cache[T]) hold(a arrival[T]) (ref[T], error) { return c.h.hold(c, a) }
+func (c *Cache[T]) Hold(a Arrival[T]) (Ref[T], error) { return c.h.hold(c, a) }
 
-// load returns the object r holds: itself, or decoded anew (false if its
+// Load returns the object r holds: itself, or decoded anew (false if its
 // bytes do not decode). An object held ready costs no call.
-func (c *Cache[T]) load(r ref[T]) (T, bool) {
+func (c *Cache[T]) Load(r Ref[T]) (T, bool) {
 	if obj, ok := r.ready(); ok {
 		return obj, true
 	}
 	return c.h.load(r)
 }
 
-// keySet is the set of cache keys filed under one index value.
-type keySet map[string]struct{}
-
-// newCache returns an empty cache. A nil keyFunc means MetaNamespaceKey.
-// The namespace index (IndexNamespace) is always added.
-func newCache[T Object](keyFunc KeyFunc[T], indexers map[string]IndexFunc[T]) *Cache[T] {
-	c := &Cache[T]{keyFunc: keyFunc, defaultKey: keyFunc == nil, items: map[string]ref[T]{}}
-	c.setHolding(plainHolding[T]{})
-	if c.defaultKey {
-		c.keyFunc = MetaNamespaceKey[T]
-	}
-	idx := make(map[string]IndexFunc[T], len(indexers)+1)
-	for name, f := range indexers {
-		idx[name] = f
-	}
-	if _, ok := idx[IndexNamespace]; !ok {
-		idx[IndexNamespace] = namespaceIndex[T]
-		c.lazyNS, c.nsCount = true, map[string]int{}
-	}
-	c.indexers = idx
-	for name := range idx {
-		if c.eager(name) {
-			c.order = append(c.order, name)
-		}
-	}
-	slices.Sort(c.order)
-	c.indices = c.emptyIndices()
-	return c
-}
-
-// addIndexers adds indexes, built from the cached objects, at any time.
+// AddIndexers adds indexes, built from the cached objects, at any time.
 // It holds wmu, so the writer waits; the new indexes are computed without
 // mu (readers go on, and an IndexFunc may read the cache) and published
 // with the new indexers under it, so a reader finds an index complete or
 // not at all.
-func (c *Cache[T]) addIndexers(indexers map[string]IndexFunc[T]) error {
+func (c *Cache[T]) AddIndexers(indexers map[string]func(T) []string) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	for name, f := range indexers {
@@ -70,7 +40,7 @@ func (c *Cache[T]) addIndexers(indexers map[string]IndexFunc[T]) error {
 			return fmt.Errorf("kinformer: index %q has a nil IndexFunc", name)
 		}
 	}
-	idx := make(map[string]IndexFunc[T], len(c.indexers)+len(indexers))
+	idx := make(map[string]func(T) []string, len(c.indexers)+len(indexers))
 	for name, f := range c.indexers {
 		idx[name] = f
 	}
@@ -80,16 +50,16 @@ func (c *Cache[T]) addIndexers(indexers map[string]IndexFunc[T]) error {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	// Each object's values for the new indexes, from the object loaded
+	// each object's values for the new indexes, from the object loaded
 	// once (decoded, in a compact cache); a holding may keep them beside
 	// it (withValues).
 	built := make(map[string]map[string]keySet, len(indexers))
 	for _, name := range names {
 		built[name] = map[string]keySet{}
 	}
-	rekept := map[string]ref[T]{}
+	rekept := map[string]Ref[T]{}
 	for key, r := range c.items { // only the writer changes items, and it waits on wmu
-		obj, ok := c.load(r)
+		obj, ok := c.Load(r)
 		vals := make([][]string, len(names)) // none, for bytes that do not decode
 		for i, name := range names {
 			if !ok {
@@ -179,7 +149,7 @@ type nsChange struct {
 
 // changes computes, without the lock, how the eager indexes change when old
 // (if existed) becomes obj (if present), and the namespaces. Writer only.
-func (c *Cache[T]) changes(old ref[T], existed bool, obj ref[T], present bool) ([]indexChange, nsChange) {
+func (c *Cache[T]) changes(old Ref[T], existed bool, obj Ref[T], present bool) ([]indexChange, nsChange) {
 	var out []indexChange
 	ns := nsChange{existed: existed, present: present}
 	if c.lazyNS {
@@ -207,7 +177,7 @@ func (c *Cache[T]) changes(old ref[T], existed bool, obj ref[T], present bool) (
 
 // values returns r's values in the i-th eager index (order), as the
 // holding has them. Under wmu.
-func (c *Cache[T]) values(r ref[T], i int) []string { return c.h.values(c, r, i) }
+func (c *Cache[T]) values(r Ref[T], i int) []string { return c.h.values(c, r, i) }
 
 // reindex applies changes under the lock.
 func (c *Cache[T]) reindex(key string, changes []indexChange, ns nsChange) {
@@ -235,8 +205,8 @@ func (c *Cache[T]) reindex(key string, changes []indexChange, ns nsChange) {
 	}
 }
 
-// each calls fn for every object, under the read lock (a snapshot).
-func (c *Cache[T]) each(fn func(key string, r ref[T])) {
+// Each calls fn for every object, under the read lock (a snapshot).
+func (c *Cache[T]) Each(fn func(key string, r Ref[T])) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for key, r := range c.items {
@@ -244,27 +214,27 @@ func (c *Cache[T]) each(fn func(key string, r ref[T])) {
 	}
 }
 
-// peek returns the object at key without the lock: for the writer alone,
+// Peek returns the object at key without the lock: for the writer alone,
 // which is the only one to change items.
-func (c *Cache[T]) peek(key string) (ref[T], bool) {
+func (c *Cache[T]) Peek(key string) (Ref[T], bool) {
 	r, ok := c.items[key]
 	return r, ok
 }
 
-// peekAll calls fn for every object without the lock: for the writer
+// PeekAll calls fn for every object without the lock: for the writer
 // alone, and fn must not change the cache.
-func (c *Cache[T]) peekAll(fn func(key string, r ref[T])) {
+func (c *Cache[T]) PeekAll(fn func(key string, r Ref[T])) {
 	for key, r := range c.items {
 		fn(key, r)
 	}
 }
 
-// size is Len without the lock: for the writer alone.
-func (c *Cache[T]) size() int { return len(c.items) }
+// Size is Len without the lock: for the writer alone.
+func (c *Cache[T]) Size() int { return len(c.items) }
 
-// put stores r (from pack) under key and returns the object it replaced.
+// Put stores r (from Hold) under key and returns the object it replaced.
 // Writer only.
-func (c *Cache[T]) put(key string, r ref[T]) (old ref[T], existed bool) {
+func (c *Cache[T]) Put(key string, r Ref[T]) (old Ref[T], existed bool) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	r, _ = c.h.complete(c, r)
@@ -277,8 +247,8 @@ func (c *Cache[T]) put(key string, r ref[T]) (old ref[T], existed bool) {
 	return old, existed
 }
 
-// remove deletes key and returns the object that was there. Writer only.
-func (c *Cache[T]) remove(key string) (old ref[T], existed bool) {
+// Remove deletes key and returns the object that was there. Writer only.
+func (c *Cache[T]) Remove(key string) (old Ref[T], existed bool) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	old, existed = c.items[key]
@@ -293,12 +263,12 @@ func (c *Cache[T]) remove(key string) (old ref[T], existed bool) {
 	return old, true
 }
 
-// swap makes items the whole content of the cache, atomically, and
+// Swap makes items the whole content of the cache, atomically, and
 // returns the content it replaced, and whether the state file must have
 // every object again (holding.fit). The indexes are built before the lock
 // is taken (the namespace index under it, if a reader has just built it
 // for the old content). Writer only.
-func (c *Cache[T]) swap(items map[string]ref[T]) (old map[string]ref[T], rewrite bool) {
+func (c *Cache[T]) Swap(items map[string]Ref[T]) (old map[string]Ref[T], rewrite bool) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	rewrite = c.h.fit(items)
@@ -333,12 +303,12 @@ func (c *Cache[T]) swap(items map[string]ref[T]) (old map[string]ref[T], rewrite
 	return old, rewrite
 }
 
-// refit runs the holding's fit (swap's) over items, the content a
-// pipelined list put in the cache object by object (list.go), and puts
-// the entries it changed in their place: the same objects, held anew
+// Refit runs the holding's fit (Swap's) over items, the content a
+// pipelined list put in the cache object by object (the root's list.go),
+// and puts the entries it changed in their place: the same objects, held anew
 // (compressed against a dictionary made after they came). It says
 // whether the state file must have every object again. Writer only.
-func (c *Cache[T]) refit(items map[string]ref[T]) (rewrite bool) {
+func (c *Cache[T]) Refit(items map[string]Ref[T]) (rewrite bool) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if !c.h.fit(items) {
@@ -356,7 +326,7 @@ func (c *Cache[T]) refit(items map[string]ref[T]) (rewrite bool) {
 
 // namespaceIndexOf returns the namespace index of items, whose namespaces
 // are counted in counts.
-func namespaceIndexOf[T Object](items map[string]ref[T], counts map[string]int) map[string]keySet {
+func namespaceIndexOf[T Object](items map[string]Ref[T], counts map[string]int) map[string]keySet {
 	idx := make(map[string]keySet, len(counts))
 	for ns, n := range counts {
 		idx[ns] = make(keySet, n)

@@ -1,4 +1,4 @@
-package kinformer
+package store
 
 import (
 	"bytes"
@@ -33,7 +33,7 @@ func (k *packer[T]) resourceVersion(p *packed) string {
 }
 
 // isVersion reports whether r is at resourceVersion rv.
-func (k *packer[T]) isVersion(r ref[T], rv string) bool {
+func (k *packer[T]) isVersion(r Ref[T], rv string) bool {
 	switch {
 	case r.p == nil:
 		return plainHolding[T]{}.isVersion(r, rv)
@@ -44,7 +44,7 @@ func (k *packer[T]) isVersion(r ref[T], rv string) bool {
 }
 
 // sameVersion reports whether a and b are at one resourceVersion.
-func (k *packer[T]) sameVersion(a, b ref[T]) bool {
+func (k *packer[T]) sameVersion(a, b Ref[T]) bool {
 	switch {
 	case a.p == nil && b.p == nil:
 		return plainHolding[T]{}.sameVersion(a, b)
@@ -62,12 +62,12 @@ func (k *packer[T]) sameVersion(a, b ref[T]) bool {
 // by uid if the cache keeps them, else by their bytes, decompressed (a
 // fresh list's diff, after another history: rare, and each costs two
 // decompressions). Bytes that do not decompress are not the same.
-func (k *packer[T]) same(a, b ref[T]) bool {
+func (k *packer[T]) same(a, b Ref[T]) bool {
 	if a.p == nil || b.p == nil {
 		return a.p == nil && b.p == nil && plainHolding[T]{}.same(a, b)
 	}
 	if k.uids {
-		return a.uid() == b.uid()
+		return a.UID() == b.UID()
 	}
 	pa, err := k.plain(a.p)
 	if err != nil {
@@ -91,7 +91,7 @@ func (k *packer[T]) copyPacked(p *packed) *packed {
 // keep returns the object r holds as the cache's own: the object kept for
 // its packed object, or decoded now and kept. Two reads at once may both
 // decode; the first to keep its object wins, and both return that one.
-func (k *packer[T]) keep(r ref[T]) (T, bool) {
+func (k *packer[T]) keep(r Ref[T]) (T, bool) {
 	if r.p == nil {
 		return r.obj, true
 	}

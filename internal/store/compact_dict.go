@@ -1,4 +1,4 @@
-package kinformer
+package store
 
 import (
 	"bytes"
@@ -114,7 +114,7 @@ const remakeMin = 64 << 10
 // all against it. It says whether the state file must have every object
 // again: their entries changed, or some were loaded from it compressed
 // against another dictionary (reload). The writer's alone, under wmu.
-func (k *packer[T]) fit(items map[string]ref[T]) (rewrite bool) {
+func (k *packer[T]) fit(items map[string]Ref[T]) (rewrite bool) {
 	rewrite, k.reload = k.reload, false
 	d := k.dict.Load()
 	if d == nil || len(items) < 2*squash.DictSamples {
@@ -175,7 +175,7 @@ func (k *packer[T]) fit(items map[string]ref[T]) (rewrite bool) {
 }
 
 // measure returns the bytes of items' objects and of their entries.
-func (k *packer[T]) measure(items map[string]ref[T]) (in, out int64) {
+func (k *packer[T]) measure(items map[string]Ref[T]) (in, out int64) {
 	for _, r := range items {
 		if r.p == nil {
 			continue
@@ -191,7 +191,7 @@ func (k *packer[T]) measure(items map[string]ref[T]) (in, out int64) {
 // recompress compresses items' entries against to: all of them, or with
 // to nil those held as they came, against d. An entry that does not
 // decode is left as it is. It returns how many it changed.
-func (k *packer[T]) recompress(items map[string]ref[T], d, to *squash.Dict) (changed int) {
+func (k *packer[T]) recompress(items map[string]Ref[T], d, to *squash.Dict) (changed int) {
 	for key, r := range items {
 		if r.p == nil {
 			continue
@@ -214,7 +214,7 @@ func (k *packer[T]) recompress(items map[string]ref[T], d, to *squash.Dict) (cha
 		}
 		p := k.copyPacked(r.p)
 		p.data = bytes.Clone(k.scratch)
-		items[key] = ref[T]{p: p}
+		items[key] = Ref[T]{p: p}
 		changed++
 	}
 	return changed

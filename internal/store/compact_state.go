@@ -1,4 +1,4 @@
-package kinformer
+package store
 
 import (
 	"fmt"
@@ -15,21 +15,21 @@ import (
 // file holds it, without decoding it where it can: protobuf, keyed by
 // MetaNamespaceKey, no index but the namespace one. Otherwise the object
 // is decoded to check its key and compute its index values.
-func (k *packer[T]) packEncoded(c *Cache[T], key string, data, entry []byte) (ref[T], error) {
+func (k *packer[T]) packEncoded(c *Cache[T], key string, data, entry []byte) (Ref[T], error) {
 	if k.meta != nil && c.defaultKey {
 		if m, ok := k.meta(data); ok {
 			if got := metaKey(m.Namespace, m.Name); got != key {
-				return ref[T]{}, fmt.Errorf("it has key %q", got)
+				return Ref[T]{}, fmt.Errorf("it has key %q", got)
 			}
 			return k.packMeta(c, data, m, entry)
 		}
 	}
 	obj, err := k.decode(data)
 	if err != nil {
-		return ref[T]{}, err
+		return Ref[T]{}, err
 	}
 	if got := c.keyFunc(obj); got != key {
-		return ref[T]{}, fmt.Errorf("it has key %q", got)
+		return Ref[T]{}, fmt.Errorf("it has key %q", got)
 	}
 	return k.pack(c, obj, data, entry)
 }
@@ -38,7 +38,7 @@ func (k *packer[T]) packEncoded(c *Cache[T], key string, data, entry []byte) (re
 func (k *packer[T]) open(_ *Cache[T], s *persist.Persister[T], load bool) (string, bool) {
 	if k.dictGen != 0 {
 		// s may be another file than the one told last (a wider
-		// projection's, loop.adopt): it is told them again.
+		// projection's, the root's loop.adopt): it is told them again.
 		k.toldGen = 0
 	}
 	return s.OpenHeld(load)
@@ -47,7 +47,7 @@ func (k *packer[T]) open(_ *Cache[T], s *persist.Persister[T], load bool) (strin
 // restore loads the state file's objects as the file holds them,
 // decoding only those it must (packEncoded), and takes its dictionary
 // (adopt): an entry compressed against it is held as it is.
-func (k *packer[T]) restore(c *Cache[T], s *persist.Persister[T], _ func(key string, obj T) error, put func(key string, r ref[T])) bool {
+func (k *packer[T]) restore(c *Cache[T], s *persist.Persister[T], _ func(key string, obj T) error, put func(key string, r Ref[T])) bool {
 	return s.LoadHeldEncoded(k.adopt, func(e persist.Entry) error {
 		r, err := k.packEncoded(c, e.Key, e.Data, k.reusable(e))
 		if err == nil {
@@ -61,7 +61,7 @@ func (k *packer[T]) restore(c *Cache[T], s *persist.Persister[T], _ func(key str
 // entry (telling the file the dictionaries first, if they changed), or
 // without squeeze its encoding; for an object the cache holds as it
 // came, its encoding.
-func (k *packer[T]) record(s *persist.Persister[T], key string, r ref[T], rv string) {
+func (k *packer[T]) record(s *persist.Persister[T], key string, r Ref[T], rv string) {
 	switch {
 	case r.p == nil:
 		plainHolding[T]{}.record(s, key, r, rv)
@@ -73,7 +73,7 @@ func (k *packer[T]) record(s *persist.Persister[T], key string, r ref[T], rv str
 	}
 }
 
-func (k *packer[T]) put(b *persist.Batch[T], key string, r ref[T]) {
+func (k *packer[T]) put(b *persist.Batch[T], key string, r Ref[T]) {
 	switch {
 	case r.p == nil:
 		plainHolding[T]{}.put(b, key, r)
