@@ -7,11 +7,12 @@ import (
 
 // How a cache holds its objects. A holding, chosen once when the informer
 // is made, is the only code that knows the form a cached object takes (a
-// ref): it turns what arrives into a cached value, reads what the index
-// engine needs, decodes on read, builds the listeners' queue entries,
-// writes to and restores from the state file, and tells the decoder what
-// to hand over. The rest of the informer (the index engine, the writer,
-// the loop, the dispatcher) holds refs and asks the holding.
+// Ref): it turns what arrives into a cached value, reads what the index
+// engine needs, decodes on read, gives an event's objects, writes to and
+// restores from the state file, and tells the decoder what to hand over.
+// The index engine asks it directly; the rest of the informer (the
+// writer, the loop, the listeners) holds refs and asks the cache, which
+// answers for it (Final, Objects, IsVersion, ..., below).
 //
 // The holdings: plainHolding (below), the objects themselves; packer
 // (compact.go), their bytes (Options.Compact). A new form is one more
