@@ -116,8 +116,9 @@ type Options struct {
 	// failed and is retried (a connection cut or refused, a server
 	// restarting: routine, never at Error); at Info each informer's
 	// start ("kinformer: informer started", with its resource, form and
-	// mode: decoded, compact or projected), restores from StateDir,
-	// re-lists and the like; at Error a handler's panic and a
+	// mode: plain, compact, projected or compact+projected, the words of
+	// clientgo.Mode), restores from StateDir, re-lists and the like; at
+	// Error a handler's panic and a
 	// cached object changed in place (DetectMutations). Without
 	// cache.Options.DefaultWatchErrorHandler, a failure that retrying
 	// cannot fix (kinformer.IsPersistent: forbidden, not found, a bad

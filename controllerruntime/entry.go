@@ -126,9 +126,9 @@ func (e *entry) replayMissed(ctx context.Context) {
 }
 
 // logStart says, at Info, that e's informer (a kinformer one) has
-// started: its kind, resource, form and mode (decoded, compact, or
-// projected with the fields kept), one line per informer a namespace
-// cache starts.
+// started: its kind, resource, form and mode (plain, compact, projected
+// with the fields kept, or compact+projected: clientgo.Mode's words),
+// one line per informer a namespace cache starts.
 func (e *entry) logStart() {
 	if e.log == nil || e.startLine == nil {
 		return
@@ -138,15 +138,16 @@ func (e *entry) logStart() {
 
 // startAttrs is the attributes of e's start line (logStart).
 func startAttrs(resource string, f form, projected []string, compact bool) []any {
-	mode := "decoded"
-	if compact {
-		mode = "compact"
-	}
 	attrs := []any{"resource", resource, "form", forms[f]}
-	if len(projected) > 0 {
-		return append(attrs, "mode", "projected", "fields", strings.Join(projected, ","), "compact", compact)
+	switch {
+	case len(projected) > 0 && compact:
+		return append(attrs, "mode", "compact+projected", "fields", strings.Join(projected, ","))
+	case len(projected) > 0:
+		return append(attrs, "mode", "projected", "fields", strings.Join(projected, ","))
+	case compact:
+		return append(attrs, "mode", "compact")
 	}
-	return append(attrs, "mode", mode)
+	return append(attrs, "mode", "plain")
 }
 
 // IsKinformer reports whether inf, an informer a kcr cache handed out

@@ -269,8 +269,8 @@ func TestInformerStartLineAndIsKinformer(t *testing.T) {
 	}
 	for _, want := range [][]string{
 		{"kind=Pod", "resource=pods", "form=typed", "mode=compact"},
-		{"kind=ConfigMap", "resource=configmaps", "form=typed", "mode=projected", "fields=data,metadata.labels,metadata.ownerReferences,metadata.generation", "compact=true"},
-		{"kind=Secret", "resource=secrets", "form=typed", "mode=decoded"},
+		{"kind=ConfigMap", "resource=configmaps", "form=typed", "mode=compact+projected", "fields=data,metadata.labels,metadata.ownerReferences,metadata.generation"},
+		{"kind=Secret", "resource=secrets", "form=typed", "mode=plain"},
 		{"kind=Service", "resource=services", "form=unstructured", "mode=compact"},
 	} {
 		if n := lines.count(append([]string{"kinformer: informer started", "namespace=" + ns}, want...)...); n != 1 {
