@@ -8,7 +8,7 @@ import (
 
 // IndexNamespace is the index every cache has: objects by namespace (""
 // for cluster-scoped objects).
-const IndexNamespace = store.IndexNamespace
+const IndexNamespace = "namespace"
 
 // IndexFunc returns the values under which an object is indexed. An object
 // may have none, one or several. The values must depend only on the object:

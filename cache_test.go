@@ -1,6 +1,7 @@
 package kinformer
 
 import (
+	"errors"
 	"sort"
 	"strings"
 	"testing"
@@ -26,6 +27,21 @@ func TestMetaNamespaceKey(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}}
 	if got := MetaNamespaceKey(ns); got != "kube-system" {
 		t.Errorf("cluster-scoped key = %q", got)
+	}
+}
+
+// The root's names for the storage engine's: the same index, the same
+// sentinel (errors.Is holds across the two).
+func TestStoreNames(t *testing.T) {
+	if IndexNamespace != store.IndexNamespace {
+		t.Errorf("IndexNamespace %q, the store's %q", IndexNamespace, store.IndexNamespace)
+	}
+	c := newCache[*corev1.ConfigMap](nil, nil)
+	if _, err := c.ByIndex("nope", "x"); !errors.Is(err, ErrUnknownIndex) || !strings.Contains(err.Error(), `unknown index "nope"`) {
+		t.Errorf("ByIndex of an unknown index: %v", err)
+	}
+	if _, ok := c.Indexers()[IndexNamespace]; !ok {
+		t.Errorf("no %q index: %v", IndexNamespace, c.Indexers())
 	}
 }
 

@@ -189,14 +189,14 @@ func TestCompactKeepsTheWireBytes(t *testing.T) {
 		inf.Stop()
 		// Without a Transform nothing is decoded but the bookmarks (one
 		// per watch: two), with one every object too. (The second watch
-		// replays the script: a again, then b.) The cache holds an object
-		// that comes undecoded as its bytes, without encoding it, and
-		// encodes one that comes decoded without them, as after a
-		// Transform: internal/store's TestCompactHoldsTheBytesItIsGiven.
-		// Here the cached object has the Transform's label only if what
-		// the cache holds was encoded after the Transform ran.
+		// replays the script: a again, then b.)
 		if n := made.Load(); (n > 2) != transform {
 			t.Fatalf("transform %v: the stream decoded %d objects", transform, n)
+		}
+		// Nothing is encoded either without one; with one, the cache
+		// encodes what the Transform made.
+		if n := inf.Cache().s.Encodes(); (n == 0) == transform {
+			t.Fatalf("transform %v: %d objects encoded", transform, n)
 		}
 		got, _ := inf.Cache().GetByKey("ns/b")
 		if got.ManagedFields != nil || got.Data["k"] != b.Data["k"] || got.ResourceVersion != "11" || transform != (got.Labels["t"] == "1") {

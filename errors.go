@@ -60,8 +60,9 @@ var (
 	// not one of Added, Modified, Deleted, Bookmark or Error.
 	ErrUnknownEventType = errors.New("unknown event type")
 
-	// ErrUnknownIndex is returned by Cache.ByIndex for an index that was not
-	// configured.
+	// ErrUnknownIndex is returned by Cache.ByIndex, ByIndexKept,
+	// IndexKeys and IndexValues for an index that was not configured
+	// ("unknown index", with the index's name).
 	ErrUnknownIndex = store.ErrUnknownIndex
 
 	// ErrSnapshot means the informer's state file (Options.StateDir)

@@ -142,7 +142,7 @@ type upProbe func(ctx context.Context) (ready bool)
 
 // upTarget returns the readiness probe of lw's server, and the key that
 // the informers of one server share it under; nil if kinformer cannot
-// reach the client (as for describe.Source.prober).
+// reach the client (as for describe.Source.Prober).
 func upTarget(src describe.Source) (upProbe, string) {
 	rc, hc := src.REST, src.HTTP
 	if rc == nil {

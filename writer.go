@@ -80,7 +80,7 @@ func newWriter[T Object](c *Cache[T], s *status, d *dispatcher[T], log *slog.Log
 		keepManaged: o.KeepManagedFields, share: &intern.Sharer{}, detect: noMutationHook[T]{}}
 }
 
-// put stores r (cache.pack's) under key in the cache, inside an update;
+// put stores r (store.Cache.Hold's) under key in the cache, inside an update;
 // the detector compares the object it replaces with its copy, and copies
 // the new one. The detector is never on in a compact cache.
 func (w *writer[T]) put(p publisher[T], key string, r store.Ref[T]) (old store.Ref[T], existed bool) {

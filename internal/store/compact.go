@@ -109,6 +109,10 @@ type packer[T Object] struct {
 	// decode: bytes the cache encoded itself, or that a type's Check
 	// passed (protowatch), so never unless one of those is wrong.
 	failed atomic.Int64
+	// encoded counts the objects the cache encoded itself: those that
+	// came decoded without the bytes they came in (after a Transform, or
+	// from a client's own decoder).
+	encoded atomic.Int64
 
 	// squeeze: objects are held compressed (internal/squash) against
 	// dict, a dictionary made of the first objects the cache holds;
@@ -234,6 +238,7 @@ func (k *packer[T]) pack(c *Cache[T], obj T, raw, entry []byte) (Ref[T], error) 
 		if data, err = k.encode(obj); err != nil {
 			return Ref[T]{}, fmt.Errorf("cannot be encoded for the compact cache: %w", err)
 		}
+		k.encoded.Add(1)
 	}
 	if entry == nil {
 		entry = k.squeezed(metaKey(obj.GetNamespace(), obj.GetName()), data)
@@ -332,7 +337,7 @@ func (k *packer[T]) load(r Ref[T]) (T, bool) {
 	return k.loadPacked(r.p)
 }
 
-// complete gives a packed object made before addIndexers the values of the
+// complete gives a packed object made before AddIndexers the values of the
 // indexes added since. Under wmu.
 func (k *packer[T]) complete(c *Cache[T], r Ref[T]) (Ref[T], bool) {
 	if r.p == nil || r.p.extra().vals.N() == len(c.order) {

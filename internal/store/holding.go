@@ -10,9 +10,9 @@ import (
 // Ref): it turns what arrives into a cached value, reads what the index
 // engine needs, decodes on read, gives an event's objects, writes to and
 // restores from the state file, and tells the decoder what to hand over.
-// The index engine asks it directly; the rest of the informer (the
-// writer, the loop, the listeners) holds refs and asks the cache, which
-// answers for it (Final, Objects, IsVersion, ..., below).
+// The index engine and the reads ask it directly; the rest of the
+// informer (the writer, the loop, the listeners) holds refs and asks the
+// cache, which answers for it (Final, Objects, IsVersion, ..., below).
 //
 // The holdings: plainHolding (below), the objects themselves; packer
 // (compact.go), their bytes (Options.Compact). A new form is one more
@@ -40,12 +40,12 @@ type holding[T Object] interface {
 	// values returns r's values in the i-th eager index (Cache.order).
 	// Under wmu.
 	values(c *Cache[T], r Ref[T], i int) []string
-	// complete gives r, made before addIndexers, the values of the
+	// complete gives r, made before AddIndexers, the values of the
 	// indexes added since, if it keeps them, and says whether it changed.
 	// Under wmu.
 	complete(c *Cache[T], r Ref[T]) (Ref[T], bool)
 	// withValues returns r keeping vals, its values in indexes just added
-	// (addIndexers), and whether it changed.
+	// (AddIndexers), and whether it changed.
 	withValues(r Ref[T], vals [][]string) (Ref[T], bool)
 	// fit adjusts items, the whole new content of the cache (a re-list's
 	// or a restore's), before it is swapped in, and says whether the state
@@ -92,9 +92,11 @@ type holding[T Object] interface {
 }
 
 // Ref is a cached object as the cache holds it: the object itself, or
-// in a compact cache its bytes. The zero Ref is no object. Only the
-// holdings look inside; the rest of the informer passes refs around and
-// asks the cache about them.
+// in a compact cache its bytes. The zero Ref is no object. Only this
+// package looks inside (the holdings, and the reads for an object held
+// as itself, which costs no call); the rest of the informer passes refs
+// around, asks the cache about them, and takes an object held as itself
+// with Object (the mutation detector, which runs only on such a cache).
 type Ref[T Object] struct {
 	obj T
 	p   *packed

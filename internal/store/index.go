@@ -9,9 +9,9 @@ import (
 // counts, and the writer's put, remove and swap, which keep them in step.
 // It does not care how an object is held (a ref), beyond the three things
 // it reads of one, which it asks the holding for (holding.go): its
-// namespace, its index values and, for addIndexers, the object itself.
+// namespace, its index values and, for AddIndexers, the object itself.
 
-// Hold readies what arrived (prepared, unless undecoded) for put or swap,
+// Hold readies what arrived (prepared, unless undecoded) for Put or Swap,
 // as the holding keeps it. The writer's alone.
 func (c *Cache[T]) Hold(a Arrival[T]) (Ref[T], error) { return c.h.hold(c, a) }
 

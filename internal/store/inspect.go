@@ -35,6 +35,16 @@ func (c *Cache[T]) DecodeFailures() int64 {
 	return 0
 }
 
+// Encodes returns how many objects a compact cache encoded itself
+// because they came without their bytes: none from a protobuf stream
+// without a Transform, which hands the cache the bytes as they came.
+func (c *Cache[T]) Encodes() int64 {
+	if k, ok := c.h.(*packer[T]); ok {
+		return k.encoded.Load()
+	}
+	return 0
+}
+
 // PoolsBuffers reports whether a compact cache's reads decompress into
 // pooled buffers (its decoder copies what it keeps).
 func (c *Cache[T]) PoolsBuffers() bool {
