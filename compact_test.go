@@ -181,8 +181,8 @@ func TestCompactKeepsTheWireBytes(t *testing.T) {
 		}
 		inf := New[*corev1.ConfigMap](clientFor(t, srv).CoreV1().ConfigMaps("ns"), opts)
 		var made atomic.Int32 // objects the stream decoded (bookmarks included)
-		mk := inf.loop.direct.proto.New
-		inf.loop.direct.proto.New = func() protowatch.Object { made.Add(1); return mk() }
+		mk := inf.loop.direct.Proto.New
+		inf.loop.direct.Proto.New = func() protowatch.Object { made.Add(1); return mk() }
 		inf.Start()
 		contractSync(t, inf)
 		eventually(t, "b cached", func() bool { return inf.Cache().Len() == 2 })

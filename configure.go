@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kinformer/kinformer/internal/backoff"
+	"github.com/kinformer/kinformer/internal/direct"
 	"github.com/kinformer/kinformer/internal/mutation"
 	"github.com/kinformer/kinformer/internal/projection"
 	"github.com/kinformer/kinformer/internal/store"
@@ -170,15 +171,15 @@ func (l *loop[T]) makeDirect() {
 	fn := l.opts.Transform
 	l.direct = nil
 	if l.newDirect != nil {
-		dc := decoding{keepManagedFields: l.opts.KeepManagedFields, maxJSONEvent: l.opts.maxJSONEvent, fields: l.opts.fields}
+		dc := direct.Decoding{KeepManagedFields: l.opts.KeepManagedFields, MaxJSONEvent: l.opts.maxJSONEvent, Fields: l.opts.fields}
 		if fn == nil {
 			// Without a Transform, what the decoder makes is what the
 			// cache holds: the holding says in what form to hand it over.
 			w := l.w.cache.s.DecoderWants()
 			if w.Share {
-				dc.share = l.w.share
+				dc.Share = l.w.share
 			}
-			dc.keepRaw, dc.lazy = w.KeepRaw, w.Lazy
+			dc.KeepRaw, dc.Lazy = w.KeepRaw, w.Lazy
 		}
 		l.direct = l.newDirect(dc)
 	}

@@ -17,15 +17,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/kinformer/kinformer/internal/describe"
+	"github.com/kinformer/kinformer/internal/direct"
 	"github.com/kinformer/kinformer/internal/intern"
 	"github.com/kinformer/kinformer/internal/protowatch"
 	"github.com/kinformer/kinformer/internal/wiretest"
@@ -190,14 +188,14 @@ func TestDirectDecodingFallsBackWithoutDiscovery(t *testing.T) {
 }
 
 func TestDirectDecodingOnlyForTypedClients(t *testing.T) {
-	if d := newDirectWatcher[*corev1.ConfigMap](describe.Of(&fakeServer{}), reflect.TypeFor[*corev1.ConfigMap](), decoding{share: &intern.Sharer{}}); d != nil {
+	if d := direct.New[*corev1.ConfigMap](describe.Of(&fakeServer{}), reflect.TypeFor[*corev1.ConfigMap](), direct.Decoding{Share: &intern.Sharer{}}, IsPersistent); d != nil {
 		t.Fatal("direct decoding for a client without a REST client")
 	}
 	cs := clientFor(t, http.NotFoundHandler())
-	if d := newDirectWatcher[*corev1.ConfigMap](describe.Of(cs.CoreV1().ConfigMaps("ns")), reflect.TypeFor[*corev1.ConfigMap](), decoding{keepManagedFields: true}); d == nil || d.proto.StripManagedFields || d.sharesObjects() {
+	if d := direct.New[*corev1.ConfigMap](describe.Of(cs.CoreV1().ConfigMaps("ns")), reflect.TypeFor[*corev1.ConfigMap](), direct.Decoding{KeepManagedFields: true}, IsPersistent); d == nil || d.Proto.StripManagedFields || d.SharesObjects() {
 		t.Fatalf("typed client: %+v", d)
 	}
-	if d := newDirectWatcher[*corev1.ConfigMap](describe.Of(cs.CoreV1().ConfigMaps("ns")), reflect.TypeFor[*corev1.ConfigMap](), decoding{share: &intern.Sharer{}}); d == nil || !d.proto.StripManagedFields || !d.sharesObjects() || d.proto.Kind != "ConfigMap" {
+	if d := direct.New[*corev1.ConfigMap](describe.Of(cs.CoreV1().ConfigMaps("ns")), reflect.TypeFor[*corev1.ConfigMap](), direct.Decoding{Share: &intern.Sharer{}}, IsPersistent); d == nil || !d.Proto.StripManagedFields || !d.SharesObjects() || d.Proto.Kind != "ConfigMap" {
 		t.Fatalf("typed client: %+v", d)
 	}
 }
@@ -288,37 +286,6 @@ func TestDisableDirectDecodingUsesTheClient(t *testing.T) {
 	}
 }
 
-// client-go's dynamic client keeps its REST client, namespace and resource
-// unexported; the informer reads them by reflection. This fails if a
-// client-go update moves them, rather than losing direct decoding quietly.
-func TestDynamicClientRecognised(t *testing.T) {
-	dyn, err := dynamic.NewForConfig(&rest.Config{Host: "http://127.0.0.1:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gvr := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
-	for _, c := range []struct {
-		lw        any
-		namespace string
-		path      string
-	}{
-		{dyn.Resource(gvr).Namespace("ns"), "ns", "/apis/example.com/v1/namespaces/ns/widgets"},
-		{dyn.Resource(gvr), "", "/apis/example.com/v1/widgets"},
-		{dyn.Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace("a"), "a", "/api/v1/namespaces/a/configmaps"},
-	} {
-		d := newDirectWatcher[*unstructured.Unstructured](describe.Of(c.lw), reflect.TypeFor[*unstructured.Unstructured](), decoding{share: &intern.Sharer{}})
-		if d == nil || d.json == nil || d.namespace != c.namespace || strings.Join(d.path, "/") != c.path {
-			t.Fatalf("%T: got %+v, want a JSON watcher of %s", c.lw, d, c.path)
-		}
-		if d.client == nil || !d.sharesObjects() {
-			t.Fatalf("no REST client or not sharing: %+v", d)
-		}
-	}
-	if d := newDirectWatcher[*unstructured.Unstructured](describe.Of(&fakeServer{}), reflect.TypeFor[*unstructured.Unstructured](), decoding{}); d != nil {
-		t.Fatalf("a fake source got a direct watcher: %+v", d)
-	}
-}
-
 // A 503 from discovery (a server starting) does not turn direct decoding
 // off for good: the next watch tries again.
 func TestTransientDiscoveryFailureIsRetried(t *testing.T) {
@@ -373,12 +340,12 @@ func TestDirectWatchIsNotRateLimited(t *testing.T) {
 	}
 	w.Stop()
 	viaClient := lim.waits.Load()
-	d := newDirectWatcher[*corev1.ConfigMap](describe.Of(cs.CoreV1().ConfigMaps("ns")), reflect.TypeFor[*corev1.ConfigMap](), decoding{share: &intern.Sharer{}})
-	if _, err := d.open(ctx, metav1.ListOptions{}); err != nil { // discovery, then a first watch
+	d := direct.New[*corev1.ConfigMap](describe.Of(cs.CoreV1().ConfigMaps("ns")), reflect.TypeFor[*corev1.ConfigMap](), direct.Decoding{Share: &intern.Sharer{}}, IsPersistent)
+	if _, err := d.Open(ctx, metav1.ListOptions{}); err != nil { // discovery, then a first watch
 		t.Fatal(err)
 	}
 	before := lim.waits.Load()
-	dw, err := d.open(ctx, metav1.ListOptions{})
+	dw, err := d.Open(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package kinformer
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -187,6 +188,48 @@ func runHostileJSON(t *testing.T, base uint64, tc hostileJSONCase) {
 	inf.Stop()
 	if h := heapInUse(); h > base+heapLimit {
 		t.Errorf("heap %d MiB, was %d MiB before the hostile servers", h>>20, base>>20)
+	}
+}
+
+// A paged list whose body is not JSON (a list read by kinformer itself,
+// internal/direct) is an ERROR event wrapping ErrUnexpectedObject, and the
+// list is retried at the backoff's pace.
+func TestHostileJSONList(t *testing.T) {
+	srv := &hostileServer{serve: func(w http.ResponseWriter, r *http.Request, n int) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[}`))
+	}}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	dyn, err := dynamic.NewForConfig(&rest.Config{Host: hs.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf := New[*unstructured.Unstructured](dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns"),
+		&Options[*unstructured.Unstructured]{Backoff: hostileBackoff, DisableStreamingList: true})
+	errs := make(chan error, 16)
+	inf.AddHandler(func(e Event[*unstructured.Unstructured]) {
+		if e.Type == Error {
+			select {
+			case errs <- e.Err:
+			default:
+			}
+		}
+	})
+	inf.Start()
+	t.Cleanup(inf.Stop)
+	select {
+	case err := <-errs:
+		if !errors.Is(err, ErrUnexpectedObject) || !strings.Contains(err.Error(), "unexpected object from the server: reading the list: jsontext: invalid character") {
+			t.Fatalf("the ERROR event: %v; want ErrUnexpectedObject, reading the list", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no ERROR event for a list that is not JSON")
+	}
+	from := time.Now()
+	time.Sleep(time.Second)
+	if n, paced := srv.requests(from), int(time.Second/hostileBackoff.Initial); n > paced {
+		t.Errorf("%d requests in a second after the error: a hot loop (at most %d)", n, paced)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/kinformer/kinformer/internal/direct"
 	"github.com/kinformer/kinformer/internal/persist"
 	"github.com/kinformer/kinformer/internal/store"
 )
@@ -70,7 +71,7 @@ func (l *loop[T]) pagedList(ctx context.Context, limit int64) outcome {
 // both). This is the one paging loop.
 func (l *loop[T]) listPages(ctx context.Context, opts metav1.ListOptions, items map[string]store.Ref[T]) (rv string, continued bool, err error) {
 	page, decoding := l.clientPage, "client"
-	if l.st.direct && l.direct.json != nil {
+	if l.st.direct && l.direct.JSON() {
 		page, decoding = l.directPage, "direct"
 	}
 	l.log.Debug("kinformer: paged list", "decoding", decoding, "limit", opts.Limit)
@@ -131,16 +132,19 @@ func (l *loop[T]) expect(opts metav1.ListOptions, got int, rest *int64) {
 // (internal/jsonwatch), into items.
 func (l *loop[T]) directPage(ctx context.Context, opts metav1.ListOptions, items map[string]store.Ref[T]) (rv, cont string, err error) {
 	prepare := l.w.prepareDecoded
-	if l.direct.sharesObjects() {
+	if l.direct.SharesObjects() {
 		prepare = prepared[T]
 	}
-	lm, err := l.direct.list(ctx, opts, func(o runtime.Object, err error) {
+	lm, err := l.direct.List(ctx, opts, func(o runtime.Object, err error) {
 		if err != nil {
 			l.w.report(fmt.Errorf("list: %w: %w", ErrUnexpectedObject, err))
 			return
 		}
 		l.collectItem(items, o, prepare)
 	})
+	if g := (*direct.GarbledError)(nil); errors.As(err, &g) {
+		err = fmt.Errorf("%w: %v", ErrUnexpectedObject, g)
+	}
 	if err == nil {
 		l.expect(opts, len(items), lm.RemainingItemCount)
 	}

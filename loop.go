@@ -18,6 +18,7 @@ import (
 	"github.com/kinformer/kinformer/internal/backoff"
 	"github.com/kinformer/kinformer/internal/crdwait"
 	"github.com/kinformer/kinformer/internal/describe"
+	"github.com/kinformer/kinformer/internal/direct"
 	"github.com/kinformer/kinformer/internal/liveness"
 	"github.com/kinformer/kinformer/internal/persist"
 )
@@ -30,7 +31,7 @@ type loop[T Object] struct {
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)
 	opts    *config[T]
 	w       writer[T]
-	direct  *directWatcher // nil: watches go through watchFn only
+	direct  *direct.Watcher // nil: watches go through watchFn only
 	// cluster is the fingerprint of the cluster the last list, watch or
 	// probe reached (clusterOf); nil if none was seen. conn is the
 	// connection it went out on; newConn: a request went out on another
@@ -91,7 +92,7 @@ type loop[T Object] struct {
 	sh *shardLoop
 	// newDirect makes the direct decoder, decoding so; nil with
 	// DisableDirectDecoding.
-	newDirect func(decoding) *directWatcher
+	newDirect func(direct.Decoding) *direct.Watcher
 	// newState makes the state file's persister (Options.StateDir).
 	newState func() *persist.Persister[T]
 	// stateOn: the state file is open and written in this run.
@@ -119,7 +120,9 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src describe.Sourc
 	}
 	l.up, l.upKey = upTarget(src)
 	if !o.DisableDirectDecoding {
-		l.newDirect = func(dc decoding) *directWatcher { return newDirectWatcher[T](src, l.opts.objectType(), dc) }
+		l.newDirect = func(dc direct.Decoding) *direct.Watcher {
+			return direct.New[T](src, l.opts.objectType(), dc, IsPersistent)
+		}
 	}
 	if o.Sharding != nil {
 		l.sh = &shardLoop{pub: &sharePublished{}}
@@ -259,12 +262,12 @@ func (l *loop[T]) awaitReturn(ctx context.Context, bo *backoff.State) bool {
 	if l.direct == nil || l.crdRefused {
 		return false
 	}
-	name, version, ok := l.direct.crdTarget()
+	name, version, ok := l.direct.CRDTarget()
 	if !ok {
 		return false
 	}
 	l.log.Debug("kinformer: waiting for the CustomResourceDefinition to serve the resource again", "crd", name, "version", version)
-	r, err := crdwait.Await(ctx, l.direct.client, name, version, l.shareChanged(), IsPersistent)
+	r, err := crdwait.Await(ctx, l.direct.Client(), name, version, l.shareChanged(), IsPersistent)
 	switch r {
 	case crdwait.Back:
 		bo.Reset()

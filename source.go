@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kinformer/kinformer/internal/direct"
 	"github.com/kinformer/kinformer/internal/jsonwatch"
 	"github.com/kinformer/kinformer/internal/liveness"
 	"github.com/kinformer/kinformer/internal/protowatch"
@@ -24,7 +25,7 @@ import (
 // source is one open watch: where the loop reads events from. There are two:
 // clientSource reads a client's watch.Interface, whose own goroutine
 // decodes; directSource reads and decodes a protobuf or JSON stream on the loop's
-// goroutine (direct.go), one goroutine hand-off less for every event.
+// goroutine (internal/direct), one goroutine hand-off less for every event.
 type source interface {
 	// next returns the next event, waiting at most until deadline (zero:
 	// no deadline). Its errors:
@@ -32,7 +33,7 @@ type source interface {
 	//     ended it); resume from the last resourceVersion;
 	//   - errDeadline: the deadline passed;
 	//   - ctx.Err(): the informer is stopping;
-	//   - errNoDirect (wrapped): not a protobuf or JSON stream after all;
+	//   - direct.ErrNoDirect (wrapped): not a protobuf or JSON stream after all;
 	//   - an error wrapping ErrUnexpectedObject: one event could not be
 	//     used and was skipped; the stream goes on;
 	//   - any other error: the stream is unreadable and over.
@@ -42,7 +43,7 @@ type source interface {
 }
 
 // event is a watch event as a source gives it. raw, from a protobuf
-// stream that keeps them (decoding.keepRaw), is the bytes its object was
+// stream that keeps them (direct.Decoding.KeepRaw), is the bytes its object was
 // decoded from, which a compact cache keeps rather than encode the object
 // again; nil for none.
 type event struct {
@@ -96,8 +97,8 @@ func (s *clientSource) stop() {
 // the request's context, whether or not the transport watches that context
 // itself.
 type directSource struct {
-	r      eventReader
-	raw    rawReader   // r, if it keeps its objects' bytes (decoding.keepRaw)
+	r      direct.EventReader
+	raw    rawReader   // r, if it keeps its objects' bytes (direct.Decoding.KeepRaw)
 	unhook func() bool // undoes the close on the request's context
 	alarm  *time.Timer // closes the body at the deadline
 }
@@ -108,7 +109,7 @@ type rawReader interface{ RawOf(obj any) []byte }
 
 // newDirectSource reads r until ctx ends; with keepRaw, each event comes
 // with the bytes its object was decoded from, where r has them.
-func newDirectSource(ctx context.Context, r eventReader, keepRaw bool) *directSource {
+func newDirectSource(ctx context.Context, r direct.EventReader, keepRaw bool) *directSource {
 	s := &directSource{r: r, unhook: context.AfterFunc(ctx, r.Close)}
 	if rr, ok := r.(rawReader); ok && keepRaw {
 		s.raw = rr
@@ -144,7 +145,7 @@ func (s *directSource) next(ctx context.Context, deadline time.Time) (event, err
 		}
 		return event{}, errEnded
 	case errors.Is(err, protowatch.ErrNotProtobuf), errors.Is(err, jsonwatch.ErrNotJSON):
-		return event{}, fmt.Errorf("%w: %w", errNoDirect, err)
+		return event{}, fmt.Errorf("%w: %w", direct.ErrNoDirect, err)
 	}
 	var pe *protowatch.EventError
 	var je *jsonwatch.EventError
@@ -221,7 +222,7 @@ func (s *stream[T]) dropConn() bool {
 // Why stream.next returned without an event: besides ctx.Err() (the
 // informer is stopping), errEnded (the server or the network ended the
 // stream), ErrIdle (nothing for s.idle: the connection is taken for dead),
-// an error wrapping errNoDirect (not a direct stream after all) or
+// an error wrapping direct.ErrNoDirect (not a direct stream after all) or
 // ErrUnexpectedObject (one event could not be used and was skipped; the
 // stream goes on), and any other error (the stream is unreadable and
 // over), one of the deadlines passed:

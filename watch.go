@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kinformer/kinformer/internal/direct"
 )
 
 // watchTimeout picks the server-side timeout of one watch, at random in
@@ -30,7 +32,7 @@ func (l *loop[T]) watchTimeout() time.Duration {
 // openWatch opens a watch with bookmarks and a randomised server-side
 // timeout, decoded directly if the state says so, else through the client;
 // adjust sets the options that differ between a plain watch and a
-// watch-list. An error wrapping errNoDirect means direct decoding is not
+// watch-list. An error wrapping direct.ErrNoDirect means direct decoding is not
 // possible.
 func (l *loop[T]) openWatch(ctx context.Context, verb string, adjust func(*metav1.ListOptions)) (*stream[T], error) {
 	timeout := l.watchTimeout()
@@ -43,7 +45,7 @@ func (l *loop[T]) openWatch(ctx context.Context, verb string, adjust func(*metav
 	s := &stream[T]{cancel: cancel, idle: timeout + l.opts.IdleMargin, timeout: timeout, prepare: l.w.prepare}
 	wctx = s.traced(wctx)
 	if l.st.direct {
-		r, err := l.direct.open(wctx, opts)
+		r, err := l.direct.Open(wctx, opts)
 		if err != nil {
 			cancel()
 			err = classify(err)
@@ -53,10 +55,10 @@ func (l *loop[T]) openWatch(ctx context.Context, verb string, adjust func(*metav
 			return nil, err
 		}
 		l.obs.request(verb, nil)
-		s.src = newDirectSource(wctx, r, l.direct.proto != nil && l.direct.proto.KeepRaw)
-		l.log.Debug("kinformer: watch opened", "decoding", "direct", "encoding", l.direct.encoding(), "resource", l.direct.resource)
+		s.src = newDirectSource(wctx, r, l.direct.KeepsRaw())
+		l.log.Debug("kinformer: watch opened", "decoding", "direct", "encoding", l.direct.Encoding(), "resource", l.direct.Resource())
 		s.prepare = l.w.prepareDecoded
-		if l.direct.sharesObjects() {
+		if l.direct.SharesObjects() {
 			s.prepare = prepared[T]
 		}
 	} else {
@@ -83,7 +85,7 @@ func (l *loop[T]) openWatch(ctx context.Context, verb string, adjust func(*metav
 	return s, nil
 }
 
-func isNoDirect(err error) bool { return errors.Is(err, errNoDirect) }
+func isNoDirect(err error) bool { return errors.Is(err, direct.ErrNoDirect) }
 
 // clientStreamError tells the ERROR event client-go's watch makes itself
 // when it cannot read its stream (a connection reset, lost, or garbage on

@@ -30,7 +30,7 @@ type writer[T Object] struct {
 	// fields is the projection (Options.Fields); nil: whole objects.
 	fields *projection.Fields
 	// share interns strings and shares equal maps between objects, by
-	// content here and by wire bytes in the direct decoder (direct.go).
+	// content here and by wire bytes in the direct decoder (internal/direct).
 	share *intern.Sharer
 	// shard, if set, is the share of a sharded informer (Options.Sharding):
 	// objects outside it are not cached, as if outside a selector.

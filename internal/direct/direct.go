@@ -1,4 +1,8 @@
-package kinformer
+// Package direct is the informer's glue to its own decoders: when
+// kinformer opens a watch (or a JSON list) itself on the client's REST
+// client and decodes the stream straight into the informer's type,
+// instead of going through the client's Watch, and how.
+package direct
 
 import (
 	"context"
@@ -26,7 +30,7 @@ import (
 
 // Direct decoding: kinformer opens the watch itself on the client's REST
 // client and decodes the stream straight into T, on the loop's goroutine
-// (directSource in source.go):
+// (the root's directSource, source.go):
 //   - built-in types through a clientset's typed client (or a Factory's):
 //     protobuf (internal/protowatch);
 //   - *unstructured.Unstructured through client-go's dynamic client (or a
@@ -35,53 +39,65 @@ import (
 //     offers its REST client, as generated clientsets and a Factory's do:
 //     JSON into the Go type.
 
-// errNoDirect says the server or the resource does not allow direct
+// ErrNoDirect says the server or the resource does not allow direct
 // decoding; the informer goes back to the client's Watch for good.
-var errNoDirect = errors.New("direct decoding not possible")
+var ErrNoDirect = errors.New("direct decoding not possible")
 
-// eventReader is one stream being decoded: a protowatch or jsonwatch
+// EventReader is one stream being decoded: a protowatch or jsonwatch
 // Reader.
-type eventReader interface {
+type EventReader interface {
 	Next() (watch.Event, error)
 	Close()
 }
 
-// directWatcher opens the watches that kinformer decodes itself. It
-// belongs to the loop's goroutine.
-type directWatcher struct {
+// Watcher opens the watches that kinformer decodes itself. It belongs to
+// the loop's goroutine.
+type Watcher struct {
 	client    rest.Interface
 	namespace string
 	resource  string                      // the resource's plural name, found on first use
 	kind      string                      // the kind, for discovery
 	path      []string                    // the collection's path, for a client without a group version (dynamic)
 	gvr       schema.GroupVersionResource // with path: what it names
-	proto     *protowatch.Format
-	json      *jsonwatch.Decoder
-	shares    bool // objects come stripped and shared
+	// Proto is the protobuf stream's format; nil for JSON.
+	Proto      *protowatch.Format
+	json       *jsonwatch.Decoder
+	shares     bool                 // objects come stripped and shared
+	persistent func(err error) bool // kinformer.IsPersistent: discovery refused for good
 }
 
-// decoding is how a directWatcher decodes, fixed when it is made.
-type decoding struct {
-	keepManagedFields bool
-	// share, if set, makes the decoder strip and share objects itself,
-	// and they need no preparing after (see writer.prepare).
-	share        *intern.Sharer
-	maxJSONEvent int64
-	// keepRaw: a protobuf stream gives each object's bytes with it (a
-	// compact cache keeps them); lazy: it leaves objects undecoded where
+// Decoding is how a Watcher decodes, fixed when it is made.
+type Decoding struct {
+	KeepManagedFields bool
+	// Share, if set, makes the decoder strip and share objects itself,
+	// and they need no preparing after (the root's writer.prepare).
+	Share        *intern.Sharer
+	MaxJSONEvent int64
+	// KeepRaw: a protobuf stream gives each object's bytes with it (a
+	// compact cache keeps them); Lazy: it leaves objects undecoded where
 	// it can (protowatch.Format.KeepRaw, Lazy; for unstructured objects,
-	// jsonwatch.Format.Lazy: their JSON as it came). Not with share.
-	keepRaw, lazy bool
-	// fields, if set, is the projection the decoder makes (Options.Fields).
-	fields *projection.Fields
+	// jsonwatch.Format.Lazy: their JSON as it came). Not with Share.
+	KeepRaw, Lazy bool
+	// Fields, if set, is the projection the decoder makes (Options.Fields).
+	Fields *projection.Fields
 }
 
-// newDirectWatcher returns a directWatcher for lw if kinformer can decode
-// its watches itself; else nil, and the informer uses lw's own Watch.
-// t is the type of the objects to make: T, or for an interface T the
-// concrete type (Factory.Typed).
-func newDirectWatcher[T Object](src describe.Source, t reflect.Type, dc decoding) *directWatcher {
-	keepManagedFields, share, maxJSONEvent := dc.keepManagedFields, dc.share, dc.maxJSONEvent
+// New returns a Watcher for the source src describes if kinformer can
+// decode its watches itself; else nil, and the informer uses the
+// source's own Watch. t is the type of the objects to make: T, or for an
+// interface T the concrete type (Factory.Typed). persistent tells a
+// refusal of discovery that retrying cannot change (kinformer's
+// IsPersistent).
+func New[T any](src describe.Source, t reflect.Type, dc Decoding, persistent func(error) bool) *Watcher {
+	d := newWatcher[T](src, t, dc)
+	if d != nil {
+		d.persistent = persistent
+	}
+	return d
+}
+
+func newWatcher[T any](src describe.Source, t reflect.Type, dc Decoding) *Watcher {
+	keepManagedFields, share, maxJSONEvent := dc.KeepManagedFields, dc.Share, dc.MaxJSONEvent
 	if !src.Streams {
 		return nil
 	}
@@ -100,7 +116,7 @@ func newDirectWatcher[T Object](src describe.Source, t reflect.Type, dc decoding
 		return nil
 	}
 	elem := t.Elem()
-	d := &directWatcher{
+	d := &Watcher{
 		client:    client,
 		namespace: rs.GetNamespace(),
 		resource:  src.Resource(),
@@ -108,20 +124,20 @@ func newDirectWatcher[T Object](src describe.Source, t reflect.Type, dc decoding
 	}
 	if t.Implements(reflect.TypeFor[protowatch.Object]()) && !src.JSONOnly() {
 		layout := protowatch.LayoutOf(elem)
-		d.proto = &protowatch.Format{
+		d.Proto = &protowatch.Format{
 			Kind:               d.kind,
 			New:                func() protowatch.Object { return reflect.New(elem).Interface().(protowatch.Object) },
 			Layout:             layout,
 			StripManagedFields: !keepManagedFields,
 			Check:              protowatch.CheckOf(elem),
-			KeepRaw:            dc.keepRaw && share == nil,
-			Lazy:               dc.lazy && share == nil,
+			KeepRaw:            dc.KeepRaw && share == nil,
+			Lazy:               dc.Lazy && share == nil,
 		}
-		if dc.fields != nil {
-			d.proto.Project = projection.NewProjector(dc.fields)
+		if dc.Fields != nil {
+			d.Proto.Project = projection.NewProjector(dc.Fields)
 		}
 		if layout != (protowatch.Layout{}) {
-			d.proto.Share = share
+			d.Proto.Share = share
 			d.shares = share != nil
 		}
 		return d
@@ -133,15 +149,15 @@ func newDirectWatcher[T Object](src describe.Source, t reflect.Type, dc decoding
 		Share:              share,
 		ShareContainers:    share != nil,
 		MaxEvent:           maxJSONEvent,
-		Fields:             dc.fields,
+		Fields:             dc.Fields,
 	})
 	d.shares = share != nil
 	return d
 }
 
-// newDynamicWatcher returns a JSON directWatcher for a dynamic client's
+// newDynamicWatcher returns a JSON Watcher for a dynamic client's
 // resource, or nil.
-func newDynamicWatcher(src describe.Source, dc decoding) *directWatcher {
+func newDynamicWatcher(src describe.Source, dc Decoding) *Watcher {
 	client, namespace, gvr := src.Dynamic.Client, src.Dynamic.Namespace, src.Dynamic.GVR
 	if client == nil {
 		return nil
@@ -154,7 +170,7 @@ func newDynamicWatcher(src describe.Source, dc decoding) *directWatcher {
 	if namespace != "" {
 		path = append(path, "namespaces", namespace)
 	}
-	return &directWatcher{
+	return &Watcher{
 		client:    client,
 		namespace: namespace,
 		resource:  gvr.Resource,
@@ -164,27 +180,41 @@ func newDynamicWatcher(src describe.Source, dc decoding) *directWatcher {
 		// does with the maps; containers are shared only without one,
 		// which may modify its object in place. Without one there is
 		// nothing left to do after decoding.
-		json: jsonwatch.NewDecoder(&jsonwatch.Format{StripManagedFields: !dc.keepManagedFields, ShareContainers: dc.share != nil,
-			MaxEvent: dc.maxJSONEvent, Fields: dc.fields, Lazy: dc.lazy && dc.share == nil}),
-		shares: dc.share != nil,
+		json: jsonwatch.NewDecoder(&jsonwatch.Format{StripManagedFields: !dc.KeepManagedFields, ShareContainers: dc.Share != nil,
+			MaxEvent: dc.MaxJSONEvent, Fields: dc.Fields, Lazy: dc.Lazy && dc.Share == nil}),
+		shares: dc.Share != nil,
 	}
 }
 
-// sharesObjects says whether the decoder strips and shares its objects.
-func (d *directWatcher) sharesObjects() bool { return d.shares }
+// SharesObjects says whether the decoder strips and shares its objects.
+func (d *Watcher) SharesObjects() bool { return d.shares }
 
-// encoding names the wire format, for logs.
-func (d *directWatcher) encoding() string {
+// JSON says whether it reads JSON, which it can also list in (List);
+// else protobuf.
+func (d *Watcher) JSON() bool { return d.json != nil }
+
+// KeepsRaw says whether its protobuf stream gives each object's bytes
+// with it (Decoding.KeepRaw).
+func (d *Watcher) KeepsRaw() bool { return d.Proto != nil && d.Proto.KeepRaw }
+
+// Resource is the resource's plural name ("" until discovery found it).
+func (d *Watcher) Resource() string { return d.resource }
+
+// Client is the REST client it opens watches on.
+func (d *Watcher) Client() rest.Interface { return d.client }
+
+// Encoding names the wire format, for logs.
+func (d *Watcher) Encoding() string {
 	if d.json != nil {
 		return "json"
 	}
 	return "protobuf"
 }
 
-// crdTarget is the CustomResourceDefinition that can serve the resource
+// CRDTarget is the CustomResourceDefinition that can serve the resource
 // d reads, and the version d reads (crdwait.Target); false for a resource
 // no CRD can serve or one not yet known.
-func (d *directWatcher) crdTarget() (name, version string, ok bool) {
+func (d *Watcher) CRDTarget() (name, version string, ok bool) {
 	gvr := d.gvr
 	if d.path == nil {
 		gvr = d.client.APIVersion().WithResource(d.resource)
@@ -193,14 +223,14 @@ func (d *directWatcher) crdTarget() (name, version string, ok bool) {
 }
 
 // resolve finds the resource's name by discovery. An error wrapping
-// errNoDirect means direct decoding is not possible.
-func (d *directWatcher) resolve(ctx context.Context) (string, error) {
+// ErrNoDirect means direct decoding is not possible.
+func (d *Watcher) resolve(ctx context.Context) (string, error) {
 	res, err := protowatch.Resolve(ctx, d.client, d.kind)
-	if _, isStatus := err.(apierrors.APIStatus); (isStatus && IsPersistent(err)) || errors.Is(err, protowatch.ErrAmbiguous) {
+	if _, isStatus := err.(apierrors.APIStatus); (isStatus && d.persistent != nil && d.persistent(err)) || errors.Is(err, protowatch.ErrAmbiguous) {
 		// Discovery refused (403, 404, …) or no single resource: the
 		// client's Watch may still work. Anything else (503 while the
 		// server starts, a timeout) is retried with the watch.
-		return "", fmt.Errorf("%w: discovery: %w", errNoDirect, err)
+		return "", fmt.Errorf("%w: discovery: %w", ErrNoDirect, err)
 	}
 	if err != nil {
 		return "", err
@@ -209,9 +239,9 @@ func (d *directWatcher) resolve(ctx context.Context) (string, error) {
 	return res, nil
 }
 
-// open opens a watch for the loop's goroutine to read and decode itself.
-// An error wrapping errNoDirect means it never will.
-func (d *directWatcher) open(ctx context.Context, opts metav1.ListOptions) (eventReader, error) {
+// Open opens a watch for the loop's goroutine to read and decode itself.
+// An error wrapping ErrNoDirect means it never will.
+func (d *Watcher) Open(ctx context.Context, opts metav1.ListOptions) (EventReader, error) {
 	if d.resource == "" {
 		if _, err := d.resolve(ctx); err != nil {
 			return nil, err
@@ -227,17 +257,18 @@ func (d *directWatcher) open(ctx context.Context, opts metav1.ListOptions) (even
 	body, err := protowatch.Open(ctx, d.client, d.namespace, d.resource, opts)
 	if err != nil {
 		if apierrors.IsNotAcceptable(err) || apierrors.IsUnsupportedMediaType(err) {
-			return nil, fmt.Errorf("%w: %w", errNoDirect, err)
+			return nil, fmt.Errorf("%w: %w", ErrNoDirect, err)
 		}
 		return nil, err
 	}
-	return protowatch.NewReader(body, d.proto), nil
+	return protowatch.NewReader(body, d.Proto), nil
 }
 
-// list reads one page of a list in JSON, passing each item to fn as it is
+// List reads one page of a list in JSON, passing each item to fn as it is
 // decoded (or an error for one that is not understood). Unlike a watch,
-// it waits for the client's rate limiter.
-func (d *directWatcher) list(ctx context.Context, opts metav1.ListOptions, fn func(runtime.Object, error)) (jsonwatch.ListMeta, error) {
+// it waits for the client's rate limiter. A list that is not JSON at all
+// is a *GarbledError.
+func (d *Watcher) List(ctx context.Context, opts metav1.ListOptions, fn func(runtime.Object, error)) (jsonwatch.ListMeta, error) {
 	if d.resource == "" {
 		if _, err := d.resolve(ctx); err != nil {
 			return jsonwatch.ListMeta{}, err
@@ -251,7 +282,7 @@ func (d *directWatcher) list(ctx context.Context, opts metav1.ListOptions, fn fu
 	lm, err := d.json.List(body, fn)
 	if err != nil {
 		if errors.As(err, new(*jsontext.SyntacticError)) {
-			return lm, fmt.Errorf("%w: reading the list: %v", ErrUnexpectedObject, err)
+			return lm, &GarbledError{Err: err}
 		}
 		return lm, fmt.Errorf("reading the list: %w", err)
 	}
@@ -259,7 +290,7 @@ func (d *directWatcher) list(ctx context.Context, opts metav1.ListOptions, fn fu
 }
 
 // request is a GET of the resource's collection in JSON with opts.
-func (d *directWatcher) request(opts metav1.ListOptions) *rest.Request {
+func (d *Watcher) request(opts metav1.ListOptions) *rest.Request {
 	req := d.client.Get()
 	if d.path != nil {
 		req = req.AbsPath(d.path...).SpecificallyVersionedParams(&opts, metav1.ParameterCodec, metav1.Unversioned)
@@ -272,7 +303,13 @@ func (d *directWatcher) request(opts metav1.ListOptions) *rest.Request {
 // openJSON opens a JSON watch, as client-go's typed or dynamic client
 // would (its configuration, credentials and TLS), not rate-limited: a
 // watch is one long request.
-func (d *directWatcher) openJSON(ctx context.Context, opts metav1.ListOptions) (io.ReadCloser, error) {
+func (d *Watcher) openJSON(ctx context.Context, opts metav1.ListOptions) (io.ReadCloser, error) {
 	opts.Watch = true
 	return d.request(opts).Throttle(nil).Stream(ctx)
 }
+
+// GarbledError is a list whose body is not JSON: the server sent what the
+// informer cannot use (kinformer.ErrUnexpectedObject).
+type GarbledError struct{ Err error }
+
+func (e *GarbledError) Error() string { return "reading the list: " + e.Err.Error() }
