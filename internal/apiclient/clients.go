@@ -97,7 +97,8 @@ func Connect(cfg *rest.Config, scheme *runtime.Scheme, hc *http.Client) (*Client
 
 // Dynamic returns the dynamic client of resource gvr in namespace (""
 // for all namespaces, or a cluster-scoped resource). It is client-go's
-// own, which the root's direct decoding recognises.
+// own, which internal/describe recognises (for the direct decoders of
+// internal/direct).
 func (c *Clients) Dynamic(gvr schema.GroupVersionResource, namespace string) dynamic.ResourceInterface {
 	return c.dyn.Resource(gvr).Namespace(namespace)
 }

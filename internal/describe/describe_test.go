@@ -14,8 +14,9 @@ import (
 )
 
 // Of on each kind of client-go client: what it finds, and that a fake
-// client never streams. The root's tests show what the informer makes of
-// it (TestDynamicClientRecognised, TestMayStream, the probe tests).
+// client never streams. What the informer makes of it is shown by
+// internal/direct's TestDynamicClientRecognised and the root's
+// TestMayStream and probe tests.
 func TestOf(t *testing.T) {
 	cfg := &rest.Config{Host: "http://127.0.0.1:1"}
 	cs := kubernetes.NewForConfigOrDie(cfg)

@@ -59,7 +59,8 @@ type Watcher struct {
 	kind      string                      // the kind, for discovery
 	path      []string                    // the collection's path, for a client without a group version (dynamic)
 	gvr       schema.GroupVersionResource // with path: what it names
-	// Proto is the protobuf stream's format; nil for JSON.
+	// Proto is the protobuf stream's format; nil for JSON. Fixed by New:
+	// only a test may wrap its New, to count the objects decoded.
 	Proto      *protowatch.Format
 	json       *jsonwatch.Decoder
 	shares     bool                 // objects come stripped and shared
@@ -68,10 +69,13 @@ type Watcher struct {
 
 // Decoding is how a Watcher decodes, fixed when it is made.
 type Decoding struct {
+	// KeepManagedFields: the decoder keeps metadata.managedFields (by
+	// default it cuts them, Options.KeepManagedFields).
 	KeepManagedFields bool
 	// Share, if set, makes the decoder strip and share objects itself,
 	// and they need no preparing after (the root's writer.prepare).
-	Share        *intern.Sharer
+	Share *intern.Sharer
+	// MaxJSONEvent bounds the bytes of a JSON event (0: jsonwatch.MaxEvent).
 	MaxJSONEvent int64
 	// KeepRaw: a protobuf stream gives each object's bytes with it (a
 	// compact cache keeps them); Lazy: it leaves objects undecoded where
@@ -87,7 +91,9 @@ type Decoding struct {
 // source's own Watch. t is the type of the objects to make: T, or for an
 // interface T the concrete type (Factory.Typed). persistent tells a
 // refusal of discovery that retrying cannot change (kinformer's
-// IsPersistent).
+// IsPersistent), after which the informer uses the client's Watch for
+// good; with nil, discovery is tried again at every watch (tests of
+// sources whose resource is known, which never ask).
 func New[T any](src describe.Source, t reflect.Type, dc Decoding, persistent func(error) bool) *Watcher {
 	d := newWatcher[T](src, t, dc)
 	if d != nil {
@@ -267,7 +273,7 @@ func (d *Watcher) Open(ctx context.Context, opts metav1.ListOptions) (EventReade
 // List reads one page of a list in JSON, passing each item to fn as it is
 // decoded (or an error for one that is not understood). Unlike a watch,
 // it waits for the client's rate limiter. A list that is not JSON at all
-// is a *GarbledError.
+// is a *GarbledError. Only for a Watcher that reads JSON (JSON).
 func (d *Watcher) List(ctx context.Context, opts metav1.ListOptions, fn func(runtime.Object, error)) (jsonwatch.ListMeta, error) {
 	if d.resource == "" {
 		if _, err := d.resolve(ctx); err != nil {
@@ -313,3 +319,6 @@ func (d *Watcher) openJSON(ctx context.Context, opts metav1.ListOptions) (io.Rea
 type GarbledError struct{ Err error }
 
 func (e *GarbledError) Error() string { return "reading the list: " + e.Err.Error() }
+
+// Unwrap returns the JSON reader's error.
+func (e *GarbledError) Unwrap() error { return e.Err }
