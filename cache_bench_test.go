@@ -332,7 +332,7 @@ func BenchmarkMutationDetector(b *testing.B) {
 		c := newCache[*corev1.ConfigMap](nil, nil)
 		w, events := newTestWriter(c)
 		if detect {
-			det, hook := newDetector[*corev1.ConfigMap](w.log, nil, false, w.status.resourceVersion, w.disp.emit, w.disp.fence)
+			det, hook := newDetector[*corev1.ConfigMap](w.log, nil, false, w.status.ResourceVersion, w.disp.emit, w.disp.fence)
 			w.detect = hook
 			w.share.Stale = &det.Found
 		}

@@ -238,7 +238,7 @@ func (l *loop[T]) listedFrom(rv string) (again bool) {
 	noted := l.historyNoted
 	l.historyNoted = false
 	l.newConn.Store(false) // the list's connection is the binding's now
-	why := below(l.w.status.resourceVersion(), rv)
+	why := below(l.w.status.ResourceVersion(), rv)
 	if p := l.moved.Swap(nil); p != nil {
 		why = *p
 	}

@@ -51,7 +51,7 @@ type config[T Object] struct {
 	// gen counts the configurations the informer was given while it had
 	// started (Informer.reconfigure, live): 0 for the one New made and
 	// those given before the start. WaitForSync waits until the informer
-	// has taken the last one (status.taken).
+	// has taken the last one (status.Status.Take).
 	gen uint64
 }
 
@@ -127,7 +127,7 @@ func (inf *Informer[T]) reconfigure(what string, live bool, change func(*config[
 		if !projection.Equal(c.fields, inf.cfg.fields) {
 			// WaitForSync waits for the list that gives the cache them.
 			c.gen++
-			inf.status.asked.Store(c.gen) // before the loop can take it
+			inf.status.Asked.Store(c.gen) // before the loop can take it
 		}
 		inf.cfg = &c
 		inf.loop.offer(&c)
@@ -243,7 +243,7 @@ func (l *loop[T]) adopt(resyncAt *time.Time) {
 		if l.w.takes != 0 {
 			l.w.takes = c.gen // a list for a wider projection is under way
 		} else {
-			l.w.status.take(c.gen)
+			l.w.status.Take(c.gen)
 		}
 		return
 	}

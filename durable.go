@@ -16,6 +16,7 @@ import (
 	"github.com/kinformer/kinformer/internal/persist"
 	"github.com/kinformer/kinformer/internal/projection"
 	"github.com/kinformer/kinformer/internal/snapshot"
+	"github.com/kinformer/kinformer/internal/status"
 	"github.com/kinformer/kinformer/internal/store"
 )
 
@@ -267,7 +268,7 @@ func (l *loop[T]) restoreHeld(o outcome) outcome {
 		return outcome{kind: heldForeign}
 	}
 	l.obs.restore(n)
-	l.w.status.restored.Store(&StateRestore{Objects: n, File: l.w.state.Path(), ResourceVersion: h.rv})
+	l.w.status.Restored.Store(&status.Restore{Objects: n, File: l.w.state.Path(), ResourceVersion: h.rv})
 	l.log.Info("kinformer: restored from the state file", "objects", n, "resourceVersion", h.rv, "file", l.w.state.Path())
 	if l.sh != nil {
 		// The probe could not find the empty cache caught up (it had no
@@ -279,7 +280,7 @@ func (l *loop[T]) restoreHeld(o outcome) outcome {
 	// cache's; now with the restored one. (A probe without a
 	// resourceVersion ended the catch-up at once: a server that lists
 	// without one cannot be caught up with.)
-	if l.target != "" && l.w.status.reached(l.target) {
+	if l.target != "" && l.w.status.Reached(l.target) {
 		l.caughtUp()
 	}
 	return o
@@ -315,13 +316,13 @@ func (l *loop[T]) probe(ctx context.Context) outcome {
 		return outcome{kind: listFailed, err: fmt.Errorf("list: %w: %v", ErrUnexpectedObject, err)}
 	}
 	l.target = lm.GetResourceVersion()
-	if why := below(l.target, l.w.status.resourceVersion()); why != "" && l.held == nil {
+	if why := below(l.target, l.w.status.ResourceVersion()); why != "" && l.held == nil {
 		// A cache an earlier run restored, and the server behind it
 		// (a held file's resourceVersion is judged by foreign).
 		l.target = ""
 		return outcome{kind: otherHistory, err: l.anotherHistory(why)}
 	}
-	if l.target == "" || l.w.status.reached(l.target) {
+	if l.target == "" || l.w.status.Reached(l.target) {
 		l.caughtUp()
 	}
 	return outcome{kind: probed}
@@ -329,7 +330,7 @@ func (l *loop[T]) probe(ctx context.Context) outcome {
 
 // caughtUp ends the catch-up of a restored informer.
 func (l *loop[T]) caughtUp() {
-	l.log.Info("kinformer: caught up with the server", "resourceVersion", l.w.status.resourceVersion(), "target", l.target)
+	l.log.Info("kinformer: caught up with the server", "resourceVersion", l.w.status.ResourceVersion(), "target", l.target)
 	l.target = ""
 	l.w.caughtUp()
 }
@@ -380,7 +381,7 @@ func (w *writer[T]) rewriteState() {
 	b := w.state.Batch()
 	b.Reset()
 	w.cache.s.PeekAll(func(key string, r store.Ref[T]) { w.cache.s.PutState(b, key, r) })
-	b.End(w.status.resourceVersion())
+	b.End(w.status.ResourceVersion())
 }
 
 // caughtUp marks a restored informer synced: it has applied every change

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kinformer/kinformer/internal/status"
 	"github.com/kinformer/kinformer/internal/store"
 )
 
@@ -181,9 +182,9 @@ func startInformer(t *testing.T, s ListerWatcher[*corev1.ConfigMapList], opts *O
 // newTestWriter returns a writer of c, as the loop has, whose events are
 // recorded instead of delivered: events returns (and forgets) them.
 func newTestWriter[T Object](c *Cache[T]) (w *writer[T], events func() []Event[T]) {
-	w = newWriter(c, newStatus(), &dispatcher[T]{}, slog.New(slog.DiscardHandler), compile[T](nil, nil))
+	w = newWriter(c, status.New(), &dispatcher[T]{}, slog.New(slog.DiscardHandler), compile[T](nil, nil))
 	l := newListener(1<<len(eventTypes)-1, func(Event[T]) {}, w.log)
-	w.disp.add(l, c, w.status.resourceVersion, func() bool { return false })
+	w.disp.add(l, c, w.status.ResourceVersion, func() bool { return false })
 	l.queue = nil // not the replay of what c holds
 	l.backlog.Store(0)
 	return w, func() []Event[T] {

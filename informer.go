@@ -13,6 +13,7 @@ import (
 
 	"github.com/kinformer/kinformer/internal/describe"
 	"github.com/kinformer/kinformer/internal/mutation"
+	"github.com/kinformer/kinformer/internal/status"
 	"github.com/kinformer/kinformer/internal/store"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -67,7 +68,7 @@ func MetaNamespaceKey[T Object](obj T) string { return store.MetaNamespaceKey(ob
 // An Informer is safe for concurrent use. Create it with New.
 type Informer[T Object] struct {
 	cache  *Cache[T]
-	status *status
+	status *status.Status
 	disp   dispatcher[T]
 	// resends are the ResendEvery schedules, run by each run.
 	resends resender
@@ -127,7 +128,7 @@ func newInformer[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[
 	}
 	inf := &Informer[T]{
 		cache:  newCache(cacheKeyFunc(o), o.Indexers),
-		status: newStatus(),
+		status: status.New(),
 		log:    log,
 		hlog:   hlog,
 		name:   o.Name,
@@ -144,7 +145,7 @@ func newInformer[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[
 			objects: inf.cache.Len,
 			synced:  inf.HasSynced,
 			depth:   inf.disp.depth,
-			last:    inf.status.lastEventTime,
+			last:    inf.status.LastEventTime,
 			failing: func() bool { err, _ := inf.LastError(); return err != nil },
 			startup: inf.startupBusy,
 		}
@@ -156,8 +157,8 @@ func newInformer[T Object, L runtime.Object](lw ListerWatcher[L], opts *Options[
 	if err := o.fieldsErr; err != nil {
 		// An informer that cannot keep what was asked does not start.
 		hlog.Error("kinformer: " + err.Error())
-		inf.status.fail(err)
-		inf.status.setSync(false, err)
+		inf.status.Fail(err)
+		inf.status.SetSync(false, err)
 	}
 	inf.resends.resend = func(reg *Registration) { inf.Resend(reg) }
 	inf.resends.synced = inf.Synced
@@ -229,16 +230,16 @@ func (inf *Informer[T]) Cache() *Cache[T] { return inf.cache }
 
 // ResourceVersion returns the last resourceVersion the informer has seen,
 // from a list, an event or a bookmark; "" before the first list.
-func (inf *Informer[T]) ResourceVersion() string { return inf.status.resourceVersion() }
+func (inf *Informer[T]) ResourceVersion() string { return inf.status.ResourceVersion() }
 
 // HasSynced reports whether the cache has been filled by a complete list.
 // It stays true across Stop and Start.
-func (inf *Informer[T]) HasSynced() bool { return inf.status.synced.Load() }
+func (inf *Informer[T]) HasSynced() bool { return inf.status.Synced.Load() }
 
 // Synced returns a channel that is closed once the informer has synced
 // (HasSynced), to wait for it in a select; unlike WaitForSync it does not
 // end on a persistent error.
-func (inf *Informer[T]) Synced() <-chan struct{} { return inf.status.syncedCh }
+func (inf *Informer[T]) Synced() <-chan struct{} { return inf.status.WhenSynced() }
 
 // WaitForSync blocks until the cache is synced (nil), until ctx ends
 // (ctx.Err()), or until listing fails in a way retrying cannot fix — 403,
@@ -248,7 +249,7 @@ func (inf *Informer[T]) Synced() <-chan struct{} { return inf.status.syncedCh }
 // waits until the re-list that gives its objects those fields has ended
 // (HasSynced stays true meanwhile).
 func (inf *Informer[T]) WaitForSync(ctx context.Context) error {
-	return inf.status.waitSync(ctx)
+	return inf.status.WaitSync(ctx)
 }
 
 // WaitForResourceVersion blocks until the cache reflects resourceVersion
@@ -262,7 +263,7 @@ func (inf *Informer[T]) WaitForResourceVersion(ctx context.Context, rv string) e
 	if _, err := resourceversion.CompareResourceVersion(rv, rv); err != nil {
 		return fmt.Errorf("kinformer: WaitForResourceVersion: %w", err)
 	}
-	return inf.status.waitRV(ctx, rv)
+	return inf.status.WaitRV(ctx, rv)
 }
 
 // LastError returns the last persistent error ([IsPersistent]: 403, 404,
@@ -273,7 +274,7 @@ func (inf *Informer[T]) WaitForResourceVersion(ctx context.Context, rv string) e
 // resource (a CRD deleted): the cache is then frozen at its last state, and
 // a readiness check should say so.
 func (inf *Informer[T]) LastError() (err error, since time.Time) {
-	return inf.status.lastError()
+	return inf.status.LastError()
 }
 
 // Reconnecting reports whether the informer has lost its list or watch
@@ -283,7 +284,7 @@ func (inf *Informer[T]) LastError() (err error, since time.Time) {
 // cut connection): a synced informer that is reconnecting serves its
 // cache as it was, and falls behind the server until it is back.
 func (inf *Informer[T]) Reconnecting() (reconnecting bool, since time.Time) {
-	since = inf.status.reconnectingSince()
+	since = inf.status.ReconnectingSince()
 	return !since.IsZero(), since
 }
 
@@ -331,7 +332,7 @@ func (inf *Informer[T]) AddHandler(fn func(Event[T])) *Registration {
 func (inf *Informer[T]) addListener(mask uint8, fn func(Event[T]), named ...func(Event[T])) *Registration {
 	l := newListener(mask, fn, inf.hlog)
 	l.name = handlerName(named)
-	return inf.disp.add(l, inf.cache, inf.status.resourceVersion, inf.status.synced.Load)
+	return inf.disp.add(l, inf.cache, inf.status.ResourceVersion, inf.status.Synced.Load)
 }
 
 // Resend queues, for reg alone, a Modified event for every cached object,
@@ -345,7 +346,7 @@ func (inf *Informer[T]) Resend(reg *Registration) int {
 	if reg == nil {
 		return 0
 	}
-	return inf.disp.resend(reg, inf.cache, inf.status.resourceVersion)
+	return inf.disp.resend(reg, inf.cache, inf.status.ResourceVersion)
 }
 
 // RemoveEventHandler unregisters a handler: its queued events are dropped,
@@ -383,7 +384,7 @@ func (inf *Informer[T]) Leave(reg *Registration) <-chan struct{} {
 // leave is Leave, calling left once reg has left.
 func (inf *Informer[T]) leave(reg *Registration, left func()) {
 	inf.resends.set(reg, 0)
-	inf.disp.leave(reg, inf.cache, inf.status.resourceVersion, left)
+	inf.disp.leave(reg, inf.cache, inf.status.ResourceVersion, left)
 }
 
 // SetTransform sets Options.Transform of an informer that has never run
@@ -397,7 +398,7 @@ func (inf *Informer[T]) SetTransform(fn func(T) (T, error)) error {
 // detectMutations turns the mutation detector on, before the informer
 // first runs.
 func (inf *Informer[T]) detectMutations() {
-	d, hook := newDetector[T](inf.hlog, inf.obs, inf.mutationPanics, inf.status.resourceVersion, inf.disp.emit, inf.disp.fence)
+	d, hook := newDetector[T](inf.hlog, inf.obs, inf.mutationPanics, inf.status.ResourceVersion, inf.disp.emit, inf.disp.fence)
 	inf.detector = d
 	inf.loop.detectMutations(hook, &d.Found)
 }

@@ -101,7 +101,7 @@ func (inf *Informer[T]) begin(parent context.Context) (context.Context, chan str
 	defer inf.runMu.Unlock()
 	ctx, cancel := context.WithCancel(parent)
 	inf.started = true
-	inf.status.startedAt.CompareAndSwap(0, time.Now().UnixNano())
+	inf.status.StartedAt.CompareAndSwap(0, time.Now().UnixNano())
 	inf.ctx, inf.cancel, inf.done = ctx, cancel, make(chan struct{})
 	return ctx, inf.done, true
 }
@@ -113,7 +113,7 @@ func (inf *Informer[T]) run(ctx context.Context, done chan struct{}) {
 	if d := inf.detector; d != nil {
 		detector.Go(func() { d.Run(ctx) })
 	}
-	if after := inf.loop.opts.StartupLogAfter; after > 0 && !inf.status.synced.Load() {
+	if after := inf.loop.opts.StartupLogAfter; after > 0 && !inf.status.Synced.Load() {
 		detector.Go(func() { inf.logSlowStart(ctx, after) })
 	}
 	inf.loop.run(ctx) // returns once ctx is done

@@ -21,7 +21,7 @@ import (
 // it, else page by page (or in one request after an expired continue
 // token).
 func (l *loop[T]) list(ctx context.Context) outcome {
-	if g := l.opts.ListGate; g != nil && !l.w.status.synced.Load() {
+	if g := l.opts.ListGate; g != nil && !l.w.status.Synced.Load() {
 		// An initial list: in turn with the gate's other informers.
 		if !g.enter(ctx) {
 			return outcome{kind: listFailed, err: ctx.Err()}
@@ -123,8 +123,8 @@ func (l *loop[T]) clientPage(ctx context.Context, opts metav1.ListOptions, items
 // it will hold in all (startup.go): those of the page and the server's
 // count of the rest, where it gives one.
 func (l *loop[T]) expect(opts metav1.ListOptions, got int, rest *int64) {
-	if opts.Continue == "" && rest != nil && !l.w.status.synced.Load() {
-		l.w.status.expected.Store(int64(got) + *rest)
+	if opts.Continue == "" && rest != nil && !l.w.status.Synced.Load() {
+		l.w.status.Expected.Store(int64(got) + *rest)
 	}
 }
 
@@ -305,7 +305,7 @@ func watchListRefusedBy(err error) bool {
 // the cache is empty and has never synced, and no share or join says
 // which objects are new.
 func (l *loop[T]) pipes() bool {
-	return l.sh == nil && l.joining() == nil && !l.w.status.synced.Load() && l.w.cache.s.Size() == 0
+	return l.sh == nil && l.joining() == nil && !l.w.status.Synced.Load() && l.w.cache.s.Size() == 0
 }
 
 // pipeOne takes r, listed under key at resourceVersion rv (the object's:

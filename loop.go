@@ -21,6 +21,7 @@ import (
 	"github.com/kinformer/kinformer/internal/direct"
 	"github.com/kinformer/kinformer/internal/liveness"
 	"github.com/kinformer/kinformer/internal/persist"
+	"github.com/kinformer/kinformer/internal/status"
 )
 
 // loop is an informer's watch loop and its state: only the goroutine of
@@ -105,7 +106,7 @@ type loop[T Object] struct {
 	offers  chan struct{}
 }
 
-func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src describe.Source, o *config[T], c *Cache[T], s *status, d *dispatcher[T], log *slog.Logger, obs *observer) *loop[T] {
+func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src describe.Source, o *config[T], c *Cache[T], s *status.Status, d *dispatcher[T], log *slog.Logger, obs *observer) *loop[T] {
 	l := &loop[T]{
 		listFn:  func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) { return lw.List(ctx, lo) },
 		watchFn: lw.Watch,
@@ -174,7 +175,7 @@ func (l *loop[T]) run(ctx context.Context) {
 			l.stateOn = false
 		}
 	}()
-	l.st.phase = firstPhase(l.held != nil, l.w.status.resourceVersion() != "", l.w.status.synced.Load(), grewBefore, l.sh != nil)
+	l.st.phase = firstPhase(l.held != nil, l.w.status.ResourceVersion() != "", l.w.status.Synced.Load(), grewBefore, l.sh != nil)
 	if l.w.widened {
 		l.st.phase = phaseList // the list for a wider projection (adopt) did not end in the last run
 	}
@@ -201,7 +202,7 @@ func (l *loop[T]) run(ctx context.Context) {
 			}
 			if grew {
 				// Objects may have joined: step says how to get them.
-				l.st.joinable = l.target == "" && l.w.status.synced.Load() && l.serverFilters()
+				l.st.joinable = l.target == "" && l.w.status.Synced.Load() && l.serverFilters()
 				o, attempt = outcome{kind: shareGrew}, false
 			}
 		}
@@ -246,7 +247,7 @@ func (l *loop[T]) run(ctx context.Context) {
 			l.obs.relist(relistCause(l.st.phase, o))
 		}
 		if wait {
-			l.w.status.waiting(time.Now())
+			l.w.status.Waiting(time.Now())
 			if !l.wait(ctx, bo, o) {
 				return
 			}
@@ -300,7 +301,7 @@ func (l *loop[T]) attempt(ctx context.Context, resyncAt *time.Time) (o outcome) 
 			// and its resourceVersion.
 			l.log.Debug("kinformer: could not tell which cluster the server is", "error", err)
 		}
-		rv := l.w.status.resourceVersion()
+		rv := l.w.status.ResourceVersion()
 		l.w.blind = 0
 		o = l.list(l.traceCluster(ctx))
 		if o.kind == listed {
@@ -372,7 +373,7 @@ func relistCause(from phase, o outcome) string {
 }
 
 func (l *loop[T]) logTransition(o outcome, next state) {
-	rv := l.w.status.resourceVersion()
+	rv := l.w.status.ResourceVersion()
 	switch {
 	case o.kind == watchListRefused:
 		l.log.Info("kinformer: the server does not offer watch-lists; paging instead", "reason", o.err.Error())

@@ -497,7 +497,7 @@ func TestMutationDetectorInexactCopy(t *testing.T) {
 	c := newCache[*lossyCM](nil, nil)
 	w, events := newTestWriter(c)
 	var log syncBuffer
-	det, hook := newDetector[*lossyCM](slog.New(slog.NewTextHandler(&log, nil)), nil, false, w.status.resourceVersion, w.disp.emit, w.disp.fence)
+	det, hook := newDetector[*lossyCM](slog.New(slog.NewTextHandler(&log, nil)), nil, false, w.status.ResourceVersion, w.disp.emit, w.disp.fence)
 	w.detect = hook
 	var fails []string
 	det.Fail = func(msg string) { fails = append(fails, msg) }
@@ -620,7 +620,7 @@ func TestMutationPanicModeThroughCheck(t *testing.T) {
 	plainOnly(t)
 	c := newCache[*corev1.ConfigMap](nil, nil)
 	w, _ := newTestWriter(c)
-	det, hook := newDetector[*corev1.ConfigMap](slog.New(slog.DiscardHandler), nil, true, w.status.resourceVersion, w.disp.emit, w.disp.fence)
+	det, hook := newDetector[*corev1.ConfigMap](slog.New(slog.DiscardHandler), nil, true, w.status.ResourceVersion, w.disp.emit, w.disp.fence)
 	w.detect = hook
 	w.apply(Added, arrivalOf(cm("ns", "a", "app", "web")), w.prepare)
 	o, _ := c.GetByKey("ns/a")

@@ -367,10 +367,10 @@ func (w *writer[T]) report(err error) { w.reportQuietly(err, false) }
 // (the server down or busy) before the backoff has grown, which the
 // informer will most likely get over at its next attempt.
 func (w *writer[T]) reportQuietly(err error, routine bool) {
-	rv := w.status.resourceVersion()
+	rv := w.status.ResourceVersion()
 	f := FailureOf(err)
 	routine = routine && (f == FailureDown || f == FailureBusy)
-	switch prev, _ := w.status.lastError(); {
+	switch prev, _ := w.status.LastError(); {
 	case IsPersistent(err) && prev != nil && prev.Error() == err.Error():
 		w.log.Debug("kinformer: "+err.Error(), "resourceVersion", rv, "repeated", true)
 	case IsPersistent(err):
@@ -381,21 +381,21 @@ func (w *writer[T]) reportQuietly(err error, routine bool) {
 		w.log.Warn("kinformer: "+err.Error(), "resourceVersion", rv, "failure", f.String())
 	}
 	w.disp.emit(Event[T]{Type: Error, Err: err, ResourceVersion: rv, Failure: f, Routine: routine})
-	if !w.status.synced.Load() {
+	if !w.status.Synced.Load() {
 		// Only the latest failure counts: a 403 followed by a connection
 		// error is no longer known to be a 403.
 		var persistent error
 		if IsPersistent(err) {
 			persistent = err
 		}
-		w.status.setSync(false, persistent)
+		w.status.SetSync(false, persistent)
 	}
 }
 
 // reportAsync logs err and queues an Error event; for any goroutine.
 func (w *writer[T]) reportAsync(err error) {
-	w.log.Warn("kinformer: "+err.Error(), "resourceVersion", w.status.resourceVersion())
-	w.disp.emit(Event[T]{Type: Error, Err: err, ResourceVersion: w.status.resourceVersion(), Failure: FailureOf(err)})
+	w.log.Warn("kinformer: "+err.Error(), "resourceVersion", w.status.ResourceVersion())
+	w.disp.emit(Event[T]{Type: Error, Err: err, ResourceVersion: w.status.ResourceVersion(), Failure: FailureOf(err)})
 }
 
 // failed records the error that ended a list or watch attempt: reported,
@@ -403,6 +403,6 @@ func (w *writer[T]) reportAsync(err error) {
 func (w *writer[T]) failed(err error, routine bool) {
 	w.reportQuietly(err, routine)
 	if IsPersistent(err) {
-		w.status.fail(err)
+		w.status.Fail(err)
 	}
 }

@@ -311,10 +311,7 @@ func TestWaitForResourceVersion(t *testing.T) {
 	if err := inf.WaitForResourceVersion(bounded(t), "abc"); err == nil {
 		t.Fatal("a malformed version was accepted")
 	}
-	inf.status.mu.Lock()
-	n := len(inf.status.waiters)
-	inf.status.mu.Unlock()
-	if n != 0 {
+	if n := inf.status.Waiters(); n != 0 {
 		t.Fatalf("%d waiters left behind", n)
 	}
 }

@@ -129,7 +129,7 @@ type shardLoop struct {
 // up, and no slot that joined the share is still to be listed.
 func (l *loop[T]) reportSynced() {
 	sh := l.sh
-	if sh == nil || sh.ver == 0 || sh.synced == sh.ver || l.target != "" || !l.w.status.synced.Load() ||
+	if sh == nil || sh.ver == 0 || sh.synced == sh.ver || l.target != "" || !l.w.status.Synced.Load() ||
 		(sh.gained != nil && !sh.gained.Empty()) {
 		return
 	}
@@ -319,7 +319,7 @@ func (l *loop[T]) listJoined(ctx context.Context) outcome {
 	if gained == nil || gained.Empty() {
 		return outcome{kind: listed} // they left again before being listed
 	}
-	rv := l.w.status.resourceVersion()
+	rv := l.w.status.ResourceVersion()
 	items := map[string]store.Ref[T]{}
 	opts := l.listOptions()
 	opts.ShardSelector = gained.Selector()

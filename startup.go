@@ -48,17 +48,17 @@ type StateRestore struct {
 // handlers' initial passes.
 func (inf *Informer[T]) Startup() Startup {
 	st := inf.status
-	s := Startup{Objects: inf.cache.Len(), Expected: int(st.expected.Load()), HandlersDone: true}
-	if r := st.restored.Load(); r != nil {
-		s.Restored = *r
+	s := Startup{Objects: inf.cache.Len(), Expected: int(st.Expected.Load()), HandlersDone: true}
+	if r := st.Restored.Load(); r != nil {
+		s.Restored = StateRestore(*r)
 	}
-	began := st.startedAt.Load()
+	began := st.StartedAt.Load()
 	if began == 0 {
 		return s
 	}
 	s.Started = true
 	now := time.Now().UnixNano()
-	end := st.syncedAt.Load()
+	end := st.SyncedAt.Load()
 	s.Synced = end != 0
 	if end == 0 {
 		end = now

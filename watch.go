@@ -133,7 +133,7 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 	if !resyncAt.IsZero() && !time.Now().Before(resyncAt) {
 		return outcome{kind: resyncDue}
 	}
-	rv := l.w.status.resourceVersion()
+	rv := l.w.status.ResourceVersion()
 	outer := ctx
 	// A new configuration ends the watch (loop.offer), and so does, for a
 	// sharded informer, a change of share: it was opened for the old one.
@@ -252,7 +252,7 @@ func (l *loop[T]) watch(ctx context.Context, resyncAt time.Time) (o outcome) {
 			l.w.apply(c.typ, c.arrival(), s.prepare)
 			lastChange = time.Now()
 		}
-		if l.target != "" && l.w.status.reached(l.target) {
+		if l.target != "" && l.w.status.Reached(l.target) {
 			l.caughtUp()
 		}
 	}

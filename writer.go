@@ -11,6 +11,7 @@ import (
 	"github.com/kinformer/kinformer/internal/persist"
 	"github.com/kinformer/kinformer/internal/projection"
 	"github.com/kinformer/kinformer/internal/slots"
+	"github.com/kinformer/kinformer/internal/status"
 	"github.com/kinformer/kinformer/internal/store"
 )
 
@@ -21,7 +22,7 @@ import (
 // events after.
 type writer[T Object] struct {
 	cache  *Cache[T]
-	status *status
+	status *status.Status
 	disp   *dispatcher[T]
 	log    *slog.Logger
 
@@ -75,7 +76,7 @@ type writer[T Object] struct {
 // with the options that say how objects are prepared; the loop adds the
 // rest before the first run (the state file, the mutation detector), and
 // changes them as it takes a new configuration (loop.configure).
-func newWriter[T Object](c *Cache[T], s *status, d *dispatcher[T], log *slog.Logger, o *config[T]) *writer[T] {
+func newWriter[T Object](c *Cache[T], s *status.Status, d *dispatcher[T], log *slog.Logger, o *config[T]) *writer[T] {
 	return &writer[T]{cache: c, status: s, disp: d, log: log, transform: o.Transform,
 		keepManaged: o.KeepManagedFields, share: &intern.Sharer{}, detect: noMutationHook[T]{}}
 }
@@ -175,8 +176,8 @@ func prepared[T Object](obj T) (T, bool) { return obj, true }
 
 // setRV records rv, and that the server has just been heard from.
 func (w *writer[T]) setRV(rv string) {
-	w.status.heard()
-	w.status.advance(rv)
+	w.status.Heard()
+	w.status.Advance(rv)
 }
 
 // bookmark records a bookmark's resourceVersion and queues it.
@@ -260,7 +261,7 @@ func (w *writer[T]) applyLocked(p publisher[T], typ EventType, eObj, r store.Ref
 	defer w.setRV(rv)
 	e := Event[T]{Key: key, ResourceVersion: rv}
 	if rv == "" {
-		e.ResourceVersion = w.status.resourceVersion()
+		e.ResourceVersion = w.status.ResourceVersion()
 	}
 	eOld := store.Ref[T]{} // Modified: the state the cache held
 	switch {
@@ -315,7 +316,7 @@ func (w *writer[T]) replace(items map[string]store.Ref[T], rv string, gained *sl
 		w.piped = false
 		return
 	}
-	first := !w.status.synced.Load()
+	first := !w.status.Synced.Load()
 	cause := CauseRelist
 	if first && (w.cache.s.Size() == 0 || w.piped) {
 		cause = CauseList
@@ -374,7 +375,7 @@ func (w *writer[T]) replace(items map[string]store.Ref[T], rv string, gained *sl
 // once the cache holds the list.
 func (w *writer[T]) takeConfig() {
 	if w.takes != 0 {
-		w.status.take(w.takes)
+		w.status.Take(w.takes)
 		w.takes = 0
 	}
 }
@@ -387,7 +388,7 @@ func (w *writer[T]) gone() (n int) {
 	if w.cache.s.Size() == 0 {
 		return 0
 	}
-	rv := w.status.resourceVersion()
+	rv := w.status.ResourceVersion()
 	w.disp.update(func(p publisher[T]) {
 		var batch *persist.Batch[T]
 		if w.state != nil {
@@ -408,7 +409,7 @@ func (w *writer[T]) gone() (n int) {
 
 // recovered clears the persistent error, saying so if there was one.
 func (w *writer[T]) recovered() {
-	if was := w.status.ok(); was != nil {
+	if was := w.status.OK(); was != nil {
 		w.log.Info("kinformer: recovered; lists and watches succeed again after: " + was.Error())
 	}
 }
@@ -422,7 +423,7 @@ func (w *writer[T]) syncedLocked(p publisher[T], first bool) {
 	if first {
 		p.markSynced()
 	}
-	w.status.setSync(true, nil)
+	w.status.SetSync(true, nil)
 }
 
 // outsideUID reports whether the object of this UID is outside the share
@@ -448,7 +449,7 @@ func (w *writer[T]) reshard(set *slots.Set) (dropped int) {
 		return 0
 	}
 	w.disp.update(func(p publisher[T]) {
-		rv := w.status.resourceVersion()
+		rv := w.status.ResourceVersion()
 		for _, key := range gone {
 			if old, existed := w.remove(p, key); existed {
 				w.emit(p, Event[T]{Type: Deleted, Key: key, ResourceVersion: rv, Cause: CauseReshard}, old, store.Ref[T]{})
@@ -469,7 +470,7 @@ func (w *writer[T]) merge(items map[string]store.Ref[T], gained *slots.Set) (add
 }
 
 func (w *writer[T]) mergeLocked(p publisher[T], items map[string]store.Ref[T], gained *slots.Set) (added int) {
-	rv := w.status.resourceVersion()
+	rv := w.status.ResourceVersion()
 	for key, r := range items {
 		if !gained.Has(r.UID()) {
 			continue // a server that does not filter sent the whole collection
