@@ -16,8 +16,10 @@ import (
 // Status is what the loop publishes to other goroutines: the informer's
 // resourceVersion, whether it has synced, when it last heard from the
 // server, why it cannot sync or goes on failing, and who waits for which.
-// Only the loop's writer changes it, but for Asked (the informer's
-// reconfigure) and StartedAt (its start); anyone reads it.
+// Once the informer runs, only the loop's writer changes it, but for
+// Asked (the informer's reconfigure) and StartedAt (its start); before,
+// New records there a configuration that cannot start (Fail, SetSync).
+// Anyone reads it.
 //
 // What is read on every event or by every caller is an atomic; the rest,
 // and every wait, is under the one mutex.
