@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -234,15 +235,42 @@ func TestSharedViewFlippedNamespaceIsFreed(t *testing.T) {
 	// collected: nothing of the view or the factory keeps it.
 	freed := func(what string) {
 		t.Helper()
-		eventually(t, callTimeout, what, func() bool {
+		deadline := time.Now().Add(callTimeout)
+		for {
 			runtime.GC()
-			for _, w := range infs {
+			var alive []int
+			for i, w := range infs {
 				if w.Value() != nil {
-					return false
+					alive = append(alive, i+1)
 				}
 			}
-			return true
-		})
+			if len(alive) == 0 {
+				return
+			}
+			if time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			// What holds them, for whoever reads the failure.
+			for _, round := range alive {
+				inf := infs[round-1].Value()
+				if inf == nil {
+					continue
+				}
+				running := "stopped"
+				select {
+				case <-inf.RequestStop():
+				default:
+					running = "running"
+				}
+				t.Logf("round %d: informer %p alive, %s, %d objects cached", round, inf, running, inf.Cache().Len())
+			}
+			t.Logf("the factory's caches: %+v", f.Caches())
+			var dump strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&dump, 1)
+			t.Logf("goroutines:\n%s", dump.String())
+			t.Fatalf("timed out after %v waiting for %s: rounds %v alive", callTimeout, what, alive)
+		}
 	}
 	flip(1)
 	freed("the first leave's informer to be freed")
