@@ -2,11 +2,13 @@ package integration
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -294,6 +296,107 @@ func TestSharedViewFlippedNamespaceIsFreed(t *testing.T) {
 	}
 	if len(v.Informers()) != 0 || len(v.Namespaces()) != 0 {
 		t.Fatal("the view still holds the namespace")
+	}
+}
+
+// Several namespaces flipped in and out of a selector's view at once, at
+// random intervals (a join before the last leave is handled, a leave
+// before the join's objects are), leave nothing behind: once they are
+// all out, every informer the view ever had is freed.
+func TestSharedViewRapidFlipsFreeEveryInformer(t *testing.T) {
+	srv := testenv.Shared(t)
+	c := clientset(t, srv.Config())
+	var nss []string
+	for range 3 {
+		ns := testenv.NewNamespace(t, srv.Config())
+		nss = append(nss, ns)
+		for i := range 4 {
+			mustCreate(t, c, configMap(ns, fmt.Sprint("big-", i), nil, strings.Repeat("x", 100<<10)))
+		}
+	}
+	tenant := "rapid-" + nss[0]
+	f, _ := newFactory(t, srv.Config())
+	v, err := kinformer.SharedView[*corev1.ConfigMap](f, kinformer.Namespaces{Selector: "kinformer.test/tenant=" + tenant}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	var events atomic.Int64
+	count := func(kinformer.Event[*corev1.ConfigMap]) { events.Add(1) }
+	v.AddHandlerFuncs(kinformer.HandlerFuncs[*corev1.ConfigMap]{Added: count, Deleted: count})
+	f.Start()
+	if err := v.WaitForSync(bounded(t, callTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	// Every informer the view holds, sampled while the namespaces flip.
+	var mu sync.Mutex
+	var seen []weak.Pointer[kinformer.Informer[*corev1.ConfigMap]]
+	stop := make(chan struct{})
+	var sampler, flippers sync.WaitGroup
+	sampler.Go(func() {
+		for {
+			for _, inf := range v.Informers() {
+				mu.Lock()
+				seen = append(seen, weak.Make(inf))
+				mu.Unlock()
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Duration(rand.IntN(20)) * time.Millisecond):
+			}
+		}
+	})
+	for _, ns := range nss {
+		flippers.Go(func() {
+			for range 15 {
+				testenv.LabelNamespace(t, srv.Config(), ns, "kinformer.test/tenant", tenant)
+				time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
+				testenv.LabelNamespace(t, srv.Config(), ns, "kinformer.test/tenant", "")
+				time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
+			}
+		})
+	}
+	flippers.Wait()
+	close(stop)
+	sampler.Wait()
+	eventually(t, callTimeout, "every namespace to leave", func() bool {
+		return len(v.Informers()) == 0 && len(v.Namespaces()) == 0
+	})
+	if events.Load() == 0 || len(seen) == 0 {
+		t.Fatalf("%d events, %d informers seen: the namespaces never joined", events.Load(), len(seen))
+	}
+	out := time.Now()
+	deadline := out.Add(4 * callTimeout)
+	for {
+		runtime.GC()
+		var alive []*kinformer.Informer[*corev1.ConfigMap]
+		for _, w := range seen {
+			if inf := w.Value(); inf != nil && !slices.Contains(alive, inf) {
+				alive = append(alive, inf)
+			}
+		}
+		if len(alive) == 0 {
+			distinct := map[weak.Pointer[kinformer.Informer[*corev1.ConfigMap]]]bool{}
+			for _, w := range seen {
+				distinct[w] = true
+			}
+			t.Logf("%d informers seen, all freed %v after the last left; %d events", len(distinct), time.Since(out).Round(time.Millisecond), events.Load())
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, inf := range alive {
+				running := "stopped"
+				select {
+				case <-inf.RequestStop():
+				default:
+					running = "running"
+				}
+				t.Logf("informer %p alive, %s, %d objects cached", inf, running, inf.Cache().Len())
+			}
+			t.Fatalf("%d informers that left are not freed; the factory's caches: %+v", len(alive), f.Caches())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
