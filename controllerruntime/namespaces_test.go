@@ -3,10 +3,13 @@ package controllerruntime_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -305,5 +308,84 @@ func TestByObjectNamespacesRunUntilStopped(t *testing.T) {
 	var got corev1.ConfigMap
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "x"}, &got); err != nil {
 		t.Fatalf("Get: %v", err)
+	}
+}
+
+// A namespace flipped in and out of a NamespaceSelector's cache any number
+// of times leaves the heap where one join and leave leave it: the
+// informers of each leave, and their caches, are released and collected.
+func TestSelectorFlippedNamespaceIsFreed(t *testing.T) {
+	cfg, cs, ns := setup(t)
+	const objects, size = 8, 900 << 10
+	for i := range objects {
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("big-", i)},
+			Data:       map[string]string{"v": strings.Repeat(string(rune('a'+i)), size)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	label, tenant := "kinformer.test/kcr-flip", "flip-"+ns
+	c, err := kcr.With(kcr.Options{NamespaceSelector: label + "=" + tenant})(cfg, cache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf, err := c.GetInformer(t.Context(), &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Counts, not objects: the handler keeps nothing alive.
+	var added, deleted atomic.Int64
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { added.Add(1) },
+		DeleteFunc: func(any) { deleted.Add(1) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	runCache(t, c)
+	flip := func(round int) {
+		t.Helper()
+		testenv.LabelNamespace(t, cfg, ns, label, tenant)
+		waitFor(t, "the namespace's join", func() bool { return added.Load() == int64(objects*round) })
+		testenv.LabelNamespace(t, cfg, ns, label, "")
+		waitFor(t, "the namespace's leave", func() bool {
+			return deleted.Load() == int64(objects*round) && len(kcr.Namespaces(c)) == 0
+		})
+	}
+	heap := func() int64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	// The leave's informers are released once its handlers are done:
+	// wait (with a collection each time) until the heap is back under
+	// limit, or fail after two minutes (a leak never gets there).
+	settles := func(limit int64) int64 {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			h := heap()
+			if h <= limit || time.Now().After(deadline) {
+				return h
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	before := heap()
+	flip(1)
+	if h := settles(before + objects*size/2); h > before+objects*size/2 {
+		t.Fatalf("the heap grew %.1f MB over one join and leave of a namespace of %.1f MB", float64(h-before)/1e6, float64(objects*size)/1e6)
+	}
+	once := heap()
+	const flips = 8
+	for round := 2; round <= flips+1; round++ {
+		flip(round)
+	}
+	after := settles(once + objects*size/2)
+	t.Logf("heap after one join and leave %.1f MB, after %d more %.1f MB (a namespace holds %.1f MB of data)",
+		float64(once)/1e6, flips, float64(after)/1e6, float64(objects*size)/1e6)
+	if growth := after - once; growth > objects*size/2 {
+		t.Fatalf("the heap grew %.1f MB over %d flips of a namespace of %.1f MB", float64(growth)/1e6, flips, float64(objects*size)/1e6)
 	}
 }
