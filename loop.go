@@ -22,6 +22,7 @@ import (
 	"github.com/kinformer/kinformer/internal/liveness"
 	"github.com/kinformer/kinformer/internal/persist"
 	"github.com/kinformer/kinformer/internal/status"
+	"github.com/kinformer/kinformer/internal/upprobe"
 )
 
 // loop is an informer's watch loop and its state: only the goroutine of
@@ -63,8 +64,8 @@ type loop[T Object] struct {
 	cutsSince time.Time
 	flaps     bool
 	// up and upKey: the probe of whether the server serves again, while it
-	// cannot be reached (awaitUp); nil if the client's cannot be reached.
-	up    upProbe
+	// cannot be reached (upprobe.Await); nil if the client's cannot be reached.
+	up    upprobe.Probe
 	upKey string
 
 	st  state // kept between runs: what was learnt about the server
@@ -119,7 +120,7 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src describe.Sourc
 	if o.ProbeAfter > 0 {
 		l.liveness = src.Prober()
 	}
-	l.up, l.upKey = upTarget(src)
+	l.up, l.upKey = upprobe.Target(src.REST, src.HTTP)
 	if !o.DisableDirectDecoding {
 		l.newDirect = func(dc direct.Decoding) *direct.Watcher {
 			return direct.New[T](src, l.opts.objectType(), dc, IsPersistent)

@@ -4,17 +4,14 @@ import (
 	"context"
 	"errors"
 	"io"
-	"math/rand/v2"
 	"net"
-	"net/http"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/kinformer/kinformer/internal/backoff"
-	"github.com/kinformer/kinformer/internal/describe"
+	"github.com/kinformer/kinformer/internal/upprobe"
 )
 
 // Recovery: how long the loop waits after a failure depends on what
@@ -22,7 +19,7 @@ import (
 // loads the server; but while the server or the way to it is down, a
 // connection refused costs it nothing, and the informer finds out that
 // it is back by a probe that the server's priority and fairness does not
-// queue (awaitUp), resuming within about a second of its return; while it
+// queue (internal/upprobe), resuming within about a second of its return; while it
 // refuses this client (401, 403), the wait is capped at refusedCap, so
 // that a permission restored is noticed within seconds; and a server that
 // says when to come back (Retry-After on 429 or 503) is not asked
@@ -112,14 +109,6 @@ const (
 	refusedCap = 4 * time.Second
 	// maxRetryAfter bounds what a Retry-After may make the loop wait.
 	maxRetryAfter = 2 * time.Minute
-	// upEvery is how often a process probes a server it cannot reach,
-	// once for all its informers of that server (jittered by a fifth).
-	upEvery = 500 * time.Millisecond
-	// upSpread is the window over which the informers waiting for a
-	// server spread their first requests once it answers.
-	upSpread = time.Second
-	// upTimeout bounds one probe.
-	upTimeout = 2 * time.Second
 )
 
 // waitFor returns how long to wait after a failure with err, given d, the
@@ -136,148 +125,10 @@ func waitFor(err error, d time.Duration, rnd float64) time.Duration {
 	return d
 }
 
-// upProbe asks whether a server serves: any answer but a 5xx (a server
-// still starting answers /readyz with 500). It returns once ctx ends.
-type upProbe func(ctx context.Context) (ready bool)
-
-// upTarget returns the readiness probe of lw's server, and the key that
-// the informers of one server share it under; nil if kinformer cannot
-// reach the client (as for describe.Source.Prober).
-func upTarget(src describe.Source) (upProbe, string) {
-	rc, hc := src.REST, src.HTTP
-	if rc == nil {
-		return nil, ""
-	}
-	// /readyz: exempt from the server's queues as /livez is (liveness.ProbePath),
-	// and 200 only once the server serves.
-	url := rc.Get().AbsPath("/readyz").URL().String()
-	return func(ctx context.Context) bool {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return false
-		}
-		resp, err := hc.Do(req) // not through the rate limiter
-		if err != nil {
-			return false
-		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-		resp.Body.Close()
-		return resp.StatusCode < 500
-	}, url
-}
-
-// upWatches are the probes of unreachable servers under way, by key: one
-// per server and process, however many informers wait for it.
-var upWatches = struct {
-	sync.Mutex
-	m map[string]*upWatch
-}{m: map[string]*upWatch{}}
-
-// upWatch probes one server until it serves. back is closed once a probe
-// finds it serving after one that did not (the server came back);
-// reachable if the first probe does (the server was not down: the failure
-// was something else, and the informers wait out their backoff).
-type upWatch struct {
-	back, reachable chan struct{}
-	waiters         int // guarded by upWatches
-	stop            context.CancelFunc
-}
-
-// awaitUp waits up to d after a failure that says the server or the way
-// to it is down, ending early once the server serves again after it did
-// not (then after a random part of upSpread, so that the informers of a
-// process spread their requests), or at once when interrupt delivers:
-// true if it ended early, false after d or when ctx ends.
-func awaitUp(ctx context.Context, probe upProbe, key string, d time.Duration, rnd float64, interrupt <-chan struct{}) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	w := joinUp(probe, key)
-	defer leaveUp(key, w)
-	back, reachable := w.back, w.reachable
-	var early <-chan time.Time // the spread after the server came back
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-			return false
-		case <-interrupt:
-			return true
-		case <-reachable:
-			back, reachable = nil, nil // not down: the backoff stands
-		case <-back:
-			back, reachable = nil, nil
-			s := time.NewTimer(time.Duration(float64(upSpread) * rnd))
-			defer s.Stop()
-			early = s.C
-		case <-early:
-			return true
-		}
-	}
-}
-
-func joinUp(probe upProbe, key string) *upWatch {
-	upWatches.Lock()
-	defer upWatches.Unlock()
-	w := upWatches.m[key]
-	if w == nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		w = &upWatch{back: make(chan struct{}), reachable: make(chan struct{}), stop: cancel}
-		upWatches.m[key] = w
-		go w.run(ctx, probe, key)
-	}
-	w.waiters++
-	return w
-}
-
-// leaveUp ends a waiter's hold on w; the last one stops its probes.
-func leaveUp(key string, w *upWatch) {
-	upWatches.Lock()
-	defer upWatches.Unlock()
-	if w.waiters--; w.waiters == 0 {
-		w.stop()
-		if upWatches.m[key] == w {
-			delete(upWatches.m, key)
-		}
-	}
-}
-
-func (w *upWatch) run(ctx context.Context, probe upProbe, key string) {
-	defer func() {
-		upWatches.Lock()
-		if upWatches.m[key] == w {
-			delete(upWatches.m, key) // done: a later failure probes anew
-		}
-		upWatches.Unlock()
-	}()
-	down := false
-	for ctx.Err() == nil {
-		pctx, cancel := context.WithTimeout(ctx, upTimeout)
-		ready := probe(pctx)
-		cancel()
-		switch {
-		case ready && down:
-			close(w.back)
-			return
-		case ready:
-			close(w.reachable)
-			return
-		}
-		down = true
-		t := time.NewTimer(upEvery - time.Duration(float64(upEvery)*0.2*rand.Float64()))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
-}
-
 // wait waits out the backoff after o, a failed attempt: from the first
 // wait after a live watch's connection was lost (faults seconds apart,
 // each recovered, do not add up), else the grown one as waitFor adjusts
-// it, cut short when a server that was down serves again (awaitUp). A
+// it, cut short when a server that was down serves again (upprobe.Await). A
 // share to give up or take ends it at once. false if ctx ended.
 func (l *loop[T]) wait(ctx context.Context, bo *backoff.State, o outcome) bool {
 	var d time.Duration
@@ -296,7 +147,7 @@ func (l *loop[T]) wait(ctx context.Context, bo *backoff.State, o outcome) bool {
 	l.obs.backoff(d)
 	l.log.Debug("kinformer: backing off", "phase", l.st.phase.String(), "wait", d, "probing", down)
 	if down {
-		if awaitUp(ctx, l.up, l.upKey, d, bo.Rand(), l.shareChanged()) {
+		if upprobe.Await(ctx, l.up, l.upKey, d, bo.Rand(), l.shareChanged()) {
 			l.log.Debug("kinformer: the server serves again: resuming before the backoff's end")
 		}
 		return ctx.Err() == nil
