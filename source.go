@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http/httptrace"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -100,7 +101,35 @@ type directSource struct {
 	r      direct.EventReader
 	raw    rawReader   // r, if it keeps its objects' bytes (direct.Decoding.KeepRaw)
 	unhook func() bool // undoes the close on the request's context
-	alarm  *time.Timer // closes the body at the deadline
+	alarm  *time.Timer // closes the body at the deadline (alarmed.close)
+	// alarmed is what the alarm closes: r until stop, then nothing. A
+	// stopped timer can stay in the runtime's timer heap until its
+	// deadline (a watch's: minutes away) or until the heap is cleaned, and
+	// holds its function meanwhile; through r, that would hold the decoder
+	// and, through what it decodes for, the informer and its whole cache
+	// after the informer has stopped and been let go.
+	alarmed *alarmTarget
+}
+
+// alarmTarget is the reader a deadline closes, until it is cleared.
+type alarmTarget struct {
+	mu sync.Mutex
+	r  interface{ Close() }
+}
+
+func (a *alarmTarget) close() {
+	a.mu.Lock()
+	r := a.r
+	a.mu.Unlock()
+	if r != nil {
+		r.Close()
+	}
+}
+
+func (a *alarmTarget) clear() {
+	a.mu.Lock()
+	a.r = nil
+	a.mu.Unlock()
 }
 
 // rawReader is a protobuf stream that can give the bytes of the object
@@ -110,7 +139,7 @@ type rawReader interface{ RawOf(obj any) []byte }
 // newDirectSource reads r until ctx ends; with keepRaw, each event comes
 // with the bytes its object was decoded from, where r has them.
 func newDirectSource(ctx context.Context, r direct.EventReader, keepRaw bool) *directSource {
-	s := &directSource{r: r, unhook: context.AfterFunc(ctx, r.Close)}
+	s := &directSource{r: r, unhook: context.AfterFunc(ctx, r.Close), alarmed: &alarmTarget{r: r}}
 	if rr, ok := r.(rawReader); ok && keepRaw {
 		s.raw = rr
 	}
@@ -120,7 +149,7 @@ func newDirectSource(ctx context.Context, r direct.EventReader, keepRaw bool) *d
 func (s *directSource) next(ctx context.Context, deadline time.Time) (event, error) {
 	if !deadline.IsZero() {
 		if s.alarm == nil {
-			s.alarm = time.AfterFunc(time.Until(deadline), s.r.Close)
+			s.alarm = time.AfterFunc(time.Until(deadline), s.alarmed.close)
 		} else {
 			s.alarm.Reset(time.Until(deadline))
 		}
@@ -159,6 +188,7 @@ func (s *directSource) stop() {
 	if s.alarm != nil {
 		s.alarm.Stop()
 	}
+	s.alarmed.clear()
 	s.unhook()
 	s.r.Close()
 }

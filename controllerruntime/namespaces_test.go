@@ -312,8 +312,9 @@ func TestByObjectNamespacesRunUntilStopped(t *testing.T) {
 }
 
 // A namespace flipped in and out of a NamespaceSelector's cache any number
-// of times leaves the heap where one join and leave leave it: the
-// informers of each leave, and their caches, are released and collected.
+// of times leaves the heap where one join and leave leave it: what each
+// leave's informers held is let go (the heap says so; a leaked informer
+// whose cache had been emptied would not show here).
 func TestSelectorFlippedNamespaceIsFreed(t *testing.T) {
 	cfg, cs, ns := setup(t)
 	const objects, size = 8, 900 << 10
