@@ -19,11 +19,11 @@ import (
 // loads the server; but while the server or the way to it is down, a
 // connection refused costs it nothing, and the informer finds out that
 // it is back by a probe that the server's priority and fairness does not
-// queue (internal/upprobe), resuming within about a second of its return; while it
-// refuses this client (401, 403), the wait is capped at refusedCap, so
-// that a permission restored is noticed within seconds; and a server that
-// says when to come back (Retry-After on 429 or 503) is not asked
-// sooner.
+// queue (internal/upprobe), resuming within about a second of its
+// return; while it refuses this client (401, 403), the wait is capped at
+// refusedCap, so that a permission restored is noticed within seconds;
+// and a server that says when to come back (Retry-After on 429 or 503)
+// is not asked sooner.
 
 // Failure is what kind of failure an Error event's list or watch met
 // (Event.Failure, FailureOf): the one classification the informer's

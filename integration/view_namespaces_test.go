@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,7 +17,6 @@ import (
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/internal/testenv"
@@ -361,15 +359,6 @@ func TestSharedViewRapidFlipsFreeEveryInformer(t *testing.T) {
 			}
 		}
 	})
-	label := func(ns, value string) error {
-		val := "null"
-		if value != "" {
-			val = strconv.Quote(value)
-		}
-		patch := fmt.Sprintf(`{"metadata":{"labels":{"kinformer.test/tenant":%s}}}`, val)
-		_, err := c.CoreV1().Namespaces().Patch(bounded(t, callTimeout), ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-		return err
-	}
 	for i, ns := range nss {
 		flippers.Go(func() {
 			for j, pause := range pauses[i] {
@@ -377,8 +366,12 @@ func TestSharedViewRapidFlipsFreeEveryInformer(t *testing.T) {
 				if j%2 == 1 {
 					value = ""
 				}
-				if err := label(ns, value); err != nil {
-					t.Errorf("labelling %s: %v", ns, err)
+				// Under a context that outlives the call, as a test's
+				// (bounded) do: their timers kept the runtime from cleaning
+				// its timer heap, which is what showed a stopped watch's
+				// deadline timer holding its informer.
+				if err := testenv.SetNamespaceLabel(bounded(t, callTimeout), srv.Config(), ns, "kinformer.test/tenant", value); err != nil {
+					t.Error(err)
 					return
 				}
 				time.Sleep(pause)

@@ -129,18 +129,27 @@ func NewNamespace(t testing.TB, cfg *rest.Config) string {
 // it if value is "", using cfg (normally an admin config).
 func LabelNamespace(t testing.TB, cfg *rest.Config, ns, key, value string) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := SetNamespaceLabel(ctx, cfg, ns, key, value); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+}
+
+// SetNamespaceLabel is LabelNamespace under ctx, returning its error: for
+// goroutines other than the test's, which must not call t.Fatal.
+func SetNamespaceLabel(ctx context.Context, cfg *rest.Config, ns, key, value string) error {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		t.Fatalf("testenv: %v", err)
+		return err
 	}
 	v := "null"
 	if value != "" {
 		v = strconv.Quote(value)
 	}
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%s:%s}}}`, strconv.Quote(key), v)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	if _, err := client.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("testenv: labelling namespace %s: %v", ns, err)
+		return fmt.Errorf("labelling namespace %s: %w", ns, err)
 	}
+	return nil
 }
