@@ -186,6 +186,29 @@ type Options struct {
 	// change the namespaces by hand. Default: none.
 	NamespaceSelector string
 
+	// IfAllowed holds each namespaced kind only in the namespaces where
+	// the client may list and watch it, as SelfSubjectAccessReviews say
+	// (kinformer's Namespaces.IfAllowed, per kind): a controller granted
+	// Roles in some namespaces, and not the cluster, caches what it may
+	// read instead of failing on the rest. The namespaces are those of
+	// cache.Options.DefaultNamespaces and NamespaceSelector (and the
+	// Namespaces of ByObject), or every namespace if neither is given
+	// (then it needs permission to list and watch namespaces, as
+	// metadata). A kind is reviewed in each namespace when first used
+	// (GetInformer, Get, List, IndexField) and when a namespace joins,
+	// and again every Recheck while the cache runs: a namespace granted
+	// joins the kind (its informers' handlers get OnAdd for its objects),
+	// one revoked leaves it (OnDelete for each, with a
+	// cache.DeletedFinalStateUnknown). Get and List of a kind in a
+	// namespace refused fail as for a namespace the cache does not hold;
+	// a List of all namespaces lists those allowed; WaitForCacheSync
+	// waits for those allowed. Not with DefaultNamespaces[""]. Default:
+	// off.
+	IfAllowed bool
+	// Recheck is how often IfAllowed reviews the permissions again.
+	// Default 1 minute.
+	Recheck time.Duration
+
 	// ByObject projects the cache of some kinds: each kind's informers
 	// keep only the fields named (kinformer's Options.Fields: paths in
 	// JSON names, such as "metadata.labels", "spec.nodeName",
@@ -238,8 +261,9 @@ func NewCache(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
 
 // With returns a cache.NewCacheFunc with kinformer's own options:
 // StateDir, StateKeys, Sharding, Registerer, Logger, DropManagedFields,
-// DetectMutations, Decoded, NamespaceSelector and ByObject (see Options;
-// Compact is deprecated: compressed bytes are the default).
+// DetectMutations, Decoded, NamespaceSelector, IfAllowed, Recheck and
+// ByObject (see Options; Compact is deprecated: compressed bytes are the
+// default).
 //
 //	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 //		NewCache: kcr.With(kcr.Options{StateDir: dir, DropManagedFields: true}),
@@ -270,6 +294,14 @@ func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, er
 			return nil, fmt.Errorf("kcr: Options.NamespaceSelector: %w", errAllNamespaces)
 		}
 	}
+	if ko.IfAllowed {
+		if _, ok := opts.DefaultNamespaces[metav1.NamespaceAll]; ok {
+			return nil, fmt.Errorf("kcr: Options.IfAllowed: %w", errAllNamespaces)
+		}
+		if nsSel == nil && len(opts.DefaultNamespaces) == 0 {
+			nsSel = labels.Everything() // every namespace the client may read
+		}
+	}
 	opts, err := defaultOpts(cfg, opts)
 	if err != nil {
 		return nil, err
@@ -293,6 +325,15 @@ func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, er
 		cfg:             cfg,
 		httpClient:      opts.HTTPClient,
 		newInformer:     opts.NewInformer,
+		recheck:         ko.Recheck,
+	}
+	if ko.IfAllowed {
+		if sh.recheck <= 0 {
+			sh.recheck = time.Minute
+		}
+		if sh.review, err = reviewer(sh); err != nil {
+			return nil, err
+		}
 	}
 	for obj, bo := range ko.ByObject {
 		gvk, err := apiutil.GVKForObject(obj, opts.Scheme)
@@ -371,6 +412,10 @@ type shared struct {
 	// newInformer is cache.Options.NewInformer: when set, informers are
 	// its, over client-go ListWatches, not the factory's.
 	newInformer func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer
+	// review says, with Options.IfAllowed, whether the client may list
+	// and watch a kind in a namespace (multi_allowed.go); nil without.
+	review  func(context.Context, schema.GroupVersionKind, string) (bool, string, error)
+	recheck time.Duration // Options.Recheck
 }
 
 // factoryCache runs the factory, the one owner of its informers' runs,

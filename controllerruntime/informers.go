@@ -321,6 +321,27 @@ func (c *namespaceCache) RemoveInformer(_ context.Context, obj client.Object) er
 	return nil
 }
 
+// removeKind is RemoveInformer for every form of gvk (a kind a namespace
+// may no longer hold, Options.IfAllowed).
+func (c *namespaceCache) removeKind(gvk schema.GroupVersionKind) {
+	c.mu.Lock()
+	var gone []*entry
+	for k, e := range c.entries {
+		if k.gvk == gvk {
+			gone = append(gone, e)
+			delete(c.entries, k)
+		}
+	}
+	c.mu.Unlock()
+	for _, e := range gone {
+		e.gone.Store(true)
+		if e.cancel != nil {
+			e.cancel()
+		}
+		e.release()
+	}
+}
+
 // releaseAll gives back every informer of the cache (a namespace removed
 // from a multi-namespace cache): they say IsStopped, and the factory stops
 // those no other cache holds.

@@ -57,6 +57,14 @@ type multiNamespaceCache struct {
 	// handlers have handled its leave and its informers are released: it
 	// joins again only after.
 	leaving map[string]chan struct{}
+	// With Options.IfAllowed (multi_allowed.go): gated holds the kinds
+	// whose gate is made, allowed the namespaces each may be held in.
+	// kindsLeaving is leaving's for a kind revoked in a namespace.
+	gated        map[schema.GroupVersionKind]bool
+	allowed      map[schema.GroupVersionKind]map[string]bool
+	kindsLeaving map[leavingKind]chan struct{}
+
+	gates gates // the kinds' gates, with their own lock (outside mu)
 }
 
 // fieldIndex is one IndexField call.
@@ -68,7 +76,8 @@ type fieldIndex struct {
 
 func newMultiNamespaceCache(sh *shared, namespaces map[string]cache.Config, global *cache.Config, template cache.Config) *multiNamespaceCache {
 	m := &multiNamespaceCache{sh: sh, byNS: make(map[string]*namespaceCache, len(namespaces)), template: template,
-		informers: map[entryKey]*multiInformer{}, stops: map[string]context.CancelFunc{}}
+		informers: map[entryKey]*multiInformer{}, stops: map[string]context.CancelFunc{},
+		gated: map[schema.GroupVersionKind]bool{}, allowed: map[schema.GroupVersionKind]map[string]bool{}, kindsLeaving: map[leavingKind]chan struct{}{}}
 	for ns, c := range namespaces {
 		m.byNS[ns] = newNamespaceCache(sh, c, ns)
 	}
@@ -141,10 +150,10 @@ func (m *multiNamespaceCache) GetInformer(ctx context.Context, obj client.Object
 // namespace cache, and kept: namespaces added later join it.
 func (m *multiNamespaceCache) informer(k entryKey, example client.Object, get func(*namespaceCache) (cache.Informer, error)) (cache.Informer, error) {
 	// Without m.mu while get waits for a sync (BlockUntilSynced): a
-	// namespace added meanwhile joins the informer if it was kept by then,
-	// else is met below.
+	// namespace added (or allowed) meanwhile joins the informer if it was
+	// kept by then, else is met below.
 	for {
-		byNS := m.caches()
+		byNS := m.allowedCaches(k.gvk)
 		infs := make(map[string]cache.Informer, len(byNS))
 		for name, c := range byNS {
 			inf, err := get(c)
@@ -158,7 +167,11 @@ func (m *multiNamespaceCache) informer(k entryKey, example client.Object, get fu
 			m.mu.Unlock()
 			return mi, nil
 		}
-		if !maps.Equal(byNS, m.byNS) {
+		now := m.byNS
+		if m.ifAllowed() {
+			now = m.allowedLocked(k.gvk)
+		}
+		if !maps.Equal(byNS, now) {
 			m.mu.Unlock()
 			continue // the namespaces changed meanwhile
 		}
@@ -240,6 +253,9 @@ func (m *multiNamespaceCache) Start(ctx context.Context) error {
 	for name, c := range m.byNS {
 		m.startLocked(name, c)
 	}
+	if m.ifAllowed() {
+		m.running.Go(func() { m.recheckGates(runCtx) })
+	}
 	m.mu.Unlock()
 	var err error
 	if m.cluster != nil {
@@ -287,10 +303,14 @@ func (m *multiNamespaceCache) IndexField(ctx context.Context, obj client.Object,
 		}
 		return cc.IndexField(ctx, obj, field, extract)
 	}
+	gvk, err := apiutil.GVKForObject(obj, m.sh.scheme)
+	if err != nil {
+		return err
+	}
 	m.mu.Lock()
 	m.indexes = append(m.indexes, fieldIndex{obj, field, extract})
 	m.mu.Unlock()
-	for _, c := range m.caches() {
+	for _, c := range m.allowedCaches(gvk) {
 		if err := c.IndexField(ctx, obj, field, extract); err != nil {
 			return err
 		}
@@ -322,6 +342,9 @@ func (m *multiNamespaceCache) getKind(ctx context.Context, gvk schema.GroupVersi
 	if !ok {
 		return fmt.Errorf("unable to get: %v because of unknown namespace for the cache", key)
 	}
+	if !m.allowedIn(gvk, key.Namespace) {
+		return fmt.Errorf("unable to get: %v because of unknown namespace for the cache: %w", key, errNotAllowed)
+	}
 	return getKind(ctx, c, gvk, key, obj, opts...)
 }
 
@@ -342,10 +365,20 @@ func (m *multiNamespaceCache) List(ctx context.Context, list client.ObjectList, 
 		}
 		return cc.List(ctx, list, opts...)
 	}
+	var gvk schema.GroupVersionKind
+	if m.ifAllowed() {
+		if gvk, err = apiutil.GVKForObject(list, m.sh.scheme); err != nil {
+			return err
+		}
+		gvk.Kind = trimList(gvk.Kind)
+	}
 	if o.Namespace != metav1.NamespaceAll {
 		c, ok := m.cacheOf(o.Namespace)
 		if !ok {
 			return fmt.Errorf("unable to list: %v because of unknown namespace for the cache", o.Namespace)
+		}
+		if !m.allowedIn(gvk, o.Namespace) {
+			return fmt.Errorf("unable to list: %v because of unknown namespace for the cache: %w", o.Namespace, errNotAllowed)
 		}
 		return c.List(ctx, list, opts...)
 	}
@@ -355,7 +388,7 @@ func (m *multiNamespaceCache) List(ctx context.Context, list client.ObjectList, 
 	}
 	var all []runtime.Object
 	var rv string
-	for _, c := range m.caches() {
+	for _, c := range m.allowedCaches(gvk) {
 		part := list.DeepCopyObject().(client.ObjectList)
 		if err := c.List(ctx, part, &o); err != nil {
 			return err

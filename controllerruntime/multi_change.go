@@ -45,6 +45,14 @@ func (m *multiNamespaceCache) addNamespace(ctx context.Context, namespace string
 		return nil
 	}
 	c := newNamespaceCache(m.sh, m.template, namespace)
+	if m.ifAllowed() {
+		// The kinds join as the gates allow them (candidate, after).
+		m.byNS[namespace] = c
+		if m.ctx != nil {
+			m.startLocked(namespace, c)
+		}
+		return nil
+	}
 	for _, ix := range m.indexes {
 		if err := c.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
 			c.releaseAll()
@@ -139,15 +147,23 @@ func (m *multiNamespaceCache) removeNamespace(namespace string) error {
 	return nil
 }
 
-// setNamespace adds (in) or removes namespace, and says which it did.
+// setNamespace adds (in) or removes namespace, and says which it did;
+// with Options.IfAllowed, the kinds' gates then review it, or let it go.
 func (m *multiNamespaceCache) setNamespace(ctx context.Context, namespace string, in bool) (added, removed bool, err error) {
 	m.mu.RLock()
 	_, had := m.byNS[namespace]
 	m.mu.RUnlock()
 	if in {
-		return !had, false, m.addNamespace(ctx, namespace)
+		err = m.addNamespace(ctx, namespace)
+		added = !had
+	} else {
+		err = m.removeNamespace(namespace)
+		removed = had
 	}
-	return false, had, m.removeNamespace(namespace)
+	if m.ifAllowed() {
+		m.candidate(namespace)
+	}
+	return added, removed, err
 }
 
 // namespaces returns the namespaces of the cache, sorted.

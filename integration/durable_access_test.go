@@ -10,11 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/kinformer/kinformer"
@@ -36,46 +33,7 @@ func grantConfigMaps(t *testing.T, srv *testenv.Server, ns string) (revoke func(
 // once the server applies it; revoke takes that back, once applied.
 func grantResource(t *testing.T, srv *testenv.Server, ns string, gvr schema.GroupVersionResource) (revoke func()) {
 	t.Helper()
-	admin := clientset(t, srv.Config())
-	ctx := bounded(t, callTimeout)
-	name := gvr.Resource + "-reader"
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{gvr.Group}, Resources: []string{gvr.Resource}, Verbs: []string{"get", "list", "watch"}}},
-	}
-	if _, err := admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: testenv.RestrictedUser}},
-	}
-	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(srv.RestrictedConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	restricted := dyn.Resource(gvr).Namespace(ns)
-	eventually(t, 30*time.Second, "the Role to apply", func() bool {
-		_, err := restricted.List(ctx, metav1.ListOptions{Limit: 1})
-		return err == nil
-	})
-	return func() {
-		t.Helper()
-		if err := admin.RbacV1().RoleBindings(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if err := admin.RbacV1().Roles(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, 30*time.Second, "the revocation to apply", func() bool {
-			_, err := restricted.List(ctx, metav1.ListOptions{Limit: 1})
-			return apierrors.IsForbidden(err)
-		})
-	}
+	return srv.Grant(t, ns, gvr)
 }
 
 // restoredEvents are rec's events restored from a state file.

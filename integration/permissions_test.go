@@ -10,9 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/internal/testenv"
@@ -161,22 +160,7 @@ func TestSharedViewIfAllowedFollowsPermissions(t *testing.T) {
 		mustCreate(t, admin, configMap(ns, "cm", nil, "1"))
 	}
 	// The restricted user may watch namespaces (to follow the selector).
-	crName := "kinformer-test-watch-namespaces-" + nsA
-	if _, err := admin.RbacV1().ClusterRoles().Create(bounded(t, callTimeout), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: crName},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.RbacV1().ClusterRoleBindings().Create(bounded(t, callTimeout), &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: crName},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: crName},
-		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: testenv.RestrictedUser}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		defer cancel()
-		_ = admin.RbacV1().ClusterRoleBindings().Delete(ctx, crName, metav1.DeleteOptions{})
-		_ = admin.RbacV1().ClusterRoles().Delete(ctx, crName, metav1.DeleteOptions{})
-	})
+	srv.Grant(t, "", schema.GroupVersionResource{Version: "v1", Resource: "namespaces"})
 	revokeA := grantConfigMaps(t, srv, nsA)
 
 	log := &levelLog{}

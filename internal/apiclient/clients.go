@@ -156,6 +156,12 @@ var selfSubjectAccessReviews = schema.GroupVersionResource{Group: "authorization
 // client may list and watch gvr in namespace. A denial says why, as the
 // server gave it.
 func (c *Clients) MayListAndWatch(ctx context.Context, gvr schema.GroupVersionResource, namespace string) (bool, string, error) {
+	return MayListAndWatch(ctx, c.dyn, gvr, namespace)
+}
+
+// MayListAndWatch is Clients.MayListAndWatch through dyn (the
+// controller-runtime adapter's, which has no Clients).
+func MayListAndWatch(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace string) (bool, string, error) {
 	for _, verb := range []string{"list", "watch"} {
 		review := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "authorization.k8s.io/v1",
@@ -164,7 +170,7 @@ func (c *Clients) MayListAndWatch(ctx context.Context, gvr schema.GroupVersionRe
 				"namespace": namespace, "verb": verb, "group": gvr.Group, "version": gvr.Version, "resource": gvr.Resource,
 			}},
 		}}
-		out, err := c.dyn.Resource(selfSubjectAccessReviews).Create(ctx, review, metav1.CreateOptions{})
+		out, err := dyn.Resource(selfSubjectAccessReviews).Create(ctx, review, metav1.CreateOptions{})
 		if err != nil {
 			return false, "", err
 		}

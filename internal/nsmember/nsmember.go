@@ -37,6 +37,9 @@ type Config struct {
 	Review func(ctx context.Context, namespace string) (bool, string, error)
 	// Recheck is how often Review is asked again. Default 1 minute.
 	Recheck time.Duration
+	// Driven sets have no goroutine of their own: their owner calls
+	// Recheck every Recheck (one goroutine for many sets).
+	Driven bool
 	// Log, Resource and Holder name things in log lines: "the view of
 	// pods", "the cache". Log may be nil.
 	Log      *slog.Logger
@@ -75,7 +78,8 @@ type Set struct {
 }
 
 // New returns an empty Set; with c.Review, it reviews its candidates
-// again every c.Recheck on a goroutine of its own until Close.
+// again every c.Recheck on a goroutine of its own until Close (unless
+// c.Driven).
 func New(c Config) *Set {
 	s := &Set{c: c, named: map[string]bool{}, selected: map[string]bool{}, members: map[string]bool{}, closing: make(chan struct{})}
 	for _, ns := range c.Members {
@@ -89,7 +93,9 @@ func New(c Config) *Set {
 		for _, ns := range c.Members {
 			s.allowed[ns] = true
 		}
-		s.rechecks.Go(s.recheck)
+		if !c.Driven {
+			s.rechecks.Go(s.recheck)
+		}
 	}
 	return s
 }

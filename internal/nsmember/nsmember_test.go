@@ -250,3 +250,39 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A Driven set reviews again only when its owner calls Recheck (one
+// goroutine for many sets: the controller-runtime adapter's gate per
+// kind): no goroutine of its own lets a namespace in or out meanwhile.
+func TestDrivenRechecksOnlyWhenAsked(t *testing.T) {
+	var allowed atomic.Bool
+	review := func(_ context.Context, namespace string) (bool, string, error) {
+		return namespace == "a" && allowed.Load(), "no Role", nil
+	}
+	a := newApplied()
+	s := New(Config{Apply: a.apply, Review: review, Recheck: time.Millisecond, Driven: true})
+	s.Select("a", true)
+	if got := a.now(); len(got) != 0 {
+		t.Fatalf("members %v, want none (refused)", got)
+	}
+	allowed.Store(true)
+	time.Sleep(20 * time.Millisecond) // many Rechecks' worth
+	if got := a.now(); len(got) != 0 {
+		t.Fatalf("members %v before Recheck, want none: a Driven set has no goroutine of its own", got)
+	}
+	s.Recheck()
+	if got := a.now(); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("members %v after Recheck, want [a]", got)
+	}
+	allowed.Store(false)
+	s.Recheck()
+	if got := a.now(); len(got) != 0 {
+		t.Fatalf("members %v after a Recheck that refuses, want none", got)
+	}
+	s.Close(nil)
+	allowed.Store(true)
+	s.Recheck() // a no-op after Close
+	if got := a.now(); len(got) != 0 {
+		t.Fatalf("members %v after Close, want none", got)
+	}
+}

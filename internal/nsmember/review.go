@@ -11,8 +11,8 @@ import (
 // The access reviewer (Config.Review, a view's Namespaces.IfAllowed):
 // whether the client may list and watch the resource in a candidate
 // namespace, asked once cluster-wide and then per namespace, and asked
-// again every Recheck on a goroutine of its own, letting in or out the
-// namespaces whose answer changed.
+// again every Recheck (on a goroutine of its own, or by the owner of a
+// Driven set), letting in or out the namespaces whose answer changed.
 
 // review asks whether the client may list and watch the resource in
 // namespace, and why not; an error is logged, and leaves the answer as it
@@ -38,8 +38,8 @@ func (s *Set) review(namespace string) (bool, string, error) {
 	return ok, why, err
 }
 
-// recheck reviews the candidates' permissions every Recheck until Close,
-// and lets in or out those whose answer changed.
+// recheck reviews the candidates' permissions every Recheck until Close
+// (a Set not Driven).
 func (s *Set) recheck() {
 	t := time.NewTicker(s.c.Recheck)
 	defer t.Stop()
@@ -49,51 +49,63 @@ func (s *Set) recheck() {
 			return
 		case <-t.C:
 		}
-		s.mu.Lock()
-		var candidates []string
-		for ns := range s.named {
+		s.Recheck()
+	}
+}
+
+// Recheck reviews the candidates' permissions now, and lets in or out
+// those whose answer changed: a Driven set's owner calls it every
+// Recheck; a set not Driven does on a goroutine of its own. After Close,
+// a no-op.
+func (s *Set) Recheck() {
+	s.mu.Lock()
+	if s.closed || s.c.Review == nil {
+		s.mu.Unlock()
+		return
+	}
+	var candidates []string
+	for ns := range s.named {
+		candidates = append(candidates, ns)
+	}
+	for ns := range s.selected {
+		if !s.named[ns] {
 			candidates = append(candidates, ns)
 		}
-		for ns := range s.selected {
-			if !s.named[ns] {
-				candidates = append(candidates, ns)
-			}
+	}
+	s.mu.Unlock()
+	type answer struct {
+		ok  bool
+		why string
+	}
+	answers := make(map[string]answer, len(candidates))
+	for _, ns := range candidates {
+		select {
+		case <-s.closing:
+			return
+		default:
 		}
-		s.mu.Unlock()
-		type answer struct {
-			ok  bool
-			why string
+		if ok, why, err := s.review(ns); err == nil {
+			answers[ns] = answer{ok, why}
 		}
-		answers := make(map[string]answer, len(candidates))
-		for _, ns := range candidates {
-			select {
-			case <-s.closing:
-				return
-			default:
-			}
-			if ok, why, err := s.review(ns); err == nil {
-				answers[ns] = answer{ok, why}
-			}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ns, a := range answers {
+		if s.closed {
+			break
 		}
-		s.mu.Lock()
-		for ns, a := range answers {
-			if s.closed {
-				break
-			}
-			prev, known := s.allowed[ns]
-			if !known || prev == a.ok || !(s.named[ns] || s.selected[ns]) {
-				continue // no longer a candidate, or unchanged
-			}
-			s.allowed[ns] = a.ok
-			if a.ok {
-				s.logf(slog.LevelInfo, "kinformer: may now list and watch "+s.c.Resource+" in a namespace: it joins "+s.c.Holder, "namespace", ns)
-			} else {
-				s.logf(slog.LevelInfo, "kinformer: may no longer list and watch "+s.c.Resource+" in a namespace: it leaves "+s.c.Holder, "namespace", ns, "reason", a.why)
-			}
-			if err := s.applyLocked(context.Background(), ns); err != nil {
-				s.logf(slog.LevelError, "kinformer: a namespace now allowed could not join "+s.c.Holder, "namespace", ns, "error", err.Error())
-			}
+		prev, known := s.allowed[ns]
+		if !known || prev == a.ok || !(s.named[ns] || s.selected[ns]) {
+			continue // no longer a candidate, or unchanged
 		}
-		s.mu.Unlock()
+		s.allowed[ns] = a.ok
+		if a.ok {
+			s.logf(slog.LevelInfo, "kinformer: may now list and watch "+s.c.Resource+" in a namespace: it joins "+s.c.Holder, "namespace", ns)
+		} else {
+			s.logf(slog.LevelInfo, "kinformer: may no longer list and watch "+s.c.Resource+" in a namespace: it leaves "+s.c.Holder, "namespace", ns, "reason", a.why)
+		}
+		if err := s.applyLocked(context.Background(), ns); err != nil {
+			s.logf(slog.LevelError, "kinformer: a namespace now allowed could not join "+s.c.Holder, "namespace", ns, "error", err.Error())
+		}
 	}
 }
