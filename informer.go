@@ -328,7 +328,7 @@ func (inf *Informer[T]) AddHandler(fn func(Event[T])) *Registration {
 }
 
 // addListener registers fn; named is the functions it calls, the first
-// of which names the handler (startup.go).
+// of which names the handler (run.go).
 func (inf *Informer[T]) addListener(mask uint8, fn func(Event[T]), named ...func(Event[T])) *Registration {
 	l := newListener(mask, fn, inf.hlog)
 	l.name = handlerName(named)

@@ -120,7 +120,7 @@ func (l *loop[T]) clientPage(ctx context.Context, opts metav1.ListOptions, items
 }
 
 // expect notes, from the first page of the first list, how many objects
-// it will hold in all (startup.go): those of the page and the server's
+// it will hold in all (run.go): those of the page and the server's
 // count of the rest, where it gives one.
 func (l *loop[T]) expect(opts metav1.ListOptions, got int, rest *int64) {
 	if opts.Continue == "" && rest != nil && !l.w.status.Synced.Load() {

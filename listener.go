@@ -102,7 +102,7 @@ type listener[T Object] struct {
 	syncClosed atomic.Bool
 	syncOnce   sync.Once
 
-	// The initial pass (startup.go): name is the handler's function;
+	// The initial pass (run.go): name is the handler's function;
 	// addedAt when it was registered (UnixNano); busy the time spent
 	// inside it until it synced; doneAt when it synced (0: not yet).
 	name         string

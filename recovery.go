@@ -3,11 +3,14 @@ package kinformer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/kinformer/kinformer/internal/backoff"
@@ -256,4 +259,38 @@ func (w *writer[T]) failed(err error, routine bool) {
 	if IsPersistent(err) {
 		w.status.Fail(err)
 	}
+}
+
+// classify adds the informer's sentinel to a server error, keeping the
+// original in the chain so apierrors.IsXxx still works.
+func classify(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrExpired), errors.Is(err, ErrTooLargeResourceVersion):
+		return err
+	case apierrors.IsResourceExpired(err), apierrors.IsGone(err):
+		return fmt.Errorf("%w: %w", ErrExpired, err)
+	case isTooLargeResourceVersion(err):
+		return fmt.Errorf("%w: %w", ErrTooLargeResourceVersion, err)
+	}
+	return err
+}
+
+// needsRelist reports whether an error means the remembered resourceVersion
+// is unusable and only a fresh list can continue.
+func needsRelist(err error) bool {
+	return errors.Is(err, ErrExpired) || errors.Is(err, ErrTooLargeResourceVersion)
+}
+
+// isTooLargeResourceVersion recognises the server's 504 "Too large resource
+// version": by its status cause, or by its message on servers that predate
+// the cause.
+func isTooLargeResourceVersion(err error) bool {
+	if apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+		return true
+	}
+	var st apierrors.APIStatus
+	return apierrors.IsTimeout(err) && errors.As(err, &st) &&
+		strings.Contains(st.Status().Message, "Too large resource version")
 }

@@ -30,7 +30,7 @@ type Status struct {
 	nwait     atomic.Int32           // len(waiters): Advance takes mu only when someone waits
 	// StartedAt and SyncedAt: when the informer first started and first
 	// synced (UnixNano; 0: not yet); Expected, the objects the first list
-	// was said to hold (0: unknown). The root's startup.go reads them.
+	// was said to hold (0: unknown). The root's run.go reads them.
 	StartedAt, SyncedAt, Expected atomic.Int64
 	// reconnecting: UnixNano since the loop lost its list or watch and
 	// waits to try again (0: it has one, or is getting one without a
