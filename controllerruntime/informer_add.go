@@ -1,6 +1,7 @@
 package controllerruntime
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -30,6 +31,9 @@ func (c *namespaceCache) add(k entryKey, obj runtime.Object) (*entry, bool, erro
 	defer c.mu.Unlock()
 	if e, ok := c.entries[k]; ok {
 		return e, c.started, nil
+	}
+	if c.kinds != nil && !c.kinds[k.gvk] {
+		return nil, c.started, fmt.Errorf("%s in %q because of unknown namespace for the cache: %w", k.gvk.Kind, c.namespace, errNotAllowed)
 	}
 	mapping, err := c.sh.mapper.RESTMapping(k.gvk.GroupKind(), k.gvk.Version)
 	if err != nil {

@@ -42,9 +42,13 @@ type namespaceCache struct {
 	transforms map[entryKey]any
 	started    bool
 	stopped    bool
-	ctx        context.Context // Start's
-	startWait  chan struct{}   // closed by Start
-	wg         sync.WaitGroup  // the informers' runs
+	// kinds, with Options.IfAllowed (a namespace of a multiNamespaceCache),
+	// are the kinds whose informers it may make (multi_allowed.go); nil:
+	// every kind.
+	kinds     map[schema.GroupVersionKind]bool
+	ctx       context.Context // Start's
+	startWait chan struct{}   // closed by Start
+	wg        sync.WaitGroup  // the informers' runs
 }
 
 func newNamespaceCache(sh *shared, c cache.Config, namespace string) *namespaceCache {

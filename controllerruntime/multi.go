@@ -79,7 +79,7 @@ func newMultiNamespaceCache(sh *shared, namespaces map[string]cache.Config, glob
 		informers: map[entryKey]*multiInformer{}, stops: map[string]context.CancelFunc{},
 		gated: map[schema.GroupVersionKind]bool{}, allowed: map[schema.GroupVersionKind]map[string]bool{}, kindsLeaving: map[leavingKind]chan struct{}{}}
 	for ns, c := range namespaces {
-		m.byNS[ns] = newNamespaceCache(sh, c, ns)
+		m.byNS[ns] = m.newNamespaceCache(c, ns)
 	}
 	if global != nil {
 		m.cluster = newNamespaceCache(sh, *global, metav1.NamespaceAll)
@@ -303,14 +303,13 @@ func (m *multiNamespaceCache) IndexField(ctx context.Context, obj client.Object,
 		}
 		return cc.IndexField(ctx, obj, field, extract)
 	}
-	gvk, err := apiutil.GVKForObject(obj, m.sh.scheme)
-	if err != nil {
-		return err
+	if m.ifAllowed() {
+		return m.indexAllowed(ctx, obj, field, extract)
 	}
 	m.mu.Lock()
 	m.indexes = append(m.indexes, fieldIndex{obj, field, extract})
 	m.mu.Unlock()
-	for _, c := range m.allowedCaches(gvk) {
+	for _, c := range m.caches() {
 		if err := c.IndexField(ctx, obj, field, extract); err != nil {
 			return err
 		}

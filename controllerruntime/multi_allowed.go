@@ -7,11 +7,13 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/kinformer/kinformer/internal/apiclient"
@@ -34,6 +36,10 @@ import (
 // Locks, outermost first: the cache's namespaceSet, gatesMu, a gate's,
 // m.mu.
 
+// reviewHook, if set (by tests), is every cache's review instead of
+// SelfSubjectAccessReviews.
+var reviewHook atomic.Pointer[func(context.Context, schema.GroupVersionKind, string) (bool, string, error)]
+
 // gates are the gates of a multiNamespaceCache, one per kind, made on
 // first use.
 type gates struct {
@@ -44,6 +50,9 @@ type gates struct {
 // reviewer returns, for Options.IfAllowed, the review of one kind in one
 // namespace, through a dynamic client of cfg.
 func reviewer(sh *shared) (func(context.Context, schema.GroupVersionKind, string) (bool, string, error), error) {
+	if h := reviewHook.Load(); h != nil {
+		return *h, nil
+	}
 	dyn, err := dynamic.NewForConfigAndClient(sh.cfg, sh.httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("kcr: Options.IfAllowed: %w", err)
@@ -103,17 +112,40 @@ func (m *multiNamespaceCache) gate(gvk schema.GroupVersionKind) {
 	m.mu.Unlock()
 }
 
+// newNamespaceCache returns the cache of one of m's namespaces: with
+// IfAllowed, it makes the informers only of the kinds allowed there.
+func (m *multiNamespaceCache) newNamespaceCache(c cache.Config, namespace string) *namespaceCache {
+	nc := newNamespaceCache(m.sh, c, namespace)
+	if m.ifAllowed() {
+		nc.kinds = map[schema.GroupVersionKind]bool{}
+	}
+	return nc
+}
+
+// allowKind lets c make the informers of gvk, or not.
+func (c *namespaceCache) allowKind(gvk schema.GroupVersionKind, in bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if in {
+		c.kinds[gvk] = true
+	} else {
+		delete(c.kinds, gvk)
+	}
+}
+
 // candidate makes namespace's membership of the cache known to every
 // gate, which reviews it (in) or lets it go: after a namespace is added
-// or removed.
+// or removed (one at a time: the namespaceSet's lock is held). A gate
+// made meanwhile finds the namespaces as they are now.
 func (m *multiNamespaceCache) candidate(namespace string) {
 	m.gates.mu.Lock()
-	defer m.gates.mu.Unlock()
 	m.mu.RLock()
 	_, in := m.byNS[namespace]
 	m.mu.RUnlock()
-	for _, g := range m.gates.byKind {
-		g.Select(namespace, in)
+	sets := slices.Collect(maps.Values(m.gates.byKind))
+	m.gates.mu.Unlock()
+	for _, set := range sets {
+		set.Select(namespace, in)
 	}
 }
 
@@ -126,7 +158,13 @@ func (m *multiNamespaceCache) allowedIn(gvk schema.GroupVersionKind, namespace s
 	m.gate(gvk)
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.allowed[gvk][namespace]
+	return m.heldLocked(gvk, namespace)
+}
+
+// heldLocked reports whether gvk is held in namespace: allowed, and not
+// still leaving it. m.mu must be held.
+func (m *multiNamespaceCache) heldLocked(gvk schema.GroupVersionKind, namespace string) bool {
+	return m.allowed[gvk][namespace] && m.kindsLeaving[leavingKind{gvk, namespace}] == nil
 }
 
 // allowedCaches returns the namespace caches that may hold gvk.
@@ -140,11 +178,12 @@ func (m *multiNamespaceCache) allowedCaches(gvk schema.GroupVersionKind) map[str
 	return m.allowedLocked(gvk)
 }
 
-// allowedLocked is allowedCaches with m.mu held, for a gated cache.
+// allowedLocked is allowedCaches with m.mu held, for a gated cache: the
+// caches that hold gvk.
 func (m *multiNamespaceCache) allowedLocked(gvk schema.GroupVersionKind) map[string]*namespaceCache {
 	out := make(map[string]*namespaceCache, len(m.byNS))
 	for ns, c := range m.byNS {
-		if m.allowed[gvk][ns] {
+		if m.heldLocked(gvk, ns) {
 			out[ns] = c
 		}
 	}
@@ -154,42 +193,34 @@ func (m *multiNamespaceCache) allowedLocked(gvk schema.GroupVersionKind) map[str
 // allow makes gvk held in namespace (in: its indexes added, its informer
 // joining the multiInformers handed out) or not (its handlers told of
 // the leave, after which its informers are released): a gate's Apply,
-// with the gate's lock held.
+// with the gate's lock held. It never waits for handlers: a kind allowed
+// again before its handlers have handled its leave joins once they have.
 func (m *multiNamespaceCache) allow(ctx context.Context, gvk schema.GroupVersionKind, namespace string, in bool) error {
-	lk := leavingKind{gvk, namespace}
-	if in {
-		m.mu.RLock()
-		left := m.kindsLeaving[lk]
-		m.mu.RUnlock()
-		if left != nil {
-			// Back before its leave was handled: after it, so that no
-			// handler gets an object's OnAdd before its OnDelete.
-			select {
-			case <-left:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.allowed[gvk] == nil {
 		m.allowed[gvk] = map[string]bool{}
 	}
 	c := m.byNS[namespace]
+	lk := leavingKind{gvk, namespace}
 	if in {
-		if c != nil {
-			if err := m.holdLocked(ctx, c, gvk, namespace); err != nil {
-				c.removeKind(gvk)
-				return err
-			}
-		}
 		m.allowed[gvk][namespace] = true
+		if c == nil || m.kindsLeaving[lk] != nil {
+			return nil // no namespace cache yet; or joins after its leave
+		}
+		if err := m.holdLocked(ctx, c, gvk, namespace); err != nil {
+			delete(m.allowed[gvk], namespace)
+			return err
+		}
 		return nil
 	}
 	delete(m.allowed[gvk], namespace)
 	if c == nil {
 		return nil
+	}
+	c.allowKind(gvk, false) // from now on, no read makes its informer there
+	if m.kindsLeaving[lk] != nil {
+		return nil // still leaving
 	}
 	if m.ctx == nil || m.stopped {
 		// Not running: no handler runs to be told; let go at once.
@@ -220,10 +251,14 @@ func (m *multiNamespaceCache) allow(ctx context.Context, gvk schema.GroupVersion
 		}
 		c.removeKind(gvk)
 		m.mu.Lock()
-		if m.kindsLeaving[lk] == released {
-			delete(m.kindsLeaving, lk)
+		defer m.mu.Unlock()
+		delete(m.kindsLeaving, lk)
+		if m.allowed[gvk][namespace] && m.byNS[namespace] == c && !m.stopped {
+			// Allowed again while it left: it joins now.
+			if err := m.holdLocked(context.WithoutCancel(m.ctx), c, gvk, namespace); err != nil {
+				m.sh.log.Error("kinformer: a kind allowed again in a namespace could not join the cache", "kind", gvk.Kind, "namespace", namespace, "error", err.Error())
+			}
 		}
-		m.mu.Unlock()
 	})
 	return nil
 }
@@ -234,9 +269,17 @@ type leavingKind struct {
 	namespace string
 }
 
-// holdLocked adds gvk's indexes to namespace's cache c, and its informer
-// to the multiInformers of gvk handed out. m.mu must be held.
-func (m *multiNamespaceCache) holdLocked(ctx context.Context, c *namespaceCache, gvk schema.GroupVersionKind, namespace string) error {
+// holdLocked lets namespace's cache c make gvk's informers, adds gvk's
+// indexes to it, and its informer to the multiInformers of gvk handed
+// out; on an error, undoes that. m.mu must be held.
+func (m *multiNamespaceCache) holdLocked(ctx context.Context, c *namespaceCache, gvk schema.GroupVersionKind, namespace string) (err error) {
+	c.allowKind(gvk, true)
+	defer func() {
+		if err != nil {
+			c.allowKind(gvk, false)
+			c.removeKind(gvk)
+		}
+	}()
 	for _, ix := range m.indexes {
 		if k, err := apiutil.GVKForObject(ix.obj, m.sh.scheme); err != nil || k != gvk {
 			continue
@@ -265,6 +308,27 @@ func (m *multiNamespaceCache) holdLocked(ctx context.Context, c *namespaceCache,
 	return nil
 }
 
+// indexAllowed is IndexField for a cache with IfAllowed: the index is
+// added to the namespaces allowed the kind now, and kept for those
+// allowed later, at once (m.mu held: a namespace allowed meanwhile gets
+// it from one or the other, never both).
+func (m *multiNamespaceCache) indexAllowed(ctx context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
+	gvk, err := apiutil.GVKForObject(obj, m.sh.scheme)
+	if err != nil {
+		return err
+	}
+	m.gate(gvk)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.indexes = append(m.indexes, fieldIndex{obj, field, extract})
+	for _, c := range m.allowedLocked(gvk) { // not those leaving: they join again with m.indexes
+		if err := c.IndexField(ctx, obj, field, extract); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // recheckGates reviews every gate again each Options.Recheck until ctx
 // ends, then closes them: Start's, for a cache with Options.IfAllowed.
 func (m *multiNamespaceCache) recheckGates(ctx context.Context) {
@@ -286,7 +350,7 @@ func (m *multiNamespaceCache) recheckGates(ctx context.Context) {
 		sets := slices.Collect(maps.Values(m.gates.byKind))
 		m.gates.mu.Unlock()
 		for _, set := range sets {
-			set.Recheck()
+			set.Recheck(ctx)
 		}
 	}
 }

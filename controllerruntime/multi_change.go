@@ -44,7 +44,7 @@ func (m *multiNamespaceCache) addNamespace(ctx context.Context, namespace string
 	if _, ok := m.byNS[namespace]; ok {
 		return nil
 	}
-	c := newNamespaceCache(m.sh, m.template, namespace)
+	c := m.newNamespaceCache(m.template, namespace)
 	if m.ifAllowed() {
 		// The kinds join as the gates allow them (candidate, after).
 		m.byNS[namespace] = c

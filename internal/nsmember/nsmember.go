@@ -74,6 +74,8 @@ type Set struct {
 	everywhereUntil time.Time
 
 	closing  chan struct{}
+	life     context.Context // ends with Close: the reviews in flight stop
+	end      context.CancelFunc
 	rechecks sync.WaitGroup
 }
 
@@ -82,6 +84,7 @@ type Set struct {
 // c.Driven).
 func New(c Config) *Set {
 	s := &Set{c: c, named: map[string]bool{}, selected: map[string]bool{}, members: map[string]bool{}, closing: make(chan struct{})}
+	s.life, s.end = context.WithCancel(context.Background())
 	for _, ns := range c.Members {
 		s.named[ns], s.members[ns] = true, true
 	}
@@ -196,7 +199,7 @@ func (s *Set) Select(namespace string, in bool) {
 	} else {
 		delete(s.selected, namespace)
 	}
-	if err := s.applyLocked(context.Background(), namespace); err != nil {
+	if err := s.applyLocked(s.life, namespace); err != nil {
 		s.logf(slog.LevelError, "kinformer: a namespace selected for "+s.c.Holder+" could not join it", "namespace", namespace, "error", err.Error())
 	}
 }
@@ -229,6 +232,7 @@ func (s *Set) Close(last func()) bool {
 	}
 	s.closed = true
 	close(s.closing)
+	s.end()
 	if last != nil {
 		last()
 	}
@@ -245,7 +249,7 @@ func (s *Set) applyLocked(ctx context.Context, namespace string) error {
 		if !want {
 			delete(s.allowed, namespace)
 		} else if _, known := s.allowed[namespace]; !known {
-			ok, why, err := s.review(namespace)
+			ok, why, err := s.review(ctx, namespace)
 			if err == nil && !ok {
 				s.logf(slog.LevelInfo, "kinformer: may not list and watch "+s.c.Resource+" in a namespace: left out of "+s.c.Holder+" until a recheck finds otherwise", "namespace", namespace, "reason", why)
 			}

@@ -270,19 +270,52 @@ func TestDrivenRechecksOnlyWhenAsked(t *testing.T) {
 	if got := a.now(); len(got) != 0 {
 		t.Fatalf("members %v before Recheck, want none: a Driven set has no goroutine of its own", got)
 	}
-	s.Recheck()
+	s.Recheck(context.Background())
 	if got := a.now(); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("members %v after Recheck, want [a]", got)
 	}
 	allowed.Store(false)
-	s.Recheck()
+	s.Recheck(context.Background())
 	if got := a.now(); len(got) != 0 {
 		t.Fatalf("members %v after a Recheck that refuses, want none", got)
 	}
 	s.Close(nil)
 	allowed.Store(true)
-	s.Recheck() // a no-op after Close
+	s.Recheck(context.Background()) // a no-op after Close
 	if got := a.now(); len(got) != 0 {
 		t.Fatalf("members %v after Close, want none", got)
+	}
+}
+
+// A namespace allowed whose Apply failed (the informer could not be
+// made) is applied again at each recheck until it joins, though its
+// review's answer has not changed.
+func TestFailedApplyIsRetriedAtRecheck(t *testing.T) {
+	allow := func(context.Context, string) (bool, string, error) { return true, "", nil }
+	a := newApplied()
+	a.mu.Lock()
+	a.fail["a"] = true
+	a.mu.Unlock()
+	s := New(Config{Apply: a.apply, Review: func(ctx context.Context, ns string) (bool, string, error) {
+		if ns == "" {
+			return false, "", nil // not everywhere: each namespace is reviewed
+		}
+		return allow(ctx, ns)
+	}, Driven: true})
+	defer s.Close(nil)
+	s.Select("a", true)
+	if got := a.now(); len(got) != 0 {
+		t.Fatalf("members %v, want none (Apply failed)", got)
+	}
+	s.Recheck(context.Background())
+	if got := a.now(); len(got) != 0 {
+		t.Fatalf("members %v while Apply still fails", got)
+	}
+	a.mu.Lock()
+	a.fail["a"] = false
+	a.mu.Unlock()
+	s.Recheck(context.Background())
+	if got := a.now(); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("members %v after a recheck with Apply working, want [a]", got)
 	}
 }

@@ -15,10 +15,10 @@ import (
 // Driven set), letting in or out the namespaces whose answer changed.
 
 // review asks whether the client may list and watch the resource in
-// namespace, and why not; an error is logged, and leaves the answer as it
-// was.
-func (s *Set) review(namespace string) (bool, string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+// namespace, and why not, within 30 s or until ctx ends; an error is
+// logged, and leaves the answer as it was.
+func (s *Set) review(ctx context.Context, namespace string) (bool, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	s.revMu.Lock()
 	if time.Now().After(s.everywhereUntil) {
@@ -49,15 +49,15 @@ func (s *Set) recheck() {
 			return
 		case <-t.C:
 		}
-		s.Recheck()
+		s.Recheck(s.life)
 	}
 }
 
-// Recheck reviews the candidates' permissions now, and lets in or out
-// those whose answer changed: a Driven set's owner calls it every
-// Recheck; a set not Driven does on a goroutine of its own. After Close,
-// a no-op.
-func (s *Set) Recheck() {
+// Recheck reviews the candidates' permissions now, until ctx ends, and
+// lets in or out those whose answer changed, and those whose last change
+// failed to apply: a Driven set's owner calls it every Recheck; a set
+// not Driven does on a goroutine of its own. After Close, a no-op.
+func (s *Set) Recheck(ctx context.Context) {
 	s.mu.Lock()
 	if s.closed || s.c.Review == nil {
 		s.mu.Unlock()
@@ -82,9 +82,11 @@ func (s *Set) Recheck() {
 		select {
 		case <-s.closing:
 			return
+		case <-ctx.Done():
+			return
 		default:
 		}
-		if ok, why, err := s.review(ns); err == nil {
+		if ok, why, err := s.review(ctx, ns); err == nil {
 			answers[ns] = answer{ok, why}
 		}
 	}
@@ -94,18 +96,24 @@ func (s *Set) Recheck() {
 		if s.closed {
 			break
 		}
-		prev, known := s.allowed[ns]
-		if !known || prev == a.ok || !(s.named[ns] || s.selected[ns]) {
-			continue // no longer a candidate, or unchanged
+		if !(s.named[ns] || s.selected[ns]) {
+			continue // no longer a candidate
 		}
+		prev, known := s.allowed[ns]
 		s.allowed[ns] = a.ok
-		if a.ok {
+		switch {
+		case known && prev != a.ok && a.ok:
 			s.logf(slog.LevelInfo, "kinformer: may now list and watch "+s.c.Resource+" in a namespace: it joins "+s.c.Holder, "namespace", ns)
-		} else {
+		case known && prev != a.ok:
 			s.logf(slog.LevelInfo, "kinformer: may no longer list and watch "+s.c.Resource+" in a namespace: it leaves "+s.c.Holder, "namespace", ns, "reason", a.why)
 		}
-		if err := s.applyLocked(context.Background(), ns); err != nil {
-			s.logf(slog.LevelError, "kinformer: a namespace now allowed could not join "+s.c.Holder, "namespace", ns, "error", err.Error())
+		if s.members[ns] == a.ok {
+			continue // as it should be
+		}
+		// The answer changed, or the change it asked for last time
+		// failed (Apply erred): apply it now.
+		if err := s.applyLocked(s.life, ns); err != nil {
+			s.logf(slog.LevelError, "kinformer: a namespace now allowed could not join "+s.c.Holder+"; tried again at the next recheck", "namespace", ns, "error", err.Error())
 		}
 	}
 }

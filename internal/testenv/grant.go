@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,8 +18,9 @@ import (
 // Grant lets the restricted user (RestrictedConfig) get, list and watch
 // gvr in namespace, or in every namespace if namespace is "" (a
 // ClusterRole), and returns once the server applies it; revoke takes
-// that back, and returns once that is applied. A test's cleanup revokes
-// what it did not.
+// that back, and returns once the user may no longer list gvr there (so
+// not while another grant, or AllowedNamespace, still lets it). A test's
+// cleanup revokes what it did not.
 func (s *Server) Grant(t testing.TB, namespace string, gvr schema.GroupVersionResource) (revoke func()) {
 	t.Helper()
 	admin, err := kubernetes.NewForConfig(s.Config())
@@ -31,12 +33,11 @@ func (s *Server) Grant(t testing.TB, namespace string, gvr schema.GroupVersionRe
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	name := "kinformer-test-" + gvr.Resource + "-reader"
+	name := "kinformer-test-" + gvr.Resource + "-reader-" + utilrand.String(6)
 	rules := []rbacv1.PolicyRule{{APIGroups: []string{gvr.Group}, Resources: []string{gvr.Resource}, Verbs: []string{"get", "list", "watch"}}}
 	subjects := []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: RestrictedUser}}
 	var remove func(context.Context) error
 	if namespace == "" {
-		name += "-" + utilrand.String(6)
 		if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -71,25 +72,24 @@ func (s *Server) Grant(t testing.TB, namespace string, gvr schema.GroupVersionRe
 		return err == nil
 	}
 	await(t, ctx, "the grant of "+gvr.Resource+" to apply", func() bool { return allowed(ctx) })
-	revoked := false
-	revoke = func() {
-		t.Helper()
-		if revoked {
-			return
-		}
-		revoked = true
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := remove(ctx); err != nil && !apierrors.IsNotFound(err) {
-			t.Fatal(err)
-		}
-		await(t, ctx, "the revocation of "+gvr.Resource+" to apply", func() bool {
-			_, err := restricted.List(ctx, metav1.ListOptions{Limit: 1})
-			return apierrors.IsForbidden(err)
-		})
-	}
+	var once sync.Once
+	revoke = func() { once.Do(func() { undo(t, remove, restricted, gvr) }) }
 	t.Cleanup(revoke)
 	return revoke
+}
+
+// undo is a grant's revoke.
+func undo(t testing.TB, remove func(context.Context) error, restricted dynamic.ResourceInterface, gvr schema.GroupVersionResource) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := remove(ctx); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	await(t, ctx, "the revocation of "+gvr.Resource+" to apply", func() bool {
+		_, err := restricted.List(ctx, metav1.ListOptions{Limit: 1})
+		return apierrors.IsForbidden(err)
+	})
 }
 
 // await polls cond until it holds, or fails t once ctx ends.
