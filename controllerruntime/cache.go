@@ -202,8 +202,11 @@ type Options struct {
 	// cache.DeletedFinalStateUnknown). Get and List of a kind in a
 	// namespace refused fail as for a namespace the cache does not hold;
 	// a List of all namespaces lists those allowed; WaitForCacheSync
-	// waits for those allowed. Not with DefaultNamespaces[""]. Default:
-	// off.
+	// waits for those allowed. A review costs two SelfSubjectAccessReviews
+	// (list, watch) per kind and namespace, each Recheck, unless the
+	// client may list and watch the kind everywhere (then one per kind):
+	// with many namespaces, choose Recheck accordingly. Not with
+	// DefaultNamespaces[""]. Default: off.
 	IfAllowed bool
 	// Recheck is how often IfAllowed reviews the permissions again.
 	// Default 1 minute.
