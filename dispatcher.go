@@ -58,15 +58,14 @@ func (d *dispatcher[T]) add(l *listener[T], c *Cache[T], rv func() string, isSyn
 	if l.wants(Added) {
 		at := rv()
 		now := time.Now().UnixNano()
-		l.appendLocked(now, func(put func(queued[T])) {
+		l.enqueue(now, func(put func(queued[T])) {
 			c.s.Each(func(key string, r store.Ref[T]) {
 				put(entryOf(c, Event[T]{Type: Added, Key: key, ResourceVersion: at, Cause: CauseReplay}, r, store.Ref[T]{}, now))
 			})
 		})
 	}
 	if synced {
-		l.syncMark.Store(l.pushed)
-		l.checkSynced()
+		l.markSynced()
 	}
 	if d.listeners == nil {
 		d.listeners = map[*Registration]*listener[T]{}
@@ -92,17 +91,11 @@ func (d *dispatcher[T]) resend(reg *Registration, c *Cache[T], rv func() string)
 	}
 	at := rv()
 	now := time.Now().UnixNano()
-	l.mu.Lock()
-	if l.removed.Load() {
-		l.mu.Unlock()
-		return 0
-	}
-	n := l.appendLocked(now, func(put func(queued[T])) {
+	n := l.enqueue(now, func(put func(queued[T])) {
 		c.s.Each(func(key string, r store.Ref[T]) {
 			put(entryOf(c, Event[T]{Type: Modified, Key: key, ResourceVersion: at, Cause: CauseResend}, r, r, now))
 		})
 	})
-	l.mu.Unlock()
 	if n > 0 {
 		l.signal()
 	}
@@ -128,28 +121,17 @@ func (d *dispatcher[T]) leave(reg *Registration, c *Cache[T], rv func() string, 
 	}
 	if l.leaving {
 		// Leaving already: left is called when that leave ends.
-		l.mu.Lock()
-		l.left = append(l.left, left)
-		l.mu.Unlock()
+		l.alsoOnLeft(left)
 		d.mu.Unlock()
 		return
 	}
-	l.leaving = true
 	at := rv()
 	now := time.Now().UnixNano()
-	l.mu.Lock()
-	if !l.removed.Load() && l.wants(Deleted) {
-		l.appendLocked(now, func(put func(queued[T])) {
-			c.s.Each(func(key string, r store.Ref[T]) {
-				put(entryOf(c, Event[T]{Type: Deleted, Key: key, ResourceVersion: at, Cause: CauseLeave}, r, store.Ref[T]{}, now))
-			})
+	l.startLeave(now, func(put func(queued[T])) {
+		c.s.Each(func(key string, r store.Ref[T]) {
+			put(entryOf(c, Event[T]{Type: Deleted, Key: key, ResourceVersion: at, Cause: CauseLeave}, r, store.Ref[T]{}, now))
 		})
-	}
-	l.leaveMark = l.pushed
-	l.onLeft = func() { d.remove(reg) }
-	l.leavingNow.Store(true)
-	l.left = append(l.left, left)
-	l.mu.Unlock()
+	}, func() { d.remove(reg) }, left)
 	d.mu.Unlock()
 	l.signal()
 	l.checkLeft() // nothing left to handle: gone now
@@ -185,11 +167,7 @@ func (d *dispatcher[T]) remove(reg *Registration) {
 	d.mu.Unlock()
 	if ok {
 		l.remove()
-		l.mu.Lock()
-		left := l.left
-		l.left, l.onLeft = nil, nil
-		l.mu.Unlock()
-		for _, fn := range left {
+		for _, fn := range l.takeLeft() {
 			fn() // removed while leaving: it has left
 		}
 	}
@@ -291,9 +269,7 @@ func (d *dispatcher[T]) marks() map[*listener[T]]int64 {
 	defer d.mu.RUnlock()
 	m := make(map[*listener[T]]int64, len(d.listeners))
 	for _, l := range d.listeners {
-		l.mu.Lock()
-		m[l] = l.pushed
-		l.mu.Unlock()
+		m[l] = l.given()
 	}
 	return m
 }

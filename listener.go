@@ -316,6 +316,59 @@ outer:
 	}
 }
 
+// startLeave makes the listener leave (dispatcher.leave, with the
+// dispatcher's lock held): it is given no new events; fill, if it wants
+// Deleted, queues them (at now) for the objects it held, after which,
+// once it has handled all it was given, remove runs, then left.
+func (l *listener[T]) startLeave(now int64, fill func(put func(queued[T])), remove, left func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.leaving = true
+	if !l.removed.Load() && l.wants(Deleted) {
+		l.appendLocked(now, fill)
+	}
+	l.leaveMark = l.pushed
+	l.onLeft = remove
+	l.leavingNow.Store(true)
+	l.left = append(l.left, left)
+}
+
+// alsoOnLeft adds left to what is called when the leave under way ends.
+func (l *listener[T]) alsoOnLeft(left func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.left = append(l.left, left)
+}
+
+// enqueue queues the events fill puts (at now), unless the listener was
+// removed, and returns how many: the replay of a registration, a resend.
+// The caller signals the listener's goroutine.
+func (l *listener[T]) enqueue(now int64, fill func(put func(queued[T]))) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.removed.Load() {
+		return 0
+	}
+	return l.appendLocked(now, fill)
+}
+
+// takeLeft returns, once the listener is removed, what is to be called
+// for the leave it was in, if any, and forgets it.
+func (l *listener[T]) takeLeft() []func() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	left := l.left
+	l.left, l.onLeft = nil, nil
+	return left
+}
+
+// given returns how many events the listener has been given so far.
+func (l *listener[T]) given() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pushed
+}
+
 // checkLeft removes a leaving listener once it has handled every event
 // queued before it began to leave (dispatcher.leave).
 func (l *listener[T]) checkLeft() {
