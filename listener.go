@@ -1,13 +1,10 @@
 package kinformer
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -460,52 +457,4 @@ func (l *listener[T]) call(e Event[T]) (registered bool) {
 	}()
 	l.fn(e)
 	return true
-}
-
-// curGoroutineID returns the id of the calling goroutine, from the first
-// line of its stack ("goroutine 42 [running]:"). It is read once when a
-// listener's goroutine starts, and by RemoveEventHandler (only while the
-// handler is in a call), Stop, a Start during a stop, and the Factory's
-// stops; never per event.
-//
-// Why an id, when Go discourages telling goroutines apart: to keep two
-// promises at once. To any caller, RemoveEventHandler returns only when
-// the handler is not running, and Stop only when no handler is running; to
-// a handler, it may call either on itself. Take a handler in a call, and a
-// RemoveEventHandler of it (or its informer's Stop) that began meanwhile.
-// If another goroutine called it, it must wait for the call (a controller
-// that removes its handler, then closes the channel the handler sends on,
-// relies on that); if the handler called it, from within that call,
-// waiting is a deadlock. The informer's state is the same in both — one
-// call in progress, one removal or stop begun — so only the caller's
-// identity tells them apart, and a goroutine's id is the only identity Go
-// offers. Each design without it loses one promise:
-//   - a value given to the handler (a context or token in Event, a method
-//     on it): the calls handlers make today, RemoveEventHandler(reg) and
-//     Stop(), carry none, so they would deadlock;
-//   - a removal that never waits, with a separate wait (client-go: its
-//     RemoveEventHandler returns while callbacks may still run, and
-//     ShutDownEventHandler waits but "MUST NOT be called from within the
-//     event handler's own callbacks"): RemoveEventHandler would return
-//     while the handler runs, and the wait would deadlock from a handler;
-//   - Stop that cancels and waits on a channel closed after Run's join:
-//     that is what it does; it still has to choose whether to wait;
-//   - state the listener sets around the call: it is the same for every
-//     caller.
-//
-// A caller is told apart only as a goroutine: a handler that has another
-// goroutine make the call, and waits for that goroutine, deadlocks (that
-// goroutine waits like any other caller). Were the stack's format ever to
-// change, every id would read 0 and every caller would look like a
-// handler: Stop and RemoveEventHandler would stop waiting, never
-// deadlock; TestHandlerGoroutineID says so.
-func curGoroutineID() int64 {
-	var buf [64]byte
-	b := buf[:runtime.Stack(buf[:], false)]
-	b = bytes.TrimPrefix(b, []byte("goroutine "))
-	if i := bytes.IndexByte(b, ' '); i > 0 {
-		b = b[:i]
-	}
-	id, _ := strconv.ParseInt(string(b), 10, 64)
-	return id
 }
