@@ -221,7 +221,7 @@ func (l *loop[T]) anotherHistory(why string) error {
 	err := fmt.Errorf("%w: %s: listing from scratch, diffed against the cache", ErrAnotherHistory, why)
 	l.w.report(err)
 	l.historyNoted = true
-	l.w.fresh = true
+	l.w.listFresh()
 	return err
 }
 
@@ -246,8 +246,7 @@ func (l *loop[T]) listedFrom(rv string) (again bool) {
 		return false
 	}
 	l.anotherHistory(why)
-	l.w.fresh = l.w.blind > 0
-	return l.w.fresh
+	return l.w.listAgainIfBlind()
 }
 
 // below says how the server's resourceVersion now is below the cache's

@@ -14,6 +14,7 @@ import (
 	"github.com/kinformer/kinformer/internal/backoff"
 	"github.com/kinformer/kinformer/internal/direct"
 	"github.com/kinformer/kinformer/internal/mutation"
+	"github.com/kinformer/kinformer/internal/persist"
 	"github.com/kinformer/kinformer/internal/projection"
 	"github.com/kinformer/kinformer/internal/store"
 )
@@ -159,10 +160,11 @@ func (inf *Informer[T]) configuration() *config[T] {
 func (l *loop[T]) configure(c *config[T]) {
 	old := l.opts
 	l.opts = c
-	l.w.transform, l.w.fields = c.Transform, c.fields
+	var state *persist.Persister[T] // the state file named for the projection, if it changed
 	if l.newState != nil && (old == nil || !projection.Equal(old.fields, c.fields)) {
-		l.w.state = l.newState()
+		state = l.newState()
 	}
+	l.w.configure(c.Transform, c.fields, state)
 	l.makeDirect()
 }
 
@@ -240,9 +242,7 @@ func (l *loop[T]) adopt(resyncAt *time.Time) {
 		}
 	}
 	if !widened {
-		if l.w.takes != 0 {
-			l.w.takes = c.gen // a list for a wider projection is under way
-		} else {
+		if !l.w.takeAfterList(c.gen) { // unless a list for a wider projection is under way
 			l.w.status.Take(c.gen)
 		}
 		return
@@ -255,7 +255,7 @@ func (l *loop[T]) adopt(resyncAt *time.Time) {
 	if l.st.phase == phaseWatch || l.st.phase == phaseListJoined {
 		l.obs.relist("reconfigure")
 	}
-	l.w.widened, l.w.fresh, l.w.takes = true, true, c.gen
+	l.w.widen(c.gen)
 	// Whatever the run was restoring or catching up came from the
 	// narrower projection: the list replaces it.
 	l.held, l.target = nil, ""

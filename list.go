@@ -28,9 +28,9 @@ func (l *loop[T]) list(ctx context.Context) outcome {
 		}
 		defer g.leave()
 	}
-	l.w.piping = l.pipes()
+	l.w.pipe(l.pipes())
 	defer func() {
-		l.w.piping = false
+		l.w.pipe(false)
 		l.w.pipeEnd()
 	}()
 	switch {

@@ -145,8 +145,7 @@ func newLoop[T Object, L runtime.Object](lw ListerWatcher[L], src describe.Sourc
 // first runs; the Sharer forgets the maps it shares once found is raised,
 // when the detector has found a mutation (one may be the map changed).
 func (l *loop[T]) detectMutations(hook mutationHook[T], found *atomic.Bool) {
-	l.w.detect = hook
-	l.w.share.Stale = found
+	l.w.detectWith(hook, found)
 }
 
 // run runs the state machine until ctx is done.
@@ -303,7 +302,7 @@ func (l *loop[T]) attempt(ctx context.Context, resyncAt *time.Time) (o outcome) 
 			l.log.Debug("kinformer: could not tell which cluster the server is", "error", err)
 		}
 		rv := l.w.status.ResourceVersion()
-		l.w.blind = 0
+		l.w.listStarts()
 		o = l.list(l.traceCluster(ctx))
 		if o.kind == listed {
 			if l.listedFrom(rv) {

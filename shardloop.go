@@ -412,3 +412,75 @@ func (inf *Informer[T]) ShardStatus() ShardStatus {
 	sub.Close()
 	return ShardStatus{Sharded: true, Total: share.Total, Ranges: "none"}
 }
+
+// The writer's side of a share change: what is outside the share, and
+// the objects a share change drops or adds.
+
+// outsideUID reports whether the object of this UID is outside the share
+// of a sharded informer.
+func (w *writer[T]) outsideUID(uid string) bool {
+	return w.shard != nil && !w.shard.Has(uid)
+}
+
+// reshard makes set the informer's share: cached objects outside it are
+// removed and Deleted (CauseReshard) is queued for each. The state file
+// keeps them: a sharded informer restored from it always re-lists, and
+// drops what is not its share then; a replica that leaves and comes back
+// with the same share starts from its snapshot.
+func (w *writer[T]) reshard(set *slots.Set) (dropped int) {
+	w.shard = set
+	var gone []string
+	w.cache.s.PeekAll(func(key string, r store.Ref[T]) {
+		if w.outsideUID(r.UID()) {
+			gone = append(gone, key)
+		}
+	})
+	if len(gone) == 0 {
+		return 0
+	}
+	w.disp.update(func(p publisher[T]) {
+		rv := w.status.ResourceVersion()
+		for _, key := range gone {
+			if old, existed := w.remove(p, key); existed {
+				w.emit(p, Event[T]{Type: Deleted, Key: key, ResourceVersion: rv, Cause: CauseReshard}, old, store.Ref[T]{})
+			}
+		}
+	})
+	return len(gone)
+}
+
+// merge adds the objects of items that fall in gained (slots that joined
+// the share, listed at the cache's resourceVersion) to the cache, and
+// queues Added (CauseReshard) for each new one, Modified for one cached at
+// another resourceVersion. The resourceVersion stays: the watch resumes
+// from it.
+func (w *writer[T]) merge(items map[string]store.Ref[T], gained *slots.Set) (added int) {
+	w.disp.update(func(p publisher[T]) { added = w.mergeLocked(p, items, gained) })
+	return added
+}
+
+func (w *writer[T]) mergeLocked(p publisher[T], items map[string]store.Ref[T], gained *slots.Set) (added int) {
+	rv := w.status.ResourceVersion()
+	for key, r := range items {
+		if !gained.Has(r.UID()) {
+			continue // a server that does not filter sent the whole collection
+		}
+		old, existed := w.cache.s.Peek(key)
+		if existed && w.cache.s.SameVersion(old, r) {
+			continue
+		}
+		w.put(p, key, r)
+		e := Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: CauseReshard}
+		eOld := store.Ref[T]{}
+		if existed {
+			e.Type, eOld = Modified, old
+		} else {
+			added++
+		}
+		if w.state != nil {
+			w.record(key, r, rv)
+		}
+		w.emit(p, e, r, eOld)
+	}
+	return added
+}

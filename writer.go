@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -80,6 +81,59 @@ func newWriter[T Object](c *Cache[T], s *status.Status, d *dispatcher[T], log *s
 	return &writer[T]{cache: c, status: s, disp: d, log: log, transform: o.Transform,
 		keepManaged: o.KeepManagedFields, share: &intern.Sharer{}, detect: noMutationHook[T]{}}
 }
+
+// What the loop hands the writer: its configuration, and what the next
+// list is to do. The loop sets nothing of the writer's directly.
+
+// configure makes the writer prepare objects with transform and fields
+// (loop.configure), and, if state is not nil, keep that state file.
+func (w *writer[T]) configure(transform func(T) (T, error), fields *projection.Fields, state *persist.Persister[T]) {
+	w.transform, w.fields = transform, fields
+	if state != nil {
+		w.state = state
+	}
+}
+
+// detectWith makes hook the writer's mutation hook; the Sharer forgets
+// the maps it shares once found is raised (loop.detectMutations).
+func (w *writer[T]) detectWith(hook mutationHook[T], found *atomic.Bool) {
+	w.detect = hook
+	w.share.Stale = found
+}
+
+// listFresh makes the next list keep no cached instance (fresh): the
+// server's history is another one.
+func (w *writer[T]) listFresh() { w.fresh = true }
+
+// listAgainIfBlind says, after a list that found another history,
+// whether it kept objects it could not tell by uid (blind): then the
+// next list is fresh, and it says so.
+func (w *writer[T]) listAgainIfBlind() bool {
+	w.fresh = w.blind > 0
+	return w.fresh
+}
+
+// listStarts resets, before a list, the count of the objects it keeps
+// blind.
+func (w *writer[T]) listStarts() { w.blind = 0 }
+
+// widen makes the next list take every object as it comes, for a wider
+// projection, and make configuration gen the informer's (loop.adopt).
+func (w *writer[T]) widen(gen uint64) { w.widened, w.fresh, w.takes = true, true, gen }
+
+// takeAfterList reports whether a list for a wider projection is under
+// way; if so, the configuration it makes the informer's is gen now.
+func (w *writer[T]) takeAfterList(gen uint64) bool {
+	if w.takes == 0 {
+		return false
+	}
+	w.takes = gen
+	return true
+}
+
+// pipe makes the list under way deliver each object as it arrives
+// (on), or ends that (list.go).
+func (w *writer[T]) pipe(on bool) { w.piping = on }
 
 // put stores r (store.Cache.Hold's) under key in the cache, inside an update;
 // the detector compares the object it replaces with its copy, and copies
@@ -424,73 +478,4 @@ func (w *writer[T]) syncedLocked(p publisher[T], first bool) {
 		p.markSynced()
 	}
 	w.status.SetSync(true, nil)
-}
-
-// outsideUID reports whether the object of this UID is outside the share
-// of a sharded informer.
-func (w *writer[T]) outsideUID(uid string) bool {
-	return w.shard != nil && !w.shard.Has(uid)
-}
-
-// reshard makes set the informer's share: cached objects outside it are
-// removed and Deleted (CauseReshard) is queued for each. The state file
-// keeps them: a sharded informer restored from it always re-lists, and
-// drops what is not its share then; a replica that leaves and comes back
-// with the same share starts from its snapshot.
-func (w *writer[T]) reshard(set *slots.Set) (dropped int) {
-	w.shard = set
-	var gone []string
-	w.cache.s.PeekAll(func(key string, r store.Ref[T]) {
-		if w.outsideUID(r.UID()) {
-			gone = append(gone, key)
-		}
-	})
-	if len(gone) == 0 {
-		return 0
-	}
-	w.disp.update(func(p publisher[T]) {
-		rv := w.status.ResourceVersion()
-		for _, key := range gone {
-			if old, existed := w.remove(p, key); existed {
-				w.emit(p, Event[T]{Type: Deleted, Key: key, ResourceVersion: rv, Cause: CauseReshard}, old, store.Ref[T]{})
-			}
-		}
-	})
-	return len(gone)
-}
-
-// merge adds the objects of items that fall in gained (slots that joined
-// the share, listed at the cache's resourceVersion) to the cache, and
-// queues Added (CauseReshard) for each new one, Modified for one cached at
-// another resourceVersion. The resourceVersion stays: the watch resumes
-// from it.
-func (w *writer[T]) merge(items map[string]store.Ref[T], gained *slots.Set) (added int) {
-	w.disp.update(func(p publisher[T]) { added = w.mergeLocked(p, items, gained) })
-	return added
-}
-
-func (w *writer[T]) mergeLocked(p publisher[T], items map[string]store.Ref[T], gained *slots.Set) (added int) {
-	rv := w.status.ResourceVersion()
-	for key, r := range items {
-		if !gained.Has(r.UID()) {
-			continue // a server that does not filter sent the whole collection
-		}
-		old, existed := w.cache.s.Peek(key)
-		if existed && w.cache.s.SameVersion(old, r) {
-			continue
-		}
-		w.put(p, key, r)
-		e := Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: CauseReshard}
-		eOld := store.Ref[T]{}
-		if existed {
-			e.Type, eOld = Modified, old
-		} else {
-			added++
-		}
-		if w.state != nil {
-			w.record(key, r, rv)
-		}
-		w.emit(p, e, r, eOld)
-	}
-	return added
 }
