@@ -222,12 +222,15 @@ func TestIfAllowedRegrantedWhileLeaving(t *testing.T) {
 		}
 	}
 	var refusedA atomic.Bool
+	var allowedA atomic.Int32 // answers allowing nsA
 	restore := kcr.SetReviewHook(func(_ context.Context, gvk schema.GroupVersionKind, ns string) (bool, string, error) {
 		switch {
 		case gvk.Kind != "ConfigMap" || ns == "":
 			return false, "not this kind, nor everywhere", nil
 		case ns == nsA && refusedA.Load():
 			return false, "revoked", nil
+		case ns == nsA:
+			allowedA.Add(1)
 		}
 		return true, "", nil
 	})
@@ -271,10 +274,12 @@ func TestIfAllowedRegrantedWhileLeaving(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the revoked namespace did not leave")
 	}
+	before := allowedA.Load()
 	refusedA.Store(false)
 	added := make(chan error, 1)
 	go func() { added <- kcr.AddNamespace(ctx, c, nsB) }()
-	time.Sleep(100 * time.Millisecond) // several rechecks allow nsA again, while the handler waits
+	// Rechecks allow nsA again while the handler is still on its leave.
+	waitFor(t, "a recheck to allow nsA again", func() bool { return allowedA.Load() > before+1 })
 	if err := c.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "cm"}, &corev1.ConfigMap{}); err == nil {
 		t.Error("Get in the namespace still leaving succeeded; want an unknown namespace until it joins again")
 	}
@@ -302,4 +307,90 @@ func TestIfAllowedRegrantedWhileLeaving(t *testing.T) {
 		t.Fatalf("Get after the join: %v", err)
 	}
 	waitFor(t, nsB+"'s ConfigMap", func() bool { return log.has("add " + nsB + "/cm") })
+}
+
+// A namespace removed while one of its kinds is leaving it (revoked)
+// waits for that leave: the handlers get OnDelete for every object of
+// the kind, and the namespace added back, and allowed, holds the kind
+// again.
+func TestIfAllowedNamespaceRemovedWhileKindLeaves(t *testing.T) {
+	cfg, cs, nsA := setup(t)
+	for _, name := range []string{"cm1", "cm2"} {
+		if _, err := cs.CoreV1().ConfigMaps(nsA).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var refused atomic.Bool
+	restore := kcr.SetReviewHook(func(_ context.Context, gvk schema.GroupVersionKind, ns string) (bool, string, error) {
+		if gvk.Kind != "ConfigMap" || ns == "" || refused.Load() {
+			return false, "refused", nil
+		}
+		return true, "", nil
+	})
+	defer restore()
+	c, err := kcr.With(kcr.Options{IfAllowed: true, Recheck: 20 * time.Millisecond})(cfg, cache.Options{
+		DefaultNamespaces: map[string]cache.Config{nsA: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	inf, err := c.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log handlerLog
+	leaving, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { log.handler().OnAdd(obj, false) },
+		DeleteFunc: func(obj any) {
+			once.Do(func() { close(leaving); <-release })
+			log.handler().OnDelete(obj)
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	runCache(t, c)
+	waitFor(t, "the adds", func() bool { return log.has("add "+nsA+"/cm1", "add "+nsA+"/cm2") })
+	refused.Store(true)
+	select {
+	case <-leaving:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the revoked kind did not leave")
+	}
+	if err := kcr.RemoveNamespace(c, nsA); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	waitFor(t, "OnDelete for both objects of the kind's leave", func() bool {
+		return log.has("delete? "+nsA+"/cm1", "delete? "+nsA+"/cm2")
+	})
+	refused.Store(false)
+	if err := kcr.AddNamespace(ctx, c, nsA); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the namespace back to hold the kind again", func() bool {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		n := 0
+		for _, l := range log.lines {
+			if strings.HasPrefix(l, "add "+nsA+"/") {
+				n++
+			}
+		}
+		return n == 4
+	})
+	if err := c.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "cm1"}, &corev1.ConfigMap{}); err != nil {
+		t.Fatalf("Get after the namespace came back: %v", err)
+	}
+}
+
+// IfAllowed is refused with a ByObject's Namespaces[""] too.
+func TestIfAllowedNotWithByObjectEveryOtherNamespace(t *testing.T) {
+	cfg, _, ns := setup(t)
+	_, err := kcr.With(kcr.Options{IfAllowed: true})(cfg, cache.Options{
+		ByObject: map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{ns: {}, metav1.NamespaceAll: {}}}}})
+	if err == nil || !strings.Contains(err.Error(), "IfAllowed") {
+		t.Fatalf("err = %v, want one naming IfAllowed", err)
+	}
 }

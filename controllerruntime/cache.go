@@ -205,8 +205,10 @@ type Options struct {
 	// waits for those allowed. A review costs two SelfSubjectAccessReviews
 	// (list, watch) per kind and namespace, each Recheck, unless the
 	// client may list and watch the kind everywhere (then one per kind):
-	// with many namespaces, choose Recheck accordingly. Not with
-	// DefaultNamespaces[""]. Default: off.
+	// with many namespaces, choose Recheck accordingly. A kind allowed
+	// again while its handlers still handle its leave joins at the
+	// recheck after. Not with DefaultNamespaces[""] nor a ByObject's
+	// Namespaces[""]. Default: off.
 	IfAllowed bool
 	// Recheck is how often IfAllowed reviews the permissions again.
 	// Default 1 minute.
@@ -300,6 +302,11 @@ func newCache(cfg *rest.Config, opts cache.Options, ko Options) (cache.Cache, er
 	if ko.IfAllowed {
 		if _, ok := opts.DefaultNamespaces[metav1.NamespaceAll]; ok {
 			return nil, fmt.Errorf("kcr: Options.IfAllowed: %w", errAllNamespaces)
+		}
+		for obj, bo := range opts.ByObject {
+			if _, ok := bo.Namespaces[metav1.NamespaceAll]; ok {
+				return nil, fmt.Errorf("kcr: Options.IfAllowed: ByObject[%T].Namespaces[\"\"]: %w", obj, errAllNamespaces)
+			}
 		}
 		if nsSel == nil && len(opts.DefaultNamespaces) == 0 {
 			nsSel = labels.Everything() // every namespace the client may read

@@ -33,8 +33,8 @@ import (
 // objects), one revoked leaves (OnDelete for each, then its informer is
 // released).
 //
-// Locks, outermost first: the cache's namespaceSet, gatesMu, a gate's,
-// m.mu.
+// Locks, outermost first: the cache's namespaceSet, a gate's, m.mu;
+// gatesMu guards the gates' map alone.
 
 // reviewHook, if set (by tests), is every cache's review instead of
 // SelfSubjectAccessReviews.
@@ -43,8 +43,14 @@ var reviewHook atomic.Pointer[func(context.Context, schema.GroupVersionKind, str
 // gates are the gates of a multiNamespaceCache, one per kind, made on
 // first use.
 type gates struct {
-	mu     sync.Mutex // gatesMu: guards byKind; held while candidates change
-	byKind map[schema.GroupVersionKind]*nsmember.Set
+	mu     sync.Mutex // gatesMu: guards byKind
+	byKind map[schema.GroupVersionKind]*kindGate
+}
+
+// kindGate is one kind's gate.
+type kindGate struct {
+	set   *nsmember.Set
+	ready chan struct{} // closed once the namespaces at its making are reviewed
 }
 
 // reviewer returns, for Options.IfAllowed, the review of one kind in one
@@ -79,15 +85,16 @@ func (m *multiNamespaceCache) gate(gvk schema.GroupVersionKind) {
 		return
 	}
 	m.gates.mu.Lock()
-	defer m.gates.mu.Unlock()
-	if _, ok := m.gates.byKind[gvk]; ok {
+	if g, ok := m.gates.byKind[gvk]; ok {
+		m.gates.mu.Unlock()
+		<-g.ready // made by another caller, reviewing
 		return
 	}
 	resource := gvk.Kind
 	if mapping, err := m.sh.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
 		resource = mapping.Resource.GroupResource().String()
 	}
-	set := nsmember.New(nsmember.Config{
+	g := &kindGate{ready: make(chan struct{}), set: nsmember.New(nsmember.Config{
 		Apply: func(ctx context.Context, namespace string, in bool) error {
 			return m.allow(ctx, gvk, namespace, in)
 		},
@@ -99,17 +106,31 @@ func (m *multiNamespaceCache) gate(gvk schema.GroupVersionKind) {
 		Log:      m.sh.log,
 		Resource: resource,
 		Holder:   "the cache",
-	})
+	})}
 	if m.gates.byKind == nil {
-		m.gates.byKind = map[schema.GroupVersionKind]*nsmember.Set{}
+		m.gates.byKind = map[schema.GroupVersionKind]*kindGate{}
 	}
-	m.gates.byKind[gvk] = set
+	m.gates.byKind[gvk] = g
+	m.gates.mu.Unlock()
+	// Reviewed without gatesMu: the first use of another kind, and the
+	// namespaces' changes (candidate), go on meanwhile; SelectNow asks
+	// whether each namespace is the cache's under the gate's lock, so
+	// that a namespace candidate changes meanwhile ends as it is.
 	for _, ns := range m.namespaces() {
-		set.Select(ns, true)
+		g.set.SelectNow(ns, func() bool { return m.has(ns) })
 	}
 	m.mu.Lock()
 	m.gated[gvk] = true
 	m.mu.Unlock()
+	close(g.ready)
+}
+
+// has reports whether namespace is one of the cache's.
+func (m *multiNamespaceCache) has(namespace string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	_, ok := m.byNS[namespace]
+	return ok
 }
 
 // newNamespaceCache returns the cache of one of m's namespaces: with
@@ -135,18 +156,19 @@ func (c *namespaceCache) allowKind(gvk schema.GroupVersionKind, in bool) {
 
 // candidate makes namespace's membership of the cache known to every
 // gate, which reviews it (in) or lets it go: after a namespace is added
-// or removed (one at a time: the namespaceSet's lock is held). A gate
-// made meanwhile finds the namespaces as they are now.
+// or removed. A gate made meanwhile finds the namespaces as they are
+// now.
 func (m *multiNamespaceCache) candidate(namespace string) {
-	m.gates.mu.Lock()
-	m.mu.RLock()
-	_, in := m.byNS[namespace]
-	m.mu.RUnlock()
-	sets := slices.Collect(maps.Values(m.gates.byKind))
-	m.gates.mu.Unlock()
-	for _, set := range sets {
-		set.Select(namespace, in)
+	for _, g := range m.gateList() {
+		g.set.SelectNow(namespace, func() bool { return m.has(namespace) })
 	}
+}
+
+// gateList returns the gates made so far.
+func (m *multiNamespaceCache) gateList() []*kindGate {
+	m.gates.mu.Lock()
+	defer m.gates.mu.Unlock()
+	return slices.Collect(maps.Values(m.gates.byKind))
 }
 
 // allowedIn reports whether gvk may be held in namespace: always, unless
@@ -194,7 +216,8 @@ func (m *multiNamespaceCache) allowedLocked(gvk schema.GroupVersionKind) map[str
 // joining the multiInformers handed out) or not (its handlers told of
 // the leave, after which its informers are released): a gate's Apply,
 // with the gate's lock held. It never waits for handlers: a kind allowed
-// again before its handlers have handled its leave joins once they have.
+// again before its handlers have handled its leave stays out until a
+// recheck after (nsmember.ErrLater).
 func (m *multiNamespaceCache) allow(ctx context.Context, gvk schema.GroupVersionKind, namespace string, in bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -204,14 +227,15 @@ func (m *multiNamespaceCache) allow(ctx context.Context, gvk schema.GroupVersion
 	c := m.byNS[namespace]
 	lk := leavingKind{gvk, namespace}
 	if in {
+		if m.kindsLeaving[lk] != nil {
+			return fmt.Errorf("%s in %s: its handlers are still handling its leave: %w", gvk.Kind, namespace, nsmember.ErrLater)
+		}
+		if c != nil {
+			if err := m.holdLocked(ctx, c, gvk, namespace); err != nil {
+				return err
+			}
+		}
 		m.allowed[gvk][namespace] = true
-		if c == nil || m.kindsLeaving[lk] != nil {
-			return nil // no namespace cache yet; or joins after its leave
-		}
-		if err := m.holdLocked(ctx, c, gvk, namespace); err != nil {
-			delete(m.allowed[gvk], namespace)
-			return err
-		}
 		return nil
 	}
 	delete(m.allowed[gvk], namespace)
@@ -219,9 +243,6 @@ func (m *multiNamespaceCache) allow(ctx context.Context, gvk schema.GroupVersion
 		return nil
 	}
 	c.allowKind(gvk, false) // from now on, no read makes its informer there
-	if m.kindsLeaving[lk] != nil {
-		return nil // still leaving
-	}
 	if m.ctx == nil || m.stopped {
 		// Not running: no handler runs to be told; let go at once.
 		for k, mi := range m.informers {
@@ -251,14 +272,8 @@ func (m *multiNamespaceCache) allow(ctx context.Context, gvk schema.GroupVersion
 		}
 		c.removeKind(gvk)
 		m.mu.Lock()
-		defer m.mu.Unlock()
 		delete(m.kindsLeaving, lk)
-		if m.allowed[gvk][namespace] && m.byNS[namespace] == c && !m.stopped {
-			// Allowed again while it left: it joins now.
-			if err := m.holdLocked(context.WithoutCancel(m.ctx), c, gvk, namespace); err != nil {
-				m.sh.log.Error("kinformer: a kind allowed again in a namespace could not join the cache", "kind", gvk.Kind, "namespace", namespace, "error", err.Error())
-			}
-		}
+		m.mu.Unlock()
 	})
 	return nil
 }
@@ -271,39 +286,44 @@ type leavingKind struct {
 
 // holdLocked lets namespace's cache c make gvk's informers, adds gvk's
 // indexes to it, and its informer to the multiInformers of gvk handed
-// out; on an error, undoes that. m.mu must be held.
-func (m *multiNamespaceCache) holdLocked(ctx context.Context, c *namespaceCache, gvk schema.GroupVersionKind, namespace string) (err error) {
+// out, as addNamespace does for a namespace: every step that can fail
+// before the handlers are added; on an error, undone (handlers told of
+// the leave, as addNamespace's undo). m.mu must be held.
+func (m *multiNamespaceCache) holdLocked(ctx context.Context, c *namespaceCache, gvk schema.GroupVersionKind, namespace string) error {
 	c.allowKind(gvk, true)
-	defer func() {
-		if err != nil {
-			c.allowKind(gvk, false)
-			c.removeKind(gvk)
+	undo := func(err error, joined []*multiInformer) error {
+		for _, d := range joined {
+			d.leave(namespace, m.sh.log)
 		}
-	}()
+		c.allowKind(gvk, false)
+		c.removeKind(gvk)
+		return err
+	}
 	for _, ix := range m.indexes {
 		if k, err := apiutil.GVKForObject(ix.obj, m.sh.scheme); err != nil || k != gvk {
 			continue
 		}
 		if err := c.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
-			return err
+			return undo(err, nil)
 		}
 	}
-	var done []*multiInformer
+	infs := map[*multiInformer]cache.Informer{}
 	for k, mi := range m.informers {
 		if k.gvk != gvk {
 			continue
 		}
 		inf, err := c.GetInformer(ctx, mi.example, cache.BlockUntilSynced(false))
-		if err == nil {
-			err = mi.join(namespace, inf)
-		}
 		if err != nil {
-			for _, d := range done {
-				d.drop(namespace)
-			}
-			return err
+			return undo(err, nil)
 		}
-		done = append(done, mi)
+		infs[mi] = inf
+	}
+	var joined []*multiInformer
+	for mi, inf := range infs {
+		if err := mi.join(namespace, inf); err != nil {
+			return undo(err, joined)
+		}
+		joined = append(joined, mi)
 	}
 	return nil
 }
@@ -337,20 +357,14 @@ func (m *multiNamespaceCache) recheckGates(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			m.gates.mu.Lock()
-			sets := slices.Collect(maps.Values(m.gates.byKind))
-			m.gates.mu.Unlock()
-			for _, set := range sets {
-				set.Close(nil)
+			for _, g := range m.gateList() {
+				g.set.Close(nil)
 			}
 			return
 		case <-t.C:
 		}
-		m.gates.mu.Lock()
-		sets := slices.Collect(maps.Values(m.gates.byKind))
-		m.gates.mu.Unlock()
-		for _, set := range sets {
-			set.Recheck(ctx)
+		for _, g := range m.gateList() {
+			g.set.Recheck(ctx)
 		}
 	}
 }

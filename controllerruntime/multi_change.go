@@ -119,6 +119,11 @@ func (m *multiNamespaceCache) removeNamespace(namespace string) error {
 	for _, mi := range m.informers {
 		left = append(left, mi.leave(namespace, m.sh.log)...)
 	}
+	for lk, ch := range m.kindsLeaving {
+		if lk.namespace == namespace {
+			left = append(left, ch) // a kind revoked there (IfAllowed) ends its leave first
+		}
+	}
 	done := m.ctx.Done()
 	released := make(chan struct{})
 	if m.leaving == nil {

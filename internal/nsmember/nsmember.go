@@ -50,6 +50,12 @@ type Config struct {
 // ErrClosed is returned by Add after Close.
 var ErrClosed = errors.New("closed")
 
+// ErrLater, wrapped in an error of Config.Apply, says the change cannot be
+// made yet (a namespace still leaving): the membership stays as it was,
+// nothing is logged, and a Set with a reviewer applies it again at its
+// next recheck.
+var ErrLater = errors.New("not yet: applied again at the next recheck")
+
 // Set is a changing membership of namespaces.
 type Set struct {
 	c Config
@@ -187,10 +193,18 @@ func (s *Set) SetNamed(ctx context.Context, namespaces []string) error {
 // Select records that the selector matches namespace (in), or no longer
 // does, and changes the membership to follow; an error of Apply is
 // logged (a selected namespace that cannot join stays out until the
-// selector's next change of it).
+// selector's next change of it or, with a reviewer, a recheck).
 func (s *Set) Select(namespace string, in bool) {
+	s.SelectNow(namespace, func() bool { return in })
+}
+
+// SelectNow is Select with in asked under the set's lock: callers that
+// race to select a namespace after a change of what in reads leave the
+// set as the last change says, whatever order they run in.
+func (s *Set) SelectNow(namespace string, inFn func() bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	in := inFn()
 	if s.closed || s.selected[namespace] == in {
 		return
 	}
@@ -199,7 +213,7 @@ func (s *Set) Select(namespace string, in bool) {
 	} else {
 		delete(s.selected, namespace)
 	}
-	if err := s.applyLocked(s.life, namespace); err != nil {
+	if err := s.applyLocked(s.life, namespace); err != nil && !errors.Is(err, ErrLater) {
 		s.logf(slog.LevelError, "kinformer: a namespace selected for "+s.c.Holder+" could not join it", "namespace", namespace, "error", err.Error())
 	}
 }

@@ -1,10 +1,14 @@
 package nsmember
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -317,5 +321,34 @@ func TestFailedApplyIsRetriedAtRecheck(t *testing.T) {
 	s.Recheck(context.Background())
 	if got := a.now(); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("members %v after a recheck with Apply working, want [a]", got)
+	}
+}
+
+// An Apply that says ErrLater keeps the namespace out without an error
+// logged, and the next recheck applies it again.
+func TestErrLaterIsQuietAndRetried(t *testing.T) {
+	var later atomic.Bool
+	later.Store(true)
+	var joined []string
+	apply := func(_ context.Context, ns string, in bool) error {
+		if in && later.Load() {
+			return fmt.Errorf("still leaving: %w", ErrLater)
+		}
+		joined = append(joined, ns)
+		return nil
+	}
+	var logged bytes.Buffer
+	s := New(Config{Apply: apply, Driven: true, Log: slog.New(slog.NewTextHandler(&logged, nil)),
+		Review: func(_ context.Context, ns string) (bool, string, error) { return ns != "", "", nil }})
+	defer s.Close(nil)
+	s.Select("a", true)
+	s.Recheck(context.Background())
+	if len(joined) != 0 || strings.Contains(logged.String(), "level=ERROR") {
+		t.Fatalf("joined %v, log %q: want none, and no error logged", joined, logged.String())
+	}
+	later.Store(false)
+	s.Recheck(context.Background())
+	if !slices.Equal(joined, []string{"a"}) {
+		t.Fatalf("joined %v after a recheck, want [a]", joined)
 	}
 }

@@ -2,6 +2,7 @@ package nsmember
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -112,7 +113,7 @@ func (s *Set) Recheck(ctx context.Context) {
 		}
 		// The answer changed, or the change it asked for last time
 		// failed (Apply erred): apply it now.
-		if err := s.applyLocked(s.life, ns); err != nil {
+		if err := s.applyLocked(s.life, ns); err != nil && !errors.Is(err, ErrLater) {
 			s.logf(slog.LevelError, "kinformer: a namespace now allowed could not join "+s.c.Holder+"; tried again at the next recheck", "namespace", ns, "error", err.Error())
 		}
 	}
