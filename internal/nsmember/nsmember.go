@@ -4,8 +4,10 @@
 // of them the client may list and watch the resource in. kinformer's
 // namespaced views (SharedView, DynamicView) and the controller-runtime
 // adapter's caches (kcr's AddNamespace, NamespaceSelector) both keep their
-// namespaces with a Set; what joining and leaving means (acquiring an
-// informer, starting a namespace cache) is theirs, given as Config.Apply.
+// namespaces with a Set, and kcr's IfAllowed keeps, with one Set per kind
+// whose candidates are the cache's namespaces, where each kind may be
+// held; what joining and leaving means (acquiring an informer, starting a
+// namespace cache, holding a kind there) is theirs, given as Config.Apply.
 package nsmember
 
 import (
