@@ -266,6 +266,8 @@ func TestIfAllowedRegrantedWhileLeaving(t *testing.T) {
 		t.Fatal(err)
 	}
 	runCache(t, c)
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce) // before the cache stops, which waits for the handler
 	waitFor(t, "the first add", func() bool { return log.has("add " + nsA + "/cm") })
 
 	refusedA.Store(true)
@@ -283,7 +285,7 @@ func TestIfAllowedRegrantedWhileLeaving(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "cm"}, &corev1.ConfigMap{}); err == nil {
 		t.Error("Get in the namespace still leaving succeeded; want an unknown namespace until it joins again")
 	}
-	close(release)
+	releaseOnce()
 	select {
 	case err := <-added:
 		if err != nil {
@@ -351,6 +353,8 @@ func TestIfAllowedNamespaceRemovedWhileKindLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	runCache(t, c)
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce) // before the cache stops, which waits for the handler
 	waitFor(t, "the adds", func() bool { return log.has("add "+nsA+"/cm1", "add "+nsA+"/cm2") })
 	refused.Store(true)
 	select {
@@ -361,7 +365,7 @@ func TestIfAllowedNamespaceRemovedWhileKindLeaves(t *testing.T) {
 	if err := kcr.RemoveNamespace(c, nsA); err != nil {
 		t.Fatal(err)
 	}
-	close(release)
+	releaseOnce()
 	waitFor(t, "OnDelete for both objects of the kind's leave", func() bool {
 		return log.has("delete? "+nsA+"/cm1", "delete? "+nsA+"/cm2")
 	})

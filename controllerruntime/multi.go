@@ -60,9 +60,11 @@ type multiNamespaceCache struct {
 	// With Options.IfAllowed (multi_allowed.go): gated holds the kinds
 	// whose gate is made, allowed the namespaces each may be held in.
 	// kindsLeaving is leaving's for a kind revoked in a namespace.
+	// kindGen counts each kind's changes of where it is held.
 	gated        map[schema.GroupVersionKind]bool
 	allowed      map[schema.GroupVersionKind]map[string]bool
 	kindsLeaving map[leavingKind]chan struct{}
+	kindGen      map[schema.GroupVersionKind]uint64
 
 	gates gates // the kinds' gates, with their own lock (outside mu)
 }
@@ -77,7 +79,8 @@ type fieldIndex struct {
 func newMultiNamespaceCache(sh *shared, namespaces map[string]cache.Config, global *cache.Config, template cache.Config) *multiNamespaceCache {
 	m := &multiNamespaceCache{sh: sh, byNS: make(map[string]*namespaceCache, len(namespaces)), template: template,
 		informers: map[entryKey]*multiInformer{}, stops: map[string]context.CancelFunc{},
-		gated: map[schema.GroupVersionKind]bool{}, allowed: map[schema.GroupVersionKind]map[string]bool{}, kindsLeaving: map[leavingKind]chan struct{}{}}
+		gated: map[schema.GroupVersionKind]bool{}, allowed: map[schema.GroupVersionKind]map[string]bool{}, kindsLeaving: map[leavingKind]chan struct{}{},
+		kindGen: map[schema.GroupVersionKind]uint64{}}
 	for ns, c := range namespaces {
 		m.byNS[ns] = m.newNamespaceCache(c, ns)
 	}
@@ -152,11 +155,21 @@ func (m *multiNamespaceCache) informer(k entryKey, example client.Object, get fu
 	// Without m.mu while get waits for a sync (BlockUntilSynced): a
 	// namespace added (or allowed) meanwhile joins the informer if it was
 	// kept by then, else is met below.
+	// With IfAllowed, the kind may also be revoked and allowed again in a
+	// namespace meanwhile (its informer released, a new one made): the
+	// kind's generation (kindGen) says so.
+	if m.ifAllowed() {
+		m.gate(k.gvk)
+	}
+outer:
 	for {
-		byNS := m.allowedCaches(k.gvk)
+		byNS, gen := m.allowedNow(k.gvk)
 		infs := make(map[string]cache.Informer, len(byNS))
 		for name, c := range byNS {
 			inf, err := get(c)
+			if errors.Is(err, errNotAllowed) {
+				continue outer // revoked there meanwhile
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -171,7 +184,7 @@ func (m *multiNamespaceCache) informer(k entryKey, example client.Object, get fu
 		if m.ifAllowed() {
 			now = m.allowedLocked(k.gvk)
 		}
-		if !maps.Equal(byNS, now) {
+		if !maps.Equal(byNS, now) || m.kindGen[k.gvk] != gen {
 			m.mu.Unlock()
 			continue // the namespaces changed meanwhile
 		}

@@ -200,6 +200,17 @@ func (m *multiNamespaceCache) allowedCaches(gvk schema.GroupVersionKind) map[str
 	return m.allowedLocked(gvk)
 }
 
+// allowedNow returns the namespace caches that hold gvk (every one, if
+// the cache has no IfAllowed) and gvk's generation, together.
+func (m *multiNamespaceCache) allowedNow(gvk schema.GroupVersionKind) (map[string]*namespaceCache, uint64) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if !m.ifAllowed() {
+		return maps.Clone(m.byNS), 0
+	}
+	return m.allowedLocked(gvk), m.kindGen[gvk]
+}
+
 // allowedLocked is allowedCaches with m.mu held, for a gated cache: the
 // caches that hold gvk.
 func (m *multiNamespaceCache) allowedLocked(gvk schema.GroupVersionKind) map[string]*namespaceCache {
@@ -226,6 +237,7 @@ func (m *multiNamespaceCache) allow(ctx context.Context, gvk schema.GroupVersion
 	}
 	c := m.byNS[namespace]
 	lk := leavingKind{gvk, namespace}
+	m.kindGen[gvk]++
 	if in {
 		if m.kindsLeaving[lk] != nil {
 			return fmt.Errorf("%s in %s: its handlers are still handling its leave: %w", gvk.Kind, namespace, nsmember.ErrLater)
@@ -243,22 +255,31 @@ func (m *multiNamespaceCache) allow(ctx context.Context, gvk schema.GroupVersion
 		return nil
 	}
 	c.allowKind(gvk, false) // from now on, no read makes its informer there
-	if m.ctx == nil || m.stopped {
-		// Not running: no handler runs to be told; let go at once.
-		for k, mi := range m.informers {
-			if k.gvk == gvk {
-				mi.drop(namespace)
-			}
-		}
-		c.removeKind(gvk)
-		return nil
-	}
 	var left []<-chan struct{}
 	for k, mi := range m.informers {
-		if k.gvk == gvk {
+		if k.gvk != gvk {
+			continue
+		}
+		if m.ctx == nil || m.stopped {
+			mi.drop(namespace) // not running: no handler runs to be told
+		} else {
 			left = append(left, mi.leave(namespace, m.sh.log)...)
 		}
 	}
+	m.letGoLocked(c, gvk, namespace, left)
+	return nil
+}
+
+// letGoLocked releases gvk's informers in namespace's cache c once its
+// handlers have handled what left says (their leave), from a goroutine
+// (m.kindsLeaving holds it meanwhile): never waiting for handlers under
+// m.mu, which must be held. Not running: at once.
+func (m *multiNamespaceCache) letGoLocked(c *namespaceCache, gvk schema.GroupVersionKind, namespace string, left []<-chan struct{}) {
+	if m.ctx == nil || m.stopped {
+		c.removeKind(gvk)
+		return
+	}
+	lk := leavingKind{gvk, namespace}
 	done := m.ctx.Done()
 	released := make(chan struct{})
 	m.kindsLeaving[lk] = released
@@ -272,10 +293,11 @@ func (m *multiNamespaceCache) allow(ctx context.Context, gvk schema.GroupVersion
 		}
 		c.removeKind(gvk)
 		m.mu.Lock()
-		delete(m.kindsLeaving, lk)
+		if m.kindsLeaving[lk] == released {
+			delete(m.kindsLeaving, lk)
+		}
 		m.mu.Unlock()
 	})
-	return nil
 }
 
 // leavingKind is a kind leaving a namespace (multiNamespaceCache.kindsLeaving).
@@ -286,17 +308,19 @@ type leavingKind struct {
 
 // holdLocked lets namespace's cache c make gvk's informers, adds gvk's
 // indexes to it, and its informer to the multiInformers of gvk handed
-// out, as addNamespace does for a namespace: every step that can fail
-// before the handlers are added; on an error, undone (handlers told of
-// the leave, as addNamespace's undo). m.mu must be held.
+// out: every step that can fail before the handlers are added; on an
+// error, undone as a revoke is (the handlers told of the leave, the
+// informers released after it, not under m.mu), and allowed again at a
+// recheck after. m.mu must be held.
 func (m *multiNamespaceCache) holdLocked(ctx context.Context, c *namespaceCache, gvk schema.GroupVersionKind, namespace string) error {
 	c.allowKind(gvk, true)
 	undo := func(err error, joined []*multiInformer) error {
-		for _, d := range joined {
-			d.leave(namespace, m.sh.log)
-		}
 		c.allowKind(gvk, false)
-		c.removeKind(gvk)
+		var left []<-chan struct{}
+		for _, d := range joined {
+			left = append(left, d.leave(namespace, m.sh.log)...)
+		}
+		m.letGoLocked(c, gvk, namespace, left)
 		return err
 	}
 	for _, ix := range m.indexes {

@@ -55,7 +55,8 @@ var ErrClosed = errors.New("closed")
 // ErrLater, wrapped in an error of Config.Apply, says the change cannot be
 // made yet (a namespace still leaving): the membership stays as it was,
 // nothing is logged, and a Set with a reviewer applies it again at its
-// next recheck.
+// next recheck (one without a reviewer never does: it is for reviewed
+// sets).
 var ErrLater = errors.New("not yet: applied again at the next recheck")
 
 // Set is a changing membership of namespaces.
