@@ -285,12 +285,7 @@ func (m *multiNamespaceCache) letGoLocked(c *namespaceCache, gvk schema.GroupVer
 	m.kindsLeaving[lk] = released
 	m.running.Go(func() {
 		defer close(released)
-		for _, ch := range left {
-			select {
-			case <-ch:
-			case <-done: // stopping: no one waits for the handlers
-			}
-		}
+		awaitLeft(left, done)
 		c.removeKind(gvk)
 		m.mu.Lock()
 		if m.kindsLeaving[lk] == released {

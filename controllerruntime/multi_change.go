@@ -132,12 +132,7 @@ func (m *multiNamespaceCache) removeNamespace(namespace string) error {
 	m.leaving[namespace] = released
 	m.running.Go(func() {
 		defer close(released)
-		for _, ch := range left {
-			select {
-			case <-ch:
-			case <-done: // stopping: no one waits for the handlers
-			}
-		}
+		awaitLeft(left, done)
 		if stop != nil {
 			stop()
 		}
@@ -188,4 +183,15 @@ func (m *multiNamespaceCache) startLocked(namespace string, c *namespaceCache) {
 			m.sh.log.Error("kinformer: the cache of a namespace failed", "namespace", namespace, "error", err.Error())
 		}
 	})
+}
+
+// awaitLeft waits until the handlers have handled the leaves left says,
+// or done (the cache stops: no one waits for the handlers).
+func awaitLeft(left []<-chan struct{}, done <-chan struct{}) {
+	for _, ch := range left {
+		select {
+		case <-ch:
+		case <-done:
+		}
+	}
 }
