@@ -69,9 +69,9 @@ func (s kinformerStore) replace(objs []*corev1.ConfigMap) func() {
 	// The informer builds this map while decoding the list (a compact
 	// one packs each object then); build it here untimed, as client-go's
 	// list below.
-	m := make(map[string]store.Ref[*corev1.ConfigMap], len(objs))
+	m := s.c.s.NewItems(len(objs))
 	for _, o := range objs {
-		m[s.c.Key(o)] = s.pack(o)
+		m.Set(s.c.Key(o), s.pack(o))
 	}
 	w, _ := newTestWriter(s.c)
 	return func() { w.replace(m, "1", nil) }
@@ -302,7 +302,7 @@ func BenchmarkWriter(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
-			items := make(map[string]store.Ref[*corev1.ConfigMap], benchObjects)
+			items := w.cache.s.NewItems(benchObjects)
 			for _, o := range gens[i%2] {
 				w.collect(items, arrivalOf(o), prepared)
 			}

@@ -81,7 +81,7 @@ func TestCachePutRemoveReplace(t *testing.T) {
 	x.ResourceVersion = "4"
 	var got []string
 	w, events := newTestWriter(c)
-	items := map[string]store.Ref[*corev1.ConfigMap]{}
+	items := c.s.NewItems(0)
 	for _, o := range []*corev1.ConfigMap{same, x} {
 		w.collect(items, arrivalOf(o), prepared[*corev1.ConfigMap])
 	}

@@ -298,16 +298,16 @@ func (l *loop[T]) cancelOnOffer(ctx context.Context) (context.Context, func()) {
 type mutationHook[T Object] interface {
 	put(emit func(Event[T]), key string, old T, existed bool, obj T)
 	retire(emit func(Event[T]), key string, old T)
-	swap(emit func(Event[T]), old, items map[string]store.Ref[T])
+	swap(emit func(Event[T]), old, items *store.Items[T])
 }
 
 // noMutationHook is the hook of an informer without the detector: nothing
 // is copied or compared.
 type noMutationHook[T Object] struct{}
 
-func (noMutationHook[T]) put(func(Event[T]), string, T, bool, T)                                {}
-func (noMutationHook[T]) retire(func(Event[T]), string, T)                                      {}
-func (noMutationHook[T]) swap(func(Event[T]), map[string]store.Ref[T], map[string]store.Ref[T]) {}
+func (noMutationHook[T]) put(func(Event[T]), string, T, bool, T)                {}
+func (noMutationHook[T]) retire(func(Event[T]), string, T)                      {}
+func (noMutationHook[T]) swap(func(Event[T]), *store.Items[T], *store.Items[T]) {}
 
 // detectorHook is the hook of an informer with the detector: its reports
 // are Error events at the informer's resourceVersion.
@@ -340,6 +340,6 @@ func (h detectorHook[T]) retire(emit func(Event[T]), key string, old T) {
 	h.d.Retire(h.reporter(emit), key, old)
 }
 
-func (h detectorHook[T]) swap(emit func(Event[T]), old, items map[string]store.Ref[T]) {
+func (h detectorHook[T]) swap(emit func(Event[T]), old, items *store.Items[T]) {
 	mutation.Swap(h.d, h.reporter(emit), old, items, store.Ref[T].Object)
 }

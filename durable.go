@@ -344,20 +344,20 @@ func (l *loop[T]) caughtUp() {
 // turned out unusable (reported, set aside): what it gave stays cached,
 // unsynced, for the list that follows to diff against.
 func (w *writer[T]) restore(check func(key string, obj T) error, rv string) (n int, ok bool) {
-	items := map[string]store.Ref[T]{}
+	items := w.cache.s.NewItems(0)
 	ok = w.cache.s.RestoreState(w.state, check, func(key string, r store.Ref[T]) {
 		if w.outsideUID(r.UID()) {
 			w.state.Record(key, r.Object(), true, rv) // another replica's now
 			return
 		}
-		items[key] = r
+		items.Set(key, r)
 		w.disp.update(func(p publisher[T]) {
 			w.put(p, key, r)
 			w.emit(p, Event[T]{Type: Added, Key: key, ResourceVersion: rv, Cause: CauseRestore}, r, store.Ref[T]{})
 		})
 	})
 	if !ok {
-		return len(items), false
+		return items.Len(), false
 	}
 	rewrite := w.cache.s.Refit(items)
 	w.disp.update(func(p publisher[T]) {
@@ -365,14 +365,14 @@ func (w *writer[T]) restore(check func(key string, obj T) error, rv string) (n i
 			// The cache holds them otherwise than the file (compressed
 			// against another dictionary): the file follows.
 			b := w.state.Batch()
-			for key, r := range items {
+			for key, r := range items.All() {
 				w.cache.s.PutState(b, key, r)
 			}
 			b.End(rv)
 		}
 		w.setRV(rv)
 	})
-	return len(items), true
+	return items.Len(), true
 }
 
 // rewriteState makes the state file the cache as it is, for a file that

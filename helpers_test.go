@@ -204,10 +204,10 @@ func newTestWriter[T Object](c *Cache[T]) (w *writer[T], events func() []Event[T
 func plain[T Object](obj T) store.Ref[T] { return store.ObjectRef(obj) }
 
 // plainAll is items as a plain cache holds them.
-func plainAll[T Object](items map[string]T) map[string]store.Ref[T] {
-	out := make(map[string]store.Ref[T], len(items))
+func plainAll[T Object](items map[string]T) *store.Items[T] {
+	out := &store.Items[T]{}
 	for k, obj := range items {
-		out[k] = plain(obj)
+		out.Set(k, plain(obj))
 	}
 	return out
 }

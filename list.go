@@ -46,7 +46,7 @@ func (l *loop[T]) list(ctx context.Context) outcome {
 // request) into a new map, then swaps it into the cache and queues the
 // differences.
 func (l *loop[T]) pagedList(ctx context.Context, limit int64) outcome {
-	items := map[string]store.Ref[T]{}
+	items := l.w.cache.s.NewItems(0)
 	opts := l.listOptions()
 	opts.Limit = limit
 	rv, continued, err := l.listPages(ctx, opts, items)
@@ -69,7 +69,7 @@ func (l *loop[T]) pagedList(ctx context.Context, limit int64) outcome {
 // on a page after the first. The pages after the first carry only the
 // continue token, which holds the resourceVersion (the server refuses
 // both). This is the one paging loop.
-func (l *loop[T]) listPages(ctx context.Context, opts metav1.ListOptions, items map[string]store.Ref[T]) (rv string, continued bool, err error) {
+func (l *loop[T]) listPages(ctx context.Context, opts metav1.ListOptions, items *store.Items[T]) (rv string, continued bool, err error) {
 	page, decoding := l.clientPage, "client"
 	if l.st.direct && l.direct.JSON() {
 		page, decoding = l.directPage, "direct"
@@ -94,7 +94,7 @@ func (l *loop[T]) listPages(ctx context.Context, opts metav1.ListOptions, items 
 }
 
 // clientPage reads one page through the client's List into items.
-func (l *loop[T]) clientPage(ctx context.Context, opts metav1.ListOptions, items map[string]store.Ref[T]) (rv, cont string, err error) {
+func (l *loop[T]) clientPage(ctx context.Context, opts metav1.ListOptions, items *store.Items[T]) (rv, cont string, err error) {
 	list, err := l.listFn(ctx, opts)
 	if err == nil && isNil(list) {
 		err = fmt.Errorf("%w: the client returned no list and no error", ErrUnexpectedObject)
@@ -115,7 +115,7 @@ func (l *loop[T]) clientPage(ctx context.Context, opts metav1.ListOptions, items
 	if err != nil {
 		return "", "", fmt.Errorf("%w: %v", ErrUnexpectedObject, err)
 	}
-	l.expect(opts, len(items), lm.GetRemainingItemCount())
+	l.expect(opts, items.Len(), lm.GetRemainingItemCount())
 	return lm.GetResourceVersion(), lm.GetContinue(), nil
 }
 
@@ -130,7 +130,7 @@ func (l *loop[T]) expect(opts metav1.ListOptions, got int, rest *int64) {
 
 // directPage reads one page in JSON, decoded as it arrives
 // (internal/jsonwatch), into items.
-func (l *loop[T]) directPage(ctx context.Context, opts metav1.ListOptions, items map[string]store.Ref[T]) (rv, cont string, err error) {
+func (l *loop[T]) directPage(ctx context.Context, opts metav1.ListOptions, items *store.Items[T]) (rv, cont string, err error) {
 	prepare := l.w.prepareDecoded
 	if l.direct.SharesObjects() {
 		prepare = prepared[T]
@@ -146,13 +146,13 @@ func (l *loop[T]) directPage(ctx context.Context, opts metav1.ListOptions, items
 		err = fmt.Errorf("%w: %v", ErrUnexpectedObject, g)
 	}
 	if err == nil {
-		l.expect(opts, len(items), lm.RemainingItemCount)
+		l.expect(opts, items.Len(), lm.RemainingItemCount)
 	}
 	return lm.ResourceVersion, lm.Continue, err
 }
 
 // collectItem checks a listed object and prepares it into items.
-func (l *loop[T]) collectItem(items map[string]store.Ref[T], o runtime.Object, prepare prepareFunc[T]) {
+func (l *loop[T]) collectItem(items *store.Items[T], o runtime.Object, prepare prepareFunc[T]) {
 	obj, ok := o.(T)
 	if !ok {
 		l.w.report(fmt.Errorf("list: %w: item of type %T, want %T", ErrUnexpectedObject, o, *new(T)))
@@ -211,7 +211,7 @@ func (l *loop[T]) watchList(ctx context.Context) outcome {
 	}
 	defer s.stop()
 
-	items := map[string]store.Ref[T]{}
+	items := l.w.cache.s.NewItems(0)
 	first := time.Now().Add(watchListStartTimeout)
 	received := false
 	for {
@@ -235,7 +235,7 @@ func (l *loop[T]) watchList(ctx context.Context) outcome {
 			return outcome{kind: listFailed, err: errors.New("list (watch-list): the stream ended before its initial events did")}
 		case c.typ == Error && watchListRefusedBy(err):
 			return outcome{kind: watchListRefused, err: err}
-		case c.typ == Error && len(items) == 0 && pageAfter(err):
+		case c.typ == Error && items.Len() == 0 && pageAfter(err):
 			// An ERROR event for an answer, before any object.
 			return outcome{kind: watchListFailed, err: fmt.Errorf("list (watch-list): %w", err)}
 		case c.endOfList:
@@ -355,10 +355,10 @@ func (w *writer[T]) pipeEnd() {
 // pipeDone ends a pipelined list at rv: the cache holds items already
 // (pipeOne); the state file gets them all (and only them, widened: it held
 // a narrower projection's), and the informer is synced.
-func (w *writer[T]) pipeDone(items map[string]store.Ref[T], rv string, widened bool) {
+func (w *writer[T]) pipeDone(items *store.Items[T], rv string, widened bool) {
 	w.cache.s.Refit(items) // the file gets all of them anyway
 	if h := w.held; h != nil {
-		h.r = items[h.key] // as refit left it
+		h.r, _ = items.Get(h.key) // as refit left it
 	}
 	w.disp.update(func(p publisher[T]) {
 		if w.state != nil {
@@ -366,7 +366,7 @@ func (w *writer[T]) pipeDone(items map[string]store.Ref[T], rv string, widened b
 			if widened {
 				b.Reset() // the file held the narrower objects, or none
 			}
-			for key, r := range items {
+			for key, r := range items.All() {
 				w.cache.s.PutState(b, key, r)
 			}
 			b.End(rv)

@@ -18,8 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-
-	"github.com/kinformer/kinformer/internal/store"
 )
 
 // detecting is an informer over a fake server with the mutation detector
@@ -375,7 +373,7 @@ func TestMutationDetectorOff(t *testing.T) {
 		}
 		w.apply(Modified, arrivalOf(&countedCM{*cm("ns", "0")}), w.prepare)
 		w.apply(Deleted, arrivalOf(&countedCM{*cm("ns", "1")}), w.prepare)
-		items := map[string]store.Ref[*countedCM]{}
+		items := w.cache.s.NewItems(0)
 		for i := range 3 {
 			o := &countedCM{*cm("ns", fmt.Sprint(i))}
 			o.ResourceVersion = "2"

@@ -320,7 +320,7 @@ func (l *loop[T]) listJoined(ctx context.Context) outcome {
 		return outcome{kind: listed} // they left again before being listed
 	}
 	rv := l.w.status.ResourceVersion()
-	items := map[string]store.Ref[T]{}
+	items := l.w.cache.s.NewItems(0)
 	opts := l.listOptions()
 	opts.ShardSelector = gained.Selector()
 	opts.ResourceVersion = rv
@@ -454,14 +454,14 @@ func (w *writer[T]) reshard(set *slots.Set) (dropped int) {
 // queues Added (CauseReshard) for each new one, Modified for one cached at
 // another resourceVersion. The resourceVersion stays: the watch resumes
 // from it.
-func (w *writer[T]) merge(items map[string]store.Ref[T], gained *slots.Set) (added int) {
+func (w *writer[T]) merge(items *store.Items[T], gained *slots.Set) (added int) {
 	w.disp.update(func(p publisher[T]) { added = w.mergeLocked(p, items, gained) })
 	return added
 }
 
-func (w *writer[T]) mergeLocked(p publisher[T], items map[string]store.Ref[T], gained *slots.Set) (added int) {
+func (w *writer[T]) mergeLocked(p publisher[T], items *store.Items[T], gained *slots.Set) (added int) {
 	rv := w.status.ResourceVersion()
-	for key, r := range items {
+	for key, r := range items.All() {
 		if !gained.Has(r.UID()) {
 			continue // a server that does not filter sent the whole collection
 		}

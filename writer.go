@@ -157,7 +157,7 @@ func (w *writer[T]) remove(p publisher[T], key string) (old store.Ref[T], existe
 // swap makes items the cache's content, inside an update; the detector
 // compares the objects replaced or dropped with their copies, and copies
 // the new ones.
-func (w *writer[T]) swap(p publisher[T], items map[string]store.Ref[T]) (old map[string]store.Ref[T], rewrite bool) {
+func (w *writer[T]) swap(p publisher[T], items *store.Items[T]) (old *store.Items[T], rewrite bool) {
 	old, rewrite = w.cache.s.Swap(items)
 	w.detect.swap(p.emit, old, items)
 	return old, rewrite
@@ -277,13 +277,13 @@ func (w *writer[T]) apply(typ EventType, a store.Arrival[T], prepare prepareFunc
 // instance is kept and the new copy is dropped at once, unprepared: a
 // re-list of a mostly unchanged collection then holds one copy of each
 // object, not two. Not on a fresh list (another history).
-func (w *writer[T]) collect(items map[string]store.Ref[T], a store.Arrival[T], prepare prepareFunc[T]) {
+func (w *writer[T]) collect(items *store.Items[T], a store.Arrival[T], prepare prepareFunc[T]) {
 	key, rv, uid := w.cache.s.Identity(a)
 	if w.outsideUID(uid) {
 		return
 	}
 	if old, ok := w.cache.s.Peek(key); ok && !w.fresh && w.cache.s.IsVersion(old, rv) && (old.UID() == "" || old.UID() == uid) {
-		items[key] = old
+		items.Set(key, old)
 		if old.UID() == "" {
 			w.blind++
 		}
@@ -297,7 +297,7 @@ func (w *writer[T]) collect(items map[string]store.Ref[T], a store.Arrival[T], p
 		a.Obj, key = obj, w.cache.s.Key(obj)
 	}
 	if r, ok := w.hold(key, a); ok {
-		items[key] = r
+		items.Set(key, r)
 		if w.piping {
 			w.piped = true
 			w.pipeOne(key, r, rv)
@@ -362,7 +362,7 @@ func (w *writer[T]) applyLocked(p publisher[T], typ EventType, eObj, r store.Ref
 // resourceVersion or uid changed. New objects of the slots in gained (a
 // sharded informer's share grew) are Added with CauseReshard. Readers are held up
 // only by the swap itself, not by the diff or the queueing.
-func (w *writer[T]) replace(items map[string]store.Ref[T], rv string, gained *slots.Set) {
+func (w *writer[T]) replace(items *store.Items[T], rv string, gained *slots.Set) {
 	fresh, widened := w.fresh, w.widened
 	w.fresh, w.widened = false, false
 	if w.piping {
@@ -387,16 +387,16 @@ func (w *writer[T]) replace(items map[string]store.Ref[T], rv string, gained *sl
 		}
 		old, rewrite := w.swap(p, items)
 		w.setRV(rv)
-		for key, o := range old {
-			if _, ok := items[key]; !ok {
+		for key, o := range old.All() {
+			if !items.Has(key) {
 				w.emit(p, Event[T]{Type: Deleted, Key: key, ResourceVersion: rv, Cause: cause}, o, store.Ref[T]{})
 				if batch != nil {
 					batch.Delete(key, o.Object())
 				}
 			}
 		}
-		for key, r := range items {
-			o, existed := old[key]
+		for key, r := range items.All() {
+			o, existed := old.Get(key)
 			switch {
 			case !existed:
 				c := cause
@@ -449,9 +449,9 @@ func (w *writer[T]) gone() (n int) {
 			batch = w.state.Batch()
 			defer batch.End(rv)
 		}
-		old, _ := w.swap(p, map[string]store.Ref[T]{})
-		n = len(old)
-		for key, o := range old {
+		old, _ := w.swap(p, w.cache.s.NewItems(0))
+		n = old.Len()
+		for key, o := range old.All() {
 			w.emit(p, Event[T]{Type: Deleted, Key: key, ResourceVersion: rv, Cause: CauseGone}, o, store.Ref[T]{})
 			if batch != nil {
 				batch.Delete(key, o.Object())

@@ -10,6 +10,7 @@ package mutation
 import (
 	"context"
 	"fmt"
+	"iter"
 	"log/slog"
 	"reflect"
 	"runtime/debug"
@@ -213,18 +214,25 @@ func (d *Detector[T]) Put(emit func(error), key string, old T, existed bool, obj
 	d.track(key, obj)
 }
 
+// Content is a cache's content, refs (R) by key: the root's
+// *store.Items.
+type Content[R any] interface {
+	All() iter.Seq2[string, R]
+	Get(key string) (R, bool)
+}
+
 // Swap follows the writer's swap of the cache's content, old, for items
 // (held as R, whose object obj gives): the objects replaced or dropped are
 // retired, the new ones tracked; an object a re-list kept (the same
 // instance) stays watched.
-func Swap[T runtime.Object, R any](d *Detector[T], emit func(error), old, items map[string]R, obj func(R) T) {
-	for key, o := range old {
-		if n, ok := items[key]; !ok || !sameObject(obj(o), obj(n)) {
+func Swap[T runtime.Object, R any, C Content[R]](d *Detector[T], emit func(error), old, items C, obj func(R) T) {
+	for key, o := range old.All() {
+		if n, ok := items.Get(key); !ok || !sameObject(obj(o), obj(n)) {
 			d.Retire(emit, key, obj(o))
 		}
 	}
-	for key, r := range items {
-		if o, ok := old[key]; !ok || !sameObject(obj(o), obj(r)) {
+	for key, r := range items.All() {
+		if o, ok := old.Get(key); !ok || !sameObject(obj(o), obj(r)) {
 			d.track(key, obj(r))
 		}
 	}

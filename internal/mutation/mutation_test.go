@@ -3,7 +3,9 @@ package mutation
 import (
 	"context"
 	"errors"
+	"iter"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -47,8 +49,8 @@ func TestSwap(t *testing.T) {
 	var got []error
 	b2, c := cm("b", "web"), cm("c", "web")
 	Swap(d, func(err error) { got = append(got, err) },
-		map[string]*corev1.ConfigMap{"ns/a": a, "ns/b": b},
-		map[string]*corev1.ConfigMap{"ns/a": a, "ns/b": b2, "ns/c": c},
+		content{"ns/a": a, "ns/b": b},
+		content{"ns/a": a, "ns/b": b2, "ns/c": c},
 		func(o *corev1.ConfigMap) *corev1.ConfigMap { return o })
 	if len(got) != 1 || !errors.Is(got[0], errMutated) || !strings.Contains(got[0].Error(), "ns/b: ") {
 		t.Fatalf("reports of the swap: %v, want one for ns/b", got)
@@ -105,4 +107,13 @@ func TestCheckPanicUnderTheLock(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the detector's lock is still held after the failed check")
 	}
+}
+
+// content is a map as a Content.
+type content map[string]*corev1.ConfigMap
+
+func (c content) All() iter.Seq2[string, *corev1.ConfigMap] { return maps.All(c) }
+func (c content) Get(key string) (*corev1.ConfigMap, bool) {
+	o, ok := c[key]
+	return o, ok
 }

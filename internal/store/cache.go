@@ -87,7 +87,7 @@ type Cache[T Object] struct {
 	wmu sync.Mutex
 
 	mu      sync.RWMutex                 // guards items, indices and nsCount; held for writing by the writer, and by a reader building the namespace index
-	items   map[string]Ref[T]            // key -> object
+	items   Items[T]                     // key -> object
 	indices map[string]map[string]keySet // index name -> value -> keys; IndexNamespace only once built if lazyNS
 	nsCount map[string]int               // namespace -> objects, if lazyNS
 	nsBuilt atomic.Bool                  // the lazy namespace index is in indices (set under mu; read by the writer without it)
@@ -103,7 +103,7 @@ type keySet map[string]struct{}
 // called again with the object's old state to take it out. The namespace
 // index (IndexNamespace) is always added, unless indexers has one.
 func New[T Object](keyFunc func(T) string, indexers map[string]func(T) []string) *Cache[T] {
-	c := &Cache[T]{keyFunc: keyFunc, defaultKey: keyFunc == nil, items: map[string]Ref[T]{}}
+	c := &Cache[T]{keyFunc: keyFunc, defaultKey: keyFunc == nil}
 	c.setHolding(plainHolding[T]{})
 	if c.defaultKey {
 		c.keyFunc = MetaNamespaceKey[T]
@@ -130,6 +130,7 @@ func New[T Object](keyFunc func(T) string, indexers map[string]func(T) []string)
 // setHolding makes h how the cache holds its objects: before any is put.
 func (c *Cache[T]) setHolding(h holding[T]) {
 	c.h, c.straight = h, h.straight()
+	c.items = *c.NewItems(0)
 }
 
 // MetaNamespaceKey is the default key: "namespace/name", or just "name"

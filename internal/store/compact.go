@@ -1,11 +1,13 @@
 package store
 
 import (
+	"encoding/binary"
 	"fmt"
 	"reflect"
 	"sync"
 	"sync/atomic"
 	"unique"
+	"unsafe"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -29,21 +31,63 @@ import (
 // them again, against a dictionary of the restored objects.
 
 // packed is an object of a compact cache. It is never changed once made
-// (and published). It is 48 bytes, a size class of its own: each field
+// (and published). It is 32 bytes, a size class of its own: each field
 // is one word of what every object has.
 type packed struct {
-	data []byte // the encoding
-	// rvn is metadata.resourceVersion, if it is a decimal number without
-	// leading zeros (what every API server backed by etcd gives: its
-	// revisions) other than 0; else 0, and the packer's oddRVs hold it.
-	rvn uint64
-	ns  unique.Handle[string] // metadata.namespace
+	// d is the first byte of the encoding (nil if it is empty), whose
+	// length is in rl; an encoding of lenMask bytes or more has its length
+	// in the 8 bytes before it, which d points to (newPacked).
+	d *byte
+	// rl holds, above lenBits, rvn: metadata.resourceVersion, if it is a
+	// decimal number without leading zeros (what every API server backed
+	// by etcd gives: its revisions) other than 0 and below 1<<(64-lenBits)
+	// (a trillion revisions); else 0, and the packer's oddRVs hold it.
+	// Below lenBits, the encoding's length (lenMask: a long one).
+	rl uint64
+	ns unique.Handle[string] // metadata.namespace
 	// x holds what only some caches or objects have; nil for none.
 	x *packedExtra
 }
 
+const (
+	lenBits = 24
+	lenMask = 1<<lenBits - 1
+	maxRVN  = 1<<(64-lenBits) - 1
+)
+
+// setData makes data the encoding p holds.
+func (p *packed) setData(data []byte) {
+	p.rl &^= lenMask
+	switch {
+	case len(data) == 0:
+		p.d = nil
+	case len(data) >= lenMask:
+		// 16 MiB, more than etcd keeps by default: worth a copy, once.
+		b := make([]byte, 8+len(data))
+		binary.LittleEndian.PutUint64(b, uint64(len(data)))
+		copy(b[8:], data)
+		p.d, p.rl = &b[0], p.rl|lenMask
+	default:
+		p.d, p.rl = unsafe.SliceData(data), p.rl|uint64(len(data))
+	}
+}
+
+// data returns the encoding p holds (not to be changed).
+func (p *packed) data() []byte {
+	n := p.rl & lenMask
+	if n == lenMask {
+		n = binary.LittleEndian.Uint64(unsafe.Slice(p.d, 8))
+		return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p.d), 8)), n)
+	}
+	return unsafe.Slice(p.d, n)
+}
+
+// rvn returns p's resourceVersion as a number, 0 if it is not one rl
+// holds (the packer's oddRVs does).
+func (p *packed) rvn() uint64 { return p.rl >> lenBits }
+
 // rvNumber returns rv as packed.rvn keeps it: its number, or 0 if it is
-// not a decimal number in canonical form (or is "0").
+// not a decimal number in canonical form (or is "0"), or above maxRVN.
 func rvNumber(rv string) uint64 {
 	if len(rv) == 0 || len(rv) > 19 || rv[0] < '1' || rv[0] > '9' {
 		return 0 // 19 digits always fit a uint64
@@ -55,6 +99,9 @@ func rvNumber(rv string) uint64 {
 			return 0
 		}
 		n = n*10 + uint64(c-'0')
+	}
+	if n > maxRVN {
+		return 0
 	}
 	return n
 }
@@ -168,8 +215,10 @@ type packer[T Object] struct {
 // newPacked makes a packed object of data, at resourceVersion rv, in
 // namespace ns.
 func (k *packer[T]) newPacked(data []byte, rv, ns string) *packed {
-	p := &packed{data: data, rvn: rvNumber(rv), ns: unique.Make(ns)}
-	if p.rvn == 0 {
+	rvn := rvNumber(rv)
+	p := &packed{rl: rvn << lenBits, ns: unique.Make(ns)}
+	p.setData(data)
+	if rvn == 0 {
 		k.setOddRV(p, rv)
 	}
 	return p
@@ -306,7 +355,7 @@ func (k *packer[T]) size(r Ref[T]) int {
 	if r.p == nil {
 		return 0
 	}
-	return len(r.p.data)
+	return len(r.p.data())
 }
 
 // values returns the values kept beside a packed object, or computes an
@@ -372,7 +421,7 @@ func (k *packer[T]) loadPacked(p *packed) (T, bool) {
 // keeps (bufs).
 func (k *packer[T]) unpack(p *packed) (T, error) {
 	var buf *[]byte
-	if _, isRaw := squash.Raw(p.data); k.bufs != nil && !isRaw {
+	if _, isRaw := squash.Raw(p.data()); k.bufs != nil && !isRaw {
 		buf = k.bufs.Get().(*[]byte)
 	}
 	var dst []byte

@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"maps"
 	"slices"
 
 	"github.com/kinformer/kinformer/internal/squash"
@@ -67,22 +66,22 @@ func (k *packer[T]) plain(p *packed) ([]byte, error) { return k.plainInto(nil, p
 // plainInto is plain, decompressing into dst's room if it must.
 func (k *packer[T]) plainInto(dst []byte, p *packed) ([]byte, error) {
 	if !k.squeeze {
-		return p.data, nil
+		return p.data(), nil
 	}
-	if b, ok := squash.Raw(p.data); ok {
+	if b, ok := squash.Raw(p.data()); ok {
 		return b, nil
 	}
 	d := k.dict.Load()
 	if d == nil {
 		return nil, squash.ErrCorrupt // compressed, and no dictionary: never made here
 	}
-	b, err := d.Decode(dst, p.data)
+	b, err := d.Decode(dst, p.data())
 	if err != nil {
 		// An entry of a dictionary made before (an event queued before
 		// a re-list made it again): its checksum tells which.
 		if old := k.retired.Load(); old != nil {
 			for _, d := range *old {
-				if b, err2 := d.Decode(dst, p.data); err2 == nil {
+				if b, err2 := d.Decode(dst, p.data()); err2 == nil {
 					return b, nil
 				}
 			}
@@ -114,10 +113,10 @@ const remakeMin = 64 << 10
 // all against it. It says whether the state file must have every object
 // again: their entries changed, or some were loaded from it compressed
 // against another dictionary (reload). The writer's alone, under wmu.
-func (k *packer[T]) fit(items map[string]Ref[T]) (rewrite bool) {
+func (k *packer[T]) fit(items *Items[T]) (rewrite bool) {
 	rewrite, k.reload = k.reload, false
 	d := k.dict.Load()
-	if d == nil || len(items) < 2*squash.DictSamples {
+	if d == nil || items.Len() < 2*squash.DictSamples {
 		return rewrite
 	}
 	in, out := k.measure(items)
@@ -138,7 +137,7 @@ func (k *packer[T]) fit(items map[string]Ref[T]) (rewrite bool) {
 	}
 	samples := make([][]byte, 0, squash.DictSamples)
 	size := 0
-	for _, r := range items {
+	for _, r := range items.All() {
 		if len(samples) == squash.DictSamples || size >= squash.MaxDictLen {
 			break
 		}
@@ -154,13 +153,15 @@ func (k *packer[T]) fit(items map[string]Ref[T]) (rewrite bool) {
 	if err != nil {
 		return rewrite
 	}
-	done := maps.Clone(items)
+	done := items.clone()
 	k.recompress(done, d, nd)
 	if in2, out2 := k.measure(done); float64(out2)/float64(in2) >= ratio {
 		k.base = ratio // no better: the objects no longer compress; judge from here
 		return rewrite
 	}
-	maps.Copy(items, done)
+	for key, r := range done.All() {
+		items.Set(key, r)
+	}
 	retired := []*squash.Dict{d}
 	if old := k.retired.Load(); old != nil {
 		retired = append(retired, (*old)[:min(len(*old), maxRetiredDicts-1)]...)
@@ -175,14 +176,14 @@ func (k *packer[T]) fit(items map[string]Ref[T]) (rewrite bool) {
 }
 
 // measure returns the bytes of items' objects and of their entries.
-func (k *packer[T]) measure(items map[string]Ref[T]) (in, out int64) {
-	for _, r := range items {
+func (k *packer[T]) measure(items *Items[T]) (in, out int64) {
+	for _, r := range items.All() {
 		if r.p == nil {
 			continue
 		}
-		if n, err := squash.Len(r.p.data); err == nil {
+		if n, err := squash.Len(r.p.data()); err == nil {
 			in += int64(n)
-			out += int64(len(r.p.data))
+			out += int64(len(r.p.data()))
 		}
 	}
 	return in, out
@@ -191,12 +192,12 @@ func (k *packer[T]) measure(items map[string]Ref[T]) (in, out int64) {
 // recompress compresses items' entries against to: all of them, or with
 // to nil those held as they came, against d. An entry that does not
 // decode is left as it is. It returns how many it changed.
-func (k *packer[T]) recompress(items map[string]Ref[T], d, to *squash.Dict) (changed int) {
-	for key, r := range items {
+func (k *packer[T]) recompress(items *Items[T], d, to *squash.Dict) (changed int) {
+	for key, r := range items.All() {
 		if r.p == nil {
 			continue
 		}
-		_, isRaw := squash.Raw(r.p.data)
+		_, isRaw := squash.Raw(r.p.data())
 		if to == nil && !isRaw {
 			continue
 		}
@@ -209,12 +210,12 @@ func (k *packer[T]) recompress(items map[string]Ref[T], d, to *squash.Dict) (cha
 			enc = to
 		}
 		k.scratch = enc.Encode(k.scratch[:0], b)
-		if to == nil && k.scratch[0] == r.p.data[0] {
+		if to == nil && k.scratch[0] == r.p.data()[0] {
 			continue // still as it came: not worth a new entry
 		}
 		p := k.copyPacked(r.p)
-		p.data = bytes.Clone(k.scratch)
-		items[key] = Ref[T]{p: p}
+		p.setData(bytes.Clone(k.scratch))
+		items.Set(key, Ref[T]{p: p}) // in place: the key is there
 		changed++
 	}
 	return changed

@@ -24,8 +24,8 @@ func (k *packer[T]) forgetRV(w weak.Pointer[packed]) { k.oddRVs.Delete(w) }
 
 // resourceVersion returns p's metadata.resourceVersion.
 func (k *packer[T]) resourceVersion(p *packed) string {
-	if p.rvn != 0 {
-		return strconv.FormatUint(p.rvn, 10)
+	if n := p.rvn(); n != 0 {
+		return strconv.FormatUint(n, 10)
 	}
 	rv, _ := k.oddRVs.Load(weak.Make(p))
 	s, _ := rv.(string)
@@ -37,8 +37,8 @@ func (k *packer[T]) isVersion(r Ref[T], rv string) bool {
 	switch {
 	case r.p == nil:
 		return plainHolding[T]{}.isVersion(r, rv)
-	case r.p.rvn != 0:
-		return rvNumber(rv) == r.p.rvn
+	case r.p.rvn() != 0:
+		return rvNumber(rv) == r.p.rvn()
 	}
 	return k.resourceVersion(r.p) == rv
 }
@@ -52,8 +52,8 @@ func (k *packer[T]) sameVersion(a, b Ref[T]) bool {
 		return k.isVersion(b, a.obj.GetResourceVersion())
 	case b.p == nil:
 		return k.isVersion(a, b.obj.GetResourceVersion())
-	case a.p.rvn != 0 || b.p.rvn != 0:
-		return a.p.rvn == b.p.rvn
+	case a.p.rvn() != 0 || b.p.rvn() != 0:
+		return a.p.rvn() == b.p.rvn()
 	}
 	return k.resourceVersion(a.p) == k.resourceVersion(b.p)
 }
@@ -81,7 +81,7 @@ func (k *packer[T]) same(a, b Ref[T]) bool {
 // kept object and resourceVersion go with it.
 func (k *packer[T]) copyPacked(p *packed) *packed {
 	c := *p
-	if c.rvn == 0 {
+	if c.rvn() == 0 {
 		k.setOddRV(&c, k.resourceVersion(p))
 	}
 	k.carry(p, &c)

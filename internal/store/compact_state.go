@@ -66,10 +66,10 @@ func (k *packer[T]) record(s *persist.Persister[T], key string, r Ref[T], rv str
 	case r.p == nil:
 		plainHolding[T]{}.record(s, key, r, rv)
 	case !k.squeeze:
-		s.RecordEncoded(key, r.p.data, rv)
+		s.RecordEncoded(key, r.p.data(), rv)
 	default:
 		k.tell(s.SetDicts)
-		s.RecordEntry(key, r.p.data, rv)
+		s.RecordEntry(key, r.p.data(), rv)
 	}
 }
 
@@ -78,10 +78,10 @@ func (k *packer[T]) put(b *persist.Batch[T], key string, r Ref[T]) {
 	case r.p == nil:
 		plainHolding[T]{}.put(b, key, r)
 	case !k.squeeze:
-		b.PutEncoded(key, r.p.data)
+		b.PutEncoded(key, r.p.data())
 	default:
 		k.tell(b.SetDicts)
-		b.PutEntry(key, r.p.data)
+		b.PutEntry(key, r.p.data())
 	}
 }
 

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"reflect"
 	"testing"
 	"unsafe"
@@ -59,10 +60,10 @@ func TestCompactPackEncoded(t *testing.T) {
 	}
 }
 
-// A packed object without extras is 48 bytes (a size class): its size is
+// A packed object without extras is 32 bytes (a size class): its size is
 // most of what a compact cache adds to an object's bytes.
 func TestPackedSize(t *testing.T) {
-	if n := unsafe.Sizeof(packed{}); n > 48 {
+	if n := unsafe.Sizeof(packed{}); n > 32 {
 		t.Fatalf("packed is %d bytes", n)
 	}
 }
@@ -136,6 +137,38 @@ func TestCompactHoldsTheBytesItIsGiven(t *testing.T) {
 		}
 		if got, ok := c.Load(r); !ok || got.Name != "a" || got.ResourceVersion != "7" {
 			t.Fatalf("%s: held %v, %v", tc.name, got, ok)
+		}
+	}
+}
+
+// An encoding of 16 MiB or more, whose length the record cannot hold
+// beside the resourceVersion, and a resourceVersion above what it holds
+// as a number, are kept whole all the same.
+func TestPackedLongEncodingAndLargeResourceVersion(t *testing.T) {
+	k := compactOf(newCompact(false))
+	long := bytes.Repeat([]byte("0123456789abcdef"), lenMask/16+2)
+	for _, c := range []struct {
+		data []byte
+		rv   string
+	}{
+		{long, "1"},
+		{long[:lenMask-1], "1099511627775"},
+		{[]byte("abc"), "1099511627776"},
+		{[]byte("abc"), "18446744073709551615"},
+		{nil, "7"},
+	} {
+		p := k.newPacked(c.data, c.rv, "ns")
+		if !bytes.Equal(p.data(), c.data) || len(p.data()) != len(c.data) {
+			t.Errorf("%d bytes at %s: kept %d bytes", len(c.data), c.rv, len(p.data()))
+		}
+		if got := k.resourceVersion(p); got != c.rv {
+			t.Errorf("%d bytes at %s: resourceVersion %s", len(c.data), c.rv, got)
+		}
+		if !k.isVersion(Ref[*corev1.ConfigMap]{p: p}, c.rv) {
+			t.Errorf("%d bytes at %s: not at its resourceVersion", len(c.data), c.rv)
+		}
+		if p.namespace() != "ns" {
+			t.Errorf("namespace %q", p.namespace())
 		}
 	}
 }

@@ -19,10 +19,10 @@ func cm(ns, name string, kv ...string) *corev1.ConfigMap {
 func plain[T Object](obj T) Ref[T] { return ObjectRef(obj) }
 
 // plainAll is items as a cache of objects holds them.
-func plainAll[T Object](items map[string]T) map[string]Ref[T] {
-	out := make(map[string]Ref[T], len(items))
+func plainAll[T Object](items map[string]T) *Items[T] {
+	out := &Items[T]{}
 	for k, obj := range items {
-		out[k] = plain(obj)
+		out.Set(k, plain(obj))
 	}
 	return out
 }

@@ -50,7 +50,7 @@ type holding[T Object] interface {
 	// fit adjusts items, the whole new content of the cache (a re-list's
 	// or a restore's), before it is swapped in, and says whether the state
 	// file must have them all again (their bytes changed). Under wmu.
-	fit(items map[string]Ref[T]) (rewrite bool)
+	fit(items *Items[T]) (rewrite bool)
 	// isVersion reports whether r is at resourceVersion rv; sameVersion
 	// whether a and b are at one. Without decoding.
 	isVersion(r Ref[T], rv string) bool
@@ -242,7 +242,7 @@ func (plainHolding[T]) values(c *Cache[T], r Ref[T], i int) []string {
 func (plainHolding[T]) complete(_ *Cache[T], r Ref[T]) (Ref[T], bool)    { return r, false }
 func (plainHolding[T]) withValues(r Ref[T], _ [][]string) (Ref[T], bool) { return r, false }
 func (plainHolding[T]) straight() bool                                   { return true }
-func (plainHolding[T]) fit(map[string]Ref[T]) bool                       { return false }
+func (plainHolding[T]) fit(*Items[T]) bool                               { return false }
 func (plainHolding[T]) isVersion(r Ref[T], rv string) bool               { return r.obj.GetResourceVersion() == rv }
 func (plainHolding[T]) sameVersion(a, b Ref[T]) bool {
 	return a.obj.GetResourceVersion() == b.obj.GetResourceVersion()

@@ -58,7 +58,7 @@ func (c *Cache[T]) AddIndexers(indexers map[string]func(T) []string) error {
 		built[name] = map[string]keySet{}
 	}
 	rekept := map[string]Ref[T]{}
-	for key, r := range c.items { // only the writer changes items, and it waits on wmu
+	for key, r := range c.items.All() { // only the writer changes items, and it waits on wmu
 		obj, ok := c.Load(r)
 		vals := make([][]string, len(names)) // none, for bytes that do not decode
 		for i, name := range names {
@@ -77,7 +77,7 @@ func (c *Cache[T]) AddIndexers(indexers map[string]func(T) []string) error {
 		c.indices[name] = m
 	}
 	for key, r := range rekept {
-		c.items[key] = r
+		c.items.Set(key, r)
 	}
 	c.indexers = idx
 	c.order = append(slices.Clip(c.order), names...)
@@ -117,7 +117,7 @@ func (c *Cache[T]) rlockNamespace() {
 	c.mu.RUnlock()
 	c.mu.Lock()
 	if !c.namespaceReady() {
-		c.indices[IndexNamespace] = namespaceIndexOf(c.items, c.nsCount)
+		c.indices[IndexNamespace] = namespaceIndexOf(&c.items, c.nsCount)
 		c.nsBuilt.Store(true)
 	}
 	c.mu.Unlock()
@@ -209,7 +209,7 @@ func (c *Cache[T]) reindex(key string, changes []indexChange, ns nsChange) {
 func (c *Cache[T]) Each(fn func(key string, r Ref[T])) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for key, r := range c.items {
+	for key, r := range c.items.All() {
 		fn(key, r)
 	}
 }
@@ -217,20 +217,19 @@ func (c *Cache[T]) Each(fn func(key string, r Ref[T])) {
 // Peek returns the object at key without the lock: for the writer alone,
 // which is the only one to change items.
 func (c *Cache[T]) Peek(key string) (Ref[T], bool) {
-	r, ok := c.items[key]
-	return r, ok
+	return c.items.Get(key)
 }
 
 // PeekAll calls fn for every object without the lock: for the writer
 // alone, and fn must not change the cache.
 func (c *Cache[T]) PeekAll(fn func(key string, r Ref[T])) {
-	for key, r := range c.items {
+	for key, r := range c.items.All() {
 		fn(key, r)
 	}
 }
 
 // Size is Len without the lock: for the writer alone.
-func (c *Cache[T]) Size() int { return len(c.items) }
+func (c *Cache[T]) Size() int { return c.items.Len() }
 
 // Put stores r (from Hold) under key and returns the object it replaced.
 // Writer only.
@@ -238,10 +237,10 @@ func (c *Cache[T]) Put(key string, r Ref[T]) (old Ref[T], existed bool) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	r, _ = c.h.complete(c, r)
-	old, existed = c.items[key] // the writer's own map: no lock to read
+	old, existed = c.items.Get(key) // the writer's own map: no lock to read
 	changes, ns := c.changes(old, existed, r, true)
 	c.mu.Lock()
-	c.items[key] = r
+	c.items.Set(key, r)
 	c.reindex(key, changes, ns)
 	c.mu.Unlock()
 	return old, existed
@@ -251,13 +250,13 @@ func (c *Cache[T]) Put(key string, r Ref[T]) (old Ref[T], existed bool) {
 func (c *Cache[T]) Remove(key string) (old Ref[T], existed bool) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	old, existed = c.items[key]
+	old, existed = c.items.Get(key)
 	if !existed {
 		return old, false
 	}
 	changes, ns := c.changes(old, true, old, false)
 	c.mu.Lock()
-	delete(c.items, key)
+	c.items.Delete(key)
 	c.reindex(key, changes, ns)
 	c.mu.Unlock()
 	return old, true
@@ -268,15 +267,15 @@ func (c *Cache[T]) Remove(key string) (old Ref[T], existed bool) {
 // every object again (holding.fit). The indexes are built before the lock
 // is taken (the namespace index under it, if a reader has just built it
 // for the old content). Writer only.
-func (c *Cache[T]) Swap(items map[string]Ref[T]) (old map[string]Ref[T], rewrite bool) {
+func (c *Cache[T]) Swap(items *Items[T]) (old *Items[T], rewrite bool) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	rewrite = c.h.fit(items)
 	indices := c.emptyIndices()
-	for key, r := range items {
+	for key, r := range items.All() {
 		if done, changed := c.h.complete(c, r); changed {
 			r = done
-			items[key] = r
+			items.Set(key, r) // in place: the key is there
 		}
 		for i, name := range c.order {
 			index(indices[name], key, c.values(r, i))
@@ -286,7 +285,7 @@ func (c *Cache[T]) Swap(items map[string]Ref[T]) (old map[string]Ref[T], rewrite
 	builtNS := false
 	if c.lazyNS {
 		counts = map[string]int{}
-		for _, r := range items {
+		for _, r := range items.All() {
 			counts[r.namespace()]++
 		}
 		if builtNS = c.nsBuilt.Load(); builtNS {
@@ -297,10 +296,10 @@ func (c *Cache[T]) Swap(items map[string]Ref[T]) (old map[string]Ref[T], rewrite
 	if c.lazyNS && !builtNS && c.nsBuilt.Load() {
 		indices[IndexNamespace] = namespaceIndexOf(items, counts)
 	}
-	old = c.items
-	c.items, c.indices, c.nsCount = items, indices, counts
+	was := c.items
+	c.items, c.indices, c.nsCount = *items, indices, counts
 	c.mu.Unlock()
-	return old, rewrite
+	return &was, rewrite
 }
 
 // Refit runs the holding's fit (Swap's) over items, the content a
@@ -308,7 +307,7 @@ func (c *Cache[T]) Swap(items map[string]Ref[T]) (old map[string]Ref[T], rewrite
 // and puts the entries it changed in their place: the same objects, held anew
 // (compressed against a dictionary made after they came). It says
 // whether the state file must have every object again. Writer only.
-func (c *Cache[T]) Refit(items map[string]Ref[T]) (rewrite bool) {
+func (c *Cache[T]) Refit(items *Items[T]) (rewrite bool) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if !c.h.fit(items) {
@@ -316,9 +315,9 @@ func (c *Cache[T]) Refit(items map[string]Ref[T]) (rewrite bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for key, r := range items {
-		if cur, ok := c.items[key]; ok && cur.p != r.p {
-			c.items[key] = r // the same object, its index values and namespace as before
+	for key, r := range items.All() {
+		if cur, ok := c.items.Get(key); ok && cur.p != r.p {
+			c.items.Set(key, r) // the same object, its index values and namespace as before
 		}
 	}
 	return true
@@ -326,12 +325,12 @@ func (c *Cache[T]) Refit(items map[string]Ref[T]) (rewrite bool) {
 
 // namespaceIndexOf returns the namespace index of items, whose namespaces
 // are counted in counts.
-func namespaceIndexOf[T Object](items map[string]Ref[T], counts map[string]int) map[string]keySet {
+func namespaceIndexOf[T Object](items *Items[T], counts map[string]int) map[string]keySet {
 	idx := make(map[string]keySet, len(counts))
 	for ns, n := range counts {
 		idx[ns] = make(keySet, n)
 	}
-	for key, r := range items {
+	for key, r := range items.All() {
 		idx[r.namespace()][key] = struct{}{}
 	}
 	return idx

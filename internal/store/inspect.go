@@ -74,7 +74,7 @@ func (r Ref[T]) Entry() []byte {
 	if r.p == nil {
 		return nil
 	}
-	return r.p.data
+	return r.p.data()
 }
 
 // Plain returns the encoding of r's object as the cache was given it:

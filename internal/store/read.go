@@ -65,7 +65,7 @@ func (c *Cache[T]) GetByKey(key string) (T, bool) {
 // item returns the ref under key, read under the read lock.
 func (c *Cache[T]) item(key string) (Ref[T], bool) {
 	c.mu.RLock()
-	r, ok := c.items[key]
+	r, ok := c.items.Get(key)
 	c.mu.RUnlock()
 	return r, ok
 }
@@ -96,7 +96,7 @@ func (c *Cache[T]) GetKept(key string) (T, bool) {
 // returns it.
 func (c *Cache[T]) ListKept() []T {
 	c.mu.RLock()
-	res := c.results(len(c.items), nil)
+	res := c.results(c.items.Len(), nil)
 	res.kept = true
 	res.addAll()
 	c.mu.RUnlock()
@@ -119,7 +119,7 @@ func (c *Cache[T]) Select(namespace string, sel labels.Selector) []T {
 	}
 	if namespace == "" {
 		c.mu.RLock()
-		res := c.results(len(c.items), keep)
+		res := c.results(c.items.Len(), keep)
 		res.addAll()
 		c.mu.RUnlock()
 		return res.done()
@@ -156,7 +156,7 @@ func (c *Cache[T]) GetNamespaced(namespace, name string) (T, bool) {
 // List returns a snapshot of all cached objects, in no particular order.
 func (c *Cache[T]) List() []T {
 	c.mu.RLock()
-	res := c.results(len(c.items), nil)
+	res := c.results(c.items.Len(), nil)
 	res.addAll()
 	c.mu.RUnlock()
 	return res.done()
@@ -166,8 +166,8 @@ func (c *Cache[T]) List() []T {
 func (c *Cache[T]) ListKeys() []string {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := make([]string, 0, len(c.items))
-	for k := range c.items {
+	out := make([]string, 0, c.items.Len())
+	for k := range c.items.Keys() {
 		out = append(out, k)
 	}
 	return out
@@ -177,7 +177,7 @@ func (c *Cache[T]) ListKeys() []string {
 func (c *Cache[T]) Len() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return len(c.items)
+	return c.items.Len()
 }
 
 // HeldBytes is the bytes of the encodings a compact cache holds; 0 for a
@@ -186,7 +186,7 @@ func (c *Cache[T]) HeldBytes() int64 {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	var n int64
-	for _, r := range c.items {
+	for _, r := range c.items.All() {
 		n += int64(c.h.size(r))
 	}
 	return n
@@ -229,12 +229,12 @@ func (c *Cache[T]) IndexKeys(name, value string) ([]string, error) {
 		out := make([]string, 0, c.nsCount[value])
 		keys, all := c.namespaceKeys(value)
 		for k := range keys {
-			if _, ok := c.items[k]; ok {
+			if c.items.Has(k) {
 				out = append(out, k)
 			}
 		}
 		if all {
-			for k := range c.items {
+			for k := range c.items.Keys() {
 				out = append(out, k)
 			}
 		}
@@ -304,13 +304,13 @@ func (g *results[T]) addAll() {
 	// without a call per object, which is most of a plain read's time.
 	if g.straight {
 		out := g.out // a local the loop keeps in registers
-		for _, r := range g.c.items {
-			out = append(out, r.Object())
+		for _, obj := range g.c.items.objs {
+			out = append(out, obj)
 		}
 		g.out = out
 		return
 	}
-	for _, r := range g.c.items {
+	for _, r := range g.c.items.All() {
 		g.add(r)
 	}
 }
@@ -321,16 +321,17 @@ func (g *results[T]) addAll() {
 func (g *results[T]) addKeys(keys keySet) {
 	if g.straight {
 		out := g.out // a local the loop keeps in registers
+		objs := g.c.items.objs
 		for k := range keys {
-			if r, ok := g.c.items[k]; ok {
-				out = append(out, r.Object())
+			if obj, ok := objs[k]; ok {
+				out = append(out, obj)
 			}
 		}
 		g.out = out
 		return
 	}
 	for k := range keys {
-		if r, ok := g.c.items[k]; ok {
+		if r, ok := g.c.items.Get(k); ok {
 			g.add(r)
 		}
 	}
