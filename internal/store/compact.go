@@ -31,8 +31,9 @@ import (
 // them again, against a dictionary of the restored objects.
 
 // packed is an object of a compact cache. It is never changed once made
-// (and published). It is 32 bytes, a size class of its own: each field
-// is one word of what every object has.
+// (and published). It is 24 bytes, a size class of its own: each field
+// is one word of what every object has. Its namespace is its key's in a
+// cache of the default key (namespace/name), else one of its extras.
 type packed struct {
 	// d is the first byte of the encoding (nil if it is empty), whose
 	// length is in rl; an encoding of lenMask bytes or more has its length
@@ -44,7 +45,6 @@ type packed struct {
 	// (a trillion revisions); else 0, and the packer's oddRVs hold it.
 	// Below lenBits, the encoding's length (lenMask: a long one).
 	rl uint64
-	ns unique.Handle[string] // metadata.namespace
 	// x holds what only some caches or objects have; nil for none.
 	x *packedExtra
 }
@@ -106,9 +106,6 @@ func rvNumber(rv string) uint64 {
 	return n
 }
 
-// namespace returns p's metadata.namespace.
-func (p *packed) namespace() string { return p.ns.Value() }
-
 // packedExtra is what a packed object may have besides its bytes.
 type packedExtra struct {
 	uid  string              // metadata.uid, if the cache keeps UIDs (Cache.uids)
@@ -116,6 +113,9 @@ type packedExtra struct {
 	// gvk is the object's apiVersion and kind, if it had any and its
 	// encoding does not hold them (protobuf): set again on decoding.
 	gvk unique.Handle[schema.GroupVersionKind]
+	// ns is metadata.namespace, in a cache of another key than the
+	// default (packer.keyNS false).
+	ns unique.Handle[string]
 }
 
 var noExtra packedExtra // never changed
@@ -148,6 +148,9 @@ type packer[T Object] struct {
 	// uids: packed objects keep their UID (a sharded informer's share is
 	// by UID).
 	uids bool
+	// keyNS: the cache's key is namespace/name (the default KeyFunc), which
+	// says every packed object's namespace: it is not kept beside it.
+	keyNS bool
 	// bufs holds the buffers reads decompress into, if decode copies what
 	// it keeps (persist.Codec.Copies): a read then allocates only the
 	// object.
@@ -216,8 +219,11 @@ type packer[T Object] struct {
 // namespace ns.
 func (k *packer[T]) newPacked(data []byte, rv, ns string) *packed {
 	rvn := rvNumber(rv)
-	p := &packed{rl: rvn << lenBits, ns: unique.Make(ns)}
+	p := &packed{rl: rvn << lenBits}
 	p.setData(data)
+	if !k.keyNS && ns != "" {
+		p.ext().ns = unique.Make(ns)
+	}
 	if rvn == 0 {
 		k.setOddRV(p, rv)
 	}
@@ -234,7 +240,7 @@ func (c *Cache[T]) SetCompact(t reflect.Type, squeeze, uids bool) bool {
 		return false
 	}
 	pc := persist.NewReadCodec[T](t)
-	k := &packer[T]{encode: pc.Encode, decode: pc.Decode, meta: pc.Meta, uids: uids, squeeze: squeeze}
+	k := &packer[T]{encode: pc.Encode, decode: pc.Decode, meta: pc.Meta, uids: uids, squeeze: squeeze, keyNS: c.defaultKey}
 	if pc.Copies && k.squeeze {
 		k.bufs = &sync.Pool{New: func() any { return new([]byte) }}
 	}

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"strings"
+
 	"github.com/kinformer/kinformer/internal/persist"
 	"github.com/kinformer/kinformer/internal/protowatch"
 )
@@ -106,12 +108,20 @@ type Ref[T Object] struct {
 // compact) holds it.
 func ObjectRef[T Object](obj T) Ref[T] { return Ref[T]{obj: obj} }
 
-// namespace returns the object's namespace without decoding.
-func (r Ref[T]) namespace() string {
-	if r.p != nil {
-		return r.p.namespace()
+// namespaceAt returns the namespace of the object r under key, without
+// decoding: a packed object of a cache whose key is namespace/name (the
+// default key: byKey) keeps none, its key says it.
+func (r Ref[T]) namespaceAt(key string, byKey bool) string {
+	switch {
+	case r.p == nil:
+		return r.obj.GetNamespace()
+	case byKey:
+		if ns, _, ok := strings.Cut(key, "/"); ok {
+			return ns
+		}
+		return "" // cluster-scoped: the key is the name
 	}
-	return r.obj.GetNamespace()
+	return r.p.extra().ns.Value()
 }
 
 // UID returns the object's UID without decoding ("" for none: a compact

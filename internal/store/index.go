@@ -117,7 +117,7 @@ func (c *Cache[T]) rlockNamespace() {
 	c.mu.RUnlock()
 	c.mu.Lock()
 	if !c.namespaceReady() {
-		c.indices[IndexNamespace] = namespaceIndexOf(&c.items, c.nsCount)
+		c.indices[IndexNamespace] = c.namespaceIndexOf(&c.items, c.nsCount)
 		c.nsBuilt.Store(true)
 	}
 	c.mu.Unlock()
@@ -149,15 +149,15 @@ type nsChange struct {
 
 // changes computes, without the lock, how the eager indexes change when old
 // (if existed) becomes obj (if present), and the namespaces. Writer only.
-func (c *Cache[T]) changes(old Ref[T], existed bool, obj Ref[T], present bool) ([]indexChange, nsChange) {
+func (c *Cache[T]) changes(key string, old Ref[T], existed bool, obj Ref[T], present bool) ([]indexChange, nsChange) {
 	var out []indexChange
 	ns := nsChange{existed: existed, present: present}
 	if c.lazyNS {
 		if existed {
-			ns.old = old.namespace()
+			ns.old = old.namespaceAt(key, c.defaultKey)
 		}
 		if present {
-			ns.new = obj.namespace()
+			ns.new = obj.namespaceAt(key, c.defaultKey)
 		}
 	}
 	for i, name := range c.order {
@@ -238,7 +238,7 @@ func (c *Cache[T]) Put(key string, r Ref[T]) (old Ref[T], existed bool) {
 	defer c.wmu.Unlock()
 	r, _ = c.h.complete(c, r)
 	old, existed = c.items.Get(key) // the writer's own map: no lock to read
-	changes, ns := c.changes(old, existed, r, true)
+	changes, ns := c.changes(key, old, existed, r, true)
 	c.mu.Lock()
 	c.items.Set(key, r)
 	c.reindex(key, changes, ns)
@@ -254,7 +254,7 @@ func (c *Cache[T]) Remove(key string) (old Ref[T], existed bool) {
 	if !existed {
 		return old, false
 	}
-	changes, ns := c.changes(old, true, old, false)
+	changes, ns := c.changes(key, old, true, old, false)
 	c.mu.Lock()
 	c.items.Delete(key)
 	c.reindex(key, changes, ns)
@@ -285,16 +285,16 @@ func (c *Cache[T]) Swap(items *Items[T]) (old *Items[T], rewrite bool) {
 	builtNS := false
 	if c.lazyNS {
 		counts = map[string]int{}
-		for _, r := range items.All() {
-			counts[r.namespace()]++
+		for key, r := range items.All() {
+			counts[r.namespaceAt(key, c.defaultKey)]++
 		}
 		if builtNS = c.nsBuilt.Load(); builtNS {
-			indices[IndexNamespace] = namespaceIndexOf(items, counts)
+			indices[IndexNamespace] = c.namespaceIndexOf(items, counts)
 		}
 	}
 	c.mu.Lock()
 	if c.lazyNS && !builtNS && c.nsBuilt.Load() {
-		indices[IndexNamespace] = namespaceIndexOf(items, counts)
+		indices[IndexNamespace] = c.namespaceIndexOf(items, counts)
 	}
 	was := c.items
 	c.items, c.indices, c.nsCount = *items, indices, counts
@@ -325,13 +325,13 @@ func (c *Cache[T]) Refit(items *Items[T]) (rewrite bool) {
 
 // namespaceIndexOf returns the namespace index of items, whose namespaces
 // are counted in counts.
-func namespaceIndexOf[T Object](items *Items[T], counts map[string]int) map[string]keySet {
+func (c *Cache[T]) namespaceIndexOf(items *Items[T], counts map[string]int) map[string]keySet {
 	idx := make(map[string]keySet, len(counts))
 	for ns, n := range counts {
 		idx[ns] = make(keySet, n)
 	}
 	for key, r := range items.All() {
-		idx[r.namespace()][key] = struct{}{}
+		idx[r.namespaceAt(key, c.defaultKey)][key] = struct{}{}
 	}
 	return idx
 }
