@@ -110,12 +110,27 @@ func rvNumber(rv string) uint64 {
 type packedExtra struct {
 	uid  string              // metadata.uid, if the cache keeps UIDs (Cache.uids)
 	vals packedvalues.Values // the values of the eager indexes, in Cache.order
-	// gvk is the object's apiVersion and kind, if it had any and its
-	// encoding does not hold them (protobuf): set again on decoding.
-	gvk unique.Handle[schema.GroupVersionKind]
-	// ns is metadata.namespace, in a cache of another key than the
-	// default (packer.keyNS false).
-	ns unique.Handle[string]
+	// kind holds, where set, the object's apiVersion and kind, if it had
+	// any and its encoding does not hold them (protobuf; set again on
+	// decoding), and its metadata.namespace, in a cache of another key
+	// than the default (packer.keyNS false): one word for both, as few
+	// objects have either and a cache's have few distinct pairs, so that
+	// the extras of an indexed object are 48 bytes, a size class.
+	kind unique.Handle[nsKind]
+}
+
+// nsKind is what packedExtra.kind holds.
+type nsKind struct {
+	ns  string
+	gvk schema.GroupVersionKind
+}
+
+// nsKind returns what x.kind holds (zero if unset).
+func (x *packedExtra) nsKind() nsKind {
+	if x.kind == (unique.Handle[nsKind]{}) {
+		return nsKind{}
+	}
+	return x.kind.Value()
 }
 
 var noExtra packedExtra // never changed
@@ -222,7 +237,7 @@ func (k *packer[T]) newPacked(data []byte, rv, ns string) *packed {
 	p := &packed{rl: rvn << lenBits}
 	p.setData(data)
 	if !k.keyNS && ns != "" {
-		p.ext().ns = unique.Make(ns)
+		p.ext().kind = unique.Make(nsKind{ns: ns})
 	}
 	if rvn == 0 {
 		k.setOddRV(p, rv)
@@ -303,7 +318,9 @@ func (k *packer[T]) pack(c *Cache[T], obj T, raw, entry []byte) (Ref[T], error) 
 		p.ext().uid = string(obj.GetUID())
 	}
 	if gvk := obj.GetObjectKind().GroupVersionKind(); !gvk.Empty() && k.meta != nil {
-		p.ext().gvk = unique.Make(gvk) // protobuf has no TypeMeta
+		nk := p.extra().nsKind()
+		nk.gvk = gvk
+		p.ext().kind = unique.Make(nk) // protobuf has no TypeMeta
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -449,8 +466,8 @@ func (k *packer[T]) unpack(p *packed) (T, error) {
 		var zero T
 		return zero, err
 	}
-	if gvk := p.extra().gvk; err == nil && gvk != (unique.Handle[schema.GroupVersionKind]{}) {
-		obj.GetObjectKind().SetGroupVersionKind(gvk.Value())
+	if gvk := p.extra().nsKind().gvk; !gvk.Empty() {
+		obj.GetObjectKind().SetGroupVersionKind(gvk)
 	}
 	return obj, err
 }

@@ -72,6 +72,9 @@ func TestPackedSize(t *testing.T) {
 	if n := unsafe.Sizeof(packed{}); n > 24 {
 		t.Fatalf("packed is %d bytes", n)
 	}
+	if n := unsafe.Sizeof(packedExtra{}); n > 48 {
+		t.Fatalf("packedExtra is %d bytes", n) // an indexed object has one
+	}
 }
 
 // Bytes that do not decode (never cached, unless a Check is wrong) still
@@ -159,6 +162,8 @@ func TestPackedLongEncodingAndLargeResourceVersion(t *testing.T) {
 	}{
 		{long, "1"},
 		{long[:lenMask-1], "1099511627775"},
+		{long[:lenMask], "2"},
+		{[]byte{}, "3"},
 		{[]byte("abc"), "1099511627776"},
 		{[]byte("abc"), "18446744073709551615"},
 		{nil, "7"},

@@ -121,7 +121,7 @@ func (r Ref[T]) namespaceAt(key string, byKey bool) string {
 		}
 		return "" // cluster-scoped: the key is the name
 	}
-	return r.p.extra().ns.Value()
+	return r.p.extra().nsKind().ns
 }
 
 // UID returns the object's UID without decoding ("" for none: a compact

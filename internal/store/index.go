@@ -270,6 +270,11 @@ func (c *Cache[T]) Remove(key string) (old Ref[T], existed bool) {
 func (c *Cache[T]) Swap(items *Items[T]) (old *Items[T], rewrite bool) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.straight && items.objs == nil {
+		items.objs = map[string]T{} // the writer's Puts go here, and the caller's items see them
+	} else if !c.straight && items.packs == nil {
+		items.packs = map[string]*packed{}
+	}
 	rewrite = c.h.fit(items)
 	indices := c.emptyIndices()
 	for key, r := range items.All() {

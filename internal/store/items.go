@@ -9,9 +9,10 @@ import (
 // it: refs by key, each kept in the form its holding gives it. A cache of
 // objects keeps the objects themselves, a compact cache the packed
 // records, each in a map of its own, so that a map's slot is the key and
-// one word (an object of a pointer type, or a record) and not a Ref's
-// two: at 50,000 objects, 19 bytes an object against 36 (issue 43's
-// bookkeeping). The zero Items is empty, and ready for Set.
+// one word (a record, or an object of a pointer type; two for an
+// interface type, kinformer.Object's) and not a Ref's two or three: at
+// 50,000 objects, 19 bytes an object against 36 (issue 43's bookkeeping).
+// The zero Items is empty, and ready for Set.
 //
 // A compact cache holds only packed records; an object held as itself
 // (none is, today) would still be kept, in the objects' map.

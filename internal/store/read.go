@@ -303,6 +303,8 @@ func (g *results[T]) addAll() {
 	// Every candidate goes straight into the answer: the loop appends
 	// without a call per object, which is most of a plain read's time.
 	if g.straight {
+		// A holding that reads straight holds objects: every ref is in
+		// items' objects, none in its packed records.
 		out := g.out // a local the loop keeps in registers
 		for _, obj := range g.c.items.objs {
 			out = append(out, obj)
