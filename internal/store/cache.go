@@ -93,8 +93,18 @@ type Cache[T Object] struct {
 	nsBuilt atomic.Bool                  // the lazy namespace index is in indices (set under mu; read by the writer without it)
 }
 
-// keySet is the set of cache keys filed under one index value.
-type keySet map[string]struct{}
+// keySet is the set of cache keys filed under one index value: a slice
+// while it has few (maxFew), as most values of most indexes have (one
+// object's name, the Pods of one ReplicaSet or one node), a map once it
+// has more. A small Go map is a group of eight slots and its header,
+// about 190 bytes for a value that files one key; the slice is 16 bytes a
+// key. nil is the empty set.
+type keySet = *keys
+
+type keys struct {
+	few  []string
+	many map[string]struct{} // once more than maxFew were filed at once; nil until then
+}
 
 // New returns an empty cache of objects (SetCompact makes it compact),
 // filing each under keyFunc's key (nil: MetaNamespaceKey) and indexing

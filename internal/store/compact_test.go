@@ -285,3 +285,54 @@ func TestCompactNamespaceWithAnyKey(t *testing.T) {
 		}
 	}
 }
+
+// What an index adds to each object of a compact cache: its entry under
+// the object's value, and the extras that keep the value beside the
+// object. Logged for values that file 10 objects each (the Pods of a
+// ReplicaSet, say) and 400 (a label shared widely): see issue 43.
+func TestCompactIndexCostPerObject(t *testing.T) {
+	const n = 20000
+	var encoded [][]byte
+	for i := range n {
+		o := cm("bench-ns", fmt.Sprintf("config-%05d", i), "app", "web")
+		o.Labels["owner"], o.Labels["tier"] = fmt.Sprint("rs-", i%(n/10)), fmt.Sprint("tier-", i%(n/400))
+		o.ResourceVersion = strconv.Itoa(1000 + i)
+		b, err := o.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		encoded = append(encoded, b)
+	}
+	heapOf := func(index string) float64 {
+		best := math.Inf(1)
+		for range 3 {
+			var indexers map[string]func(*corev1.ConfigMap) []string
+			if index != "" {
+				indexers = map[string]func(*corev1.ConfigMap) []string{
+					"by": func(o *corev1.ConfigMap) []string { return []string{o.Labels[index]} },
+				}
+			}
+			c := New(nil, indexers)
+			c.SetCompact(reflect.TypeFor[*corev1.ConfigMap](), false, false)
+			k := compactOf(c)
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for i, b := range encoded {
+				key := "bench-ns/" + fmt.Sprintf("config-%05d", i)
+				r, err := k.packEncoded(c, key, b, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.Put(key, r)
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			best = min(best, (float64(after.HeapAlloc)-float64(before.HeapAlloc))/n)
+			runtime.KeepAlive(c)
+		}
+		return best
+	}
+	none, ten, wide := heapOf(""), heapOf("owner"), heapOf("tier")
+	t.Logf("an index adds %.2f bytes an object where a value files 10 objects, %.2f where it files 400 (%.2f without)", ten-none, wide-none, none)
+}

@@ -333,10 +333,10 @@ func (c *Cache[T]) Refit(items *Items[T]) (rewrite bool) {
 func (c *Cache[T]) namespaceIndexOf(items *Items[T], counts map[string]int) map[string]keySet {
 	idx := make(map[string]keySet, len(counts))
 	for ns, n := range counts {
-		idx[ns] = make(keySet, n)
+		idx[ns] = newKeys(n)
 	}
 	for key, r := range items.All() {
-		idx[r.namespaceAt(key, c.defaultKey)][key] = struct{}{}
+		idx[r.namespaceAt(key, c.defaultKey)].add(key)
 	}
 	return idx
 }
@@ -344,37 +344,121 @@ func (c *Cache[T]) namespaceIndexOf(items *Items[T], counts map[string]int) map[
 func indexOne(idx map[string]keySet, key, value string) {
 	set := idx[value]
 	if set == nil {
-		set = keySet{}
+		set = newKeys(1)
 		idx[value] = set
 	}
-	set[key] = struct{}{}
+	set.add(key)
 }
 
 func unindexOne(idx map[string]keySet, key, value string) {
 	set := idx[value]
-	delete(set, key)
-	if len(set) == 0 {
+	set.remove(key)
+	if set.len() == 0 {
 		delete(idx, value)
 	}
 }
 
 func index(idx map[string]keySet, key string, values []string) {
 	for _, v := range values {
-		set := idx[v]
-		if set == nil {
-			set = keySet{}
-			idx[v] = set
-		}
-		set[key] = struct{}{}
+		indexOne(idx, key, v)
 	}
 }
 
 func unindex(idx map[string]keySet, key string, values []string) {
 	for _, v := range values {
-		set := idx[v]
-		delete(set, key)
-		if len(set) == 0 {
-			delete(idx, v)
+		unindexOne(idx, key, v)
+	}
+}
+
+// maxFew is the most keys a keySet keeps in its slice: adding and
+// removing one compares it with each.
+const maxFew = 32
+
+// newKeys returns an empty set for about n keys.
+func newKeys(n int) *keys {
+	if n > maxFew {
+		return &keys{many: make(map[string]struct{}, n)}
+	}
+	return &keys{few: make([]string, 0, max(n, 1))}
+}
+
+// add files key (once).
+func (s *keys) add(key string) {
+	if s.many != nil {
+		s.many[key] = struct{}{}
+		return
+	}
+	if slices.Contains(s.few, key) {
+		return
+	}
+	if len(s.few) == maxFew {
+		s.many = make(map[string]struct{}, 2*maxFew)
+		for _, k := range s.few {
+			s.many[k] = struct{}{}
+		}
+		s.many[key] = struct{}{}
+		s.few = nil
+		return
+	}
+	if len(s.few) == cap(s.few) {
+		// Grown by half, not doubled as append does: a set's slice is
+		// most of what an index costs an object.
+		grown := make([]string, len(s.few), len(s.few)+len(s.few)/2+1)
+		copy(grown, s.few)
+		s.few = grown
+	}
+	s.few = append(s.few, key)
+}
+
+// remove unfiles key, if filed.
+func (s *keys) remove(key string) {
+	switch {
+	case s == nil:
+	case s.many != nil:
+		delete(s.many, key)
+	default:
+		if i := slices.Index(s.few, key); i >= 0 {
+			last := len(s.few) - 1
+			s.few[i], s.few[last] = s.few[last], ""
+			s.few = s.few[:last]
+		}
+	}
+}
+
+// has reports whether key is filed.
+func (s *keys) has(key string) bool {
+	switch {
+	case s == nil:
+		return false
+	case s.many != nil:
+		_, ok := s.many[key]
+		return ok
+	}
+	return slices.Contains(s.few, key)
+}
+
+// len is how many keys are filed.
+func (s *keys) len() int {
+	switch {
+	case s == nil:
+		return 0
+	case s.many != nil:
+		return len(s.many)
+	}
+	return len(s.few)
+}
+
+// each calls fn for every key filed.
+func (s *keys) each(fn func(key string)) {
+	switch {
+	case s == nil:
+	case s.many != nil:
+		for k := range s.many {
+			fn(k)
+		}
+	default:
+		for _, k := range s.few {
+			fn(k)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -385,4 +386,59 @@ func TestCacheStaleIndexKeyIsSkipped(t *testing.T) {
 	if len(got) != 1 || got[0] == nil || got[0].Name != "2" {
 		t.Fatalf("ByIndex(gen, x) after a/1 was removed = %v (%d objects), want a/2 alone, no nil", got, len(got))
 	}
+}
+
+// A key set keeps its keys in a slice up to maxFew and in a map beyond:
+// either way each key once, removable, counted, and every one read.
+func TestKeySet(t *testing.T) {
+	for _, n := range []int{1, maxFew, maxFew + 1, 3 * maxFew} {
+		for _, start := range []int{0, n} { // grown key by key, or made for n
+			s := newKeys(start)
+			want := map[string]bool{}
+			for i := range n {
+				k := fmt.Sprint("ns/k", i)
+				s.add(k)
+				s.add(k) // once
+				want[k] = true
+			}
+			check := func(when string) {
+				t.Helper()
+				got := map[string]bool{}
+				s.each(func(k string) {
+					if got[k] {
+						t.Fatalf("n=%d %s: %s read twice", n, when, k)
+					}
+					got[k] = true
+				})
+				if !maps.Equal(got, want) || s.len() != len(want) {
+					t.Fatalf("n=%d %s: %d keys read, len %d, want %d", n, when, len(got), s.len(), len(want))
+				}
+				for k := range want {
+					if !s.has(k) {
+						t.Fatalf("n=%d %s: %s not filed", n, when, k)
+					}
+				}
+				if s.has("ns/absent") {
+					t.Fatalf("n=%d %s: an absent key is filed", n, when)
+				}
+			}
+			check("filled")
+			if (n > maxFew) != (s.many != nil) {
+				t.Fatalf("n=%d: a map is %v", n, s.many != nil)
+			}
+			for i := 0; i < n; i += 2 {
+				k := fmt.Sprint("ns/k", i)
+				s.remove(k)
+				delete(want, k)
+			}
+			s.remove("ns/absent")
+			check("half removed")
+		}
+	}
+	var none keySet
+	if none.len() != 0 || none.has("x") {
+		t.Fatal("the nil set is not empty")
+	}
+	none.remove("x")
+	none.each(func(string) { t.Fatal("the nil set has a key") })
 }

@@ -214,7 +214,7 @@ func (c *Cache[T]) byIndex(name, value string, kept bool) ([]T, error) {
 		return nil, fmt.Errorf("%w %q", ErrUnknownIndex, name)
 	}
 	keys := c.indices[name][value]
-	res := c.results(len(keys), nil)
+	res := c.results(keys.len(), nil)
 	res.kept = kept
 	res.addKeys(keys)
 	c.mu.RUnlock()
@@ -228,11 +228,11 @@ func (c *Cache[T]) IndexKeys(name, value string) ([]string, error) {
 		defer c.mu.RUnlock()
 		out := make([]string, 0, c.nsCount[value])
 		keys, all := c.namespaceKeys(value)
-		for k := range keys {
+		keys.each(func(k string) {
 			if c.items.Has(k) {
 				out = append(out, k)
 			}
-		}
+		})
 		if all {
 			for k := range c.items.Keys() {
 				out = append(out, k)
@@ -246,10 +246,8 @@ func (c *Cache[T]) IndexKeys(name, value string) ([]string, error) {
 		return nil, fmt.Errorf("%w %q", ErrUnknownIndex, name)
 	}
 	keys := c.indices[name][value]
-	out := make([]string, 0, len(keys))
-	for k := range keys {
-		out = append(out, k)
-	}
+	out := make([]string, 0, keys.len())
+	keys.each(func(k string) { out = append(out, k) })
 	return out, nil
 }
 
@@ -321,21 +319,31 @@ func (g *results[T]) addAll() {
 // IndexFunc that is not a pure function of its object can leave a key
 // behind: it is skipped.
 func (g *results[T]) addKeys(keys keySet) {
-	if g.straight {
+	switch {
+	case keys == nil:
+	case g.straight:
 		out := g.out // a local the loop keeps in registers
 		objs := g.c.items.objs
-		for k := range keys {
-			if obj, ok := objs[k]; ok {
-				out = append(out, obj)
+		if keys.many != nil {
+			for k := range keys.many {
+				if obj, ok := objs[k]; ok {
+					out = append(out, obj)
+				}
+			}
+		} else {
+			for _, k := range keys.few {
+				if obj, ok := objs[k]; ok {
+					out = append(out, obj)
+				}
 			}
 		}
 		g.out = out
-		return
-	}
-	for k := range keys {
-		if r, ok := g.c.items.Get(k); ok {
-			g.add(r)
-		}
+	default:
+		keys.each(func(k string) {
+			if r, ok := g.c.items.Get(k); ok {
+				g.add(r)
+			}
+		})
 	}
 }
 
