@@ -184,57 +184,81 @@ func TestPackedLongEncodingAndLargeResourceVersion(t *testing.T) {
 	}
 }
 
-// What a compact cache holds beside each object's bytes (its record, its
-// key, its place in the map) stays under 100 bytes an object (issue 43):
-// measured on the heap, every allocation the cache makes counted. Held as
-// they came (CompactUncompressed), the entries are the bytes given, made
-// before the count starts; compressed, the entries' lengths are taken off
-// (what the allocator rounds them up to stays in: logged, not held to 100).
-func TestCompactBookkeepingPerObject(t *testing.T) {
-	n := 20000
-	if v, err := strconv.Atoi(os.Getenv("BK_N")); err == nil {
-		n = v
-	}
+// encodedConfigMaps returns the protobuf of n ConfigMaps of namespace
+// bench-ns named config-00000 and on, each made by edit.
+func encodedConfigMaps(t *testing.T, n int, edit func(i int, o *corev1.ConfigMap)) [][]byte {
 	var encoded [][]byte
 	for i := range n {
-		o := cm("bench-ns", fmt.Sprintf("config-%05d", i), "app", fmt.Sprintf("app-%d", i%50))
+		o := cm("bench-ns", fmt.Sprintf("config-%05d", i), "app", "web")
 		o.ResourceVersion = strconv.Itoa(1000 + i)
-		o.Data = map[string]string{"setting": strings.Repeat("x", i%200)}
+		edit(i, o)
 		b, err := o.Marshal()
 		if err != nil {
 			t.Fatal(err)
 		}
 		encoded = append(encoded, b)
 	}
-	perObject := func(squeeze bool) float64 {
-		best := math.Inf(1)
-		for range 3 { // the least of three: another test's garbage only adds
-			c := New[*corev1.ConfigMap](nil, nil)
-			c.SetCompact(reflect.TypeFor[*corev1.ConfigMap](), squeeze, false)
-			k := compactOf(c)
-			runtime.GC()
-			var before, after runtime.MemStats
-			runtime.ReadMemStats(&before)
-			for i, b := range encoded {
-				key := "bench-ns/" + fmt.Sprintf("config-%05d", i) // a key of its own, as a list makes
-				r, err := k.packEncoded(c, key, b, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				c.Put(key, r)
+	return encoded
+}
+
+// heapPerObject returns the heap a cache made by fresh takes an object
+// once encoded (from encodedConfigMaps) are put in it, less what held
+// says of it: the least of three fills, as another test's garbage only
+// adds.
+func heapPerObject(t *testing.T, encoded [][]byte, fresh func() *Cache[*corev1.ConfigMap], held func(*Cache[*corev1.ConfigMap]) int64) float64 {
+	best := math.Inf(1)
+	for range 3 {
+		c := fresh()
+		k := compactOf(c)
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for i, b := range encoded {
+			key := "bench-ns/" + fmt.Sprintf("config-%05d", i) // a key of its own, as a list makes
+			r, err := k.packEncoded(c, key, b, nil)
+			if err != nil {
+				t.Fatal(err)
 			}
-			runtime.GC()
-			runtime.ReadMemStats(&after)
-			held := 0.0
-			if squeeze {
-				held = float64(c.HeldBytes())
-			}
-			best = min(best, (float64(after.HeapAlloc)-float64(before.HeapAlloc)-held)/float64(n))
-			runtime.KeepAlive(c)
+			c.Put(key, r)
 		}
-		return best
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		best = min(best, (float64(after.HeapAlloc)-float64(before.HeapAlloc)-float64(held(c)))/float64(len(encoded)))
+		runtime.KeepAlive(c)
 	}
-	plain, squeezed := perObject(false), perObject(true)
+	return best
+}
+
+// compactOfKind returns a fresh compact cache of ConfigMaps, compressed
+// if squeeze, with indexers.
+func compactOfKind(squeeze bool, indexers map[string]func(*corev1.ConfigMap) []string) func() *Cache[*corev1.ConfigMap] {
+	return func() *Cache[*corev1.ConfigMap] {
+		c := New(nil, indexers)
+		c.SetCompact(reflect.TypeFor[*corev1.ConfigMap](), squeeze, false)
+		return c
+	}
+}
+
+func nothingHeld(*Cache[*corev1.ConfigMap]) int64 { return 0 }
+
+// What a compact cache holds beside each object's bytes (its record, its
+// key, its place in the map) stays under 100 bytes an object (issue 43):
+// measured on the heap, every allocation the cache makes counted. Held as
+// they came (CompactUncompressed), the entries are the bytes given, made
+// before the count starts; compressed, the entries' lengths are taken off
+// (what the allocator rounds them up to stays in: logged, not held to 100).
+// BK_N=50000 measures at another size.
+func TestCompactBookkeepingPerObject(t *testing.T) {
+	n := 20000
+	if v, err := strconv.Atoi(os.Getenv("BK_N")); err == nil {
+		n = v
+	}
+	encoded := encodedConfigMaps(t, n, func(i int, o *corev1.ConfigMap) {
+		o.Labels["app"] = fmt.Sprintf("app-%d", i%50)
+		o.Data = map[string]string{"setting": strings.Repeat("x", i%200)}
+	})
+	plain := heapPerObject(t, encoded, compactOfKind(false, nil), nothingHeld)
+	squeezed := heapPerObject(t, encoded, compactOfKind(true, nil), (*Cache[*corev1.ConfigMap]).HeldBytes)
 	t.Logf("%d objects: %.1f bytes an object beside its bytes; compressed, %.1f with the allocator's rounding of the entries and the dictionary", n, plain, squeezed)
 	if plain >= 100 {
 		t.Fatalf("a compact cache holds %.1f bytes an object beside its bytes, want under 100", plain)
@@ -292,46 +316,17 @@ func TestCompactNamespaceWithAnyKey(t *testing.T) {
 // ReplicaSet, say) and 400 (a label shared widely): see issue 43.
 func TestCompactIndexCostPerObject(t *testing.T) {
 	const n = 20000
-	var encoded [][]byte
-	for i := range n {
-		o := cm("bench-ns", fmt.Sprintf("config-%05d", i), "app", "web")
+	encoded := encodedConfigMaps(t, n, func(i int, o *corev1.ConfigMap) {
 		o.Labels["owner"], o.Labels["tier"] = fmt.Sprint("rs-", i%(n/10)), fmt.Sprint("tier-", i%(n/400))
-		o.ResourceVersion = strconv.Itoa(1000 + i)
-		b, err := o.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		encoded = append(encoded, b)
-	}
-	heapOf := func(index string) float64 {
-		best := math.Inf(1)
-		for range 3 {
-			var indexers map[string]func(*corev1.ConfigMap) []string
-			if index != "" {
-				indexers = map[string]func(*corev1.ConfigMap) []string{
-					"by": func(o *corev1.ConfigMap) []string { return []string{o.Labels[index]} },
-				}
+	})
+	heapOf := func(label string) float64 {
+		var indexers map[string]func(*corev1.ConfigMap) []string
+		if label != "" {
+			indexers = map[string]func(*corev1.ConfigMap) []string{
+				"by": func(o *corev1.ConfigMap) []string { return []string{o.Labels[label]} },
 			}
-			c := New(nil, indexers)
-			c.SetCompact(reflect.TypeFor[*corev1.ConfigMap](), false, false)
-			k := compactOf(c)
-			runtime.GC()
-			var before, after runtime.MemStats
-			runtime.ReadMemStats(&before)
-			for i, b := range encoded {
-				key := "bench-ns/" + fmt.Sprintf("config-%05d", i)
-				r, err := k.packEncoded(c, key, b, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				c.Put(key, r)
-			}
-			runtime.GC()
-			runtime.ReadMemStats(&after)
-			best = min(best, (float64(after.HeapAlloc)-float64(before.HeapAlloc))/n)
-			runtime.KeepAlive(c)
 		}
-		return best
+		return heapPerObject(t, encoded, compactOfKind(false, indexers), nothingHeld)
 	}
 	none, ten, wide := heapOf(""), heapOf("owner"), heapOf("tier")
 	t.Logf("an index adds %.2f bytes an object where a value files 10 objects, %.2f where it files 400 (%.2f without)", ten-none, wide-none, none)
