@@ -283,7 +283,12 @@ type syncStats struct {
 	peakHeap, peakRSS  float64 // MB: the highest heap sample up to synced; VmHWM at synced
 	objects            int     // in the cache when synced
 	handled, heapAfter float64 // start -> every initial Added handled (at most 60 s more); heap MB then, after runtime.GC() twice
-	series             [][2]float64
+	// cpuHandled is user+sys CPU to handled: an informer that delivers the
+	// initial Added while the list streams (kinformer since its pipelined
+	// list) spends its handlers' part before synced, one that delivers
+	// after the list, after it: only this figure compares them.
+	cpuHandled float64
+	series     [][2]float64
 }
 
 // measureSync starts iut and measures its sync; synced is called as soon
@@ -312,6 +317,7 @@ func measureSync(iut informerUnderTest, rec *recorder, who string, objects int, 
 		fmt.Fprintf(os.Stderr, "contender %s: only %d of %d initial Added handled after 60s\n", who, rec.adds.Load(), objects)
 	}
 	st.handled = time.Since(t0).Seconds()
+	st.cpuHandled = cpuSeconds() - cpu0
 	st.series = smp.finish()
 	st.heapAfter = gcHeapMB()
 	return st

@@ -165,6 +165,7 @@ func projectReport(run projectRun) string {
 	}{
 		{"time to synced (s)", "%.3f", func(r compactResult) float64 { return r.SyncSeconds }},
 		{"CPU for the sync (s)", "%.3f", func(r compactResult) float64 { return r.SyncCPUSeconds }},
+		{"CPU to all initial ADDED handled (s)", "%.3f", func(r compactResult) float64 { return r.HandledCPUSeconds }},
 		{"peak Go heap during sync (MB)", "%.1f", func(r compactResult) float64 { return r.PeakHeapMB }},
 		{"heap after sync (MB)", "%.1f", func(r compactResult) float64 { return r.HeapAfterSyncMB }},
 		{"heap after sync − base (MB)", "%.1f", func(r compactResult) float64 { return r.HeapAfterSyncMB - r.HeapBaseMB }},
