@@ -86,8 +86,11 @@ type Cache[T Object] struct {
 	// contended in the steady state.
 	wmu sync.Mutex
 
-	mu      sync.RWMutex                 // guards items, indices and nsCount; held for writing by the writer, and by a reader building the namespace index
-	items   Items[T]                     // key -> object
+	mu sync.RWMutex // guards items, indices and nsCount; held for writing by the writer, and by a reader building the namespace index
+	// items is the content, key -> object: replaced (Swap, AddIndexers),
+	// never changed in place but by the writer, which also reads it
+	// without the lock (Peek); readers read it under mu.
+	items   atomic.Pointer[Items[T]]
 	indices map[string]map[string]keySet // index name -> value -> keys; IndexNamespace only once built if lazyNS
 	nsCount map[string]int               // namespace -> objects, if lazyNS
 	nsBuilt atomic.Bool                  // the lazy namespace index is in indices (set under mu; read by the writer without it)
@@ -137,10 +140,13 @@ func New[T Object](keyFunc func(T) string, indexers map[string]func(T) []string)
 	return c
 }
 
+// content returns the cache's content (items).
+func (c *Cache[T]) content() *Items[T] { return c.items.Load() }
+
 // setHolding makes h how the cache holds its objects: before any is put.
 func (c *Cache[T]) setHolding(h holding[T]) {
 	c.h, c.straight = h, h.straight()
-	c.items = *c.NewItems(0)
+	c.items.Store(c.NewItems(0))
 }
 
 // MetaNamespaceKey is the default key: "namespace/name", or just "name"

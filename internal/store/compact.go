@@ -39,20 +39,23 @@ type packed struct {
 	// length is in rl; an encoding of lenMask bytes or more has its length
 	// in the 8 bytes before it, which d points to (newPacked).
 	d *byte
-	// rl holds, above lenBits, rvn: metadata.resourceVersion, if it is a
-	// decimal number without leading zeros (what every API server backed
-	// by etcd gives: its revisions) other than 0 and below 1<<(64-lenBits)
-	// (a trillion revisions); else 0, and the packer's oddRVs hold it.
-	// Below lenBits, the encoding's length (lenMask: a long one).
+	// rl holds, in its top bit, whether the object is cluster-scoped
+	// (clusterBit: its key is its name, whatever the name holds); below
+	// it, above lenBits, rvn: metadata.resourceVersion, if it is a decimal
+	// number without leading zeros (what every API server backed by etcd
+	// gives: its revisions) other than 0 and at most maxRVN (half a
+	// trillion revisions); else 0, and the packer's oddRVs hold it. Below
+	// lenBits, the encoding's length (lenMask: a long one).
 	rl uint64
 	// x holds what only some caches or objects have; nil for none.
 	x *packedExtra
 }
 
 const (
-	lenBits = 24
-	lenMask = 1<<lenBits - 1
-	maxRVN  = 1<<(64-lenBits) - 1
+	lenBits    = 24
+	lenMask    = 1<<lenBits - 1
+	maxRVN     = 1<<(63-lenBits) - 1
+	clusterBit = 1 << 63
 )
 
 // setData makes data the encoding p holds.
@@ -84,7 +87,7 @@ func (p *packed) data() []byte {
 
 // rvn returns p's resourceVersion as a number, 0 if it is not one rl
 // holds (the packer's oddRVs does).
-func (p *packed) rvn() uint64 { return p.rl >> lenBits }
+func (p *packed) rvn() uint64 { return p.rl &^ clusterBit >> lenBits }
 
 // rvNumber returns rv as packed.rvn keeps it: its number, or 0 if it is
 // not a decimal number in canonical form (or is "0"), or above maxRVN.
@@ -236,8 +239,11 @@ func (k *packer[T]) newPacked(data []byte, rv, ns string) *packed {
 	rvn := rvNumber(rv)
 	p := &packed{rl: rvn << lenBits}
 	p.setData(data)
-	if !k.keyNS && ns != "" {
+	switch {
+	case !k.keyNS && ns != "":
 		p.ext().kind = unique.Make(nsKind{ns: ns})
+	case ns == "":
+		p.rl |= clusterBit
 	}
 	if rvn == 0 {
 		k.setOddRV(p, rv)

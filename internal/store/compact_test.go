@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -161,7 +162,8 @@ func TestPackedLongEncodingAndLargeResourceVersion(t *testing.T) {
 		rv   string
 	}{
 		{long, "1"},
-		{long[:lenMask-1], "1099511627775"},
+		{long[:lenMask-1], strconv.FormatUint(maxRVN, 10)},
+		{[]byte("abc"), strconv.FormatUint(maxRVN+1, 10)},
 		{long[:lenMask], "2"},
 		{[]byte{}, "3"},
 		{[]byte("abc"), "1099511627776"},
@@ -330,4 +332,86 @@ func TestCompactIndexCostPerObject(t *testing.T) {
 	}
 	none, ten, wide := heapOf(""), heapOf("owner"), heapOf("tier")
 	t.Logf("an index adds %.2f bytes an object where a value files 10 objects, %.2f where it files 400 (%.2f without)", ten-none, wide-none, none)
+}
+
+// A cluster-scoped object's key is its name, whatever the name holds: a
+// '/' in it (a fake source's; the API server refuses them) does not make
+// a namespace of what comes before it.
+func TestCompactClusterScopedNameWithSlash(t *testing.T) {
+	c := newCompact(false)
+	o := cm("", "a/b", "app", "web")
+	r, err := compactOf(c).hold(c, arrivalOf(o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Put("a/b", r)
+	c.Put("ns/x", func() Ref[*corev1.ConfigMap] {
+		r, err := compactOf(c).hold(c, arrivalOf(cm("ns", "x", "app", "web")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}())
+	if got, _ := c.ByIndex(IndexNamespace, ""); len(got) != 1 || got[0].Name != "a/b" {
+		t.Fatalf("cluster-scoped: %d objects", len(got))
+	}
+	if got, _ := c.ByIndex(IndexNamespace, "a"); len(got) != 0 {
+		t.Fatalf("%d objects in namespace a, want none", len(got))
+	}
+}
+
+// AddIndexers while the writer diffs a re-list against the content it
+// swapped in, and reads it without the lock (Peek): the content the
+// writer holds is never written under it (go test -race; before, a
+// compact cache's AddIndexers rewrote that map: "concurrent map
+// iteration and map write").
+func TestCompactAddIndexersWhileTheWriterReadsItsContent(t *testing.T) {
+	c := newCompact(false)
+	k := compactOf(c)
+	items := c.NewItems(0)
+	for i := range 2000 {
+		o := cm("ns", fmt.Sprint("o", i), "app", fmt.Sprint("v", i%7))
+		r, err := k.hold(c, arrivalOf(o))
+		if err != nil {
+			t.Fatal(err)
+		}
+		items.Set("ns/"+o.Name, r)
+	}
+	c.Swap(items)
+	done := make(chan struct{})
+	var added atomic.Bool
+	go func() {
+		defer close(done)
+		for !added.Load() {
+			n := 0
+			for key := range items.All() { // writer.replace's diff
+				if _, ok := c.Peek(key); ok {
+					n++
+				}
+			}
+			if n != 2000 {
+				t.Errorf("%d of 2000 objects found", n)
+				return
+			}
+		}
+	}()
+	for i := range 5 {
+		name := fmt.Sprint("by", i)
+		if err := c.AddIndexers(map[string]func(*corev1.ConfigMap) []string{
+			name: func(o *corev1.ConfigMap) []string { return []string{o.Labels["app"]} },
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	added.Store(true)
+	<-done
+	want := 0
+	for i := range 2000 {
+		if i%7 == 3 {
+			want++
+		}
+	}
+	if got, err := c.ByIndex("by4", "v3"); err != nil || len(got) != want {
+		t.Fatalf("ByIndex: %d objects (%v), want %d", len(got), err, want)
+	}
 }

@@ -115,11 +115,13 @@ func (r Ref[T]) namespaceAt(key string, byKey bool) string {
 	switch {
 	case r.p == nil:
 		return r.obj.GetNamespace()
+	case r.p.rl&clusterBit != 0:
+		return "" // its key is its name, even a name with a '/' (from a fake source)
 	case byKey:
 		if ns, _, ok := strings.Cut(key, "/"); ok {
 			return ns
 		}
-		return "" // cluster-scoped: the key is the name
+		return ""
 	}
 	return r.p.extra().nsKind().ns
 }

@@ -58,7 +58,7 @@ func (c *Cache[T]) AddIndexers(indexers map[string]func(T) []string) error {
 		built[name] = map[string]keySet{}
 	}
 	rekept := map[string]Ref[T]{}
-	for key, r := range c.items.All() { // only the writer changes items, and it waits on wmu
+	for key, r := range c.content().All() { // only the writer changes items, and it waits on wmu
 		obj, ok := c.Load(r)
 		vals := make([][]string, len(names)) // none, for bytes that do not decode
 		for i, name := range names {
@@ -76,8 +76,15 @@ func (c *Cache[T]) AddIndexers(indexers map[string]func(T) []string) error {
 	for name, m := range built {
 		c.indices[name] = m
 	}
-	for key, r := range rekept {
-		c.items.Set(key, r)
+	if len(rekept) > 0 {
+		// A new content, not the one the writer may be reading without
+		// the lock (Peek), or diffing a re-list against after a Swap
+		// (writer.replace ranges over the items it gave).
+		next := c.content().clone()
+		for key, r := range rekept {
+			next.Set(key, r)
+		}
+		c.items.Store(next)
 	}
 	c.indexers = idx
 	c.order = append(slices.Clip(c.order), names...)
@@ -117,7 +124,7 @@ func (c *Cache[T]) rlockNamespace() {
 	c.mu.RUnlock()
 	c.mu.Lock()
 	if !c.namespaceReady() {
-		c.indices[IndexNamespace] = c.namespaceIndexOf(&c.items, c.nsCount)
+		c.indices[IndexNamespace] = c.namespaceIndexOf(c.content(), c.nsCount)
 		c.nsBuilt.Store(true)
 	}
 	c.mu.Unlock()
@@ -209,7 +216,7 @@ func (c *Cache[T]) reindex(key string, changes []indexChange, ns nsChange) {
 func (c *Cache[T]) Each(fn func(key string, r Ref[T])) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for key, r := range c.items.All() {
+	for key, r := range c.content().All() {
 		fn(key, r)
 	}
 }
@@ -217,19 +224,19 @@ func (c *Cache[T]) Each(fn func(key string, r Ref[T])) {
 // Peek returns the object at key without the lock: for the writer alone,
 // which is the only one to change items.
 func (c *Cache[T]) Peek(key string) (Ref[T], bool) {
-	return c.items.Get(key)
+	return c.content().Get(key)
 }
 
 // PeekAll calls fn for every object without the lock: for the writer
 // alone, and fn must not change the cache.
 func (c *Cache[T]) PeekAll(fn func(key string, r Ref[T])) {
-	for key, r := range c.items.All() {
+	for key, r := range c.content().All() {
 		fn(key, r)
 	}
 }
 
 // Size is Len without the lock: for the writer alone.
-func (c *Cache[T]) Size() int { return c.items.Len() }
+func (c *Cache[T]) Size() int { return c.content().Len() }
 
 // Put stores r (from Hold) under key and returns the object it replaced.
 // Writer only.
@@ -237,10 +244,10 @@ func (c *Cache[T]) Put(key string, r Ref[T]) (old Ref[T], existed bool) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	r, _ = c.h.complete(c, r)
-	old, existed = c.items.Get(key) // the writer's own map: no lock to read
+	old, existed = c.content().Get(key) // the writer's own map: no lock to read
 	changes, ns := c.changes(key, old, existed, r, true)
 	c.mu.Lock()
-	c.items.Set(key, r)
+	c.content().Set(key, r)
 	c.reindex(key, changes, ns)
 	c.mu.Unlock()
 	return old, existed
@@ -250,13 +257,13 @@ func (c *Cache[T]) Put(key string, r Ref[T]) (old Ref[T], existed bool) {
 func (c *Cache[T]) Remove(key string) (old Ref[T], existed bool) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	old, existed = c.items.Get(key)
+	old, existed = c.content().Get(key)
 	if !existed {
 		return old, false
 	}
 	changes, ns := c.changes(key, old, true, old, false)
 	c.mu.Lock()
-	c.items.Delete(key)
+	c.content().Delete(key)
 	c.reindex(key, changes, ns)
 	c.mu.Unlock()
 	return old, true
@@ -301,10 +308,11 @@ func (c *Cache[T]) Swap(items *Items[T]) (old *Items[T], rewrite bool) {
 	if c.lazyNS && !builtNS && c.nsBuilt.Load() {
 		indices[IndexNamespace] = c.namespaceIndexOf(items, counts)
 	}
-	was := c.items
-	c.items, c.indices, c.nsCount = *items, indices, counts
+	was := c.content()
+	c.items.Store(items)
+	c.indices, c.nsCount = indices, counts
 	c.mu.Unlock()
-	return &was, rewrite
+	return was, rewrite
 }
 
 // Refit runs the holding's fit (Swap's) over items, the content a
@@ -321,8 +329,8 @@ func (c *Cache[T]) Refit(items *Items[T]) (rewrite bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for key, r := range items.All() {
-		if cur, ok := c.items.Get(key); ok && cur.p != r.p {
-			c.items.Set(key, r) // the same object, its index values and namespace as before
+		if cur, ok := c.content().Get(key); ok && cur.p != r.p {
+			c.content().Set(key, r) // the same object, its index values and namespace as before
 		}
 	}
 	return true
@@ -403,7 +411,7 @@ func (s *keys) add(key string) {
 	if len(s.few) == cap(s.few) {
 		// Grown by half, not doubled as append does: a set's slice is
 		// most of what an index costs an object.
-		grown := make([]string, len(s.few), len(s.few)+len(s.few)/2+1)
+		grown := make([]string, len(s.few), min(len(s.few)+len(s.few)/2+1, maxFew))
 		copy(grown, s.few)
 		s.few = grown
 	}

@@ -65,7 +65,7 @@ func (c *Cache[T]) GetByKey(key string) (T, bool) {
 // item returns the ref under key, read under the read lock.
 func (c *Cache[T]) item(key string) (Ref[T], bool) {
 	c.mu.RLock()
-	r, ok := c.items.Get(key)
+	r, ok := c.content().Get(key)
 	c.mu.RUnlock()
 	return r, ok
 }
@@ -96,7 +96,7 @@ func (c *Cache[T]) GetKept(key string) (T, bool) {
 // returns it.
 func (c *Cache[T]) ListKept() []T {
 	c.mu.RLock()
-	res := c.results(c.items.Len(), nil)
+	res := c.results(c.content().Len(), nil)
 	res.kept = true
 	res.addAll()
 	c.mu.RUnlock()
@@ -119,7 +119,7 @@ func (c *Cache[T]) Select(namespace string, sel labels.Selector) []T {
 	}
 	if namespace == "" {
 		c.mu.RLock()
-		res := c.results(c.items.Len(), keep)
+		res := c.results(c.content().Len(), keep)
 		res.addAll()
 		c.mu.RUnlock()
 		return res.done()
@@ -156,7 +156,7 @@ func (c *Cache[T]) GetNamespaced(namespace, name string) (T, bool) {
 // List returns a snapshot of all cached objects, in no particular order.
 func (c *Cache[T]) List() []T {
 	c.mu.RLock()
-	res := c.results(c.items.Len(), nil)
+	res := c.results(c.content().Len(), nil)
 	res.addAll()
 	c.mu.RUnlock()
 	return res.done()
@@ -166,8 +166,8 @@ func (c *Cache[T]) List() []T {
 func (c *Cache[T]) ListKeys() []string {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := make([]string, 0, c.items.Len())
-	for k := range c.items.Keys() {
+	out := make([]string, 0, c.content().Len())
+	for k := range c.content().Keys() {
 		out = append(out, k)
 	}
 	return out
@@ -177,7 +177,7 @@ func (c *Cache[T]) ListKeys() []string {
 func (c *Cache[T]) Len() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return c.items.Len()
+	return c.content().Len()
 }
 
 // HeldBytes is the bytes of the encodings a compact cache holds; 0 for a
@@ -186,7 +186,7 @@ func (c *Cache[T]) HeldBytes() int64 {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	var n int64
-	for _, r := range c.items.All() {
+	for _, r := range c.content().All() {
 		n += int64(c.h.size(r))
 	}
 	return n
@@ -229,12 +229,12 @@ func (c *Cache[T]) IndexKeys(name, value string) ([]string, error) {
 		out := make([]string, 0, c.nsCount[value])
 		keys, all := c.namespaceKeys(value)
 		keys.each(func(k string) {
-			if c.items.Has(k) {
+			if c.content().Has(k) {
 				out = append(out, k)
 			}
 		})
 		if all {
-			for k := range c.items.Keys() {
+			for k := range c.content().Keys() {
 				out = append(out, k)
 			}
 		}
@@ -304,13 +304,13 @@ func (g *results[T]) addAll() {
 		// A holding that reads straight holds objects: every ref is in
 		// items' objects, none in its packed records.
 		out := g.out // a local the loop keeps in registers
-		for _, obj := range g.c.items.objs {
+		for _, obj := range g.c.content().objs {
 			out = append(out, obj)
 		}
 		g.out = out
 		return
 	}
-	for _, r := range g.c.items.All() {
+	for _, r := range g.c.content().All() {
 		g.add(r)
 	}
 }
@@ -323,7 +323,7 @@ func (g *results[T]) addKeys(keys keySet) {
 	case keys == nil:
 	case g.straight:
 		out := g.out // a local the loop keeps in registers
-		objs := g.c.items.objs
+		objs := g.c.content().objs
 		if keys.many != nil {
 			for k := range keys.many {
 				if obj, ok := objs[k]; ok {
@@ -340,7 +340,7 @@ func (g *results[T]) addKeys(keys keySet) {
 		g.out = out
 	default:
 		keys.each(func(k string) {
-			if r, ok := g.c.items.Get(k); ok {
+			if r, ok := g.c.content().Get(k); ok {
 				g.add(r)
 			}
 		})
