@@ -138,6 +138,11 @@ func ExampleNewCache() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- mgr.Start(ctx) }()
+	// Reads from the cache wait for the manager to start it, as with
+	// controller-runtime's own cache (before, a read is ErrCacheNotStarted).
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		panic("the cache did not sync")
+	}
 
 	c := mgr.GetClient() // reads from the cache, writes to the server
 	for _, name := range []string{"a", "b", "c"} {
