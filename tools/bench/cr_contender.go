@@ -16,16 +16,20 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kinformer/kinformer/clientgo"
-	kcr "github.com/kinformer/kinformer/controllerruntime"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kinformer/kinformer/clientgo"
+	kcr "github.com/kinformer/kinformer/controllerruntime"
 )
 
 // The controller-runtime contenders: the same manager and reconcilers,
@@ -73,6 +77,10 @@ type crResult struct {
 	MainSeconds       float64 `json:"mainSeconds"`       // exec -> main (the binary's init)
 	SyncSeconds       float64 `json:"syncSeconds"`       // exec -> both informers HasSynced (polled every 1 ms) and WaitForCacheSync true
 	ReconciledSeconds float64 `json:"reconciledSeconds"` // exec -> each reconciler has reconciled every object of the workload once
+	// MappedSeconds (-handler-cost): exec -> the ConfigMaps' mapper (the
+	// informer's event handler) has been called for every initial object.
+	MappedSeconds    float64 `json:"mappedSeconds"`
+	MappedCPUSeconds float64 `json:"mappedCPUSeconds"`
 
 	SyncCPUSeconds       float64 `json:"syncCPUSeconds"`
 	ReconciledCPUSeconds float64 `json:"reconciledCPUSeconds"`
@@ -157,6 +165,7 @@ func crContenderMain(args []string) error {
 	updates := fs.Int("updates", 0, "update reconciles to expect after sync (writes come from the parent; at most one per ConfigMap)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile, process start to reconciled, to this file")
 	memProfile := fs.String("memprofile", "", "write a heap profile once reconciled to this file (alloc_space: the start; inuse_space: the heap after sync)")
+	fs.DurationVar(&handlerCost, "handler-cost", 0, "ConfigMaps go through a mapper (handler.EnqueueRequestsFromMapFunc, called by the informer's event handler) that spends this long on each Create and Update (busy); 0: For, no mapper")
 	fs.Parse(args)
 	if *memProfile != "" {
 		runtime.MemProfileRate = 4096
@@ -203,8 +212,32 @@ func crContenderMain(args []string) error {
 		return err
 	}
 	// ConfigMaps: a cached Get; counts the first reconcile of each, and
-	// records those of an update of the burst.
-	if err := ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Named("bench-configmaps").Complete(
+	// records those of an update of the burst. With -handler-cost, a
+	// mapper in front of it (a mapper that reads the cache, issue 45).
+	mapped := newCountTo(0)
+	b := ctrl.NewControllerManagedBy(mgr).Named("bench-configmaps")
+	if handlerCost > 0 {
+		mapped = newCountTo(*nCM)
+		b = b.Watches(&corev1.ConfigMap{}, handler.Funcs{
+			CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				work()
+				if e.Object.GetNamespace() == cmNamespace {
+					mapped.inc()
+				}
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)})
+			},
+			UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				work()
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.ObjectNew)})
+			},
+			DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)})
+			},
+		})
+	} else {
+		b = b.For(&corev1.ConfigMap{})
+	}
+	if err := b.Complete(
 		reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 			var cm corev1.ConfigMap
 			if err := cl.Get(ctx, req.NamespacedName, &cm); err != nil {
@@ -224,9 +257,12 @@ func crContenderMain(args []string) error {
 		})); err != nil {
 		return err
 	}
-	// Pods: a cached Get, and a List of the Pods that mount the same
-	// ConfigMap (the field index), which must hold the Pod itself.
-	if err := ctrl.NewControllerManagedBy(mgr).For(&corev1.Pod{}).Named("bench-pods").Complete(
+	// Pods (none with -pods 0): a cached Get, and a List of the Pods that
+	// mount the same ConfigMap (the field index), which must hold the Pod
+	// itself.
+	if *nPods == 0 {
+		// no Pod controller, no Pod informer
+	} else if err := ctrl.NewControllerManagedBy(mgr).For(&corev1.Pod{}).Named("bench-pods").Complete(
 		reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 			var pod corev1.Pod
 			if err := cl.Get(ctx, req.NamespacedName, &pod); err != nil {
@@ -257,7 +293,11 @@ func crContenderMain(args []string) error {
 	}
 	// The informers (made now, started by the manager), to poll.
 	var infs []cache.Informer
-	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Pod{}} {
+	objs := []client.Object{&corev1.ConfigMap{}, &corev1.Pod{}}
+	if *nPods == 0 {
+		objs = objs[:1]
+	}
+	for _, obj := range objs {
 		inf, err := mgr.GetCache().GetInformer(ctx, obj)
 		if err != nil {
 			return err
@@ -281,6 +321,16 @@ func crContenderMain(args []string) error {
 	res.SyncSeconds, res.SyncCPUSeconds = since(), cpuSeconds()
 	smp.sample()
 	res.PeakHeapMB = smp.peakUntil(float64(time.Since(t0).Microseconds()) / 1000)
+	select {
+	case <-mapped.done:
+		if handlerCost > 0 {
+			res.MappedSeconds, res.MappedCPUSeconds = since(), cpuSeconds()
+		}
+	case err := <-mgrErr:
+		return fmt.Errorf("manager: %w", err)
+	case <-time.After(2 * time.Minute):
+		return fmt.Errorf("%s: %d ConfigMaps of the workload mapped after 2 minutes, want %d", *kind, mapped.n.Load(), *nCM)
+	}
 	for _, c := range []*countTo{cms, pods} {
 		select {
 		case <-c.done:
@@ -329,8 +379,10 @@ func crContenderMain(args []string) error {
 		return err
 	}
 	var pl corev1.PodList
-	if err := cl.List(ctx, &pl, client.InNamespace(podNamespace), client.UnsafeDisableDeepCopy); err != nil {
-		return err
+	if *nPods > 0 {
+		if err := cl.List(ctx, &pl, client.InNamespace(podNamespace), client.UnsafeDisableDeepCopy); err != nil {
+			return err
+		}
 	}
 	res.CachedConfigMaps, res.CachedPods = len(cml.Items), len(pl.Items)
 	return childResult(res)

@@ -35,12 +35,14 @@ type result struct {
 	Round     int    `json:"round"`
 	Objects   int    `json:"objects"` // in the cache (or the list) when synced
 
-	SyncSeconds     float64 `json:"syncSeconds"`     // start -> HasSynced true (polled every 1 ms)
-	HandledSeconds  float64 `json:"handledSeconds"`  // start -> every initial Added handled
-	SyncCPUSeconds  float64 `json:"syncCPUSeconds"`  // user+sys, start -> synced
-	PeakHeapMB      float64 `json:"peakHeapMB"`      // max live+unswept heap objects, start -> synced
-	PeakRSSMB       float64 `json:"peakRSSMB"`       // VmHWM at synced
-	HeapAfterSyncMB float64 `json:"heapAfterSyncMB"` // heap objects after handlers drained and runtime.GC()
+	SyncSeconds    float64 `json:"syncSeconds"`    // start -> HasSynced true (polled every 1 ms)
+	HandledSeconds float64 `json:"handledSeconds"` // start -> every initial Added handled
+	SyncCPUSeconds float64 `json:"syncCPUSeconds"` // user+sys, start -> synced
+	// HandledCPUSeconds is user+sys, start -> every initial Added handled.
+	HandledCPUSeconds float64 `json:"handledCPUSeconds"`
+	PeakHeapMB        float64 `json:"peakHeapMB"`      // max live+unswept heap objects, start -> synced
+	PeakRSSMB         float64 `json:"peakRSSMB"`       // VmHWM at synced
+	HeapAfterSyncMB   float64 `json:"heapAfterSyncMB"` // heap objects after handlers drained and runtime.GC()
 
 	Updates          int     `json:"updates"`          // update events handled
 	UpdatesExpected  int     `json:"updatesExpected"`  // writes made
@@ -187,6 +189,7 @@ func contenderMain(args []string) error {
 	})
 	res.SyncSeconds, res.SyncCPUSeconds, res.PeakHeapMB, res.PeakRSSMB = st.seconds, st.cpu, st.peakHeap, st.peakRSS
 	res.Objects, res.HandledSeconds, res.Series, res.HeapAfterSyncMB = st.objects, st.handled, st.series, st.heapAfter
+	res.HandledCPUSeconds = st.cpuHandled
 	// After the GCs: inuse_space is then the heap after sync, by type
 	// and allocation site; alloc_space is the whole sync's.
 	if err := writeHeapProfile(*memProfile); err != nil {

@@ -11,6 +11,7 @@
 //	cd tools/bench && go run . shard        # 1, 2, 4 sharded replicas, server- and client-side filtering; join and death
 //	cd tools/bench && go run . cr           # controller-runtime managers over either cache; client-go SharedIndexInformers of both libraries
 //	cd tools/bench && go run . compact      # Options.Compact (issue 22): 20,000 and 50,000 Pods, reads, custom resources, warm restarts
+//	cd tools/bench && go run . handlers     # a busy handler on the initial list: does it overlap the list's transfer?
 //	cd tools/bench && go run . scale        # 100,000 Secrets and 20,000 Services through a controller-runtime manager: its cache against kcr
 //	cd tools/bench && go run . -h           # the scenarios; go run . SCENARIO -h for a scenario's flags
 //
@@ -95,6 +96,8 @@ func scenarios() []scenario {
 		{name: "scale", help: "at scale: 100,000 Secrets and 20,000 Services synced and handled by a controller-runtime manager, its own cache against kcr (about 35 minutes, 15-20 of them creating the objects)",
 			section: [2]string{scaleBegin, scaleEnd}, localapi: true, dataDirHelp: "localapi data dir (default: a new temporary one); reuse one to skip creating the Secrets and Services",
 			flags: scaleFlags, child: "scale-contender", childMain: scaleContenderMain},
+		{name: "handlers", help: "a busy handler on the initial list (issue 45): 20,000 ConfigMaps, a 50 µs handler; kinformer, client-go and controller-runtime against the list alone and the handler alone (about 5 minutes)",
+			section: [2]string{handlersBegin, handlersEnd}, localapi: true, flags: handlersFlags},
 		{name: "spread", help: "many informers started together (issue 45): 100 namespaces of 200 ConfigMaps, one Factory's informers at once against one by one and against client-go (about 5 minutes)",
 			section: [2]string{spreadBegin, spreadEnd}, localapi: true, dataDirHelp: "localapi data dir (default: a new temporary one); reuse one to skip creating the ConfigMaps",
 			flags: spreadFlags},
