@@ -117,6 +117,15 @@ Endpoints (GET only):
                      is frozen) and for how long; a ready resource that
                      lost its watch and waits to reconnect adds a line
                      under "ok": "configmaps: reconnecting (since 12s)…"
+  /api/…, /apis/…, /version
+                     with --kube-api: the Kubernetes API's own paths, read
+                     only, answered from the caches: discovery, get, list
+                     (label and field selectors, limit and continue) and
+                     watch (from a resourceVersion of the last
+                     --kube-api-history MiB of events, bookmarks,
+                     watch-list), JSON only, with the API server's Status
+                     errors; point client-go, kubectl (--server) or any
+                     client at it
 
 --state-dir DIR keeps each cache in a file in DIR, and a restarted serve
 with the same flags starts from them: it serves the objects as they were
@@ -167,6 +176,8 @@ type serveFlags struct {
 	nsSelector  string
 	skipDenied  bool
 	shard       shardFlags
+	kubeAPI     bool
+	kubeHistory int // MiB
 	verbose     bool
 	watchTime   time.Duration // hidden: for tests
 }
@@ -188,6 +199,8 @@ func (f *serveFlags) flagSet() *pflag.FlagSet {
 	fs.StringVar(&f.nsSelector, "namespace-selector", "", "serve the namespaced RESOURCEs in the namespaces whose labels match this selector, following them as they change (e.g. tenant=acme)")
 	bindSkipForbidden(fs, &f.skipDenied)
 	f.shard.bind(fs)
+	fs.BoolVar(&f.kubeAPI, "kube-api", false, "also serve the caches under the Kubernetes API's paths (/api, /apis): get, list and watch, so that client-go, kubectl and the other clients read them as they would the API server (read only)")
+	fs.IntVar(&f.kubeHistory, "kube-api-history", defaultKubeHistoryBytes>>20, "MiB of recent events kept for each resource with --kube-api, for watches from a resourceVersion (an older one gets 410 Gone and its client lists again)")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log the informers' retries and re-lists on stderr")
 	fs.DurationVar(&f.watchTime, "watch-timeout", 0, "the shortest server-side timeout of a watch (0: the library's default)")
 	_ = fs.MarkHidden("watch-timeout")
@@ -214,6 +227,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return usageErrorf("serve: --max-connections must be at least 1")
 	case f.recent < 1 || f.recent > maxRecentEvents:
 		return usageErrorf("serve: --recent-events must be between 1 and %d", maxRecentEvents)
+	case f.kubeHistory < 1 || f.kubeHistory > 4096:
+		return usageErrorf("serve: --kube-api-history must be between 1 and 4096 (MiB)")
 	case f.watchTime < 0:
 		return usageErrorf("serve: --watch-timeout must not be negative")
 	case f.cluster.allNamespaces && fs.Changed("namespace"):
@@ -282,6 +297,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	s.sseClients.max = int64(f.sseClients)
 	s.feedClients.max = int64(f.sseClients)
+	s.kubeWatches.max = int64(f.sseClients)
+	if f.kubeAPI {
+		s.kubeHistory = f.kubeHistory << 20
+	}
 	sh, shard, err := f.shard.newSharding(cfg, e.stderr, f.verbose, s.registry)
 	if err != nil {
 		return err
@@ -426,6 +445,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			err := r.src.waitForSync(gctx)
 			switch {
 			case err == nil:
+				if r.kube != nil {
+					r.kube.start(r.src.resourceVersion())
+				}
 				if line := restoreLine(e.prog, r.name, r.src.restores(), r.src.startup().ListTook); line != "" {
 					fmt.Fprintln(e.stderr, line)
 				}

@@ -54,6 +54,13 @@ func (s *server) handler() http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("GET /readyz", readyHandler(func() []string { return s.notReady() }, s.notes))
+	if s.kubeHistory > 0 {
+		mux.HandleFunc("/api", s.kubeAPIRequest)
+		mux.HandleFunc("/api/", s.kubeAPIRequest)
+		mux.HandleFunc("/apis", s.kubeAPIRequest)
+		mux.HandleFunc("/apis/", s.kubeAPIRequest)
+		mux.HandleFunc("GET /version", s.kubeVersion)
+	}
 	return s.guard(mux)
 }
 

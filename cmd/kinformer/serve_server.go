@@ -33,6 +33,7 @@ type served struct {
 	counts      []atomic.Int64 // events by type, in the order of eventTypes
 	restored    atomic.Int64   // Added events of objects restored from the state file
 	sseDropped  atomic.Int64
+	kube        *kubeRing // --kube-api's history of its events; nil without
 }
 
 // eventTypes are the event types, in the library's order.
@@ -61,6 +62,11 @@ type server struct {
 	yamlRenders    limiter                // ?format=yaml answers being made
 	sseClients     limiter                // /events clients
 	feedClients    limiter                // /events/feed clients: the page's, apart from /events'
+	kubeWatches    limiter                // --kube-api watches
+
+	// kubeHistory is --kube-api's history of each resource, in bytes (0:
+	// --kube-api is off). Set before adding resources.
+	kubeHistory int
 }
 
 func newServer(sseBuffer, recent int) (*server, error) {
@@ -73,6 +79,7 @@ func newServer(sseBuffer, recent int) (*server, error) {
 	s.yamlRenders.max = maxYAMLRenders
 	s.sseClients.max = defaultSSEClients
 	s.feedClients.max = defaultSSEClients
+	s.kubeWatches.max = defaultSSEClients
 	s.notReady = s.health
 	s.registry.MustRegister(
 		collectors.NewGoCollector(),
@@ -96,6 +103,9 @@ func (s *server) add(arg string, res resource, scope string, inf *kinformer.Info
 func (s *server) addSource(arg string, res resource, scope string, src watchSource) *served {
 	r := &served{name: res.String(), res: res, scope: scope, src: src, shardStatus: src.shardStatus, counts: make([]atomic.Int64, len(eventTypes))}
 	r.hub = newHub(s.sseBuffer, func() { r.sseDropped.Add(1) })
+	if s.kubeHistory > 0 {
+		r.kube = newKubeRing(s.kubeHistory)
+	}
 	src.addHandler(func(ev kinformer.Event[*unstructured.Unstructured]) {
 		if i := slices.Index(eventTypes, ev.Type); i >= 0 {
 			r.counts[i].Add(1)
@@ -109,6 +119,9 @@ func (s *server) addSource(arg string, res resource, scope string, src watchSour
 			s.recent.add(newFeedEvent(r.name, now, ev))
 		}
 		r.hub.publish(ev)
+		if r.kube != nil {
+			r.kube.record(ev)
+		}
 	})
 	s.resources = append(s.resources, r)
 	s.byName[arg] = r

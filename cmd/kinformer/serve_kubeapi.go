@@ -1,0 +1,459 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// --kube-api: the caches served under the Kubernetes API's own paths, so
+// that any client (client-go's reflector, kubectl, the Python and
+// JavaScript clients) lists and watches them as it would the API server:
+// get, list (label and field selectors, limit and continue, the
+// resourceVersion rules of the API server's watch cache), watch (from a
+// resourceVersion the resource's kubeRing covers, bookmarks, watch-list),
+// discovery of the resources served, and the API server's Status errors.
+// Read only: every other verb is 405.
+
+const (
+	// defaultKubeHistoryBytes is --kube-api-history's default: the bytes
+	// of events each resource keeps for watches from a resourceVersion.
+	defaultKubeHistoryBytes = 16 << 20
+	// kubeWatchBatch is how many events a watcher takes from the ring at
+	// once.
+	kubeWatchBatch = 256
+	// kubeBookmarkEvery is how often a watch that allows bookmarks is sent
+	// one (the API server sends them about once a minute; more often lets
+	// a client resume closer to where it was).
+	kubeBookmarkEvery = 10 * time.Second
+	// kubeMaxWatch caps a watch's length, as the API server's
+	// --min-request-timeout does (it picks 1-2 times 1800 s unless the
+	// client asks for less).
+	kubeMaxWatch = 30 * time.Minute
+	// initialEventsEnd is the annotation of the bookmark that ends a
+	// watch-list's initial events (metav1.InitialEventsAnnotationKey).
+	initialEventsEnd = metav1.InitialEventsAnnotationKey
+)
+
+// kubeRoute is what a request's path names: a discovery document, or a
+// resource (and a namespace, and an object).
+type kubeRoute struct {
+	gv        schema.GroupVersion
+	r         *served
+	resource  string // as named in the path
+	namespace string
+	name      string
+}
+
+// kubeAPIRequest answers a request under /api or /apis.
+func (s *server) kubeAPIRequest(w http.ResponseWriter, req *http.Request) {
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		kubeStatus(w, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: strings.Join(parts, "/")}, strings.ToLower(req.Method)),
+			"kinformer serve answers from its caches: read only (get, list, watch)")
+		return
+	}
+	var rt kubeRoute
+	var rest []string
+	switch {
+	case parts[0] == "api" && len(parts) == 1:
+		s.kubeVersions(w)
+		return
+	case parts[0] == "api":
+		rt.gv, rest = schema.GroupVersion{Version: parts[1]}, parts[2:]
+	case parts[0] == "apis" && len(parts) == 1:
+		s.kubeGroups(w)
+		return
+	case parts[0] == "apis" && len(parts) == 2:
+		s.kubeGroup(w, parts[1])
+		return
+	default:
+		rt.gv, rest = schema.GroupVersion{Group: parts[1], Version: parts[2]}, parts[3:]
+	}
+	if len(rest) == 0 {
+		s.kubeResources(w, rt.gv)
+		return
+	}
+	if len(rest) >= 3 && rest[0] == "namespaces" {
+		rt.namespace, rest = rest[1], rest[2:]
+	}
+	rt.resource = rest[0]
+	if len(rest) > 1 {
+		rt.name = rest[1]
+	}
+	rt.r = s.kubeServed(rt.gv, rt.resource)
+	gr := schema.GroupResource{Group: rt.gv.Group, Resource: rt.resource}
+	switch {
+	case rt.r == nil:
+		kubeStatus(w, apierrors.NewNotFound(gr, ""), fmt.Sprintf("the server could not find the requested resource: %s is not served here (serving %s)", gr, s.choices()))
+		return
+	case len(rest) > 2:
+		kubeStatus(w, apierrors.NewNotFound(gr, rt.name), fmt.Sprintf("subresource %q is not served: kinformer serve answers get, list and watch of the objects", strings.Join(rest[2:], "/")))
+		return
+	case rt.namespace != "" && !rt.r.res.namespaced:
+		kubeStatus(w, apierrors.NewNotFound(gr, rt.name), fmt.Sprintf("%s is cluster-scoped: not under a namespace", gr))
+		return
+	case rt.r.scope != "" && rt.namespace != rt.r.scope:
+		// Never a part for the whole: a list of every namespace from a
+		// cache of one would look complete.
+		kubeStatus(w, apierrors.NewForbidden(gr, rt.name, fmt.Errorf("this server caches %s of namespace %q only: ask under /namespaces/%s/", gr, rt.r.scope, rt.r.scope)), "")
+		return
+	case !kubeAcceptsJSON(req.Header.Get("Accept")):
+		kubeStatus(w, apierrors.NewGenericServerResponse(http.StatusNotAcceptable, "get", gr, rt.name,
+			fmt.Sprintf("only application/json is served, not %q", req.Header.Get("Accept")), 0, false), "")
+		return
+	}
+	q := req.URL.Query()
+	switch {
+	case rt.name != "" && isTrue(q.Get("watch")):
+		// A watch of one object: a watch with metadata.name.
+		q.Set("fieldSelector", joinSelectors(q.Get("fieldSelector"), "metadata.name="+rt.name))
+		s.kubeWatch(w, req, rt, q)
+	case rt.name != "":
+		s.kubeGet(w, rt)
+	case isTrue(q.Get("watch")):
+		s.kubeWatch(w, req, rt, q)
+	default:
+		s.kubeList(w, req, rt, q)
+	}
+}
+
+func isTrue(v string) bool { return v == "true" || v == "1" }
+
+func joinSelectors(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "," + b
+}
+
+// kubeAcceptsJSON says whether an Accept header takes JSON (or says
+// nothing): protobuf-first clients list JSON after it.
+func kubeAcceptsJSON(accept string) bool {
+	if accept == "" {
+		return true
+	}
+	for _, part := range strings.Split(accept, ",") {
+		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		if mt == "application/json" || mt == "*/*" || mt == "application/*" {
+			return true
+		}
+	}
+	return false
+}
+
+// kubeServed finds the resource a path names in gv.
+func (s *server) kubeServed(gv schema.GroupVersion, resource string) *served {
+	for _, r := range s.resources {
+		if r.res.gvr.GroupVersion() == gv && r.res.gvr.Resource == resource {
+			return r
+		}
+	}
+	return nil
+}
+
+// kubeStatus answers err as the API server does: a Status object, its
+// code as the HTTP status; message, if not "", in place of err's.
+func kubeStatus(w http.ResponseWriter, err apierrors.APIStatus, message string) {
+	st := err.Status()
+	if message != "" {
+		st.Message = message
+	}
+	st.Kind, st.APIVersion = "Status", "v1"
+	writeJSON(w, int(st.Code), st)
+}
+
+// kubeGet answers one object.
+func (s *server) kubeGet(w http.ResponseWriter, rt kubeRoute) {
+	key := rt.name
+	if rt.r.res.namespaced {
+		if rt.namespace == "" {
+			kubeStatus(w, apierrors.NewNotFound(rt.r.res.gvr.GroupResource(), rt.name), fmt.Sprintf("%s is namespaced: get it under /namespaces/NAMESPACE/", rt.r.res.gvr.GroupResource()))
+			return
+		}
+		key = rt.namespace + "/" + rt.name
+	}
+	obj, ok := rt.r.src.get(key)
+	if !ok {
+		kubeStatus(w, apierrors.NewNotFound(rt.r.res.gvr.GroupResource(), rt.name), "")
+		return
+	}
+	b, err := obj.MarshalJSON()
+	if err != nil {
+		kubeStatus(w, apierrors.NewInternalError(err), "")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
+}
+
+// kubeSelection is a list's or a watch's selectors.
+type kubeSelection struct {
+	labels labels.Selector
+	fields fields.Selector
+	ns     string // "" for every namespace
+}
+
+// kubeSelect reads the selectors of q; a Status error if one does not
+// parse.
+func kubeSelect(q map[string][]string, ns string) (kubeSelection, error) {
+	get := func(k string) string {
+		if v := q[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	sel := kubeSelection{labels: labels.Everything(), fields: fields.Everything(), ns: ns}
+	if l := get("labelSelector"); l != "" {
+		if len(l) > maxSelectorLen {
+			return sel, apierrors.NewBadRequest(fmt.Sprintf("labelSelector too long: %d bytes, at most %d", len(l), maxSelectorLen))
+		}
+		var err error
+		if sel.labels, err = labels.Parse(l); err != nil {
+			return sel, apierrors.NewBadRequest(fmt.Sprintf("unable to parse requirement: labelSelector %q: %v", l, err))
+		}
+	}
+	if f := get("fieldSelector"); f != "" {
+		if len(f) > maxSelectorLen {
+			return sel, apierrors.NewBadRequest(fmt.Sprintf("fieldSelector too long: %d bytes, at most %d", len(f), maxSelectorLen))
+		}
+		var err error
+		if sel.fields, err = fields.ParseSelector(f); err != nil {
+			return sel, apierrors.NewBadRequest(fmt.Sprintf("fieldSelector %q: %v", f, err))
+		}
+	}
+	return sel, nil
+}
+
+// matches says whether o is selected: its namespace, labels and the
+// fields the field selector names (metadata.name and metadata.namespace,
+// or any other field path of the object, compared as text).
+func (sel kubeSelection) matches(o *unstructured.Unstructured) bool {
+	if sel.ns != "" && o.GetNamespace() != sel.ns {
+		return false
+	}
+	if !sel.labels.Empty() && !sel.labels.Matches(labels.Set(o.GetLabels())) {
+		return false
+	}
+	return sel.fields.Empty() || sel.fields.Matches(objectFields{o})
+}
+
+// objectFields is an object as a fields.Fields: a field path's value as
+// text ("" if absent).
+type objectFields struct{ o *unstructured.Unstructured }
+
+func (f objectFields) Has(field string) bool {
+	_, found, _ := unstructured.NestedFieldNoCopy(f.o.Object, strings.Split(field, ".")...)
+	return found
+}
+
+func (f objectFields) Get(field string) string {
+	switch field {
+	case "metadata.name":
+		return f.o.GetName()
+	case "metadata.namespace":
+		return f.o.GetNamespace()
+	}
+	v, found, _ := unstructured.NestedFieldNoCopy(f.o.Object, strings.Split(field, ".")...)
+	if !found || v == nil {
+		return ""
+	}
+	switch v := v.(type) {
+	case string:
+		return v
+	case bool:
+		return strconv.FormatBool(v)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return fmt.Sprint(v)
+}
+
+// kubeContinue is a list's continue token: the version of the list it
+// continues and the last key given.
+type kubeContinue struct {
+	RV    string `json:"rv"`
+	Start string `json:"start"`
+}
+
+// kubeList answers a list: the cache's objects, sorted by key, a page at
+// a time with limit. A page after the first is served only while the
+// cache is still at the first page's version (the API server serves every
+// page of a list at one version); after a change, 410 Expired, and the
+// client lists again (client-go's pager does so by itself).
+func (s *server) kubeList(w http.ResponseWriter, req *http.Request, rt kubeRoute, q map[string][]string) {
+	if !s.objectRequests.acquire() {
+		w.Header().Set("Retry-After", retryAfter)
+		kubeStatus(w, apierrors.NewTooManyRequests(fmt.Sprintf("too many lists at once (%d); retry later", s.objectRequests.max), 2), "")
+		return
+	}
+	defer s.objectRequests.release()
+	one := func(k string) string {
+		if v := q[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	sel, err := kubeSelect(q, rt.namespace)
+	if err != nil {
+		kubeStatus(w, err.(apierrors.APIStatus), "")
+		return
+	}
+	limit := 0
+	if l := one("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 0 {
+			kubeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("limit %q: want a number, 0 or more", l)), "")
+			return
+		}
+		limit = n
+	}
+	rv := kubeWaitRV(req.Context(), rt.r.src, one("resourceVersion"), one("resourceVersionMatch"))
+	if st := kubeCheckListRV(rt.r, one("resourceVersion"), one("resourceVersionMatch"), rv, one("continue") != ""); st != nil {
+		kubeStatus(w, st, "")
+		return
+	}
+	start := ""
+	if c := one("continue"); c != "" {
+		var tok kubeContinue
+		b, err := base64.RawURLEncoding.DecodeString(c)
+		if err == nil {
+			err = json.Unmarshal(b, &tok)
+		}
+		if err != nil {
+			kubeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("continue token %q: not one this server gave", c)), "")
+			return
+		}
+		if tok.RV != rv {
+			kubeStatus(w, apierrors.NewResourceExpired(fmt.Sprintf("the continue token of version %s has expired: the cache is at %s now; list again from the start", tok.RV, rv)), "")
+			return
+		}
+		start = tok.Start
+	}
+
+	keys, get := rt.r.src.keyed(sel.ns)
+	slices.Sort(keys)
+	if start != "" {
+		i, _ := slices.BinarySearch(keys, start)
+		for i < len(keys) && keys[i] <= start {
+			i++
+		}
+		keys = keys[i:]
+	}
+	// The items first, streamed; the metadata after them, when it is
+	// known whether more follow (JSON's members have no order).
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(deadlineWriter{w: w, rc: http.NewResponseController(w), timeout: s.writeTimeout}, 32<<10)
+	fmt.Fprintf(bw, `{"kind":%q,"apiVersion":%q,"items":[`, rt.r.res.kind+"List", rt.r.res.gvr.GroupVersion().String())
+	n, last, more := 0, "", false
+	for i, k := range keys {
+		if limit > 0 && n == limit {
+			more = i < len(keys) // the API server says so even if the rest do not match
+			break
+		}
+		o, ok := get(k)
+		if !ok || !sel.matches(o) {
+			continue
+		}
+		b, err := o.MarshalJSON()
+		if err != nil {
+			continue
+		}
+		if n > 0 {
+			bw.WriteByte(',')
+		}
+		if _, err := bw.Write(b); err != nil {
+			panic(http.ErrAbortHandler) // cut short: the client cannot take it for a whole list
+		}
+		n, last = n+1, k
+	}
+	fmt.Fprintf(bw, `],"metadata":{"resourceVersion":%q`, rv)
+	if more {
+		tok, _ := json.Marshal(kubeContinue{RV: rv, Start: last})
+		fmt.Fprintf(bw, `,"continue":%q`, base64.RawURLEncoding.EncodeToString(tok))
+	}
+	bw.WriteString("}}\n")
+	if err := bw.Flush(); err != nil {
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// kubeWaitRV returns src's resourceVersion, once it is want or later if
+// want is a version to wait for (NotOlderThan, or none said): the API
+// server's watch cache waits up to 3 s for a version it has not seen yet.
+func kubeWaitRV(ctx context.Context, src watchSource, want, match string) string {
+	rv := src.resourceVersion()
+	n, ok := parseRV(want)
+	if !ok || match == string(metav1.ResourceVersionMatchExact) {
+		return rv
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		have, ok := parseRV(rv)
+		if !ok || have >= n || time.Now().After(deadline) || ctx.Err() != nil {
+			return rv
+		}
+		time.Sleep(20 * time.Millisecond)
+		rv = src.resourceVersion()
+	}
+}
+
+// kubeCheckListRV applies the API server's resourceVersion rules for a
+// list to a cache at rv: "" and "0" are served from the cache; N with
+// NotOlderThan (or no match, as the API server reads a bare N) needs the
+// cache at N or later; N with Exact needs the cache at N exactly (an
+// older version is gone, 410; a later one not yet there, 504, as the
+// server says).
+func kubeCheckListRV(r *served, want, match, rv string, continued bool) apierrors.APIStatus {
+	switch match {
+	case "", string(metav1.ResourceVersionMatchNotOlderThan), string(metav1.ResourceVersionMatchExact):
+	default:
+		return apierrors.NewBadRequest(fmt.Sprintf("resourceVersionMatch %q: want NotOlderThan or Exact", match))
+	}
+	if match != "" && (want == "" || continued) {
+		return apierrors.NewBadRequest("resourceVersionMatch is forbidden unless resourceVersion is given, and with continue")
+	}
+	if want == "" || want == "0" {
+		if match == string(metav1.ResourceVersionMatchExact) && want == "0" {
+			return apierrors.NewBadRequest("resourceVersionMatch Exact is forbidden for resourceVersion 0")
+		}
+		return nil
+	}
+	n, ok := parseRV(want)
+	if !ok {
+		return apierrors.NewBadRequest(fmt.Sprintf("resourceVersion %q: not a version this server gave", want))
+	}
+	have, ok := parseRV(rv)
+	if !ok {
+		return apierrors.NewServiceUnavailable(fmt.Sprintf("%s has no version yet: not synced", r.name))
+	}
+	switch {
+	case match == string(metav1.ResourceVersionMatchExact) && n < have:
+		return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d): this server keeps the latest version of its cache only", n, have))
+	case n > have:
+		return apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", n, have), 1)
+	}
+	return nil
+}

@@ -1,0 +1,373 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/kinformer/kinformer"
+	"github.com/kinformer/kinformer/internal/testenv"
+)
+
+// kubeClient is a clientset whose server is serve's --kube-api at base.
+func kubeClient(t *testing.T, base string) *kubernetes.Clientset {
+	t.Helper()
+	return kubernetes.NewForConfigOrDie(&rest.Config{Host: strings.TrimSuffix(base, "/"), QPS: 100, Burst: 100})
+}
+
+// cmState is what a store of ConfigMaps holds: name -> resourceVersion.
+func cmState(objs []any) map[string]string {
+	out := map[string]string{}
+	for _, o := range objs {
+		cm := o.(*corev1.ConfigMap)
+		out[cm.Name] = cm.ResourceVersion
+	}
+	return out
+}
+
+// freePort returns a loopback address free now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// client-go's own SharedIndexInformer, its clientset's host set to serve
+// --kube-api, syncs, follows creates, updates and deletes, and comes back
+// after serve restarts (its watch from a version the new serve has no
+// history of gets 410 Gone: it lists again), holding what one pointed at
+// the API server holds.
+func TestServeKubeAPIClientGoInformer(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	ns := testenv.NewNamespace(t, srv.Config())
+	real := kubernetes.NewForConfigOrDie(srv.Config())
+	ctx := context.Background()
+	for _, n := range []string{"a", "b", "c"} {
+		newConfigMap(t, real, ns, n, map[string]string{"k": n})
+	}
+	addr := freePort(t)
+	p, base := startServe(t, "configmaps", "-n", ns, "--kube-api", "--listen", addr, kubeconfigArg(srv))
+	waitReady(t, base)
+
+	stop := make(chan struct{})
+	defer close(stop)
+	newInformer := func(c kubernetes.Interface) toolscache.SharedIndexInformer {
+		f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace(ns))
+		inf := f.Core().V1().ConfigMaps().Informer()
+		f.Start(stop)
+		if !toolscache.WaitForCacheSync(stop, inf.HasSynced) {
+			t.Fatal("not synced")
+		}
+		return inf
+	}
+	viaServe, direct := newInformer(kubeClient(t, base)), newInformer(real)
+	same := func(what string) {
+		t.Helper()
+		waitFor(t, what, 30*time.Second, func() bool {
+			a, b := cmState(viaServe.GetStore().List()), cmState(direct.GetStore().List())
+			return len(a) > 0 && fmt.Sprint(a) == fmt.Sprint(b)
+		})
+	}
+	same("synced through serve as directly")
+
+	if _, err := real.CoreV1().ConfigMaps(ns).Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns}, Data: map[string]string{"k": "changed"}}, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := real.CoreV1().ConfigMaps(ns).Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	newConfigMap(t, real, ns, "d", nil)
+	same("an update, a delete and a create followed")
+	if o, ok, _ := viaServe.GetStore().GetByKey(ns + "/a"); !ok || o.(*corev1.ConfigMap).Data["k"] != "changed" {
+		t.Errorf("a through serve: %v", o)
+	}
+
+	// serve restarts on the same address, with no history: the informer's
+	// watch from where it was gets 410, and it lists again.
+	if code := p.interrupt(); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, p.stderr)
+	}
+	if err := real.CoreV1().ConfigMaps(ns).Delete(ctx, "c", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	newConfigMap(t, real, ns, "e", nil)
+	_, base2 := startServe(t, "configmaps", "-n", ns, "--kube-api", "--listen", addr, kubeconfigArg(srv))
+	if base2 != base {
+		t.Fatalf("serve came back on %s, not %s", base2, base)
+	}
+	same("what changed while serve was down, after its restart")
+}
+
+// kubeDo makes a request of serve's --kube-api and returns the status and
+// the body.
+func kubeDo(t *testing.T, method, u string, header map[string]string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, u, err)
+	}
+	defer resp.Body.Close()
+	var b []byte
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		b = append(append(b, sc.Bytes()...), '\n')
+	}
+	return resp.StatusCode, b
+}
+
+// kubeStatusOf decodes a Status body, failing unless it is one with code.
+func kubeStatusOf(t *testing.T, what string, code int, body []byte, wantCode int, wantReason metav1.StatusReason) metav1.Status {
+	t.Helper()
+	var st metav1.Status
+	if err := json.Unmarshal(body, &st); err != nil || st.Kind != "Status" || code != wantCode || int(st.Code) != wantCode || st.Reason != wantReason {
+		t.Errorf("%s: %d %s; want a Status %d %s", what, code, body, wantCode, wantReason)
+	}
+	return st
+}
+
+// The requests a client makes, one by one: discovery, get, list with
+// selectors and pages, the resourceVersion rules, watches from a version,
+// with a selector and as a watch-list; and what is refused, with the API
+// server's Status.
+func TestServeKubeAPIRequests(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	ns := testenv.NewNamespace(t, srv.Config())
+	real := kubernetes.NewForConfigOrDie(srv.Config())
+	ctx := context.Background()
+	for i := range 7 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i), Labels: map[string]string{"tier": []string{"web", "db"}[i%2]}}}
+		if _, err := real.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, base := startServe(t, "configmaps", "-n", ns, "--kube-api", "--kube-api-history", "1", kubeconfigArg(srv))
+	waitReady(t, base)
+	api := base + "api/v1/namespaces/" + ns + "/configmaps"
+
+	// Discovery: what is served, with get, list and watch.
+	code, body := kubeDo(t, "GET", base+"api/v1", nil)
+	var rl metav1.APIResourceList
+	if err := json.Unmarshal(body, &rl); err != nil || code != 200 || len(rl.APIResources) != 1 || rl.APIResources[0].Name != "configmaps" ||
+		!rl.APIResources[0].Namespaced || rl.APIResources[0].Kind != "ConfigMap" || !slices.Equal(rl.APIResources[0].Verbs, metav1.Verbs{"get", "list", "watch"}) {
+		t.Errorf("/api/v1: %d %s", code, body)
+	}
+	if code, body := kubeDo(t, "GET", base+"apis/apps/v1", nil); code != 404 {
+		t.Errorf("/apis/apps/v1, not served: %d %s", code, body)
+	}
+	code, body = kubeDo(t, "GET", base+"api/v1/namespaces/"+ns+"/pods", nil)
+	kubeStatusOf(t, "pods, not served", code, body, 404, metav1.StatusReasonNotFound)
+
+	// Get.
+	code, body = kubeDo(t, "GET", api+"/cm-3", nil)
+	var cm corev1.ConfigMap
+	if err := json.Unmarshal(body, &cm); err != nil || code != 200 || cm.Name != "cm-3" || cm.Labels["tier"] != "db" {
+		t.Errorf("get cm-3: %d %s", code, body)
+	}
+	code, body = kubeDo(t, "GET", api+"/nope", nil)
+	kubeStatusOf(t, "get a missing object", code, body, 404, metav1.StatusReasonNotFound)
+
+	// Lists: selectors, and pages that cover the list once.
+	list := func(query string) (corev1.ConfigMapList, []string) {
+		t.Helper()
+		code, body := kubeDo(t, "GET", api+"?"+query, nil)
+		var l corev1.ConfigMapList
+		if err := json.Unmarshal(body, &l); err != nil || code != 200 || l.ResourceVersion == "" {
+			t.Fatalf("list ?%s: %d %s", query, code, body)
+		}
+		var got []string
+		for _, o := range l.Items {
+			got = append(got, o.Name)
+		}
+		return l, got
+	}
+	if _, got := list("labelSelector=" + url.QueryEscape("tier=db")); !slices.Equal(got, []string{"cm-1", "cm-3", "cm-5"}) {
+		t.Errorf("tier=db: %v", got)
+	}
+	if _, got := list("fieldSelector=" + url.QueryEscape("metadata.name=cm-4")); !slices.Equal(got, []string{"cm-4"}) {
+		t.Errorf("metadata.name=cm-4: %v", got)
+	}
+	var paged []string
+	l, got := list("limit=3")
+	for paged = got; l.Continue != ""; {
+		l, got = list("limit=3&continue=" + url.QueryEscape(l.Continue))
+		paged = append(paged, got...)
+	}
+	_, all := list("")
+	if !sort.StringsAreSorted(paged) || !slices.Equal(paged, all) || len(all) < 7 {
+		t.Errorf("pages of 3: %v; the whole list: %v", paged, all)
+	}
+	for _, bad := range []string{"labelSelector=" + url.QueryEscape("a=b=c"), "limit=-1", "continue=garbage", "resourceVersion=x", "resourceVersionMatch=Sometimes&resourceVersion=1"} {
+		code, body := kubeDo(t, "GET", api+"?"+bad, nil)
+		kubeStatusOf(t, bad, code, body, 400, metav1.StatusReasonBadRequest)
+	}
+	code, body = kubeDo(t, "GET", api+"?resourceVersionMatch=Exact&resourceVersion=1", nil)
+	kubeStatusOf(t, "an Exact version older than the cache", code, body, 410, metav1.StatusReasonExpired)
+	code, body = kubeDo(t, "POST", api, nil)
+	kubeStatusOf(t, "a create", code, body, 405, metav1.StatusReasonMethodNotAllowed)
+	code, body = kubeDo(t, "DELETE", api+"/cm-1", nil)
+	kubeStatusOf(t, "a delete", code, body, 405, metav1.StatusReasonMethodNotAllowed)
+	code, body = kubeDo(t, "GET", api, map[string]string{"Accept": "application/vnd.kubernetes.protobuf"})
+	kubeStatusOf(t, "protobuf only", code, body, 406, metav1.StatusReasonNotAcceptable)
+
+	// Watches, through the dynamic client (its decoding checks the stream).
+	dyn := dynamic.NewForConfigOrDie(&rest.Config{Host: strings.TrimSuffix(base, "/")}).Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace(ns)
+	rv := l.ResourceVersion
+	w, err := dyn.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, LabelSelector: "tier=web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	wl, err := dyn.Watch(ctx, metav1.ListOptions{SendInitialEvents: ptrTo(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wl.Stop()
+	// cm-0 leaves tier=web (DELETED for w), cm-1 comes to it (ADDED).
+	for name, tier := range map[string]string{"cm-0": "db", "cm-1": "web"} {
+		if _, err := real.CoreV1().ConfigMaps(ns).Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"tier": tier}}}, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]string{}
+	for len(seen) < 2 {
+		select {
+		case e, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("the watch ended; seen %v", seen)
+			}
+			if e.Type == "BOOKMARK" {
+				continue
+			}
+			seen[e.Object.(*unstructured.Unstructured).GetName()] = string(e.Type)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("watch with tier=web: seen %v after 30s", seen)
+		}
+	}
+	if seen["cm-0"] != "DELETED" || seen["cm-1"] != "ADDED" {
+		t.Errorf("watch with tier=web: %v; want cm-0 DELETED (it left), cm-1 ADDED (it came)", seen)
+	}
+	// The watch-list: every object ADDED, the bookmark that ends them,
+	// then the two updates.
+	var initial []string
+	ended, updates := false, 0
+	for updates < 2 {
+		select {
+		case e := <-wl.ResultChan():
+			o := e.Object.(*unstructured.Unstructured)
+			switch {
+			case e.Type == "BOOKMARK" && o.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true":
+				ended = true
+			case e.Type == "ADDED" && !ended:
+				initial = append(initial, o.GetName())
+			case e.Type == "MODIFIED" && ended:
+				updates++
+			case e.Type != "BOOKMARK":
+				t.Fatalf("watch-list: %s %s (ended %v)", e.Type, o.GetName(), ended)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("watch-list: %v initial, ended %v, %d updates after 30s", initial, ended, updates)
+		}
+	}
+	if slices.Sort(initial); !slices.Equal(initial, all) {
+		t.Errorf("watch-list's initial events: %v, want %v", initial, all)
+	}
+
+	// A watch from a version older than the history: 410 in the stream.
+	code, body = kubeDo(t, "GET", api+"?watch=true&resourceVersion=1", nil)
+	var ev struct {
+		Type   string        `json:"type"`
+		Object metav1.Status `json:"object"`
+	}
+	if err := json.Unmarshal(body, &ev); err != nil || code != 200 || ev.Type != "ERROR" || ev.Object.Code != 410 || ev.Object.Reason != metav1.StatusReasonExpired {
+		t.Errorf("watch from rv 1: %d %s", code, body)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// The ring keeps the newest events within its bytes: a watch from a
+// version it dropped is refused; a re-list's differences break its
+// history (watchers end, older versions are refused); bookmarks advance
+// what it has seen.
+func TestKubeRing(t *testing.T) {
+	cm := func(name, rv string) *unstructured.Unstructured {
+		o := &unstructured.Unstructured{}
+		o.SetAPIVersion("v1")
+		o.SetKind("ConfigMap")
+		o.SetName(name)
+		o.SetNamespace("ns")
+		o.SetResourceVersion(rv)
+		return o
+	}
+	ev := func(typ kinformer.EventType, rv string, cause kinformer.Cause) kinformer.Event[*unstructured.Unstructured] {
+		return kinformer.Event[*unstructured.Unstructured]{Type: typ, ResourceVersion: rv, Cause: cause, Object: cm("o"+rv, rv)}
+	}
+	k := newKubeRing(3 * (kubeEventOverhead + 100))
+	k.record(ev(kinformer.Added, "5", kinformer.CauseWatch)) // before start: not history
+	if _, ok, _ := k.from(4); ok {
+		t.Fatal("a ring not started covers a version")
+	}
+	k.start("10")
+	for _, rv := range []string{"11", "12", "13", "14", "15"} {
+		k.record(ev(kinformer.Added, rv, kinformer.CauseWatch))
+	}
+	if _, ok, oldest := k.from(10); ok || oldest < 11 {
+		t.Errorf("from 10 after events past the bound: ok %v, oldest %d", ok, oldest)
+	}
+	c, ok, _ := k.from(13)
+	if !ok {
+		t.Fatal("from 13: not covered")
+	}
+	evs, _, last, behind := k.read(&c, nil, 10)
+	if behind || len(evs) != 2 || evs[0].rv != 14 || evs[1].rv != 15 || last != 15 {
+		t.Errorf("from 13: %d events, last %d, behind %v", len(evs), last, behind)
+	}
+	k.record(kinformer.Event[*unstructured.Unstructured]{Type: kinformer.Bookmark, ResourceVersion: "20"})
+	if _, _, last, _ := k.read(&c, nil, 10); last != 20 {
+		t.Errorf("after a bookmark at 20: last %d", last)
+	}
+	k.record(ev(kinformer.Deleted, "30", kinformer.CauseRelist))
+	if _, _, _, behind := k.read(&c, nil, 10); !behind {
+		t.Error("a watcher is not ended by a re-list")
+	}
+	if _, ok, _ := k.from(15); ok {
+		t.Error("a version before a re-list is still covered")
+	}
+	c, ok, _ = k.from(30)
+	k.record(ev(kinformer.Modified, "31", kinformer.CauseWatch))
+	if evs, _, _, behind := k.read(&c, nil, 10); !ok || behind || len(evs) != 1 || evs[0].rv != 31 {
+		t.Errorf("from 30 after the re-list: %v %v %d", ok, behind, len(evs))
+	}
+}

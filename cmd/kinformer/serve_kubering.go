@@ -1,0 +1,218 @@
+package main
+
+import (
+	"sort"
+	"strconv"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kinformer/kinformer"
+)
+
+// kubeRing is one served resource's recent events, kept for --kube-api's
+// watches from a resourceVersion, as the API server's watch cache keeps
+// them: a watch from a version the ring still covers is sent what
+// happened after it; one from an older version is told 410 Gone (its
+// client lists again). The ring is bounded by the bytes of its events'
+// JSON: an event past the bound is dropped, and the versions before it
+// are no longer covered. Watchers read it where they are (a cursor): an
+// event is encoded once, however many watch it, and a watcher that falls
+// behind the ring's end holds nothing; its watch ends, and its client
+// watches again from what it had.
+type kubeRing struct {
+	maxBytes int
+
+	mu sync.Mutex
+	// known: base is set. Until the resource has synced, and for a view
+	// (whose namespaces each have their own version), no version is
+	// covered: watchers from a version are refused, those from now on
+	// are sent every event.
+	known bool
+	// base: the ring holds every event after this resourceVersion.
+	base uint64
+	// last: the newest resourceVersion the ring has seen (an event's or
+	// a bookmark's): every event up to it is in the ring or before base.
+	last   uint64
+	events []kubeEvent // oldest first
+	bytes  int
+	first  uint64        // the number of events[0]; numbers grow by one an event
+	wake   chan struct{} // closed (and replaced) when an event is added
+	reset  chan struct{} // closed (and replaced) when the history broke: watchers end
+}
+
+// kubeEvent is an event of the ring: the object's new state (its last,
+// for DELETED) and, for MODIFIED, the one before it, which watches with
+// a selector need (an object that leaves a selector is DELETED for it).
+// The objects are the cache's (or, for a compact cache, the event's
+// decoded copy): never modified.
+type kubeEvent struct {
+	rv   uint64
+	typ  kinformer.EventType
+	obj  *unstructured.Unstructured
+	old  *unstructured.Unstructured
+	json []byte // obj's JSON
+}
+
+// kubeEventOverhead is what the ring counts for an event beside its
+// JSON: the entry, the object's maps if they are the event's own.
+const kubeEventOverhead = 256
+
+func newKubeRing(maxBytes int) *kubeRing {
+	return &kubeRing{maxBytes: maxBytes, wake: make(chan struct{}), reset: make(chan struct{})}
+}
+
+// parseRV reads a resourceVersion the way the API server's storage
+// writes them: a decimal number. ok is false for anything else.
+func parseRV(s string) (uint64, bool) {
+	if s == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	return n, err == nil
+}
+
+// start sets the version the ring covers from, once the resource has
+// synced at rv (the informer's resourceVersion, read after it synced).
+func (k *kubeRing) start(rv string) {
+	n, ok := parseRV(rv)
+	if !ok {
+		return // a view, or a server whose versions are not numbers
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.known {
+		// The events recorded so far are at rv or before.
+		k.known, k.base = true, max(k.base, n)
+		k.last = max(k.last, n)
+	}
+}
+
+// covered says whether the ring covers versions: watches may resume
+// from one, and bookmarks say where they are.
+func (k *kubeRing) covered() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.known
+}
+
+// record takes one of the resource's events, as its handler is given
+// them.
+func (k *kubeRing) record(ev kinformer.Event[*unstructured.Unstructured]) {
+	rv, numeric := parseRV(ev.ResourceVersion)
+	switch {
+	case ev.Type == kinformer.Error:
+		return
+	case ev.Cause == kinformer.CauseList || ev.Cause == kinformer.CauseRestore:
+		return // the state it starts from (start), not history
+	case ev.Cause == kinformer.CauseReplay || ev.Cause == kinformer.CauseResend:
+		return // this registration's own, not the resource's
+	case ev.Type == kinformer.Bookmark:
+		if numeric {
+			k.mu.Lock()
+			k.last = max(k.last, rv)
+			k.mu.Unlock()
+		}
+		return
+	case ev.Cause == kinformer.CauseRelist || ev.Cause == kinformer.CauseReshard || ev.Cause == kinformer.CauseGone:
+		// A re-list's differences, a share or a namespace gained or
+		// lost: the cache jumped, and what happened in between is not
+		// known event by event. Watchers end, and the ring covers only
+		// what comes after.
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		k.breakLocked(rv, numeric)
+		return
+	}
+	// Anything else is the next change of what is served: a watch event,
+	// a Transform's drop, a namespace joining or leaving a view.
+	b, err := ev.Object.MarshalJSON()
+	if err != nil {
+		return // an object that came as JSON encodes; the list still has it
+	}
+	e := kubeEvent{rv: rv, typ: ev.Type, obj: ev.Object, json: b}
+	if ev.Type == kinformer.Modified {
+		e.old = ev.Old
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.known && rv <= k.base {
+		return // before the version the ring started from: the lists have it
+	}
+	k.last = max(k.last, rv)
+	k.events = append(k.events, e)
+	k.bytes += len(b) + kubeEventOverhead
+	for len(k.events) > 1 && k.bytes > k.maxBytes {
+		k.base = max(k.base, k.events[0].rv)
+		k.bytes -= len(k.events[0].json) + kubeEventOverhead
+		k.events[0] = kubeEvent{}
+		k.events = k.events[1:]
+		k.first++
+	}
+	close(k.wake)
+	k.wake = make(chan struct{})
+}
+
+// breakLocked drops the history: the ring covers from rv on, or nothing
+// (until start) if rv is not a version.
+func (k *kubeRing) breakLocked(rv uint64, numeric bool) {
+	k.first += uint64(len(k.events))
+	k.events, k.bytes = nil, 0
+	k.known = numeric && k.known
+	if numeric {
+		k.base = max(k.base, rv)
+		k.last = max(k.last, rv)
+	}
+	close(k.reset)
+	k.reset = make(chan struct{})
+	close(k.wake)
+	k.wake = make(chan struct{})
+}
+
+// kubeCursor is where a watcher reads the ring.
+type kubeCursor struct {
+	next  uint64        // the number of the next event to read
+	reset chan struct{} // the ring's when the watcher started
+}
+
+// from returns a cursor at the first event after rv, or ok false if the
+// ring does not cover rv (410 Gone for the watcher), with the oldest
+// version it covers (0: none).
+func (k *kubeRing) from(rv uint64) (c kubeCursor, ok bool, oldest uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.known || rv < k.base {
+		return c, false, k.base
+	}
+	i := sort.Search(len(k.events), func(i int) bool { return k.events[i].rv > rv })
+	return kubeCursor{next: k.first + uint64(i), reset: k.reset}, true, k.base
+}
+
+// now returns a cursor after every event recorded so far.
+func (k *kubeRing) now() kubeCursor {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return kubeCursor{next: k.first + uint64(len(k.events)), reset: k.reset}
+}
+
+// read appends to buf the events at c and after, at most limit, and
+// moves c past them. The events' objects and JSON are shared, never
+// modified. behind: events c had not read were dropped, or the history
+// broke; the watcher must end. wake is closed at the next event; last is
+// the newest version the ring has seen.
+func (k *kubeRing) read(c *kubeCursor, buf []kubeEvent, limit int) (evs []kubeEvent, wake <-chan struct{}, last uint64, behind bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	select {
+	case <-c.reset:
+		return buf, nil, 0, true
+	default:
+	}
+	if c.next < k.first {
+		return buf, nil, 0, true
+	}
+	i := int(c.next - k.first)
+	j := min(len(k.events), i+limit)
+	c.next += uint64(j - i)
+	return append(buf, k.events[i:j]...), k.wake, k.last, false
+}

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"runtime"
+	"slices"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kinformer/kinformer"
+)
+
+// kubeWatch answers a watch, as the API server's watch cache does:
+//   - from "" or "0", or with sendInitialEvents=true (watch-list): ADDED
+//     for every object selected, then (watch-list) a bookmark that ends
+//     them, then what changes;
+//   - from a version N the resource's ring covers: what changed after N;
+//     from an older one, an ERROR event 410 Expired (the client lists
+//     again).
+//
+// With a selector, an object that comes to match is ADDED and one that
+// no longer does is DELETED. Bookmarks, if allowed, every
+// kubeBookmarkEvery. The watch ends at timeoutSeconds (30 minutes at
+// most), when the server stops, and when the watcher falls behind the
+// ring or the resource's history breaks (a re-list): its client watches
+// again from the last version it had.
+func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRoute, q map[string][]string) {
+	one := func(k string) string {
+		if v := q[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	sel, err := kubeSelect(q, rt.namespace)
+	if err != nil {
+		kubeStatus(w, err.(apierrors.APIStatus), "")
+		return
+	}
+	bookmarks := isTrue(one("allowWatchBookmarks"))
+	want, match := one("resourceVersion"), one("resourceVersionMatch")
+	var initial, initialEnd bool
+	switch one("sendInitialEvents") {
+	case "true":
+		var errs field.ErrorList
+		if match != string(metav1.ResourceVersionMatchNotOlderThan) {
+			errs = append(errs, field.Forbidden(field.NewPath("resourceVersionMatch"), "sendInitialEvents requires resourceVersionMatch=NotOlderThan"))
+		}
+		if !bookmarks {
+			errs = append(errs, field.Forbidden(field.NewPath("allowWatchBookmarks"), "sendInitialEvents requires allowWatchBookmarks=true"))
+		}
+		if len(errs) > 0 {
+			kubeStatus(w, apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "ListOptions"}, "", errs), "")
+			return
+		}
+		initial, initialEnd = true, true
+	case "", "false":
+		if match != "" {
+			kubeStatus(w, apierrors.NewBadRequest("resourceVersionMatch is forbidden for watch unless sendInitialEvents is given"), "")
+			return
+		}
+		initial = want == "" || want == "0"
+	default:
+		kubeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("sendInitialEvents %q: want true or false", one("sendInitialEvents"))), "")
+		return
+	}
+	lifetime := kubeMaxWatch
+	if t := one("timeoutSeconds"); t != "" {
+		n, err := strconv.Atoi(t)
+		if err != nil || n < 0 {
+			kubeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("timeoutSeconds %q: want a number of seconds", t)), "")
+			return
+		}
+		if n > 0 {
+			lifetime = min(lifetime, time.Duration(n)*time.Second)
+		}
+	}
+	if !s.kubeWatches.acquire() {
+		w.Header().Set("Retry-After", retryAfter)
+		kubeStatus(w, apierrors.NewTooManyRequests(fmt.Sprintf("too many watches at once (%d); retry later", s.kubeWatches.max), 2), "")
+		return
+	}
+	defer s.kubeWatches.release()
+
+	ring := rt.r.kube
+	var cur kubeCursor
+	var floor uint64 // events up to this version are not sent: the client has them
+	var snapRV string
+	if initial {
+		// The cursor before the cache's version, and the version before
+		// its objects: an event the objects already show may be sent
+		// again (as MODIFIED, or ADDED), none is missed.
+		cur = ring.now()
+		if initialEnd {
+			snapRV = kubeWaitRV(req.Context(), rt.r.src, want, match)
+		} else {
+			snapRV = rt.r.src.resourceVersion()
+		}
+		floor, _ = parseRV(snapRV)
+	} else {
+		n, ok := parseRV(want)
+		if !ok {
+			kubeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("resourceVersion %q: not a version this server gave", want)), "")
+			return
+		}
+		var oldest uint64
+		if cur, ok, oldest = ring.from(n); !ok {
+			msg := fmt.Sprintf("too old resource version: %d (%d)", n, oldest)
+			if oldest == 0 {
+				msg = fmt.Sprintf("too old resource version: %d: %s keeps no history yet (not synced, or served by namespace)", n, rt.r.name)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			st := apierrors.NewResourceExpired(msg).Status()
+			st.Kind, st.APIVersion = "Status", "v1"
+			writeJSONLine(w, map[string]any{"type": "ERROR", "object": st})
+			return
+		}
+		floor = n
+	}
+
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	bw := bufio.NewWriterSize(deadlineWriter{w: w, rc: rc, timeout: s.writeTimeout}, 32<<10)
+	send := func(typ string, obj []byte) bool {
+		bw.WriteString(`{"type":"`)
+		bw.WriteString(typ)
+		bw.WriteString(`","object":`)
+		bw.Write(obj)
+		_, err := bw.WriteString("}\n")
+		return err == nil
+	}
+	flush := func() bool { return bw.Flush() == nil && rc.Flush() == nil }
+	bookmark := func(rv string, end bool) bool {
+		md := map[string]any{"resourceVersion": rv}
+		if end {
+			md["annotations"] = map[string]string{initialEventsEnd: "true"}
+		}
+		b, _ := json.Marshal(map[string]any{"kind": rt.r.res.kind, "apiVersion": rt.r.res.gvr.GroupVersion().String(), "metadata": md})
+		return send("BOOKMARK", b)
+	}
+	if initial {
+		keys, get := rt.r.src.keyed(sel.ns)
+		for _, k := range keys {
+			o, ok := get(k)
+			if !ok || !sel.matches(o) {
+				continue
+			}
+			b, err := o.MarshalJSON()
+			if err != nil {
+				continue
+			}
+			if !send("ADDED", b) {
+				return
+			}
+		}
+		if initialEnd && !bookmark(snapRV, true) {
+			return
+		}
+	}
+	if !flush() {
+		return
+	}
+
+	end := time.NewTimer(lifetime)
+	defer end.Stop()
+	tick := time.NewTicker(kubeBookmarkEvery)
+	defer tick.Stop()
+	sent := floor // the newest version the client has
+	caughtUp := uint64(0)
+	var buf []kubeEvent
+	for {
+		evs, wake, last, behind := ring.read(&cur, buf[:0], kubeWatchBatch)
+		if behind {
+			flush()
+			return
+		}
+		for _, e := range evs {
+			if e.rv <= floor {
+				continue
+			}
+			typ, obj := kubeEventFor(sel, e)
+			if typ == "" {
+				continue
+			}
+			if !send(typ, obj) {
+				return
+			}
+			sent = max(sent, e.rv)
+		}
+		buf = evs
+		if len(evs) == kubeWatchBatch {
+			continue
+		}
+		caughtUp = last
+		if !flush() {
+			return
+		}
+		select {
+		case <-wake:
+		case <-tick.C:
+			if bookmarks && caughtUp > sent && ring.covered() {
+				sent = caughtUp
+				if !bookmark(strconv.FormatUint(sent, 10), false) || !flush() {
+					return
+				}
+			}
+		case <-end.C:
+			return
+		case <-req.Context().Done():
+			return
+		case <-s.closing:
+			return
+		}
+	}
+}
+
+// kubeEventFor is how e shows to a watch with sel: its type and object's
+// JSON, or "" if it does not show. An object that comes to match is
+// ADDED; one that no longer does is DELETED, with its state before the
+// change at the event's version, as the API server sends it.
+func kubeEventFor(sel kubeSelection, e kubeEvent) (string, []byte) {
+	typ := string(e.typ)
+	if sel.ns == "" && sel.labels.Empty() && sel.fields.Empty() {
+		return typ, e.json
+	}
+	now := sel.matches(e.obj)
+	if e.typ != kinformer.Modified {
+		if !now {
+			return "", nil
+		}
+		return typ, e.json
+	}
+	before := e.old != nil && sel.matches(e.old)
+	switch {
+	case now && before:
+		return typ, e.json
+	case now:
+		return string(kinformer.Added), e.json
+	case before:
+		o := e.old.DeepCopy()
+		o.SetResourceVersion(strconv.FormatUint(e.rv, 10))
+		b, err := o.MarshalJSON()
+		if err != nil {
+			return "", nil
+		}
+		return string(kinformer.Deleted), b
+	}
+	return "", nil
+}
+
+// writeJSONLine writes v as one line of JSON.
+func writeJSONLine(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	w.Write(append(b, '\n'))
+}
+
+// ---- discovery ----
+
+// kubeVersions answers /api.
+func (s *server) kubeVersions(w http.ResponseWriter) {
+	writeJSON(w, http.StatusOK, &metav1.APIVersions{
+		TypeMeta:                   metav1.TypeMeta{Kind: "APIVersions"},
+		Versions:                   []string{"v1"},
+		ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0"}},
+	})
+}
+
+// kubeGroupOf is the discovery document of group: the versions of it
+// served; ok false if none is.
+func (s *server) kubeGroupOf(group string) (metav1.APIGroup, bool) {
+	g := metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: group}
+	for _, r := range s.resources {
+		gv := r.res.gvr.GroupVersion()
+		if gv.Group != group || slices.ContainsFunc(g.Versions, func(v metav1.GroupVersionForDiscovery) bool { return v.Version == gv.Version }) {
+			continue
+		}
+		g.Versions = append(g.Versions, metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: gv.Version})
+	}
+	if len(g.Versions) == 0 {
+		return g, false
+	}
+	g.PreferredVersion = g.Versions[0]
+	return g, true
+}
+
+// kubeGroups answers /apis: the groups of the resources served.
+func (s *server) kubeGroups(w http.ResponseWriter) {
+	l := metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}}
+	seen := map[string]bool{}
+	for _, r := range s.resources {
+		name := r.res.gvr.Group
+		if name == "" || seen[name] {
+			continue
+		}
+		seen[name] = true
+		g, _ := s.kubeGroupOf(name)
+		g.TypeMeta = metav1.TypeMeta{}
+		l.Groups = append(l.Groups, g)
+	}
+	writeJSON(w, http.StatusOK, &l)
+}
+
+// kubeGroup answers /apis/GROUP.
+func (s *server) kubeGroup(w http.ResponseWriter, group string) {
+	g, ok := s.kubeGroupOf(group)
+	if !ok {
+		kubeStatus(w, apierrors.NewNotFound(schema.GroupResource{Group: group}, ""), fmt.Sprintf("group %q is not served here (serving %s)", group, s.choices()))
+		return
+	}
+	writeJSON(w, http.StatusOK, &g)
+}
+
+// kubeResources answers /api/v1 and /apis/GROUP/VERSION: the resources
+// of gv served, each with the verbs served (get, list, watch).
+func (s *server) kubeResources(w http.ResponseWriter, gv schema.GroupVersion) {
+	l := metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv.String()}
+	for _, r := range s.resources {
+		if r.res.gvr.GroupVersion() != gv {
+			continue
+		}
+		l.APIResources = append(l.APIResources, metav1.APIResource{
+			Name: r.res.gvr.Resource, Namespaced: r.res.namespaced, Kind: r.res.kind,
+			Verbs: metav1.Verbs{"get", "list", "watch"},
+		})
+	}
+	if len(l.APIResources) == 0 {
+		kubeStatus(w, apierrors.NewNotFound(schema.GroupResource{Group: gv.Group}, gv.Version), fmt.Sprintf("%s is not served here (serving %s)", gv, s.choices()))
+		return
+	}
+	writeJSON(w, http.StatusOK, &l)
+}
+
+// kubeVersion answers /version: this program's version, where kubectl
+// looks for the server's.
+func (s *server) kubeVersion(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"major": "", "minor": "", "gitVersion": version(), "goVersion": runtime.Version(), "platform": runtime.GOOS + "/" + runtime.GOARCH})
+}
