@@ -58,6 +58,7 @@ type kubeRoute struct {
 	resource  string // as named in the path
 	namespace string
 	name      string
+	onlyName  string // a watch of one object (a watch with a name in its path)
 }
 
 // kubeAPIRequest answers a request under /api or /apis.
@@ -118,11 +119,17 @@ func (s *server) kubeAPIRequest(w http.ResponseWriter, req *http.Request) {
 			fmt.Sprintf("only application/json is served, not %q", req.Header.Get("Accept")), 0, false), "")
 		return
 	}
+	if !s.kubeReady(rt.r) {
+		w.Header().Set("Retry-After", "1")
+		kubeStatus(w, apierrors.NewTooManyRequests(fmt.Sprintf("storage is (re)initializing: %s has not synced yet", rt.r.name), 1), "")
+		return
+	}
+	s.kubeWarn(w, rt.r)
 	q := req.URL.Query()
 	switch {
 	case rt.name != "" && isTrue(q.Get("watch")):
 		// A watch of one object: a watch with metadata.name.
-		q.Set("fieldSelector", joinSelectors(q.Get("fieldSelector"), "metadata.name="+rt.name))
+		rt.onlyName = rt.name
 		s.kubeWatch(w, req, rt, q)
 	case rt.name != "":
 		s.kubeGet(w, rt)
@@ -133,14 +140,38 @@ func (s *server) kubeAPIRequest(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-func isTrue(v string) bool { return v == "true" || v == "1" }
-
-func joinSelectors(a, b string) string {
-	if a == "" {
-		return b
+// kubeReady says whether r can be answered as the API server would: its
+// cache has a version (it synced, or restored its state file: it serves at
+// once, as /objects does), or, for a view, has synced. Before, the API
+// server's watch cache answers 429 while it initializes, and so does this
+// (a half-filled cache would pass for the whole). It starts r's history
+// at that version if it has not started yet.
+func (s *server) kubeReady(r *served) bool {
+	if _, view := r.src.(*viewSource); view {
+		return r.src.hasSynced()
 	}
-	return a + "," + b
+	rv := r.src.resourceVersion()
+	if rv == "" {
+		return false
+	}
+	r.kube.start(rv)
+	return true
 }
+
+// kubeWarn says, in a Warning header (client-go logs it, kubectl prints
+// it), where r's answers differ from the API server's: a shard group's
+// member serves its share of the objects; a view's namespaces have no
+// common resourceVersion to resume a watch from.
+func (s *server) kubeWarn(w http.ResponseWriter, r *served) {
+	if s.shard != nil {
+		w.Header().Add("Warning", fmt.Sprintf(`299 - "kinformer serve: this replica serves its share of %s only (%s)"`, r.name, strings.NewReplacer(`"`, "", `\`, "").Replace(s.shard.group)))
+	}
+	if _, view := r.src.(*viewSource); view {
+		w.Header().Add("Warning", fmt.Sprintf(`299 - "kinformer serve: %s is served from the namespaces of --namespace-selector, each with its own resourceVersion: a watch cannot resume from one (410, then list again)"`, r.name))
+	}
+}
+
+func isTrue(v string) bool { return v == "true" || v == "1" }
 
 // kubeAcceptsJSON says whether an Accept header takes JSON (or says
 // nothing): protobuf-first clients list JSON after it.
@@ -149,9 +180,9 @@ func kubeAcceptsJSON(accept string) bool {
 		return true
 	}
 	for _, part := range strings.Split(accept, ",") {
-		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil || params["as"] != "" {
+			continue // a Table, PartialObjectMetadata: not served
 		}
 		if mt == "application/json" || mt == "*/*" || mt == "application/*" {
 			return true
@@ -215,7 +246,7 @@ type kubeSelection struct {
 
 // kubeSelect reads the selectors of q; a Status error if one does not
 // parse.
-func kubeSelect(q map[string][]string, ns string) (kubeSelection, error) {
+func kubeSelect(q map[string][]string, ns, name string) (kubeSelection, error) {
 	get := func(k string) string {
 		if v := q[k]; len(v) > 0 {
 			return v[0]
@@ -240,6 +271,9 @@ func kubeSelect(q map[string][]string, ns string) (kubeSelection, error) {
 		if sel.fields, err = fields.ParseSelector(f); err != nil {
 			return sel, apierrors.NewBadRequest(fmt.Sprintf("fieldSelector %q: %v", f, err))
 		}
+	}
+	if name != "" {
+		sel.fields = fields.AndSelectors(sel.fields, fields.OneTermEqualSelector("metadata.name", name))
 	}
 	return sel, nil
 }
@@ -290,32 +324,33 @@ func (f objectFields) Get(field string) string {
 	return fmt.Sprint(v)
 }
 
-// kubeContinue is a list's continue token: the version of the list it
-// continues and the last key given.
+// kubeContinue is a list's continue token: the version of the list's
+// first page and the last key given.
 type kubeContinue struct {
 	RV    string `json:"rv"`
 	Start string `json:"start"`
 }
 
 // kubeList answers a list: the cache's objects, sorted by key, a page at
-// a time with limit. A page after the first is served only while the
-// cache is still at the first page's version (the API server serves every
-// page of a list at one version); after a change, 410 Expired, and the
-// client lists again (client-go's pager does so by itself).
+// a time with limit. The list's version is read before its objects: an
+// object may show a change after it, which the watch from it brings
+// again; none is missed.
 func (s *server) kubeList(w http.ResponseWriter, req *http.Request, rt kubeRoute, q map[string][]string) {
-	if !s.objectRequests.acquire() {
-		w.Header().Set("Retry-After", retryAfter)
-		kubeStatus(w, apierrors.NewTooManyRequests(fmt.Sprintf("too many lists at once (%d); retry later", s.objectRequests.max), 2), "")
-		return
-	}
-	defer s.objectRequests.release()
 	one := func(k string) string {
 		if v := q[k]; len(v) > 0 {
 			return v[0]
 		}
 		return ""
 	}
-	sel, err := kubeSelect(q, rt.namespace)
+	// A version not seen yet is waited for before taking a slot.
+	rv := kubeWaitRV(req.Context(), rt.r.src, one("resourceVersion"), one("resourceVersionMatch"))
+	if !s.objectRequests.acquire() {
+		w.Header().Set("Retry-After", retryAfter)
+		kubeStatus(w, apierrors.NewTooManyRequests(fmt.Sprintf("too many lists at once (%d); retry later", s.objectRequests.max), 2), "")
+		return
+	}
+	defer s.objectRequests.release()
+	sel, err := kubeSelect(q, rt.namespace, "")
 	if err != nil {
 		kubeStatus(w, err.(apierrors.APIStatus), "")
 		return
@@ -329,7 +364,6 @@ func (s *server) kubeList(w http.ResponseWriter, req *http.Request, rt kubeRoute
 		}
 		limit = n
 	}
-	rv := kubeWaitRV(req.Context(), rt.r.src, one("resourceVersion"), one("resourceVersionMatch"))
 	if st := kubeCheckListRV(rt.r, one("resourceVersion"), one("resourceVersionMatch"), rv, one("continue") != ""); st != nil {
 		kubeStatus(w, st, "")
 		return
@@ -345,11 +379,13 @@ func (s *server) kubeList(w http.ResponseWriter, req *http.Request, rt kubeRoute
 			kubeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("continue token %q: not one this server gave", c)), "")
 			return
 		}
-		if tok.RV != rv {
-			kubeStatus(w, apierrors.NewResourceExpired(fmt.Sprintf("the continue token of version %s has expired: the cache is at %s now; list again from the start", tok.RV, rv)), "")
-			return
-		}
-		start = tok.Start
+		// The next page is of the cache as it is now: an object changed
+		// since the first page shows as it is, one deleted is missing;
+		// the watch from the list's version (the first page's) brings
+		// each such change, so a list and its watch still add up. (The
+		// API server serves every page at the first one's version, and
+		// 410 once it is compacted: kubectl fails on that.)
+		start, rv = tok.Start, tok.RV
 	}
 
 	keys, get := rt.r.src.keyed(sel.ns)
@@ -447,7 +483,7 @@ func kubeCheckListRV(r *served, want, match, rv string, continued bool) apierror
 	}
 	have, ok := parseRV(rv)
 	if !ok {
-		return apierrors.NewServiceUnavailable(fmt.Sprintf("%s has no version yet: not synced", r.name))
+		return nil // a view: its namespaces have no common version, its state is what it has
 	}
 	switch {
 	case match == string(metav1.ResourceVersionMatchExact) && n < have:

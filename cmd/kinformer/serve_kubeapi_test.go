@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"sort"
@@ -218,13 +219,26 @@ func TestServeKubeAPIRequests(t *testing.T) {
 	if _, got := list("fieldSelector=" + url.QueryEscape("metadata.name=cm-4")); !slices.Equal(got, []string{"cm-4"}) {
 		t.Errorf("metadata.name=cm-4: %v", got)
 	}
+	_, all := list("")
 	var paged []string
 	l, got := list("limit=3")
+	first := l.ResourceVersion
+	// A change between pages: the next pages are still served (kubectl
+	// fails on a 410 there), at the first page's version.
+	if _, err := real.CoreV1().ConfigMaps(ns).Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm-6", Namespace: ns, Labels: map[string]string{"tier": "web"}}, Data: map[string]string{"x": "y"}}, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "serve has the change", 10*time.Second, func() bool {
+		code, body := kubeDo(t, "GET", api+"/cm-6", nil)
+		return code == 200 && strings.Contains(string(body), `"x":"y"`)
+	})
 	for paged = got; l.Continue != ""; {
 		l, got = list("limit=3&continue=" + url.QueryEscape(l.Continue))
 		paged = append(paged, got...)
+		if l.ResourceVersion != first {
+			t.Errorf("a later page at %s, the first at %s", l.ResourceVersion, first)
+		}
 	}
-	_, all := list("")
 	if !sort.StringsAreSorted(paged) || !slices.Equal(paged, all) || len(all) < 7 {
 		t.Errorf("pages of 3: %v; the whole list: %v", paged, all)
 	}
@@ -243,7 +257,8 @@ func TestServeKubeAPIRequests(t *testing.T) {
 
 	// Watches, through the dynamic client (its decoding checks the stream).
 	dyn := dynamic.NewForConfigOrDie(&rest.Config{Host: strings.TrimSuffix(base, "/")}).Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace(ns)
-	rv := l.ResourceVersion
+	now, _ := list("")
+	rv := now.ResourceVersion
 	w, err := dyn.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, LabelSelector: "tier=web"})
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +349,7 @@ func TestKubeRing(t *testing.T) {
 	ev := func(typ kinformer.EventType, rv string, cause kinformer.Cause) kinformer.Event[*unstructured.Unstructured] {
 		return kinformer.Event[*unstructured.Unstructured]{Type: typ, ResourceVersion: rv, Cause: cause, Object: cm("o"+rv, rv)}
 	}
-	k := newKubeRing(3 * (kubeEventOverhead + 100))
+	k := newKubeRing(3 * kubeEventSize(110, false)) // three events of about 100 bytes of JSON
 	k.record(ev(kinformer.Added, "5", kinformer.CauseWatch)) // before start: not history
 	if _, ok, _ := k.from(4); ok {
 		t.Fatal("a ring not started covers a version")
@@ -369,5 +384,176 @@ func TestKubeRing(t *testing.T) {
 	k.record(ev(kinformer.Modified, "31", kinformer.CauseWatch))
 	if evs, _, _, behind := k.read(&c, nil, 10); !ok || behind || len(evs) != 1 || evs[0].rv != 31 {
 		t.Errorf("from 30 after the re-list: %v %v %d", ok, behind, len(evs))
+	}
+	// Another history (an etcd restored from a backup): versions go back,
+	// and the ring starts over from the lower one.
+	k.record(ev(kinformer.Added, "7", kinformer.CauseRelist))
+	k.record(ev(kinformer.Modified, "8", kinformer.CauseWatch))
+	c, ok, _ = k.from(7)
+	if evs, _, last, _ := k.read(&c, nil, 10); !ok || len(evs) != 1 || evs[0].rv != 8 || last != 8 {
+		t.Errorf("from 7 after a re-list back to 7: ok %v, %d events, last %d", ok, len(evs), last)
+	}
+}
+
+// Many clients watching through serve cost the API server serve's one
+// watch-list and watch, not one each: twelve client-go informers sync
+// through one serve and follow the same changes, while serve's own
+// requests to the API server stay one list and its watches.
+func TestServeKubeAPIManyClientsOneWatch(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	ns := testenv.NewNamespace(t, srv.Config())
+	real := kubernetes.NewForConfigOrDie(srv.Config())
+	ctx := context.Background()
+	for i := range 20 {
+		newConfigMap(t, real, ns, fmt.Sprintf("cm-%d", i), nil)
+	}
+	_, base := startServe(t, "configmaps", "-n", ns, "--kube-api", kubeconfigArg(srv))
+	waitReady(t, base)
+	requests := func() (lists, watches float64) {
+		t.Helper()
+		_, body := get(t, base+"metrics")
+		for _, line := range strings.Split(body, "\n") {
+			if !strings.HasPrefix(line, "kinformer_requests_total{") || !strings.Contains(line, `resource="configmaps"`) {
+				continue
+			}
+			var v float64
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			switch {
+			case strings.Contains(line, `verb="watch"`):
+				watches += v
+			default:
+				lists += v
+			}
+		}
+		return lists, watches
+	}
+	lists0, watches0 := requests()
+
+	stop := make(chan struct{})
+	defer close(stop)
+	const clients = 12
+	var infs []toolscache.SharedIndexInformer
+	for range clients {
+		f := informers.NewSharedInformerFactoryWithOptions(kubeClient(t, base), 0, informers.WithNamespace(ns))
+		infs = append(infs, f.Core().V1().ConfigMaps().Informer())
+		f.Start(stop)
+	}
+	for i, inf := range infs {
+		if !toolscache.WaitForCacheSync(stop, inf.HasSynced) {
+			t.Fatalf("client %d not synced", i)
+		}
+	}
+	for i := range 3 {
+		newConfigMap(t, real, ns, fmt.Sprintf("new-%d", i), nil)
+	}
+	if err := real.CoreV1().ConfigMaps(ns).Delete(ctx, "cm-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := real.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, inf := range infs {
+		waitFor(t, fmt.Sprintf("client %d has the changes", i), 30*time.Second, func() bool {
+			return len(inf.GetStore().ListKeys()) == len(want.Items)
+		})
+	}
+	lists, watches := requests()
+	if lists != lists0 || watches > watches0+1 {
+		t.Errorf("serve's requests to the API server for %d clients: %v lists and %v watches, before them %v and %v", clients, lists, watches, lists0, watches0)
+	}
+	if lists0 < 1 {
+		t.Errorf("serve's requests are not counted (%v lists): the check above proves nothing", lists0)
+	}
+}
+
+// Hostile requests are bounded and answered with a Status naming the
+// problem: a selector past 4 KiB, more watches than --max-sse-clients (a
+// watch that never reads keeps its slot, not the others' events), an
+// unknown sendInitialEvents, a watch-list without its required
+// parameters; and a cluster-wide list of a namespace's cache is refused,
+// never answered with the part it holds.
+func TestServeKubeAPIBounds(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	ns := testenv.NewNamespace(t, srv.Config())
+	real := kubernetes.NewForConfigOrDie(srv.Config())
+	newConfigMap(t, real, ns, "a", nil)
+	_, base := startServe(t, "configmaps", "-n", ns, "--kube-api", "--max-sse-clients", "1", kubeconfigArg(srv))
+	waitReady(t, base)
+	api := base + "api/v1/namespaces/" + ns + "/configmaps"
+
+	huge := url.QueryEscape("k in (" + strings.Repeat("v,", 3000) + "v)")
+	for _, q := range []string{"labelSelector=" + huge, "watch=1&labelSelector=" + huge, "watch=1&sendInitialEvents=maybe", "watch=1&resourceVersionMatch=NotOlderThan"} {
+		code, body := kubeDo(t, "GET", api+"?"+q, nil)
+		kubeStatusOf(t, q[:min(len(q), 60)], code, body, 400, metav1.StatusReasonBadRequest)
+	}
+	code, body := kubeDo(t, "GET", api+"?watch=1&sendInitialEvents=true", nil)
+	kubeStatusOf(t, "a watch-list without resourceVersionMatch and bookmarks", code, body, 422, metav1.StatusReasonInvalid)
+	code, body = kubeDo(t, "GET", base+"api/v1/configmaps", nil)
+	kubeStatusOf(t, "every namespace, from a cache of one", code, body, 403, metav1.StatusReasonForbidden)
+
+	// One watch, never read, holds the only slot.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", api+"?watch=1", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	code, body = kubeDo(t, "GET", api+"?watch=1", nil)
+	kubeStatusOf(t, "a watch past --max-sse-clients", code, body, 429, metav1.StatusReasonTooManyRequests)
+	cancel()
+	waitFor(t, "the slot freed", 10*time.Second, func() bool {
+		req, _ := http.NewRequest("GET", api+"?watch=1&timeoutSeconds=1", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+}
+
+// unsyncedSource is a resource whose cache has no version yet.
+type unsyncedSource struct{ watchSource }
+
+func (unsyncedSource) resourceVersion() string { return "" }
+func (unsyncedSource) addHandler(func(kinformer.Event[*unstructured.Unstructured])) func() int {
+	return func() int { return 0 }
+}
+func (unsyncedSource) shardStatus() kinformer.ShardStatus { return kinformer.ShardStatus{} }
+
+// Before its cache has a version, a resource is answered 429 with
+// Retry-After, as the API server's watch cache answers while it
+// initializes: a half-filled cache never passes for the whole. Discovery
+// is answered, and lists only the groups served.
+func TestServeKubeAPINotSyncedYet(t *testing.T) {
+	t.Parallel()
+	s := mustNewServer(t, 16, 16)
+	s.kubeHistory = 1 << 20
+	s.addSource("configmaps", resource{gvr: corev1.SchemeGroupVersion.WithResource("configmaps"), kind: "ConfigMap", namespaced: true}, "", unsyncedSource{})
+	h := s.handler()
+	for _, path := range []string{"/api/v1/namespaces/x/configmaps", "/api/v1/namespaces/x/configmaps?watch=1", "/api/v1/namespaces/x/configmaps/a"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		kubeStatusOf(t, path, rec.Code, rec.Body.Bytes(), 429, metav1.StatusReasonTooManyRequests)
+		if rec.Header().Get("Retry-After") == "" {
+			t.Errorf("%s: no Retry-After", path)
+		}
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/api", nil))
+	var v metav1.APIVersions
+	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil || rec.Code != 200 || !slices.Equal(v.Versions, []string{"v1"}) {
+		t.Errorf("/api: %d %s", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/apis", nil))
+	var g metav1.APIGroupList
+	if err := json.Unmarshal(rec.Body.Bytes(), &g); err != nil || rec.Code != 200 || len(g.Groups) != 0 {
+		t.Errorf("/apis: %d %s", rec.Code, rec.Body)
 	}
 }

@@ -52,11 +52,24 @@ type kubeEvent struct {
 	obj  *unstructured.Unstructured
 	old  *unstructured.Unstructured
 	json []byte // obj's JSON
+	size int    // what the ring counts for it (kubeEventSize)
 }
 
 // kubeEventOverhead is what the ring counts for an event beside its
-// JSON: the entry, the object's maps if they are the event's own.
-const kubeEventOverhead = 256
+// objects: the entry and its slice headers.
+const kubeEventOverhead = 128
+
+// kubeEventSize is what the ring counts for an event whose object's JSON
+// is n bytes: the JSON, and the object decoded (its maps and strings take
+// about twice the JSON), and as much again for the state before it, if
+// the event keeps it. The objects may be the cache's own, shared, but
+// they outlive their place in it while the ring holds them.
+func kubeEventSize(n int, old bool) int {
+	if old {
+		return 5*n + kubeEventOverhead
+	}
+	return 3*n + kubeEventOverhead
+}
 
 func newKubeRing(maxBytes int) *kubeRing {
 	return &kubeRing{maxBytes: maxBytes, wake: make(chan struct{}), reset: make(chan struct{})}
@@ -83,8 +96,7 @@ func (k *kubeRing) start(rv string) {
 	defer k.mu.Unlock()
 	if !k.known {
 		// The events recorded so far are at rv or before.
-		k.known, k.base = true, max(k.base, n)
-		k.last = max(k.last, n)
+		k.known, k.base, k.last = true, n, n
 	}
 }
 
@@ -101,6 +113,14 @@ func (k *kubeRing) covered() bool {
 func (k *kubeRing) record(ev kinformer.Event[*unstructured.Unstructured]) {
 	rv, numeric := parseRV(ev.ResourceVersion)
 	switch {
+	case ev.Type == kinformer.Error && ev.Key != "":
+		// An object's event that could not be given (a compact cache's
+		// bytes that did not decode): the cache changed, the ring cannot
+		// say how.
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		k.breakLocked(0, false)
+		return
 	case ev.Type == kinformer.Error:
 		return
 	case ev.Cause == kinformer.CauseList || ev.Cause == kinformer.CauseRestore:
@@ -128,23 +148,26 @@ func (k *kubeRing) record(ev kinformer.Event[*unstructured.Unstructured]) {
 	// a Transform's drop, a namespace joining or leaving a view.
 	b, err := ev.Object.MarshalJSON()
 	if err != nil {
-		return // an object that came as JSON encodes; the list still has it
+		// Never: it came as JSON. But a change left out is a gap.
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		k.breakLocked(0, false)
+		return
 	}
-	e := kubeEvent{rv: rv, typ: ev.Type, obj: ev.Object, json: b}
+	e := kubeEvent{rv: rv, typ: ev.Type, obj: ev.Object, json: b, size: kubeEventSize(len(b), false)}
 	if ev.Type == kinformer.Modified {
-		e.old = ev.Old
+		e.old, e.size = ev.Old, kubeEventSize(len(b), true)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.known && rv <= k.base {
-		return // before the version the ring started from: the lists have it
-	}
+	// An event at or before base is kept too: a watcher that began
+	// before start may still need it (its floor is below base).
 	k.last = max(k.last, rv)
 	k.events = append(k.events, e)
-	k.bytes += len(b) + kubeEventOverhead
+	k.bytes += e.size
 	for len(k.events) > 1 && k.bytes > k.maxBytes {
 		k.base = max(k.base, k.events[0].rv)
-		k.bytes -= len(k.events[0].json) + kubeEventOverhead
+		k.bytes -= k.events[0].size
 		k.events[0] = kubeEvent{}
 		k.events = k.events[1:]
 		k.first++
@@ -160,8 +183,9 @@ func (k *kubeRing) breakLocked(rv uint64, numeric bool) {
 	k.events, k.bytes = nil, 0
 	k.known = numeric && k.known
 	if numeric {
-		k.base = max(k.base, rv)
-		k.last = max(k.last, rv)
+		// rv, even if lower: a cache that re-listed another history
+		// (an etcd restored from a backup) starts over from it.
+		k.base, k.last = rv, rv
 	}
 	close(k.reset)
 	k.reset = make(chan struct{})

@@ -39,7 +39,7 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 		}
 		return ""
 	}
-	sel, err := kubeSelect(q, rt.namespace)
+	sel, err := kubeSelect(q, rt.namespace, rt.onlyName)
 	if err != nil {
 		kubeStatus(w, err.(apierrors.APIStatus), "")
 		return
@@ -61,7 +61,16 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 			return
 		}
 		initial, initialEnd = true, true
-	case "", "false":
+	case "false":
+		// No initial events, whatever the version: from it, or from now.
+		if match != "" && match != string(metav1.ResourceVersionMatchNotOlderThan) {
+			kubeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("resourceVersionMatch %q: want NotOlderThan", match)), "")
+			return
+		}
+		if want == "" || want == "0" {
+			want = rt.r.src.resourceVersion()
+		}
+	case "":
 		if match != "" {
 			kubeStatus(w, apierrors.NewBadRequest("resourceVersionMatch is forbidden for watch unless sendInitialEvents is given"), "")
 			return
@@ -100,6 +109,11 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 		cur = ring.now()
 		if initialEnd {
 			snapRV = kubeWaitRV(req.Context(), rt.r.src, want, match)
+			// NotOlderThan want: a bare version, as a list reads it.
+			if st := kubeCheckListRV(rt.r, want, "", snapRV, false); st != nil {
+				kubeStatus(w, st, "") // 504 for a version not reached: client-go lists from "" then
+				return
+			}
 		} else {
 			snapRV = rt.r.src.resourceVersion()
 		}
@@ -128,6 +142,9 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
+	if req.Method == http.MethodHead {
+		return
+	}
 	rc := http.NewResponseController(w)
 	bw := bufio.NewWriterSize(deadlineWriter{w: w, rc: rc, timeout: s.writeTimeout}, 32<<10)
 	send := func(typ string, obj []byte) bool {
@@ -147,11 +164,31 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 		b, _ := json.Marshal(map[string]any{"kind": rt.r.res.kind, "apiVersion": rt.r.res.gvr.GroupVersion().String(), "metadata": md})
 		return send("BOOKMARK", b)
 	}
+	// The initial objects are read one by one after floor: one may be
+	// newer than floor (ahead: the events up to its version are not sent
+	// again, lest the client go back in time), or deleted since (gone:
+	// its events are not sent until its DELETED, lest it come back).
+	var ahead map[string]uint64
+	var aheadMax uint64
+	var gone map[string]bool
 	if initial {
 		keys, get := rt.r.src.keyed(sel.ns)
 		for _, k := range keys {
 			o, ok := get(k)
-			if !ok || !sel.matches(o) {
+			if !ok {
+				if gone == nil {
+					gone = map[string]bool{}
+				}
+				gone[k] = true
+				continue
+			}
+			if orv, _ := parseRV(o.GetResourceVersion()); orv > floor && floor > 0 {
+				if ahead == nil {
+					ahead = map[string]uint64{}
+				}
+				ahead[k], aheadMax = orv, max(aheadMax, orv)
+			}
+			if !sel.matches(o) {
 				continue
 			}
 			b, err := o.MarshalJSON()
@@ -187,6 +224,21 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 			if e.rv <= floor {
 				continue
 			}
+			if ahead != nil && e.rv > aheadMax {
+				ahead = nil // past every object read ahead
+			}
+			if ahead != nil || len(gone) > 0 {
+				key := rt.r.src.key(e.obj)
+				if e.rv <= ahead[key] {
+					continue
+				}
+				if gone[key] {
+					if e.typ == kinformer.Deleted {
+						delete(gone, key)
+					}
+					continue
+				}
+			}
 			typ, obj := kubeEventFor(sel, e)
 			if typ == "" {
 				continue
@@ -196,6 +248,7 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 			}
 			sent = max(sent, e.rv)
 		}
+		clear(evs) // the ring may drop them: this watcher holds none
 		buf = evs
 		if len(evs) == kubeWatchBatch {
 			continue
@@ -270,9 +323,13 @@ func writeJSONLine(w http.ResponseWriter, v any) {
 
 // kubeVersions answers /api.
 func (s *server) kubeVersions(w http.ResponseWriter) {
+	versions := []string{}
+	if slices.ContainsFunc(s.resources, func(r *served) bool { return r.res.gvr.Group == "" }) {
+		versions = append(versions, "v1")
+	}
 	writeJSON(w, http.StatusOK, &metav1.APIVersions{
 		TypeMeta:                   metav1.TypeMeta{Kind: "APIVersions"},
-		Versions:                   []string{"v1"},
+		Versions:                   versions,
 		ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0"}},
 	})
 }
