@@ -227,7 +227,7 @@ func (s *server) kubeGet(w http.ResponseWriter, rt kubeRoute) {
 		kubeStatus(w, apierrors.NewNotFound(rt.r.res.gvr.GroupResource(), rt.name), "")
 		return
 	}
-	b, err := obj.MarshalJSON()
+	b, err := objectJSON(obj)
 	if err != nil {
 		kubeStatus(w, apierrors.NewInternalError(err), "")
 		return
@@ -413,7 +413,7 @@ func (s *server) kubeList(w http.ResponseWriter, req *http.Request, rt kubeRoute
 		if !ok || !sel.matches(o) {
 			continue
 		}
-		b, err := o.MarshalJSON()
+		b, err := objectJSON(o)
 		if err != nil {
 			continue
 		}

@@ -319,6 +319,23 @@ func TestServeKubeAPIRequests(t *testing.T) {
 		t.Errorf("watch-list's initial events: %v, want %v", initial, all)
 	}
 
+	// Every event on a line of its own (clients read the stream line by
+	// line): a watch from 0 sends every object, then ends at its timeout.
+	code, body = kubeDo(t, "GET", api+"?watch=1&resourceVersion=0&timeoutSeconds=1", nil)
+	events := strings.Split(strings.TrimSuffix(string(body), "\n"), "\n")
+	for _, l := range events {
+		var e struct {
+			Type   string         `json:"type"`
+			Object map[string]any `json:"object"`
+		}
+		if err := json.Unmarshal([]byte(l), &e); err != nil || e.Type != "ADDED" || e.Object["metadata"] == nil {
+			t.Errorf("watch from 0: line %q: %v", l, err)
+		}
+	}
+	if code != 200 || len(events) != len(all) {
+		t.Errorf("watch from 0: %d, %d lines for %d objects", code, len(events), len(all))
+	}
+
 	// A watch from a version older than the history: 410 in the stream.
 	code, body = kubeDo(t, "GET", api+"?watch=true&resourceVersion=1", nil)
 	var ev struct {
@@ -349,7 +366,7 @@ func TestKubeRing(t *testing.T) {
 	ev := func(typ kinformer.EventType, rv string, cause kinformer.Cause) kinformer.Event[*unstructured.Unstructured] {
 		return kinformer.Event[*unstructured.Unstructured]{Type: typ, ResourceVersion: rv, Cause: cause, Object: cm("o"+rv, rv)}
 	}
-	k := newKubeRing(3 * kubeEventSize(110, false)) // three events of about 100 bytes of JSON
+	k := newKubeRing(3 * kubeEventSize(110, false))          // three events of about 100 bytes of JSON
 	k.record(ev(kinformer.Added, "5", kinformer.CauseWatch)) // before start: not history
 	if _, ok, _ := k.from(4); ok {
 		t.Fatal("a ring not started covers a version")

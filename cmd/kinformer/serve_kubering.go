@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"sort"
 	"strconv"
 	"sync"
@@ -146,7 +147,7 @@ func (k *kubeRing) record(ev kinformer.Event[*unstructured.Unstructured]) {
 	}
 	// Anything else is the next change of what is served: a watch event,
 	// a Transform's drop, a namespace joining or leaving a view.
-	b, err := ev.Object.MarshalJSON()
+	b, err := objectJSON(ev.Object)
 	if err != nil {
 		// Never: it came as JSON. But a change left out is a gap.
 		k.mu.Lock()
@@ -239,4 +240,12 @@ func (k *kubeRing) read(c *kubeCursor, buf []kubeEvent, limit int) (evs []kubeEv
 	j := min(len(k.events), i+limit)
 	c.next += uint64(j - i)
 	return append(buf, k.events[i:j]...), k.wake, k.last, false
+}
+
+// objectJSON is o's JSON on one line: unstructured's encoder ends it with
+// a newline, which would split a watch event in two for a client that
+// reads the stream line by line (the JavaScript client does).
+func objectJSON(o *unstructured.Unstructured) ([]byte, error) {
+	b, err := o.MarshalJSON()
+	return bytes.TrimRight(b, "\n"), err
 }

@@ -191,7 +191,7 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 			if !sel.matches(o) {
 				continue
 			}
-			b, err := o.MarshalJSON()
+			b, err := objectJSON(o)
 			if err != nil {
 				continue
 			}
@@ -301,7 +301,7 @@ func kubeEventFor(sel kubeSelection, e kubeEvent) (string, []byte) {
 	case before:
 		o := e.old.DeepCopy()
 		o.SetResourceVersion(strconv.FormatUint(e.rv, 10))
-		b, err := o.MarshalJSON()
+		b, err := objectJSON(o)
 		if err != nil {
 			return "", nil
 		}
