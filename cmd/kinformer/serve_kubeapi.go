@@ -127,13 +127,13 @@ func (s *server) kubeAPIRequest(w http.ResponseWriter, req *http.Request) {
 	s.kubeWarn(w, rt.r)
 	q := req.URL.Query()
 	switch {
-	case rt.name != "" && isTrue(q.Get("watch")):
+	case rt.name != "" && queryBool(q, "watch"):
 		// A watch of one object: a watch with metadata.name.
 		rt.onlyName = rt.name
 		s.kubeWatch(w, req, rt, q)
 	case rt.name != "":
 		s.kubeGet(w, rt)
-	case isTrue(q.Get("watch")):
+	case queryBool(q, "watch"):
 		s.kubeWatch(w, req, rt, q)
 	default:
 		s.kubeList(w, req, rt, q)
@@ -171,7 +171,16 @@ func (s *server) kubeWarn(w http.ResponseWriter, r *served) {
 	}
 }
 
-func isTrue(v string) bool { return v == "true" || v == "1" }
+// queryBool reads a boolean parameter as the API server does: absent is
+// false; present, anything but "0" and "false" (any case) is true, "" and
+// "True" (the Python client's) included.
+func queryBool(q map[string][]string, k string) bool {
+	v, ok := q[k]
+	if !ok || len(v) == 0 {
+		return false
+	}
+	return v[0] != "0" && !strings.EqualFold(v[0], "false")
+}
 
 // kubeAcceptsJSON says whether an Accept header takes JSON (or says
 // nothing): protobuf-first clients list JSON after it.

@@ -166,3 +166,103 @@ func TestServeKubeAPIJavaScriptInformer(t *testing.T) {
 		}
 	}
 }
+
+// needPythonClient returns a Python that imports the Kubernetes client
+// (Debian's python3-kubernetes, for /usr/bin/python3). Without it the test
+// is skipped, or fails if CI is set (.ci/run installs it).
+func needPythonClient(t *testing.T) string {
+	t.Helper()
+	for _, py := range []string{"/usr/bin/python3", "python3"} {
+		if exec.Command(py, "-c", "import kubernetes").Run() == nil {
+			return py
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("no python3 with the kubernetes client (CI is set: install Debian's python3-kubernetes package)")
+	}
+	t.Skip("no python3 with the kubernetes client (apt-get install python3-kubernetes); set CI to make this a failure")
+	return ""
+}
+
+// The Kubernetes Python client lists through serve --kube-api and
+// watches from the list's resourceVersion: it sees a create, an update
+// and a delete made on the API server.
+func TestServeKubeAPIPythonWatch(t *testing.T) {
+	t.Parallel()
+	py := needPythonClient(t)
+	srv := testenv.Shared(t)
+	ns := testenv.NewNamespace(t, srv.Config())
+	real := kubernetes.NewForConfigOrDie(srv.Config())
+	ctx := context.Background()
+	for _, n := range []string{"a", "b"} {
+		newConfigMap(t, real, ns, n, nil)
+	}
+	_, base := startServe(t, "configmaps", "-n", ns, "--kube-api", kubeconfigArg(srv))
+	waitReady(t, base)
+
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, py, filepath.Join("testdata", "kubeapi", "watch.py"), strings.TrimSuffix(base, "/"), ns)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+		_ = cmd.Wait()
+	}()
+	type line struct {
+		Type, Name string
+		Names      []string
+	}
+	lines := make(chan line, 100)
+	wg.Go(func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var l line
+			if json.Unmarshal(sc.Bytes(), &l) == nil {
+				lines <- l
+			}
+		}
+	})
+	next := func(what string) line {
+		t.Helper()
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("%s: the Python watch exited; stderr:\n%s", what, stderr.String())
+			}
+			return l
+		case <-time.After(60 * time.Second):
+			t.Fatalf("%s: nothing from the Python watch after 60 s; stderr:\n%s", what, stderr.String())
+		}
+		return line{}
+	}
+	if l := next("the list"); l.Type != "listed" || strings.Join(l.Names, ",") != "a,b" {
+		t.Fatalf("listed %+v, want a and b", l)
+	}
+	newConfigMap(t, real, ns, "c", nil)
+	if _, err := real.CoreV1().ConfigMaps(ns).Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns}, Data: map[string]string{"k": "v"}}, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := real.CoreV1().ConfigMaps(ns).Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ADDED c", "MODIFIED a", "DELETED b"}
+	var got []string
+	for len(got) < len(want) {
+		l := next(fmt.Sprintf("the changes (so far %v)", got))
+		got = append(got, l.Type+" "+l.Name)
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("the Python watch saw %v, want %v", got, want)
+	}
+}

@@ -502,13 +502,16 @@ func TestServeKubeAPIBounds(t *testing.T) {
 	api := base + "api/v1/namespaces/" + ns + "/configmaps"
 
 	huge := url.QueryEscape("k in (" + strings.Repeat("v,", 3000) + "v)")
-	for _, q := range []string{"labelSelector=" + huge, "watch=1&labelSelector=" + huge, "watch=1&sendInitialEvents=maybe", "watch=1&resourceVersionMatch=NotOlderThan"} {
+	for _, q := range []string{"labelSelector=" + huge, "watch=1&labelSelector=" + huge, "watch=1&resourceVersionMatch=NotOlderThan"} {
 		code, body := kubeDo(t, "GET", api+"?"+q, nil)
 		kubeStatusOf(t, q[:min(len(q), 60)], code, body, 400, metav1.StatusReasonBadRequest)
 	}
-	code, body := kubeDo(t, "GET", api+"?watch=1&sendInitialEvents=true", nil)
-	kubeStatusOf(t, "a watch-list without resourceVersionMatch and bookmarks", code, body, 422, metav1.StatusReasonInvalid)
-	code, body = kubeDo(t, "GET", base+"api/v1/configmaps", nil)
+	for _, q := range []string{"watch=1&sendInitialEvents=true", "watch=True&sendInitialEvents=maybe"} {
+		// Booleans as the API server reads them: anything but 0 and false is true.
+		code, body := kubeDo(t, "GET", api+"?"+q, nil)
+		kubeStatusOf(t, q+": a watch-list without resourceVersionMatch and bookmarks", code, body, 422, metav1.StatusReasonInvalid)
+	}
+	code, body := kubeDo(t, "GET", base+"api/v1/configmaps", nil)
 	kubeStatusOf(t, "every namespace, from a cache of one", code, body, 403, metav1.StatusReasonForbidden)
 
 	// One watch, never read, holds the only slot.

@@ -44,10 +44,14 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 		kubeStatus(w, err.(apierrors.APIStatus), "")
 		return
 	}
-	bookmarks := isTrue(one("allowWatchBookmarks"))
+	bookmarks := queryBool(q, "allowWatchBookmarks")
 	want, match := one("resourceVersion"), one("resourceVersionMatch")
 	var initial, initialEnd bool
-	switch one("sendInitialEvents") {
+	sendInitial := ""
+	if _, set := q["sendInitialEvents"]; set {
+		sendInitial = strconv.FormatBool(queryBool(q, "sendInitialEvents"))
+	}
+	switch sendInitial {
 	case "true":
 		var errs field.ErrorList
 		if match != string(metav1.ResourceVersionMatchNotOlderThan) {
@@ -76,9 +80,6 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 			return
 		}
 		initial = want == "" || want == "0"
-	default:
-		kubeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("sendInitialEvents %q: want true or false", one("sendInitialEvents"))), "")
-		return
 	}
 	lifetime := kubeMaxWatch
 	if t := one("timeoutSeconds"); t != "" {
