@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -85,14 +86,17 @@ func TestServeKubeAPIClientGoInformer(t *testing.T) {
 		return inf
 	}
 	viaServe, direct := newInformer(kubeClient(t, base)), newInformer(real)
-	same := func(what string) {
+	// same waits until the informer through serve holds what the direct
+	// one holds, once that has the names want (and only them).
+	same := func(what string, want ...string) {
 		t.Helper()
 		waitFor(t, what, 30*time.Second, func() bool {
 			a, b := cmState(viaServe.GetStore().List()), cmState(direct.GetStore().List())
-			return len(a) > 0 && fmt.Sprint(a) == fmt.Sprint(b)
+			names := slices.Sorted(maps.Keys(b))
+			return slices.Equal(names, want) && fmt.Sprint(a) == fmt.Sprint(b)
 		})
 	}
-	same("synced through serve as directly")
+	same("synced through serve as directly", "a", "b", "c")
 
 	if _, err := real.CoreV1().ConfigMaps(ns).Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns}, Data: map[string]string{"k": "changed"}}, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -101,10 +105,11 @@ func TestServeKubeAPIClientGoInformer(t *testing.T) {
 		t.Fatal(err)
 	}
 	newConfigMap(t, real, ns, "d", nil)
-	same("an update, a delete and a create followed")
-	if o, ok, _ := viaServe.GetStore().GetByKey(ns + "/a"); !ok || o.(*corev1.ConfigMap).Data["k"] != "changed" {
-		t.Errorf("a through serve: %v", o)
-	}
+	waitFor(t, "the direct informer has the update", 30*time.Second, func() bool {
+		o, ok, _ := direct.GetStore().GetByKey(ns + "/a")
+		return ok && o.(*corev1.ConfigMap).Data["k"] == "changed"
+	})
+	same("an update, a delete and a create followed", "a", "c", "d")
 
 	// serve restarts on the same address, with no history: the informer's
 	// watch from where it was gets 410, and it lists again.
@@ -119,7 +124,7 @@ func TestServeKubeAPIClientGoInformer(t *testing.T) {
 	if base2 != base {
 		t.Fatalf("serve came back on %s, not %s", base2, base)
 	}
-	same("what changed while serve was down, after its restart")
+	same("what changed while serve was down, after its restart", "a", "d", "e")
 }
 
 // kubeDo makes a request of serve's --kube-api and returns the status and
