@@ -123,9 +123,9 @@ Endpoints (GET only):
                      (label and field selectors, limit and continue) and
                      watch (from a resourceVersion of the last
                      --kube-api-history MiB of events, bookmarks,
-                     watch-list), JSON only, with the API server's Status
-                     errors; point client-go, kubectl (--server) or any
-                     client at it
+                     watch-list), JSON (and protobuf for built-in
+                     types), with the API server's Status errors; point
+                     client-go, kubectl (--server) or any client at it
 
 --state-dir DIR keeps each cache in a file in DIR, and a restarted serve
 with the same flags starts from them: it serves the objects as they were

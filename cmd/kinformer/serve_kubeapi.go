@@ -2,11 +2,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"mime"
 	"net/http"
 	"slices"
 	"strconv"
@@ -59,6 +59,7 @@ type kubeRoute struct {
 	namespace string
 	name      string
 	onlyName  string // a watch of one object (a watch with a name in its path)
+	proto     bool   // answer in protobuf (kubeNegotiate); else JSON
 }
 
 // kubeAPIRequest answers a request under /api or /apis.
@@ -114,9 +115,11 @@ func (s *server) kubeAPIRequest(w http.ResponseWriter, req *http.Request) {
 		// cache of one would look complete.
 		kubeStatus(w, apierrors.NewForbidden(gr, rt.name, fmt.Errorf("this server caches %s of namespace %q only: ask under /namespaces/%s/", gr, rt.r.scope, rt.r.scope)), "")
 		return
-	case !kubeAcceptsJSON(req.Header.Get("Accept")):
+	}
+	var acceptable bool
+	if rt.proto, acceptable = kubeNegotiate(req.Header.Get("Accept"), rt.r.res.gvr.GroupVersion().WithKind(rt.r.res.kind)); !acceptable {
 		kubeStatus(w, apierrors.NewGenericServerResponse(http.StatusNotAcceptable, "get", gr, rt.name,
-			fmt.Sprintf("only application/json is served, not %q", req.Header.Get("Accept")), 0, false), "")
+			fmt.Sprintf("only application/json is served (and protobuf for built-in types), not %q", req.Header.Get("Accept")), 0, false), "")
 		return
 	}
 	if !s.kubeReady(rt.r) {
@@ -182,24 +185,6 @@ func queryBool(q map[string][]string, k string) bool {
 	return v[0] != "0" && !strings.EqualFold(v[0], "false")
 }
 
-// kubeAcceptsJSON says whether an Accept header takes JSON (or says
-// nothing): protobuf-first clients list JSON after it.
-func kubeAcceptsJSON(accept string) bool {
-	if accept == "" {
-		return true
-	}
-	for _, part := range strings.Split(accept, ",") {
-		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil || params["as"] != "" {
-			continue // a Table, PartialObjectMetadata: not served
-		}
-		if mt == "application/json" || mt == "*/*" || mt == "application/*" {
-			return true
-		}
-	}
-	return false
-}
-
 // kubeServed finds the resource a path names in gv.
 func (s *server) kubeServed(gv schema.GroupVersion, resource string) *served {
 	for _, r := range s.resources {
@@ -236,14 +221,22 @@ func (s *server) kubeGet(w http.ResponseWriter, rt kubeRoute) {
 		kubeStatus(w, apierrors.NewNotFound(rt.r.res.gvr.GroupResource(), rt.name), "")
 		return
 	}
-	b, err := objectJSON(obj)
+	var b bytes.Buffer
+	var err error
+	if rt.proto {
+		err = writeProtoObject(&b, obj)
+	} else {
+		var j []byte
+		j, err = objectJSON(obj)
+		b.Write(j)
+	}
 	if err != nil {
 		kubeStatus(w, apierrors.NewInternalError(err), "")
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", map[bool]string{true: contentTypeProtobuf, false: "application/json"}[rt.proto])
 	w.WriteHeader(http.StatusOK)
-	w.Write(b)
+	w.Write(b.Bytes())
 }
 
 // kubeSelection is a list's or a watch's selectors.
@@ -405,6 +398,37 @@ func (s *server) kubeList(w http.ResponseWriter, req *http.Request, rt kubeRoute
 			i++
 		}
 		keys = keys[i:]
+	}
+	if rt.proto {
+		// A protobuf list is one message: the page is made whole first
+		// (as the API server does).
+		var objs []*unstructured.Unstructured
+		last, more := "", false
+		for i, k := range keys {
+			if limit > 0 && len(objs) == limit {
+				more = i < len(keys)
+				break
+			}
+			if o, ok := get(k); ok && sel.matches(o) {
+				objs, last = append(objs, o), k
+			}
+		}
+		cont := ""
+		if more {
+			tok, _ := json.Marshal(kubeContinue{RV: rv, Start: last})
+			cont = base64.RawURLEncoding.EncodeToString(tok)
+		}
+		var b bytes.Buffer
+		if err := writeProtoList(&b, rt.r.res.gvr.GroupVersion().WithKind(rt.r.res.kind), objs, rv, cont); err != nil {
+			kubeStatus(w, apierrors.NewInternalError(err), "")
+			return
+		}
+		w.Header().Set("Content-Type", contentTypeProtobuf)
+		w.WriteHeader(http.StatusOK)
+		if _, err := (deadlineWriter{w: w, rc: http.NewResponseController(w), timeout: s.writeTimeout}).Write(b.Bytes()); err != nil {
+			panic(http.ErrAbortHandler)
+		}
+		return
 	}
 	// The items first, streamed; the metadata after them, when it is
 	// known whether more follow (JSON's members have no order).

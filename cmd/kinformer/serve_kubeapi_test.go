@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,15 +87,32 @@ func TestServeKubeAPIClientGoInformer(t *testing.T) {
 		}
 		return inf
 	}
-	viaServe, direct := newInformer(kubeClient(t, base)), newInformer(real)
-	// same waits until the informer through serve holds what the direct
+	// A second client asks for protobuf only, as Kubernetes' own
+	// components do: serve answers it in protobuf (the transport checks).
+	var mu sync.Mutex
+	types := map[string]int{}
+	protoCfg := &rest.Config{Host: strings.TrimSuffix(base, "/"), QPS: 100, Burst: 100,
+		ContentConfig: rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf", AcceptContentTypes: "application/vnd.kubernetes.protobuf"}}
+	protoCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(r)
+			if err == nil {
+				mu.Lock()
+				types[resp.Header.Get("Content-Type")]++
+				mu.Unlock()
+			}
+			return resp, err
+		})
+	})
+	viaServe, viaServeProto, direct := newInformer(kubeClient(t, base)), newInformer(kubernetes.NewForConfigOrDie(protoCfg)), newInformer(real)
+	// same waits until the informers through serve hold what the direct
 	// one holds, once that has the names want (and only them).
 	same := func(what string, want ...string) {
 		t.Helper()
 		waitFor(t, what, 30*time.Second, func() bool {
-			a, b := cmState(viaServe.GetStore().List()), cmState(direct.GetStore().List())
+			a, p, b := cmState(viaServe.GetStore().List()), cmState(viaServeProto.GetStore().List()), cmState(direct.GetStore().List())
 			names := slices.Sorted(maps.Keys(b))
-			return slices.Equal(names, want) && fmt.Sprint(a) == fmt.Sprint(b)
+			return slices.Equal(names, want) && fmt.Sprint(a) == fmt.Sprint(b) && fmt.Sprint(p) == fmt.Sprint(b)
 		})
 	}
 	same("synced through serve as directly", "a", "b", "c")
@@ -125,6 +144,16 @@ func TestServeKubeAPIClientGoInformer(t *testing.T) {
 		t.Fatalf("serve came back on %s, not %s", base2, base)
 	}
 	same("what changed while serve was down, after its restart", "a", "d", "e")
+	mu.Lock()
+	defer mu.Unlock()
+	for ct := range types {
+		if !strings.HasPrefix(ct, "application/vnd.kubernetes.protobuf") {
+			t.Errorf("the protobuf client was answered %q (all: %v)", ct, types)
+		}
+	}
+	if len(types) == 0 {
+		t.Error("the protobuf client's answers were not seen")
+	}
 }
 
 // kubeDo makes a request of serve's --kube-api and returns the status and
@@ -257,8 +286,12 @@ func TestServeKubeAPIRequests(t *testing.T) {
 	kubeStatusOf(t, "a create", code, body, 405, metav1.StatusReasonMethodNotAllowed)
 	code, body = kubeDo(t, "DELETE", api+"/cm-1", nil)
 	kubeStatusOf(t, "a delete", code, body, 405, metav1.StatusReasonMethodNotAllowed)
-	code, body = kubeDo(t, "GET", api, map[string]string{"Accept": "application/vnd.kubernetes.protobuf"})
-	kubeStatusOf(t, "protobuf only", code, body, 406, metav1.StatusReasonNotAcceptable)
+	code, body = kubeDo(t, "GET", api, map[string]string{"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+	kubeStatusOf(t, "a Table", code, body, 406, metav1.StatusReasonNotAcceptable)
+	code, body = kubeDo(t, "GET", api+"/cm-3", map[string]string{"Accept": "application/vnd.kubernetes.protobuf"})
+	if code != 200 || !bytes.HasPrefix(body, []byte("k8s\x00")) {
+		t.Errorf("protobuf: %d %q", code, body[:min(len(body), 40)])
+	}
 
 	// Watches, through the dynamic client (its decoding checks the stream).
 	dyn := dynamic.NewForConfigOrDie(&rest.Config{Host: strings.TrimSuffix(base, "/")}).Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace(ns)

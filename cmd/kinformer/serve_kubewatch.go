@@ -12,6 +12,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -131,39 +132,66 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 			if oldest == 0 {
 				msg = fmt.Sprintf("too old resource version: %d: %s keeps no history yet (not synced, or served by namespace)", n, rt.r.name)
 			}
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusOK)
 			st := apierrors.NewResourceExpired(msg).Status()
 			st.Kind, st.APIVersion = "Status", "v1"
+			if rt.proto {
+				w.Header().Set("Content-Type", contentTypeProtobufWatch)
+				w.WriteHeader(http.StatusOK)
+				newProtoWatchEncoder(w, rt.r.res.gvr.GroupVersion().WithKind(rt.r.res.kind)).status(&st)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
 			writeJSONLine(w, map[string]any{"type": "ERROR", "object": st})
 			return
 		}
 		floor = n
 	}
 
-	w.Header().Set("Content-Type", "application/json")
+	gvk := rt.r.res.gvr.GroupVersion().WithKind(rt.r.res.kind)
+	w.Header().Set("Content-Type", map[bool]string{true: contentTypeProtobufWatch, false: "application/json"}[rt.proto])
 	w.WriteHeader(http.StatusOK)
 	if req.Method == http.MethodHead {
 		return
 	}
 	rc := http.NewResponseController(w)
 	bw := bufio.NewWriterSize(deadlineWriter{w: w, rc: rc, timeout: s.writeTimeout}, 32<<10)
-	send := func(typ string, obj []byte) bool {
+	var pw *protoWatchEncoder
+	if rt.proto {
+		pw = newProtoWatchEncoder(bw, gvk)
+	}
+	// send writes an event of o, whose JSON is js (nil: not made yet).
+	// An object that does not convert to its Go type (protobuf) is left
+	// out, as a list leaves it out.
+	send := func(typ string, o *unstructured.Unstructured, js []byte) bool {
+		if pw != nil {
+			return pw.event(typ, o) == nil
+		}
+		if js == nil {
+			var err error
+			if js, err = objectJSON(o); err != nil {
+				return true
+			}
+		}
 		bw.WriteString(`{"type":"`)
 		bw.WriteString(typ)
 		bw.WriteString(`","object":`)
-		bw.Write(obj)
+		bw.Write(js)
 		_, err := bw.WriteString("}\n")
 		return err == nil
 	}
 	flush := func() bool { return bw.Flush() == nil && rc.Flush() == nil }
 	bookmark := func(rv string, end bool) bool {
+		if pw != nil {
+			return pw.bookmark(rv, end) == nil
+		}
 		md := map[string]any{"resourceVersion": rv}
 		if end {
 			md["annotations"] = map[string]string{initialEventsEnd: "true"}
 		}
 		b, _ := json.Marshal(map[string]any{"kind": rt.r.res.kind, "apiVersion": rt.r.res.gvr.GroupVersion().String(), "metadata": md})
-		return send("BOOKMARK", b)
+		_, err := bw.WriteString(`{"type":"BOOKMARK","object":` + string(b) + "}\n")
+		return err == nil
 	}
 	// The initial objects are read one by one after floor: one may be
 	// newer than floor (ahead: the events up to its version are not sent
@@ -192,11 +220,7 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 			if !sel.matches(o) {
 				continue
 			}
-			b, err := objectJSON(o)
-			if err != nil {
-				continue
-			}
-			if !send("ADDED", b) {
+			if !send("ADDED", o, nil) {
 				return
 			}
 		}
@@ -240,11 +264,11 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 					continue
 				}
 			}
-			typ, obj := kubeEventFor(sel, e)
+			typ, obj, js := kubeEventFor(sel, e)
 			if typ == "" {
 				continue
 			}
-			if !send(typ, obj) {
+			if !send(typ, obj, js) {
 				return
 			}
 			sent = max(sent, e.rv)
@@ -277,38 +301,35 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 	}
 }
 
-// kubeEventFor is how e shows to a watch with sel: its type and object's
-// JSON, or "" if it does not show. An object that comes to match is
-// ADDED; one that no longer does is DELETED, with its state before the
-// change at the event's version, as the API server sends it.
-func kubeEventFor(sel kubeSelection, e kubeEvent) (string, []byte) {
+// kubeEventFor is how e shows to a watch with sel: its type, its object
+// and the object's JSON (nil: not made), or "" if it does not show. An
+// object that comes to match is ADDED; one that no longer does is
+// DELETED, with its state before the change at the event's version, as
+// the API server sends it.
+func kubeEventFor(sel kubeSelection, e kubeEvent) (string, *unstructured.Unstructured, []byte) {
 	typ := string(e.typ)
 	if sel.ns == "" && sel.labels.Empty() && sel.fields.Empty() {
-		return typ, e.json
+		return typ, e.obj, e.json
 	}
 	now := sel.matches(e.obj)
 	if e.typ != kinformer.Modified {
 		if !now {
-			return "", nil
+			return "", nil, nil
 		}
-		return typ, e.json
+		return typ, e.obj, e.json
 	}
 	before := e.old != nil && sel.matches(e.old)
 	switch {
 	case now && before:
-		return typ, e.json
+		return typ, e.obj, e.json
 	case now:
-		return string(kinformer.Added), e.json
+		return string(kinformer.Added), e.obj, e.json
 	case before:
 		o := e.old.DeepCopy()
 		o.SetResourceVersion(strconv.FormatUint(e.rv, 10))
-		b, err := objectJSON(o)
-		if err != nil {
-			return "", nil
-		}
-		return string(kinformer.Deleted), b
+		return string(kinformer.Deleted), o, nil
 	}
-	return "", nil
+	return "", nil, nil
 }
 
 // writeJSONLine writes v as one line of JSON.

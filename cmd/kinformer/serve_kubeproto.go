@@ -1,0 +1,152 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"mime"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
+	restwatch "k8s.io/client-go/rest/watch"
+)
+
+// --kube-api's protobuf, for the built-in types (client-go's scheme), as
+// the API server encodes them: an object in its envelope ("k8s\0" and
+// runtime.Unknown), a watch as length-delimited frames of
+// metav1.WatchEvent, each embedding its object so encoded. The caches hold
+// unstructured objects: each is converted to its Go type as it is sent.
+
+const (
+	contentTypeProtobuf      = "application/vnd.kubernetes.protobuf"
+	contentTypeProtobufWatch = "application/vnd.kubernetes.protobuf;stream=watch"
+)
+
+var (
+	protoSerializer = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	protoRaw        = protobuf.NewRawSerializer(scheme.Scheme, scheme.Scheme)
+)
+
+// kubeNegotiate picks what to answer in from an Accept header: protobuf
+// if the client asks for it before JSON and gvk is a built-in type, JSON
+// if it takes JSON (or says nothing); ok false if neither (406).
+func kubeNegotiate(accept string, gvk schema.GroupVersionKind) (proto, ok bool) {
+	if accept == "" {
+		return false, true
+	}
+	for _, part := range strings.Split(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil || params["as"] != "" {
+			continue // a Table, PartialObjectMetadata: not served
+		}
+		switch mt {
+		case contentTypeProtobuf:
+			if scheme.Scheme.Recognizes(gvk) {
+				return true, true
+			}
+		case "application/json", "*/*", "application/*":
+			return false, true
+		}
+	}
+	return false, false
+}
+
+// typedObject converts o to its Go type.
+func typedObject(o *unstructured.Unstructured) (runtime.Object, error) {
+	typed, err := scheme.Scheme.New(o.GroupVersionKind())
+	if err != nil {
+		return nil, err
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.UnstructuredContent(), typed); err != nil {
+		return nil, fmt.Errorf("%s %s/%s as %T: %w", o.GetKind(), o.GetNamespace(), o.GetName(), typed, err)
+	}
+	return typed, nil
+}
+
+// writeProtoObject writes o in protobuf.
+func writeProtoObject(w io.Writer, o *unstructured.Unstructured) error {
+	typed, err := typedObject(o)
+	if err != nil {
+		return err
+	}
+	return protoSerializer.Encode(typed, w)
+}
+
+// writeProtoList writes objs as gvk's list (ConfigMapList for a
+// ConfigMap), at resourceVersion rv, with continue token cont.
+func writeProtoList(w io.Writer, gvk schema.GroupVersionKind, objs []*unstructured.Unstructured, rv, cont string) error {
+	list, err := scheme.Scheme.New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err != nil {
+		return err
+	}
+	items := make([]runtime.Object, 0, len(objs))
+	for _, o := range objs {
+		typed, err := typedObject(o)
+		if err != nil {
+			return err
+		}
+		items = append(items, typed)
+	}
+	if err := meta.SetList(list, items); err != nil {
+		return err
+	}
+	lm, err := meta.ListAccessor(list)
+	if err != nil {
+		return err
+	}
+	lm.SetResourceVersion(rv)
+	lm.SetContinue(cont)
+	list.GetObjectKind().SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	return protoSerializer.Encode(list, w)
+}
+
+// protoWatchEncoder writes watch events as the API server's protobuf
+// stream does.
+type protoWatchEncoder struct {
+	enc *restwatch.Encoder
+	gvk schema.GroupVersionKind
+}
+
+func newProtoWatchEncoder(w io.Writer, gvk schema.GroupVersionKind) *protoWatchEncoder {
+	fw := protobuf.LengthDelimitedFramer.NewFrameWriter(w)
+	return &protoWatchEncoder{enc: restwatch.NewEncoder(streaming.NewEncoder(fw, protoRaw), protoSerializer), gvk: gvk}
+}
+
+// event writes an event of o; an error is the client's (a write). An
+// object that does not convert to its Go type is left out, as a list
+// leaves it out.
+func (p *protoWatchEncoder) event(typ string, o *unstructured.Unstructured) error {
+	typed, err := typedObject(o)
+	if err != nil {
+		return nil
+	}
+	return p.enc.Encode(&watch.Event{Type: watch.EventType(typ), Object: typed})
+}
+
+func (p *protoWatchEncoder) bookmark(rv string, end bool) error {
+	typed, err := scheme.Scheme.New(p.gvk)
+	if err != nil {
+		return err
+	}
+	typed.GetObjectKind().SetGroupVersionKind(p.gvk)
+	m, err := meta.Accessor(typed)
+	if err != nil {
+		return err
+	}
+	m.SetResourceVersion(rv)
+	if end {
+		m.SetAnnotations(map[string]string{initialEventsEnd: "true"})
+	}
+	return p.enc.Encode(&watch.Event{Type: watch.Bookmark, Object: typed})
+}
+
+func (p *protoWatchEncoder) status(st *metav1.Status) error {
+	return p.enc.Encode(&watch.Event{Type: watch.Error, Object: st})
+}
