@@ -101,6 +101,12 @@ func (s *server) kubeAPIRequest(w http.ResponseWriter, req *http.Request) {
 	rt.r = s.kubeServed(rt.gv, rt.resource)
 	gr := schema.GroupResource{Group: rt.gv.Group, Resource: rt.resource}
 	switch {
+	case rt.r == nil && gr == (schema.GroupResource{Resource: "namespaces"}) && rt.name != "" && len(rest) == 2:
+		// A Namespace asked for by name, not served: 403, not 404. After
+		// a NotFound of an object, kubectl asks for its namespace, and
+		// takes a 404 there for "the namespace does not exist".
+		kubeStatus(w, apierrors.NewForbidden(gr, rt.name, fmt.Errorf("namespaces are not served here (serving %s)", s.choices())), "")
+		return
 	case rt.r == nil:
 		kubeStatus(w, apierrors.NewNotFound(gr, ""), fmt.Sprintf("the server could not find the requested resource: %s is not served here (serving %s)", gr, s.choices()))
 		return
