@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -614,4 +617,72 @@ func TestServeKubeAPINotSyncedYet(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &g); err != nil || rec.Code != 200 || len(g.Groups) != 0 {
 		t.Errorf("/apis: %d %s", rec.Code, rec.Body)
 	}
+}
+
+// --token-file guards the Kubernetes API as it guards the rest: a client
+// with the token (client-go sends its kubeconfig's bearer token) reads,
+// one without gets 401. With --state-dir, a restarted serve answers at
+// once from its restored caches, and a client's watch from before the
+// restart gets 410 and lists again.
+func TestServeKubeAPITokenAndRestart(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	ns := testenv.NewNamespace(t, srv.Config())
+	real := kubernetes.NewForConfigOrDie(srv.Config())
+	ctx := context.Background()
+	for _, n := range []string{"a", "b"} {
+		newConfigMap(t, real, ns, n, nil)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stateDir, addr := t.TempDir(), freePort(t)
+	args := []string{"configmaps", "-n", ns, "--kube-api", "--token-file", tokenFile, "--state-dir", stateDir, "--listen", addr, kubeconfigArg(srv)}
+	p, base := startServe(t, args...)
+	host := strings.TrimSuffix(base, "/")
+	withToken := kubernetes.NewForConfigOrDie(&rest.Config{Host: host, BearerToken: testToken})
+	without := kubernetes.NewForConfigOrDie(&rest.Config{Host: host})
+	names := func(c kubernetes.Interface) ([]string, error) {
+		l, err := c.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, o := range l.Items {
+			out = append(out, o.Name)
+		}
+		return out, nil
+	}
+	var got []string
+	waitFor(t, "a list with the token", 30*time.Second, func() bool {
+		var err error
+		got, err = names(withToken)
+		return err == nil
+	})
+	if !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("with the token: %v", got)
+	}
+	if _, err := names(without); !apierrors.IsUnauthorized(err) {
+		t.Errorf("without the token: %v, want 401 Unauthorized", err)
+	}
+
+	if code := p.interrupt(); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, p.stderr)
+	}
+	newConfigMap(t, real, ns, "c", nil)
+	_, base2 := startServe(t, args...)
+	if base2 != base {
+		t.Fatalf("serve came back on %s, not %s", base2, base)
+	}
+	// At once: the restored caches (a, b), then the change while it was
+	// down (c) once caught up.
+	waitFor(t, "serve answers after its restart", 10*time.Second, func() bool {
+		got, _ = names(withToken)
+		return len(got) >= 2
+	})
+	waitFor(t, "serve has caught up", 30*time.Second, func() bool {
+		got, _ = names(withToken)
+		return slices.Equal(got, []string{"a", "b", "c"})
+	})
 }
