@@ -686,3 +686,75 @@ func TestServeKubeAPITokenAndRestart(t *testing.T) {
 		return slices.Equal(got, []string{"a", "b", "c"})
 	})
 }
+
+// apiserverWatches is how many watches of resource the API server is
+// serving now (apiserver_longrunning_requests).
+func apiserverWatches(t *testing.T, c kubernetes.Interface, resource string) float64 {
+	t.Helper()
+	b, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "apiserver_longrunning_requests{") && strings.Contains(line, `resource="`+resource+`"`) && strings.Contains(line, `verb="WATCH"`) {
+			var v float64
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			n += v
+		}
+	}
+	return n
+}
+
+// Counted at the API server: twelve clients watching LimitRanges (a
+// resource no other test watches; the API server's LimitRanger admission
+// does, before and after) through serve cost it serve's one watch; three
+// watching it directly cost it three more.
+func TestServeKubeAPIOneWatchAtTheAPIServer(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Shared(t)
+	ns := testenv.NewNamespace(t, srv.Config())
+	real := kubernetes.NewForConfigOrDie(srv.Config())
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := real.CoreV1().LimitRanges(ns).Create(ctx, &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("lr-%d", i)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The API server's own: its LimitRanger admission watches them.
+	before := apiserverWatches(t, real, "limitranges")
+	_, base := startServe(t, "limitranges", "-n", ns, "--kube-api", kubeconfigArg(srv))
+	waitReady(t, base)
+	stop := make(chan struct{})
+	defer close(stop)
+	start := func(c kubernetes.Interface, n int) {
+		t.Helper()
+		var infs []toolscache.SharedIndexInformer
+		for range n {
+			f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace(ns))
+			infs = append(infs, f.Core().V1().LimitRanges().Informer())
+			f.Start(stop)
+		}
+		for _, inf := range infs {
+			if !toolscache.WaitForCacheSync(stop, inf.HasSynced) {
+				t.Fatal("not synced")
+			}
+			if n := len(inf.GetStore().ListKeys()); n != 3 {
+				t.Fatalf("%d LimitRanges, want 3", n)
+			}
+		}
+	}
+	start(kubeClient(t, base), 12)
+	var through float64
+	waitFor(t, "serve's watch at the API server", 10*time.Second, func() bool {
+		through = apiserverWatches(t, real, "limitranges")
+		return through >= before+1
+	})
+	if through != before+1 {
+		t.Errorf("12 clients through serve: %v watches of limitranges at the API server, %v before serve; want serve's 1 more", through, before)
+	}
+	start(real, 3)
+	waitFor(t, "the direct watches at the API server", 10*time.Second, func() bool {
+		return apiserverWatches(t, real, "limitranges") == through+3
+	})
+}
