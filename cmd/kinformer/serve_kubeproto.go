@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"mime"
 	"strings"
+	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -107,27 +110,57 @@ func writeProtoList(w io.Writer, gvk schema.GroupVersionKind, objs []*unstructur
 	return protoSerializer.Encode(list, w)
 }
 
+// protoEncoded is an object's protobuf (in its envelope), made once
+// however many watch it (kubeEvent.proto).
+type protoEncoded struct {
+	once sync.Once
+	b    []byte
+	err  error
+}
+
+// of returns o's protobuf, encoding it the first time.
+func (p *protoEncoded) of(o *unstructured.Unstructured) ([]byte, error) {
+	p.once.Do(func() {
+		var buf bytes.Buffer
+		if p.err = writeProtoObject(&buf, o); p.err == nil {
+			p.b = buf.Bytes()
+		}
+	})
+	return p.b, p.err
+}
+
 // protoWatchEncoder writes watch events as the API server's protobuf
 // stream does.
 type protoWatchEncoder struct {
-	enc *restwatch.Encoder
-	gvk schema.GroupVersionKind
+	enc    *restwatch.Encoder // an object's event, encoding the object
+	frames streaming.Encoder  // an event whose object is encoded already
+	gvk    schema.GroupVersionKind
 }
 
 func newProtoWatchEncoder(w io.Writer, gvk schema.GroupVersionKind) *protoWatchEncoder {
 	fw := protobuf.LengthDelimitedFramer.NewFrameWriter(w)
-	return &protoWatchEncoder{enc: restwatch.NewEncoder(streaming.NewEncoder(fw, protoRaw), protoSerializer), gvk: gvk}
+	frames := streaming.NewEncoder(fw, protoRaw)
+	return &protoWatchEncoder{enc: restwatch.NewEncoder(frames, protoSerializer), frames: frames, gvk: gvk}
 }
 
-// event writes an event of o; an error is the client's (a write). An
-// object that does not convert to its Go type is left out, as a list
-// leaves it out.
-func (p *protoWatchEncoder) event(typ string, o *unstructured.Unstructured) error {
-	typed, err := typedObject(o)
-	if err != nil {
-		return nil
+// event writes an event of o, whose protobuf pe holds (nil: o's own,
+// made here). An object that does not convert to its Go type ends the
+// watch with an ERROR event naming it (its client lists again, and the
+// list says the same): never a change left out silently.
+func (p *protoWatchEncoder) event(typ string, o *unstructured.Unstructured, pe *protoEncoded) error {
+	if pe == nil {
+		pe = new(protoEncoded)
 	}
-	return p.enc.Encode(&watch.Event{Type: watch.EventType(typ), Object: typed})
+	b, err := pe.of(o)
+	if err != nil {
+		st := apierrors.NewInternalError(err).Status()
+		st.Kind, st.APIVersion = "Status", "v1"
+		if werr := p.status(&st); werr != nil {
+			return werr
+		}
+		return err
+	}
+	return p.frames.Encode(&metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: b}})
 }
 
 func (p *protoWatchEncoder) bookmark(rv string, end bool) error {

@@ -48,12 +48,13 @@ type kubeRing struct {
 // The objects are the cache's (or, for a compact cache, the event's
 // decoded copy): never modified.
 type kubeEvent struct {
-	rv   uint64
-	typ  kinformer.EventType
-	obj  *unstructured.Unstructured
-	old  *unstructured.Unstructured
-	json []byte // obj's JSON
-	size int    // what the ring counts for it (kubeEventSize)
+	rv    uint64
+	typ   kinformer.EventType
+	obj   *unstructured.Unstructured
+	old   *unstructured.Unstructured
+	json  []byte        // obj's JSON
+	proto *protoEncoded // obj's protobuf, made for the first protobuf watch that sends it
+	size  int           // what the ring counts for it (kubeEventSize)
 }
 
 // kubeEventOverhead is what the ring counts for an event beside its
@@ -61,15 +62,16 @@ type kubeEvent struct {
 const kubeEventOverhead = 128
 
 // kubeEventSize is what the ring counts for an event whose object's JSON
-// is n bytes: the JSON, and the object decoded (its maps and strings take
-// about twice the JSON), and as much again for the state before it, if
-// the event keeps it. The objects may be the cache's own, shared, but
-// they outlive their place in it while the ring holds them.
+// is n bytes: the JSON, its protobuf if a watch asks for it (counted as
+// the JSON again: it is smaller), and the object decoded (its maps and
+// strings take about twice the JSON), and as much again for the state
+// before it, if the event keeps it. The objects may be the cache's own,
+// shared, but they outlive their place in it while the ring holds them.
 func kubeEventSize(n int, old bool) int {
 	if old {
-		return 5*n + kubeEventOverhead
+		return 6*n + kubeEventOverhead
 	}
-	return 3*n + kubeEventOverhead
+	return 4*n + kubeEventOverhead
 }
 
 func newKubeRing(maxBytes int) *kubeRing {
@@ -155,7 +157,7 @@ func (k *kubeRing) record(ev kinformer.Event[*unstructured.Unstructured]) {
 		k.breakLocked(0, false)
 		return
 	}
-	e := kubeEvent{rv: rv, typ: ev.Type, obj: ev.Object, json: b, size: kubeEventSize(len(b), false)}
+	e := kubeEvent{rv: rv, typ: ev.Type, obj: ev.Object, json: b, proto: new(protoEncoded), size: kubeEventSize(len(b), false)}
 	if ev.Type == kinformer.Modified {
 		e.old, e.size = ev.Old, kubeEventSize(len(b), true)
 	}

@@ -155,17 +155,20 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 		return
 	}
 	rc := http.NewResponseController(w)
+	// The stream's last chunk is written after this returns: with a
+	// fresh deadline, not the one of the last event, maybe long past.
+	defer rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 	bw := bufio.NewWriterSize(deadlineWriter{w: w, rc: rc, timeout: s.writeTimeout}, 32<<10)
 	var pw *protoWatchEncoder
 	if rt.proto {
 		pw = newProtoWatchEncoder(bw, gvk)
 	}
-	// send writes an event of o, whose JSON is js (nil: not made yet).
-	// An object that does not convert to its Go type (protobuf) is left
-	// out, as a list leaves it out.
-	send := func(typ string, o *unstructured.Unstructured, js []byte) bool {
+	// send writes an event of o, whose JSON is js and protobuf pe (nil:
+	// not made yet). False ends the watch: the client's connection
+	// failed, or (protobuf) o did not convert, said in an ERROR event.
+	send := func(typ string, o *unstructured.Unstructured, js []byte, pe *protoEncoded) bool {
 		if pw != nil {
-			return pw.event(typ, o) == nil
+			return pw.event(typ, o, pe) == nil
 		}
 		if js == nil {
 			var err error
@@ -220,7 +223,7 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 			if !sel.matches(o) {
 				continue
 			}
-			if !send("ADDED", o, nil) {
+			if !send("ADDED", o, nil, nil) {
 				return
 			}
 		}
@@ -268,7 +271,11 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 			if typ == "" {
 				continue
 			}
-			if !send(typ, obj, js) {
+			pe := e.proto
+			if js == nil {
+				pe = nil // another object than the event's (a DELETED of the state before)
+			}
+			if !send(typ, obj, js, pe) {
 				return
 			}
 			sent = max(sent, e.rv)
