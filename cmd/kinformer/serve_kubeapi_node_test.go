@@ -83,63 +83,19 @@ func TestServeKubeAPIJavaScriptInformer(t *testing.T) {
 	}
 	defer os.Remove(path)
 
-	srv := testenv.Shared(t)
-	ns := testenv.NewNamespace(t, srv.Config())
-	real := kubernetes.NewForConfigOrDie(srv.Config())
-	ctx := context.Background()
-	for _, n := range []string{"a", "b"} {
-		newConfigMap(t, real, ns, n, nil)
-	}
-	_, base := startServe(t, "configmaps", "-n", ns, "--kube-api", kubeconfigArg(srv))
-	waitReady(t, base)
+	ns, base, change := serveAB(t)
 
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, node, path, strings.TrimSuffix(base, "/"), ns)
-	cmd.Dir = dir
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-		_ = cmd.Wait()
-	}()
 	type line struct{ Type, Name, Error string }
-	lines := make(chan line, 100)
-	wg.Go(func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var l line
-			if json.Unmarshal(sc.Bytes(), &l) == nil {
-				lines <- l
-			}
-		}
-	})
-	// next returns the next event, failing on an error event or after 60 s.
+	nextLine := clientLines(t, "the JavaScript informer", exec.Command(node, path, strings.TrimSuffix(base, "/"), ns), dir)
+	// next returns the next event, failing on an error event.
 	next := func(what string) line {
 		t.Helper()
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("%s: the JavaScript informer exited; stderr:\n%s", what, stderr.String())
-			}
-			if l.Type == "error" {
-				t.Fatalf("%s: the JavaScript informer's error: %s", what, l.Error)
-			}
-			return l
-		case <-time.After(60 * time.Second):
-			t.Fatalf("%s: nothing from the JavaScript informer after 60 s; stderr:\n%s", what, stderr.String())
+		var l line
+		nextLine(what, &l)
+		if l.Type == "error" {
+			t.Fatalf("%s: the JavaScript informer's error: %s", what, l.Error)
 		}
-		return line{}
+		return l
 	}
 	added := map[string]bool{}
 	for l := next("sync"); l.Type != "synced"; l = next("sync") {
@@ -150,13 +106,7 @@ func TestServeKubeAPIJavaScriptInformer(t *testing.T) {
 	if !added["a"] || !added["b"] {
 		t.Fatalf("synced with %v, want a and b", added)
 	}
-	newConfigMap(t, real, ns, "c", nil)
-	if _, err := real.CoreV1().ConfigMaps(ns).Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns}, Data: map[string]string{"k": "v"}}, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := real.CoreV1().ConfigMaps(ns).Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	change()
 	want := map[string]string{"c": "add", "a": "update", "b": "delete"}
 	got := map[string]string{}
 	for len(got) < len(want) {
@@ -190,72 +140,23 @@ func needPythonClient(t *testing.T) string {
 func TestServeKubeAPIPythonWatch(t *testing.T) {
 	t.Parallel()
 	py := needPythonClient(t)
-	srv := testenv.Shared(t)
-	ns := testenv.NewNamespace(t, srv.Config())
-	real := kubernetes.NewForConfigOrDie(srv.Config())
-	ctx := context.Background()
-	for _, n := range []string{"a", "b"} {
-		newConfigMap(t, real, ns, n, nil)
-	}
-	_, base := startServe(t, "configmaps", "-n", ns, "--kube-api", kubeconfigArg(srv))
-	waitReady(t, base)
+	ns, base, change := serveAB(t)
 
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, py, filepath.Join("testdata", "kubeapi", "watch.py"), strings.TrimSuffix(base, "/"), ns)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-		_ = cmd.Wait()
-	}()
 	type line struct {
 		Type, Name string
 		Names      []string
 	}
-	lines := make(chan line, 100)
-	wg.Go(func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var l line
-			if json.Unmarshal(sc.Bytes(), &l) == nil {
-				lines <- l
-			}
-		}
-	})
+	nextLine := clientLines(t, "the Python watch", exec.Command(py, filepath.Join("testdata", "kubeapi", "watch.py"), strings.TrimSuffix(base, "/"), ns), "")
 	next := func(what string) line {
 		t.Helper()
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("%s: the Python watch exited; stderr:\n%s", what, stderr.String())
-			}
-			return l
-		case <-time.After(60 * time.Second):
-			t.Fatalf("%s: nothing from the Python watch after 60 s; stderr:\n%s", what, stderr.String())
-		}
-		return line{}
+		var l line
+		nextLine(what, &l)
+		return l
 	}
 	if l := next("the list"); l.Type != "listed" || strings.Join(l.Names, ",") != "a,b" {
 		t.Fatalf("listed %+v, want a and b", l)
 	}
-	newConfigMap(t, real, ns, "c", nil)
-	if _, err := real.CoreV1().ConfigMaps(ns).Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns}, Data: map[string]string{"k": "v"}}, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := real.CoreV1().ConfigMaps(ns).Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	change()
 	want := []string{"ADDED c", "MODIFIED a", "DELETED b"}
 	var got []string
 	for len(got) < len(want) {
@@ -264,5 +165,81 @@ func TestServeKubeAPIPythonWatch(t *testing.T) {
 	}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("the Python watch saw %v, want %v", got, want)
+	}
+}
+
+// clientLines runs cmd (a client of another language, in dir if not "")
+// until the test ends, and returns what reads its next line of JSON into
+// v, failing the test if it exits or says nothing for 60 s (what says
+// what was awaited).
+func clientLines(t *testing.T, who string, cmd *exec.Cmd, dir string) func(what string, v any) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	run := exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
+	run.Dir = dir
+	stdout, err := run.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	run.Stderr = &stderr
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan []byte, 100)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- append([]byte(nil), sc.Bytes()...)
+		}
+	})
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		_ = run.Wait()
+	})
+	return func(what string, v any) {
+		t.Helper()
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("%s: %s exited; stderr:\n%s", what, who, stderr.String())
+				}
+				if json.Unmarshal(l, v) == nil {
+					return
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatalf("%s: nothing from %s after 60 s; stderr:\n%s", what, who, stderr.String())
+			}
+		}
+	}
+}
+
+// serveAB makes ConfigMaps a and b in a new namespace and serves them
+// with --kube-api; change, on the API server, creates c, updates a and
+// deletes b.
+func serveAB(t *testing.T) (ns, base string, change func()) {
+	t.Helper()
+	srv := testenv.Shared(t)
+	ns = testenv.NewNamespace(t, srv.Config())
+	real := kubernetes.NewForConfigOrDie(srv.Config())
+	ctx := context.Background()
+	for _, n := range []string{"a", "b"} {
+		newConfigMap(t, real, ns, n, nil)
+	}
+	_, base = startServe(t, "configmaps", "-n", ns, "--kube-api", kubeconfigArg(srv))
+	waitReady(t, base)
+	return ns, base, func() {
+		t.Helper()
+		newConfigMap(t, real, ns, "c", nil)
+		if _, err := real.CoreV1().ConfigMaps(ns).Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns}, Data: map[string]string{"k": "v"}}, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := real.CoreV1().ConfigMaps(ns).Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
