@@ -306,9 +306,6 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			err := r.src.waitForSync(gctx)
 			switch {
 			case err == nil:
-				if r.kube != nil {
-					r.kube.start(r.src.resourceVersion())
-				}
 				if line := restoreLine(e.prog, r.name, r.src.restores(), r.src.startup().ListTook); line != "" {
 					fmt.Fprintln(e.stderr, line)
 				}

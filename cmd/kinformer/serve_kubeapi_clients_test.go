@@ -168,20 +168,9 @@ func TestServeKubeAPIManyClientsOneWatch(t *testing.T) {
 	requests := func() (lists, watches float64) {
 		t.Helper()
 		_, body := get(t, base+"metrics")
-		for _, line := range strings.Split(body, "\n") {
-			if !strings.HasPrefix(line, "kinformer_requests_total{") || !strings.Contains(line, `resource="configmaps"`) {
-				continue
-			}
-			var v float64
-			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
-			switch {
-			case strings.Contains(line, `verb="watch"`):
-				watches += v
-			default:
-				lists += v
-			}
-		}
-		return lists, watches
+		all := metricSum(body, "kinformer_requests_total", `resource="configmaps"`)
+		watches = metricSum(body, "kinformer_requests_total", `resource="configmaps"`, `verb="watch"`)
+		return all - watches, watches
 	}
 	lists0, watches0 := requests()
 
@@ -299,13 +288,20 @@ func apiserverWatches(t *testing.T, c kubernetes.Interface, resource string) flo
 	if err != nil {
 		t.Fatal(err)
 	}
+	return metricSum(string(b), "apiserver_longrunning_requests", `resource="`+resource+`"`, `verb="WATCH"`)
+}
+
+// metricSum adds up the samples of metric in a Prometheus text
+// exposition whose labels hold every one of labels (name="value").
+func metricSum(text, metric string, labels ...string) float64 {
 	var n float64
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "apiserver_longrunning_requests{") && strings.Contains(line, `resource="`+resource+`"`) && strings.Contains(line, `verb="WATCH"`) {
-			var v float64
-			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
-			n += v
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, metric+"{") || slices.ContainsFunc(labels, func(l string) bool { return !strings.Contains(line, l) }) {
+			continue
 		}
+		var v float64
+		fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+		n += v
 	}
 	return n
 }

@@ -93,25 +93,35 @@ func (s *server) kubeList(w http.ResponseWriter, req *http.Request, rt kubeRoute
 		}
 		keys = keys[i:]
 	}
+	// page yields the page's objects, then says what follows: the
+	// continue token ("" if nothing), which the API server gives once a
+	// page is full even if the rest do not match.
+	page := func(yield func(*unstructured.Unstructured) bool) (cont string) {
+		n, last := 0, ""
+		for i, k := range keys {
+			if limit > 0 && n == limit {
+				if i < len(keys) {
+					tok, _ := json.Marshal(kubeContinue{RV: rv, Start: last})
+					cont = base64.RawURLEncoding.EncodeToString(tok)
+				}
+				return cont
+			}
+			o, ok := get(k)
+			if !ok || !sel.matches(o) {
+				continue
+			}
+			if !yield(o) {
+				return ""
+			}
+			n, last = n+1, k
+		}
+		return ""
+	}
 	if rt.proto {
 		// A protobuf list is one message: the page is made whole first
 		// (as the API server does).
 		var objs []*unstructured.Unstructured
-		last, more := "", false
-		for i, k := range keys {
-			if limit > 0 && len(objs) == limit {
-				more = i < len(keys)
-				break
-			}
-			if o, ok := get(k); ok && sel.matches(o) {
-				objs, last = append(objs, o), k
-			}
-		}
-		cont := ""
-		if more {
-			tok, _ := json.Marshal(kubeContinue{RV: rv, Start: last})
-			cont = base64.RawURLEncoding.EncodeToString(tok)
-		}
+		cont := page(func(o *unstructured.Unstructured) bool { objs = append(objs, o); return true })
 		var b bytes.Buffer
 		if err := writeProtoList(&b, rt.r.res.gvr.GroupVersion().WithKind(rt.r.res.kind), objs, rv, cont); err != nil {
 			kubeStatus(w, apierrors.NewInternalError(err), "")
@@ -137,32 +147,24 @@ func (s *server) kubeList(w http.ResponseWriter, req *http.Request, rt kubeRoute
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(deadlineWriter{w: w, rc: http.NewResponseController(w), timeout: s.writeTimeout}, 32<<10)
 	fmt.Fprintf(bw, `{"kind":%q,"apiVersion":%q,"items":[`, rt.r.res.kind+"List", rt.r.res.gvr.GroupVersion().String())
-	n, last, more := 0, "", false
-	for i, k := range keys {
-		if limit > 0 && n == limit {
-			more = i < len(keys) // the API server says so even if the rest do not match
-			break
-		}
-		o, ok := get(k)
-		if !ok || !sel.matches(o) {
-			continue
-		}
+	first := true
+	cont := page(func(o *unstructured.Unstructured) bool {
 		b, err := objectJSON(o)
 		if err != nil {
-			continue
+			return true
 		}
-		if n > 0 {
+		if !first {
 			bw.WriteByte(',')
 		}
+		first = false
 		if _, err := bw.Write(b); err != nil {
 			panic(http.ErrAbortHandler) // cut short: the client cannot take it for a whole list
 		}
-		n, last = n+1, k
-	}
+		return true
+	})
 	fmt.Fprintf(bw, `],"metadata":{"resourceVersion":%q`, rv)
-	if more {
-		tok, _ := json.Marshal(kubeContinue{RV: rv, Start: last})
-		fmt.Fprintf(bw, `,"continue":%q`, base64.RawURLEncoding.EncodeToString(tok))
+	if cont != "" {
+		fmt.Fprintf(bw, `,"continue":%q`, cont)
 	}
 	bw.WriteString("}}\n")
 	if err := bw.Flush(); err != nil {
@@ -174,20 +176,12 @@ func (s *server) kubeList(w http.ResponseWriter, req *http.Request, rt kubeRoute
 // want is a version to wait for (NotOlderThan, or none said): the API
 // server's watch cache waits up to 3 s for a version it has not seen yet.
 func kubeWaitRV(ctx context.Context, src watchSource, want, match string) string {
-	rv := src.resourceVersion()
-	n, ok := parseRV(want)
-	if !ok || match == string(metav1.ResourceVersionMatchExact) {
-		return rv
+	if _, ok := parseRV(want); ok && match != string(metav1.ResourceVersionMatchExact) {
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		_ = src.waitForRV(ctx, want) // not reached in time: kubeCheckListRV says so
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		have, ok := parseRV(rv)
-		if !ok || have >= n || time.Now().After(deadline) || ctx.Err() != nil {
-			return rv
-		}
-		time.Sleep(20 * time.Millisecond)
-		rv = src.resourceVersion()
-	}
+	return src.resourceVersion()
 }
 
 // kubeCheckListRV applies the API server's resourceVersion rules for a

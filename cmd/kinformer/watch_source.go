@@ -24,6 +24,10 @@ type watchSource interface {
 	// run runs until ctx ends, and has stopped everything when it returns.
 	run(ctx context.Context)
 	waitForSync(ctx context.Context) error
+	// waitForRV waits until the cache is at rv or later (the informer's
+	// WaitForResourceVersion); a view, whose namespaces have no common
+	// version, does not wait.
+	waitForRV(ctx context.Context, rv string) error
 	hasSynced() bool
 	len() int
 	// lastError is the persistent error that goes on (one of the view's
@@ -64,12 +68,15 @@ func (s informerSource) addHandler(fn func(kinformer.Event[*unstructured.Unstruc
 
 func (s informerSource) run(ctx context.Context)               { _ = s.inf.Run(ctx) }
 func (s informerSource) waitForSync(ctx context.Context) error { return s.inf.WaitForSync(ctx) }
-func (s informerSource) hasSynced() bool                       { return s.inf.HasSynced() }
-func (s informerSource) len() int                              { return s.inf.Cache().Len() }
-func (s informerSource) lastError() (error, time.Time)         { return s.inf.LastError() }
-func (s informerSource) reconnecting() (bool, time.Time)       { return s.inf.Reconnecting() }
-func (s informerSource) resourceVersion() string               { return s.inf.ResourceVersion() }
-func (s informerSource) shardStatus() kinformer.ShardStatus    { return s.inf.ShardStatus() }
+func (s informerSource) waitForRV(ctx context.Context, rv string) error {
+	return s.inf.WaitForResourceVersion(ctx, rv)
+}
+func (s informerSource) hasSynced() bool                    { return s.inf.HasSynced() }
+func (s informerSource) len() int                           { return s.inf.Cache().Len() }
+func (s informerSource) lastError() (error, time.Time)      { return s.inf.LastError() }
+func (s informerSource) reconnecting() (bool, time.Time)    { return s.inf.Reconnecting() }
+func (s informerSource) resourceVersion() string            { return s.inf.ResourceVersion() }
+func (s informerSource) shardStatus() kinformer.ShardStatus { return s.inf.ShardStatus() }
 func (s informerSource) key(o *unstructured.Unstructured) string {
 	return s.inf.Cache().Key(o)
 }
@@ -149,8 +156,9 @@ func (s *viewSource) run(ctx context.Context) {
 	}
 }
 
-func (s *viewSource) waitForSync(ctx context.Context) error { return s.v.WaitForSync(ctx) }
-func (s *viewSource) hasSynced() bool                       { return s.v.HasSynced() }
+func (s *viewSource) waitForSync(ctx context.Context) error   { return s.v.WaitForSync(ctx) }
+func (s *viewSource) hasSynced() bool                         { return s.v.HasSynced() }
+func (s *viewSource) waitForRV(context.Context, string) error { return nil }
 
 func (s *viewSource) lastError() (err error, since time.Time) {
 	for _, inf := range s.v.Informers() {
