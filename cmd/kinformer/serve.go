@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +33,7 @@ type serveFlags struct {
 	stateDir    string
 	stateKeys   stateKeys
 	tokenFile   string
+	tls         tlsFlags
 	openSecrets bool
 	compact     bool
 	nsSelector  string
@@ -55,7 +57,8 @@ func (f *serveFlags) flagSet() *pflag.FlagSet {
 	bindStateDir(fs, &f.stateDir)
 	bindStateKeyFile(fs, &f.stateKeys)
 	fs.StringVar(&f.tokenFile, "token-file", "", "require the token in this file (its first line, 16 characters at least) on every request but /healthz: \"Authorization: Bearer TOKEN\", or open /?token=TOKEN once in a browser")
-	fs.BoolVar(&f.openSecrets, "serve-secrets-without-token", false, "serve Secrets without --token-file, to anyone who can reach --listen (on loopback: every process and user of this machine)")
+	f.tls.bind(fs)
+	fs.BoolVar(&f.openSecrets, "serve-secrets-without-token", false, "serve Secrets without --token-file or --client-ca-file, to anyone who can reach --listen (on loopback: every process and user of this machine)")
 	fs.BoolVar(&f.compact, "compact", false, "keep each cached object as bytes, decoded on every read: a fraction of the memory, a decode per object served")
 	fs.StringVar(&f.nsSelector, "namespace-selector", "", "serve the namespaced RESOURCEs in the namespaces whose labels match this selector, following them as they change (e.g. tenant=acme)")
 	bindSkipForbidden(fs, &f.skipDenied)
@@ -117,6 +120,13 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			return usageErrorf("serve: %v", err)
 		}
 	}
+	if err := f.tls.check(); err != nil {
+		return err
+	}
+	tlsFiles, err := loadTLS(f.tls, e.warn)
+	if err != nil {
+		return err
+	}
 	if err := f.shard.check(fs); err != nil {
 		return err
 	}
@@ -177,6 +187,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	s.shard = shard
 	s.token = token
+	s.clientCerts = f.tls.clientCAFile != ""
 	var viewFactory *kinformer.Factory // --namespace-selector's; nil without
 	defer func() {
 		if viewFactory != nil {
@@ -196,9 +207,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			continue
 		}
 		f.stateKeys.warnSecrets(e, res, f.stateDir)
-		if token == nil && !f.openSecrets && res.gvr.Group == "" && res.gvr.Resource == "secrets" {
+		if token == nil && !s.clientCerts && !f.openSecrets && res.gvr.Group == "" && res.gvr.Resource == "secrets" {
 			return usageErrorf("serve: serving secrets without --token-file lets anyone who can reach %s read them (on loopback: every process and user of this machine); "+
-				"give --token-file FILE (head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE), or --serve-secrets-without-token to serve them anyway", f.listen)
+				"give --token-file FILE (head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE) or --client-ca-file, or --serve-secrets-without-token to serve them anyway", f.listen)
 		}
 		if f.nsSelector != "" && res.namespaced {
 			// One informer per namespace the selector chooses, from one
@@ -258,16 +269,30 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		host = tcp.IP.String()
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(tcp.Port))
-	if !tcp.IP.IsLoopback() {
+	switch {
+	case tcp.IP.IsLoopback():
+	case token == nil && !s.clientCerts:
 		fmt.Fprintf(e.stderr, "%s: WARNING: listening on %s, which other hosts may reach: anyone who can connect can read the served objects\n", e.prog, addr)
+	case tlsFiles == nil:
+		fmt.Fprintf(e.stderr, "%s: WARNING: listening on %s, which other hosts may reach, without TLS: the token and the objects cross the network in clear (--tls-cert-file)\n", e.prog, addr)
 	}
 	if shard != nil {
 		fmt.Fprintf(e.stderr, "%s: %s\n", e.prog, escapeTerminal(shard.String()))
 	}
-	fmt.Fprintf(e.stderr, "%s: serving %s on http://%s/\n", e.prog, escapeTerminal(s.names()), addr)
+	scheme := "http"
+	if tlsFiles != nil {
+		scheme = "https"
+	}
+	fmt.Fprintf(e.stderr, "%s: serving %s on %s://%s/\n", e.prog, escapeTerminal(s.names()), scheme, addr)
 
 	s.setHostCheck(tcp.IP.IsLoopback(), accept)
 	hs := newHTTPServer(s.handler(), slog.NewLogLogger(slog.NewTextHandler(e.stderr, nil), slog.LevelWarn), ln)
+	var serveLn net.Listener = ln
+	if tlsFiles != nil {
+		hs.TLSConfig = tlsFiles.config()
+		hs.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){} // HTTP/1.1 only
+		serveLn = tls.NewListener(ln, hs.TLSConfig)
+	}
 	// The first error (or SIGINT, SIGTERM) ends everything: g's context is
 	// the lifetime of the informers and of the HTTP server.
 	g, gctx := errgroup.WithContext(ctx)
@@ -319,7 +344,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		})
 	}
 	g.Go(func() error {
-		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		if err := hs.Serve(serveLn); !errors.Is(err, http.ErrServerClosed) {
 			return &codedError{code: exitError, msg: fmt.Sprintf("serve: %v", err), err: err}
 		}
 		return nil

@@ -390,7 +390,7 @@ func (s *server) guard(next http.Handler) http.Handler {
 				"allow other names with --accept-hosts", req.Host)
 			return
 		}
-		if !s.token.check(w, req, func() bool { return len(s.notReady()) == 0 }) {
+		if !s.token.check(w, req, func() bool { return len(s.notReady()) == 0 }, s.clientCerts) {
 			return
 		}
 		next.ServeHTTP(w, req)

@@ -125,7 +125,12 @@ and user of this machine. --token-file FILE requires the token in FILE
 (its first line) on every request but /healthz: "Authorization: Bearer
 TOKEN", or, in a browser, open /?token=TOKEN once (it is kept in an
 HttpOnly cookie); /readyz without it says only whether serve is ready.
-Serving secrets without a token is refused unless
+--tls-cert-file and --tls-private-key-file serve HTTPS (HTTP/1.1; the
+files are read again when they change, so a renewed certificate needs no
+restart), and --client-ca-file lets a client certificate signed by one of
+its CAs read, as the token does (either is enough). Beyond loopback, give
+both: a token over plain HTTP crosses the network in clear. Serving
+secrets without a token or client CAs is refused unless
 --serve-secrets-without-token.
 
 --compact keeps each cached object as bytes (its JSON, managedFields cut)

@@ -196,6 +196,12 @@ func (s *server) kubeServed(gv schema.GroupVersion, resource string) *served {
 	return nil
 }
 
+// isKubePath reports whether path is one of --kube-api's, whose errors
+// are Status objects.
+func isKubePath(path string) bool {
+	return path == "/api" || path == "/apis" || path == "/version" || strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/apis/")
+}
+
 // kubeStatus answers err as the API server does: a Status object, its
 // code as the HTTP status; message, if not "", in place of err's.
 func kubeStatus(w http.ResponseWriter, err apierrors.APIStatus, message string) {

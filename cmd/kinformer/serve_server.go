@@ -51,8 +51,11 @@ type server struct {
 	notReady  func() []string // readiness: why not, one line a resource; replaced in tests
 	shard     *shardInfo      // the shard group; nil when not sharded
 	token     *accessToken    // --token-file; nil: none
-	registry  *prometheus.Registry
-	metrics   *kinformer.Metrics // the informers', on registry
+	// clientCerts: a client certificate verified by --client-ca-file's CAs
+	// may read, as the token may.
+	clientCerts bool
+	registry    *prometheus.Registry
+	metrics     *kinformer.Metrics // the informers', on registry
 
 	// Set before serving (setHostCheck; tests change the others).
 	hostAllowed    func(host string) bool // nil: any Host

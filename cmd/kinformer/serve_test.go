@@ -33,7 +33,7 @@ import (
 	"github.com/kinformer/kinformer/kinformertest"
 )
 
-var servingRE = regexp.MustCompile(`serving .* on (http://\S+/)\n`)
+var servingRE = regexp.MustCompile(`serving .* on (https?://\S+/)\n`)
 
 // startServe runs "kinformer serve" on a free port and returns it with
 // its base URL ("http://127.0.0.1:PORT/").

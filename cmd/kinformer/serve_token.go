@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // serve's access token (--token-file): without it, anyone who can reach
@@ -85,18 +87,23 @@ func presented(req *http.Request) string {
 	return ""
 }
 
-// check lets req through (true) if it carries the token, or answers it:
+// check lets req through (true) if it carries the token, or, with certs
+// (--client-ca-file), a verified client certificate; or answers it:
 // /healthz always; /readyz without details; the page opened with
 // ?token= sets the cookie and sends the browser to the page without it
-// in its address; anything else 401.
-func (a *accessToken) check(w http.ResponseWriter, req *http.Request, ready func() bool) bool {
-	if a == nil || req.URL.Path == "/healthz" {
+// in its address; anything else 401. With neither a token nor certs,
+// everything goes through.
+func (a *accessToken) check(w http.ResponseWriter, req *http.Request, ready func() bool, certs bool) bool {
+	if a == nil && !certs || req.URL.Path == "/healthz" {
 		return true
 	}
-	if tok := presented(req); tok != "" && a.matches(tok) {
+	if certs && verifiedClient(req) {
 		return true
 	}
-	if req.URL.Path == "/" && req.URL.Query().Has("token") {
+	if tok := presented(req); a != nil && tok != "" && a.matches(tok) {
+		return true
+	}
+	if a != nil && req.URL.Path == "/" && req.URL.Query().Has("token") {
 		if !a.matches(req.URL.Query().Get("token")) {
 			writeError(w, http.StatusUnauthorized, "wrong token")
 			return false
@@ -119,7 +126,22 @@ func (a *accessToken) check(w http.ResponseWriter, req *http.Request, ready func
 		fmt.Fprintln(w, "not ready (the reasons need the token)")
 		return false
 	}
-	w.Header().Set("WWW-Authenticate", `Bearer realm="kinformer serve"`)
-	writeError(w, http.StatusUnauthorized, "this server requires its token (--token-file): send \"Authorization: Bearer TOKEN\", or open /?token=TOKEN once in a browser")
+	var msg string
+	switch {
+	case a != nil && certs:
+		msg = "this server requires its token (--token-file) or a client certificate of its --client-ca-file: send \"Authorization: Bearer TOKEN\", or open /?token=TOKEN once in a browser"
+	case a != nil:
+		msg = "this server requires its token (--token-file): send \"Authorization: Bearer TOKEN\", or open /?token=TOKEN once in a browser"
+	default:
+		msg = "this server requires a client certificate signed by a CA of its --client-ca-file"
+	}
+	if a != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="kinformer serve"`)
+	}
+	if isKubePath(req.URL.Path) {
+		kubeStatus(w, apierrors.NewUnauthorized(msg), msg)
+		return false
+	}
+	writeError(w, http.StatusUnauthorized, "%s", msg)
 	return false
 }
