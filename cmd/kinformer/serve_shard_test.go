@@ -326,7 +326,7 @@ func TestServeSharded(t *testing.T) {
 	const group, leaseDuration = "serve-test", 5 * time.Second
 	startReplica := func(id string) *shardReplica {
 		p, base := startServe(t, "configmaps", "-n", ns, "--shard-group", group, "--shard-namespace", ns, "--shard-identity", id,
-			"--lease-duration", leaseDuration.String(), "--recent-events", "5000", kubeconfigArg(srv))
+			"--lease-duration", leaseDuration.String(), "--recent-events", "5000", "--kube-api", kubeconfigArg(srv))
 		if !strings.Contains(p.stderr.String(), fmt.Sprintf("shard group %s as %s (Leases in namespace %s)", group, id, ns)) {
 			t.Errorf("%s: stderr does not name the group:\n%s", id, p.stderr)
 		}
@@ -370,6 +370,28 @@ func TestServeSharded(t *testing.T) {
 	}
 	if slotSum != sharding.DefaultSlots {
 		t.Errorf("the replicas serve %d slots in all, want %d", slotSum, sharding.DefaultSlots)
+	}
+	// Through --kube-api each lists its share, and says so in a Warning
+	// header (client-go logs it, kubectl prints it).
+	for _, r := range []*shardReplica{a, b, cr} {
+		objs, _ := r.snapshot(t)
+		resp, err := http.Get(r.base + "api/v1/namespaces/" + ns + "/configmaps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l corev1.ConfigMapList
+		err = json.NewDecoder(resp.Body).Decode(&l)
+		resp.Body.Close()
+		listed := map[string]string{}
+		for _, cm := range l.Items {
+			listed[cm.Name] = cm.ResourceVersion
+		}
+		if err != nil || resp.StatusCode != 200 || !maps.Equal(listed, objs) {
+			t.Errorf("%s: --kube-api lists %d configmaps (%d, %v), its cache holds %d", r.id, len(listed), resp.StatusCode, err, len(objs))
+		}
+		if w := resp.Header.Get("Warning"); !strings.Contains(w, "this replica serves its share of configmaps only ("+group+")") {
+			t.Errorf("%s: --kube-api's Warning %q does not say it serves a share", r.id, w)
+		}
 	}
 
 	// SIGKILL replica-b; its feed as it was just before (the partition is
