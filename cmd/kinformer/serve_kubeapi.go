@@ -55,6 +55,20 @@ type kubeRoute struct {
 	name      string
 	onlyName  string // a watch of one object (a watch with a name in its path)
 	proto     bool   // answer in protobuf (kubeNegotiate); else JSON
+	jsonOK    bool   // the client takes JSON too
+}
+
+// lossy is told that an object's protobuf would lose fields (err, a
+// *lossyError): the resource is answered in JSON from now on to clients
+// that take it, this one included (proto false); to one that does not, a
+// Warning says so.
+func (rt *kubeRoute) lossy(w http.ResponseWriter, err error) {
+	rt.r.protoLossy.Store(true)
+	if rt.jsonOK {
+		rt.proto = false
+		return
+	}
+	w.Header().Add("Warning", fmt.Sprintf(`299 - "kinformer serve: %s; ask for JSON (Accept: application/json) to have them"`, strings.NewReplacer(`"`, "", `\`, "").Replace(err.Error())))
 }
 
 // kubeAPIRequest answers a request under /api or /apis.
@@ -118,10 +132,13 @@ func (s *server) kubeAPIRequest(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	var acceptable bool
-	if rt.proto, acceptable = kubeNegotiate(req.Header.Get("Accept"), rt.r.res.gvr.GroupVersion().WithKind(rt.r.res.kind)); !acceptable {
+	if rt.proto, rt.jsonOK, acceptable = kubeNegotiate(req.Header.Get("Accept"), rt.r.res.gvr.GroupVersion().WithKind(rt.r.res.kind)); !acceptable {
 		kubeStatus(w, apierrors.NewGenericServerResponse(http.StatusNotAcceptable, "get", gr, rt.name,
 			fmt.Sprintf("only application/json is served (and protobuf for built-in types), not %q", req.Header.Get("Accept")), 0, false), "")
 		return
+	}
+	if rt.proto && rt.jsonOK && rt.r.protoLossy.Load() {
+		rt.proto = false // its objects have fields protobuf would lose
 	}
 	if !s.kubeReady(rt.r) {
 		w.Header().Set("Retry-After", "1")
@@ -231,10 +248,15 @@ func (s *server) kubeGet(w http.ResponseWriter, rt kubeRoute) {
 	var b bytes.Buffer
 	var err error
 	if rt.proto {
-		err = writeProtoObject(&b, obj)
-	} else {
+		var lossy error
+		if lossy, err = writeProtoObject(&b, obj, !rt.jsonOK); lossy != nil {
+			rt.lossy(w, lossy)
+		}
+	}
+	if !rt.proto {
 		var j []byte
 		j, err = objectJSON(obj)
+		b.Reset()
 		b.Write(j)
 	}
 	if err != nil {

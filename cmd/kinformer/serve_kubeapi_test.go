@@ -24,6 +24,7 @@ import (
 
 	"github.com/kinformer/kinformer"
 	"github.com/kinformer/kinformer/internal/testenv"
+	"github.com/kinformer/kinformer/kinformertest"
 )
 
 // kubeDo makes a request of serve's --kube-api and returns the status and
@@ -415,25 +416,126 @@ func TestServeKubeAPINotSyncedYet(t *testing.T) {
 
 // A protobuf watch whose event's object does not convert to its Go type
 // ends with an ERROR event naming it, not a change left out silently;
-// one that converts is encoded once however many watchers send it.
+// one that converts is encoded once however many watchers send it; one
+// with a field its Go type lacks is not sent to a client that takes
+// JSON (a *lossyError), and sent without it to one that does not.
 func TestProtoWatchEncoderEvent(t *testing.T) {
 	gvk := corev1.SchemeGroupVersion.WithKind("ConfigMap")
 	good := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "a"}, "data": map[string]any{"k": "v"}}}
 	bad := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "b"}, "data": int64(5)}}
+	newer := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c"}, "data": map[string]any{"k": "v"}, "futureField": "x"}}
 	var out bytes.Buffer
 	pe := new(protoEncoded)
 	for range 2 {
-		if err := newProtoWatchEncoder(&out, gvk).event("ADDED", good, pe); err != nil {
+		if err := newProtoWatchEncoder(&out, gvk, true).event("ADDED", good, pe); err != nil {
 			t.Fatal(err)
 		}
 	}
-	first, _ := pe.of(good)
+	first, _, _ := pe.of(good)
 	if n := bytes.Count(out.Bytes(), first); n != 2 || !bytes.HasPrefix(first, []byte("k8s\x00")) {
 		t.Errorf("the object's protobuf in the stream %d times, want 2 (%q)", n, first[:min(len(first), 8)])
 	}
 	out.Reset()
-	err := newProtoWatchEncoder(&out, gvk).event("MODIFIED", bad, nil)
+	err := newProtoWatchEncoder(&out, gvk, true).event("MODIFIED", bad, nil)
 	if err == nil || !bytes.Contains(out.Bytes(), []byte("InternalError")) || !bytes.Contains(out.Bytes(), []byte("ConfigMap /b")) {
 		t.Errorf("an object that does not convert: %v; the stream %q", err, out.Bytes())
+	}
+	out.Reset()
+	if err := newProtoWatchEncoder(&out, gvk, true).event("MODIFIED", newer, nil); !isLossy(err) || out.Len() != 0 || !strings.Contains(err.Error(), "ConfigMap /c") {
+		t.Errorf("an object with a field its type lacks, to a client that takes JSON: %v; the stream %q", err, out.Bytes())
+	}
+	if err := newProtoWatchEncoder(&out, gvk, false).event("MODIFIED", newer, nil); err != nil || out.Len() == 0 || bytes.Contains(out.Bytes(), []byte("futureField")) {
+		t.Errorf("an object with a field its type lacks, to a client of protobuf only: %v; the stream %q", err, out.Bytes())
+	}
+}
+
+// Objects with fields serve's Go types lack (a cluster newer than serve's
+// build) are never cut down silently: a client that takes JSON as well as
+// protobuf gets JSON, with them (a watch in protobuf ends before such an
+// event, and the next is answered in JSON, from the version the client
+// had); one that takes protobuf only gets it without them, and a Warning.
+// In-memory: the real API server of the tests is of the same version as
+// serve's types.
+func TestServeKubeAPIProtobufFallsBackToJSON(t *testing.T) {
+	t.Parallel()
+	cm := func(name string, future bool) *unstructured.Unstructured {
+		o := configMap(name, "v")
+		if future {
+			o.Object["futureField"] = map[string]any{"set": true}
+		}
+		return o
+	}
+	newServer := func() (*server, string) {
+		s := mustNewServer(t, 8, 16)
+		s.kubeHistory = 1 << 20
+		res := resource{gvr: corev1.SchemeGroupVersion.WithResource("configmaps"), kind: "ConfigMap", namespaced: true}
+		inf := kinformer.New[*unstructured.Unstructured](kinformertest.NewServer(cm("a", false), cm("b", true)), &kinformer.Options[*unstructured.Unstructured]{Name: res.String(), Metrics: s.metrics})
+		s.add("configmaps", res, "", inf)
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		go func() { _ = inf.Run(ctx) }()
+		if err := inf.WaitForSync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(s.handler())
+		t.Cleanup(hs.Close)
+		t.Cleanup(s.close)
+		return s, hs.URL + "/api/v1/namespaces/ns/configmaps"
+	}
+	const both = contentTypeProtobuf + ", application/json"
+	request := func(u, accept string) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", u, nil)
+		req.Header.Set("Accept", accept)
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var buf bytes.Buffer
+		if _, err := buf.ReadFrom(resp.Body); err != nil {
+			t.Fatalf("GET %s: %v", u, err)
+		}
+		return resp, buf.Bytes()
+	}
+
+	// A watch first: in protobuf until the event of b (a may come before
+	// it, or not), then it ends; the next is in JSON, and has b whole.
+	s, api := newServer()
+	began := time.Now()
+	resp, body := request(api+"?watch=1&timeoutSeconds=10", both)
+	if ct, objects := resp.Header.Get("Content-Type"), bytes.Count(body, []byte("k8s\x00")); ct != contentTypeProtobufWatch || objects > 1 ||
+		time.Since(began) > 8*time.Second || !s.resources[0].protoLossy.Load() {
+		t.Errorf("the first watch: %s, %d objects, ended after %v: %q; want protobuf, ended at b (a, if before it)", ct, objects, time.Since(began), body)
+	}
+	resp, body = request(api+"?watch=1&timeoutSeconds=1", both)
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" || !bytes.Contains(body, []byte(`"futureField":{"set":true}`)) {
+		t.Errorf("the watch after: %s, %q; want JSON with futureField", ct, body)
+	}
+	resp, body = request(api+"/a", both)
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" || !bytes.Contains(body, []byte(`"name":"a"`)) {
+		t.Errorf("get a, after: %s %q; want JSON (the resource is)", ct, body)
+	}
+
+	// A list first, then a get.
+	_, api = newServer()
+	resp, body = request(api, both)
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" || !bytes.Contains(body, []byte(`"futureField":{"set":true}`)) || !bytes.Contains(body, []byte(`"name":"a"`)) {
+		t.Errorf("list: %s, %q; want JSON with futureField", ct, body)
+	}
+	_, api = newServer()
+	resp, body = request(api+"/b", both)
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" || !bytes.Contains(body, []byte(`"futureField":{"set":true}`)) {
+		t.Errorf("get b: %s, %q; want JSON with futureField", ct, body)
+	}
+
+	// Protobuf only: without, and a Warning.
+	_, api = newServer()
+	for _, u := range []string{api, api + "/b"} {
+		resp, body = request(u, contentTypeProtobuf)
+		if ct, w := resp.Header.Get("Content-Type"), resp.Header.Get("Warning"); ct != contentTypeProtobuf || !bytes.HasPrefix(body, []byte("k8s\x00")) ||
+			!strings.Contains(w, "ConfigMap ns/b has fields serve's *v1.ConfigMap lacks") || !strings.Contains(w, "ask for JSON") {
+			t.Errorf("GET %s in protobuf only: %s, Warning %q", u, ct, w)
+		}
 	}
 }

@@ -123,7 +123,23 @@ func (s *server) kubeList(w http.ResponseWriter, req *http.Request, rt kubeRoute
 		var objs []*unstructured.Unstructured
 		cont := page(func(o *unstructured.Unstructured) bool { objs = append(objs, o); return true })
 		var b bytes.Buffer
-		if err := writeProtoList(&b, rt.r.res.gvr.GroupVersion().WithKind(rt.r.res.kind), objs, rv, cont); err != nil {
+		lossy, err := writeProtoList(&b, rt.r.res.gvr.GroupVersion().WithKind(rt.r.res.kind), objs, rv, cont, !rt.jsonOK)
+		if lossy != nil {
+			rt.lossy(w, lossy)
+		}
+		if !rt.proto {
+			// In JSON after all: the same page.
+			page = func(yield func(*unstructured.Unstructured) bool) string {
+				for _, o := range objs {
+					if !yield(o) {
+						return ""
+					}
+				}
+				return cont
+			}
+			goto json
+		}
+		if err != nil {
 			kubeStatus(w, apierrors.NewInternalError(err), "")
 			return
 		}
@@ -141,6 +157,7 @@ func (s *server) kubeList(w http.ResponseWriter, req *http.Request, rt kubeRoute
 		}
 		return
 	}
+json:
 	// The items first, streamed; the metadata after them, when it is
 	// known whether more follow (JSON's members have no order).
 	w.Header().Set("Content-Type", "application/json")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -39,10 +40,11 @@ var (
 
 // kubeNegotiate picks what to answer in from an Accept header: protobuf
 // if the client asks for it before JSON and gvk is a built-in type, JSON
-// if it takes JSON (or says nothing); ok false if neither (406).
-func kubeNegotiate(accept string, gvk schema.GroupVersionKind) (proto, ok bool) {
+// if it takes JSON (or says nothing); ok false if neither (406). jsonOK:
+// the client takes JSON too, where protobuf would lose fields.
+func kubeNegotiate(accept string, gvk schema.GroupVersionKind) (proto, jsonOK, ok bool) {
 	if accept == "" {
-		return false, true
+		return false, true, true
 	}
 	for _, part := range strings.Split(accept, ",") {
 		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
@@ -52,81 +54,119 @@ func kubeNegotiate(accept string, gvk schema.GroupVersionKind) (proto, ok bool) 
 		switch mt {
 		case contentTypeProtobuf:
 			if scheme.Scheme.Recognizes(gvk) {
-				return true, true
+				proto, ok = true, true
 			}
 		case "application/json", "*/*", "application/*":
-			return false, true
+			return proto, true, true
 		}
 	}
-	return false, false
+	return proto, false, ok
 }
 
-// typedObject converts o to its Go type.
+// lossyError says that an object has fields its Go type lacks (a cluster
+// newer than serve's build): its protobuf, made from the Go type, would
+// lose them. JSON keeps them.
+type lossyError struct{ err error }
+
+func (e *lossyError) Error() string { return e.err.Error() }
+
+// typedObject converts o to its Go type. A *lossyError comes with the
+// object converted (without the fields its type lacks).
 func typedObject(o *unstructured.Unstructured) (runtime.Object, error) {
 	typed, err := scheme.Scheme.New(o.GroupVersionKind())
 	if err != nil {
 		return nil, err
 	}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.UnstructuredContent(), typed); err != nil {
+	switch err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.UnstructuredContent(), typed, true); {
+	case runtime.IsStrictDecodingError(err):
+		return typed, &lossyError{fmt.Errorf("%s %s/%s has fields serve's %T lacks, which protobuf would lose (%w)", o.GetKind(), o.GetNamespace(), o.GetName(), typed, err)}
+	case err != nil:
 		return nil, fmt.Errorf("%s %s/%s as %T: %w", o.GetKind(), o.GetNamespace(), o.GetName(), typed, err)
 	}
 	return typed, nil
 }
 
-// writeProtoObject writes o in protobuf.
-func writeProtoObject(w io.Writer, o *unstructured.Unstructured) error {
+// isLossy reports whether err is a *lossyError.
+func isLossy(err error) bool {
+	var l *lossyError
+	return errors.As(err, &l)
+}
+
+// writeProtoObject writes o in protobuf. An object with fields its type
+// lacks is written without them if allowLossy, else not at all; lossy
+// says which (a *lossyError), nil for others.
+func writeProtoObject(w io.Writer, o *unstructured.Unstructured, allowLossy bool) (lossy, err error) {
 	typed, err := typedObject(o)
-	if err != nil {
-		return err
+	if isLossy(err) {
+		if lossy = err; !allowLossy {
+			return lossy, nil
+		}
+		err = nil
 	}
-	return protoSerializer.Encode(typed, w)
+	if err != nil {
+		return nil, err
+	}
+	return lossy, protoSerializer.Encode(typed, w)
 }
 
 // writeProtoList writes objs as gvk's list (ConfigMapList for a
-// ConfigMap), at resourceVersion rv, with continue token cont.
-func writeProtoList(w io.Writer, gvk schema.GroupVersionKind, objs []*unstructured.Unstructured, rv, cont string) error {
+// ConfigMap), at resourceVersion rv, with continue token cont; as
+// writeProtoObject for an object with fields its type lacks.
+func writeProtoList(w io.Writer, gvk schema.GroupVersionKind, objs []*unstructured.Unstructured, rv, cont string, allowLossy bool) (lossy, err error) {
 	list, err := scheme.Scheme.New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	items := make([]runtime.Object, 0, len(objs))
 	for _, o := range objs {
 		typed, err := typedObject(o)
+		if isLossy(err) {
+			if lossy == nil {
+				lossy = err
+			}
+			if !allowLossy {
+				return lossy, nil
+			}
+			err = nil
+		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		items = append(items, typed)
 	}
 	if err := meta.SetList(list, items); err != nil {
-		return err
+		return lossy, err
 	}
 	lm, err := meta.ListAccessor(list)
 	if err != nil {
-		return err
+		return lossy, err
 	}
 	lm.SetResourceVersion(rv)
 	lm.SetContinue(cont)
 	list.GetObjectKind().SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	return protoSerializer.Encode(list, w)
+	return lossy, protoSerializer.Encode(list, w)
 }
 
 // protoEncoded is an object's protobuf (in its envelope), made once
-// however many watch it (kubeEvent.proto).
+// however many watch it (kubeEvent.proto); lossy if the object has fields
+// its Go type lacks (the protobuf does not).
 type protoEncoded struct {
-	once sync.Once
-	b    []byte
-	err  error
+	once  sync.Once
+	b     []byte
+	lossy error // a *lossyError, or nil
+	err   error
 }
 
 // of returns o's protobuf, encoding it the first time.
-func (p *protoEncoded) of(o *unstructured.Unstructured) ([]byte, error) {
+func (p *protoEncoded) of(o *unstructured.Unstructured) (b []byte, lossy, err error) {
 	p.once.Do(func() {
 		var buf bytes.Buffer
-		if p.err = writeProtoObject(&buf, o); p.err == nil {
-			p.b = buf.Bytes()
+		var lossy error
+		if lossy, p.err = writeProtoObject(&buf, o, true); p.err == nil {
+			p.b, p.lossy = buf.Bytes(), lossy
 		}
 	})
-	return p.b, p.err
+	return p.b, p.lossy, p.err
 }
 
 // protoWatchEncoder writes watch events as the API server's protobuf
@@ -135,23 +175,27 @@ type protoWatchEncoder struct {
 	enc    *restwatch.Encoder // an object's event, encoding the object
 	frames streaming.Encoder  // an event whose object is encoded already
 	gvk    schema.GroupVersionKind
+	jsonOK bool // the client takes JSON: an event protobuf would lose fields of ends the watch
 }
 
-func newProtoWatchEncoder(w io.Writer, gvk schema.GroupVersionKind) *protoWatchEncoder {
+func newProtoWatchEncoder(w io.Writer, gvk schema.GroupVersionKind, jsonOK bool) *protoWatchEncoder {
 	fw := protobuf.LengthDelimitedFramer.NewFrameWriter(w)
 	frames := streaming.NewEncoder(fw, protoRaw)
-	return &protoWatchEncoder{enc: restwatch.NewEncoder(frames, protoSerializer), frames: frames, gvk: gvk}
+	return &protoWatchEncoder{enc: restwatch.NewEncoder(frames, protoSerializer), frames: frames, gvk: gvk, jsonOK: jsonOK}
 }
 
 // event writes an event of o, whose protobuf pe holds (nil: o's own,
 // made here). An object that does not convert to its Go type ends the
 // watch with an ERROR event naming it (its client lists again, and the
-// list says the same): never a change left out silently.
+// list says the same): never a change left out silently. One whose
+// protobuf would lose fields ends it with a *lossyError, unwritten, if
+// the client takes JSON (it watches again from the version it has, and
+// is answered in JSON); if not, it is written without them.
 func (p *protoWatchEncoder) event(typ string, o *unstructured.Unstructured, pe *protoEncoded) error {
 	if pe == nil {
 		pe = new(protoEncoded)
 	}
-	b, err := pe.of(o)
+	b, lossy, err := pe.of(o)
 	if err != nil {
 		st := apierrors.NewInternalError(err).Status()
 		st.Kind, st.APIVersion = "Status", "v1"
@@ -159,6 +203,9 @@ func (p *protoWatchEncoder) event(typ string, o *unstructured.Unstructured, pe *
 			return werr
 		}
 		return err
+	}
+	if lossy != nil && p.jsonOK {
+		return lossy
 	}
 	return p.frames.Encode(&metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: b}})
 }

@@ -137,7 +137,7 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 			if rt.proto {
 				w.Header().Set("Content-Type", contentTypeProtobufWatch)
 				w.WriteHeader(http.StatusOK)
-				newProtoWatchEncoder(w, rt.r.res.gvr.GroupVersion().WithKind(rt.r.res.kind)).status(&st)
+				newProtoWatchEncoder(w, rt.r.res.gvr.GroupVersion().WithKind(rt.r.res.kind), rt.jsonOK).status(&st)
 				return
 			}
 			w.Header().Set("Content-Type", "application/json")
@@ -161,14 +161,25 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 	bw := bufio.NewWriterSize(deadlineWriter{w: w, rc: rc, timeout: s.writeTimeout}, 32<<10)
 	var pw *protoWatchEncoder
 	if rt.proto {
-		pw = newProtoWatchEncoder(bw, gvk)
+		pw = newProtoWatchEncoder(bw, gvk, rt.jsonOK)
 	}
+	flush := func() bool { return bw.Flush() == nil && rc.Flush() == nil }
 	// send writes an event of o, whose JSON is js and protobuf pe (nil:
 	// not made yet). False ends the watch: the client's connection
-	// failed, or (protobuf) o did not convert, said in an ERROR event.
+	// failed, or (protobuf) o did not convert, said in an ERROR event
+	// (flushed, with the events before it), or its protobuf would lose
+	// fields (the events before it flushed: the client watches again
+	// from the last, in JSON).
 	send := func(typ string, o *unstructured.Unstructured, js []byte, pe *protoEncoded) bool {
 		if pw != nil {
-			return pw.event(typ, o, pe) == nil
+			err := pw.event(typ, o, pe)
+			if isLossy(err) {
+				rt.r.protoLossy.Store(true)
+			}
+			if err != nil {
+				flush()
+			}
+			return err == nil
 		}
 		if js == nil {
 			var err error
@@ -183,7 +194,6 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 		_, err := bw.WriteString("}\n")
 		return err == nil
 	}
-	flush := func() bool { return bw.Flush() == nil && rc.Flush() == nil }
 	bookmark := func(rv string, end bool) bool {
 		if pw != nil {
 			return pw.bookmark(rv, end) == nil

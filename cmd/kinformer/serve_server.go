@@ -34,6 +34,9 @@ type served struct {
 	restored    atomic.Int64   // Added events of objects restored from the state file
 	sseDropped  atomic.Int64
 	kube        *kubeRing // --kube-api's history of its events; nil without
+	// protoLossy: an object of it had fields serve's Go types lack: it is
+	// answered in JSON to --kube-api clients that take JSON.
+	protoLossy atomic.Bool
 }
 
 // eventTypes are the event types, in the library's order.
