@@ -465,11 +465,14 @@ func TestServeKubeAPIProtobufFallsBackToJSON(t *testing.T) {
 		}
 		return o
 	}
-	newServer := func() (*server, string) {
+	newServer := func(objs ...*unstructured.Unstructured) (*server, string) {
+		if objs == nil {
+			objs = []*unstructured.Unstructured{cm("a", false), cm("b", true)}
+		}
 		s := mustNewServer(t, 8, 16)
 		s.kubeHistory = 1 << 20
 		res := resource{gvr: corev1.SchemeGroupVersion.WithResource("configmaps"), kind: "ConfigMap", namespaced: true}
-		inf := kinformer.New[*unstructured.Unstructured](kinformertest.NewServer(cm("a", false), cm("b", true)), &kinformer.Options[*unstructured.Unstructured]{Name: res.String(), Metrics: s.metrics})
+		inf := kinformer.New[*unstructured.Unstructured](kinformertest.NewServer(objs...), &kinformer.Options[*unstructured.Unstructured]{Name: res.String(), Metrics: s.metrics})
 		s.add("configmaps", res, "", inf)
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel)
@@ -527,6 +530,17 @@ func TestServeKubeAPIProtobufFallsBackToJSON(t *testing.T) {
 	resp, body = request(api+"/b", both)
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" || !bytes.Contains(body, []byte(`"futureField":{"set":true}`)) {
 		t.Errorf("get b: %s, %q; want JSON with futureField", ct, body)
+	}
+
+	// An object that does not convert at all ends a protobuf watch with an
+	// ERROR event that reaches the client (flushed), naming it.
+	bad := configMap("c", "")
+	bad.Object["data"] = int64(5)
+	_, api = newServer(bad)
+	began = time.Now()
+	resp, body = request(api+"?watch=1&timeoutSeconds=10", both)
+	if time.Since(began) > 8*time.Second || !bytes.Contains(body, []byte("InternalError")) || !bytes.Contains(body, []byte("ConfigMap ns/c")) {
+		t.Errorf("a protobuf watch of an object that does not convert: %s after %v, %q; want an ERROR event naming it", resp.Header.Get("Content-Type"), time.Since(began), body)
 	}
 
 	// Protobuf only: without, and a Warning.
