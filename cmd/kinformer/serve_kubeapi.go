@@ -249,7 +249,7 @@ func (s *server) kubeGet(w http.ResponseWriter, rt kubeRoute) {
 	var err error
 	if rt.proto {
 		var lossy error
-		if lossy, err = writeProtoObject(&b, obj, !rt.jsonOK); lossy != nil {
+		if lossy, err = writeProtoObject(&b, obj, &rt.r.protoChecked, !rt.jsonOK); lossy != nil {
 			rt.lossy(w, lossy)
 		}
 	}

@@ -427,24 +427,24 @@ func TestProtoWatchEncoderEvent(t *testing.T) {
 	var out bytes.Buffer
 	pe := new(protoEncoded)
 	for range 2 {
-		if err := newProtoWatchEncoder(&out, gvk, true).event("ADDED", good, pe); err != nil {
+		if err := newProtoWatchEncoder(&out, gvk, true, nil).event("ADDED", good, pe); err != nil {
 			t.Fatal(err)
 		}
 	}
-	first, _, _ := pe.of(good)
+	first, _, _ := pe.of(good, nil)
 	if n := bytes.Count(out.Bytes(), first); n != 2 || !bytes.HasPrefix(first, []byte("k8s\x00")) {
 		t.Errorf("the object's protobuf in the stream %d times, want 2 (%q)", n, first[:min(len(first), 8)])
 	}
 	out.Reset()
-	err := newProtoWatchEncoder(&out, gvk, true).event("MODIFIED", bad, nil)
+	err := newProtoWatchEncoder(&out, gvk, true, nil).event("MODIFIED", bad, nil)
 	if err == nil || !bytes.Contains(out.Bytes(), []byte("InternalError")) || !bytes.Contains(out.Bytes(), []byte("ConfigMap /b")) {
 		t.Errorf("an object that does not convert: %v; the stream %q", err, out.Bytes())
 	}
 	out.Reset()
-	if err := newProtoWatchEncoder(&out, gvk, true).event("MODIFIED", newer, nil); !isLossy(err) || out.Len() != 0 || !strings.Contains(err.Error(), "ConfigMap /c") {
+	if err := newProtoWatchEncoder(&out, gvk, true, nil).event("MODIFIED", newer, nil); !isLossy(err) || out.Len() != 0 || !strings.Contains(err.Error(), "ConfigMap /c") {
 		t.Errorf("an object with a field its type lacks, to a client that takes JSON: %v; the stream %q", err, out.Bytes())
 	}
-	if err := newProtoWatchEncoder(&out, gvk, false).event("MODIFIED", newer, nil); err != nil || out.Len() == 0 || bytes.Contains(out.Bytes(), []byte("futureField")) {
+	if err := newProtoWatchEncoder(&out, gvk, false, nil).event("MODIFIED", newer, nil); err != nil || out.Len() == 0 || bytes.Contains(out.Bytes(), []byte("futureField")) {
 		t.Errorf("an object with a field its type lacks, to a client of protobuf only: %v; the stream %q", err, out.Bytes())
 	}
 }
@@ -551,5 +551,32 @@ func TestServeKubeAPIProtobufFallsBackToJSON(t *testing.T) {
 			!strings.Contains(w, "ConfigMap ns/b has fields serve's *v1.ConfigMap lacks") || !strings.Contains(w, "ask for JSON") {
 			t.Errorf("GET %s in protobuf only: %s, Warning %q", u, ct, w)
 		}
+	}
+}
+
+// A version of an object is checked for fields its Go type lacks once,
+// not at every list; its next version is checked again; a deleted one is
+// forgotten.
+func TestProtoChecked(t *testing.T) {
+	var c protoChecked
+	o := configMap("a", "v")
+	o.SetUID("u-1")
+	o.SetResourceVersion("1")
+	if _, err := typedObject(o, &c); err != nil || !c.has(o) {
+		t.Fatalf("a plain ConfigMap: %v, checked %v", err, c.has(o))
+	}
+	next := o.DeepCopy()
+	next.SetResourceVersion("2")
+	next.Object["futureField"] = "x"
+	if _, err := typedObject(next, &c); !isLossy(err) || c.has(next) {
+		t.Errorf("its next version, with a field the type lacks: %v, checked %v", err, c.has(next))
+	}
+	c.forget(o)
+	if c.has(o) {
+		t.Error("a deleted object is still remembered")
+	}
+	anon := configMap("b", "v") // no UID: checked every time
+	if _, err := typedObject(anon, &c); err != nil || c.has(anon) {
+		t.Errorf("an object without a UID: %v, checked %v", err, c.has(anon))
 	}
 }

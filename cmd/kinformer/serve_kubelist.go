@@ -123,7 +123,7 @@ func (s *server) kubeList(w http.ResponseWriter, req *http.Request, rt kubeRoute
 		var objs []*unstructured.Unstructured
 		cont := page(func(o *unstructured.Unstructured) bool { objs = append(objs, o); return true })
 		var b bytes.Buffer
-		lossy, err := writeProtoList(&b, rt.r.res.gvr.GroupVersion().WithKind(rt.r.res.kind), objs, rv, cont, !rt.jsonOK)
+		lossy, err := writeProtoList(&b, rt.r.res.gvr.GroupVersion().WithKind(rt.r.res.kind), objs, rv, cont, &rt.r.protoChecked, !rt.jsonOK)
 		if lossy != nil {
 			rt.lossy(w, lossy)
 		}

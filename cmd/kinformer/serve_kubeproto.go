@@ -70,18 +70,50 @@ type lossyError struct{ err error }
 
 func (e *lossyError) Error() string { return e.err.Error() }
 
+// protoChecked remembers the objects found to have no field their Go type
+// lacks, by UID, at the resourceVersion checked: the check (a strict
+// conversion, twice the cost of a plain one) is made once for each
+// version of an object, not for every list that sends it. nil checks
+// every time.
+type protoChecked struct{ m sync.Map } // UID -> resourceVersion
+
+func (c *protoChecked) has(o *unstructured.Unstructured) bool {
+	if c == nil || o.GetUID() == "" {
+		return false
+	}
+	rv, ok := c.m.Load(o.GetUID())
+	return ok && rv == o.GetResourceVersion()
+}
+
+func (c *protoChecked) add(o *unstructured.Unstructured) {
+	if c != nil && o.GetUID() != "" {
+		c.m.Store(o.GetUID(), o.GetResourceVersion())
+	}
+}
+
+// forget drops a deleted object.
+func (c *protoChecked) forget(o *unstructured.Unstructured) {
+	if c != nil {
+		c.m.Delete(o.GetUID())
+	}
+}
+
 // typedObject converts o to its Go type. A *lossyError comes with the
-// object converted (without the fields its type lacks).
-func typedObject(o *unstructured.Unstructured) (runtime.Object, error) {
+// object converted (without the fields its type lacks). checked spares
+// the check of a version already checked.
+func typedObject(o *unstructured.Unstructured, checked *protoChecked) (runtime.Object, error) {
 	typed, err := scheme.Scheme.New(o.GroupVersionKind())
 	if err != nil {
 		return nil, err
 	}
-	switch err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.UnstructuredContent(), typed, true); {
+	strict := !checked.has(o)
+	switch err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.UnstructuredContent(), typed, strict); {
 	case runtime.IsStrictDecodingError(err):
 		return typed, &lossyError{fmt.Errorf("%s %s/%s has fields serve's %T lacks, which protobuf would lose (%w)", o.GetKind(), o.GetNamespace(), o.GetName(), typed, err)}
 	case err != nil:
 		return nil, fmt.Errorf("%s %s/%s as %T: %w", o.GetKind(), o.GetNamespace(), o.GetName(), typed, err)
+	case strict:
+		checked.add(o)
 	}
 	return typed, nil
 }
@@ -95,8 +127,8 @@ func isLossy(err error) bool {
 // writeProtoObject writes o in protobuf. An object with fields its type
 // lacks is written without them if allowLossy, else not at all; lossy
 // says which (a *lossyError), nil for others.
-func writeProtoObject(w io.Writer, o *unstructured.Unstructured, allowLossy bool) (lossy, err error) {
-	typed, err := typedObject(o)
+func writeProtoObject(w io.Writer, o *unstructured.Unstructured, checked *protoChecked, allowLossy bool) (lossy, err error) {
+	typed, err := typedObject(o, checked)
 	if isLossy(err) {
 		if lossy = err; !allowLossy {
 			return lossy, nil
@@ -112,14 +144,14 @@ func writeProtoObject(w io.Writer, o *unstructured.Unstructured, allowLossy bool
 // writeProtoList writes objs as gvk's list (ConfigMapList for a
 // ConfigMap), at resourceVersion rv, with continue token cont; as
 // writeProtoObject for an object with fields its type lacks.
-func writeProtoList(w io.Writer, gvk schema.GroupVersionKind, objs []*unstructured.Unstructured, rv, cont string, allowLossy bool) (lossy, err error) {
+func writeProtoList(w io.Writer, gvk schema.GroupVersionKind, objs []*unstructured.Unstructured, rv, cont string, checked *protoChecked, allowLossy bool) (lossy, err error) {
 	list, err := scheme.Scheme.New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	if err != nil {
 		return nil, err
 	}
 	items := make([]runtime.Object, 0, len(objs))
 	for _, o := range objs {
-		typed, err := typedObject(o)
+		typed, err := typedObject(o, checked)
 		if isLossy(err) {
 			if lossy == nil {
 				lossy = err
@@ -158,11 +190,11 @@ type protoEncoded struct {
 }
 
 // of returns o's protobuf, encoding it the first time.
-func (p *protoEncoded) of(o *unstructured.Unstructured) (b []byte, lossy, err error) {
+func (p *protoEncoded) of(o *unstructured.Unstructured, checked *protoChecked) (b []byte, lossy, err error) {
 	p.once.Do(func() {
 		var buf bytes.Buffer
 		var lossy error
-		if lossy, p.err = writeProtoObject(&buf, o, true); p.err == nil {
+		if lossy, p.err = writeProtoObject(&buf, o, checked, true); p.err == nil {
 			p.b, p.lossy = buf.Bytes(), lossy
 		}
 	})
@@ -172,16 +204,17 @@ func (p *protoEncoded) of(o *unstructured.Unstructured) (b []byte, lossy, err er
 // protoWatchEncoder writes watch events as the API server's protobuf
 // stream does.
 type protoWatchEncoder struct {
-	enc    *restwatch.Encoder // an object's event, encoding the object
-	frames streaming.Encoder  // an event whose object is encoded already
-	gvk    schema.GroupVersionKind
-	jsonOK bool // the client takes JSON: an event protobuf would lose fields of ends the watch
+	enc     *restwatch.Encoder // an object's event, encoding the object
+	frames  streaming.Encoder  // an event whose object is encoded already
+	gvk     schema.GroupVersionKind
+	jsonOK  bool // the client takes JSON: an event protobuf would lose fields of ends the watch
+	checked *protoChecked
 }
 
-func newProtoWatchEncoder(w io.Writer, gvk schema.GroupVersionKind, jsonOK bool) *protoWatchEncoder {
+func newProtoWatchEncoder(w io.Writer, gvk schema.GroupVersionKind, jsonOK bool, checked *protoChecked) *protoWatchEncoder {
 	fw := protobuf.LengthDelimitedFramer.NewFrameWriter(w)
 	frames := streaming.NewEncoder(fw, protoRaw)
-	return &protoWatchEncoder{enc: restwatch.NewEncoder(frames, protoSerializer), frames: frames, gvk: gvk, jsonOK: jsonOK}
+	return &protoWatchEncoder{enc: restwatch.NewEncoder(frames, protoSerializer), frames: frames, gvk: gvk, jsonOK: jsonOK, checked: checked}
 }
 
 // event writes an event of o, whose protobuf pe holds (nil: o's own,
@@ -195,7 +228,7 @@ func (p *protoWatchEncoder) event(typ string, o *unstructured.Unstructured, pe *
 	if pe == nil {
 		pe = new(protoEncoded)
 	}
-	b, lossy, err := pe.of(o)
+	b, lossy, err := pe.of(o, p.checked)
 	if err != nil {
 		st := apierrors.NewInternalError(err).Status()
 		st.Kind, st.APIVersion = "Status", "v1"

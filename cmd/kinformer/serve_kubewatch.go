@@ -137,7 +137,7 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 			if rt.proto {
 				w.Header().Set("Content-Type", contentTypeProtobufWatch)
 				w.WriteHeader(http.StatusOK)
-				newProtoWatchEncoder(w, rt.r.res.gvr.GroupVersion().WithKind(rt.r.res.kind), rt.jsonOK).status(&st)
+				newProtoWatchEncoder(w, rt.r.res.gvr.GroupVersion().WithKind(rt.r.res.kind), rt.jsonOK, nil).status(&st)
 				return
 			}
 			w.Header().Set("Content-Type", "application/json")
@@ -161,7 +161,7 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 	bw := bufio.NewWriterSize(deadlineWriter{w: w, rc: rc, timeout: s.writeTimeout}, 32<<10)
 	var pw *protoWatchEncoder
 	if rt.proto {
-		pw = newProtoWatchEncoder(bw, gvk, rt.jsonOK)
+		pw = newProtoWatchEncoder(bw, gvk, rt.jsonOK, &rt.r.protoChecked)
 	}
 	flush := func() bool { return bw.Flush() == nil && rc.Flush() == nil }
 	// send writes an event of o, whose JSON is js and protobuf pe (nil:
