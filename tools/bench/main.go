@@ -12,6 +12,7 @@
 //	cd tools/bench && go run . cr           # controller-runtime managers over either cache; client-go SharedIndexInformers of both libraries
 //	cd tools/bench && go run . compact      # Options.Compact (issue 22): 20,000 and 50,000 Pods, reads, custom resources, warm restarts
 //	cd tools/bench && go run . handlers     # a busy handler on the initial list: does it overlap the list's transfer?
+//	cd tools/bench && go run . kubeapi      # 20 client-go informers direct against through kinformer serve --kube-api: the API server's cost
 //	cd tools/bench && go run . scale        # 100,000 Secrets and 20,000 Services through a controller-runtime manager: its cache against kcr
 //	cd tools/bench && go run . -h           # the scenarios; go run . SCENARIO -h for a scenario's flags
 //
@@ -98,6 +99,9 @@ func scenarios() []scenario {
 			flags: scaleFlags, child: "scale-contender", childMain: scaleContenderMain},
 		{name: "handlers", help: "a busy handler on the initial list (issue 45): 20,000 ConfigMaps, a 50 µs handler; kinformer, client-go and controller-runtime against the list alone and the handler alone (about 5 minutes)",
 			section: [2]string{handlersBegin, handlersEnd}, localapi: true, flags: handlersFlags},
+		{name: "kubeapi", help: "many clients through serve (issue 48): 20 client-go informers of 5,000 ConfigMaps against the API server directly and through kinformer serve --kube-api; its CPU, watches and memory, serve's, update latency (about 3 minutes)",
+			section: [2]string{kubeapiBegin, kubeapiEnd}, localapi: true, dataDirHelp: "localapi data dir (default: a new temporary one); reuse one to skip creating the ConfigMaps",
+			flags: kubeapiFlags, child: "kubeapi-clients", childMain: kubeapiClientsMain},
 		{name: "spread", help: "many informers started together (issue 45): 100 namespaces of 200 ConfigMaps, one Factory's informers at once against one by one and against client-go (about 5 minutes)",
 			section: [2]string{spreadBegin, spreadEnd}, localapi: true, dataDirHelp: "localapi data dir (default: a new temporary one); reuse one to skip creating the ConfigMaps",
 			flags: spreadFlags},
