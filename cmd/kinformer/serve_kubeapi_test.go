@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -418,7 +419,8 @@ func TestServeKubeAPINotSyncedYet(t *testing.T) {
 // ends with an ERROR event naming it, not a change left out silently;
 // one that converts is encoded once however many watchers send it; one
 // with a field its Go type lacks is not sent to a client that takes
-// JSON (a *lossyError), and sent without it to one that does not.
+// JSON (an ERROR 410 Expired: it lists again), and sent without it to one
+// that does not.
 func TestProtoWatchEncoderEvent(t *testing.T) {
 	gvk := corev1.SchemeGroupVersion.WithKind("ConfigMap")
 	good := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "a"}, "data": map[string]any{"k": "v"}}}
@@ -441,19 +443,22 @@ func TestProtoWatchEncoderEvent(t *testing.T) {
 		t.Errorf("an object that does not convert: %v; the stream %q", err, out.Bytes())
 	}
 	out.Reset()
-	if err := newProtoWatchEncoder(&out, gvk, true, nil).event("MODIFIED", newer, nil); !isLossy(err) || out.Len() != 0 || !strings.Contains(err.Error(), "ConfigMap /c") {
-		t.Errorf("an object with a field its type lacks, to a client that takes JSON: %v; the stream %q", err, out.Bytes())
+	pw := newProtoWatchEncoder(&out, gvk, true, nil)
+	if err := pw.event("MODIFIED", newer, nil); !isLossy(err) || !pw.lossy || !bytes.Contains(out.Bytes(), []byte("Expired")) || bytes.Contains(out.Bytes(), []byte("MODIFIED")) {
+		t.Errorf("an object with a field its type lacks, to a client that takes JSON: %v; the stream %q; want an ERROR 410 Expired instead", err, out.Bytes())
 	}
-	if err := newProtoWatchEncoder(&out, gvk, false, nil).event("MODIFIED", newer, nil); err != nil || out.Len() == 0 || bytes.Contains(out.Bytes(), []byte("futureField")) {
-		t.Errorf("an object with a field its type lacks, to a client of protobuf only: %v; the stream %q", err, out.Bytes())
+	out.Reset()
+	pw = newProtoWatchEncoder(&out, gvk, false, nil)
+	if err := pw.event("MODIFIED", newer, nil); err != nil || !pw.lossy || !bytes.Contains(out.Bytes(), []byte("MODIFIED")) || bytes.Contains(out.Bytes(), []byte("futureField")) {
+		t.Errorf("an object with a field its type lacks, to a client of protobuf only: %v; the stream %q; want it without the field", err, out.Bytes())
 	}
 }
 
 // Objects with fields serve's Go types lack (a cluster newer than serve's
 // build) are never cut down silently: a client that takes JSON as well as
-// protobuf gets JSON, with them (a watch in protobuf ends before such an
-// event, and the next is answered in JSON, from the version the client
-// had); one that takes protobuf only gets it without them, and a Warning.
+// protobuf gets JSON, with them (a watch in protobuf ends with an ERROR
+// 410 Expired before such an event: its client lists again, in JSON); one
+// that takes protobuf only gets it without them, and a Warning (get, list).
 // In-memory: the real API server of the tests is of the same version as
 // serve's types.
 func TestServeKubeAPIProtobufFallsBackToJSON(t *testing.T) {
@@ -502,15 +507,33 @@ func TestServeKubeAPIProtobufFallsBackToJSON(t *testing.T) {
 		return resp, buf.Bytes()
 	}
 
-	// A watch first: in protobuf until the event of b (a may come before
-	// it, or not), then it ends; the next is in JSON, and has b whole.
+	// A watch first, by client-go in protobuf: a may come, then b ends it
+	// with an ERROR 410 Expired (its client lists again); the next is in
+	// JSON, and has b whole.
 	s, api := newServer()
-	began := time.Now()
-	resp, body := request(api+"?watch=1&timeoutSeconds=10", both)
-	if ct, objects := resp.Header.Get("Content-Type"), bytes.Count(body, []byte("k8s\x00")); ct != contentTypeProtobufWatch || objects > 1 ||
-		time.Since(began) > 8*time.Second || !s.resources[0].protoLossy.Load() {
-		t.Errorf("the first watch: %s, %d objects, ended after %v: %q; want protobuf, ended at b (a, if before it)", ct, objects, time.Since(began), body)
+	cs := kubernetes.NewForConfigOrDie(&rest.Config{Host: strings.TrimSuffix(api, "/api/v1/namespaces/ns/configmaps"),
+		ContentConfig: rest.ContentConfig{ContentType: contentTypeProtobuf, AcceptContentTypes: both}})
+	timeout := int64(10)
+	w, err := cs.CoreV1().ConfigMaps("ns").Watch(context.Background(), metav1.ListOptions{TimeoutSeconds: &timeout})
+	if err != nil {
+		t.Fatal(err)
 	}
+	var got []string
+	var st *metav1.Status
+	for ev := range w.ResultChan() {
+		switch o := ev.Object.(type) {
+		case *metav1.Status:
+			st = o
+		case *corev1.ConfigMap:
+			got = append(got, o.Name)
+		}
+	}
+	if st == nil || st.Code != 410 || st.Reason != metav1.StatusReasonExpired || !strings.Contains(st.Message, "ConfigMap ns/b has fields") ||
+		slices.Contains(got, "b") || !s.resources[0].protoLossy.Load() {
+		t.Errorf("the first watch, in protobuf: %q then %+v; want an ERROR 410 Expired at b", got, st)
+	}
+	var resp *http.Response
+	var body []byte
 	resp, body = request(api+"?watch=1&timeoutSeconds=1", both)
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" || !bytes.Contains(body, []byte(`"futureField":{"set":true}`)) {
 		t.Errorf("the watch after: %s, %q; want JSON with futureField", ct, body)
@@ -537,7 +560,7 @@ func TestServeKubeAPIProtobufFallsBackToJSON(t *testing.T) {
 	bad := configMap("c", "")
 	bad.Object["data"] = int64(5)
 	_, api = newServer(bad)
-	began = time.Now()
+	began := time.Now()
 	resp, body = request(api+"?watch=1&timeoutSeconds=10", both)
 	if time.Since(began) > 8*time.Second || !bytes.Contains(body, []byte("InternalError")) || !bytes.Contains(body, []byte("ConfigMap ns/c")) {
 		t.Errorf("a protobuf watch of an object that does not convert: %s after %v, %q; want an ERROR event naming it", resp.Header.Get("Content-Type"), time.Since(began), body)
@@ -554,29 +577,37 @@ func TestServeKubeAPIProtobufFallsBackToJSON(t *testing.T) {
 	}
 }
 
-// A version of an object is checked for fields its Go type lacks once,
-// not at every list; its next version is checked again; a deleted one is
-// forgotten.
+// An object is checked for fields its Go type lacks once, not at every
+// list: remembered by pointer (the cache never changes an object it
+// holds), so a copy, or the next version, is checked again; an entry goes
+// with its object.
 func TestProtoChecked(t *testing.T) {
 	var c protoChecked
 	o := configMap("a", "v")
-	o.SetUID("u-1")
 	o.SetResourceVersion("1")
 	if _, err := typedObject(o, &c); err != nil || !c.has(o) {
 		t.Fatalf("a plain ConfigMap: %v, checked %v", err, c.has(o))
 	}
-	next := o.DeepCopy()
-	next.SetResourceVersion("2")
-	next.Object["futureField"] = "x"
-	if _, err := typedObject(next, &c); !isLossy(err) || c.has(next) {
-		t.Errorf("its next version, with a field the type lacks: %v, checked %v", err, c.has(next))
+	// The same version made for one request (a watch's DELETED of the
+	// state before), with a field the type lacks: checked on its own.
+	other := o.DeepCopy()
+	other.Object["futureField"] = "x"
+	if _, err := typedObject(other, &c); !isLossy(err) || c.has(other) {
+		t.Errorf("a copy with a field the type lacks: %v, checked %v", err, c.has(other))
 	}
-	c.forget(o)
-	if c.has(o) {
-		t.Error("a deleted object is still remembered")
+	if _, err := typedObject(o, &c); err != nil {
+		t.Errorf("the object again: %v", err)
 	}
-	anon := configMap("b", "v") // no UID: checked every time
-	if _, err := typedObject(anon, &c); err != nil || c.has(anon) {
-		t.Errorf("an object without a UID: %v, checked %v", err, c.has(anon))
+	for i := range 100 {
+		tmp := configMap(fmt.Sprint(i), "v")
+		if _, err := typedObject(tmp, &c); err != nil {
+			t.Fatal(err)
+		}
 	}
+	runtime.KeepAlive(o)
+	o, other = nil, nil
+	waitFor(t, "the entries of collected objects gone", 10*time.Second, func() bool {
+		runtime.GC()
+		return c.len() == 0
+	})
 }

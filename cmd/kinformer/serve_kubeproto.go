@@ -6,14 +6,16 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"runtime"
 	"strings"
 	"sync"
+	"weak"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
@@ -71,44 +73,53 @@ type lossyError struct{ err error }
 func (e *lossyError) Error() string { return e.err.Error() }
 
 // protoChecked remembers the objects found to have no field their Go type
-// lacks, by UID, at the resourceVersion checked: the check (a strict
-// conversion, twice the cost of a plain one) is made once for each
-// version of an object, not for every list that sends it. nil checks
-// every time.
-type protoChecked struct{ m sync.Map } // UID -> resourceVersion
+// lacks: the check (a strict conversion, twice the cost of a plain one)
+// is made once for each object the cache holds, not for every list that
+// sends it. An object is remembered by its pointer, weakly: the cache
+// replaces an object on a change, never changes one it holds, so an
+// object's content is its pointer's; an entry goes when its object is
+// collected (a version replaced or deleted, an object made for one
+// request). nil checks every time.
+type protoChecked struct {
+	m sync.Map // weak.Pointer[unstructured.Unstructured] -> struct{}
+}
 
 func (c *protoChecked) has(o *unstructured.Unstructured) bool {
-	if c == nil || o.GetUID() == "" {
+	if c == nil {
 		return false
 	}
-	rv, ok := c.m.Load(o.GetUID())
-	return ok && rv == o.GetResourceVersion()
+	_, ok := c.m.Load(weak.Make(o))
+	return ok
 }
 
 func (c *protoChecked) add(o *unstructured.Unstructured) {
-	if c != nil && o.GetUID() != "" {
-		c.m.Store(o.GetUID(), o.GetResourceVersion())
+	if c == nil {
+		return
+	}
+	wp := weak.Make(o)
+	if _, had := c.m.LoadOrStore(wp, struct{}{}); !had {
+		runtime.AddCleanup(o, func(wp weak.Pointer[unstructured.Unstructured]) { c.m.Delete(wp) }, wp)
 	}
 }
 
-// forget drops a deleted object.
-func (c *protoChecked) forget(o *unstructured.Unstructured) {
-	if c != nil {
-		c.m.Delete(o.GetUID())
-	}
+// len is how many objects are remembered.
+func (c *protoChecked) len() int {
+	n := 0
+	c.m.Range(func(any, any) bool { n++; return true })
+	return n
 }
 
 // typedObject converts o to its Go type. A *lossyError comes with the
 // object converted (without the fields its type lacks). checked spares
 // the check of a version already checked.
-func typedObject(o *unstructured.Unstructured, checked *protoChecked) (runtime.Object, error) {
+func typedObject(o *unstructured.Unstructured, checked *protoChecked) (kruntime.Object, error) {
 	typed, err := scheme.Scheme.New(o.GroupVersionKind())
 	if err != nil {
 		return nil, err
 	}
 	strict := !checked.has(o)
-	switch err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.UnstructuredContent(), typed, strict); {
-	case runtime.IsStrictDecodingError(err):
+	switch err := kruntime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.UnstructuredContent(), typed, strict); {
+	case kruntime.IsStrictDecodingError(err):
 		return typed, &lossyError{fmt.Errorf("%s %s/%s has fields serve's %T lacks, which protobuf would lose (%w)", o.GetKind(), o.GetNamespace(), o.GetName(), typed, err)}
 	case err != nil:
 		return nil, fmt.Errorf("%s %s/%s as %T: %w", o.GetKind(), o.GetNamespace(), o.GetName(), typed, err)
@@ -149,7 +160,7 @@ func writeProtoList(w io.Writer, gvk schema.GroupVersionKind, objs []*unstructur
 	if err != nil {
 		return nil, err
 	}
-	items := make([]runtime.Object, 0, len(objs))
+	items := make([]kruntime.Object, 0, len(objs))
 	for _, o := range objs {
 		typed, err := typedObject(o, checked)
 		if isLossy(err) {
@@ -209,6 +220,7 @@ type protoWatchEncoder struct {
 	gvk     schema.GroupVersionKind
 	jsonOK  bool // the client takes JSON: an event protobuf would lose fields of ends the watch
 	checked *protoChecked
+	lossy   bool // an event was of an object with fields its Go type lacks
 }
 
 func newProtoWatchEncoder(w io.Writer, gvk schema.GroupVersionKind, jsonOK bool, checked *protoChecked) *protoWatchEncoder {
@@ -221,9 +233,11 @@ func newProtoWatchEncoder(w io.Writer, gvk schema.GroupVersionKind, jsonOK bool,
 // made here). An object that does not convert to its Go type ends the
 // watch with an ERROR event naming it (its client lists again, and the
 // list says the same): never a change left out silently. One whose
-// protobuf would lose fields ends it with a *lossyError, unwritten, if
-// the client takes JSON (it watches again from the version it has, and
-// is answered in JSON); if not, it is written without them.
+// protobuf would lose fields, if the client takes JSON, is not written:
+// an ERROR event 410 Expired ends the watch (a *lossyError), and its
+// client lists again, answered in JSON (not a watch from the last
+// version it had: initial events are not in version order, and one
+// after it may be unsent); if not, it is written without them.
 func (p *protoWatchEncoder) event(typ string, o *unstructured.Unstructured, pe *protoEncoded) error {
 	if pe == nil {
 		pe = new(protoEncoded)
@@ -237,10 +251,18 @@ func (p *protoWatchEncoder) event(typ string, o *unstructured.Unstructured, pe *
 		}
 		return err
 	}
-	if lossy != nil && p.jsonOK {
-		return lossy
+	if lossy != nil {
+		p.lossy = true
+		if p.jsonOK {
+			st := apierrors.NewResourceExpired(fmt.Sprintf("%v: list again (answered in JSON from now on)", lossy)).Status()
+			st.Kind, st.APIVersion = "Status", "v1"
+			if werr := p.status(&st); werr != nil {
+				return werr
+			}
+			return lossy
+		}
 	}
-	return p.frames.Encode(&metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: b}})
+	return p.frames.Encode(&metav1.WatchEvent{Type: typ, Object: kruntime.RawExtension{Raw: b}})
 }
 
 func (p *protoWatchEncoder) bookmark(rv string, end bool) error {

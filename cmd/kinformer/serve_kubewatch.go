@@ -168,12 +168,12 @@ func (s *server) kubeWatch(w http.ResponseWriter, req *http.Request, rt kubeRout
 	// not made yet). False ends the watch: the client's connection
 	// failed, or (protobuf) o did not convert, said in an ERROR event
 	// (flushed, with the events before it), or its protobuf would lose
-	// fields (the events before it flushed: the client watches again
-	// from the last, in JSON).
+	// fields (an ERROR 410 Expired, flushed: the client lists again, in
+	// JSON).
 	send := func(typ string, o *unstructured.Unstructured, js []byte, pe *protoEncoded) bool {
 		if pw != nil {
 			err := pw.event(typ, o, pe)
-			if isLossy(err) {
+			if pw.lossy {
 				rt.r.protoLossy.Store(true)
 			}
 			if err != nil {

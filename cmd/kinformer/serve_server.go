@@ -37,7 +37,7 @@ type served struct {
 	// protoLossy: an object of it had fields serve's Go types lack: it is
 	// answered in JSON to --kube-api clients that take JSON.
 	protoLossy   atomic.Bool
-	protoChecked protoChecked // its objects' versions found to lose nothing in protobuf
+	protoChecked protoChecked // its objects found to lose nothing in protobuf
 }
 
 // eventTypes are the event types, in the library's order.
@@ -128,9 +128,6 @@ func (s *server) addSource(arg string, res resource, scope string, src watchSour
 		r.hub.publish(ev)
 		if r.kube != nil {
 			r.kube.record(ev)
-			if ev.Type == kinformer.Deleted {
-				r.protoChecked.forget(ev.Object)
-			}
 		}
 	})
 	s.resources = append(s.resources, r)
