@@ -127,6 +127,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if f.tls.clientCAFile != "" && !f.tls.clientCertsGuard() {
+		e.warn(fmt.Sprintf("--client-ca-file %s without --client-cert-names: every certificate its CAs signed may read what serve serves; if it is the cluster's CA, that is every node and component (kubelets among them): give --client-cert-names, or a CA of serve's clients only", f.tls.clientCAFile))
+	}
 	if err := f.shard.check(fs); err != nil {
 		return err
 	}
@@ -187,7 +190,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	s.shard = shard
 	s.token = token
-	s.clientCerts = f.tls.clientCAFile != ""
+	s.clientCerts, s.clientCertNames = f.tls.clientCAFile != "", f.tls.clientNames
 	var viewFactory *kinformer.Factory // --namespace-selector's; nil without
 	defer func() {
 		if viewFactory != nil {
@@ -207,9 +210,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			continue
 		}
 		f.stateKeys.warnSecrets(e, res, f.stateDir)
-		if token == nil && !s.clientCerts && !f.openSecrets && res.gvr.Group == "" && res.gvr.Resource == "secrets" {
+		if token == nil && !f.tls.clientCertsGuard() && !f.openSecrets && res.gvr.Group == "" && res.gvr.Resource == "secrets" {
 			return usageErrorf("serve: serving secrets without --token-file lets anyone who can reach %s read them (on loopback: every process and user of this machine); "+
-				"give --token-file FILE (head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE) or --client-ca-file, or --serve-secrets-without-token to serve them anyway", f.listen)
+				"give --token-file FILE (head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE) or --client-ca-file with --client-cert-names, or --serve-secrets-without-token to serve them anyway", f.listen)
 		}
 		if f.nsSelector != "" && res.namespaced {
 			// One informer per namespace the selector chooses, from one

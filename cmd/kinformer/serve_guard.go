@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log"
 	"net"
@@ -219,7 +220,7 @@ func (l *connLimit) track(c net.Conn, state http.ConnState) {
 		l.reading[c] = time.Now()
 	case http.StateIdle:
 		if l.full() {
-			c.Close()
+			closeConn(c)
 			return
 		}
 		l.idle[c] = struct{}{}
@@ -230,7 +231,7 @@ func (l *connLimit) closeIdle() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for c := range l.idle {
-		c.Close()
+		closeConn(c)
 		delete(l.idle, c)
 	}
 }
@@ -251,9 +252,20 @@ func (l *connLimit) closeSlowHead(since time.Time) {
 		}
 	}
 	if oldest != nil {
-		oldest.Close()
+		closeConn(oldest)
 		delete(l.reading, oldest)
 	}
+}
+
+// closeConn closes c, a TLS connection by its TCP connection: tls.Conn's
+// Close first sends an alert, which blocks (up to 5 s) when the client
+// does not read, and connLimit closes connections holding its lock.
+func closeConn(c net.Conn) {
+	if tc, ok := c.(*tls.Conn); ok {
+		tc.NetConn().Close()
+		return
+	}
+	c.Close()
 }
 
 // limitedConn gives its slot back when closed.
@@ -390,7 +402,7 @@ func (s *server) guard(next http.Handler) http.Handler {
 				"allow other names with --accept-hosts", req.Host)
 			return
 		}
-		if !s.token.check(w, req, func() bool { return len(s.notReady()) == 0 }, s.clientCerts) {
+		if !s.token.check(w, req, func() bool { return len(s.notReady()) == 0 }, s.clientCerts, s.clientCertNames) {
 			return
 		}
 		next.ServeHTTP(w, req)

@@ -128,9 +128,11 @@ HttpOnly cookie); /readyz without it says only whether serve is ready.
 --tls-cert-file and --tls-private-key-file serve HTTPS (HTTP/1.1; the
 files are read again when they change, so a renewed certificate needs no
 restart), and --client-ca-file lets a client certificate signed by one of
-its CAs read, as the token does (either is enough). Beyond loopback, give
-both: a token over plain HTTP crosses the network in clear. Serving
-secrets without a token or client CAs is refused unless
+its CAs read, as the token does (either is enough); --client-cert-names
+lets in only those Common Names (without it, with the cluster's CA, every
+node and component reads). Beyond loopback, use TLS: a token over plain
+HTTP crosses the network in clear. Serving secrets without a token, or
+client CAs with --client-cert-names, is refused unless
 --serve-secrets-without-token.
 
 --compact keeps each cached object as bytes (its JSON, managedFields cut)

@@ -57,9 +57,10 @@ type server struct {
 	token     *accessToken    // --token-file; nil: none
 	// clientCerts: a client certificate verified by --client-ca-file's CAs
 	// may read, as the token may.
-	clientCerts bool
-	registry    *prometheus.Registry
-	metrics     *kinformer.Metrics // the informers', on registry
+	clientCerts     bool
+	clientCertNames []string // --client-cert-names: the Common Names let in; nil: any
+	registry        *prometheus.Registry
+	metrics         *kinformer.Metrics // the informers', on registry
 
 	// Set before serving (setHostCheck; tests change the others).
 	hostAllowed    func(host string) bool // nil: any Host

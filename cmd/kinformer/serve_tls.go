@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,12 +27,14 @@ const tlsReloadEvery = 10 * time.Second
 
 type tlsFlags struct {
 	certFile, keyFile, clientCAFile string
+	clientNames                     []string
 }
 
 func (f *tlsFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.certFile, "tls-cert-file", "", "serve HTTPS with this certificate (PEM; the server's first, then its chain), read again when it changes")
 	fs.StringVar(&f.keyFile, "tls-private-key-file", "", "the private key of --tls-cert-file (PEM)")
 	fs.StringVar(&f.clientCAFile, "client-ca-file", "", "with --tls-cert-file: a client certificate signed by one of these CAs (PEM) may read, as --token-file's token may (either is enough)")
+	fs.StringSliceVar(&f.clientNames, "client-cert-names", nil, "with --client-ca-file: only client certificates whose Common Name is one of these `NAME`s, comma-separated (without it, every certificate the CAs signed: with the cluster's CA, every node and component)")
 }
 
 // check checks the flags' combinations.
@@ -41,9 +44,18 @@ func (f *tlsFlags) check() error {
 		return usageErrorf("serve: --tls-cert-file and --tls-private-key-file go together")
 	case f.clientCAFile != "" && f.certFile == "":
 		return usageErrorf("serve: --client-ca-file needs --tls-cert-file and --tls-private-key-file (client certificates are sent over TLS only)")
+	case f.clientNames != nil && f.clientCAFile == "":
+		return usageErrorf("serve: --client-cert-names needs --client-ca-file")
+	case slices.Contains(f.clientNames, ""):
+		return usageErrorf("serve: --client-cert-names: an empty name")
 	}
 	return nil
 }
+
+// clientCertsGuard reports whether client certificates restrict who
+// reads as a token does: a CA and the names it may have signed for. A CA
+// alone lets in whatever it signed (the cluster's: every kubelet).
+func (f *tlsFlags) clientCertsGuard() bool { return f.clientCAFile != "" && len(f.clientNames) > 0 }
 
 // tlsFiles are serve's certificate, key and client CAs, as last loaded.
 type tlsFiles struct {
@@ -158,7 +170,11 @@ func (t *tlsFiles) config() *tls.Config {
 }
 
 // verifiedClient reports whether req came with a client certificate that
-// --client-ca-file's CAs verified.
-func verifiedClient(req *http.Request) bool {
-	return req.TLS != nil && len(req.TLS.VerifiedChains) > 0
+// --client-ca-file's CAs verified, whose Common Name is one of names (any,
+// if names is empty).
+func verifiedClient(req *http.Request, names []string) bool {
+	if req.TLS == nil || len(req.TLS.VerifiedChains) == 0 || len(req.TLS.VerifiedChains[0]) == 0 {
+		return false
+	}
+	return len(names) == 0 || slices.Contains(names, req.TLS.VerifiedChains[0][0].Subject.CommonName)
 }

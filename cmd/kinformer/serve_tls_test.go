@@ -127,7 +127,7 @@ func TestServeTLSClientCertificates(t *testing.T) {
 	_, base := startServe(t, "configmaps", "-n", ns, "--kube-api", kubeconfigArg(srv),
 		"--tls-cert-file", writeFile(t, filepath.Join(dir, "tls.crt"), certPEM),
 		"--tls-private-key-file", writeFile(t, filepath.Join(dir, "tls.key"), keyPEM),
-		"--client-ca-file", writeFile(t, filepath.Join(dir, "ca.crt"), clientCA.pem),
+		"--client-ca-file", writeFile(t, filepath.Join(dir, "ca.crt"), clientCA.pem), "--client-cert-names", "reader,auditor",
 		"--token-file", writeFile(t, filepath.Join(dir, "token"), []byte(testToken+"\n")))
 	if !strings.HasPrefix(base, "https://") {
 		t.Fatalf("serve says it serves on %s", base)
@@ -172,6 +172,12 @@ func TestServeTLSClientCertificates(t *testing.T) {
 	_, err = kubernetes.NewForConfigOrDie(config(nil, nil, "")).CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 	if !apierrors.IsUnauthorized(err) || !strings.Contains(err.Error(), "--client-ca-file") {
 		t.Errorf("listing without a certificate or the token: %v; want 401 naming --client-ca-file", err)
+	}
+	// A certificate of the CA for another name is not enough.
+	nodeCert, nodeKey := clientCA.issue(t, "system:node:worker-1", false)
+	_, err = kubernetes.NewForConfigOrDie(config(nodeCert, nodeKey, "")).CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if !apierrors.IsUnauthorized(err) || !strings.Contains(err.Error(), "--client-cert-names") {
+		t.Errorf("listing with a certificate of the CA for a name not in --client-cert-names: %v; want 401", err)
 	}
 	// A certificate of another CA fails the handshake.
 	otherCert, otherKey := otherCA.issue(t, "stranger", false)
@@ -219,6 +225,8 @@ func TestServeTLSUsage(t *testing.T) {
 		{[]string{"--tls-cert-file", certFile}, "serve: --tls-cert-file and --tls-private-key-file go together"},
 		{[]string{"--tls-private-key-file", keyFile}, "serve: --tls-cert-file and --tls-private-key-file go together"},
 		{[]string{"--client-ca-file", certFile}, "serve: --client-ca-file needs --tls-cert-file"},
+		{[]string{"--client-cert-names", "reader"}, "serve: --client-cert-names needs --client-ca-file"},
+		{[]string{"--tls-cert-file", certFile, "--tls-private-key-file", keyFile, "--client-ca-file", certFile, "--client-cert-names", "a,,b"}, "serve: --client-cert-names: an empty name"},
 		{[]string{"--tls-cert-file", filepath.Join(dir, "nope"), "--tls-private-key-file", keyFile}, "serve: --tls-cert-file: stat " + filepath.Join(dir, "nope")},
 		{[]string{"--tls-cert-file", certFile, "--tls-private-key-file", garbage}, "serve: --tls-cert-file " + certFile + ", --tls-private-key-file " + garbage},
 		{[]string{"--tls-cert-file", certFile, "--tls-private-key-file", keyFile, "--client-ca-file", garbage}, "serve: --client-ca-file " + garbage + ": no PEM certificate in it"},
@@ -229,6 +237,15 @@ func TestServeTLSUsage(t *testing.T) {
 		if code != exitUsage || !strings.Contains(first, tt.msg) || stdout != "" {
 			t.Errorf("kinformer %q: exit %d, stdout %q, stderr %q; want %d and %q first", args, code, stdout, stderr, exitUsage, tt.msg)
 		}
+	}
+	// A client CA alone lets in whatever it signed: said, and not enough
+	// to serve Secrets.
+	caFile := writeFile(t, filepath.Join(dir, "ca.crt"), ca.pem)
+	args := []string{"serve", "secrets", "--tls-cert-file", certFile, "--tls-private-key-file", keyFile, "--client-ca-file", caFile, kubeconfigArg(testenv.Shared(t))}
+	code, stdout, stderr := runCmd(t, nil, args...)
+	if code != exitUsage || stdout != "" || !strings.Contains(stderr, "without --client-cert-names: every certificate its CAs signed may read") ||
+		!strings.Contains(stderr, "serve: serving secrets without --token-file") || !strings.Contains(stderr, "--client-ca-file with --client-cert-names") {
+		t.Errorf("kinformer %q: exit %d, stderr %q; want a warning that the CA alone lets in whatever it signed, and Secrets refused", args, code, stderr)
 	}
 }
 

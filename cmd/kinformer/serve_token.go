@@ -88,16 +88,17 @@ func presented(req *http.Request) string {
 }
 
 // check lets req through (true) if it carries the token, or, with certs
-// (--client-ca-file), a verified client certificate; or answers it:
+// (--client-ca-file), a verified client certificate (of one of certNames,
+// if any: --client-cert-names); or answers it:
 // /healthz always; /readyz without details; the page opened with
 // ?token= sets the cookie and sends the browser to the page without it
 // in its address; anything else 401. With neither a token nor certs,
 // everything goes through.
-func (a *accessToken) check(w http.ResponseWriter, req *http.Request, ready func() bool, certs bool) bool {
+func (a *accessToken) check(w http.ResponseWriter, req *http.Request, ready func() bool, certs bool, certNames []string) bool {
 	if a == nil && !certs || req.URL.Path == "/healthz" {
 		return true
 	}
-	if certs && verifiedClient(req) {
+	if certs && verifiedClient(req, certNames) {
 		return true
 	}
 	if tok := presented(req); a != nil && tok != "" && a.matches(tok) {
@@ -129,11 +130,11 @@ func (a *accessToken) check(w http.ResponseWriter, req *http.Request, ready func
 	var msg string
 	switch {
 	case a != nil && certs:
-		msg = "this server requires its token (--token-file) or a client certificate of its --client-ca-file: send \"Authorization: Bearer TOKEN\", or open /?token=TOKEN once in a browser"
+		msg = "this server requires its token (--token-file) or a client certificate of its --client-ca-file (and --client-cert-names): send \"Authorization: Bearer TOKEN\", or open /?token=TOKEN once in a browser"
 	case a != nil:
 		msg = "this server requires its token (--token-file): send \"Authorization: Bearer TOKEN\", or open /?token=TOKEN once in a browser"
 	default:
-		msg = "this server requires a client certificate signed by a CA of its --client-ca-file"
+		msg = "this server requires a client certificate signed by a CA of its --client-ca-file (and, with --client-cert-names, of one of those Common Names)"
 	}
 	if a != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="kinformer serve"`)
