@@ -268,6 +268,10 @@ func (c *chaos) rounds(kinds []chaosKind, d time.Duration) {
 	}
 }
 
+// expiredGrace is the time a kill round's deadline grows by once the
+// informer has had a 410 from the restarted server (see round).
+const expiredGrace = 4 * time.Second
+
 // round injects one fault under load, then checks convergence.
 func (c *chaos) round(kind chaosKind) bool {
 	t := c.t
@@ -293,10 +297,21 @@ func (c *chaos) round(kind chaosKind) bool {
 	if c.deadline > 0 {
 		limit = c.deadline
 	}
+	extended := false
 	for deadline := faultEnd.Add(limit); ; {
 		if c.equal(want) {
 			converged, caughtUp, ok = time.Since(faultEnd), time.Since(paused), true
 			break
+		}
+		if !extended && (kind == faultKill || kind == faultKillLong) && c.folders[0].errorsSince(errs0).expired > 0 {
+			// The informer's version was gone from the restarted
+			// server's watch cache (410): it lists again, and the
+			// server answers a consistent list once its cache has
+			// caught up with etcd, waiting up to 3 s for it (seen
+			// under load: a kill-long round that had not re-listed 4 s
+			// after the server was back).
+			extended, limit = true, limit+expiredGrace
+			deadline = deadline.Add(expiredGrace)
 		}
 		if time.Now().After(deadline) {
 			break
