@@ -284,7 +284,7 @@ func kubeapiRun(ctx context.Context, kind string, round int, srv *server, cs *ku
 		apiAtSync = processCPUSeconds(srv.Pid)
 		res.SyncWallSeconds = time.Since(t0).Seconds()
 		res.APICPUSync = apiAtSync - api0
-		res.APIRSSMB = procStatusMB(srv.Pid, "VmRSS:")
+		res.APIRSSMB = pidStatusMB(srv.Pid, "VmRSS:")
 		metrics, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 		if err != nil {
 			return nil, 0, fmt.Errorf("the API server's metrics: %w", err)
@@ -308,7 +308,7 @@ func kubeapiRun(ctx context.Context, kind string, round int, srv *server, cs *ku
 	}
 	if serve != nil {
 		res.ServeCPU = serveCPU()
-		res.ServeRSSMB = procStatusMB(serve.Process.Pid, "VmHWM:")
+		res.ServeRSSMB = pidStatusMB(serve.Process.Pid, "VmHWM:")
 	}
 	return res, nil
 }
@@ -357,17 +357,10 @@ func promSum(text, metric string, labels ...string) float64 {
 	return n
 }
 
-// procStatusMB is a field of /proc/PID/status in kB (VmRSS:, VmHWM:), in MB.
-func procStatusMB(pid int, field string) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return math.NaN()
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, field); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
-			return kb / 1024
-		}
+// pidStatusMB is procStatusMB of process pid; NaN if it cannot.
+func pidStatusMB(pid int, field string) float64 {
+	if mb, ok := procStatusMB(fmt.Sprintf("/proc/%d/status", pid), field); ok {
+		return mb
 	}
 	return math.NaN()
 }

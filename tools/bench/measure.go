@@ -68,19 +68,26 @@ func processCPUSeconds(pid int) float64 {
 	return total / hz
 }
 
-// vmHWM returns the process's peak RSS (VmHWM) in MB.
+// vmHWM returns the process's peak RSS (VmHWM) in MB (0 if unknown).
 func vmHWM() float64 {
-	b, err := os.ReadFile("/proc/self/status")
+	mb, _ := procStatusMB("/proc/self/status", "VmHWM:")
+	return mb
+}
+
+// procStatusMB reads a field of a /proc/PID/status file given in kB
+// (VmRSS:, VmHWM:), in MB; false if it cannot.
+func procStatusMB(path, field string) (float64, bool) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0
+		return 0, false
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
-			return kb / 1024
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
+			return kb / 1024, err == nil
 		}
 	}
-	return 0
+	return 0, false
 }
 
 const heapMetric = "/memory/classes/heap/objects:bytes" // = MemStats.HeapAlloc, without a stop-the-world
